@@ -1,0 +1,240 @@
+"""Compose Hydra configs from command-line overrides into a typed, validated Config.
+
+We call Hydra's compose API rather than ``@hydra.main``: a bad key must end in
+one line and exit status 2, and a run must not change the working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config import (
+    ChaosConfig,
+    CheckpointConfig,
+    CloudConfig,
+    Config,
+    ConfigError,
+    FaultConfig,
+    JobConfig,
+    RecoveryConfig,
+    RegionConfig,
+    TrainerConfig,
+    validate,
+)
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+_registered = False
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    _registered = True
+
+
+def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
+    """Overrides (KEY=VALUE, GROUP=OPTION) to a validated Config, or ConfigError."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    _register()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            raw = hydra_compose(config_name="config", overrides=list(overrides))
+        plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
+    except Exception as exc:  # noqa: BLE001 - translated into one line for the user
+        raise _translate(exc, overrides) from None
+    finally:
+        GlobalHydra.instance().clear()
+    assert isinstance(plain, dict)
+    return validate(_typed(plain))
+
+
+def _typed(d: dict[str, Any]) -> Config:
+    cloud = d["cloud"]
+    regions = {
+        name: RegionConfig(store=_normalize_store(r["store"]), num_cpus=r["num_cpus"])
+        for name, r in cloud["regions"].items()
+    }
+    return Config(
+        job=JobConfig(**d["job"]),
+        trainer=TrainerConfig(**d["trainer"]),
+        checkpoint=CheckpointConfig(**d["checkpoint"]),
+        cloud=CloudConfig(
+            name=cloud["name"],
+            provider=cloud["provider"],
+            regions=regions,
+            candidates=list(cloud["candidates"]),
+        ),
+        recovery=RecoveryConfig(**d["recovery"]),
+        chaos=ChaosConfig(faults=[FaultConfig(**f) for f in d["chaos"]["faults"]]),
+        action=d["action"],
+        run_id=None if d["run_id"] is None else str(d["run_id"]),
+        home=os.path.abspath(os.path.expanduser(d["home"])),
+        progress=d["progress"],
+    )
+
+
+def _normalize_store(url: str) -> str:
+    # A file:// store under "~" must name one place, whoever resolves it later.
+    if url.startswith("file://"):
+        return "file://" + os.path.abspath(os.path.expanduser(url[len("file://") :]))
+    return url
+
+
+def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import (
+        ConfigAttributeError,
+        ConfigKeyError,
+        MissingMandatoryValue,
+        OmegaConfBaseException,
+        ValidationError,
+    )
+
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, MissingConfigException):
+            group = _group_of(str(e))
+            options = list(getattr(e, "options", None) or [])
+            given = _given_for(group, overrides) if group else None
+            allowed = ", ".join(options) if options else "see conf/" + (group or "")
+            return ConfigError(
+                group or "config",
+                f"got {given!r}; allowed: {allowed}" if given else f"{_first_line(e)}",
+            )
+        if isinstance(e, OverrideParseException):
+            return ConfigError("command line", f"cannot parse override: {_first_line(e)}")
+    for e in chain:
+        if isinstance(e, OmegaConfBaseException) and getattr(e, "full_key", None):
+            key = str(e.full_key)
+            if isinstance(e, (ConfigAttributeError, ConfigKeyError)) and " not in " in str(e):
+                key = _qualify(key, str(e))
+                return ConfigError(key, _unknown_key_message(key))
+            if isinstance(e, MissingMandatoryValue):
+                return ConfigError(key, "is required but has no value; set it with " + key + "=...")
+            if isinstance(e, ValidationError):
+                value = getattr(e, "value", None)
+                expected = _expected_type(str(e))
+                return ConfigError(key, f"got {value!r}; expected {expected}")
+            return ConfigError(key, _first_line(e))
+    return ConfigError("config", _first_line(exc))
+
+
+_SCHEMA_PREFIX = {
+    "JobConfig": "job",
+    "TrainerConfig": "trainer",
+    "CheckpointConfig": "checkpoint",
+    "CloudConfig": "cloud",
+    "RecoveryConfig": "recovery",
+    "ChaosConfig": "chaos",
+    "FaultConfig": "chaos.faults[]",
+}
+
+
+def _qualify(key: str, message: str) -> str:
+    # Inside a list element OmegaConf reports the key relative to the element.
+    if "." in key:
+        return key
+    for schema, prefix in _SCHEMA_PREFIX.items():
+        if f"'{schema}'" in message:
+            return f"{prefix}.{key}"
+    return key
+
+
+def _unknown_key_message(key: str) -> str:
+    parent, _, leaf = key.rpartition(".")
+    allowed = _keys_under(parent)
+    hint = ""
+    close = difflib.get_close_matches(leaf, allowed, n=1)
+    if close:
+        hint = f" (did you mean {(parent + '.' if parent else '') + close[0]!r}?)"
+    where = f"under {parent!r}" if parent else "at the top level"
+    return f"unknown key{hint}; allowed {where}: {', '.join(allowed)}"
+
+
+def _keys_under(dotted: str) -> list[str]:
+    from dataclasses import fields, is_dataclass
+
+    node: Any = Config
+    for part in [p for p in dotted.split(".") if p]:
+        if "[" in part:
+            part = part.split("[")[0]
+        match = {f.name: f for f in fields(node)}.get(part) if is_dataclass(node) else None
+        if match is None:
+            continue  # a region's name inside cloud.regions
+        node = _field_type(node, part)
+    return [f.name for f in fields(node)] if is_dataclass(node) else []
+
+
+def _field_type(cls: type, name: str) -> Any:
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    t = hints[name]
+    origin = typing.get_origin(t)
+    if origin in (dict, list):
+        return {"regions": RegionConfig, "faults": FaultConfig}.get(name, t)
+    return t
+
+
+def _expected_type(message: str) -> str:
+    lowered = message.lower()
+    for word, text in (
+        ("integer", "an integer"),
+        ("float", "a number"),
+        ("bool", "true or false"),
+        ("str", "a string"),
+    ):
+        if f"to {word}" in lowered or f"type {word}" in lowered:
+            return text
+    return _first_line_text(message)
+
+
+def _group_of(message: str) -> str | None:
+    # Hydra says: "In 'config': Could not find 'cloud/foo'".
+    marker = "Could not find '"
+    if marker in message:
+        path = message.split(marker, 1)[1].split("'", 1)[0]
+        return path.split("/")[0] if "/" in path else None
+    return None
+
+
+def _given_for(group: str, overrides: list[str]) -> str | None:
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k.lstrip("+~") == group:
+            return v
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in out:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    return _first_line_text(str(exc))
+
+
+def _first_line_text(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()

@@ -1,0 +1,246 @@
+"""Typed configuration: the schemas Hydra validates against, and the checks it cannot do.
+
+Hydra's DictConfig is converted to these dataclasses once, at the entry point;
+nothing below the entry point sees a DictConfig.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+ACTIONS = ("run", "status")
+FAULT_KINDS = ("kill_region", "kill_worker", "corrupt_checkpoint")
+
+
+class ConfigError(Exception):
+    """A value a user gave is not allowed. Carries the key so the message names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass
+class JobConfig:
+    name: str = MISSING
+    workload: str = MISSING
+    steps: int = 300
+    seed: int = 0
+    batch_size: int = 64
+    lr: float = 0.01
+    hidden_size: int = 256
+    eval_fraction: float = 0.25
+
+
+@dataclass
+class TrainerConfig:
+    workers: int = 2
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+    # Ray Train restarts the worker group in place this many times (FailureConfig).
+    max_worker_restarts: int = 3
+
+
+@dataclass
+class CheckpointConfig:
+    interval_steps: int = 20
+    keep_last: int = 3
+
+
+@dataclass
+class RegionConfig:
+    store: str = MISSING
+    num_cpus: int = 2
+
+
+@dataclass
+class CloudConfig:
+    name: str = MISSING
+    provider: str = MISSING
+    regions: dict[str, RegionConfig] = field(default_factory=dict)
+    # Ordered failover preference; empty means every region, in mapping order.
+    candidates: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RecoveryConfig:
+    heartbeat_interval_s: float = 1.0
+    heartbeat_timeout_s: float = 10.0
+    max_failovers: int = 2
+    max_restarts_on_errors: int = 1
+    provision_timeout_s: float = 60.0
+    # A region that failed within this many seconds is skipped when choosing the next.
+    region_cooldown_s: float = 600.0
+
+
+@dataclass
+class FaultConfig:
+    kind: str = MISSING
+    at_step: int = MISSING
+
+
+@dataclass
+class ChaosConfig:
+    faults: list[FaultConfig] = field(default_factory=list)
+
+
+@dataclass
+class Config:
+    job: JobConfig = field(default_factory=JobConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    cloud: CloudConfig = field(default_factory=CloudConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    chaos: ChaosConfig = field(default_factory=ChaosConfig)
+    action: str = "run"
+    run_id: str | None = None
+    home: str = "~/.orchestrator"
+    # Print a live progress line while the run goes on.
+    progress: bool = True
+
+    @property
+    def home_path(self) -> str:
+        return os.path.abspath(os.path.expanduser(self.home))
+
+    def candidate_regions(self) -> list[str]:
+        return list(self.cloud.candidates) or list(self.cloud.regions)
+
+
+def validate(cfg: Config) -> Config:
+    """Checks the schema cannot express. Raises ConfigError naming the first bad key."""
+    if cfg.action not in ACTIONS:
+        raise ConfigError("action", f"got {cfg.action!r}; allowed: {', '.join(ACTIONS)}")
+    if cfg.action == "status":
+        if not cfg.run_id:
+            raise ConfigError("run_id", "action=status needs the run to show; add run_id=<id>")
+        return cfg
+    _positive_int("job.steps", cfg.job.steps)
+    _positive_int("job.batch_size", cfg.job.batch_size)
+    _positive_int("job.hidden_size", cfg.job.hidden_size)
+    if not 0.0 < cfg.job.lr:
+        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a number > 0")
+    if not 0.0 < cfg.job.eval_fraction < 1.0:
+        raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
+    _positive_int("trainer.workers", cfg.trainer.workers)
+    if cfg.trainer.cpus_per_worker <= 0:
+        raise ConfigError(
+            "trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0"
+        )
+    if cfg.trainer.gpus_per_worker < 0:
+        raise ConfigError(
+            "trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0"
+        )
+    _non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
+    _positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
+    if cfg.checkpoint.keep_last < 2:
+        raise ConfigError(
+            "checkpoint.keep_last",
+            f"got {cfg.checkpoint.keep_last}; expected >= 2 so a corrupt newest checkpoint "
+            "still leaves one to fall back to",
+        )
+    _validate_cloud(cfg)
+    _validate_recovery(cfg.recovery)
+    _validate_chaos(cfg)
+    if cfg.run_id is not None and not _safe_name(cfg.run_id):
+        raise ConfigError(
+            "run_id", f"got {cfg.run_id!r}; allowed: letters, digits, '-', '_' and '.'"
+        )
+    return cfg
+
+
+def _validate_cloud(cfg: Config) -> None:
+    cloud = cfg.cloud
+    if not cloud.regions:
+        raise ConfigError("cloud.regions", f"cloud {cloud.name!r} defines no region")
+    for name, region in cloud.regions.items():
+        if not _safe_name(name):
+            raise ConfigError(
+                f"cloud.regions.{name}", "region names may hold letters, digits, '-', '_', '.'"
+            )
+        if "://" not in region.store:
+            raise ConfigError(
+                f"cloud.regions.{name}.store",
+                f"got {region.store!r}; expected an fsspec URL such as file:///path or s3://bucket/prefix",
+            )
+        _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
+    seen: set[str] = set()
+    for name in cloud.candidates:
+        if name not in cloud.regions:
+            raise ConfigError(
+                "cloud.candidates",
+                f"{name!r} is not a region of cloud {cloud.name!r}; "
+                f"allowed: {', '.join(cloud.regions)}",
+            )
+        if name in seen:
+            raise ConfigError("cloud.candidates", f"{name!r} is listed twice")
+        seen.add(name)
+    need = cfg.trainer.workers * cfg.trainer.cpus_per_worker
+    for name in cfg.candidate_regions():
+        have = cloud.regions[name].num_cpus
+        if need > have:
+            raise ConfigError(
+                "trainer.workers",
+                f"{cfg.trainer.workers} workers x {cfg.trainer.cpus_per_worker} CPUs need {need:g} "
+                f"CPUs but region {name!r} has {have}; lower trainer.workers or "
+                "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
+            )
+
+
+def _validate_recovery(rec: RecoveryConfig) -> None:
+    if rec.heartbeat_interval_s <= 0:
+        raise ConfigError(
+            "recovery.heartbeat_interval_s", f"got {rec.heartbeat_interval_s}; expected > 0"
+        )
+    if rec.heartbeat_timeout_s < 2 * rec.heartbeat_interval_s:
+        raise ConfigError(
+            "recovery.heartbeat_timeout_s",
+            f"got {rec.heartbeat_timeout_s}; expected at least twice "
+            f"recovery.heartbeat_interval_s ({rec.heartbeat_interval_s})",
+        )
+    _non_negative_int("recovery.max_failovers", rec.max_failovers)
+    _non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
+    if rec.provision_timeout_s <= 0:
+        raise ConfigError(
+            "recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0"
+        )
+    if rec.region_cooldown_s < 0:
+        raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
+
+
+def _validate_chaos(cfg: Config) -> None:
+    for i, fault in enumerate(cfg.chaos.faults):
+        if fault.kind not in FAULT_KINDS:
+            raise ConfigError(
+                f"chaos.faults[{i}].kind",
+                f"got {fault.kind!r}; allowed: {', '.join(FAULT_KINDS)}",
+            )
+        if not 1 <= fault.at_step <= cfg.job.steps:
+            raise ConfigError(
+                f"chaos.faults[{i}].at_step",
+                f"got {fault.at_step}; expected a step in 1..{cfg.job.steps} (job.steps)",
+            )
+
+
+def _positive_int(key: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(key, f"got {value}; expected an integer >= 1")
+
+
+def _non_negative_int(key: str, value: int) -> None:
+    if value < 0:
+        raise ConfigError(key, f"got {value}; expected an integer >= 0")
+
+
+def _safe_name(name: str) -> bool:
+    return bool(name) and all(c.isalnum() or c in "-_." for c in name) and name not in (".", "..")
+
+
+def to_plain(obj: Any) -> Any:
+    """A dataclass tree as JSON-able dicts (for specs and the journal)."""
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(obj) if is_dataclass(obj) else obj
