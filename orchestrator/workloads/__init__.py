@@ -1,0 +1,17 @@
+"""Built-in workloads, keyed by the name ``job.workload`` uses."""
+
+from __future__ import annotations
+
+from orchestrator.workloads.base import Workload
+
+
+def get_workload(name: str) -> type[Workload]:
+    from orchestrator.workloads.digits import Digits
+
+    known: dict[str, type[Workload]] = {"digits": Digits}
+    if name not in known:
+        raise KeyError(f"unknown workload {name!r}; known: {', '.join(known)}")
+    return known[name]
+
+
+WORKLOADS = ("digits",)

@@ -1,0 +1,255 @@
+"""One attempt: provision a region, prepare the restore, run the runtime, watch it, tear down."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.chaos import FaultInjector
+from orchestrator.config import to_plain
+from orchestrator.incidents import Incident
+from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.states import RunState
+from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
+from recovery.detection import EXIT_OK, Failure, FailureKind, Lease, Observation, classify
+from recovery.replication import ReplicationError, replicate, sync_newest
+from recovery.store import CheckpointStore, StoreError
+
+if TYPE_CHECKING:
+    from orchestrator.controller import Controller
+
+POLL_S = 0.2
+
+_PROVISION_FAILURE = {
+    ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
+    ProvisionErrorKind.PRECHECK: FailureKind.PRECHECK,
+    ProvisionErrorKind.TRANSIENT: FailureKind.PROVISION_ERROR,
+}
+
+
+@dataclass
+class AttemptOutcome:
+    generation: int
+    region: str
+    started_at: float
+    succeeded: bool = False
+    failure: Failure | None = None
+    final: dict[str, Any] | None = None
+    detected_at: float = 0.0
+    failed_at: float | None = None
+    last_step: int = 0
+    restored_step: int | None = None
+    incidents: list[Incident] = field(default_factory=list)
+    ended_at: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "region": self.region,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "restored_step": self.restored_step,
+            "last_step": self.last_step,
+            "outcome": "succeeded" if self.succeeded else str(self.failure.kind if self.failure else "?"),
+        }
+
+
+class AttemptRunner:
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+        self.cluster: ClusterHandle | None = None
+        self.injector = FaultInjector(
+            [to_plain(f) for f in ctl.cfg.chaos.faults],
+            ctl.control,
+            ctl.provider,
+            stores=lambda: list(ctl.stores.values()),
+            run_id=ctl.run_id,
+        )
+        self.last_step = 0
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self._teardown(self.cluster)
+
+    def run(self, region: str, gen: int, pending: Incident | None) -> AttemptOutcome:
+        ctl = self.ctl
+        out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
+        ctl.journal.append("attempt_started", generation=gen, region=region)
+        spec_r = ctl.cfg.cloud.regions[region]
+        name = f"{ctl.run_id}-{region}-g{gen}"
+        t0 = time.time()
+        try:
+            cluster = ctl.provider.launch(
+                RegionSpec(region, spec_r.store, spec_r.num_cpus), name, ctl.cfg.recovery.provision_timeout_s
+            )
+        except ProvisionError as exc:
+            ctl.journal.append("provision_failed", region=region, kind=str(exc.kind), error=str(exc))
+            out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
+            out.detected_at = out.ended_at = time.time()
+            return out
+        self.cluster = cluster
+        ctl.journal.append(
+            "provisioned", region=region, cluster=cluster.name, address=cluster.address,
+            provision_s=round(time.time() - t0, 3),
+        )
+        try:
+            out.restored_step = self._prepare_restore(region)
+            ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
+            proc = self._start_runtime(cluster, region, gen)
+            ctl.sm.to(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
+            self._watch(cluster, proc, out, pending)
+        finally:
+            self._teardown(cluster)
+            out.ended_at = time.time()
+        return out
+
+    def _teardown(self, cluster: ClusterHandle) -> None:
+        t0 = time.time()
+        self.ctl.provider.teardown(cluster)
+        self.ctl.journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3))
+        self.cluster = None
+
+    def _prepare_restore(self, region: str) -> int:
+        """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
+        ctl = self.ctl
+        target = ctl.stores[region]
+        others = [s for r, s in ctl.stores.items() if r != region]
+
+        def skipped(store: CheckpointStore, step: int, reason: str) -> None:
+            ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
+
+        best = sync_newest(ctl.run_id, [target, *others], skipped)
+        if best is None:
+            return 0
+        src, manifest = best
+        if src is not target:
+            try:
+                r = replicate(src, target, manifest)
+            except (StoreError, ReplicationError) as exc:
+                ctl.journal.append("restore_copy_failed", step=manifest.step, error=str(exc))
+                return 0
+            if r is not None:
+                ctl.journal.append(
+                    "restore_copied", step=r.step, **{"from": r.source, "to": r.target}, copy_s=round(r.copy_s, 3)
+                )
+        return manifest.step
+
+    def _start_runtime(self, cluster: ClusterHandle, region: str, gen: int) -> RuntimeProcess:
+        ctl = self.ctl
+        cfg = ctl.cfg
+        attempt_dir = os.path.join(ctl.run_dir, "attempts", f"g{gen}")
+        os.makedirs(attempt_dir, exist_ok=True)
+        spec = RuntimeSpec(
+            run_id=ctl.run_id,
+            generation=gen,
+            region=region,
+            store_url=cfg.cloud.regions[region].store,
+            control_url=ctl.control.url,
+            ray_address=cluster.address,
+            ray_storage_path=os.path.join(cluster.info.get("temp_dir", attempt_dir), "train"),
+            job=to_plain(cfg.job),
+            trainer=to_plain(cfg.trainer),
+            checkpoint=to_plain(cfg.checkpoint),
+            faults=[to_plain(f) for f in cfg.chaos.faults],
+            heartbeat_interval_s=cfg.recovery.heartbeat_interval_s,
+        )
+        spec_path = os.path.join(attempt_dir, "spec.json")
+        spec.dump(spec_path)
+        proc = ctl.provider.start_runtime(
+            cluster,
+            [sys.executable, "-m", "orchestrator.runtime", spec_path],
+            env={},
+            log_path=os.path.join(attempt_dir, "runtime.log"),
+        )
+        ctl.journal.append("runtime_started", generation=gen, pid=proc.pid)
+        return proc
+
+    def _watch(
+        self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
+    ) -> None:
+        ctl = self.ctl
+        gen, region = out.generation, out.region
+        lease = Lease(ctl.cfg.recovery.heartbeat_interval_s, ctl.cfg.recovery.heartbeat_timeout_s)
+        seen: set[str] = set()
+        open_incidents: list[Incident] = [pending] if pending is not None else []
+        train_starts = 0
+        user_error: str | None = None
+        kill_times: dict[str, float] = {}
+        started = time.time()
+        last_progress_at = started
+        while True:
+            for ev in ctl.control.read_events(gen, seen):
+                kind = str(ev.pop("type"))
+                ctl.journal.append(kind, by="runtime", region=region, **ev)
+                if kind == "user_error" and user_error is None:
+                    user_error = str(ev.get("error", ""))
+                if kind == "train_started":
+                    train_starts += 1
+                    restored = int(ev.get("restored_step", 0))
+                    if train_starts == 1:
+                        out.restored_step = restored
+                        if pending is not None:
+                            pending.restored_step = restored
+                    else:
+                        # Ray Train restarted the worker group in place.
+                        failed_at = kill_times.pop("kill_worker", last_progress_at)
+                        open_incidents.append(
+                            Incident(
+                                kind="worker_lost", from_region=region, to_region=region,
+                                failed_at=failed_at, detected_at=float(ev["time"]),
+                                last_step=self.last_step, restored_step=restored, generation=gen,
+                            )
+                        )
+            prog = ctl.control.read_progress(gen)
+            if prog is not None and float(prog.get("time", 0.0)) != last_progress_at:
+                # Only a new report moves the step: a fault's step can be newer than the last report.
+                step = int(prog.get("step", 0))
+                last_progress_at = float(prog["time"])
+                self.last_step = step
+                for inc in list(open_incidents):
+                    if inc.restored_step is not None and step > inc.restored_step:
+                        inc.first_step_at = last_progress_at
+                        open_incidents.remove(inc)
+                        out.incidents.append(inc)
+                        ctl.journal.append("incident", **inc.record())
+                ctl.progress.update(region, gen, prog)
+            for inj in self.injector.poll(cluster):
+                kill_times[inj.kind] = inj.at
+                self.last_step = max(self.last_step, inj.step)
+                ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+                ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
+            now = time.time()
+            hb = ctl.control.read_heartbeat(gen)
+            code = proc.poll()
+            healthy = ctl.provider.healthy(cluster)
+            obs = Observation(
+                runtime_exit=code,
+                cluster_healthy=healthy,
+                heartbeat_age_s=None if hb is None else now - float(hb["time"]),
+                running_for_s=now - started,
+                user_error=user_error,
+            )
+            failure = classify(obs, region, lease)
+            if failure is None and code == EXIT_OK:
+                out.succeeded = True
+                out.final = ctl.control.read_final(gen)
+                out.last_step = int((out.final or {}).get("final_step", self.last_step))
+                self.last_step = out.last_step
+                return
+            if failure is not None:
+                out.failure = failure
+                out.detected_at = now
+                out.failed_at = kill_times.get("kill_region") or (float(hb["time"]) if hb else now)
+                out.last_step = self.last_step
+                ctl.journal.append(
+                    "failure_detected", kind=str(failure.kind), region=region, detail=failure.detail,
+                    runtime_exit=code, cluster_healthy=healthy,
+                    heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
+                    detected_after_s=round(now - out.failed_at, 3), last_step=self.last_step,
+                )
+                ctl.progress.note(f"failure in {region}: {failure.kind} ({failure.detail})")
+                return
+            time.sleep(POLL_S)

@@ -1,0 +1,107 @@
+"""The fault injector: real faults, fired once per run at the step the config names.
+
+The runtime's training loop reaches a fault's step and posts a request on the
+control channel (rank, pid, step), then waits; the injector, in the controller,
+carries the fault out and marks it fired. The rendezvous makes the step exact;
+the faults themselves are real (SIGKILL, bytes flipped on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrator.runtime.control import ControlChannel
+from providers.base import ClusterHandle, Provider
+from recovery.store import CheckpointStore
+
+
+@dataclass(frozen=True)
+class Injected:
+    index: int
+    kind: str
+    step: int
+    at: float
+    detail: dict[str, object]
+
+
+def _sigkill(pids: list[int]) -> list[int]:
+    done = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            done.append(pid)
+        except ProcessLookupError:
+            pass
+    return done
+
+
+def corrupt_newest(store: CheckpointStore, run_id: str, name: str = "model.pt") -> int | None:
+    """Flip one byte in a file of the newest committed checkpoint; its step, or None."""
+    steps = store.committed_steps(run_id)
+    if not steps:
+        return None
+    step = steps[-1]
+    path = f"{store.step_path(run_id, step)}/{name}"
+    data = bytearray(store.fs.cat_file(path))
+    data[len(data) // 2] ^= 0xFF
+    store.fs.pipe_file(path, bytes(data))
+    return step
+
+
+class FaultInjector:
+    def __init__(
+        self,
+        faults: list[dict[str, object]],
+        control: ControlChannel,
+        provider: Provider,
+        stores: Callable[[], list[CheckpointStore]],
+        run_id: str,
+    ) -> None:
+        self.faults = faults
+        self.control = control
+        self.provider = provider
+        self.stores = stores
+        self.run_id = run_id
+
+    def poll(self, cluster: ClusterHandle) -> list[Injected]:
+        if not self.faults:
+            return []
+        fired = []
+        for index, req in sorted(self.control.chaos_requests().items()):
+            if index >= len(self.faults) or self.control.is_fired(index):
+                continue
+            fired.append(self._fire(index, str(self.faults[index]["kind"]), req, cluster))
+        return fired
+
+    def _fire(self, index: int, kind: str, req: dict[str, object], cluster: ClusterHandle) -> Injected:
+        step = int(req.get("step", 0))  # type: ignore[call-overload]
+        now = time.time()
+        detail: dict[str, object] = {}
+        # Marked fired before it happens: a fault must never fire twice, even if we die here.
+        self.control.chaos_fired(index, kind=kind, step=step)
+        if kind == "kill_region":
+            killed: list[int] = []
+            for _ in range(20):
+                pids = self.provider.processes(cluster)
+                if not pids:
+                    break
+                killed += _sigkill(pids)
+                time.sleep(0.05)
+            detail = {"region": cluster.region, "killed": len(set(killed))}
+        elif kind == "kill_worker":
+            pid = int(req["pid"])  # type: ignore[call-overload]
+            detail = {"region": cluster.region, "rank": req.get("rank"), "killed": len(_sigkill([pid]))}
+        elif kind == "corrupt_checkpoint":
+            corrupted = {}
+            for store in self.stores():
+                s = corrupt_newest(store, self.run_id)
+                if s is not None:
+                    corrupted[store.region] = s
+            detail = {"corrupted": corrupted}
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        return Injected(index=index, kind=kind, step=step, at=now, detail=detail)

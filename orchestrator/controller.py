@@ -1,0 +1,173 @@
+"""The controller: one run's lifecycle, from the first region to SUCCEEDED or FAILED.
+
+PENDING -> PROVISIONING -> RUNNING -> (RECOVERING -> PROVISIONING -> RUNNING)* -> SUCCEEDED | FAILED
+
+Every transition and every observation that matters goes to the journal. The
+decisions are the failure policy's; this module only watches and acts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.attempt import AttemptOutcome, AttemptRunner
+from orchestrator.config import Config, to_plain
+from orchestrator.incidents import Incident
+from orchestrator.journal import Journal
+from orchestrator.progress import ProgressLine
+from orchestrator.result import write_result
+from orchestrator.runtime.control import ControlChannel
+from orchestrator.states import RunState, StateMachine
+from providers.base import Provider
+from recovery.detection import Failure
+from recovery.policy import Action, Budgets, FailurePolicy, History
+from recovery.replication import Replicated, Replicator
+from recovery.store import CheckpointStore
+
+
+@dataclass
+class RunRecord:
+    """What the controller knows so far; result.json is made from it."""
+
+    run_id: str
+    started_at: float
+    status: str = "RUNNING"
+    reason: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[Incident] = field(default_factory=list)
+    final: dict[str, Any] | None = None
+    region: str | None = None
+
+
+class Controller:
+    def __init__(self, cfg: Config, provider: Provider, run_id: str, out: Any = None) -> None:
+        self.cfg = cfg
+        self.provider = provider
+        self.run_id = run_id
+        self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+        self.control = ControlChannel("file://" + os.path.join(self.run_dir, "control"))
+        self.candidates = cfg.candidate_regions()
+        self.stores = {
+            r: CheckpointStore(cfg.cloud.regions[r].store, region=r) for r in self.candidates
+        }
+        self.policy = FailurePolicy(
+            self.candidates,
+            Budgets(
+                max_failovers=cfg.recovery.max_failovers,
+                max_restarts_on_errors=cfg.recovery.max_restarts_on_errors,
+                region_cooldown_s=cfg.recovery.region_cooldown_s,
+            ),
+        )
+        self.sm = StateMachine(self._on_transition)
+        self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
+        self.record = RunRecord(run_id=run_id, started_at=time.time())
+        self.replicator = Replicator(
+            run_id,
+            keep_last=cfg.checkpoint.keep_last,
+            on_replicated=self._on_replicated,
+            on_error=lambda msg: self.journal.append("replication_error", error=msg),
+        )
+
+    # --- journal listeners ------------------------------------------------------
+    def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
+        self.journal.append("transition", **{"from": str(prev), "to": str(new)}, **info)
+
+    def _on_replicated(self, r: Replicated) -> None:
+        self.journal.append(
+            "replicated",
+            step=r.step,
+            **{"from": r.source, "to": r.target},
+            lag_s=round(r.lag_s, 3),
+            copy_s=round(r.copy_s, 3),
+            bytes=r.bytes,
+        )
+        self.progress.replication_lag(r.lag_s)
+
+    # --- the run ------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        self.journal.append(
+            "run_started",
+            run_id=self.run_id,
+            pid=os.getpid(),
+            config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
+            candidates=self.candidates,
+        )
+        self.replicator.start()
+        region = self.candidates[0]
+        history = History()
+        generation = 0
+        pending: Incident | None = None
+        runner = AttemptRunner(self)
+        try:
+            while True:
+                generation += 1
+                self.sm.to(RunState.PROVISIONING, region=region, generation=generation)
+                outcome = runner.run(region, generation, pending)
+                self.record.attempts.append(outcome.summary())
+                self.record.incidents.extend(outcome.incidents)
+                if pending is not None and pending not in outcome.incidents:
+                    # This attempt failed before its first step: the incident stays open-ended.
+                    self.record.incidents.append(pending)
+                    self.journal.append("incident", **pending.record())
+                pending = None
+                if outcome.succeeded:
+                    self.record.final = outcome.final
+                    self.record.region = region
+                    self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
+                    self.record.status = "SUCCEEDED"
+                    break
+                assert outcome.failure is not None
+                pending = self._incident_for(outcome, region, generation)
+                decision = self.policy.make_decision(outcome.failure, history, time.time())
+                history = history.after(outcome.failure, decision, time.time())
+                self.journal.append(
+                    "decision",
+                    action=str(decision.action),
+                    region=decision.region,
+                    reason=decision.reason,
+                    failure=str(outcome.failure.kind),
+                )
+                if decision.action is Action.GIVE_UP:
+                    self._fail(decision.reason, region, generation, pending)
+                    break
+                pending.to_region = decision.region
+                self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
+                region = decision.region or region
+        except KeyboardInterrupt:
+            self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", region, generation, None)
+        finally:
+            runner.close()
+            self.replicator.stop(drain=self.record.status == "SUCCEEDED")
+            self.progress.close()
+        result = write_result(self.run_dir, self.record, self.stores)
+        self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
+        return result
+
+    def _incident_for(self, outcome: AttemptOutcome, region: str, generation: int) -> Incident:
+        failure: Failure = outcome.failure  # type: ignore[assignment]
+        return Incident(
+            kind=str(failure.kind),
+            from_region=region,
+            to_region=None,
+            failed_at=outcome.failed_at or outcome.detected_at,
+            detected_at=outcome.detected_at,
+            last_step=outcome.last_step,
+            generation=generation,
+        )
+
+    def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
+        if pending is not None:
+            self.record.incidents.append(pending)
+            self.journal.append("incident", **pending.record())
+        self.record.status = "FAILED"
+        self.record.reason = reason
+        self.record.region = region
+        if not self.sm.state.terminal:
+            self.sm.to(RunState.FAILED, reason=reason, region=region, generation=generation)

@@ -1,0 +1,115 @@
+"""The control channel between the controller and an attempt's runtime.
+
+Small JSON objects under a control URL (fsspec), so it works the same on a
+local folder and on an object store the cluster can reach:
+
+- ``g<gen>/heartbeat.json``  the driver's lease renewal (time, step, pid)
+- ``g<gen>/progress.json``   rank 0's latest step, loss and checkpoint
+- ``g<gen>/events/*.json``   one object per event (restores, skips, errors)
+- ``g<gen>/final.json``      the outcome, written once at the end
+- ``chaos/<i>.request|fired`` a fault's rendezvous: faults fire once per run
+
+Everything is scoped by generation so that a zombie of an old attempt cannot
+pass for the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from recovery.fsio import write_bytes
+
+
+class ControlChannel:
+    def __init__(self, url: str) -> None:
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.fs, self.root = fsspec.core.url_to_fs(self.url)
+
+    def _path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def _put(self, path: str, obj: dict[str, Any]) -> None:
+        write_bytes(self.fs, path, json.dumps(obj, default=str).encode())
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.fs.cat_file(path))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    # --- written by the runtime ---------------------------------------------
+    def heartbeat(self, gen: int, **fields: Any) -> None:
+        self._put(self._path(f"g{gen}", "heartbeat.json"), {"time": time.time(), "generation": gen, **fields})
+
+    def progress(self, gen: int, **fields: Any) -> None:
+        self._put(self._path(f"g{gen}", "progress.json"), {"time": time.time(), "generation": gen, **fields})
+
+    def event(self, gen: int, type_: str, **fields: Any) -> None:
+        now = time.time()
+        name = f"{now:017.6f}-{uuid.uuid4().hex[:8]}.json"
+        self._put(
+            self._path(f"g{gen}", "events", name),
+            {"time": now, "generation": gen, "type": type_, **fields},
+        )
+
+    def final(self, gen: int, **fields: Any) -> None:
+        self._put(self._path(f"g{gen}", "final.json"), {"time": time.time(), "generation": gen, **fields})
+
+    # --- read by the controller ---------------------------------------------
+    def read_heartbeat(self, gen: int) -> dict[str, Any] | None:
+        return self._get(self._path(f"g{gen}", "heartbeat.json"))
+
+    def read_progress(self, gen: int) -> dict[str, Any] | None:
+        return self._get(self._path(f"g{gen}", "progress.json"))
+
+    def read_final(self, gen: int) -> dict[str, Any] | None:
+        return self._get(self._path(f"g{gen}", "final.json"))
+
+    def read_events(self, gen: int, seen: set[str]) -> list[dict[str, Any]]:
+        """Events not in ``seen`` (names are added to it), oldest first."""
+        folder = self._path(f"g{gen}", "events")
+        try:
+            self.fs.invalidate_cache()
+            names = sorted(p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False))
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            if name in seen or not name.endswith(".json"):
+                continue
+            ev = self._get(f"{folder}/{name}")
+            if ev is not None:
+                seen.add(name)
+                out.append(ev)
+        return out
+
+    # --- chaos rendezvous -----------------------------------------------------
+    def chaos_request(self, index: int, **fields: Any) -> None:
+        self._put(self._path("chaos", f"{index}.request"), {"time": time.time(), **fields})
+
+    def chaos_requests(self) -> dict[int, dict[str, Any]]:
+        folder = self._path("chaos")
+        try:
+            self.fs.invalidate_cache()
+            names = self.fs.ls(folder, detail=False)
+        except FileNotFoundError:
+            return {}
+        out: dict[int, dict[str, Any]] = {}
+        for p in names:
+            name = p.rsplit("/", 1)[-1]
+            if name.endswith(".request") and name.split(".")[0].isdigit():
+                req = self._get(p)
+                if req is not None:
+                    out[int(name.split(".")[0])] = req
+        return out
+
+    def chaos_fired(self, index: int, **fields: Any) -> None:
+        self._put(self._path("chaos", f"{index}.fired"), {"time": time.time(), **fields})
+
+    def is_fired(self, index: int) -> bool:
+        return self.fs.exists(self._path("chaos", f"{index}.fired"))

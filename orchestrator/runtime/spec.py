@@ -1,0 +1,32 @@
+"""What the controller tells one attempt's runtime: a JSON file, so it crosses any boundary."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RuntimeSpec:
+    run_id: str
+    generation: int
+    region: str
+    store_url: str
+    control_url: str
+    ray_address: str
+    ray_storage_path: str
+    job: dict[str, Any]
+    trainer: dict[str, Any]
+    checkpoint: dict[str, Any]
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    heartbeat_interval_s: float = 1.0
+
+    def dump(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(asdict(self), fh, indent=1)
+
+    @staticmethod
+    def load(path: str) -> RuntimeSpec:
+        with open(path, encoding="utf-8") as fh:
+            return RuntimeSpec(**json.load(fh))

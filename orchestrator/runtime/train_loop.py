@@ -1,0 +1,226 @@
+"""The training function every Ray Train worker runs.
+
+It owns what makes a resumed run bitwise equal to one that never failed: the
+seed, the data position (the step), model + optimizer + per-rank RNG states in
+every checkpoint, and a restore that only takes checkpoints that verify. Ray
+Train re-runs this function after an in-cluster worker failure; it then
+restores from the store, which is the only truth.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.runtime.weights import weights_sha256
+from recovery.manifest import FileEntry, Manifest
+from recovery.store import CheckpointStore
+
+PROGRESS_EVERY_S = 0.5
+CHAOS_WAIT_S = 60.0
+
+
+class UserCodeError(Exception):
+    """The workload raised: retrying elsewhere will not help."""
+
+
+def _dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _loads(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def rng_state() -> dict[str, Any]:
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        # numpy's state holds an ndarray, which weights_only refuses: store it as a tensor.
+        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+
+
+def _is_comm_error(exc: BaseException) -> bool:
+    # A dead peer surfaces in the survivors as a collective failure: that is Ray
+    # Train's to handle, not the workload's fault.
+    dist_error = getattr(torch.distributed, "DistError", ())
+    if dist_error and isinstance(exc, dist_error):
+        return True
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
+
+
+def train_func(config: dict[str, Any]) -> None:
+    spec = RuntimeSpec(**config["spec"])
+    import ray.train
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    control = ControlChannel(spec.control_url)
+    try:
+        _train(spec, rank, world, control)
+    except Exception as exc:
+        if not _is_comm_error(exc):
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            control.event(
+                spec.generation, "user_error", rank=rank, error=f"{type(exc).__name__}: {first}"[:500]
+            )
+        raise
+
+
+class _Loop:
+    def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+        from orchestrator.workloads import get_workload
+
+        self.spec, self.rank, self.world, self.control = spec, rank, world, control
+        self.gen = spec.generation
+        self.store = CheckpointStore(spec.store_url, region=spec.region)
+        torch.set_num_threads(1)
+        seed = int(spec.job["seed"])
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed)
+        self.workload = get_workload(spec.job["workload"])(spec.job)
+        self.model = self.workload.model()
+        self.optimizer = self.workload.optimizer(self.model.parameters())
+        self.last_checkpoint: str | None = None
+
+    # --- checkpoints ------------------------------------------------------------
+    def save(self, step: int) -> None:
+        import torch.distributed as dist
+
+        files: dict[str, bytes] = {f"rng-rank{self.rank}.pt": _dumps(rng_state())}
+        if self.rank == 0:
+            files["model.pt"] = _dumps(self.model.state_dict())
+            files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
+            files["state.pt"] = _dumps({"step": step, "data_position": step, "world_size": self.world})
+        mine = [self.store.put(self.spec.run_id, step, n, d) for n, d in files.items()]
+        gathered: list[list[FileEntry] | None] = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(gathered, mine)
+        else:
+            gathered = [mine]
+        if self.rank == 0:
+            entries = [e for part in gathered for e in (part or [])]
+            self.store.commit(self.spec.run_id, step, self.gen, entries, extra={"world_size": self.world})
+            self.store.retain(self.spec.run_id, int(self.spec.checkpoint["keep_last"]))
+        self.last_checkpoint = self.store.checkpoint_url(self.spec.run_id, step)
+
+    def restore(self) -> int:
+        """Load the newest checkpoint that verifies; the step to continue after (0: none)."""
+        import torch.distributed as dist
+
+        choice: list[Any] = [None]
+        if self.rank == 0:
+
+            def skipped(step: int, reason: str) -> None:
+                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=self.spec.region)
+
+            m = self.store.latest_verified(self.spec.run_id, on_skip=skipped)
+            choice = [m.to_json() if m is not None else None]
+        if self.world > 1:
+            dist.broadcast_object_list(choice, src=0)
+        if choice[0] is None:
+            return 0
+        m = Manifest.from_json(choice[0])
+        saved_world = int(m.extra.get("world_size", self.world))
+        if saved_world != self.world:
+            raise UserCodeError(
+                f"checkpoint step {m.step} was written by {saved_world} workers, this run has "
+                f"{self.world}; an exact resume needs the same trainer.workers"
+            )
+        self.model.load_state_dict(_loads(self.store.read(m, "model.pt")))
+        self.optimizer.load_state_dict(_loads(self.store.read(m, "optimizer.pt")))
+        set_rng_state(_loads(self.store.read(m, f"rng-rank{self.rank}.pt")))
+        state = _loads(self.store.read(m, "state.pt"))
+        self.last_checkpoint = self.store.checkpoint_url(self.spec.run_id, m.step)
+        return int(state["data_position"])
+
+    # --- chaos --------------------------------------------------------------------
+    def chaos_hook(self, step: int) -> None:
+        for i, fault in enumerate(self.spec.faults):
+            if int(fault["at_step"]) != step:
+                continue
+            victim = self.world - 1 if fault["kind"] == "kill_worker" else 0
+            if self.rank != victim or self.control.is_fired(i):
+                continue
+            self.control.chaos_request(
+                i, kind=fault["kind"], step=step, rank=self.rank, pid=os.getpid(), generation=self.gen
+            )
+            deadline = time.time() + CHAOS_WAIT_S
+            while time.time() < deadline and not self.control.is_fired(i):
+                time.sleep(0.05)
+
+    # --- the loop -------------------------------------------------------------------
+    def run(self) -> None:
+        from ray.train.torch import prepare_model
+
+        restored = self.restore()
+        if self.rank == 0:
+            self.control.event(self.gen, "train_started", restored_step=restored, pid=os.getpid())
+        ddp = prepare_model(self.model, move_to_device=False)
+        total = int(self.spec.job["steps"])
+        interval = int(self.spec.checkpoint["interval_steps"])
+        last_report = 0.0
+        t_start, first_step = time.time(), restored + 1
+        loss_value = float("nan")
+        for step in range(restored + 1, total + 1):
+            batch = self.workload.batch(step, self.rank, self.world)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = self.workload.loss(ddp, batch)
+            loss.backward()
+            self.optimizer.step()
+            now = time.time()
+            if self.rank == 0 and (now - last_report >= PROGRESS_EVERY_S or step == restored + 1):
+                loss_value = float(loss.item())
+                rate = (step - first_step + 1) / max(now - t_start, 1e-9)
+                self.control.progress(
+                    self.gen, step=step, total=total, loss=loss_value, steps_per_s=rate,
+                    last_checkpoint=self.last_checkpoint, restored_step=restored,
+                )
+                last_report = now
+            self.chaos_hook(step)
+            if step % interval == 0 or step == total:
+                self.save(step)
+        if self.rank == 0:
+            self.finish(total, t_start, first_step)
+
+    def finish(self, total: int, t_start: float, first_step: int) -> None:
+        elapsed = max(time.time() - t_start, 1e-9)
+        metrics = self.workload.evaluate(self.model)
+        self.control.progress(
+            self.gen, step=total, total=total, steps_per_s=(total - first_step + 1) / elapsed,
+            last_checkpoint=self.last_checkpoint,
+        )
+        self.control.final(
+            self.gen,
+            final_step=total,
+            metrics=metrics,
+            weights_sha256=weights_sha256(self.model.state_dict()),
+            final_checkpoint=self.last_checkpoint,
+            train_steps_per_s=(total - first_step + 1) / elapsed,
+        )
+
+
+def _train(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+    _Loop(spec, rank, world, control).run()

@@ -1,0 +1,54 @@
+"""A run's lifecycle as an explicit state machine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+
+class RunState(StrEnum):
+    PENDING = "PENDING"
+    PROVISIONING = "PROVISIONING"
+    RUNNING = "RUNNING"
+    RECOVERING = "RECOVERING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED)
+
+
+ALLOWED: dict[RunState, frozenset[RunState]] = {
+    RunState.PENDING: frozenset({RunState.PROVISIONING, RunState.FAILED}),
+    RunState.PROVISIONING: frozenset({RunState.RUNNING, RunState.RECOVERING, RunState.FAILED}),
+    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.RECOVERING, RunState.FAILED}),
+    RunState.RECOVERING: frozenset({RunState.PROVISIONING, RunState.FAILED}),
+    RunState.SUCCEEDED: frozenset(),
+    RunState.FAILED: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+class StateMachine:
+    """Holds the state; every transition goes through ``to`` and is reported to a listener."""
+
+    def __init__(
+        self,
+        listener: Callable[[RunState, RunState, dict[str, object]], None] | None = None,
+        state: RunState = RunState.PENDING,
+    ) -> None:
+        self.state = state
+        self._listener = listener
+
+    def to(self, new: RunState, **info: object) -> tuple[RunState, RunState]:
+        prev = self.state
+        if new not in ALLOWED[prev]:
+            raise IllegalTransition(f"{prev} -> {new} is not a transition of a run")
+        self.state = new
+        if self._listener is not None:
+            self._listener(prev, new, dict(info))
+        return prev, new

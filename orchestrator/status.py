@@ -1,0 +1,106 @@
+"""``action=status``: a run's state, region, step, checkpoints and incidents, from its files."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from orchestrator.journal import read_events
+from orchestrator.result import read_result
+from orchestrator.runtime.control import ControlChannel
+
+
+def _fmt_s(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.1f}s"
+
+
+def _short(url: str | None) -> str:
+    return url or "none"
+
+
+def summarize(run_dir: str) -> dict[str, Any] | None:
+    """The run as the journal (and result.json, once written) tells it."""
+    events = list(read_events(os.path.join(run_dir, "journal.jsonl")))
+    result = read_result(run_dir)
+    if not events and result is None:
+        return None
+    s: dict[str, Any] = {
+        "state": "PENDING", "region": None, "generation": 0, "step": None, "total": None,
+        "last_checkpoint": None, "replications": 0, "last_lag_s": None, "incidents": [],
+        "attempts": [], "skipped": [], "config": {},
+    }
+    for ev in events:
+        t = ev.get("type")
+        if t == "run_started":
+            s["config"] = ev.get("config", {})
+            s["run_id"] = ev.get("run_id")
+        elif t == "transition":
+            s["state"] = ev.get("to")
+        elif t == "attempt_started":
+            s["region"], s["generation"] = ev.get("region"), ev.get("generation")
+            s["attempts"].append({"generation": ev.get("generation"), "region": ev.get("region")})
+        elif t == "replicated":
+            s["replications"] += 1
+            s["last_lag_s"] = ev.get("lag_s")
+        elif t == "incident":
+            s["incidents"].append(ev)
+        elif t == "checkpoint_skipped":
+            s["skipped"].append(ev)
+        elif t == "failure_detected" and s["attempts"]:
+            s["attempts"][-1]["outcome"] = ev.get("kind")
+    control = ControlChannel("file://" + os.path.join(run_dir, "control"))
+    prog = control.read_progress(int(s["generation"] or 0)) if s["generation"] else None
+    if prog:
+        s["step"], s["total"] = prog.get("step"), prog.get("total")
+        s["last_checkpoint"] = prog.get("last_checkpoint")
+    s["result"] = result
+    if result is not None:
+        s["state"] = result["status"]
+        s["step"] = result["final_step"]
+        s["last_checkpoint"] = result["final_checkpoint"]
+        s["incidents"] = result["incidents"]
+    return s
+
+
+def render(run_id: str, s: dict[str, Any]) -> str:
+    job = s["config"].get("job", {})
+    cloud = s["config"].get("cloud", {})
+    total = s["total"] or job.get("steps", "?")
+    lines = [
+        f"run        {run_id}",
+        f"status     {s['state']}" + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
+        f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
+        f"region     {s['region'] or '-'}  (attempt {s['generation']})",
+        f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
+        f"checkpoint {_short(s['last_checkpoint'])}",
+        f"replicas   {s['replications']} copies" + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
+    ]
+    r = s["result"]
+    if r is not None:
+        metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items())
+        lines.append(f"metrics    {metrics or '-'}")
+        lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
+        lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
+    if s["skipped"]:
+        lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")
+        for ev in s["skipped"][:5]:
+            lines.append(f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})")
+    if s["incidents"]:
+        lines.append("incidents")
+        lines.append(f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
+        for i in s["incidents"]:
+            lines.append(
+                f"  {i['kind']:<14}{i['from_region']:<10}{str(i.get('to_region') or '-'):<10}"
+                f"{_fmt_s(i.get('detected_after_s')):>9}{str(i.get('restored_step', '-')):>9}"
+                f"{str(i.get('lost_steps', '-')):>6}{_fmt_s(i.get('rto_s')):>8}"
+            )
+    else:
+        lines.append("incidents  none")
+    return "\n".join(lines)
+
+
+def run_ids(home: str) -> list[str]:
+    try:
+        return sorted(os.listdir(os.path.join(home, "runs")))
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,62 @@
+"""Handwritten digits: scikit-learn's bundled data set (1797 8x8 images), an MLP classifier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+    order = np.random.RandomState(seed).permutation(len(x))
+    n_eval = int(round(len(x) * eval_fraction))
+    ev, tr = order[:n_eval], order[n_eval:]
+    return (
+        torch.from_numpy(x[tr]),
+        torch.from_numpy(y[tr]).long(),
+        torch.from_numpy(x[ev]),
+        torch.from_numpy(y[ev]).long(),
+    )
+
+
+class Digits:
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.seed = int(job["seed"])
+        self.batch_size = int(job["batch_size"])
+        self.lr = float(job["lr"])
+        self.hidden = int(job["hidden_size"])
+        self.x, self.y, self.x_eval, self.y_eval = _load(self.seed, float(job["eval_fraction"]))
+
+    def model(self) -> nn.Module:
+        h = self.hidden
+        return nn.Sequential(nn.Linear(64, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
+
+    def optimizer(self, params: Any) -> torch.optim.Optimizer:
+        return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+
+    def batch(self, step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
+        per_step = self.batch_size * world
+        steps_per_epoch = max(1, len(self.x) // per_step)
+        epoch, k = divmod(step - 1, steps_per_epoch)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = torch.randperm(len(self.x), generator=gen)
+        start = k * per_step + rank * self.batch_size
+        idx = perm[start : start + self.batch_size]
+        return self.x[idx], self.y[idx]
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(model(x), y)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        with torch.no_grad():
+            logits = model(self.x_eval)
+            loss = nn.functional.cross_entropy(logits, self.y_eval).item()
+            acc = (logits.argmax(dim=1) == self.y_eval).float().mean().item()
+        return {"accuracy": acc, "eval_loss": loss}

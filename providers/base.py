@@ -1,0 +1,64 @@
+"""The Provider interface: launch a cluster in a region, run the runtime, watch it, tear it down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class ProvisionErrorKind(StrEnum):
+    NO_CAPACITY = "no_capacity"  # try the next region
+    PRECHECK = "precheck"  # credentials or config: fail fast
+    TRANSIENT = "transient"  # worth another try
+
+
+class ProvisionError(Exception):
+    def __init__(self, kind: ProvisionErrorKind, region: str, message: str) -> None:
+        super().__init__(f"region {region}: {message}")
+        self.kind = kind
+        self.region = region
+
+
+@dataclass
+class RegionSpec:
+    name: str
+    store: str
+    num_cpus: int
+
+
+@dataclass
+class ClusterHandle:
+    """Enough to find a cluster again, also from another process (it goes in the journal)."""
+
+    name: str
+    region: str
+    provider: str
+    address: str  # the Ray address a driver connects to
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class RuntimeProcess(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+
+class Provider(Protocol):
+    name: str
+
+    def launch(self, region: RegionSpec, cluster_name: str, timeout_s: float) -> ClusterHandle:
+        """A ready cluster, or ProvisionError saying whether another region may help."""
+
+    def healthy(self, cluster: ClusterHandle) -> bool: ...
+
+    def start_runtime(
+        self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
+    ) -> RuntimeProcess:
+        """Start the runtime driver where it can reach the cluster; part of the region."""
+
+    def processes(self, cluster: ClusterHandle) -> list[int]:
+        """Every process of the cluster, the runtime's included (for fault injection)."""
+
+    def teardown(self, cluster: ClusterHandle) -> None:
+        """Leave nothing behind. A cluster that is already gone is not an error."""

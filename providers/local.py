@@ -1,0 +1,179 @@
+"""The local provider: each region is a real Ray cluster on this machine.
+
+A cluster is ``ray start --head --block`` in a session of its own, with its own
+ports and temp dir, everything bound to 127.0.0.1. Every process it spawns (and
+the runtime driver) carries the cluster's name in ``ORCHESTRATOR_CLUSTER``, which
+is how teardown and fault injection find them all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from providers.base import (
+    ClusterHandle,
+    ProvisionError,
+    ProvisionErrorKind,
+    RegionSpec,
+    RuntimeProcess,
+)
+from providers.procs import MARKER, kill_all, marked
+
+READY_LINE = "Ray runtime started"
+OBJECT_STORE_BYTES = 256 * 1024 * 1024
+
+# Loopback only (Ray otherwise binds and advertises the external address), no token
+# auth for clusters that only this user's processes on 127.0.0.1 can reach.
+BASE_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_DEDUP_LOGS": "0",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self) -> None:
+        self._heads: dict[str, subprocess.Popen[bytes]] = {}
+
+    def cluster_env(self, cluster: ClusterHandle) -> dict[str, str]:
+        return {**os.environ, **BASE_ENV, MARKER: cluster.name, "RAY_TMPDIR": cluster.info["temp_dir"]}
+
+    def launch(self, region: RegionSpec, cluster_name: str, timeout_s: float) -> ClusterHandle:
+        # Ray's unix socket paths must stay short: keep the temp dir under /tmp.
+        temp_dir = tempfile.mkdtemp(prefix="orch-")
+        port = free_port()
+        log_path = os.path.join(temp_dir, "ray-start.log")
+        handle = ClusterHandle(
+            name=cluster_name,
+            region=region.name,
+            provider=self.name,
+            address=f"127.0.0.1:{port}",
+            info={"temp_dir": temp_dir, "port": port, "log": log_path},
+        )
+        ports = {
+            flag: free_port()
+            for flag in (
+                "--node-manager-port",
+                "--object-manager-port",
+                "--dashboard-agent-listen-port",
+                "--dashboard-agent-grpc-port",
+                "--metrics-export-port",
+                "--runtime-env-agent-port",
+                "--ray-client-server-port",
+            )
+        }
+        argv = [
+            os.path.join(os.path.dirname(sys.executable), "ray"),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={region.num_cpus}",
+            "--num-gpus=0",
+            f"--object-store-memory={OBJECT_STORE_BYTES}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp_dir}",
+            *(f"{k}={v}" for k, v in ports.items()),
+        ]
+        with open(log_path, "wb") as log:
+            head = subprocess.Popen(
+                argv,
+                env=self.cluster_env(handle),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._heads[cluster_name] = head
+        handle.info["head_pid"] = head.pid
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if head.poll() is not None:
+                tail = _tail(log_path)
+                self.teardown(handle)
+                raise ProvisionError(
+                    ProvisionErrorKind.TRANSIENT,
+                    region.name,
+                    f"ray start exited with {head.returncode}: {tail}",
+                )
+            if READY_LINE in _tail(log_path, 4000) and _port_open(port):
+                return handle
+            time.sleep(0.1)
+        self.teardown(handle)
+        raise ProvisionError(
+            ProvisionErrorKind.TRANSIENT,
+            region.name,
+            f"cluster not ready after {timeout_s:g}s (recovery.provision_timeout_s); see {log_path}",
+        )
+
+    def healthy(self, cluster: ClusterHandle) -> bool:
+        head = self._heads.get(cluster.name)
+        if head is not None:
+            if head.poll() is not None:
+                return False
+        elif not psutil.pid_exists(int(cluster.info.get("head_pid", -1))):
+            return False
+        return _port_open(int(cluster.info["port"]))
+
+    def start_runtime(
+        self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
+    ) -> RuntimeProcess:
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
+                argv,
+                env={**self.cluster_env(cluster), **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def processes(self, cluster: ClusterHandle) -> list[int]:
+        return marked(cluster.name)
+
+    def teardown(self, cluster: ClusterHandle) -> None:
+        # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a
+        # graceful exit (checkpoints are committed or they are not), so SIGKILL.
+        kill_all(cluster.name)
+        head = self._heads.pop(cluster.name, None)
+        if head is not None:
+            head.wait(timeout=10)
+        shutil.rmtree(cluster.info.get("temp_dir", ""), ignore_errors=True)
+
+
+def _tail(path: str, limit: int = 600) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode(errors="replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,78 @@
+"""Failure detection: from what we can observe of an attempt to what failed. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+# Exit codes of the runtime driver (orchestrator.runtime); a negative code is a signal.
+EXIT_OK = 0
+EXIT_USER_ERROR = 3
+EXIT_WORKERS_EXHAUSTED = 4
+EXIT_INFRA = 5
+
+
+class FailureKind(StrEnum):
+    CLUSTER_LOST = "cluster_lost"  # the provider says the cluster is gone
+    LEASE_EXPIRED = "lease_expired"  # no heartbeat within the lease: hung or partitioned
+    RUNTIME_LOST = "runtime_lost"  # the driver died, the cluster is still up
+    USER_ERROR = "user_error"  # the workload raised
+    WORKERS_EXHAUSTED = "workers_exhausted"  # Ray Train used up its in-place restarts
+    NO_CAPACITY = "no_capacity"  # provisioning: try another region
+    PROVISION_ERROR = "provision_error"  # provisioning: a transient error
+    PRECHECK = "precheck"  # provisioning: credentials or config; retrying cannot help
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailureKind
+    region: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One look at a running attempt."""
+
+    runtime_exit: int | None  # None while the driver runs
+    cluster_healthy: bool
+    heartbeat_age_s: float | None  # None before the first heartbeat
+    running_for_s: float  # since the runtime started
+    user_error: str | None = None  # a user_error event from the workers
+
+
+@dataclass(frozen=True)
+class Lease:
+    interval_s: float
+    timeout_s: float
+    # Before the first heartbeat the driver is still starting (imports, Ray connect).
+    startup_grace_s: float = 120.0
+
+
+def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
+    """What failed, or None while the attempt looks healthy (or has succeeded)."""
+    if obs.runtime_exit == EXIT_OK:
+        return None
+    if obs.user_error is not None:
+        return Failure(FailureKind.USER_ERROR, region, obs.user_error)
+    if not obs.cluster_healthy:
+        return Failure(FailureKind.CLUSTER_LOST, region, "the cluster's head is gone")
+    if obs.runtime_exit is not None:
+        code = obs.runtime_exit
+        if code == EXIT_USER_ERROR:
+            return Failure(FailureKind.USER_ERROR, region, "the workload raised")
+        if code == EXIT_WORKERS_EXHAUSTED:
+            return Failure(FailureKind.WORKERS_EXHAUSTED, region, "Ray Train gave up restarting workers")
+        how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        return Failure(FailureKind.RUNTIME_LOST, region, f"the runtime driver ended with {how}")
+    if obs.heartbeat_age_s is None:
+        if obs.running_for_s > lease.startup_grace_s:
+            return Failure(FailureKind.LEASE_EXPIRED, region, "no heartbeat since the runtime started")
+        return None
+    if obs.heartbeat_age_s > lease.timeout_s:
+        return Failure(
+            FailureKind.LEASE_EXPIRED,
+            region,
+            f"last heartbeat {obs.heartbeat_age_s:.1f}s ago (lease {lease.timeout_s:g}s)",
+        )
+    return None

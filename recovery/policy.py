@@ -1,0 +1,130 @@
+"""The failure policy: what to do about a failure. Pure: no clocks, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from recovery.detection import Failure, FailureKind
+
+
+class Action(StrEnum):
+    RESTART_IN_PLACE = "restart_in_place"
+    FAILOVER = "failover"
+    GIVE_UP = "give_up"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    region: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_failovers: int
+    max_restarts_on_errors: int
+    region_cooldown_s: float
+
+
+@dataclass(frozen=True)
+class History:
+    failovers: int = 0
+    restarts_on_errors: int = 0
+    # region -> time of its last failure (seconds, any clock the caller uses consistently)
+    region_failed_at: dict[str, float] = field(default_factory=dict)
+
+    def after(self, failure: Failure, decision: Decision, now: float) -> History:
+        failed = dict(self.region_failed_at)
+        if failure.kind in _REGION_FAILURES:
+            failed[failure.region] = now
+        return replace(
+            self,
+            failovers=self.failovers + (decision.action is Action.FAILOVER)
+            + (decision.action is Action.RESTART_IN_PLACE and failure.kind is not FailureKind.USER_ERROR),
+            restarts_on_errors=self.restarts_on_errors
+            + (decision.action is Action.RESTART_IN_PLACE and failure.kind is FailureKind.USER_ERROR),
+            region_failed_at=failed,
+        )
+
+
+# Failures that say the region itself is unusable for now.
+_REGION_FAILURES = frozenset(
+    {
+        FailureKind.CLUSTER_LOST,
+        FailureKind.LEASE_EXPIRED,
+        FailureKind.WORKERS_EXHAUSTED,
+        FailureKind.NO_CAPACITY,
+        FailureKind.PROVISION_ERROR,
+    }
+)
+
+
+def next_region(
+    candidates: list[str], current: str, failed_at: dict[str, float], now: float, cooldown_s: float
+) -> str | None:
+    """The first candidate after ``current`` (in preference order, wrapping) not failed recently."""
+    if current in candidates:
+        i = candidates.index(current)
+        order = candidates[i + 1 :] + candidates[:i]
+    else:
+        order = list(candidates)
+    for region in order:
+        t = failed_at.get(region)
+        if t is None or now - t >= cooldown_s:
+            return region
+    return None
+
+
+def decide(
+    failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float
+) -> Decision:
+    kind = failure.kind
+    if kind is FailureKind.PRECHECK:
+        return Decision(Action.GIVE_UP, None, f"{failure.region}: {failure.detail}")
+    if kind is FailureKind.USER_ERROR:
+        if history.restarts_on_errors < budgets.max_restarts_on_errors:
+            return Decision(
+                Action.RESTART_IN_PLACE,
+                failure.region,
+                f"user code error, restart {history.restarts_on_errors + 1} of "
+                f"{budgets.max_restarts_on_errors} (recovery.max_restarts_on_errors)",
+            )
+        return Decision(
+            Action.GIVE_UP,
+            None,
+            f"user code error after {history.restarts_on_errors} restarts "
+            f"(recovery.max_restarts_on_errors={budgets.max_restarts_on_errors}): {failure.detail}",
+        )
+    if history.failovers >= budgets.max_failovers:
+        return Decision(
+            Action.GIVE_UP,
+            None,
+            f"{kind} in {failure.region} after {history.failovers} recoveries "
+            f"(recovery.max_failovers={budgets.max_failovers})",
+        )
+    if kind is FailureKind.RUNTIME_LOST:
+        return Decision(Action.RESTART_IN_PLACE, failure.region, "driver lost, cluster healthy")
+    failed = dict(history.region_failed_at)
+    failed[failure.region] = now
+    target = next_region(candidates, failure.region, failed, now, budgets.region_cooldown_s)
+    if target is None:
+        return Decision(
+            Action.GIVE_UP,
+            None,
+            f"{kind} in {failure.region} and every other candidate region failed within "
+            f"recovery.region_cooldown_s={budgets.region_cooldown_s:g}",
+        )
+    return Decision(Action.FAILOVER, target, f"{kind} in {failure.region}: {failure.detail}")
+
+
+class FailurePolicy:
+    """``decide`` with the run's budgets bound; injectable into the controller."""
+
+    def __init__(self, candidates: list[str], budgets: Budgets) -> None:
+        self.candidates = list(candidates)
+        self.budgets = budgets
+
+    def make_decision(self, failure: Failure, history: History, now: float) -> Decision:
+        return decide(failure, self.candidates, history, self.budgets, now)

@@ -1,0 +1,163 @@
+"""Replication of committed checkpoints to the other candidate regions' stores.
+
+A replica is committed the same way as the original: files first, each verified
+after the copy, then the manifest. A source that does not verify is never copied.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from recovery.manifest import Manifest, ManifestError
+from recovery.store import CheckpointStore, StoreError, sha256_hex
+
+
+@dataclass(frozen=True)
+class Replicated:
+    step: int
+    source: str  # region
+    target: str  # region
+    lag_s: float  # replica commit time minus the original's commit time
+    copy_s: float
+    bytes: int
+
+
+class ReplicationError(Exception):
+    pass
+
+
+def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) -> Replicated | None:
+    """Copy one committed checkpoint; None when the target already holds a valid copy."""
+    run_id, step = manifest.run_id, manifest.step
+    if dst.manifest(run_id, step) is not None and dst.verify(run_id, step).ok:
+        return None
+    t0 = time.time()
+    total = 0
+    for entry in manifest.files:
+        try:
+            data = src.read(manifest, entry.name)
+        except ManifestError as exc:
+            raise ReplicationError(f"source {src.url} step {step} does not verify: {exc}") from None
+        dst.put(run_id, step, entry.name, data)
+        back = dst.fs.cat_file(f"{dst.step_path(run_id, step)}/{entry.name}")
+        if len(back) != entry.size or sha256_hex(back) != entry.sha256:
+            raise ReplicationError(f"copy of {entry.name} to {dst.url} step {step} does not verify")
+        total += len(data)
+    copied = dst.commit(
+        run_id,
+        step,
+        manifest.attempt,
+        manifest.files,
+        extra={**manifest.extra, "replica_of": src.region},
+    )
+    return Replicated(
+        step=step,
+        source=src.region,
+        target=dst.region,
+        lag_s=copied.committed_at - manifest.committed_at,
+        copy_s=time.time() - t0,
+        bytes=total,
+    )
+
+
+def sync_newest(
+    run_id: str, stores: list[CheckpointStore], on_skip: Callable[[CheckpointStore, int, str], None]
+) -> tuple[CheckpointStore, Manifest] | None:
+    """The newest checkpoint that verifies in any store (first store wins ties)."""
+    best: tuple[CheckpointStore, Manifest] | None = None
+    for store in stores:
+        try:
+            m = store.latest_verified(run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r))
+        except StoreError:
+            continue
+        if m is not None and (best is None or m.step > best[1].step):
+            best = (store, m)
+    return best
+
+
+class Replicator:
+    """Background copier: follows the primary store and copies each new commit to the others."""
+
+    def __init__(
+        self,
+        run_id: str,
+        keep_last: int,
+        on_replicated: Callable[[Replicated], None],
+        on_error: Callable[[str], None],
+        interval_s: float = 0.5,
+    ) -> None:
+        self.run_id = run_id
+        self.keep_last = keep_last
+        self.on_replicated = on_replicated
+        self.on_error = on_error
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._primary: CheckpointStore | None = None
+        self._targets: list[CheckpointStore] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._errors: set[str] = set()
+
+    def follow(self, primary: CheckpointStore, targets: list[CheckpointStore]) -> None:
+        with self._lock:
+            self._primary = primary
+            self._targets = [t for t in targets if t.url != primary.url]
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="replicator", daemon=True)
+        self._thread.start()
+
+    def stop(self, drain: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if drain:
+            self.tick()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.tick()
+
+    def tick(self) -> list[Replicated]:
+        with self._lock:
+            primary, targets = self._primary, list(self._targets)
+        if primary is None:
+            return []
+        done: list[Replicated] = []
+        try:
+            steps = primary.committed_steps(self.run_id)[-self.keep_last :]
+        except StoreError as exc:
+            self._report(str(exc))
+            return done
+        for target in targets:
+            try:
+                have = set(target.committed_steps(self.run_id))
+            except StoreError as exc:
+                self._report(f"replication to {target.region} ({target.url}): {exc}")
+                continue
+            for step in steps:
+                if step in have:
+                    continue
+                try:
+                    m = primary.manifest(self.run_id, step)
+                    r = replicate(primary, target, m) if m is not None else None
+                except (StoreError, ReplicationError, ManifestError, OSError) as exc:
+                    self._report(f"replication of step {step} to {target.region}: {exc}")
+                    continue
+                if r is not None:
+                    done.append(r)
+                    self.on_replicated(r)
+            try:
+                target.retain(self.run_id, self.keep_last)
+            except StoreError as exc:
+                self._report(f"retention in {target.region} ({target.url}): {exc}")
+        return done
+
+    def _report(self, message: str) -> None:
+        # The same persistent error once, not every half second.
+        if message not in self._errors:
+            self._errors.add(message)
+            self.on_error(message)

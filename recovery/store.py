@@ -1,0 +1,218 @@
+"""Checkpoint store over fsspec: files first, the manifest last as the commit.
+
+Layout: ``<store>/<run_id>/checkpoints/step-<N>/{<files>, MANIFEST.json}``.
+A checkpoint exists only once its manifest does, and counts only if every file
+it names verifies (size and sha256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from recovery.fsio import write_bytes
+from recovery.manifest import (
+    MANIFEST_NAME,
+    FileEntry,
+    Manifest,
+    ManifestError,
+    Verdict,
+    check_member_name,
+    judge,
+)
+
+SkipHook = Callable[[int, str], None]
+
+
+class StoreError(Exception):
+    """A store could not be reached or read; the message names the store."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step}"
+
+
+def parse_step_dir(name: str) -> int | None:
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    if not base.startswith("step-"):
+        return None
+    digits = base[len("step-") :]
+    return int(digits) if digits.isdigit() else None
+
+
+class CheckpointStore:
+    def __init__(self, url: str, region: str = "", storage_options: dict[str, Any] | None = None):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.region = region
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.url!r}, region={self.region!r})"
+
+    # --- paths -------------------------------------------------------------
+    def run_root(self, run_id: str) -> str:
+        return f"{self.root}/{run_id}/checkpoints"
+
+    def step_path(self, run_id: str, step: int) -> str:
+        return f"{self.run_root(run_id)}/{step_dir_name(step)}"
+
+    def checkpoint_url(self, run_id: str, step: int) -> str:
+        return f"{self.url}/{run_id}/checkpoints/{step_dir_name(step)}"
+
+    # --- writing -----------------------------------------------------------
+    def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
+        check_member_name(name)
+        self._write(f"{self.step_path(run_id, step)}/{name}", data)
+        return FileEntry(name=name, size=len(data), sha256=sha256_hex(data))
+
+    def commit(
+        self,
+        run_id: str,
+        step: int,
+        attempt: int,
+        files: Iterable[FileEntry],
+        extra: dict[str, object] | None = None,
+        committed_at: float | None = None,
+    ) -> Manifest:
+        manifest = Manifest(
+            run_id=run_id,
+            step=step,
+            attempt=attempt,
+            files=tuple(sorted(files, key=lambda f: f.name)),
+            committed_at=time.time() if committed_at is None else committed_at,
+            region=self.region,
+            extra=dict(extra or {}),
+        )
+        self._write(f"{self.step_path(run_id, step)}/{MANIFEST_NAME}", manifest.to_json().encode())
+        return manifest
+
+    def _write(self, path: str, data: bytes) -> None:
+        try:
+            write_bytes(self.fs, path, data)
+        except OSError as exc:
+            raise StoreError(f"cannot write {path} in store {self.url}: {exc}") from None
+
+    # --- reading -----------------------------------------------------------
+    def committed_steps(self, run_id: str) -> list[int]:
+        """Steps whose manifest exists, oldest first. Verification is separate."""
+        return sorted(s for s, has_manifest in self._step_dirs(run_id).items() if has_manifest)
+
+    def all_steps(self, run_id: str) -> dict[int, bool]:
+        """Every step folder, committed or not (a torn write leaves one without manifest)."""
+        return self._step_dirs(run_id)
+
+    def _step_dirs(self, run_id: str) -> dict[int, bool]:
+        root = self.run_root(run_id)
+        try:
+            self.fs.invalidate_cache()
+            if not self.fs.exists(root):
+                return {}
+            entries = self.fs.ls(root, detail=False)
+            manifests = set(self.fs.glob(f"{root}/step-*/{MANIFEST_NAME}"))
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise StoreError(f"cannot list {root} in store {self.url}: {exc}") from None
+        out: dict[int, bool] = {}
+        for e in entries:
+            step = parse_step_dir(e)
+            if step is not None:
+                out[step] = False
+        for m in manifests:
+            step = parse_step_dir(m.rsplit("/", 1)[0])
+            if step is not None:
+                out[step] = True
+        return out
+
+    def manifest(self, run_id: str, step: int) -> Manifest | None:
+        path = f"{self.step_path(run_id, step)}/{MANIFEST_NAME}"
+        try:
+            raw = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} in store {self.url}: {exc}") from None
+        m = Manifest.from_json(raw)
+        if m.step != step or m.run_id != run_id:
+            raise ManifestError(f"manifest at {path} describes {m.run_id} step {m.step}")
+        return m
+
+    def verify(self, run_id: str, step: int) -> Verdict:
+        try:
+            m = self.manifest(run_id, step)
+        except ManifestError as exc:
+            return Verdict(False, str(exc))
+        if m is None:
+            return Verdict(False, "no manifest (never committed)")
+        actual: dict[str, tuple[int, str | None]] = {}
+        for f in m.files:
+            path = f"{self.step_path(run_id, step)}/{f.name}"
+            try:
+                data = self.fs.cat_file(path)
+            except FileNotFoundError:
+                continue
+            actual[f.name] = (len(data), sha256_hex(data) if len(data) == f.size else None)
+        return judge(m, actual)
+
+    def latest_verified(
+        self, run_id: str, on_skip: SkipHook | None = None, at_most: int | None = None
+    ) -> Manifest | None:
+        """The newest committed checkpoint whose files verify; skips are reported."""
+        for step in reversed(self.committed_steps(run_id)):
+            if at_most is not None and step > at_most:
+                continue
+            verdict = self.verify(run_id, step)
+            if verdict.ok:
+                return self.manifest(run_id, step)
+            if on_skip is not None:
+                on_skip(step, verdict.reason)
+        return None
+
+    def read(self, manifest: Manifest, name: str) -> bytes:
+        """One file of a committed checkpoint, verified against its manifest."""
+        entry = manifest.entry(name)
+        path = f"{self.step_path(manifest.run_id, manifest.step)}/{name}"
+        try:
+            data = self.fs.cat_file(path)
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} in store {self.url}: {exc}") from None
+        if len(data) != entry.size or sha256_hex(data) != entry.sha256:
+            raise ManifestError(f"{path} does not match its manifest")
+        return data
+
+    # --- deleting ----------------------------------------------------------
+    def delete(self, run_id: str, step: int) -> None:
+        path = self.step_path(run_id, step)
+        try:
+            # The manifest goes first: a half-deleted checkpoint must read as uncommitted.
+            if self.fs.exists(f"{path}/{MANIFEST_NAME}"):
+                self.fs.rm(f"{path}/{MANIFEST_NAME}")
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot delete {path} in store {self.url}: {exc}") from None
+
+    def retain(self, run_id: str, keep: int) -> list[int]:
+        """Keep the newest ``keep`` committed checkpoints; drop older ones and torn leftovers."""
+        steps = self.all_steps(run_id)
+        committed = sorted(s for s, ok in steps.items() if ok)
+        doomed = committed[:-keep] if keep > 0 else committed
+        if committed:
+            newest = committed[-1]
+            # A folder without manifest older than the newest commit is a torn write;
+            # newer ones may still be in flight.
+            doomed += [s for s, ok in steps.items() if not ok and s < newest]
+        for step in sorted(doomed):
+            self.delete(run_id, step)
+        return sorted(doomed)
+
