@@ -84,7 +84,8 @@ class FaultInjector:
         # Marked fired before it happens: a fault must never fire twice, even if we die here.
         self.control.chaos_fired(index, kind=kind, step=step)
         if kind == "kill_region":
-            killed: list[int] = []
+            killed = _sigkill(self.provider.processes(cluster))
+            now = time.time()  # the region is gone from the first pass on
             for _ in range(20):
                 pids = self.provider.processes(cluster)
                 if not pids:

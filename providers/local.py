@@ -146,7 +146,7 @@ class LocalProvider:
         self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
     ) -> RuntimeProcess:
         with open(log_path, "ab") as log:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
                 env={**self.cluster_env(cluster), **env},
                 stdout=log,
@@ -154,14 +154,20 @@ class LocalProvider:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        cluster.info.setdefault("runtime_pids", []).append(proc.pid)
+        return proc
+
+    def _sessions(self, cluster: ClusterHandle) -> frozenset[int]:
+        # Both were started with start_new_session: their pid is their session's id.
+        return frozenset([int(cluster.info["head_pid"]), *cluster.info.get("runtime_pids", [])])
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
-        return marked(cluster.name)
+        return marked(cluster.name, self._sessions(cluster))
 
     def teardown(self, cluster: ClusterHandle) -> None:
         # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a
         # graceful exit (checkpoints are committed or they are not), so SIGKILL.
-        kill_all(cluster.name)
+        kill_all(cluster.name, self._sessions(cluster))
         head = self._heads.pop(cluster.name, None)
         if head is not None:
             head.wait(timeout=10)

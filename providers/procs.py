@@ -15,13 +15,21 @@ import psutil
 MARKER = "ORCHESTRATOR_CLUSTER"
 
 
-def marked(cluster: str) -> list[int]:
+def marked(cluster: str, sessions: frozenset[int] = frozenset()) -> list[int]:
+    """Processes of a cluster: by the marker, or by a session we started it in.
+
+    Ray's agents overwrite their environment with their process title
+    (setproctitle), so the marker alone misses them; they keep the session.
+    """
     me = os.getpid()
     out = []
     for proc in psutil.process_iter():
         if proc.pid == me:
             continue
         try:
+            if sessions and os.getsid(proc.pid) in sessions:
+                out.append(proc.pid)
+                continue
             if proc.environ().get(MARKER) == cluster:
                 out.append(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
@@ -29,12 +37,12 @@ def marked(cluster: str) -> list[int]:
     return out
 
 
-def kill_all(cluster: str, timeout_s: float = 15.0) -> list[int]:
-    """SIGKILL every marked process until none is left; the pids that were killed."""
+def kill_all(cluster: str, sessions: frozenset[int] = frozenset(), timeout_s: float = 15.0) -> list[int]:
+    """SIGKILL every process of the cluster until none is left; the pids that were killed."""
     killed: list[int] = []
     deadline = time.monotonic() + timeout_s
     while True:
-        pids = marked(cluster)
+        pids = marked(cluster, sessions)
         if not pids:
             return killed
         for pid in pids:
