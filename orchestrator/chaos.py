@@ -39,17 +39,28 @@ def _sigkill(pids: list[int]) -> list[int]:
     return done
 
 
-def corrupt_newest(store: CheckpointStore, run_id: str, name: str = "model.pt") -> int | None:
-    """Flip one byte in a file of the newest committed checkpoint; its step, or None."""
-    steps = store.committed_steps(run_id)
-    if not steps:
-        return None
-    step = steps[-1]
+def flip_byte(store: CheckpointStore, run_id: str, step: int, name: str = "model.pt") -> None:
     path = f"{store.step_path(run_id, step)}/{name}"
     data = bytearray(store.fs.cat_file(path))
     data[len(data) // 2] ^= 0xFF
     store.fs.pipe_file(path, bytes(data))
-    return step
+
+
+def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]:
+    """Flip a byte of the run's newest committed checkpoint in every store holding it.
+
+    A store that has not received it yet never will: replication verifies its source.
+    """
+    held = {s.region: s.committed_steps(run_id) for s in stores}
+    newest = max((steps[-1] for steps in held.values() if steps), default=None)
+    if newest is None:
+        return {}
+    done = {}
+    for store in stores:
+        if newest in held[store.region]:
+            flip_byte(store, run_id, newest)
+            done[store.region] = newest
+    return done
 
 
 class FaultInjector:
@@ -97,12 +108,10 @@ class FaultInjector:
             pid = int(req["pid"])  # type: ignore[call-overload]
             detail = {"region": cluster.region, "rank": req.get("rank"), "killed": len(_sigkill([pid]))}
         elif kind == "corrupt_checkpoint":
-            corrupted = {}
-            for store in self.stores():
-                s = corrupt_newest(store, self.run_id)
-                if s is not None:
-                    corrupted[store.region] = s
-            detail = {"corrupted": corrupted}
+            detail = {"corrupted": corrupt_newest(self.stores(), self.run_id)}
+        elif kind == "user_error":
+            # The workload itself raises at this step (see the runtime's chaos hook).
+            detail = {"region": cluster.region, "rank": req.get("rank")}
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         return Injected(index=index, kind=kind, step=step, at=now, detail=detail)

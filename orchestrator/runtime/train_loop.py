@@ -32,6 +32,10 @@ class UserCodeError(Exception):
     """The workload raised: retrying elsewhere will not help."""
 
 
+class InjectedUserError(RuntimeError):
+    """Stands for a bug in the workload (chaos fault ``user_error``)."""
+
+
 def _dumps(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -170,15 +174,22 @@ class _Loop:
             deadline = time.time() + CHAOS_WAIT_S
             while time.time() < deadline and not self.control.is_fired(i):
                 time.sleep(0.05)
+            if fault["kind"] == "user_error":
+                raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
     # --- the loop -------------------------------------------------------------------
-    def run(self) -> None:
-        from ray.train.torch import prepare_model
+    def run(self, wrap: Any = None) -> None:
+        """``wrap`` puts the model in DDP (Ray Train's prepare_model unless a test says otherwise)."""
+        if wrap is None:
+            from ray.train.torch import prepare_model
+
+            def wrap(model: torch.nn.Module) -> torch.nn.Module:
+                return prepare_model(model, move_to_device=False)
 
         restored = self.restore()
         if self.rank == 0:
             self.control.event(self.gen, "train_started", restored_step=restored, pid=os.getpid())
-        ddp = prepare_model(self.model, move_to_device=False)
+        ddp = wrap(self.model)
         total = int(self.spec.job["steps"])
         interval = int(self.spec.checkpoint["interval_steps"])
         last_report = 0.0
