@@ -87,7 +87,10 @@ def _run(cfg: object) -> int:
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})", file=sys.stderr)
+    print(
+        f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
+        file=sys.stderr,
+    )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     result = Controller(cfg, provider, run_id).run()
     summary = summarize(run_dir)

@@ -92,7 +92,10 @@ class AttemptRunner:
             return out
         self.cluster = cluster
         ctl.journal.append(
-            "provisioned", region=region, cluster=cluster.name, address=cluster.address,
+            "provisioned",
+            region=region,
+            cluster=cluster.name,
+            address=cluster.address,
             provision_s=round(time.time() - t0, 3),
         )
         try:
@@ -119,7 +122,9 @@ class AttemptRunner:
         others = [s for r, s in ctl.stores.items() if r != region]
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-            ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
+            ctl.journal.append(
+                "checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason
+            )
 
         best = sync_newest(ctl.run_id, [target, *others], skipped)
         if best is None:
@@ -133,7 +138,10 @@ class AttemptRunner:
                 return 0
             if r is not None:
                 ctl.journal.append(
-                    "restore_copied", step=r.step, **{"from": r.source, "to": r.target}, copy_s=round(r.copy_s, 3)
+                    "restore_copied",
+                    step=r.step,
+                    **{"from": r.source, "to": r.target},
+                    copy_s=round(r.copy_s, 3),
                 )
         return manifest.step
 
@@ -198,9 +206,14 @@ class AttemptRunner:
                         failed_at = kill_times.pop("kill_worker", last_progress_at)
                         open_incidents.append(
                             Incident(
-                                kind="worker_lost", from_region=region, to_region=region,
-                                failed_at=failed_at, detected_at=float(ev["time"]),
-                                last_step=self.last_step, restored_step=restored, generation=gen,
+                                kind="worker_lost",
+                                from_region=region,
+                                to_region=region,
+                                failed_at=failed_at,
+                                detected_at=float(ev["time"]),
+                                last_step=self.last_step,
+                                restored_step=restored,
+                                generation=gen,
                             )
                         )
             prog = ctl.control.read_progress(gen)
@@ -219,7 +232,9 @@ class AttemptRunner:
             for inj in self.injector.poll(cluster):
                 kill_times[inj.kind] = inj.at
                 self.last_step = max(self.last_step, inj.step)
-                ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+                ctl.journal.append(
+                    "fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail
+                )
                 ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
             now = time.time()
             hb = ctl.control.read_heartbeat(gen)
@@ -245,10 +260,15 @@ class AttemptRunner:
                 out.failed_at = kill_times.get("kill_region") or (float(hb["time"]) if hb else now)
                 out.last_step = self.last_step
                 ctl.journal.append(
-                    "failure_detected", kind=str(failure.kind), region=region, detail=failure.detail,
-                    runtime_exit=code, cluster_healthy=healthy,
+                    "failure_detected",
+                    kind=str(failure.kind),
+                    region=region,
+                    detail=failure.detail,
+                    runtime_exit=code,
+                    cluster_healthy=healthy,
                     heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
-                    detected_after_s=round(now - out.failed_at, 3), last_step=self.last_step,
+                    detected_after_s=round(now - out.failed_at, 3),
+                    last_step=self.last_step,
                 )
                 ctl.progress.note(f"failure in {region}: {failure.kind} ({failure.detail})")
                 return

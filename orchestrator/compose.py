@@ -54,7 +54,7 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             raw = hydra_compose(config_name="config", overrides=list(overrides))
         plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
-    except Exception as exc:  # noqa: BLE001 - translated into one line for the user
+    except Exception as exc:
         raise _translate(exc, overrides) from None
     finally:
         GlobalHydra.instance().clear()

@@ -131,9 +131,7 @@ def validate(cfg: Config) -> Config:
             "trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0"
         )
     if cfg.trainer.gpus_per_worker < 0:
-        raise ConfigError(
-            "trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0"
-        )
+        raise ConfigError("trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0")
     _non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
     _positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
     if cfg.checkpoint.keep_last < 2:
@@ -146,9 +144,7 @@ def validate(cfg: Config) -> Config:
     _validate_recovery(cfg.recovery)
     _validate_chaos(cfg)
     if cfg.run_id is not None and not _safe_name(cfg.run_id):
-        raise ConfigError(
-            "run_id", f"got {cfg.run_id!r}; allowed: letters, digits, '-', '_' and '.'"
-        )
+        raise ConfigError("run_id", f"got {cfg.run_id!r}; allowed: letters, digits, '-', '_' and '.'")
     return cfg
 
 
@@ -158,9 +154,7 @@ def _validate_cloud(cfg: Config) -> None:
         raise ConfigError("cloud.regions", f"cloud {cloud.name!r} defines no region")
     for name, region in cloud.regions.items():
         if not _safe_name(name):
-            raise ConfigError(
-                f"cloud.regions.{name}", "region names may hold letters, digits, '-', '_', '.'"
-            )
+            raise ConfigError(f"cloud.regions.{name}", "region names may hold letters, digits, '-', '_', '.'")
         if "://" not in region.store:
             raise ConfigError(
                 f"cloud.regions.{name}.store",
@@ -172,8 +166,7 @@ def _validate_cloud(cfg: Config) -> None:
         if name not in cloud.regions:
             raise ConfigError(
                 "cloud.candidates",
-                f"{name!r} is not a region of cloud {cloud.name!r}; "
-                f"allowed: {', '.join(cloud.regions)}",
+                f"{name!r} is not a region of cloud {cloud.name!r}; allowed: {', '.join(cloud.regions)}",
             )
         if name in seen:
             raise ConfigError("cloud.candidates", f"{name!r} is listed twice")
@@ -192,9 +185,7 @@ def _validate_cloud(cfg: Config) -> None:
 
 def _validate_recovery(rec: RecoveryConfig) -> None:
     if rec.heartbeat_interval_s <= 0:
-        raise ConfigError(
-            "recovery.heartbeat_interval_s", f"got {rec.heartbeat_interval_s}; expected > 0"
-        )
+        raise ConfigError("recovery.heartbeat_interval_s", f"got {rec.heartbeat_interval_s}; expected > 0")
     if rec.heartbeat_timeout_s < 2 * rec.heartbeat_interval_s:
         raise ConfigError(
             "recovery.heartbeat_timeout_s",
@@ -204,9 +195,7 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     _non_negative_int("recovery.max_failovers", rec.max_failovers)
     _non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
     if rec.provision_timeout_s <= 0:
-        raise ConfigError(
-            "recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0"
-        )
+        raise ConfigError("recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0")
     if rec.region_cooldown_s < 0:
         raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
 

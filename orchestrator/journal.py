@@ -20,9 +20,7 @@ _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|
 def redact(value: Any) -> Any:
     """Drop values under keys that look like secrets, at any depth."""
     if isinstance(value, dict):
-        return {
-            k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in value.items()
-        }
+        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value

@@ -25,9 +25,18 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if not events and result is None:
         return None
     s: dict[str, Any] = {
-        "state": "PENDING", "region": None, "generation": 0, "step": None, "total": None,
-        "last_checkpoint": None, "replications": 0, "last_lag_s": None, "incidents": [],
-        "attempts": [], "skipped": [], "config": {},
+        "state": "PENDING",
+        "region": None,
+        "generation": 0,
+        "step": None,
+        "total": None,
+        "last_checkpoint": None,
+        "replications": 0,
+        "last_lag_s": None,
+        "incidents": [],
+        "attempts": [],
+        "skipped": [],
+        "config": {},
     }
     for ev in events:
         t = ev.get("type")
@@ -68,31 +77,39 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     total = s["total"] or job.get("steps", "?")
     lines = [
         f"run        {run_id}",
-        f"status     {s['state']}" + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
+        f"status     {s['state']}"
+        + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
         f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
         f"checkpoint {_short(s['last_checkpoint'])}",
-        f"replicas   {s['replications']} copies" + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
+        f"replicas   {s['replications']} copies"
+        + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
     ]
     r = s["result"]
     if r is not None:
-        metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items())
+        metrics = "  ".join(
+            f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items()
+        )
         lines.append(f"metrics    {metrics or '-'}")
         lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
         lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
     if s["skipped"]:
         lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")
         for ev in s["skipped"][:5]:
-            lines.append(f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})")
+            lines.append(
+                f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})"
+            )
     if s["incidents"]:
         lines.append("incidents")
-        lines.append(f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
+        lines.append(
+            f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}"
+        )
         for i in s["incidents"]:
             lines.append(
-                f"  {i['kind']:<14}{i['from_region']:<10}{str(i.get('to_region') or '-'):<10}"
-                f"{_fmt_s(i.get('detected_after_s')):>9}{str(i.get('restored_step', '-')):>9}"
-                f"{str(i.get('lost_steps', '-')):>6}{_fmt_s(i.get('rto_s')):>8}"
+                f"  {i['kind']:<14}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
+                f"{_fmt_s(i.get('detected_after_s')):>9}{i.get('restored_step', '-')!s:>9}"
+                f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}"
             )
     else:
         lines.append("incidents  none")

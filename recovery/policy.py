@@ -30,6 +30,8 @@ class Budgets:
 
 @dataclass(frozen=True)
 class History:
+    # Recoveries from anything but a user error (failovers and driver restarts alike):
+    # recovery.max_failovers bounds them all.
     failovers: int = 0
     restarts_on_errors: int = 0
     # region -> time of its last failure (seconds, any clock the caller uses consistently)
@@ -39,12 +41,12 @@ class History:
         failed = dict(self.region_failed_at)
         if failure.kind in _REGION_FAILURES:
             failed[failure.region] = now
+        user = failure.kind is FailureKind.USER_ERROR
+        recovered = decision.action is not Action.GIVE_UP
         return replace(
             self,
-            failovers=self.failovers + (decision.action is Action.FAILOVER)
-            + (decision.action is Action.RESTART_IN_PLACE and failure.kind is not FailureKind.USER_ERROR),
-            restarts_on_errors=self.restarts_on_errors
-            + (decision.action is Action.RESTART_IN_PLACE and failure.kind is FailureKind.USER_ERROR),
+            failovers=self.failovers + int(recovered and not user),
+            restarts_on_errors=self.restarts_on_errors + int(recovered and user),
             region_failed_at=failed,
         )
 

@@ -215,4 +215,3 @@ class CheckpointStore:
         for step in sorted(doomed):
             self.delete(run_id, step)
         return sorted(doomed)
-

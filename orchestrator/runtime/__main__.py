@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
             runtime_env={"env_vars": dict(TRAIN_ENV)},
             logging_level="ERROR",
         )
-    except Exception as exc:  # noqa: BLE001 - reported as an infrastructure failure
+    except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"cannot connect to Ray: {exc}"[:500])
         return EXIT_INFRA
     trainer = TorchTrainer(
@@ -64,7 +64,9 @@ def main(argv: list[str]) -> int:
             use_gpu=float(spec.trainer["gpus_per_worker"]) > 0,
             resources_per_worker={
                 "CPU": float(spec.trainer["cpus_per_worker"]),
-                **({"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}),
+                **(
+                    {"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}
+                ),
             },
         ),
         torch_config=TorchConfig(backend="gloo"),
@@ -76,7 +78,7 @@ def main(argv: list[str]) -> int:
     )
     try:
         trainer.fit()
-    except Exception as exc:  # noqa: BLE001 - classified by the exit code
+    except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"{type(exc).__name__}: {exc}"[:1000])
         return EXIT_USER_ERROR if _user_error_seen(control, spec) else EXIT_WORKERS_EXHAUSTED
     finally:

@@ -71,7 +71,9 @@ def _is_comm_error(exc: BaseException) -> bool:
     if dist_error and isinstance(exc, dist_error):
         return True
     text = f"{type(exc).__name__}: {exc}".lower()
-    return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
+    return any(
+        word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe")
+    )
 
 
 def train_func(config: dict[str, Any]) -> None:
@@ -138,7 +140,9 @@ class _Loop:
         if self.rank == 0:
 
             def skipped(step: int, reason: str) -> None:
-                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=self.spec.region)
+                self.control.event(
+                    self.gen, "checkpoint_skipped", step=step, reason=reason, region=self.spec.region
+                )
 
             m = self.store.latest_verified(self.spec.run_id, on_skip=skipped)
             choice = [m.to_json() if m is not None else None]
@@ -206,8 +210,13 @@ class _Loop:
                 loss_value = float(loss.item())
                 rate = (step - first_step + 1) / max(now - t_start, 1e-9)
                 self.control.progress(
-                    self.gen, step=step, total=total, loss=loss_value, steps_per_s=rate,
-                    last_checkpoint=self.last_checkpoint, restored_step=restored,
+                    self.gen,
+                    step=step,
+                    total=total,
+                    loss=loss_value,
+                    steps_per_s=rate,
+                    last_checkpoint=self.last_checkpoint,
+                    restored_step=restored,
                 )
                 last_report = now
             self.chaos_hook(step)
@@ -220,7 +229,10 @@ class _Loop:
         elapsed = max(time.time() - t_start, 1e-9)
         metrics = self.workload.evaluate(self.model)
         self.control.progress(
-            self.gen, step=total, total=total, steps_per_s=(total - first_step + 1) / elapsed,
+            self.gen,
+            step=total,
+            total=total,
+            steps_per_s=(total - first_step + 1) / elapsed,
             last_checkpoint=self.last_checkpoint,
         )
         self.control.final(

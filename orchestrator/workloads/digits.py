@@ -15,7 +15,7 @@ def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     order = np.random.RandomState(seed).permutation(len(x))
-    n_eval = int(round(len(x) * eval_fraction))
+    n_eval = round(len(x) * eval_fraction)
     ev, tr = order[:n_eval], order[n_eval:]
     return (
         torch.from_numpy(x[tr]),
