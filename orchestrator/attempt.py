@@ -257,7 +257,8 @@ class AttemptRunner:
             if failure is not None:
                 out.failure = failure
                 out.detected_at = now
-                out.failed_at = kill_times.get("kill_region") or (float(hb["time"]) if hb else now)
+                fault_at = kill_times.get("kill_region") or kill_times.get("hang_region")
+                out.failed_at = fault_at or (float(hb["time"]) if hb else now)
                 out.last_step = self.last_step
                 ctl.journal.append(
                     "failure_detected",

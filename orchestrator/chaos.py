@@ -28,15 +28,19 @@ class Injected:
     detail: dict[str, object]
 
 
-def _sigkill(pids: list[int]) -> list[int]:
+def _signal(pids: list[int], sig: int) -> list[int]:
     done = []
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
             done.append(pid)
         except ProcessLookupError:
             pass
     return done
+
+
+def _sigkill(pids: list[int]) -> list[int]:
+    return _signal(pids, signal.SIGKILL)
 
 
 def flip_byte(store: CheckpointStore, run_id: str, step: int, name: str = "model.pt") -> None:
@@ -104,6 +108,11 @@ class FaultInjector:
                 killed += _sigkill(pids)
                 time.sleep(0.05)
             detail = {"region": cluster.region, "killed": len(set(killed))}
+        elif kind == "hang_region":
+            # Every process stopped, sockets still open: only the heartbeat lease can tell.
+            stopped = _signal(self.provider.processes(cluster), signal.SIGSTOP)
+            now = time.time()
+            detail = {"region": cluster.region, "stopped": len(stopped)}
         elif kind == "kill_worker":
             pid = int(req["pid"])  # type: ignore[call-overload]
             detail = {"region": cluster.region, "rank": req.get("rank"), "killed": len(_sigkill([pid]))}

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import MISSING
 
 ACTIONS = ("run", "status")
-FAULT_KINDS = ("kill_region", "kill_worker", "corrupt_checkpoint", "user_error")
+FAULT_KINDS = ("kill_region", "kill_worker", "hang_region", "corrupt_checkpoint", "user_error")
 
 
 class ConfigError(Exception):

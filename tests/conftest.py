@@ -1,10 +1,13 @@
-"""Markers by folder, so ``pytest -m unit`` runs the fast tier in seconds."""
+"""Markers by folder (``pytest -m unit`` runs the fast tier in seconds) and shared runs."""
 
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 _TIERS = ("unit", "integration", "chaos")
 
@@ -15,3 +18,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for tier in _TIERS:
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def orch_home(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("orchestrator-home")
+
+
+@pytest.fixture(scope="session")
+def baseline(orch_home: pathlib.Path):
+    """One uninterrupted digits run: the weights every surviving run must end with."""
+    from support import orchestrate, ray_pids, wait_no_new_ray
+
+    before = ray_pids()
+    run = orchestrate(orch_home, "baseline")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not wait_no_new_ray(before), "the baseline run left Ray processes behind"
+    return run

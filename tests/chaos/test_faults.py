@@ -1,0 +1,83 @@
+"""Real faults against real clusters: every surviving run ends bitwise equal to the baseline."""
+
+from __future__ import annotations
+
+from support import orchestrate, ray_pids, wait_no_new_ray
+
+
+def _survived(run, baseline):
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED"
+    assert r["final_step"] == 500
+    assert r["weights_sha256"] == baseline.result["weights_sha256"]
+    assert len(r["incidents"]) == 1, r["incidents"]
+    return r, r["incidents"][0]
+
+
+def test_kill_region_fails_over_to_the_next_region_exactly(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(orch_home, "kill-region", "chaos.faults=[{kind:kill_region,at_step:60}]")
+    r, inc = _survived(run, baseline)
+    assert r["region"] == "local-b"
+    assert r["attempts"] == 2
+    assert inc["kind"] == "cluster_lost"
+    assert (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")
+    assert inc["restored_step"] == 50 and inc["lost_steps"] == 10
+    assert 0 <= inc["detected_after_s"] < 5
+    assert inc["rto_s"] >= inc["detected_after_s"]
+    fault = run.events("fault_injected")
+    assert len(fault) == 1 and fault[0]["killed"] >= 3
+    assert not wait_no_new_ray(before)
+
+
+def test_kill_worker_is_recovered_in_place_by_ray_train_exactly(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(orch_home, "kill-worker", "chaos.faults=[{kind:kill_worker,at_step:60}]")
+    r, inc = _survived(run, baseline)
+    assert r["region"] == "local-a" and r["attempts"] == 1
+    assert inc["kind"] == "worker_lost"
+    assert inc["from_region"] == inc["to_region"] == "local-a"
+    assert inc["restored_step"] == 50
+    assert not wait_no_new_ray(before)
+
+
+def test_hung_region_is_caught_by_the_heartbeat_lease(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home, "hang-region", "recovery.heartbeat_timeout_s=3", "chaos.faults=[{kind:hang_region,at_step:60}]"
+    )
+    r, inc = _survived(run, baseline)
+    assert inc["kind"] == "lease_expired"
+    assert r["region"] == "local-b"
+    # Within the lease plus one renewal interval and a poll.
+    assert inc["detected_after_s"] <= 3 + 1 + 1
+    assert not wait_no_new_ray(before)
+
+
+def test_corrupt_newest_checkpoint_is_skipped_and_journaled(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "corrupt",
+        "chaos.faults=[{kind:corrupt_checkpoint,at_step:110},{kind:kill_region,at_step:120}]",
+    )
+    r, inc = _survived(run, baseline)
+    corrupted = run.events("fault_injected")[0]["corrupted"]
+    assert corrupted.get("local-a") == 100
+    skipped = run.events("checkpoint_skipped")
+    assert any(e["step"] == 100 and "sha256" in e["reason"] for e in skipped), skipped
+    assert inc["restored_step"] == 50
+    assert inc["lost_steps"] == 70
+    assert not wait_no_new_ray(before)
+
+
+def test_user_error_restarts_in_place_then_succeeds_exactly(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(orch_home, "user-error", "chaos.faults=[{kind:user_error,at_step:60}]")
+    r, inc = _survived(run, baseline)
+    assert inc["kind"] == "user_error"
+    assert r["region"] == "local-a" and r["attempts"] == 2
+    decision = run.events("decision")[0]
+    assert decision["action"] == "restart_in_place"
+    assert not wait_no_new_ray(before)

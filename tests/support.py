@@ -1,0 +1,89 @@
+"""Helpers for the tiers that run the orchestrator for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+RAY_NAMES = ("gcs_server", "raylet")
+
+
+def ray_pids() -> set[int]:
+    """Every Ray process on the machine, by name or process title."""
+    out = set()
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            name = p.info["name"] or ""
+            cmd = " ".join(p.info["cmdline"] or [])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if (
+            name in RAY_NAMES
+            or name.startswith("ray::")
+            or cmd.startswith("ray::")
+            or "bin/ray start" in cmd
+            or "orchestrator.runtime" in cmd
+        ):
+            out.add(p.pid)
+    return out
+
+
+def wait_no_new_ray(before: set[int], timeout_s: float = 10.0) -> set[int]:
+    """Ray processes that appeared since ``before`` and are still alive after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = {p for p in ray_pids() - before if psutil.pid_exists(p)}
+        left = {p for p in left if _alive(p)}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    result: dict[str, Any] | None
+
+    def journal(self) -> list[dict[str, Any]]:
+        path = self.run_dir / "journal.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def events(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in self.journal() if e["type"] == type_]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ORCHESTRATOR_HOME"] = str(home)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def orchestrate(home: Path, run_id: str, *overrides: str, timeout: float = 400) -> Run:
+    argv = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false", *overrides]
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env_for(home), capture_output=True, text=True, timeout=timeout
+    )
+    run_dir = home / "runs" / run_id
+    result_path = run_dir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
