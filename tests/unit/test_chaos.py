@@ -1,0 +1,39 @@
+"""corrupt_newest(): the corrupt_checkpoint fault flips the newest checkpoint wherever it is held."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.chaos import corrupt_newest
+from recovery.manifest import Manifest
+from recovery.store import CheckpointStore
+
+RUN = "run-1"
+WriteCheckpoint = Callable[..., Manifest]
+
+
+def test_corrupt_newest_corrupts_the_newest_step_in_each_store_holding_it_and_spares_laggards(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    a, b, c = (CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in ("local-a", "local-b", "local-c"))
+    for store, steps in ((a, (20, 40, 60)), (b, (20, 40, 60)), (c, (20, 40))):
+        for step in steps:
+            write_checkpoint(store, RUN, step)
+    lagging_before = {s: c.fs.cat_file(f"{c.step_path(RUN, s)}/model.pt") for s in (20, 40)}
+
+    assert corrupt_newest([a, b, c], RUN) == {"local-a": 60, "local-b": 60}
+
+    for store in (a, b):
+        assert not store.verify(RUN, 60).ok
+        assert store.verify(RUN, 40).ok
+        m = store.latest_verified(RUN)
+        assert m is not None
+        assert m.step == 40
+    assert {s: c.fs.cat_file(f"{c.step_path(RUN, s)}/model.pt") for s in (20, 40)} == lagging_before
+    assert c.verify(RUN, 40).ok
+
+
+def test_corrupt_newest_without_any_checkpoint_does_nothing(tmp_path: Path) -> None:
+    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in ("a", "b")]
+    assert corrupt_newest(stores, RUN) == {}

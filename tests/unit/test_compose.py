@@ -1,0 +1,217 @@
+"""compose(): command-line overrides to a validated, typed Config, or a ConfigError naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.compose import compose
+from orchestrator.config import Config, ConfigError, FaultConfig
+
+REGIONS = ["local-a", "local-b", "local-c"]
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))
+    return tmp_path
+
+
+def config_error(overrides: list[str]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        compose(overrides)
+    return info.value
+
+
+# --- defaults -------------------------------------------------------------------------------
+
+
+def test_defaults_are_the_digits_job_on_three_local_regions_in_preference_order() -> None:
+    cfg = compose([])
+    assert isinstance(cfg, Config)
+    assert (cfg.job.name, cfg.job.workload, cfg.job.steps) == ("digits", "digits", 500)
+    assert cfg.cloud.provider == "local"
+    assert list(cfg.cloud.regions) == REGIONS
+    assert cfg.candidate_regions() == REGIONS
+    assert (cfg.action, cfg.run_id, cfg.chaos.faults) == ("run", None, [])
+
+
+def test_default_stores_are_file_urls_under_orchestrator_home(home: Path) -> None:
+    cfg = compose([])
+    assert cfg.home == str(home)
+    assert {n: r.store for n, r in cfg.cloud.regions.items()} == {
+        n: f"file://{home}/stores/{n}" for n in REGIONS
+    }
+
+
+def test_without_orchestrator_home_stores_live_under_dot_orchestrator_in_the_user_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORCHESTRATOR_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    cfg = compose([])
+    assert cfg.home == f"{tmp_path}/user/.orchestrator"
+    assert cfg.cloud.regions["local-b"].store == f"file://{tmp_path}/user/.orchestrator/stores/local-b"
+
+
+def test_home_override_moves_every_store() -> None:
+    cfg = compose(["home=/x"])
+    assert cfg.home == "/x"
+    assert [r.store for r in cfg.cloud.regions.values()] == [f"file:///x/stores/{n}" for n in REGIONS]
+
+
+def test_chaos_fault_list_on_the_command_line_parses_to_typed_faults() -> None:
+    cfg = compose(["chaos.faults=[{kind:kill_region,at_step:60}]"])
+    assert cfg.chaos.faults == [FaultConfig(kind="kill_region", at_step=60)]
+
+
+def test_fault_on_the_last_step_of_the_job_is_allowed() -> None:
+    cfg = compose(["job.steps=60", "chaos.faults=[{kind:corrupt_checkpoint,at_step:60}]"])
+    assert cfg.chaos.faults[0].at_step == cfg.job.steps
+
+
+def test_status_with_a_run_id_composes() -> None:
+    cfg = compose(["action=status", "run_id=digits-1"])
+    assert (cfg.action, cfg.run_id) == ("status", "digits-1")
+
+
+def test_more_cpus_per_region_admits_more_workers() -> None:
+    cfg = compose(["trainer.workers=3", *(f"cloud.regions.{n}.num_cpus=3" for n in REGIONS)])
+    assert cfg.trainer.workers == 3
+
+
+# --- errors name the key --------------------------------------------------------------------
+
+
+def test_typo_in_a_key_names_the_typo_and_suggests_the_real_key() -> None:
+    err = config_error(["trainer.wrkers=3"])
+    assert err.key == "trainer.wrkers"
+    assert "did you mean 'trainer.workers'" in str(err)
+
+
+def test_typo_in_a_fault_field_names_it_and_suggests_at_step() -> None:
+    err = config_error(["chaos.faults=[{kind:kill_region,atstep:60}]"])
+    assert err.key.endswith("atstep")
+    assert "at_step" in str(err)
+
+
+def test_value_of_the_wrong_type_names_the_key_and_the_expected_type() -> None:
+    err = config_error(["trainer.workers=abc"])
+    assert err.key == "trainer.workers"
+    assert "'abc'" in str(err)
+    assert "integer" in str(err)
+
+
+def test_zero_workers_is_rejected() -> None:
+    err = config_error(["trainer.workers=0"])
+    assert err.key == "trainer.workers"
+    assert ">= 1" in str(err)
+
+
+def test_unknown_cloud_names_the_group_and_lists_the_known_ones() -> None:
+    err = config_error(["cloud=foo"])
+    assert err.key == "cloud"
+    assert "'foo'" in str(err)
+    assert "local" in str(err).split("allowed:", 1)[1]
+
+
+def test_unknown_job_names_the_group_and_lists_the_known_ones() -> None:
+    err = config_error(["job=nope"])
+    assert err.key == "job"
+    assert "'nope'" in str(err)
+    assert "digits" in str(err).split("allowed:", 1)[1]
+
+
+def test_unknown_region_in_candidates_is_named_with_the_regions_allowed() -> None:
+    err = config_error(["cloud.candidates=[local-a,local-z]"])
+    assert err.key == "cloud.candidates"
+    assert "'local-z'" in str(err)
+    assert "local-a, local-b, local-c" in str(err)
+
+
+def test_region_listed_twice_in_candidates_is_rejected() -> None:
+    err = config_error(["cloud.candidates=[local-a,local-a]"])
+    assert err.key == "cloud.candidates"
+    assert "twice" in str(err)
+
+
+def test_checkpoint_interval_of_zero_is_rejected() -> None:
+    err = config_error(["checkpoint.interval_steps=0"])
+    assert err.key == "checkpoint.interval_steps"
+
+
+def test_keeping_only_one_checkpoint_is_rejected_because_a_corrupt_one_needs_a_fallback() -> None:
+    err = config_error(["checkpoint.keep_last=1"])
+    assert err.key == "checkpoint.keep_last"
+    assert ">= 2" in str(err)
+
+
+def test_unknown_fault_kind_names_the_fault_and_lists_the_kinds() -> None:
+    err = config_error(["chaos.faults=[{kind:explode,at_step:5}]"])
+    assert err.key == "chaos.faults[0].kind"
+    assert "kill_region" in str(err)
+
+
+def test_fault_after_the_last_step_names_at_step_and_job_steps() -> None:
+    err = config_error(["job.steps=50", "chaos.faults=[{kind:kill_region,at_step:60}]"])
+    assert err.key == "chaos.faults[0].at_step"
+    assert "1..50" in str(err)
+
+
+def test_unknown_top_level_key_is_named() -> None:
+    err = config_error(["bogus=1"])
+    assert err.key == "bogus"
+    assert "top level" in str(err)
+
+
+def test_status_without_a_run_id_asks_for_run_id() -> None:
+    err = config_error(["action=status"])
+    assert err.key == "run_id"
+
+
+def test_more_workers_than_a_region_has_cpus_names_trainer_workers_and_the_region() -> None:
+    err = config_error(["trainer.workers=3"])
+    assert err.key == "trainer.workers"
+    assert "'local-a' has 2" in str(err)
+
+
+def test_cpu_check_covers_only_the_candidate_regions() -> None:
+    small_a = ["trainer.workers=3", "cloud.regions.local-b.num_cpus=3", "cloud.regions.local-c.num_cpus=3"]
+    assert config_error(small_a).key == "trainer.workers"
+    assert compose([*small_a, "cloud.candidates=[local-b,local-c]"]).candidate_regions() == [
+        "local-b",
+        "local-c",
+    ]
+
+
+# --- known bugs -----------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="compose.py:73 _typed() passes a '+'-added key to TrainerConfig(**...): TypeError escapes",
+)
+def test_typo_added_with_plus_is_a_config_error_naming_the_key() -> None:
+    err = config_error(["+trainer.wrkers=3"])
+    assert err.key == "trainer.wrkers"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="compose.py:65-89 _typed() silently drops top-level keys added with '+'"
+)
+def test_top_level_key_added_with_plus_is_a_config_error_not_silently_dropped() -> None:
+    err = config_error(["+bogus=1"])
+    assert err.key == "bogus"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compose.py:168-190 _keys_under/_field_type list RegionConfig fields as the keys allowed directly "
+    "under cloud.regions, where the allowed keys are region names",
+)
+def test_unknown_region_key_lists_the_region_names_as_allowed() -> None:
+    err = config_error(["cloud.regions.local-z.num_cpus=1"])
+    assert err.key == "cloud.regions.local-z"
+    assert "local-a" in str(err)

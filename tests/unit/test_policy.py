@@ -1,0 +1,117 @@
+"""The failure policy, driven decision by decision the way a run drives it."""
+
+from __future__ import annotations
+
+import pytest
+
+from recovery.detection import Failure, FailureKind
+from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, next_region
+
+K = FailureKind
+CANDIDATES = ["a", "b", "c"]
+COOLDOWN = 600.0
+
+
+def policy(max_failovers: int = 2, max_restarts_on_errors: int = 1) -> FailurePolicy:
+    return FailurePolicy(CANDIDATES, Budgets(max_failovers, max_restarts_on_errors, COOLDOWN))
+
+
+def step(
+    p: FailurePolicy, history: History, kind: FailureKind, region: str, now: float
+) -> tuple[Decision, History]:
+    failure = Failure(kind, region, "detail")
+    decision = p.make_decision(failure, history, now)
+    return decision, history.after(failure, decision, now)
+
+
+def test_cluster_losses_fail_over_in_order_until_max_failovers_is_spent() -> None:
+    p, h = policy(max_failovers=2), History()
+    d, h = step(p, h, K.CLUSTER_LOST, "a", now=0.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+    d, h = step(p, h, K.CLUSTER_LOST, "b", now=10.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "c")
+    assert h.failovers == 2
+    d, h = step(p, h, K.CLUSTER_LOST, "c", now=20.0)
+    assert (d.action, d.region) == (Action.GIVE_UP, None)
+    assert "recovery.max_failovers" in d.reason
+    assert h.failovers == 2
+
+
+def test_user_errors_restart_in_place_until_max_restarts_on_errors_then_give_up() -> None:
+    p, h = policy(max_restarts_on_errors=2), History()
+    for n in (1, 2):
+        d, h = step(p, h, K.USER_ERROR, "a", now=float(n))
+        assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "a")
+        assert h.restarts_on_errors == n
+    d, h = step(p, h, K.USER_ERROR, "a", now=3.0)
+    assert d.action is Action.GIVE_UP
+    assert "recovery.max_restarts_on_errors" in d.reason
+
+
+def test_user_errors_do_not_spend_the_failover_budget_or_mark_the_region_failed() -> None:
+    p, h = policy(max_failovers=1, max_restarts_on_errors=1), History()
+    _, h = step(p, h, K.USER_ERROR, "a", now=0.0)
+    assert (h.failovers, h.region_failed_at) == (0, {})
+    d, h = step(p, h, K.CLUSTER_LOST, "a", now=1.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+
+
+def test_precheck_failure_gives_up_at_once_with_budget_left() -> None:
+    p, h = policy(max_failovers=5), History()
+    d, h2 = step(p, h, K.PRECHECK, "a", now=0.0)
+    assert (d.action, d.region) == (Action.GIVE_UP, None)
+    assert h2.failovers == 0
+
+
+def test_no_capacity_moves_to_the_next_region_and_marks_the_region_failed() -> None:
+    d, h = step(policy(), History(), K.NO_CAPACITY, "a", now=5.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+    assert h.region_failed_at == {"a": 5.0}
+
+
+def test_runtime_lost_restarts_in_place_and_spends_the_failover_budget() -> None:
+    p, h = policy(max_failovers=1), History()
+    d, h = step(p, h, K.RUNTIME_LOST, "b", now=0.0)
+    assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "b")
+    assert (h.failovers, h.region_failed_at) == (1, {})
+    d, _ = step(p, h, K.RUNTIME_LOST, "b", now=1.0)
+    assert d.action is Action.GIVE_UP
+
+
+def test_next_region_skips_a_region_within_cooldown_and_returns_it_once_cooldown_passes() -> None:
+    failed = {"b": 100.0}
+    assert next_region(CANDIDATES, "a", failed, now=100.0 + COOLDOWN - 0.001, cooldown_s=COOLDOWN) == "c"
+    assert next_region(CANDIDATES, "a", failed, now=100.0 + COOLDOWN, cooldown_s=COOLDOWN) == "b"
+
+
+def test_next_region_wraps_from_the_last_candidate_to_the_first() -> None:
+    assert next_region(CANDIDATES, "c", {}, now=0.0, cooldown_s=COOLDOWN) == "a"
+    assert next_region(CANDIDATES, "b", {"c": 0.0}, now=1.0, cooldown_s=COOLDOWN) == "a"
+
+
+def test_next_region_never_picks_the_region_that_just_failed() -> None:
+    assert next_region(["a"], "a", {}, now=0.0, cooldown_s=0.0) is None
+
+
+def test_every_region_failed_within_cooldown_gives_up_naming_region_cooldown() -> None:
+    p, h = policy(max_failovers=10), History()
+    _, h = step(p, h, K.CLUSTER_LOST, "a", now=0.0)
+    _, h = step(p, h, K.CLUSTER_LOST, "b", now=10.0)
+    d, h = step(p, h, K.CLUSTER_LOST, "c", now=20.0)
+    assert (d.action, d.region) == (Action.GIVE_UP, None)
+    assert "recovery.region_cooldown_s" in d.reason
+
+
+def test_after_cooldown_a_failed_region_is_a_failover_target_again() -> None:
+    p, h = policy(max_failovers=10), History()
+    _, h = step(p, h, K.CLUSTER_LOST, "a", now=0.0)
+    _, h = step(p, h, K.CLUSTER_LOST, "b", now=10.0)
+    d, _ = step(p, h, K.LEASE_EXPIRED, "c", now=COOLDOWN)
+    assert (d.action, d.region) == (Action.FAILOVER, "a")
+
+
+@pytest.mark.parametrize("kind", [K.CLUSTER_LOST, K.LEASE_EXPIRED, K.WORKERS_EXHAUSTED, K.PROVISION_ERROR])
+def test_region_failures_fail_over_and_mark_the_region(kind: FailureKind) -> None:
+    d, h = step(policy(), History(), kind, "b", now=7.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "c")
+    assert h.region_failed_at == {"b": 7.0}

@@ -1,0 +1,157 @@
+"""The training loop without Ray: RNG state round trip, and a resumed run bitwise equal to an unbroken one."""
+
+from __future__ import annotations
+
+import io
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
+from recovery.store import CheckpointStore
+
+FlipByte = Callable[[CheckpointStore, str, int, str], None]
+CRASH_AT = 70
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _restore_process_state() -> Iterator[None]:
+    """_Loop seeds the global RNGs and sets torch's thread count; leave the process as found."""
+    threads = torch.get_num_threads()
+    state = rng_state()
+    yield
+    set_rng_state(state)
+    torch.set_num_threads(threads)
+
+
+def draws() -> list[float]:
+    return [
+        *torch.rand(3).tolist(),
+        random.random(),
+        random.gauss(0.0, 1.0),
+        *np.random.standard_normal(3).tolist(),
+        float(np.random.randint(0, 1 << 30)),
+    ]
+
+
+def test_rng_state_round_trips_through_torch_save_and_weights_only_load() -> None:
+    torch.manual_seed(1)
+    random.seed(2)
+    np.random.seed(3)
+    random.gauss(0.0, 1.0)  # leaves a cached second normal in python's state
+    np.random.standard_normal()  # and in numpy's
+    buf = io.BytesIO()
+    torch.save(rng_state(), buf)
+    expected = draws()
+
+    torch.manual_seed(99)
+    random.seed(99)
+    np.random.seed(99)
+    set_rng_state(torch.load(io.BytesIO(buf.getvalue()), weights_only=True))
+    assert draws() == expected
+
+
+# --- exact resume -----------------------------------------------------------------------------
+
+
+def spec(root: Path, run_id: str, generation: int) -> RuntimeSpec:
+    return RuntimeSpec(
+        run_id=run_id,
+        generation=generation,
+        region="r",
+        store_url=f"file://{root}/store",
+        control_url=f"file://{root}/control",
+        ray_address="",
+        ray_storage_path=str(root / "ray"),
+        job={
+            "name": "digits",
+            "workload": "digits",
+            "steps": 120,
+            "seed": 0,
+            "batch_size": 64,
+            "lr": 0.05,
+            "hidden_size": 256,
+            "eval_fraction": 0.25,
+        },
+        trainer={"workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0, "max_worker_restarts": 3},
+        checkpoint={"interval_steps": 20, "keep_last": 3},
+        faults=[],
+    )
+
+
+def no_ddp(model: torch.nn.Module) -> torch.nn.Module:
+    return model
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+def run_to_end(s: RuntimeSpec) -> dict[str, Any]:
+    control = ControlChannel(s.control_url)
+    _Loop(s, rank=0, world=1, control=control).run(wrap=no_ddp)
+    final = control.read_final(s.generation)
+    assert final is not None
+    assert final["final_step"] == 120
+    return final
+
+
+def crash_at(s: RuntimeSpec, step: int) -> None:
+    loop = _Loop(s, rank=0, world=1, control=ControlChannel(s.control_url))
+    real_batch = loop.workload.batch
+
+    def batch(at: int, rank: int, world: int) -> Any:
+        if at == step:
+            raise _Crash(f"died at step {at}")
+        return real_batch(at, rank, world)
+
+    loop.workload.batch = batch  # type: ignore[method-assign]
+    with pytest.raises(_Crash):
+        loop.run(wrap=no_ddp)
+    assert ControlChannel(s.control_url).read_final(s.generation) is None
+
+
+@pytest.fixture(scope="module")
+def unbroken_sha(tmp_path_factory: pytest.TempPathFactory) -> str:
+    final = run_to_end(spec(tmp_path_factory.mktemp("unbroken"), "unbroken", 1))
+    return str(final["weights_sha256"])
+
+
+def events(s: RuntimeSpec) -> list[dict[str, Any]]:
+    return ControlChannel(s.control_url).read_events(s.generation, set())
+
+
+def test_run_resumed_after_a_crash_restores_step_60_and_ends_bitwise_equal(
+    tmp_path: Path, unbroken_sha: str
+) -> None:
+    crash_at(spec(tmp_path, "resumed", 1), CRASH_AT)
+    assert CheckpointStore(f"file://{tmp_path}/store").committed_steps("resumed") == [20, 40, 60]
+
+    second = spec(tmp_path, "resumed", 2)
+    final = run_to_end(second)
+    started = [e for e in events(second) if e["type"] == "train_started"]
+    assert [e["restored_step"] for e in started] == [60]
+    assert final["weights_sha256"] == unbroken_sha
+
+
+def test_resume_past_a_corrupt_newest_checkpoint_restores_step_40_and_ends_bitwise_equal(
+    tmp_path: Path, unbroken_sha: str, flip_byte: FlipByte
+) -> None:
+    crash_at(spec(tmp_path, "resumed", 1), CRASH_AT)
+    flip_byte(CheckpointStore(f"file://{tmp_path}/store", region="r"), "resumed", 60, "model.pt")
+
+    second = spec(tmp_path, "resumed", 2)
+    final = run_to_end(second)
+    evs = events(second)
+    skipped = [e for e in evs if e["type"] == "checkpoint_skipped"]
+    assert [(e["step"], e["region"]) for e in skipped] == [(60, "r")]
+    assert "model.pt" in skipped[0]["reason"]
+    assert [e["restored_step"] for e in evs if e["type"] == "train_started"] == [40]
+    assert final["weights_sha256"] == unbroken_sha
