@@ -59,7 +59,33 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(plain, dict)
+    _check_keys(plain, Config, "")
     return validate(_typed(plain))
+
+
+def _check_keys(node: Any, schema: Any, prefix: str) -> None:
+    """Keys added with '+' pass Hydra's struct check; they must still be ones we know."""
+    import typing
+    from dataclasses import fields, is_dataclass
+
+    if not (is_dataclass(schema) and isinstance(node, dict)):
+        return
+    hints = typing.get_type_hints(schema)
+    names = {f.name for f in fields(schema)}
+    for key, value in node.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(full, _unknown_key_message(full))
+        t = hints[key]
+        origin, args = typing.get_origin(t), typing.get_args(t)
+        if origin is dict and isinstance(value, dict):
+            for name, item in value.items():
+                _check_keys(item, args[1], f"{full}.{name}.")
+        elif origin is list and isinstance(value, list):
+            for i, item in enumerate(value):
+                _check_keys(item, args[0], f"{full}[{i}].")
+        else:
+            _check_keys(value, t, f"{full}.")
 
 
 def _typed(d: dict[str, Any]) -> Config:
@@ -122,6 +148,10 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
             key = str(e.full_key)
             if isinstance(e, (ConfigAttributeError, ConfigKeyError)) and " not in " in str(e):
                 key = _qualify(key, str(e))
+                parts = key.split(".")
+                if parts[:2] == ["cloud", "regions"] and len(parts) >= 3:
+                    region_key = ".".join(parts[:3])
+                    return ConfigError(region_key, _unknown_region_message(parts[2], overrides))
                 return ConfigError(key, _unknown_key_message(key))
             if isinstance(e, MissingMandatoryValue):
                 return ConfigError(key, "is required but has no value; set it with " + key + "=...")
@@ -152,6 +182,20 @@ def _qualify(key: str, message: str) -> str:
         if f"'{schema}'" in message:
             return f"{prefix}.{key}"
     return key
+
+
+def _unknown_region_message(region: str, overrides: list[str]) -> str:
+    from omegaconf import OmegaConf
+
+    cloud = _given_for("cloud", overrides) or "local"
+    try:
+        known = list(OmegaConf.load(CONF_DIR / "cloud" / f"{cloud}.yaml")["regions"])
+    except Exception:
+        known = []
+    return (
+        f"{region!r} is not a region of cloud {cloud!r}; regions: {', '.join(known)} "
+        f"(to add one, give its store: +cloud.regions.{region}.store=URL)"
+    )
 
 
 def _unknown_key_message(key: str) -> str:

@@ -35,8 +35,17 @@ class Journal:
     def append(self, type_: str, **fields: Any) -> dict[str, Any]:
         event = {"ts": time.time(), "type": type_, **redact(fields)}
         line = json.dumps(event, sort_keys=False, default=str)
-        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock, open(self.path, "a+b") as fh:
+            # A crash mid-append leaves a last line without its newline; this event
+            # must not be glued onto it (read_events drops the torn line, not ours).
+            end = fh.seek(0, os.SEEK_END)
+            if end > 0:
+                fh.seek(end - 1)
+                torn = fh.read(1) != b"\n"
+                fh.seek(0, os.SEEK_END)
+                if torn:
+                    fh.write(b"\n")
+            fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
         return event

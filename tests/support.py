@@ -79,10 +79,16 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def orchestrate(home: Path, run_id: str, *overrides: str, timeout: float = 400) -> Run:
-    argv = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false", *overrides]
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env_for(home), capture_output=True, text=True, timeout=timeout
-    )
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "job=digits",
+        f"run_id={run_id}",
+        "progress=false",
+        *overrides,
+    ]
+    proc = subprocess.run(argv, cwd=REPO, env=env_for(home), capture_output=True, text=True, timeout=timeout)
     run_dir = home / "runs" / run_id
     result_path = run_dir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from orchestrator.runtime.checkpointer import AsyncCheckpointer
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
-from recovery.manifest import FileEntry, Manifest
+from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 
 PROGRESS_EVERY_S = 0.5
@@ -109,28 +110,33 @@ class _Loop:
         self.workload = get_workload(spec.job["workload"])(spec.job)
         self.model = self.workload.model()
         self.optimizer = self.workload.optimizer(self.model.parameters())
-        self.last_checkpoint: str | None = None
+        self._restored_url: str | None = None
+        self.checkpointer = AsyncCheckpointer(
+            self.store, spec.run_id, spec.generation, int(spec.checkpoint["keep_last"])
+        )
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
+        """Snapshot now (all ranks), upload in the background (rank 0 alone writes)."""
         import torch.distributed as dist
 
-        files: dict[str, bytes] = {f"rng-rank{self.rank}.pt": _dumps(rng_state())}
-        if self.rank == 0:
-            files["model.pt"] = _dumps(self.model.state_dict())
-            files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
-            files["state.pt"] = _dumps({"step": step, "data_position": step, "world_size": self.world})
-        mine = [self.store.put(self.spec.run_id, step, n, d) for n, d in files.items()]
-        gathered: list[list[FileEntry] | None] = [None] * self.world
+        mine = _dumps(rng_state())
+        rngs: list[bytes | None] = [None] * self.world
         if self.world > 1:
-            dist.all_gather_object(gathered, mine)
+            dist.all_gather_object(rngs, mine)
         else:
-            gathered = [mine]
-        if self.rank == 0:
-            entries = [e for part in gathered for e in (part or [])]
-            self.store.commit(self.spec.run_id, step, self.gen, entries, extra={"world_size": self.world})
-            self.store.retain(self.spec.run_id, int(self.spec.checkpoint["keep_last"]))
-        self.last_checkpoint = self.store.checkpoint_url(self.spec.run_id, step)
+            rngs = [mine]
+        if self.rank != 0:
+            return
+        files = {f"rng-rank{r}.pt": data for r, data in enumerate(rngs) if data is not None}
+        files["model.pt"] = _dumps(self.model.state_dict())
+        files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
+        files["state.pt"] = _dumps({"step": step, "data_position": step, "world_size": self.world})
+        self.checkpointer.submit(step, files, extra={"world_size": self.world})
+
+    @property
+    def last_checkpoint(self) -> str | None:
+        return self.checkpointer.committed_url or self._restored_url
 
     def restore(self) -> int:
         """Load the newest checkpoint that verifies; the step to continue after (0: none)."""
@@ -161,7 +167,7 @@ class _Loop:
         self.optimizer.load_state_dict(_loads(self.store.read(m, "optimizer.pt")))
         set_rng_state(_loads(self.store.read(m, f"rng-rank{self.rank}.pt")))
         state = _loads(self.store.read(m, "state.pt"))
-        self.last_checkpoint = self.store.checkpoint_url(self.spec.run_id, m.step)
+        self._restored_url = self.store.checkpoint_url(self.spec.run_id, m.step)
         return int(state["data_position"])
 
     # --- chaos --------------------------------------------------------------------
@@ -172,6 +178,9 @@ class _Loop:
             victim = self.world - 1 if fault["kind"] == "kill_worker" else 0
             if self.rank != victim or self.control.is_fired(i):
                 continue
+            # Faults land at a quiescent point, so a run's outcome does not depend on
+            # upload timing; a kill during an upload is a fault kind of its own.
+            self.checkpointer.wait()
             self.control.chaos_request(
                 i, kind=fault["kind"], step=step, rank=self.rank, pid=os.getpid(), generation=self.gen
             )
@@ -227,6 +236,7 @@ class _Loop:
 
     def finish(self, total: int, t_start: float, first_step: int) -> None:
         elapsed = max(time.time() - t_start, 1e-9)
+        self.checkpointer.wait()  # the final checkpoint is committed before the result says so
         metrics = self.workload.evaluate(self.model)
         self.control.progress(
             self.gen,

@@ -45,7 +45,10 @@ def test_kill_worker_is_recovered_in_place_by_ray_train_exactly(orch_home, basel
 def test_hung_region_is_caught_by_the_heartbeat_lease(orch_home, baseline):
     before = ray_pids()
     run = orchestrate(
-        orch_home, "hang-region", "recovery.heartbeat_timeout_s=3", "chaos.faults=[{kind:hang_region,at_step:60}]"
+        orch_home,
+        "hang-region",
+        "recovery.heartbeat_timeout_s=3",
+        "chaos.faults=[{kind:hang_region,at_step:60}]",
     )
     r, inc = _survived(run, baseline)
     assert inc["kind"] == "lease_expired"
@@ -62,7 +65,7 @@ def test_corrupt_newest_checkpoint_is_skipped_and_journaled(orch_home, baseline)
         "corrupt",
         "chaos.faults=[{kind:corrupt_checkpoint,at_step:110},{kind:kill_region,at_step:120}]",
     )
-    r, inc = _survived(run, baseline)
+    _r, inc = _survived(run, baseline)
     corrupted = run.events("fault_injected")[0]["corrupted"]
     assert corrupted.get("local-a") == 100
     skipped = run.events("checkpoint_skipped")

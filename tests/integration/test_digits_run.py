@@ -9,7 +9,14 @@ import sys
 from support import REPO, env_for, orchestrate, ray_pids, wait_no_new_ray
 
 RESULT_FIELDS = (
-    "run_id", "status", "final_step", "metrics", "final_checkpoint", "weights_sha256", "attempts", "incidents",
+    "run_id",
+    "status",
+    "final_step",
+    "metrics",
+    "final_checkpoint",
+    "weights_sha256",
+    "attempts",
+    "incidents",
 )
 
 
@@ -58,7 +65,11 @@ def test_journal_tells_the_lifecycle_and_replication(baseline):
 def test_status_action_prints_a_readable_summary(baseline, orch_home):
     proc = subprocess.run(
         [sys.executable, "-m", "orchestrator", "action=status", "run_id=baseline"],
-        cwd=REPO, env=env_for(orch_home), capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        env=env_for(orch_home),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -70,7 +81,11 @@ def test_status_action_prints_a_readable_summary(baseline, orch_home):
 def test_status_of_an_unknown_run_is_one_line_exit_2(orch_home):
     proc = subprocess.run(
         [sys.executable, "-m", "orchestrator", "action=status", "run_id=nope"],
-        cwd=REPO, env=env_for(orch_home), capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        env=env_for(orch_home),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "run_id" in proc.stderr
@@ -89,7 +104,10 @@ def test_finished_run_id_is_not_reused(baseline, orch_home):
 def test_user_error_without_restarts_fails_the_run(orch_home):
     before = ray_pids()
     run = orchestrate(
-        orch_home, "usererr-fail", "recovery.max_restarts_on_errors=0", "chaos.faults=[{kind:user_error,at_step:30}]"
+        orch_home,
+        "usererr-fail",
+        "recovery.max_restarts_on_errors=0",
+        "chaos.faults=[{kind:user_error,at_step:30}]",
     )
     assert run.returncode == 1
     assert run.result["status"] == "FAILED"

@@ -15,9 +15,21 @@ def test_sigint_tears_down_and_keeps_checkpoints(orch_home):
     before = ray_pids()
     run_dir = orch_home / "runs" / "interrupted"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "job=digits", "run_id=interrupted", "progress=false",
-         "job.steps=20000", "checkpoint.interval_steps=100"],
-        cwd=REPO, env=env_for(orch_home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "job=digits",
+            "run_id=interrupted",
+            "progress=false",
+            "job.steps=20000",
+            "checkpoint.interval_steps=100",
+        ],
+        cwd=REPO,
+        env=env_for(orch_home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -31,7 +43,7 @@ def test_sigint_tears_down_and_keeps_checkpoints(orch_home):
             raise AssertionError("training never started")
         time.sleep(2)  # let a checkpoint or two commit
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -17,7 +17,7 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
     cluster = provider.launch(RegionSpec("local-x", f"file://{tmp_path}/store", 2), "t-launch", timeout_s=60)
     try:
         assert provider.healthy(cluster)
-        host, port = cluster.address.split(":")
+        host, _port = cluster.address.split(":")
         assert host == "127.0.0.1"
         runtime = provider.start_runtime(
             cluster, [sys.executable, "-c", "import time; time.sleep(120)"], {}, str(tmp_path / "rt.log")
@@ -56,7 +56,9 @@ def test_only_loopback_listeners(tmp_path):
     import psutil
 
     provider = LocalProvider()
-    cluster = provider.launch(RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60)
+    cluster = provider.launch(
+        RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60
+    )
     try:
         pids = set(provider.processes(cluster))
         bad = [

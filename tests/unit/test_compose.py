@@ -185,32 +185,19 @@ def test_cpu_check_covers_only_the_candidate_regions() -> None:
     ]
 
 
-# --- known bugs -----------------------------------------------------------------------------
+# --- keys added with '+' and unknown regions ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="compose.py:73 _typed() passes a '+'-added key to TrainerConfig(**...): TypeError escapes",
-)
 def test_typo_added_with_plus_is_a_config_error_naming_the_key() -> None:
     err = config_error(["+trainer.wrkers=3"])
     assert err.key == "trainer.wrkers"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="compose.py:65-89 _typed() silently drops top-level keys added with '+'"
-)
 def test_top_level_key_added_with_plus_is_a_config_error_not_silently_dropped() -> None:
     err = config_error(["+bogus=1"])
     assert err.key == "bogus"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compose.py:168-190 _keys_under/_field_type list RegionConfig fields as the keys allowed directly "
-    "under cloud.regions, where the allowed keys are region names",
-)
 def test_unknown_region_key_lists_the_region_names_as_allowed() -> None:
     err = config_error(["cloud.regions.local-z.num_cpus=1"])
     assert err.key == "cloud.regions.local-z"

@@ -6,8 +6,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from orchestrator.journal import Journal, read_events, redact
 
 
@@ -50,11 +48,6 @@ def test_read_events_of_a_missing_journal_is_empty(tmp_path: Path) -> None:
     assert list(read_events(str(tmp_path / "nope.jsonl"))) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="journal.py:38-39 append() does not end a torn last line first, so the next event is "
-    "glued onto it and lost (a rerun of an unfinished run_id appends to its journal)",
-)
 def test_event_appended_after_a_torn_last_line_is_not_lost(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     j = Journal(str(path))
