@@ -87,7 +87,7 @@ class Replicator:
         keep_last: int,
         on_replicated: Callable[[Replicated], None],
         on_error: Callable[[str], None],
-        interval_s: float = 0.5,
+        interval_s: float = 1.0,
     ) -> None:
         self.run_id = run_id
         self.keep_last = keep_last
@@ -138,9 +138,12 @@ class Replicator:
             except StoreError as exc:
                 self._report(f"replication to {target.region} ({target.url}): {exc}")
                 continue
-            for step in steps:
+            # Newest first, and only until one is there: an older checkpoint is
+            # superseded once a newer one is replicated, and copying every one would
+            # take CPU from training for nothing. A bad newest falls back to older.
+            for step in reversed(steps):
                 if step in have:
-                    continue
+                    break
                 try:
                     m = primary.manifest(self.run_id, step)
                     r = replicate(primary, target, m) if m is not None else None
@@ -150,10 +153,11 @@ class Replicator:
                 if r is not None:
                     done.append(r)
                     self.on_replicated(r)
-            try:
-                target.retain(self.run_id, self.keep_last)
-            except StoreError as exc:
-                self._report(f"retention in {target.region} ({target.url}): {exc}")
+                    try:
+                        target.retain(self.run_id, self.keep_last)
+                    except StoreError as exc:
+                        self._report(f"retention in {target.region} ({target.url}): {exc}")
+                break
         return done
 
     def _report(self, message: str) -> None:

@@ -108,7 +108,7 @@ def test_sync_newest_with_no_checkpoint_anywhere_is_none(tmp_path: Path) -> None
     assert sync_newest(RUN, stores, on_skip=lambda *_: None) is None
 
 
-def test_replicator_tick_copies_new_commits_reports_lag_and_applies_retention_on_the_target(
+def test_replicator_tick_copies_the_newest_commit_reports_lag_and_applies_retention_on_the_target(
     src: CheckpointStore, dst: CheckpointStore, write_checkpoint: WriteCheckpoint
 ) -> None:
     committed_at = time.time() - 5.0
@@ -120,11 +120,13 @@ def test_replicator_tick_copies_new_commits_reports_lag_and_applies_retention_on
     rep = Replicator(RUN, keep_last=2, on_replicated=seen.append, on_error=errors.append)
     rep.follow(src, [src, dst])
     done = rep.tick()
-    assert [r.step for r in done] == [40, 60]
+    # Only the newest: 40 is superseded by 60 and not worth the copy.
+    assert [r.step for r in done] == [60]
     assert seen == done
     assert all(r.lag_s >= 5.0 and (r.source, r.target) == ("local-a", "local-b") for r in seen)
-    assert dst.committed_steps(RUN) == [40, 60]
-    assert all(dst.verify(RUN, s).ok for s in (40, 60))
+    assert dst.committed_steps(RUN) == [10, 60]
+    assert dst.verify(RUN, 60).ok
+    assert rep.tick() == []  # nothing new: nothing copied
     # The primary is not its own target: nothing of it was retained away.
     assert src.committed_steps(RUN) == [20, 40, 60]
     assert errors == []
