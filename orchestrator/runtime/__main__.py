@@ -37,6 +37,7 @@ def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Even
 def main(argv: list[str]) -> int:
     spec = RuntimeSpec.load(argv[0])
     control = ControlChannel(spec.control_url)
+    control.event(spec.generation, "driver_started", pid=os.getpid())
     stop = threading.Event()
     threading.Thread(target=_heartbeats, args=(control, spec, stop), daemon=True).start()
     os.environ.update(TRAIN_ENV)
@@ -56,6 +57,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"cannot connect to Ray: {exc}"[:500])
         return EXIT_INFRA
+    control.event(spec.generation, "driver_connected", pid=os.getpid())
     trainer = TorchTrainer(
         train_func,
         train_loop_config={"spec": asdict(spec)},

@@ -199,6 +199,8 @@ class _Loop:
             def wrap(model: torch.nn.Module) -> torch.nn.Module:
                 return prepare_model(model, move_to_device=False)
 
+        if self.rank == 0:
+            self.control.event(self.gen, "workers_ready", pid=os.getpid())
         restored = self.restore()
         if self.rank == 0:
             self.control.event(self.gen, "train_started", restored_step=restored, pid=os.getpid())
