@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from orchestrator.chaos import FaultInjector
 from orchestrator.config import to_plain
 from orchestrator.incidents import Incident
 from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.standby import Warm
 from orchestrator.states import RunState
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from recovery.detection import EXIT_OK, Failure, FailureKind, Lease, Observation, classify
@@ -69,51 +71,84 @@ class AttemptRunner:
             run_id=ctl.run_id,
         )
         self.last_step = 0
+        self._sweepers: list[threading.Thread] = []
 
     def close(self) -> None:
         if self.cluster is not None:
             self._teardown(self.cluster)
+        for t in self._sweepers:
+            t.join()
 
-    def run(self, region: str, gen: int, pending: Incident | None) -> AttemptOutcome:
+    def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
+        """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""
         ctl = self.ctl
-        out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
-        ctl.journal.append("attempt_started", generation=gen, region=region)
         spec_r = ctl.cfg.cloud.regions[region]
-        name = f"{ctl.run_id}-{region}-g{gen}"
         t0 = time.time()
         try:
             cluster = ctl.provider.launch(
-                RegionSpec(region, spec_r.store, spec_r.num_cpus), name, ctl.cfg.recovery.provision_timeout_s
+                RegionSpec(region, spec_r.store, spec_r.num_cpus),
+                f"{ctl.run_id}-{region}-g{gen}",
+                ctl.cfg.recovery.provision_timeout_s,
             )
         except ProvisionError as exc:
-            ctl.journal.append("provision_failed", region=region, kind=str(exc.kind), error=str(exc))
-            out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
-            out.detected_at = out.ended_at = time.time()
-            return out
-        self.cluster = cluster
+            ctl.journal.append(
+                "provision_failed", region=region, kind=str(exc.kind), error=str(exc), purpose=purpose
+            )
+            raise
         ctl.journal.append(
             "provisioned",
             region=region,
             cluster=cluster.name,
             address=cluster.address,
             provision_s=round(time.time() - t0, 3),
+            purpose=purpose,
         )
+        return cluster
+
+    def run(
+        self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None
+    ) -> AttemptOutcome:
+        ctl = self.ctl
+        out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
+        ctl.journal.append("attempt_started", generation=gen, region=region, standby=warm is not None)
+        if warm is not None:
+            cluster, proc = warm.cluster, warm.proc
+        else:
+            try:
+                cluster = self.launch(region, gen)
+            except ProvisionError as exc:
+                out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
+                out.detected_at = out.ended_at = time.time()
+                return out
+        self.cluster = cluster
         try:
             out.restored_step = self._prepare_restore(region)
             ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
-            proc = self._start_runtime(cluster, region, gen)
+            if warm is not None:
+                # The standby's workers are up and waiting: this file is their go.
+                ctl.control.activate(gen)
+                ctl.journal.append("standby_activated", region=region, generation=gen, cluster=cluster.name)
+            else:
+                proc = self.start_runtime(cluster, region, gen)
             ctl.sm.to(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
+            ctl.standby.ensure(region)
             self._watch(cluster, proc, out, pending)
         finally:
-            self._teardown(cluster)
+            # A failed cluster is swept in the background: the failover must not wait for it.
+            self._teardown(cluster, background=out.failure is not None)
             out.ended_at = time.time()
         return out
 
-    def _teardown(self, cluster: ClusterHandle) -> None:
+    def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
+        self.cluster = None
+        if background:
+            t = threading.Thread(target=self._teardown, args=(cluster,), name=f"teardown-{cluster.name}")
+            t.start()
+            self._sweepers.append(t)
+            return
         t0 = time.time()
         self.ctl.provider.teardown(cluster)
         self.ctl.journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3))
-        self.cluster = None
 
     def _prepare_restore(self, region: str) -> int:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
@@ -145,7 +180,9 @@ class AttemptRunner:
                 )
         return manifest.step
 
-    def _start_runtime(self, cluster: ClusterHandle, region: str, gen: int) -> RuntimeProcess:
+    def start_runtime(
+        self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False
+    ) -> RuntimeProcess:
         ctl = self.ctl
         cfg = ctl.cfg
         attempt_dir = os.path.join(ctl.run_dir, "attempts", f"g{gen}")
@@ -163,6 +200,7 @@ class AttemptRunner:
             checkpoint=to_plain(cfg.checkpoint),
             faults=[to_plain(f) for f in cfg.chaos.faults],
             heartbeat_interval_s=cfg.recovery.heartbeat_interval_s,
+            standby=standby,
         )
         spec_path = os.path.join(attempt_dir, "spec.json")
         spec.dump(spec_path)
@@ -172,7 +210,7 @@ class AttemptRunner:
             env={},
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )
-        ctl.journal.append("runtime_started", generation=gen, pid=proc.pid)
+        ctl.journal.append("runtime_started", generation=gen, pid=proc.pid, standby=standby)
         return proc
 
     def _watch(
@@ -229,6 +267,7 @@ class AttemptRunner:
                         out.incidents.append(inc)
                         ctl.journal.append("incident", **inc.record())
                 ctl.progress.update(region, gen, prog)
+            ctl.standby.check()
             for inj in self.injector.poll(cluster):
                 kill_times[inj.kind] = inj.at
                 self.last_step = max(self.last_step, inj.step)

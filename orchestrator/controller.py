@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
 from orchestrator.runtime.control import ControlChannel
+from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
 from recovery.detection import Failure
@@ -65,12 +67,22 @@ class Controller:
         self.sm = StateMachine(self._on_transition)
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
         self.record = RunRecord(run_id=run_id, started_at=time.time())
+        self.history = History()
+        self._generation = 0
+        self._gen_lock = threading.Lock()
+        self.standby = StandbyManager(self, self._alloc_generation)
         self.replicator = Replicator(
             run_id,
             keep_last=cfg.checkpoint.keep_last,
             on_replicated=self._on_replicated,
             on_error=lambda msg: self.journal.append("replication_error", error=msg),
         )
+
+    def _alloc_generation(self) -> int:
+        # Monotonic across attempts and standbys: a standby that is never used burns its number.
+        with self._gen_lock:
+            self._generation += 1
+            return self._generation
 
     # --- journal listeners ------------------------------------------------------
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
@@ -99,15 +111,18 @@ class Controller:
         )
         self.replicator.start()
         region = self.candidates[0]
-        history = History()
         generation = 0
         pending: Incident | None = None
         runner = AttemptRunner(self)
+        self.standby.runner = runner
         try:
             while True:
-                generation += 1
-                self.sm.to(RunState.PROVISIONING, region=region, generation=generation)
-                outcome = runner.run(region, generation, pending)
+                warm = self.standby.take(region) if pending is not None else None
+                generation = warm.generation if warm is not None else self._alloc_generation()
+                self.sm.to(
+                    RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None
+                )
+                outcome = runner.run(region, generation, pending, warm)
                 self.record.attempts.append(outcome.summary())
                 self.record.incidents.extend(outcome.incidents)
                 if pending is not None and pending not in outcome.incidents:
@@ -123,8 +138,8 @@ class Controller:
                     break
                 assert outcome.failure is not None
                 pending = self._incident_for(outcome, region, generation)
-                decision = self.policy.make_decision(outcome.failure, history, time.time())
-                history = history.after(outcome.failure, decision, time.time())
+                decision = self.policy.make_decision(outcome.failure, self.history, time.time())
+                self.history = self.history.after(outcome.failure, decision, time.time())
                 self.journal.append(
                     "decision",
                     action=str(decision.action),
@@ -141,6 +156,7 @@ class Controller:
         except KeyboardInterrupt:
             self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", region, generation, None)
         finally:
+            self.standby.close()
             runner.close()
             self.replicator.stop(drain=self.record.status == "SUCCEEDED")
             self.progress.close()

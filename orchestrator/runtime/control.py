@@ -88,6 +88,13 @@ class ControlChannel:
                 out.append(ev)
         return out
 
+    # --- standby activation ---------------------------------------------------
+    def activate(self, gen: int) -> None:
+        self._put(self._path(f"g{gen}", "activate.json"), {"time": time.time(), "generation": gen})
+
+    def is_active(self, gen: int) -> bool:
+        return self.fs.exists(self._path(f"g{gen}", "activate.json"))
+
     # --- chaos rendezvous -----------------------------------------------------
     def chaos_request(self, index: int, **fields: Any) -> None:
         self._put(self._path("chaos", f"{index}.request"), {"time": time.time(), **fields})

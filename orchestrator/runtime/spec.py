@@ -21,6 +21,8 @@ class RuntimeSpec:
     checkpoint: dict[str, Any]
     faults: list[dict[str, Any]] = field(default_factory=list)
     heartbeat_interval_s: float = 1.0
+    # A warm standby: start everything, then wait for the controller's activation.
+    standby: bool = False
 
     def dump(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:

@@ -27,6 +27,7 @@ from recovery.store import CheckpointStore
 
 PROGRESS_EVERY_S = 0.5
 CHAOS_WAIT_S = 60.0
+STANDBY_POLL_S = 0.05
 
 
 class UserCodeError(Exception):
@@ -200,7 +201,11 @@ class _Loop:
                 return prepare_model(model, move_to_device=False)
 
         if self.rank == 0:
-            self.control.event(self.gen, "workers_ready", pid=os.getpid())
+            self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
+        if self.spec.standby:
+            # Every rank polls on its own: a collective could time out on a long wait.
+            while not self.control.is_active(self.gen):
+                time.sleep(STANDBY_POLL_S)
         restored = self.restore()
         if self.rank == 0:
             self.control.event(self.gen, "train_started", restored_step=restored, pid=os.getpid())
