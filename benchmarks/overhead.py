@@ -11,6 +11,7 @@ the first step to the last. The orchestrator's run also checkpoints (every
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -61,14 +62,17 @@ def bare_run(steps: int) -> float:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from orchestrator.runtime.__main__ import TRAIN_ENV
+    from orchestrator.runtime.spec import TRAIN_ENV
     from providers.base import RegionSpec
     from providers.local import LocalProvider
 
     provider = LocalProvider()
-    cluster = provider.launch(RegionSpec("bench", "file:///tmp", 2), f"bench-bare-{time.time_ns()}", 60)
+    cluster = provider.launch(
+        RegionSpec("bench", "file:///tmp", 2), f"bench-bare-{time.time_ns()}", 60, env=TRAIN_ENV
+    )
     try:
-        ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": TRAIN_ENV})
+        os.environ.update(TRAIN_ENV)
+        ray.init(address=cluster.address, log_to_driver=False)
         trainer = TorchTrainer(
             bare_train,
             train_loop_config={"steps": steps, "out": cluster.info["temp_dir"] + "/rate"},

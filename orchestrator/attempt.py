@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.chaos import FaultInjector
 from orchestrator.config import to_plain
 from orchestrator.incidents import Incident
-from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
@@ -89,6 +89,7 @@ class AttemptRunner:
                 RegionSpec(region, spec_r.store, spec_r.num_cpus),
                 f"{ctl.run_id}-{region}-g{gen}",
                 ctl.cfg.recovery.provision_timeout_s,
+                env=TRAIN_ENV,
             )
         except ProvisionError as exc:
             ctl.journal.append(

@@ -47,8 +47,11 @@ class RuntimeProcess(Protocol):
 class Provider(Protocol):
     name: str
 
-    def launch(self, region: RegionSpec, cluster_name: str, timeout_s: float) -> ClusterHandle:
-        """A ready cluster, or ProvisionError saying whether another region may help."""
+    def launch(
+        self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None
+    ) -> ClusterHandle:
+        """A ready cluster whose processes all see ``env``, or ProvisionError saying
+        whether another region may help."""
 
     def healthy(self, cluster: ClusterHandle) -> bool: ...
 

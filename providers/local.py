@@ -61,9 +61,17 @@ class LocalProvider:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
 
     def cluster_env(self, cluster: ClusterHandle) -> dict[str, str]:
-        return {**os.environ, **BASE_ENV, MARKER: cluster.name, "RAY_TMPDIR": cluster.info["temp_dir"]}
+        return {
+            **os.environ,
+            **cluster.info.get("env", {}),
+            **BASE_ENV,
+            MARKER: cluster.name,
+            "RAY_TMPDIR": cluster.info["temp_dir"],
+        }
 
-    def launch(self, region: RegionSpec, cluster_name: str, timeout_s: float) -> ClusterHandle:
+    def launch(
+        self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None
+    ) -> ClusterHandle:
         # Ray's unix socket paths must stay short: keep the temp dir under /tmp.
         temp_dir = tempfile.mkdtemp(prefix="orch-")
         port = free_port()
@@ -73,7 +81,7 @@ class LocalProvider:
             region=region.name,
             provider=self.name,
             address=f"127.0.0.1:{port}",
-            info={"temp_dir": temp_dir, "port": port, "log": log_path},
+            info={"temp_dir": temp_dir, "port": port, "log": log_path, "env": dict(env or {})},
         )
         ports = {
             flag: free_port()

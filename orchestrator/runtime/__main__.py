@@ -12,15 +12,8 @@ import threading
 from dataclasses import asdict
 
 from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
-
-# Ray Train's defaults are tuned for big clusters: a 1.7 s poll makes every report slow.
-TRAIN_ENV = {
-    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
-    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
-    "OMP_NUM_THREADS": "1",
-}
 
 
 def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Event) -> None:
@@ -40,7 +33,7 @@ def main(argv: list[str]) -> int:
     control.event(spec.generation, "driver_started", pid=os.getpid())
     stop = threading.Event()
     threading.Thread(target=_heartbeats, args=(control, spec, stop), daemon=True).start()
-    os.environ.update(TRAIN_ENV)
+    os.environ.update(TRAIN_ENV)  # the cluster has them too: see AttemptRunner.launch
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -51,7 +44,6 @@ def main(argv: list[str]) -> int:
         ray.init(
             address=spec.ray_address,
             log_to_driver=False,
-            runtime_env={"env_vars": dict(TRAIN_ENV)},
             logging_level="ERROR",
         )
     except Exception as exc:

@@ -85,6 +85,8 @@ def train_func(config: dict[str, Any]) -> None:
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     control = ControlChannel(spec.control_url)
+    if rank == 0:
+        control.event(spec.generation, "workers_started", pid=os.getpid())
     try:
         _train(spec, rank, world, control)
     except Exception as exc:

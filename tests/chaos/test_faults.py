@@ -84,3 +84,21 @@ def test_user_error_restarts_in_place_then_succeeds_exactly(orch_home, baseline)
     decision = run.events("decision")[0]
     assert decision["action"] == "restart_in_place"
     assert not wait_no_new_ray(before)
+
+
+def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home, "standby", "recovery=warm_standby", "chaos.faults=[{kind:kill_region,at_step:200}]"
+    )
+    r, inc = _survived(run, baseline)
+    assert r["region"] == "local-b"
+    assert (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")
+    attempts = run.events("attempt_started")
+    assert [a["standby"] for a in attempts] == [False, True]
+    assert run.events("standby_activated")[0]["region"] == "local-b"
+    # Every cluster, standbys included, is torn down by the end.
+    provisioned = {e["cluster"] for e in run.events("provisioned")}
+    torn_down = {e["cluster"] for e in run.events("teardown")}
+    assert provisioned <= torn_down
+    assert not wait_no_new_ray(before)
