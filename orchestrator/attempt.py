@@ -193,6 +193,7 @@ class AttemptRunner:
             generation=gen,
             region=region,
             store_url=cfg.cloud.regions[region].store,
+            store_options=dict(cfg.cloud.regions[region].storage_options),
             control_url=ctl.control.url,
             ray_address=cluster.address,
             ray_storage_path=os.path.join(cluster.info.get("temp_dir", attempt_dir), "train"),

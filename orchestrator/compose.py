@@ -91,7 +91,11 @@ def _check_keys(node: Any, schema: Any, prefix: str) -> None:
 def _typed(d: dict[str, Any]) -> Config:
     cloud = d["cloud"]
     regions = {
-        name: RegionConfig(store=_normalize_store(r["store"]), num_cpus=r["num_cpus"])
+        name: RegionConfig(
+            store=_normalize_store(r["store"]),
+            num_cpus=r["num_cpus"],
+            storage_options=dict(r.get("storage_options") or {}),
+        )
         for name, r in cloud["regions"].items()
     }
     return Config(

@@ -12,6 +12,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from recovery.storage import SECRET_OPTIONS
+
 ACTIONS = ("run", "status")
 FAULT_KINDS = ("kill_region", "kill_worker", "hang_region", "corrupt_checkpoint", "user_error")
 
@@ -55,6 +57,9 @@ class CheckpointConfig:
 class RegionConfig:
     store: str = MISSING
     num_cpus: int = 2
+    # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
+    # op_timeout_s...). Never credentials: those come from the environment.
+    storage_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,6 +168,15 @@ def _validate_cloud(cfg: Config) -> None:
                 f"got {region.store!r}; expected an fsspec URL such as file:///path or s3://bucket/prefix",
             )
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
+        for opt, value in region.storage_options.items():
+            # token=anon (no credentials, for emulators) is the one safe value.
+            if opt.lower() in SECRET_OPTIONS and value != "anon":
+                raise ConfigError(
+                    f"cloud.regions.{name}.storage_options.{opt}",
+                    "credentials do not belong in a config (it is written to disk); use the "
+                    "standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
+                    "GOOGLE_APPLICATION_CREDENTIALS for gs://",
+                )
     seen: set[str] = set()
     for name in cloud.candidates:
         if name not in cloud.regions:

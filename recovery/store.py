@@ -22,6 +22,7 @@ from recovery.manifest import (
     check_member_name,
     judge,
 )
+from recovery.storage import Bounded, StorageSetupError, op_timeout, open_fs
 
 SkipHook = Callable[[int, str], None]
 
@@ -48,14 +49,22 @@ def parse_step_dir(name: str) -> int | None:
 
 class CheckpointStore:
     def __init__(self, url: str, region: str = "", storage_options: dict[str, Any] | None = None):
-        import fsspec
-
         self.url = url.rstrip("/")
         self.region = region
-        self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        self.storage_options = dict(storage_options or {})
+        try:
+            fs, self.root = open_fs(self.url, self.storage_options)
+        except (StorageSetupError, ValueError, OSError) as exc:
+            raise StoreError(f"region {region or '?'}: store {self.url}: {exc}") from None
+        self.fs = Bounded(fs, op_timeout(self.storage_options))
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r}, region={self.region!r})"
+
+    def _error(self, what: str, exc: BaseException) -> StoreError:
+        text = str(exc).strip().splitlines()
+        detail = f"{type(exc).__name__}: {text[0] if text else 'no detail'}"
+        return StoreError(f"region {self.region or '?'}: store {self.url}: {what}: {detail}")
 
     # --- paths -------------------------------------------------------------
     def run_root(self, run_id: str) -> str:
@@ -97,8 +106,8 @@ class CheckpointStore:
     def _write(self, path: str, data: bytes) -> None:
         try:
             write_bytes(self.fs, path, data)
-        except OSError as exc:
-            raise StoreError(f"cannot write {path} in store {self.url}: {exc}") from None
+        except Exception as exc:  # any client error (botocore, google-auth) names the store
+            raise self._error("cannot write " + path, exc) from None
 
     # --- reading -----------------------------------------------------------
     def committed_steps(self, run_id: str) -> list[int]:
@@ -119,8 +128,8 @@ class CheckpointStore:
             manifests = set(self.fs.glob(f"{root}/step-*/{MANIFEST_NAME}"))
         except FileNotFoundError:
             return {}
-        except OSError as exc:
-            raise StoreError(f"cannot list {root} in store {self.url}: {exc}") from None
+        except Exception as exc:  # any client error (botocore, google-auth) names the store
+            raise self._error("cannot list " + root, exc) from None
         out: dict[int, bool] = {}
         for e in entries:
             step = parse_step_dir(e)
@@ -138,8 +147,8 @@ class CheckpointStore:
             raw = self.fs.cat_file(path)
         except FileNotFoundError:
             return None
-        except OSError as exc:
-            raise StoreError(f"cannot read {path} in store {self.url}: {exc}") from None
+        except Exception as exc:  # any client error (botocore, google-auth) names the store
+            raise self._error("cannot read " + path, exc) from None
         m = Manifest.from_json(raw)
         if m.step != step or m.run_id != run_id:
             raise ManifestError(f"manifest at {path} describes {m.run_id} step {m.step}")
@@ -182,8 +191,8 @@ class CheckpointStore:
         path = f"{self.step_path(manifest.run_id, manifest.step)}/{name}"
         try:
             data = self.fs.cat_file(path)
-        except OSError as exc:
-            raise StoreError(f"cannot read {path} in store {self.url}: {exc}") from None
+        except Exception as exc:  # any client error (botocore, google-auth) names the store
+            raise self._error("cannot read " + path, exc) from None
         if len(data) != entry.size or sha256_hex(data) != entry.sha256:
             raise ManifestError(f"{path} does not match its manifest")
         return data
@@ -199,8 +208,8 @@ class CheckpointStore:
                 self.fs.rm(path, recursive=True)
         except FileNotFoundError:
             pass
-        except OSError as exc:
-            raise StoreError(f"cannot delete {path} in store {self.url}: {exc}") from None
+        except Exception as exc:  # any client error (botocore, google-auth) names the store
+            raise self._error("cannot delete " + path, exc) from None
 
     def retain(self, run_id: str, keep: int) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints; drop older ones and torn leftovers."""

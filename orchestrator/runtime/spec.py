@@ -31,6 +31,7 @@ class RuntimeSpec:
     checkpoint: dict[str, Any]
     faults: list[dict[str, Any]] = field(default_factory=list)
     heartbeat_interval_s: float = 1.0
+    store_options: dict[str, Any] = field(default_factory=dict)
     # A warm standby: start everything, then wait for the controller's activation.
     standby: bool = False
 

@@ -104,7 +104,7 @@ class _Loop:
 
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
-        self.store = CheckpointStore(spec.store_url, region=spec.region)
+        self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
         torch.set_num_threads(1)
         seed = int(spec.job["seed"])
         torch.manual_seed(seed)
@@ -196,6 +196,17 @@ class _Loop:
     # --- the loop -------------------------------------------------------------------
     def run(self, wrap: Any = None) -> None:
         """``wrap`` puts the model in DDP (Ray Train's prepare_model unless a test says otherwise)."""
+        try:
+            self._run(wrap)
+        except BaseException:
+            # Whatever broke, a checkpoint already snapshotted is still worth committing.
+            try:
+                self.checkpointer.wait()
+            except Exception:
+                pass  # the original error is the one to report
+            raise
+
+    def _run(self, wrap: Any) -> None:
         if wrap is None:
             from ray.train.torch import prepare_model
 

@@ -149,7 +149,7 @@ def test_delete_removes_the_whole_step(store: CheckpointStore, write_checkpoint:
     assert store.all_steps(RUN) == {20: True}
 
 
-class _Crash(Exception):
+class _Crash(BaseException):  # a process death: no handler may swallow it
     pass
 
 

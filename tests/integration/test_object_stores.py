@@ -1,0 +1,113 @@
+"""The checkpoint store and replication on real object-storage servers (S3 and GCS)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from recovery.replication import replicate, sync_newest
+from recovery.store import CheckpointStore, StoreError
+from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto
+
+RUN = "objrun"
+
+
+@pytest.fixture(scope="module")
+def servers():
+    old = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)
+    s3, gcs = start_moto(), start_fake_gcs()
+    make_bucket(s3, "orch-s3")
+    make_bucket(gcs, "orch-gs")
+    yield s3, gcs
+    s3.stop()
+    gcs.stop()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _s3(servers, prefix: str, **opts) -> CheckpointStore:
+    return CheckpointStore(
+        f"s3://orch-s3/{prefix}",
+        region="s3-region",
+        storage_options={"endpoint_url": servers[0].endpoint, **opts},
+    )
+
+
+def _gs(servers, prefix: str, **opts) -> CheckpointStore:
+    return CheckpointStore(
+        f"gs://orch-gs/{prefix}",
+        region="gs-region",
+        storage_options={"endpoint_url": servers[1].endpoint, "token": "anon", "project": "p", **opts},
+    )
+
+
+def _write(store: CheckpointStore, step: int, attempt: int = 1) -> None:
+    entries = [store.put(RUN, step, n, f"{n}@{step}".encode() * 1000) for n in ("model.pt", "state.pt")]
+    store.commit(RUN, step, attempt, entries)
+
+
+@pytest.mark.parametrize("make", [_s3, _gs], ids=["s3", "gcs"])
+def test_commit_verify_skip_corrupt_and_retain(servers, make):
+    store = make(servers, f"conf-{time.time_ns()}")
+    for step in (10, 20, 30):
+        _write(store, step)
+    store.put(RUN, 40, "model.pt", b"torn")  # a write cut off before its manifest
+    assert store.committed_steps(RUN) == [10, 20, 30]
+    path = f"{store.step_path(RUN, 30)}/model.pt"
+    data = bytearray(store.fs.cat_file(path))
+    data[5] ^= 0xFF
+    store.fs.pipe_file(path, bytes(data))
+    skipped: list[tuple[int, str]] = []
+    m = store.latest_verified(RUN, on_skip=lambda s, r: skipped.append((s, r)))
+    assert m is not None and m.step == 20
+    assert skipped and skipped[0][0] == 30 and "sha256" in skipped[0][1]
+    store.retain(RUN, keep=2)
+    assert store.committed_steps(RUN) == [20, 30]
+    assert 40 in store.all_steps(RUN)  # newer than the newest commit: may be in flight
+
+
+def test_replication_across_store_kinds_verifies_the_copy(servers):
+    s3, gs = _s3(servers, f"rep-{time.time_ns()}"), _gs(servers, f"rep-{time.time_ns()}")
+    _write(s3, 50)
+    r = replicate(s3, gs, s3.manifest(RUN, 50))
+    assert r is not None and r.lag_s >= 0
+    assert gs.verify(RUN, 50).ok
+    assert gs.manifest(RUN, 50).extra["replica_of"] == "s3-region"
+    best = sync_newest(RUN, [s3, gs], on_skip=lambda *a: None)
+    assert best is not None and best[1].step == 50
+
+
+def test_a_hung_server_is_a_bounded_store_error(servers):
+    s3 = servers[0]
+    store = _s3(servers, f"hang-{time.time_ns()}", op_timeout_s=2, config_kwargs={"read_timeout": 2})
+    _write(store, 10)
+    os.killpg(s3.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(StoreError) as err:
+            store.committed_steps(RUN)
+        assert time.monotonic() - t0 < 10
+        assert "s3://orch-s3" in str(err.value)
+        t0 = time.monotonic()
+        with pytest.raises(StoreError):
+            store.put(RUN, 20, "model.pt", b"x" * 1000)
+        assert time.monotonic() - t0 < 10
+    finally:
+        os.killpg(s3.proc.pid, signal.SIGCONT)
+    assert store.committed_steps(RUN) == [10]
+
+
+def test_a_missing_bucket_names_the_store(servers):
+    store = CheckpointStore(
+        "s3://no-such-bucket-here/x", region="r1", storage_options={"endpoint_url": servers[0].endpoint}
+    )
+    with pytest.raises(StoreError) as err:
+        store.put(RUN, 1, "model.pt", b"x")
+    assert "no-such-bucket-here" in str(err.value)
