@@ -67,9 +67,7 @@ def bare_run(steps: int) -> float:
     from providers.local import LocalProvider
 
     provider = LocalProvider()
-    cluster = provider.launch(
-        RegionSpec("bench", "file:///tmp", 2), f"bench-bare-{time.time_ns()}", 60, env=TRAIN_ENV
-    )
+    cluster = provider.launch(RegionSpec("bench", "file:///tmp", 2), f"bench-bare-{time.time_ns()}", 60, env=TRAIN_ENV)
     try:
         os.environ.update(TRAIN_ENV)
         ray.init(address=cluster.address, log_to_driver=False)

@@ -84,9 +84,7 @@ def main() -> None:
     fault = f"chaos.faults=[{{kind:kill_region,at_step:{args.kill_at}}}]"
     heartbeat = 1.0
     for mode, extra in (("cold", []), ("warm standby", ["recovery=warm_standby"])):
-        result, journal = orchestrate(
-            home, f"recovery-{mode.split()[0]}", f"job.steps={args.steps}", fault, *extra
-        )
+        result, journal = orchestrate(home, f"recovery-{mode.split()[0]}", f"job.steps={args.steps}", fault, *extra)
         assert result["status"] == "SUCCEEDED" and len(result["incidents"]) == 1, result
         rows[mode] = phases(journal, result["incidents"][0])
         print(
@@ -100,8 +98,7 @@ def main() -> None:
         print(f"{phase:<18}{rows['cold'][phase]:>9.2f}s{rows['warm standby'][phase]:>9.2f}s")
     print()
     print(
-        f"floor: ray start {fl['ray start']:.2f}s + checkpoint load "
-        f"{fl['checkpoint load']:.3f}s = {fl['total']:.2f}s"
+        f"floor: ray start {fl['ray start']:.2f}s + checkpoint load {fl['checkpoint load']:.3f}s = {fl['total']:.2f}s"
     )
     for mode in rows:
         total = rows[mode]["total (RTO)"]

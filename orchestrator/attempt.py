@@ -69,11 +69,14 @@ class AttemptRunner:
             ctl.provider,
             stores=lambda: list(ctl.stores.values()),
             run_id=ctl.run_id,
+            proxies=ctl.proxies,
+            on_event=lambda type_, fields: ctl.journal.append(type_, **fields),
         )
         self.last_step = 0
         self._sweepers: list[threading.Thread] = []
 
     def close(self) -> None:
+        self.injector.close()
         if self.cluster is not None:
             self._teardown(self.cluster)
         for t in self._sweepers:
@@ -92,9 +95,7 @@ class AttemptRunner:
                 env=TRAIN_ENV,
             )
         except ProvisionError as exc:
-            ctl.journal.append(
-                "provision_failed", region=region, kind=str(exc.kind), error=str(exc), purpose=purpose
-            )
+            ctl.journal.append("provision_failed", region=region, kind=str(exc.kind), error=str(exc), purpose=purpose)
             raise
         ctl.journal.append(
             "provisioned",
@@ -106,9 +107,7 @@ class AttemptRunner:
         )
         return cluster
 
-    def run(
-        self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None
-    ) -> AttemptOutcome:
+    def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctl = self.ctl
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
         ctl.journal.append("attempt_started", generation=gen, region=region, standby=warm is not None)
@@ -158,9 +157,7 @@ class AttemptRunner:
         others = [s for r, s in ctl.stores.items() if r != region]
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-            ctl.journal.append(
-                "checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason
-            )
+            ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
 
         best = sync_newest(ctl.run_id, [target, *others], skipped)
         if best is None:
@@ -181,9 +178,7 @@ class AttemptRunner:
                 )
         return manifest.step
 
-    def start_runtime(
-        self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False
-    ) -> RuntimeProcess:
+    def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
         ctl = self.ctl
         cfg = ctl.cfg
         attempt_dir = os.path.join(ctl.run_dir, "attempts", f"g{gen}")
@@ -193,7 +188,12 @@ class AttemptRunner:
             generation=gen,
             region=region,
             store_url=cfg.cloud.regions[region].store,
-            store_options=dict(cfg.cloud.regions[region].storage_options),
+            store_options=ctl.store_options(region),
+            fallback_stores=[
+                {"region": r, "url": cfg.cloud.regions[r].store, "options": ctl.store_options(r)}
+                for r in _after(ctl.candidates, region)
+            ],
+            store_outage_s=cfg.recovery.store_outage_s,
             control_url=ctl.control.url,
             ray_address=cluster.address,
             ray_storage_path=os.path.join(cluster.info.get("temp_dir", attempt_dir), "train"),
@@ -232,6 +232,10 @@ class AttemptRunner:
             for ev in ctl.control.read_events(gen, seen):
                 kind = str(ev.pop("type"))
                 ctl.journal.append(kind, by="runtime", region=region, **ev)
+                if kind == "store_fallback" and ev.get("to") in ctl.stores:
+                    # The runtime commits elsewhere now: replicate from there.
+                    ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))
+                    ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
                 if kind == "user_error" and user_error is None:
                     user_error = str(ev.get("error", ""))
                 if kind == "train_started":
@@ -273,9 +277,7 @@ class AttemptRunner:
             for inj in self.injector.poll(cluster):
                 kill_times[inj.kind] = inj.at
                 self.last_step = max(self.last_step, inj.step)
-                ctl.journal.append(
-                    "fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail
-                )
+                ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
                 ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
             now = time.time()
             hb = ctl.control.read_heartbeat(gen)
@@ -298,7 +300,11 @@ class AttemptRunner:
             if failure is not None:
                 out.failure = failure
                 out.detected_at = now
-                fault_at = kill_times.get("kill_region") or kill_times.get("hang_region")
+                fault_at = (
+                    kill_times.get("kill_region")
+                    or kill_times.get("hang_region")
+                    or self.injector.region_killed_at(cluster)
+                )
                 out.failed_at = fault_at or (float(hb["time"]) if hb else now)
                 out.last_step = self.last_step
                 ctl.journal.append(
@@ -315,3 +321,11 @@ class AttemptRunner:
                 ctl.progress.note(f"failure in {region}: {failure.kind} ({failure.detail})")
                 return
             time.sleep(POLL_S)
+
+
+def _after(candidates: list[str], region: str) -> list[str]:
+    """The other candidates, in preference order starting after ``region``."""
+    if region not in candidates:
+        return list(candidates)
+    i = candidates.index(region)
+    return candidates[i + 1 :] + candidates[:i]

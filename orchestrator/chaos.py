@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from orchestrator.faultproxy import FaultProxy, Mode, Shape
 from orchestrator.runtime.control import ControlChannel
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore
@@ -67,20 +70,51 @@ def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]
     return done
 
 
+_STORAGE_SHAPES = {"storage_outage": Mode.REFUSE, "storage_hang": Mode.BLACKHOLE, "storage_slow": Mode.SLOW}
+TORN_WAIT_S = 60.0
+
+
+def _shape(kind: str, fault: dict[str, Any]) -> Shape:
+    mode = Mode.SLOW if kind == "torn_checkpoint" else _STORAGE_SHAPES[kind]
+    kbps = float(fault.get("bandwidth_kbps") or 0)
+    if kind == "torn_checkpoint" and kbps <= 0:
+        kbps = 100.0  # slow enough that an upload is caught half way
+    return Shape(
+        mode=mode,
+        latency_s=float(fault.get("latency_ms") or 0) / 1000,
+        bandwidth_bps=kbps * 1000 if kbps > 0 else None,
+    )
+
+
 class FaultInjector:
     def __init__(
         self,
-        faults: list[dict[str, object]],
+        faults: list[dict[str, Any]],
         control: ControlChannel,
         provider: Provider,
         stores: Callable[[], list[CheckpointStore]],
         run_id: str,
+        proxies: dict[str, FaultProxy] | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.faults = faults
         self.control = control
         self.provider = provider
         self.stores = stores
         self.run_id = run_id
+        self.proxies = proxies or {}
+        self.on_event = on_event or (lambda type_, fields: None)
+        self._timers: list[threading.Timer] = []
+        self._killed: dict[str, float] = {}  # cluster name -> when a background fault killed it
+
+    def region_killed_at(self, cluster: ClusterHandle) -> float | None:
+        return self._killed.get(cluster.name)
+
+    def close(self) -> None:
+        for t in self._timers:
+            t.cancel()
+        for proxy in self.proxies.values():
+            proxy.set(Shape())
 
     def poll(self, cluster: ClusterHandle) -> list[Injected]:
         if not self.faults:
@@ -117,6 +151,72 @@ class FaultInjector:
         elif kind == "user_error":
             # The workload itself raises at this step (see the runtime's chaos hook).
             detail = {"region": cluster.region, "rank": req.get("rank")}
+        elif kind in _STORAGE_SHAPES or kind == "torn_checkpoint":
+            fault = self.faults[index]
+            region = str(fault.get("region") or cluster.region)
+            proxy = self.proxies[region]
+            shape = _shape(kind, fault)
+            proxy.set(shape)
+            duration = float(fault.get("duration_s") or 0)
+            if duration > 0 and kind != "torn_checkpoint":
+                timer = threading.Timer(duration, self._heal, args=(index, kind, region))
+                timer.daemon = True
+                timer.start()
+                self._timers.append(timer)
+            if kind == "torn_checkpoint":
+                store = next(s for s in self.stores() if s.region == region)
+                threading.Thread(
+                    target=self._tear,
+                    args=(index, store, proxy, cluster),
+                    daemon=True,
+                    name="torn-checkpoint",
+                ).start()
+            detail = {"region": region, "mode": str(shape.mode), "duration_s": duration or None}
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
+
+    def _heal(self, index: int, kind: str, region: str) -> None:
+        self.proxies[region].set(Shape())
+        self.on_event("fault_ended", {"index": index, "kind": kind, "region": region})
+
+    def _tear(self, index: int, store: CheckpointStore, proxy: FaultProxy, cluster: ClusterHandle) -> None:
+        """Wait for an upload caught half way (files, no manifest), then kill the region."""
+        deadline = time.time() + TORN_WAIT_S
+        committed = set(store.committed_steps(self.run_id))
+        torn = None
+        while time.time() < deadline and torn is None:
+            try:
+                steps = store.all_steps(self.run_id)
+            except Exception:  # the store is slowed, not down; try again
+                steps = {}
+            newest = max(committed, default=0)
+            for step, has_manifest in steps.items():
+                if not has_manifest and step > newest and _has_files(store, self.run_id, step):
+                    torn = step
+            time.sleep(0.05)
+        if torn is None:
+            self.on_event("fault_failed", {"index": index, "kind": "torn_checkpoint", "reason": "no upload seen"})
+            proxy.set(Shape())
+            return
+        killed = _sigkill(self.provider.processes(cluster))
+        self._killed[cluster.name] = time.time()
+        proxy.set(Shape())
+        self.on_event(
+            "fault_injected",
+            {
+                "index": index,
+                "kind": "torn_checkpoint",
+                "torn_step": torn,
+                "killed": len(killed),
+                "region": cluster.region,
+                "stage": "kill",
+            },
+        )
+
+
+def _has_files(store: CheckpointStore, run_id: str, step: int) -> bool:
+    try:
+        return bool(store.fs.ls(store.step_path(run_id, step), detail=False))
+    except Exception:
+        return False

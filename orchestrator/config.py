@@ -15,7 +15,15 @@ from omegaconf import MISSING
 from recovery.storage import SECRET_OPTIONS
 
 ACTIONS = ("run", "status")
-FAULT_KINDS = ("kill_region", "kill_worker", "hang_region", "corrupt_checkpoint", "user_error")
+STORAGE_FAULTS = ("storage_outage", "storage_hang", "storage_slow", "torn_checkpoint")
+FAULT_KINDS = (
+    "kill_region",
+    "kill_worker",
+    "hang_region",
+    "corrupt_checkpoint",
+    "user_error",
+    *STORAGE_FAULTS,
+)
 
 
 class ConfigError(Exception):
@@ -82,12 +90,20 @@ class RecoveryConfig:
     region_cooldown_s: float = 600.0
     # Keep the next region's cluster up with the runtime waiting (faster failover, twice the clusters).
     standby: bool = False
+    # A store that fails this long makes the runtime commit to the next region's store.
+    store_outage_s: float = 15.0
 
 
 @dataclass
 class FaultConfig:
     kind: str = MISSING
     at_step: int = MISSING
+    # Storage faults: whose store (default: the region running at that step), for how
+    # long (0: to the end of the run), and for storage_slow / torn_checkpoint the shape.
+    region: str | None = None
+    duration_s: float = 0.0
+    latency_ms: float = 0.0
+    bandwidth_kbps: float = 0.0
 
 
 @dataclass
@@ -134,9 +150,7 @@ def validate(cfg: Config) -> Config:
         raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
     _positive_int("trainer.workers", cfg.trainer.workers)
     if cfg.trainer.cpus_per_worker <= 0:
-        raise ConfigError(
-            "trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0"
-        )
+        raise ConfigError("trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0")
     if cfg.trainer.gpus_per_worker < 0:
         raise ConfigError("trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0")
     _non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
@@ -212,6 +226,8 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     _non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
     if rec.provision_timeout_s <= 0:
         raise ConfigError("recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0")
+    if rec.store_outage_s <= 0:
+        raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
     if rec.region_cooldown_s < 0:
         raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
 
@@ -223,11 +239,46 @@ def _validate_chaos(cfg: Config) -> None:
                 f"chaos.faults[{i}].kind",
                 f"got {fault.kind!r}; allowed: {', '.join(FAULT_KINDS)}",
             )
+        if fault.region is not None and fault.region not in cfg.candidate_regions():
+            raise ConfigError(
+                f"chaos.faults[{i}].region",
+                f"got {fault.region!r}; allowed: {', '.join(cfg.candidate_regions())}",
+            )
+        if fault.duration_s < 0:
+            raise ConfigError(f"chaos.faults[{i}].duration_s", f"got {fault.duration_s}; expected >= 0")
+        if fault.kind in STORAGE_FAULTS:
+            regions = [fault.region] if fault.region else cfg.candidate_regions()
+            for r in regions:
+                if proxy_target(cfg.cloud.regions[r]) is None:
+                    raise ConfigError(
+                        f"chaos.faults[{i}].kind",
+                        f"{fault.kind} needs region {r!r} to keep its store behind a plain-http endpoint "
+                        f"(s3:// or gs:// with storage_options.endpoint_url), e.g. cloud=local_cloudstores",
+                    )
+        if fault.kind == "storage_slow" and fault.bandwidth_kbps <= 0 and fault.latency_ms <= 0:
+            raise ConfigError(
+                f"chaos.faults[{i}].bandwidth_kbps", "storage_slow needs bandwidth_kbps > 0 or latency_ms > 0"
+            )
         if not 1 <= fault.at_step <= cfg.job.steps:
             raise ConfigError(
                 f"chaos.faults[{i}].at_step",
                 f"got {fault.at_step}; expected a step in 1..{cfg.job.steps} (job.steps)",
             )
+
+
+def proxy_target(region: RegionConfig) -> tuple[str, int] | None:
+    """(host, port) of a store's plain-http endpoint, which a fault proxy can stand in front of."""
+    from urllib.parse import urlparse
+
+    if not region.store.startswith(("s3://", "gs://", "gcs://")):
+        return None
+    endpoint = region.storage_options.get("endpoint_url")
+    if not endpoint:
+        return None
+    url = urlparse(str(endpoint))
+    if url.scheme != "http" or not url.hostname:
+        return None
+    return url.hostname, url.port or 80
 
 
 def _positive_int(key: str, value: int) -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.attempt import AttemptOutcome, AttemptRunner
-from orchestrator.config import Config, to_plain
+from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
+from orchestrator.faultproxy import FaultProxy
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
@@ -78,6 +79,13 @@ class Controller:
             on_error=lambda msg: self.journal.append("replication_error", error=msg),
         )
 
+    def store_options(self, region: str) -> dict[str, Any]:
+        """A region's storage options as everyone uses them: through its fault proxy, if any."""
+        opts = dict(self.cfg.cloud.regions[region].storage_options)
+        if region in self.proxies:
+            opts["endpoint_url"] = self.proxies[region].endpoint
+        return opts
+
     def _alloc_generation(self) -> int:
         # Monotonic across attempts and standbys: a standby that is never used burns its number.
         with self._gen_lock:
@@ -119,9 +127,7 @@ class Controller:
             while True:
                 warm = self.standby.take(region) if pending is not None else None
                 generation = warm.generation if warm is not None else self._alloc_generation()
-                self.sm.to(
-                    RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None
-                )
+                self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
                 outcome = runner.run(region, generation, pending, warm)
                 self.record.attempts.append(outcome.summary())
                 self.record.incidents.extend(outcome.incidents)
@@ -160,6 +166,8 @@ class Controller:
             runner.close()
             self.replicator.stop(drain=self.record.status == "SUCCEEDED")
             self.progress.close()
+            for proxy in self.proxies.values():
+                proxy.stop()
         result = write_result(self.run_dir, self.record, self.stores)
         self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
         return result
@@ -185,3 +193,15 @@ class Controller:
         self.record.region = region
         if not self.sm.state.terminal:
             self.sm.to(RunState.FAILED, reason=reason, region=region, generation=generation)
+
+
+def start_proxies(cfg: Config) -> dict[str, FaultProxy]:
+    """A fault proxy in front of each object store, when a storage fault is configured."""
+    if not any(f.kind in STORAGE_FAULTS for f in cfg.chaos.faults):
+        return {}
+    proxies = {}
+    for region in cfg.candidate_regions():
+        target = proxy_target(cfg.cloud.regions[region])
+        if target is not None:
+            proxies[region] = FaultProxy(*target).start()
+    return proxies

@@ -88,23 +88,17 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     ]
     r = s["result"]
     if r is not None:
-        metrics = "  ".join(
-            f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items()
-        )
+        metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items())
         lines.append(f"metrics    {metrics or '-'}")
         lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
         lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
     if s["skipped"]:
         lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")
         for ev in s["skipped"][:5]:
-            lines.append(
-                f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})"
-            )
+            lines.append(f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})")
     if s["incidents"]:
         lines.append("incidents")
-        lines.append(
-            f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}"
-        )
+        lines.append(f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
         for i in s["incidents"]:
             lines.append(
                 f"  {i['kind']:<14}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"

@@ -24,7 +24,5 @@ def get_provider(name: str) -> Provider:
     try:
         factory = PROVIDERS[name]
     except KeyError:
-        raise UnknownProvider(
-            f"cloud.provider: got {name!r}; known providers: {', '.join(PROVIDERS)}"
-        ) from None
+        raise UnknownProvider(f"cloud.provider: got {name!r}; known providers: {', '.join(PROVIDERS)}") from None
     return factory()

@@ -79,9 +79,7 @@ def next_region(
     return None
 
 
-def decide(
-    failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float
-) -> Decision:
+def decide(failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float) -> Decision:
     kind = failure.kind
     if kind is FailureKind.PRECHECK:
         return Decision(Action.GIVE_UP, None, f"{failure.region}: {failure.detail}")

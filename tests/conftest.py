@@ -35,3 +35,27 @@ def baseline(orch_home: pathlib.Path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert not wait_no_new_ray(before), "the baseline run left Ray processes behind"
     return run
+
+
+@pytest.fixture(scope="session")
+def cloud_stores():
+    """Two moto S3 servers and a fake-gcs-server for cloud=local_cloudstores; the env to reach them."""
+    from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto
+
+    a, b, c = start_moto(), start_moto(), start_fake_gcs()
+    try:
+        make_bucket(a, "orch-a")
+        make_bucket(b, "orch-b")
+        make_bucket(c, "orch-c")
+        yield {
+            "servers": {"local-a": a, "local-b": b, "local-c": c},
+            "env": {
+                **S3_ENV,
+                "ORCH_LOCAL_S3_A": a.endpoint,
+                "ORCH_LOCAL_S3_B": b.endpoint,
+                "ORCH_LOCAL_GCS_C": c.endpoint,
+            },
+        }
+    finally:
+        for server in (a, b, c):
+            server.stop()

@@ -71,14 +71,16 @@ class Run:
         return [e for e in self.journal() if e["type"] == type_]
 
 
-def env_for(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env["ORCHESTRATOR_HOME"] = str(home)
     env.pop("RAY_ADDRESS", None)
     return env
 
 
-def orchestrate(home: Path, run_id: str, *overrides: str, timeout: float = 400) -> Run:
+def orchestrate(
+    home: Path, run_id: str, *overrides: str, timeout: float = 400, env: dict[str, str] | None = None
+) -> Run:
     argv = [
         sys.executable,
         "-m",

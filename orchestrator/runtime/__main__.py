@@ -58,9 +58,7 @@ def main(argv: list[str]) -> int:
             use_gpu=float(spec.trainer["gpus_per_worker"]) > 0,
             resources_per_worker={
                 "CPU": float(spec.trainer["cpus_per_worker"]),
-                **(
-                    {"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}
-                ),
+                **({"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}),
             },
         ),
         torch_config=TorchConfig(backend="gloo"),

@@ -1,18 +1,29 @@
 """Asynchronous checkpoint upload: snapshot in memory, upload in the background, commit last.
 
-At most one upload is in flight; a new snapshot waits for the previous upload
-(back-pressure rather than an unbounded queue of model copies). The manifest is
-written only after every file of the checkpoint is in the store, so a kill
-mid-upload leaves an uncommitted folder that restore ignores and retention
-removes.
+- At most one upload in flight. A snapshot taken while one is in flight waits in
+  a queue of one; a newer snapshot replaces it (the newest is the one worth
+  having), so training never blocks on storage and memory stays bounded.
+- The manifest is written only after every file of the checkpoint is in the
+  store: a kill or an error mid-upload leaves an uncommitted folder that restore
+  ignores and retention removes.
+- A failing store is retried with backoff. Past ``outage_s`` the uploader moves
+  on to the next region's store (journaled as ``store_fallback``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, StoreError
+
+BACKOFF_START_S = 0.2
+BACKOFF_MAX_S = 2.0
+
+Snapshot = tuple[int, dict[str, bytes], dict[str, object]]
+EventHook = Callable[[str, dict[str, Any]], None]
 
 
 class CheckpointUploadError(RuntimeError):
@@ -22,47 +33,121 @@ class CheckpointUploadError(RuntimeError):
 class AsyncCheckpointer:
     def __init__(
         self,
-        store: CheckpointStore,
+        stores: list[CheckpointStore],
         run_id: str,
         generation: int,
         keep_last: int,
-        on_commit: Callable[[int, str], None] | None = None,
+        outage_s: float = 15.0,
+        on_event: EventHook | None = None,
     ) -> None:
-        self.store = store
+        assert stores, "at least the primary store"
+        self.stores = stores
+        self.current = 0
         self.run_id = run_id
         self.generation = generation
         self.keep_last = keep_last
-        self.on_commit = on_commit
-        self._thread: threading.Thread | None = None
+        self.outage_s = outage_s
+        self.on_event = on_event or (lambda type_, fields: None)
+        self._cond = threading.Condition()
+        self._queued: Snapshot | None = None
+        self._busy = False
         self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
         self.committed_step: int | None = None
         self.committed_url: str | None = None
 
-    def submit(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
-        """Hand over a snapshot (bytes already taken); returns once the upload has started."""
-        self.wait()
-        self._thread = threading.Thread(
-            target=self._upload, args=(step, files, extra), name=f"ckpt-upload-{step}", daemon=True
-        )
-        self._thread.start()
+    @property
+    def store(self) -> CheckpointStore:
+        return self.stores[self.current]
 
-    def wait(self) -> None:
-        """Block until the upload in flight, if any, is committed; re-raise its failure."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise CheckpointUploadError(f"checkpoint upload to {self.store.url} failed: {err}") from err
+    def submit(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
+        """Hand over a snapshot (bytes already taken). Never blocks on storage."""
+        with self._cond:
+            if self._queued is not None:
+                self.on_event("upload_superseded", {"step": self._queued[0], "by": step})
+            self._queued = (step, files, extra)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._worker, name="ckpt-upload", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until everything submitted is committed; re-raise a permanent failure."""
+        limit = timeout_s if timeout_s is not None else self.outage_s * (len(self.stores) + 1) + 30
+        deadline = time.monotonic() + limit
+        with self._cond:
+            while self._queued is not None or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CheckpointUploadError(
+                        f"checkpoint upload not committed after {limit:.0f}s; stores: "
+                        + ", ".join(s.url for s in self.stores)
+                    )
+                self._cond.wait(timeout=min(left, 0.5))
+            if self._error is not None:
+                err, self._error = self._error, None
+                raise CheckpointUploadError(f"checkpoint upload failed: {err}") from err
+
+    def _worker(self) -> None:
+        while True:
+            with self._cond:
+                while self._queued is None:
+                    self._cond.wait()
+                snapshot, self._queued = self._queued, None
+                self._busy = True
+            try:
+                self._upload(*snapshot)
+            except BaseException as exc:
+                self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _newer_waiting(self) -> bool:
+        with self._cond:
+            return self._queued is not None
 
     def _upload(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
-        try:
-            entries = [self.store.put(self.run_id, step, name, data) for name, data in files.items()]
-            self.store.commit(self.run_id, step, self.generation, entries, extra=extra)
+        failing_since: float | None = None
+        backoff = BACKOFF_START_S
+        while True:
+            store = self.store
+            try:
+                entries = [store.put(self.run_id, step, name, data) for name, data in files.items()]
+                store.commit(self.run_id, step, self.generation, entries, extra=extra)
+            except StoreError as exc:
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    self.on_event("upload_retry", {"step": step, "region": store.region, "error": str(exc)[:300]})
+                if self._newer_waiting():
+                    # A newer snapshot exists: this one is not worth more retries.
+                    self.on_event("upload_superseded", {"step": step, "region": store.region})
+                    return
+                if now - failing_since >= self.outage_s:
+                    nxt = (self.current + 1) % len(self.stores)
+                    self.on_event(
+                        "store_fallback",
+                        {
+                            "step": step,
+                            "from": store.region,
+                            "to": self.stores[nxt].region,
+                            "failing_s": round(now - failing_since, 3),
+                        },
+                    )
+                    self.current = nxt
+                    failing_since, backoff = None, BACKOFF_START_S
+                    continue
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            if failing_since is not None:
+                self.on_event("upload_recovered", {"step": step, "region": store.region})
             self.committed_step = step
-            self.committed_url = self.store.checkpoint_url(self.run_id, step)
-            if self.on_commit is not None:
-                self.on_commit(step, self.committed_url)
-            self.store.retain(self.run_id, self.keep_last)
-        except BaseException as exc:
-            self._error = exc
+            self.committed_url = store.checkpoint_url(self.run_id, step)
+            try:
+                store.retain(self.run_id, self.keep_last)
+            except StoreError as exc:
+                self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
+            return

@@ -32,6 +32,9 @@ class RuntimeSpec:
     faults: list[dict[str, Any]] = field(default_factory=list)
     heartbeat_interval_s: float = 1.0
     store_options: dict[str, Any] = field(default_factory=dict)
+    # Where to commit when the primary store fails longer than store_outage_s, in order.
+    fallback_stores: list[dict[str, Any]] = field(default_factory=list)
+    store_outage_s: float = 15.0
     # A warm standby: start everything, then wait for the controller's activation.
     standby: bool = False
 

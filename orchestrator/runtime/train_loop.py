@@ -23,6 +23,7 @@ from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
 from recovery.manifest import Manifest
+from recovery.replication import sync_newest
 from recovery.store import CheckpointStore
 
 PROGRESS_EVERY_S = 0.5
@@ -73,9 +74,7 @@ def _is_comm_error(exc: BaseException) -> bool:
     if dist_error and isinstance(exc, dist_error):
         return True
     text = f"{type(exc).__name__}: {exc}".lower()
-    return any(
-        word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe")
-    )
+    return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
 
 
 def train_func(config: dict[str, Any]) -> None:
@@ -92,9 +91,7 @@ def train_func(config: dict[str, Any]) -> None:
     except Exception as exc:
         if not _is_comm_error(exc):
             first = str(exc).splitlines()[0] if str(exc) else ""
-            control.event(
-                spec.generation, "user_error", rank=rank, error=f"{type(exc).__name__}: {first}"[:500]
-            )
+            control.event(spec.generation, "user_error", rank=rank, error=f"{type(exc).__name__}: {first}"[:500])
         raise
 
 
@@ -105,6 +102,10 @@ class _Loop:
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
         self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
+        self.fallbacks = [
+            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
+            for f in spec.fallback_stores
+        ]
         torch.set_num_threads(1)
         seed = int(spec.job["seed"])
         torch.manual_seed(seed)
@@ -115,7 +116,12 @@ class _Loop:
         self.optimizer = self.workload.optimizer(self.model.parameters())
         self._restored_url: str | None = None
         self.checkpointer = AsyncCheckpointer(
-            self.store, spec.run_id, spec.generation, int(spec.checkpoint["keep_last"])
+            [self.store, *self.fallbacks],
+            spec.run_id,
+            spec.generation,
+            int(spec.checkpoint["keep_last"]),
+            outage_s=spec.store_outage_s,
+            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
         )
 
     # --- checkpoints ------------------------------------------------------------
@@ -148,29 +154,30 @@ class _Loop:
         choice: list[Any] = [None]
         if self.rank == 0:
 
-            def skipped(step: int, reason: str) -> None:
-                self.control.event(
-                    self.gen, "checkpoint_skipped", step=step, reason=reason, region=self.spec.region
-                )
+            def skipped(store: CheckpointStore, step: int, reason: str) -> None:
+                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
-            m = self.store.latest_verified(self.spec.run_id, on_skip=skipped)
-            choice = [m.to_json() if m is not None else None]
+            stores = [self.store, *self.fallbacks]
+            best = sync_newest(self.spec.run_id, stores, skipped)
+            choice = [None if best is None else (stores.index(best[0]), best[1].to_json())]
         if self.world > 1:
             dist.broadcast_object_list(choice, src=0)
         if choice[0] is None:
             return 0
-        m = Manifest.from_json(choice[0])
+        index, text = choice[0]
+        source = [self.store, *self.fallbacks][index]
+        m = Manifest.from_json(text)
         saved_world = int(m.extra.get("world_size", self.world))
         if saved_world != self.world:
             raise UserCodeError(
                 f"checkpoint step {m.step} was written by {saved_world} workers, this run has "
                 f"{self.world}; an exact resume needs the same trainer.workers"
             )
-        self.model.load_state_dict(_loads(self.store.read(m, "model.pt")))
-        self.optimizer.load_state_dict(_loads(self.store.read(m, "optimizer.pt")))
-        set_rng_state(_loads(self.store.read(m, f"rng-rank{self.rank}.pt")))
-        state = _loads(self.store.read(m, "state.pt"))
-        self._restored_url = self.store.checkpoint_url(self.spec.run_id, m.step)
+        self.model.load_state_dict(_loads(source.read(m, "model.pt")))
+        self.optimizer.load_state_dict(_loads(source.read(m, "optimizer.pt")))
+        set_rng_state(_loads(source.read(m, f"rng-rank{self.rank}.pt")))
+        state = _loads(source.read(m, "state.pt"))
+        self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         return int(state["data_position"])
 
     # --- chaos --------------------------------------------------------------------
@@ -221,7 +228,9 @@ class _Loop:
                 time.sleep(STANDBY_POLL_S)
         restored = self.restore()
         if self.rank == 0:
-            self.control.event(self.gen, "train_started", restored_step=restored, pid=os.getpid())
+            self.control.event(
+                self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
+            )
         ddp = wrap(self.model)
         total = int(self.spec.job["steps"])
         interval = int(self.spec.checkpoint["interval_steps"])

@@ -88,9 +88,7 @@ def test_user_error_restarts_in_place_then_succeeds_exactly(orch_home, baseline)
 
 def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baseline):
     before = ray_pids()
-    run = orchestrate(
-        orch_home, "standby", "recovery=warm_standby", "chaos.faults=[{kind:kill_region,at_step:200}]"
-    )
+    run = orchestrate(orch_home, "standby", "recovery=warm_standby", "chaos.faults=[{kind:kill_region,at_step:200}]")
     r, inc = _survived(run, baseline)
     assert r["region"] == "local-b"
     assert (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")

@@ -56,9 +56,7 @@ def test_only_loopback_listeners(tmp_path):
     import psutil
 
     provider = LocalProvider()
-    cluster = provider.launch(
-        RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60
-    )
+    cluster = provider.launch(RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60)
     try:
         pids = set(provider.processes(cluster))
         bad = [

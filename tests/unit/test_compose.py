@@ -40,9 +40,7 @@ def test_defaults_are_the_digits_job_on_three_local_regions_in_preference_order(
 def test_default_stores_are_file_urls_under_orchestrator_home(home: Path) -> None:
     cfg = compose([])
     assert cfg.home == str(home)
-    assert {n: r.store for n, r in cfg.cloud.regions.items()} == {
-        n: f"file://{home}/stores/{n}" for n in REGIONS
-    }
+    assert {n: r.store for n, r in cfg.cloud.regions.items()} == {n: f"file://{home}/stores/{n}" for n in REGIONS}
 
 
 def test_without_orchestrator_home_stores_live_under_dot_orchestrator_in_the_user_home(

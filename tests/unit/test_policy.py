@@ -16,9 +16,7 @@ def policy(max_failovers: int = 2, max_restarts_on_errors: int = 1) -> FailurePo
     return FailurePolicy(CANDIDATES, Budgets(max_failovers, max_restarts_on_errors, COOLDOWN))
 
 
-def step(
-    p: FailurePolicy, history: History, kind: FailureKind, region: str, now: float
-) -> tuple[Decision, History]:
+def step(p: FailurePolicy, history: History, kind: FailureKind, region: str, now: float) -> tuple[Decision, History]:
     failure = Failure(kind, region, "detail")
     decision = p.make_decision(failure, history, now)
     return decision, history.after(failure, decision, now)

@@ -91,9 +91,7 @@ def test_sync_newest_picks_the_newest_checkpoint_that_verifies_in_any_store_and_
     assert skipped == [("a", 60)]
 
 
-def test_sync_newest_prefers_the_first_store_on_a_tie(
-    tmp_path: Path, write_checkpoint: WriteCheckpoint
-) -> None:
+def test_sync_newest_prefers_the_first_store_on_a_tie(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> None:
     a, b = (CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in "ab")
     write_checkpoint(a, RUN, 40)
     write_checkpoint(b, RUN, 40)

@@ -128,9 +128,7 @@ def events(s: RuntimeSpec) -> list[dict[str, Any]]:
     return ControlChannel(s.control_url).read_events(s.generation, set())
 
 
-def test_run_resumed_after_a_crash_restores_step_60_and_ends_bitwise_equal(
-    tmp_path: Path, unbroken_sha: str
-) -> None:
+def test_run_resumed_after_a_crash_restores_step_60_and_ends_bitwise_equal(tmp_path: Path, unbroken_sha: str) -> None:
     crash_at(spec(tmp_path, "resumed", 1), CRASH_AT)
     assert CheckpointStore(f"file://{tmp_path}/store").committed_steps("resumed") == [20, 40, 60]
 
