@@ -56,7 +56,11 @@ class Controller:
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
         self.control = ControlChannel("file://" + os.path.join(self.run_dir, "control"))
         self.candidates = cfg.candidate_regions()
-        self.stores = {r: CheckpointStore(cfg.cloud.regions[r].store, region=r) for r in self.candidates}
+        self.proxies = start_proxies(cfg)
+        self.stores = {
+            r: CheckpointStore(cfg.cloud.regions[r].store, region=r, storage_options=self.store_options(r))
+            for r in self.candidates
+        }
         self.policy = FailurePolicy(
             self.candidates,
             Budgets(

@@ -90,7 +90,7 @@ def orchestrate(
         "progress=false",
         *overrides,
     ]
-    proc = subprocess.run(argv, cwd=REPO, env=env_for(home), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, cwd=REPO, env=env_for(home, env), capture_output=True, text=True, timeout=timeout)
     run_dir = home / "runs" / run_id
     result_path = run_dir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
