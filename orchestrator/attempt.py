@@ -231,7 +231,7 @@ class AttemptRunner:
         while True:
             for ev in ctl.control.read_events(gen, seen):
                 kind = str(ev.pop("type"))
-                ctl.journal.append(kind, by="runtime", region=region, **ev)
+                ctl.journal.append(kind, **{"by": "runtime", "region": region, **ev})
                 if kind == "store_fallback" and ev.get("to") in ctl.stores:
                     # The runtime commits elsewhere now: replicate from there.
                     ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))

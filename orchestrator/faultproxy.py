@@ -52,8 +52,16 @@ class FaultProxy:
 
     def stop(self) -> None:
         self._call(self._close(listener=True))
+        self._call(self._cancel_all())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+    async def _cancel_all(self) -> None:
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def set(self, shape: Shape) -> None:
         self.shape = shape

@@ -55,6 +55,8 @@ class AsyncCheckpointer:
         self._thread: threading.Thread | None = None
         self.committed_step: int | None = None
         self.committed_url: str | None = None
+        # Across uploads: a snapshot that supersedes a failing one inherits the outage.
+        self._failing_since: float | None = None
 
     @property
     def store(self) -> CheckpointStore:
@@ -64,7 +66,7 @@ class AsyncCheckpointer:
         """Hand over a snapshot (bytes already taken). Never blocks on storage."""
         with self._cond:
             if self._queued is not None:
-                self.on_event("upload_superseded", {"step": self._queued[0], "by": step})
+                self.on_event("upload_superseded", {"step": self._queued[0], "superseded_by": step})
             self._queued = (step, files, extra)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._worker, name="ckpt-upload", daemon=True)
@@ -109,7 +111,6 @@ class AsyncCheckpointer:
             return self._queued is not None
 
     def _upload(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
-        failing_since: float | None = None
         backoff = BACKOFF_START_S
         while True:
             store = self.store
@@ -118,14 +119,14 @@ class AsyncCheckpointer:
                 store.commit(self.run_id, step, self.generation, entries, extra=extra)
             except StoreError as exc:
                 now = time.monotonic()
-                if failing_since is None:
-                    failing_since = now
+                if self._failing_since is None:
+                    self._failing_since = now
                     self.on_event("upload_retry", {"step": step, "region": store.region, "error": str(exc)[:300]})
                 if self._newer_waiting():
                     # A newer snapshot exists: this one is not worth more retries.
                     self.on_event("upload_superseded", {"step": step, "region": store.region})
                     return
-                if now - failing_since >= self.outage_s:
+                if now - self._failing_since >= self.outage_s:
                     nxt = (self.current + 1) % len(self.stores)
                     self.on_event(
                         "store_fallback",
@@ -133,17 +134,19 @@ class AsyncCheckpointer:
                             "step": step,
                             "from": store.region,
                             "to": self.stores[nxt].region,
-                            "failing_s": round(now - failing_since, 3),
+                            "failing_s": round(now - self._failing_since, 3),
                         },
                     )
                     self.current = nxt
-                    failing_since, backoff = None, BACKOFF_START_S
+                    self._failing_since, backoff = None, BACKOFF_START_S
                     continue
                 time.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
-            if failing_since is not None:
-                self.on_event("upload_recovered", {"step": step, "region": store.region})
+            if self._failing_since is not None:
+                outage = round(time.monotonic() - self._failing_since, 3)
+                self.on_event("upload_recovered", {"step": step, "region": store.region, "failing_s": outage})
+                self._failing_since = None
             self.committed_step = step
             self.committed_url = store.checkpoint_url(self.run_id, step)
             try:
