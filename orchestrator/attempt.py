@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from orchestrator.controller import Controller
 
 POLL_S = 0.2
+FENCE_WAIT_S = 5.0
+ZOMBIE_SCAN_EVERY = 10  # polls
 
 _PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
@@ -74,6 +77,7 @@ class AttemptRunner:
         )
         self.last_step = 0
         self._sweepers: list[threading.Thread] = []
+        self._zombie_seen: dict[int, set[str]] = {}
 
     def close(self) -> None:
         self.injector.close()
@@ -81,6 +85,8 @@ class AttemptRunner:
             self._teardown(self.cluster)
         for t in self._sweepers:
             t.join()
+        if self.ctl._generation > 1:
+            self.scan_zombies(self.ctl._generation + 1)
 
     def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
         """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""
@@ -123,6 +129,7 @@ class AttemptRunner:
         self.cluster = cluster
         try:
             out.restored_step = self._prepare_restore(region)
+            self._fence(gen, out.restored_step)
             ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
             if warm is not None:
                 # The standby's workers are up and waiting: this file is their go.
@@ -141,6 +148,10 @@ class AttemptRunner:
 
     def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
         self.cluster = None
+        wait = self.injector.unreachable_until(cluster) - time.time()
+        if wait > 0 and not background:
+            self.ctl.journal.append("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))
+            time.sleep(wait)
         if background:
             t = threading.Thread(target=self._teardown, args=(cluster,), name=f"teardown-{cluster.name}")
             t.start()
@@ -159,7 +170,7 @@ class AttemptRunner:
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
             ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
 
-        best = sync_newest(ctl.run_id, [target, *others], skipped)
+        best = sync_newest(ctl.run_id, [target, *others], skipped, lineage=ctl.lineage)
         if best is None:
             return 0
         src, manifest = best
@@ -177,6 +188,22 @@ class AttemptRunner:
                     copy_s=round(r.copy_s, 3),
                 )
         return manifest.step
+
+    def _fence(self, gen: int, restored: int) -> None:
+        """Generation ``gen`` takes over from step ``restored``: tell every store."""
+        ctl = self.ctl
+        ctl.lineage = ctl.lineage.then(gen, restored)
+        pool = ThreadPoolExecutor(max_workers=len(ctl.stores), thread_name_prefix="fence")
+        futures = {r: pool.submit(s.write_fence, ctl.run_id, ctl.lineage) for r, s in ctl.stores.items()}
+        done, failed = [], {}
+        for region, fut in futures.items():
+            try:
+                fut.result(timeout=FENCE_WAIT_S)
+                done.append(region)
+            except Exception as exc:  # an unreachable store: restore's lineage check still holds
+                failed[region] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        pool.shutdown(wait=False)
+        ctl.journal.append("fence", generation=gen, restored_step=restored, stores=done, failed=failed)
 
     def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
         ctl = self.ctl
@@ -215,6 +242,15 @@ class AttemptRunner:
         ctl.journal.append("runtime_started", generation=gen, pid=proc.pid, standby=standby)
         return proc
 
+    def scan_zombies(self, current: int) -> None:
+        """Journal what attempts before ``current`` still did: fenced writes above all."""
+        for gen in range(1, current):
+            seen = self._zombie_seen.setdefault(gen, set())
+            for ev in self.ctl.control.read_events(gen, seen):
+                if ev.get("type") in ("fenced_write", "fenced"):
+                    kind = str(ev.pop("type"))
+                    self.ctl.journal.append(kind, **{"by": "zombie", **ev})
+
     def _watch(
         self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
     ) -> None:
@@ -228,6 +264,7 @@ class AttemptRunner:
         kill_times: dict[str, float] = {}
         started = time.time()
         last_progress_at = started
+        polls = 0
         while True:
             for ev in ctl.control.read_events(gen, seen):
                 kind = str(ev.pop("type"))
@@ -274,6 +311,9 @@ class AttemptRunner:
                         ctl.journal.append("incident", **inc.record())
                 ctl.progress.update(region, gen, prog)
             ctl.standby.check()
+            polls += 1
+            if polls % ZOMBIE_SCAN_EVERY == 0:
+                self.scan_zombies(gen)
             for inj in self.injector.poll(cluster):
                 kill_times[inj.kind] = inj.at
                 self.last_step = max(self.last_step, inj.step)
@@ -303,6 +343,7 @@ class AttemptRunner:
                 fault_at = (
                     kill_times.get("kill_region")
                     or kill_times.get("hang_region")
+                    or kill_times.get("partition_region")
                     or self.injector.region_killed_at(cluster)
                 )
                 out.failed_at = fault_at or (float(hb["time"]) if hb else now)

@@ -72,6 +72,8 @@ def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]
 
 _STORAGE_SHAPES = {"storage_outage": Mode.REFUSE, "storage_hang": Mode.BLACKHOLE, "storage_slow": Mode.SLOW}
 TORN_WAIT_S = 60.0
+# After a partition heals, the zombie runs this long before the control plane reaches it again.
+ZOMBIE_WINDOW_S = 8.0
 
 
 def _shape(kind: str, fault: dict[str, Any]) -> Shape:
@@ -106,6 +108,18 @@ class FaultInjector:
         self.on_event = on_event or (lambda type_, fields: None)
         self._timers: list[threading.Timer] = []
         self._killed: dict[str, float] = {}  # cluster name -> when a background fault killed it
+        self._unreachable: dict[str, float] = {}  # cluster name -> end of its partition
+
+    def unreachable_until(self, cluster: ClusterHandle) -> float:
+        """Until when a partitioned cluster cannot be reached, so not torn down either."""
+        return self._unreachable.get(cluster.name, 0.0)
+
+    def _resume(self, index: int, pids: list[int], cluster: ClusterHandle) -> None:
+        resumed = _signal(pids, signal.SIGCONT)
+        self.on_event(
+            "fault_ended",
+            {"index": index, "kind": "partition_region", "region": cluster.region, "resumed": len(resumed)},
+        )
 
     def region_killed_at(self, cluster: ClusterHandle) -> float | None:
         return self._killed.get(cluster.name)
@@ -143,6 +157,19 @@ class FaultInjector:
             stopped = _signal(self.provider.processes(cluster), signal.SIGSTOP)
             now = time.time()
             detail = {"region": cluster.region, "stopped": len(stopped)}
+        elif kind == "partition_region":
+            # Stopped like hang_region, then resumed: a zombie that the control plane
+            # cannot reach (nor tear down) for a while, and that will try to write.
+            pids = self.provider.processes(cluster)
+            stopped = _signal(pids, signal.SIGSTOP)
+            now = time.time()
+            duration = float(self.faults[index].get("duration_s") or 5.0)
+            self._unreachable[cluster.name] = now + duration + ZOMBIE_WINDOW_S
+            timer = threading.Timer(duration, self._resume, args=(index, pids, cluster))
+            timer.daemon = True
+            timer.start()
+            self._timers.append(timer)
+            detail = {"region": cluster.region, "stopped": len(stopped), "duration_s": duration}
         elif kind == "kill_worker":
             pid = int(req["pid"])  # type: ignore[call-overload]
             detail = {"region": cluster.region, "rank": req.get("rank"), "killed": len(_sigkill([pid]))}

@@ -20,6 +20,7 @@ FAULT_KINDS = (
     "kill_region",
     "kill_worker",
     "hang_region",
+    "partition_region",
     "corrupt_checkpoint",
     "user_error",
     *STORAGE_FAULTS,

@@ -27,6 +27,7 @@ from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
 from recovery.detection import Failure
+from recovery.fencing import Lineage
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.store import CheckpointStore
@@ -73,6 +74,7 @@ class Controller:
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
         self.record = RunRecord(run_id=run_id, started_at=time.time())
         self.history = History()
+        self.lineage = Lineage()
         self._generation = 0
         self._gen_lock = threading.Lock()
         self.standby = StandbyManager(self, self._alloc_generation)
@@ -81,6 +83,7 @@ class Controller:
             keep_last=cfg.checkpoint.keep_last,
             on_replicated=self._on_replicated,
             on_error=lambda msg: self.journal.append("replication_error", error=msg),
+            lineage=lambda: self.lineage,
         )
 
     def store_options(self, region: str) -> dict[str, Any]:

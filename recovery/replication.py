@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recovery.fencing import Lineage
 from recovery.manifest import Manifest, ManifestError
 from recovery.store import CheckpointStore, StoreError, sha256_hex
 
@@ -64,13 +65,17 @@ def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) ->
 
 
 def sync_newest(
-    run_id: str, stores: list[CheckpointStore], on_skip: Callable[[CheckpointStore, int, str], None]
+    run_id: str,
+    stores: list[CheckpointStore],
+    on_skip: Callable[[CheckpointStore, int, str], None],
+    lineage: Lineage | None = None,
 ) -> tuple[CheckpointStore, Manifest] | None:
-    """The newest checkpoint that verifies in any store (first store wins ties)."""
+    """The newest checkpoint that verifies (and is on the lineage) in any store;
+    the first store wins ties. Unreachable stores are passed over."""
     best: tuple[CheckpointStore, Manifest] | None = None
     for store in stores:
         try:
-            m = store.latest_verified(run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r))
+            m = store.latest_verified(run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r), lineage=lineage)
         except StoreError:
             continue
         if m is not None and (best is None or m.step > best[1].step):
@@ -88,7 +93,9 @@ class Replicator:
         on_replicated: Callable[[Replicated], None],
         on_error: Callable[[str], None],
         interval_s: float = 1.0,
+        lineage: Callable[[], Lineage] | None = None,
     ) -> None:
+        self.lineage = lineage
         self.run_id = run_id
         self.keep_last = keep_last
         self.on_replicated = on_replicated
@@ -146,6 +153,11 @@ class Replicator:
                     break
                 try:
                     m = primary.manifest(self.run_id, step)
+                    lineage = self.lineage() if self.lineage is not None else None
+                    if m is not None and lineage is not None and not lineage.allows(m.attempt, m.step):
+                        why = lineage.why_not(m.attempt, m.step)
+                        self._report(f"not replicating step {step} of {primary.region}: {why}")
+                        continue
                     r = replicate(primary, target, m) if m is not None else None
                 except (StoreError, ReplicationError, ManifestError, OSError) as exc:
                     self._report(f"replication of step {step} to {target.region}: {exc}")

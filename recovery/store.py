@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from recovery.fencing import Lineage
 from recovery.fsio import write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
@@ -77,6 +78,11 @@ class CheckpointStore:
         return f"{self.url}/{run_id}/checkpoints/{step_dir_name(step)}"
 
     # --- writing -----------------------------------------------------------
+    def write_fence(self, run_id: str, lineage: Lineage) -> None:
+        from recovery.fencing import FENCE_NAME
+
+        self._write(f"{self.root}/{run_id}/{FENCE_NAME}", lineage.to_json().encode())
+
     def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
         check_member_name(name)
         self._write(f"{self.step_path(run_id, step)}/{name}", data)
@@ -90,7 +96,18 @@ class CheckpointStore:
         files: Iterable[FileEntry],
         extra: dict[str, object] | None = None,
         committed_at: float | None = None,
+        fenced: bool = False,
     ) -> Manifest:
+        """Write the manifest: the checkpoint exists from here on. With ``fenced``,
+        refuse (FencedError) if a newer generation has fenced this run's store."""
+        if fenced:
+            from recovery.fencing import FencedError, read_fence
+
+            fence = read_fence(self, run_id)
+            if fence is not None and fence.generation > attempt:
+                raise FencedError(
+                    f"attempt {attempt} is fenced in {self.url}: generation {fence.generation} has taken over"
+                )
         manifest = Manifest(
             run_id=run_id,
             step=step,
@@ -172,15 +189,25 @@ class CheckpointStore:
         return judge(m, actual)
 
     def latest_verified(
-        self, run_id: str, on_skip: SkipHook | None = None, at_most: int | None = None
+        self,
+        run_id: str,
+        on_skip: SkipHook | None = None,
+        at_most: int | None = None,
+        lineage: Lineage | None = None,
     ) -> Manifest | None:
-        """The newest committed checkpoint whose files verify; skips are reported."""
+        """The newest committed checkpoint whose files verify and that is on the
+        lineage (see recovery/fencing.py); skips are reported."""
         for step in reversed(self.committed_steps(run_id)):
             if at_most is not None and step > at_most:
                 continue
             verdict = self.verify(run_id, step)
             if verdict.ok:
-                return self.manifest(run_id, step)
+                m = self.manifest(run_id, step)
+                if m is not None and lineage is not None and not lineage.allows(m.attempt, m.step):
+                    if on_skip is not None:
+                        on_skip(step, lineage.why_not(m.attempt, m.step))
+                    continue
+                return m
             if on_skip is not None:
                 on_skip(step, verdict.reason)
         return None

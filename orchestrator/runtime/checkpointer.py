@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from recovery.fencing import FencedError
 from recovery.store import CheckpointStore, StoreError
 
 BACKOFF_START_S = 0.2
@@ -57,6 +58,7 @@ class AsyncCheckpointer:
         self.committed_url: str | None = None
         # Across uploads: a snapshot that supersedes a failing one inherits the outage.
         self._failing_since: float | None = None
+        self.fenced = False
 
     @property
     def store(self) -> CheckpointStore:
@@ -64,6 +66,8 @@ class AsyncCheckpointer:
 
     def submit(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
         """Hand over a snapshot (bytes already taken). Never blocks on storage."""
+        if self.fenced:
+            raise FencedError(f"attempt {self.generation} is fenced: a newer generation has taken over")
         with self._cond:
             if self._queued is not None:
                 self.on_event("upload_superseded", {"step": self._queued[0], "superseded_by": step})
@@ -116,7 +120,14 @@ class AsyncCheckpointer:
             store = self.store
             try:
                 entries = [store.put(self.run_id, step, name, data) for name, data in files.items()]
-                store.commit(self.run_id, step, self.generation, entries, extra=extra)
+                store.commit(self.run_id, step, self.generation, entries, extra=extra, fenced=True)
+            except FencedError as exc:
+                self.fenced = True
+                self.on_event(
+                    "fenced_write",
+                    {"step": step, "region": store.region, "attempt": self.generation, "error": str(exc)},
+                )
+                raise
             except StoreError as exc:
                 now = time.monotonic()
                 if self._failing_since is None:

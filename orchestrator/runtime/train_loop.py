@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from orchestrator.runtime.checkpointer import AsyncCheckpointer
+from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
+from recovery.fencing import FencedError, newest_fence
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
 from recovery.store import CheckpointStore
@@ -89,7 +90,7 @@ def train_func(config: dict[str, Any]) -> None:
     try:
         _train(spec, rank, world, control)
     except Exception as exc:
-        if not _is_comm_error(exc):
+        if not _is_comm_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
             first = str(exc).splitlines()[0] if str(exc) else ""
             control.event(spec.generation, "user_error", rank=rank, error=f"{type(exc).__name__}: {first}"[:500])
         raise
@@ -158,7 +159,8 @@ class _Loop:
                 self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
             stores = [self.store, *self.fallbacks]
-            best = sync_newest(self.spec.run_id, stores, skipped)
+            lineage = newest_fence(stores, self.spec.run_id)
+            best = sync_newest(self.spec.run_id, stores, skipped, lineage=lineage)
             choice = [None if best is None else (stores.index(best[0]), best[1].to_json())]
         if self.world > 1:
             dist.broadcast_object_list(choice, src=0)
