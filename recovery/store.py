@@ -238,6 +238,27 @@ class CheckpointStore:
         except Exception as exc:  # any client error (botocore, google-auth) names the store
             raise self._error("cannot delete " + path, exc) from None
 
+    def abort_orphaned_uploads(self, run_id: str, older_than_s: float = 0.0) -> list[str]:
+        """Abort S3 multipart uploads under this run's checkpoints (a write cut off
+        mid-upload leaves one, billed and invisible); the keys aborted."""
+        raw = getattr(self.fs, "unwrapped", self.fs)
+        if not hasattr(raw, "list_multipart_uploads"):
+            return []
+        bucket, _, prefix = f"{self.run_root(run_id)}/".partition("/")
+        now = time.time()
+        aborted = []
+        try:
+            for up in raw.list_multipart_uploads(bucket):
+                key = str(up.get("Key", ""))
+                started = up.get("Initiated")
+                age = now - started.timestamp() if hasattr(started, "timestamp") else float("inf")
+                if key.startswith(prefix) and age >= older_than_s:
+                    raw.abort_mpu(bucket, key, up["UploadId"])
+                    aborted.append(key)
+        except Exception as exc:  # any client error names the store
+            raise self._error("cannot abort multipart uploads under " + prefix, exc) from None
+        return aborted
+
     def retain(self, run_id: str, keep: int) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints; drop older ones and torn leftovers."""
         steps = self.all_steps(run_id)

@@ -110,6 +110,16 @@ class AsyncCheckpointer:
                     self._busy = False
                     self._cond.notify_all()
 
+    def _abort_orphans(self, store: CheckpointStore) -> None:
+        # Only this process writes this run's checkpoints now, so any multipart
+        # upload under them is one of ours that the failure cut off.
+        try:
+            aborted = store.abort_orphaned_uploads(self.run_id)
+        except StoreError:
+            return  # the store is down; the next failure tries again
+        if aborted:
+            self.on_event("multipart_aborted", {"region": store.region, "keys": aborted[:10]})
+
     def _newer_waiting(self) -> bool:
         with self._cond:
             return self._queued is not None
@@ -129,6 +139,7 @@ class AsyncCheckpointer:
                 )
                 raise
             except StoreError as exc:
+                self._abort_orphans(store)
                 now = time.monotonic()
                 if self._failing_since is None:
                     self._failing_since = now

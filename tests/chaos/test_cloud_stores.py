@@ -24,3 +24,42 @@ def test_kill_region_on_object_stores_ends_exactly_and_replicates_across_kinds(o
     replicated_to = {e["to"] for e in run.events("replicated")}
     assert "local-c" in replicated_to, "checkpoints must reach the GCS region"
     assert not wait_no_new_ray(before)
+    _no_secret_anywhere(run, cloud_stores)
+
+
+def _no_secret_anywhere(run, cloud_stores) -> None:
+    """The run had fake credentials in its environment: none may land in anything it wrote."""
+    from recovery.storage import open_fs
+
+    secrets = [cloud_stores["env"]["AWS_SECRET_ACCESS_KEY"], cloud_stores["env"]["AWS_ACCESS_KEY_ID"]]
+    scanned = 0
+    blobs: list[tuple[str, bytes]] = [("stdout", run.stdout.encode()), ("stderr", run.stderr.encode())]
+    for path in run.run_dir.rglob("*"):
+        if path.is_file():
+            blobs.append((str(path), path.read_bytes()))
+    env = cloud_stores["env"]
+    stores = {
+        "s3://orch-a": {"endpoint_url": env["ORCH_LOCAL_S3_A"]},
+        "s3://orch-b": {"endpoint_url": env["ORCH_LOCAL_S3_B"]},
+        "gs://orch-c": {"endpoint_url": env["ORCH_LOCAL_GCS_C"], "token": "anon", "project": "p"},
+    }
+    import os
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        for url, opts in stores.items():
+            fs, root = open_fs(url, opts)
+            for key in fs.find(f"{root}/stores/{run.run_dir.name}"):
+                blobs.append((key, fs.cat_file(key)))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    for name, data in blobs:
+        scanned += 1
+        for secret in secrets:
+            assert secret.encode() not in data, f"a credential leaked into {name}"
+    assert scanned > 20, "the scan must have seen the journal, result, specs, logs and checkpoints"

@@ -111,3 +111,15 @@ def test_a_missing_bucket_names_the_store(servers):
     with pytest.raises(StoreError) as err:
         store.put(RUN, 1, "model.pt", b"x")
     assert "no-such-bucket-here" in str(err.value)
+
+
+def test_orphaned_multipart_uploads_under_the_run_are_aborted(servers):
+    store = _s3(servers, f"mpu-{time.time_ns()}")
+    raw = store.fs.unwrapped
+    bucket, _, prefix = store.run_root(RUN).partition("/")
+    mine = raw.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}/step-10/model.pt")
+    other = raw.call_s3("create_multipart_upload", Bucket=bucket, Key="someone-else/file")
+    aborted = store.abort_orphaned_uploads(RUN)
+    assert aborted == [f"{prefix}/step-10/model.pt"]
+    left = {u["UploadId"] for u in raw.list_multipart_uploads(bucket)}
+    assert mine["UploadId"] not in left and other["UploadId"] in left
