@@ -269,6 +269,8 @@ class AttemptRunner:
             for ev in ctl.control.read_events(gen, seen):
                 kind = str(ev.pop("type"))
                 ctl.journal.append(kind, **{"by": "runtime", "region": region, **ev})
+                if kind == "replicated" and ev.get("lag_s") is not None:
+                    ctl.progress.replication_lag(float(ev["lag_s"]))
                 if kind == "store_fallback" and ev.get("to") in ctl.stores:
                     # The runtime commits elsewhere now: replicate from there.
                     ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))

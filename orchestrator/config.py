@@ -60,6 +60,8 @@ class TrainerConfig:
 class CheckpointConfig:
     interval_steps: int = 20
     keep_last: int = 3
+    # Upload in the background while training goes on (false: training waits for each commit).
+    async_upload: bool = True
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from recovery.fencing import Lineage
 from recovery.manifest import Manifest, ManifestError
-from recovery.store import CheckpointStore, StoreError, sha256_hex
+from recovery.store import CheckpointStore, StoreError
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) ->
         except ManifestError as exc:
             raise ReplicationError(f"source {src.url} step {step} does not verify: {exc}") from None
         dst.put(run_id, step, entry.name, data)
-        back = dst.fs.cat_file(f"{dst.step_path(run_id, step)}/{entry.name}")
-        if len(back) != entry.size or sha256_hex(back) != entry.sha256:
-            raise ReplicationError(f"copy of {entry.name} to {dst.url} step {step} does not verify")
+        try:
+            dst.verify_copy(run_id, step, entry.name, data)
+        except StoreError as exc:
+            raise ReplicationError(str(exc)) from None
         total += len(data)
     copied = dst.commit(
         run_id,

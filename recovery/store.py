@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from recovery.fencing import Lineage
-from recovery.fsio import write_bytes
+from recovery.fsio import is_local, write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
     FileEntry,
@@ -78,6 +78,23 @@ class CheckpointStore:
         return f"{self.url}/{run_id}/checkpoints/{step_dir_name(step)}"
 
     # --- writing -----------------------------------------------------------
+    def verify_copy(self, run_id: str, step: int, name: str, data: bytes) -> None:
+        """Check that a file just written holds ``data``: by the MD5 the object store
+        computed of what it received when it reports one, else by reading it back."""
+        path = f"{self.step_path(run_id, step)}/{name}"
+        try:
+            if is_local(self.fs):
+                ok = sha256_hex(self.fs.cat_file(path)) == sha256_hex(data)
+            else:
+                info = self.fs.info(path)
+                ok = int(info.get("size", -1)) == len(data) and _md5_matches(info, data)
+                if ok is None:
+                    ok = sha256_hex(self.fs.cat_file(path)) == sha256_hex(data)
+        except Exception as exc:  # any client error names the store
+            raise self._error("cannot verify " + path, exc) from None
+        if not ok:
+            raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
+
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
         from recovery.fencing import FENCE_NAME
 
@@ -272,3 +289,17 @@ class CheckpointStore:
         for step in sorted(doomed):
             self.delete(run_id, step)
         return sorted(doomed)
+
+
+def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
+    """Compare with the store's own MD5 (GCS md5Hash, or a single-part S3 ETag); None: none given."""
+    import base64
+    import hashlib
+
+    digest = hashlib.md5(data, usedforsecurity=False).digest()
+    if info.get("md5Hash"):
+        return str(info["md5Hash"]) == base64.b64encode(digest).decode()
+    etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+    if etag and "-" not in etag and len(etag) == 32:
+        return etag == digest.hex()
+    return None

@@ -15,9 +15,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from recovery.fencing import FencedError
+from recovery.manifest import Manifest
 from recovery.store import CheckpointStore, StoreError
 
 BACKOFF_START_S = 0.2
@@ -40,7 +42,9 @@ class AsyncCheckpointer:
         keep_last: int,
         outage_s: float = 15.0,
         on_event: EventHook | None = None,
+        replicate: bool = False,
     ) -> None:
+        self.replicate = replicate
         assert stores, "at least the primary store"
         self.stores = stores
         self.current = 0
@@ -59,6 +63,8 @@ class AsyncCheckpointer:
         # Across uploads: a snapshot that supersedes a failing one inherits the outage.
         self._failing_since: float | None = None
         self.fenced = False
+        self._replica_down_until: dict[str, float] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def store(self) -> CheckpointStore:
@@ -130,7 +136,7 @@ class AsyncCheckpointer:
             store = self.store
             try:
                 entries = [store.put(self.run_id, step, name, data) for name, data in files.items()]
-                store.commit(self.run_id, step, self.generation, entries, extra=extra, fenced=True)
+                primary = store.commit(self.run_id, step, self.generation, entries, extra=extra, fenced=True)
             except FencedError as exc:
                 self.fenced = True
                 self.on_event(
@@ -171,8 +177,59 @@ class AsyncCheckpointer:
                 self._failing_since = None
             self.committed_step = step
             self.committed_url = store.checkpoint_url(self.run_id, step)
+            if self.replicate:
+                self._replicate(primary, files)
             try:
                 store.retain(self.run_id, self.keep_last)
             except StoreError as exc:
                 self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
             return
+
+    def _replicate(self, primary: Manifest, files: dict[str, bytes]) -> None:
+        """Copy the checkpoint just committed to the other regions' stores, from memory
+        and in parallel, each file verified after the copy, the manifest last. The
+        controller's replicator catches up on whatever this misses."""
+        if self._newer_waiting():
+            return  # a newer snapshot is waiting: it is the one worth copying
+        source = self.store
+        now = time.monotonic()
+        targets = [s for s in self.stores if s is not source and now >= self._replica_down_until.get(s.region, 0.0)]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.stores) - 1), thread_name_prefix="replica")
+        for fut in [self._pool.submit(self._replicate_to, r, source, primary, files) for r in targets]:
+            fut.result()
+
+    def _replicate_to(
+        self, replica: CheckpointStore, source: CheckpointStore, primary: Manifest, files: dict[str, bytes]
+    ) -> None:
+        t0 = time.monotonic()
+        try:
+            entries = []
+            for name, data in files.items():
+                entries.append(replica.put(self.run_id, primary.step, name, data))
+                replica.verify_copy(self.run_id, primary.step, name, data)
+            copy = replica.commit(
+                self.run_id,
+                primary.step,
+                self.generation,
+                entries,
+                extra={**primary.extra, "replica_of": source.region},
+                fenced=True,
+            )
+            replica.retain(self.run_id, self.keep_last)
+        except (StoreError, FencedError, OSError) as exc:
+            # Stop trying this store for a while: a hung one would hold up every upload.
+            self._replica_down_until[replica.region] = time.monotonic() + self.outage_s
+            self.on_event("replication_failed", {"to": replica.region, "error": str(exc)[:300]})
+            return
+        self.on_event(
+            "replicated",
+            {
+                "step": primary.step,
+                "from": source.region,
+                "to": replica.region,
+                "lag_s": round(copy.committed_at - primary.committed_at, 4),
+                "copy_s": round(time.monotonic() - t0, 4),
+                "bytes": sum(len(d) for d in files.values()),
+            },
+        )

@@ -123,6 +123,7 @@ class _Loop:
             int(spec.checkpoint["keep_last"]),
             outage_s=spec.store_outage_s,
             on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
+            replicate=True,
         )
 
     # --- checkpoints ------------------------------------------------------------
@@ -143,6 +144,8 @@ class _Loop:
         files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
         files["state.pt"] = _dumps({"step": step, "data_position": step, "world_size": self.world})
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
+        if not self.spec.checkpoint.get("async_upload", True):
+            self.checkpointer.wait()
 
     @property
     def last_checkpoint(self) -> str | None:
