@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,21 +111,28 @@ S3_ENV = {
 }
 
 
+@contextmanager
+def scoped_env(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ for the block, the previous environment after it."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def make_bucket(server: Server, bucket: str) -> None:
     from recovery.storage import open_fs
 
     if server.kind == "s3":
-        old = {k: os.environ.get(k) for k in S3_ENV}
-        os.environ.update(S3_ENV)
-        try:
+        with scoped_env(S3_ENV):
             fs, _ = open_fs(f"s3://{bucket}", {"endpoint_url": server.endpoint})
             fs.mkdir(bucket)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     else:
         fs, _ = open_fs(
             f"gs://{bucket}",

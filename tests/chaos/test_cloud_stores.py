@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from servers import scoped_env
 from support import orchestrate, ray_pids, wait_no_new_ray
 
 
@@ -43,21 +44,11 @@ def _no_secret_anywhere(run, cloud_stores) -> None:
         "s3://orch-b": {"endpoint_url": env["ORCH_LOCAL_S3_B"]},
         "gs://orch-c": {"endpoint_url": env["ORCH_LOCAL_GCS_C"], "token": "anon", "project": "p"},
     }
-    import os
-
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with scoped_env(env):
         for url, opts in stores.items():
             fs, root = open_fs(url, opts)
             for key in fs.find(f"{root}/stores/{run.run_dir.name}"):
                 blobs.append((key, fs.cat_file(key)))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     for name, data in blobs:
         scanned += 1
         for secret in secrets:

@@ -10,26 +10,22 @@ import pytest
 
 from recovery.replication import replicate, sync_newest
 from recovery.store import CheckpointStore, StoreError
-from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto
+from servers import S3_ENV, make_bucket, scoped_env, start_fake_gcs, start_moto
 
 RUN = "objrun"
 
 
 @pytest.fixture(scope="module")
 def servers():
-    old = {k: os.environ.get(k) for k in S3_ENV}
-    os.environ.update(S3_ENV)
-    s3, gcs = start_moto(), start_fake_gcs()
-    make_bucket(s3, "orch-s3")
-    make_bucket(gcs, "orch-gs")
-    yield s3, gcs
-    s3.stop()
-    gcs.stop()
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with scoped_env(S3_ENV):
+        s3, gcs = start_moto(), start_fake_gcs()
+        try:
+            make_bucket(s3, "orch-s3")
+            make_bucket(gcs, "orch-gs")
+            yield s3, gcs
+        finally:
+            s3.stop()
+            gcs.stop()
 
 
 def _s3(servers, prefix: str, **opts) -> CheckpointStore:
