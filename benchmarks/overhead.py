@@ -85,8 +85,8 @@ def bare_run(steps: int) -> float:
         provider.teardown(cluster)
 
 
-def orchestrated_run(steps: int, i: int) -> float:
-    result, _ = orchestrate(temp_home(), f"overhead-{i}", f"job.steps={steps}")
+def orchestrated_run(steps: int, i: int, interval: int) -> float:
+    result, _ = orchestrate(temp_home(), f"overhead-{i}", f"job.steps={steps}", f"checkpoint.interval_steps={interval}")
     return float(result["train_steps_per_s"])
 
 
@@ -94,16 +94,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--interval", type=int, default=50, help="checkpoint.interval_steps (the job's default: 50)")
     args = ap.parse_args()
     bare, orch = [], []
     for i in range(args.rounds):
         # Interleaved, so a slow phase of the machine hits both sides.
         bare.append(bare_run(args.steps))
-        orch.append(orchestrated_run(args.steps, i))
+        orch.append(orchestrated_run(args.steps, i, args.interval))
         print(f"round {i + 1}: bare {bare[-1]:.1f} steps/s, orchestrated {orch[-1]:.1f} steps/s", flush=True)
     b, o = statistics.median(bare), statistics.median(orch)
     ratios = [x / y for x, y in zip(orch, bare, strict=True)]
-    print(f"steps: {args.steps}, workers: 2, checkpoint every 50 steps (orchestrated)")
+    print(f"steps: {args.steps}, workers: 2, checkpoint every {args.interval} steps (orchestrated)")
     print(f"bare Ray Train:   {b:.1f} steps/s (median of {args.rounds})")
     print(f"orchestrated:     {o:.1f} steps/s (median of {args.rounds})")
     print(f"ratio per round:  {', '.join(f'{r:.3f}' for r in ratios)}")

@@ -93,7 +93,7 @@ class Replicator:
         keep_last: int,
         on_replicated: Callable[[Replicated], None],
         on_error: Callable[[str], None],
-        interval_s: float = 1.0,
+        interval_s: float = 2.0,
         lineage: Callable[[], Lineage] | None = None,
     ) -> None:
         self.lineage = lineage
