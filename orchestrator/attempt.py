@@ -16,17 +16,16 @@ from orchestrator.incidents import Incident
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
+from orchestrator.watch import AttemptWatch
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
-from recovery.detection import EXIT_OK, Failure, FailureKind, Lease, Observation, classify
+from recovery.detection import Failure, FailureKind
 from recovery.replication import ReplicationError, replicate, sync_newest
 from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
     from orchestrator.controller import Controller
 
-POLL_S = 0.2
 FENCE_WAIT_S = 5.0
-ZOMBIE_SCAN_EVERY = 10  # polls
 
 _PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
@@ -254,116 +253,7 @@ class AttemptRunner:
     def _watch(
         self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
     ) -> None:
-        ctl = self.ctl
-        gen, region = out.generation, out.region
-        lease = Lease(ctl.cfg.recovery.heartbeat_interval_s, ctl.cfg.recovery.heartbeat_timeout_s)
-        seen: set[str] = set()
-        open_incidents: list[Incident] = [pending] if pending is not None else []
-        train_starts = 0
-        user_error: str | None = None
-        kill_times: dict[str, float] = {}
-        started = time.time()
-        last_progress_at = started
-        polls = 0
-        while True:
-            for ev in ctl.control.read_events(gen, seen):
-                kind = str(ev.pop("type"))
-                ctl.journal.append(kind, **{"by": "runtime", "region": region, **ev})
-                if kind == "replicated" and ev.get("lag_s") is not None:
-                    ctl.progress.replication_lag(float(ev["lag_s"]))
-                if kind == "store_fallback" and ev.get("to") in ctl.stores:
-                    # The runtime commits elsewhere now: replicate from there.
-                    ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))
-                    ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
-                if kind == "user_error" and user_error is None:
-                    user_error = str(ev.get("error", ""))
-                if kind == "train_started":
-                    train_starts += 1
-                    restored = int(ev.get("restored_step", 0))
-                    if train_starts == 1:
-                        out.restored_step = restored
-                        if pending is not None:
-                            pending.restored_step = restored
-                    else:
-                        # Ray Train restarted the worker group in place.
-                        failed_at = kill_times.pop("kill_worker", last_progress_at)
-                        open_incidents.append(
-                            Incident(
-                                kind="worker_lost",
-                                from_region=region,
-                                to_region=region,
-                                failed_at=failed_at,
-                                detected_at=float(ev["time"]),
-                                last_step=self.last_step,
-                                restored_step=restored,
-                                generation=gen,
-                            )
-                        )
-            prog = ctl.control.read_progress(gen)
-            if prog is not None and float(prog.get("time", 0.0)) != last_progress_at:
-                # Only a new report moves the step: a fault's step can be newer than the last report.
-                step = int(prog.get("step", 0))
-                last_progress_at = float(prog["time"])
-                self.last_step = step
-                for inc in list(open_incidents):
-                    if inc.restored_step is not None and step > inc.restored_step:
-                        inc.first_step_at = last_progress_at
-                        open_incidents.remove(inc)
-                        out.incidents.append(inc)
-                        ctl.journal.append("incident", **inc.record())
-                ctl.progress.update(region, gen, prog)
-            ctl.standby.check()
-            polls += 1
-            if polls % ZOMBIE_SCAN_EVERY == 0:
-                self.scan_zombies(gen)
-            for inj in self.injector.poll(cluster):
-                kill_times[inj.kind] = inj.at
-                self.last_step = max(self.last_step, inj.step)
-                ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
-                ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
-            now = time.time()
-            hb = ctl.control.read_heartbeat(gen)
-            code = proc.poll()
-            healthy = ctl.provider.healthy(cluster)
-            obs = Observation(
-                runtime_exit=code,
-                cluster_healthy=healthy,
-                heartbeat_age_s=None if hb is None else now - float(hb["time"]),
-                running_for_s=now - started,
-                user_error=user_error,
-            )
-            failure = classify(obs, region, lease)
-            if failure is None and code == EXIT_OK:
-                out.succeeded = True
-                out.final = ctl.control.read_final(gen)
-                out.last_step = int((out.final or {}).get("final_step", self.last_step))
-                self.last_step = out.last_step
-                return
-            if failure is not None:
-                out.failure = failure
-                out.detected_at = now
-                fault_at = (
-                    kill_times.get("kill_region")
-                    or kill_times.get("hang_region")
-                    or kill_times.get("partition_region")
-                    or self.injector.region_killed_at(cluster)
-                )
-                out.failed_at = fault_at or (float(hb["time"]) if hb else now)
-                out.last_step = self.last_step
-                ctl.journal.append(
-                    "failure_detected",
-                    kind=str(failure.kind),
-                    region=region,
-                    detail=failure.detail,
-                    runtime_exit=code,
-                    cluster_healthy=healthy,
-                    heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
-                    detected_after_s=round(now - out.failed_at, 3),
-                    last_step=self.last_step,
-                )
-                ctl.progress.note(f"failure in {region}: {failure.kind} ({failure.detail})")
-                return
-            time.sleep(POLL_S)
+        AttemptWatch(self, cluster, proc, out, pending).run()
 
 
 def _after(candidates: list[str], region: str) -> list[str]:

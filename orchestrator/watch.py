@@ -1,0 +1,168 @@
+"""Watching one running attempt: runtime events, progress, faults, and the verdict.
+
+Each poll folds what the runtime reported into the journal and the open
+incidents, lets the fault injector act, then asks ``classify`` whether the
+attempt has failed (and how) or succeeded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.incidents import Incident
+from providers.base import ClusterHandle, RuntimeProcess
+from recovery.detection import EXIT_OK, Lease, Observation, classify
+
+if TYPE_CHECKING:
+    from orchestrator.attempt import AttemptOutcome, AttemptRunner
+
+POLL_S = 0.2
+ZOMBIE_SCAN_EVERY = 10  # polls
+# Faults whose time is the failure's time, when one of them ended the attempt.
+_REGION_FAULTS = ("kill_region", "hang_region", "partition_region")
+
+
+class AttemptWatch:
+    def __init__(
+        self,
+        runner: AttemptRunner,
+        cluster: ClusterHandle,
+        proc: RuntimeProcess,
+        out: AttemptOutcome,
+        pending: Incident | None,
+    ) -> None:
+        self.runner = runner
+        self.ctl = runner.ctl
+        self.cluster = cluster
+        self.proc = proc
+        self.out = out
+        self.pending = pending
+        self.gen, self.region = out.generation, out.region
+        self.lease = Lease(self.ctl.cfg.recovery.heartbeat_interval_s, self.ctl.cfg.recovery.heartbeat_timeout_s)
+        self.seen: set[str] = set()
+        self.open_incidents: list[Incident] = [pending] if pending is not None else []
+        self.train_starts = 0
+        self.user_error: str | None = None
+        self.kill_times: dict[str, float] = {}
+        self.started = time.time()
+        self.last_progress_at = self.started
+        self.polls = 0
+
+    def run(self) -> None:
+        while True:
+            self._events()
+            self._progress()
+            self.ctl.standby.check()
+            self.polls += 1
+            if self.polls % ZOMBIE_SCAN_EVERY == 0:
+                self.runner.scan_zombies(self.gen)
+            self._faults()
+            if self._verdict():
+                return
+            time.sleep(POLL_S)
+
+    # --- what the runtime said ----------------------------------------------------
+    def _events(self) -> None:
+        ctl = self.ctl
+        for ev in ctl.control.read_events(self.gen, self.seen):
+            kind = str(ev.pop("type"))
+            ctl.journal.append(kind, **{"by": "runtime", "region": self.region, **ev})
+            if kind == "replicated" and ev.get("lag_s") is not None:
+                ctl.progress.replication_lag(float(ev["lag_s"]))
+            elif kind == "store_fallback" and ev.get("to") in ctl.stores:
+                # The runtime commits elsewhere now: replicate from there.
+                ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))
+                ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
+            elif kind == "user_error" and self.user_error is None:
+                self.user_error = str(ev.get("error", ""))
+            elif kind == "train_started":
+                self._train_started(ev)
+
+    def _train_started(self, ev: dict[str, Any]) -> None:
+        self.train_starts += 1
+        restored = int(ev.get("restored_step", 0))
+        if self.train_starts == 1:
+            self.out.restored_step = restored
+            if self.pending is not None:
+                self.pending.restored_step = restored
+            return
+        # Ray Train restarted the worker group in place.
+        self.open_incidents.append(
+            Incident(
+                kind="worker_lost",
+                from_region=self.region,
+                to_region=self.region,
+                failed_at=self.kill_times.pop("kill_worker", self.last_progress_at),
+                detected_at=float(ev["time"]),
+                last_step=self.runner.last_step,
+                restored_step=restored,
+                generation=self.gen,
+            )
+        )
+
+    def _progress(self) -> None:
+        prog = self.ctl.control.read_progress(self.gen)
+        if prog is None or float(prog.get("time", 0.0)) == self.last_progress_at:
+            return  # only a new report moves the step: a fault's step can be newer
+        step = int(prog.get("step", 0))
+        self.last_progress_at = float(prog["time"])
+        self.runner.last_step = step
+        for inc in list(self.open_incidents):
+            if inc.restored_step is not None and step > inc.restored_step:
+                inc.first_step_at = self.last_progress_at
+                self.open_incidents.remove(inc)
+                self.out.incidents.append(inc)
+                self.ctl.journal.append("incident", **inc.record())
+        self.ctl.progress.update(self.region, self.gen, prog)
+
+    def _faults(self) -> None:
+        for inj in self.runner.injector.poll(self.cluster):
+            self.kill_times[inj.kind] = inj.at
+            self.runner.last_step = max(self.runner.last_step, inj.step)
+            self.ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
+
+    # --- the verdict --------------------------------------------------------------
+    def _verdict(self) -> bool:
+        """True once the attempt has succeeded or failed (``out`` says which)."""
+        ctl, out = self.ctl, self.out
+        now = time.time()
+        hb = ctl.control.read_heartbeat(self.gen)
+        code = self.proc.poll()
+        healthy = ctl.provider.healthy(self.cluster)
+        obs = Observation(
+            runtime_exit=code,
+            cluster_healthy=healthy,
+            heartbeat_age_s=None if hb is None else now - float(hb["time"]),
+            running_for_s=now - self.started,
+            user_error=self.user_error,
+        )
+        failure = classify(obs, self.region, self.lease)
+        if failure is None and code == EXIT_OK:
+            out.succeeded = True
+            out.final = ctl.control.read_final(self.gen)
+            out.last_step = int((out.final or {}).get("final_step", self.runner.last_step))
+            self.runner.last_step = out.last_step
+            return True
+        if failure is None:
+            return False
+        out.failure = failure
+        out.detected_at = now
+        fault_at = next((self.kill_times[k] for k in _REGION_FAULTS if k in self.kill_times), None)
+        fault_at = fault_at or self.runner.injector.region_killed_at(self.cluster)
+        out.failed_at = fault_at or (float(hb["time"]) if hb else now)
+        out.last_step = self.runner.last_step
+        ctl.journal.append(
+            "failure_detected",
+            kind=str(failure.kind),
+            region=self.region,
+            detail=failure.detail,
+            runtime_exit=code,
+            cluster_healthy=healthy,
+            heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
+            detected_after_s=round(now - out.failed_at, 3),
+            last_step=out.last_step,
+        )
+        ctl.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
+        return True
