@@ -160,6 +160,7 @@ class Controller:
                     reason=decision.reason,
                     failure=str(outcome.failure.kind),
                 )
+                self.progress.note(_decision_text(decision.action, decision.region))
                 if decision.action is Action.GIVE_UP:
                     self._fail(decision.reason, region, generation, pending)
                     break
@@ -212,3 +213,11 @@ def start_proxies(cfg: Config) -> dict[str, FaultProxy]:
         if target is not None:
             proxies[region] = FaultProxy(*target).start()
     return proxies
+
+
+def _decision_text(action: Action, region: str | None) -> str:
+    if action is Action.FAILOVER:
+        return f"failing over to {region}"
+    if action is Action.RESTART_IN_PLACE:
+        return f"restarting in {region}"
+    return "giving up"
