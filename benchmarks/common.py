@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from support import orchestrate as run_orchestrator  # noqa: E402
 
 
 def orchestrate(home: str, run_id: str, *overrides: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    env = dict(os.environ, ORCHESTRATOR_HOME=home)
-    argv = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "job=digits",
-        f"run_id={run_id}",
-        "progress=false",
-        *overrides,
-    ]
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    run_dir = Path(home) / "runs" / run_id
-    if proc.returncode != 0:
-        raise SystemExit(f"orchestrator run {run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    result = json.loads((run_dir / "result.json").read_text())
-    journal = [json.loads(x) for x in (run_dir / "journal.jsonl").read_text().splitlines() if x.strip()]
-    return result, journal
+    """One run through the tests' runner (tests/support.py); (result, journal), or exit on failure."""
+    run = run_orchestrator(Path(home), run_id, *overrides, timeout=900)
+    if run.returncode != 0 or run.result is None:
+        raise SystemExit(f"orchestrator run {run_id} failed ({run.returncode}):\n{run.stderr[-3000:]}")
+    return run.result, run.journal()
 
 
 def temp_home() -> str:

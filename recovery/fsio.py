@@ -12,8 +12,9 @@ def is_local(fs: Any) -> bool:
     return "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
 
 
-def write_bytes(fs: Any, path: str, data: bytes) -> None:
-    """Write a whole object so a reader sees the old bytes or the new, never a part."""
+def write_bytes(fs: Any, path: str, data: bytes, durable: bool = True) -> None:
+    """Write a whole object so a reader sees the old bytes or the new, never a part.
+    ``durable=False`` skips the fsync, for what a crash may lose (heartbeats, progress)."""
     if is_local(fs):
         # Object stores publish a PUT atomically; a local file needs rename, and fsync
         # so that "written" survives a crash of the machine.
@@ -22,7 +23,8 @@ def write_bytes(fs: Any, path: str, data: bytes) -> None:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     else:
         fs.pipe_file(path, data)

@@ -189,12 +189,16 @@ class CheckpointStore:
         return m
 
     def verify(self, run_id: str, step: int) -> Verdict:
+        return self._inspect(run_id, step)[1]
+
+    def _inspect(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
+        """The manifest of ``step`` (read once) and whether its files verify."""
         try:
             m = self.manifest(run_id, step)
         except ManifestError as exc:
-            return Verdict(False, str(exc))
+            return None, Verdict(False, str(exc))
         if m is None:
-            return Verdict(False, "no manifest (never committed)")
+            return None, Verdict(False, "no manifest (never committed)")
         actual: dict[str, tuple[int, str | None]] = {}
         for f in m.files:
             path = f"{self.step_path(run_id, step)}/{f.name}"
@@ -203,7 +207,7 @@ class CheckpointStore:
             except FileNotFoundError:
                 continue
             actual[f.name] = (len(data), sha256_hex(data) if len(data) == f.size else None)
-        return judge(m, actual)
+        return m, judge(m, actual)
 
     def latest_verified(
         self,
@@ -217,10 +221,9 @@ class CheckpointStore:
         for step in reversed(self.committed_steps(run_id)):
             if at_most is not None and step > at_most:
                 continue
-            verdict = self.verify(run_id, step)
-            if verdict.ok:
-                m = self.manifest(run_id, step)
-                if m is not None and lineage is not None and not lineage.allows(m.attempt, m.step):
+            m, verdict = self._inspect(run_id, step)
+            if m is not None and verdict.ok:
+                if lineage is not None and not lineage.allows(m.attempt, m.step):
                     if on_skip is not None:
                         on_skip(step, lineage.why_not(m.attempt, m.step))
                     continue

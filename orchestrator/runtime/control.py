@@ -33,8 +33,8 @@ class ControlChannel:
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
-    def _put(self, path: str, obj: dict[str, Any]) -> None:
-        write_bytes(self.fs, path, json.dumps(obj, default=str).encode())
+    def _put(self, path: str, obj: dict[str, Any], durable: bool = True) -> None:
+        write_bytes(self.fs, path, json.dumps(obj, default=str).encode(), durable=durable)
 
     def _get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -44,10 +44,15 @@ class ControlChannel:
 
     # --- written by the runtime ---------------------------------------------
     def heartbeat(self, gen: int, **fields: Any) -> None:
-        self._put(self._path(f"g{gen}", "heartbeat.json"), {"time": time.time(), "generation": gen, **fields})
+        # Superseded a second later: not worth an fsync (progress is written from the training loop).
+        self._put(
+            self._path(f"g{gen}", "heartbeat.json"), {"time": time.time(), "generation": gen, **fields}, durable=False
+        )
 
     def progress(self, gen: int, **fields: Any) -> None:
-        self._put(self._path(f"g{gen}", "progress.json"), {"time": time.time(), "generation": gen, **fields})
+        self._put(
+            self._path(f"g{gen}", "progress.json"), {"time": time.time(), "generation": gen, **fields}, durable=False
+        )
 
     def event(self, gen: int, type_: str, **fields: Any) -> None:
         now = time.time()
