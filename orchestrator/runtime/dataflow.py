@@ -1,0 +1,92 @@
+"""What a training worker gets its data from, and what it measures about itself.
+
+One object per worker that the training loop asks for batches, for the data
+position to put in a checkpoint (and to check on restore), and for telemetry,
+gathered from every rank at each checkpoint (the ranks already meet there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from orchestrator.runtime.telemetry import Sampler, summary
+from orchestrator.workloads.data import (
+    DATASET_KEY,
+    DataMismatch,
+    DataPosition,
+    RayDataLoader,
+    ShardedLoader,
+    check_resumable,
+)
+
+TELEMETRY_INTERVAL_S = 1.0
+
+
+class WorkerData:
+    def __init__(self, spec_data: dict[str, Any], job: dict[str, Any], workload: Any, rank: int, world: int) -> None:
+        self.rank, self.world = rank, world
+        self.batch_size = int(job["batch_size"])
+        seed = int(job["seed"])
+        loader = str(spec_data.get("loader", "sharded"))
+        self.loader: ShardedLoader | RayDataLoader
+        if loader == "ray_data":
+            import ray.train
+
+            self.loader = RayDataLoader(
+                ray.train.get_dataset_shard(DATASET_KEY),
+                workload.train_size(),
+                rank,
+                world,
+                seed,
+                self.batch_size,
+                int(spec_data.get("shuffle_buffer_rows", 2048)),
+            )
+        else:
+            self.loader = ShardedLoader(workload, rank, world, seed, self.batch_size)
+        self.sampler = Sampler(rank, TELEMETRY_INTERVAL_S)
+        self._started = False
+        self.telemetry: dict[str, Any] | None = None
+
+    # --- batches ---------------------------------------------------------------------
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self._started:
+            self.sampler.start()  # measured from the first batch, not from start-up
+            self._started = True
+        x, y = self.loader.batch(step)
+        self.sampler.count(len(x))
+        return x, y
+
+    def position(self, step: int) -> DataPosition:
+        return self.loader.position(step)
+
+    def check_restored(self, state: dict[str, Any], step: int) -> None:
+        """The checkpoint's data position must be one this loader can continue from."""
+        saved = state.get("data")
+        if saved is None:
+            return  # written before positions were recorded: the step alone is the position
+        want = self.position(step)
+        check_resumable(saved, want)
+        if (int(saved["epoch"]), int(saved["batch_index"])) != (want.epoch, want.batch_index):
+            raise DataMismatch(f"the checkpoint's data position {saved} does not match its step {step}")
+
+    # --- telemetry -------------------------------------------------------------------------
+    def gather_telemetry(self) -> None:
+        """Every rank calls this at the same step; rank 0 keeps everyone's numbers."""
+        if not self._started:
+            self.sampler.start()
+            self._started = True
+        mine = self.sampler.snapshot().to_json()
+        everyone: list[Any] = [mine]
+        if self.world > 1:
+            import torch.distributed as dist
+
+            everyone = [None] * self.world
+            dist.all_gather_object(everyone, mine)
+        if self.rank == 0:
+            self.telemetry = summary([w for w in everyone if w is not None])
+
+    def close(self) -> None:
+        self.sampler.stop()
+        self.loader.close()
