@@ -14,14 +14,23 @@ USAGE = """usage: python -m orchestrator [GROUP=OPTION ...] [KEY=VALUE ...]
   cloud=local                where it may run; regions in failover order (conf/cloud/)
   recovery=default           failure detection and budgets (conf/recovery/)
   chaos=none                 faults to inject, or chaos.faults='[{kind:kill_region,at_step:60}]'
-  action=run|status          run a job (default), or show run_id=<id>
+  action=run|status|report|resume
+                             run a job (default); show run_id=<id>; print its incident
+                             report (and write report.png); pick up a run whose
+                             controller died
   run_id=<id>  home=<dir>    name the run; where journals, results and local stores live
 
 examples:
   python -m orchestrator job=digits
   python -m orchestrator job=digits trainer.workers=1 checkpoint.interval_steps=50
   python -m orchestrator action=status run_id=digits-20261130-120000-ab12
+  python -m orchestrator job=digits chaos=region_outage
+  python -m orchestrator action=report run_id=digits-20261130-120000-ab12
+  python -m orchestrator action=resume run_id=digits-20261130-120000-ab12
 """
+# Set for a controller that a supervising parent restarts after a crash.
+SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
+MAX_RESUMES = 10
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -43,7 +52,109 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if cfg.action == "status":
         return _status(cfg.home_path, str(cfg.run_id))
+    if cfg.action == "report":
+        return _report(cfg.home_path, str(cfg.run_id))
+    if cfg.action == "resume":
+        return _resume(cfg)
+    if (
+        cfg.chaos.supervise
+        and any(f.kind == "controller_crash" for f in cfg.chaos.faults)
+        and not os.environ.get(SUPERVISED_ENV)
+    ):
+        return _supervise(cfg, args)
     return _run(cfg)
+
+
+def _report(home: str, run_id: str) -> int:
+    from orchestrator.report import write
+
+    run_dir = os.path.join(home, "runs", run_id)
+    done = write(run_dir)
+    if done is None:
+        print(f"error: run_id: no run named {run_id!r} under {home}", file=sys.stderr)
+        return 2
+    text, png = done
+    print(text)
+    print(f"plot: {png}")
+    return 0
+
+
+def _supervise(cfg: object, args: list[str]) -> int:
+    """Run the controller as a child and resume it each time it dies, as a service
+    manager would: a controller_crash drill then ends with its report like any other."""
+    import subprocess
+
+    from orchestrator.config import Config
+
+    assert isinstance(cfg, Config)
+    run_id = cfg.run_id or _new_run_id(cfg)
+    env = {**os.environ, SUPERVISED_ENV: "1"}
+    base = [sys.executable, "-m", "orchestrator"]
+    argv = [*base, *[a for a in args if not a.startswith("run_id=")], f"run_id={run_id}"]
+    for _ in range(MAX_RESUMES + 1):
+        code = subprocess.run(argv, env=env).returncode
+        if code != -signal.SIGKILL:
+            return code
+        print(f"supervisor: the controller of run {run_id} was killed; resuming it", file=sys.stderr)
+        argv = [*base, "action=resume", f"run_id={run_id}", f"home={cfg.home_path}", f"progress={cfg.progress}"]
+    print(f"error: run {run_id}: the controller died {MAX_RESUMES + 1} times; giving up", file=sys.stderr)
+    return 1
+
+
+def _new_run_id(cfg: object) -> str:
+    return f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"  # type: ignore[attr-defined]
+
+
+def _lock(run_dir: str) -> object | None:
+    """One controller per run: the lock goes with the process, a SIGKILL included."""
+    import fcntl
+
+    os.makedirs(run_dir, exist_ok=True)
+    fh = open(os.path.join(run_dir, "controller.lock"), "a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
+def _resume(cli: object) -> int:
+    import json
+
+    from orchestrator.compose import config_from_plain
+    from orchestrator.config import Config, ConfigError
+    from orchestrator.controller import CONFIG_NAME, Controller
+    from orchestrator.result import read_result
+    from providers.registry import get_provider
+
+    assert isinstance(cli, Config)
+    run_id = str(cli.run_id)
+    run_dir = os.path.join(cli.home_path, "runs", run_id)
+    try:
+        with open(os.path.join(run_dir, CONFIG_NAME), encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except FileNotFoundError:
+        print(f"error: run_id: no run named {run_id!r} under {cli.home_path} to resume", file=sys.stderr)
+        return 2
+    done = read_result(run_dir)
+    if done is not None:
+        print(f"run {run_id} already finished ({done['status']}); nothing to resume", file=sys.stderr)
+        return 0 if done["status"] == "SUCCEEDED" else 1
+    try:
+        cfg = config_from_plain(saved)
+    except ConfigError as exc:
+        print(f"error: {run_dir}/{CONFIG_NAME}: {exc}", file=sys.stderr)
+        return 2
+    cfg.progress = cli.progress
+    lock = _lock(run_dir)
+    if lock is None:
+        print(f"error: run {run_id} has a live controller; resume is for a run whose controller died", file=sys.stderr)
+        return 2
+    print(f"run {run_id}: resuming from its journal", file=sys.stderr)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path), run_id).resume()
+    return _finish(cfg, run_id, result)
 
 
 def _status(home: str, run_id: str) -> int:
@@ -64,11 +175,10 @@ def _run(cfg: object) -> int:
     from orchestrator.controller import Controller
     from orchestrator.preflight import PreflightError, preflight
     from orchestrator.result import read_result
-    from orchestrator.status import render, summarize
     from providers.registry import UnknownProvider, get_provider
 
     assert isinstance(cfg, Config)
-    run_id = cfg.run_id or f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    run_id = cfg.run_id or _new_run_id(cfg)
     run_dir = os.path.join(cfg.home_path, "runs", run_id)
     done = read_result(run_dir)
     if done is not None:
@@ -79,7 +189,7 @@ def _run(cfg: object) -> int:
         )
         return 2
     try:
-        provider = get_provider(cfg.cloud.provider)
+        provider = get_provider(cfg.cloud.provider, cfg.home_path)
         preflight(cfg)
     except UnknownProvider as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
@@ -91,11 +201,28 @@ def _run(cfg: object) -> int:
         f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
         file=sys.stderr,
     )
+    lock = _lock(run_dir)
+    if lock is None:
+        print(f"error: run_id: run {run_id!r} is running under another controller", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)
     result = Controller(cfg, provider, run_id).run()
+    return _finish(cfg, run_id, result)
+
+
+def _finish(cfg: object, run_id: str, result: dict[str, object]) -> int:
+    from orchestrator.report import write
+    from orchestrator.status import render, summarize
+
+    run_dir = os.path.join(cfg.home_path, "runs", run_id)  # type: ignore[attr-defined]
     summary = summarize(run_dir)
     print(render(run_id, summary) if summary else result)
     print(f"result: {os.path.join(run_dir, 'result.json')}")
+    if result.get("incidents") or result["status"] != "SUCCEEDED":
+        done = write(run_dir)
+        if done is not None:
+            print(done[0])
+            print(f"plot: {done[1]}")
     return 0 if result["status"] == "SUCCEEDED" else 1
 
 

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.chaos import FaultInjector
-from orchestrator.config import to_plain
+from orchestrator.chaos import FaultInjector, Injected
+from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
@@ -24,6 +24,7 @@ from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
     from orchestrator.controller import Controller
+    from orchestrator.resume import Adoption
 
 FENCE_WAIT_S = 5.0
 
@@ -95,13 +96,23 @@ class AttemptRunner:
         try:
             cluster = ctl.provider.launch(
                 RegionSpec(region, spec_r.store, spec_r.num_cpus),
-                f"{ctl.run_id}-{region}-g{gen}",
+                ctl.cluster_name(region, gen),
                 ctl.cfg.recovery.provision_timeout_s,
                 env=TRAIN_ENV,
             )
         except ProvisionError as exc:
-            ctl.journal.append("provision_failed", region=region, kind=str(exc.kind), error=str(exc), purpose=purpose)
+            ctl.journal.append(
+                "provision_failed",
+                region=region,
+                kind=str(exc.kind),
+                error=str(exc),
+                purpose=purpose,
+                generation=gen,
+            )
             raise
+        if purpose == "attempt":
+            # Up, nothing on it yet, not journaled: the moment a crash would leave a cluster behind.
+            self.journal_faults(self.injector.at_point("provisioning", cluster, region, self.last_step))
         ctl.journal.append(
             "provisioned",
             region=region,
@@ -109,8 +120,15 @@ class AttemptRunner:
             address=cluster.address,
             provision_s=round(time.time() - t0, 3),
             purpose=purpose,
+            generation=gen,
+            info=cluster.info,
         )
         return cluster
+
+    def journal_faults(self, fired: list[Injected]) -> None:
+        for inj in fired:
+            self.ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctl.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctl = self.ctl
@@ -124,6 +142,7 @@ class AttemptRunner:
             except ProvisionError as exc:
                 out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
                 out.detected_at = out.ended_at = time.time()
+                ctl.journal.append("attempt_ended", **out.summary())
                 return out
         self.cluster = cluster
         try:
@@ -143,10 +162,38 @@ class AttemptRunner:
             # A failed cluster is swept in the background: the failover must not wait for it.
             self._teardown(cluster, background=out.failure is not None)
             out.ended_at = time.time()
+            ctl.journal.append("attempt_ended", **out.summary())
+        return out
+
+    def adopt(self, adoption: Adoption, pending: Incident | None) -> AttemptOutcome:
+        """Watch an attempt a crashed controller left training, to its end."""
+        from orchestrator.resume import AdoptedProcess
+
+        ctl = self.ctl
+        out = AttemptOutcome(
+            generation=adoption.generation,
+            region=adoption.region,
+            started_at=time.time(),
+            last_step=self.last_step,
+            restored_step=adoption.restored_step,
+        )
+        cluster = self.cluster = adoption.cluster
+        ctl.journal.append(
+            "attempt_adopted", generation=adoption.generation, region=adoption.region, cluster=cluster.name
+        )
+        try:
+            ctl.replicator.follow(ctl.stores[adoption.region], list(ctl.stores.values()))
+            proc = AdoptedProcess(adoption.pid, ctl.control, adoption.generation)
+            AttemptWatch(self, cluster, proc, out, pending, adopted=True).run()
+        finally:
+            self._teardown(cluster, background=out.failure is not None)
+            out.ended_at = time.time()
+            ctl.journal.append("attempt_ended", **out.summary())
         return out
 
     def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
         self.cluster = None
+        self.injector.release(cluster)
         wait = self.injector.unreachable_until(cluster) - time.time()
         if wait > 0 and not background:
             self.ctl.journal.append("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))
@@ -229,6 +276,9 @@ class AttemptRunner:
             faults=[to_plain(f) for f in cfg.chaos.faults],
             heartbeat_interval_s=cfg.recovery.heartbeat_interval_s,
             standby=standby,
+            scratch_dir=cluster.info.get("scratch_dir"),
+            data=runtime_data(cfg),
+            hpo=runtime_hpo(cfg),
         )
         spec_path = os.path.join(attempt_dir, "spec.json")
         spec.dump(spec_path)
@@ -254,6 +304,24 @@ class AttemptRunner:
         self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
     ) -> None:
         AttemptWatch(self, cluster, proc, out, pending).run()
+
+
+def runtime_data(cfg: Config) -> dict[str, Any]:
+    """data.* for the runtime, the cache folder resolved (generated data sets live under home)."""
+    data = to_plain(cfg.data)
+    data["cache_dir"] = cfg.data.cache_dir or os.path.join(cfg.home_path, "data")
+    return data
+
+
+def runtime_hpo(cfg: Config) -> dict[str, Any] | None:
+    """hpo.* and what recovery says about errored trials, when the job is a search."""
+    if not cfg.hpo.enabled:
+        return None
+    return {
+        **to_plain(cfg.hpo),
+        "resume_errored": cfg.recovery.resume_errored,
+        "restart_errored": cfg.recovery.restart_errored,
+    }
 
 
 def _after(candidates: list[str], region: str) -> list[str]:

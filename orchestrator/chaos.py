@@ -1,23 +1,30 @@
-"""The fault injector: real faults, fired once per run at the step the config names.
+"""The fault injector: real faults, fired when their trigger comes (``orchestrator.triggers``).
 
-The runtime's training loop reaches a fault's step and posts a request on the
-control channel (rank, pid, step), then waits; the injector, in the controller,
-carries the fault out and marks it fired. The rendezvous makes the step exact;
-the faults themselves are real (SIGKILL, bytes flipped on disk).
+Runtime-side triggers: the training loop reaches a fault's step (or an upload, or
+a restore) and posts a request on the control channel (rank, pid, step, seq),
+then waits; the injector, in the controller, carries the fault out and marks it
+fired. The rendezvous makes the step exact. Controller-side triggers (seconds
+into an attempt, provisioning, a failover) fire from the controller's own loop.
+The faults themselves are real: signals to real processes, bytes flipped in real
+stores, a full filesystem, a controller killed with SIGKILL.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from orchestrator.faultproxy import FaultProxy, Mode, Shape
 from orchestrator.runtime.control import ControlChannel
+from orchestrator.triggers import due_after, due_during, exhausted, in_region
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore
 
@@ -74,6 +81,49 @@ _STORAGE_SHAPES = {"storage_outage": Mode.REFUSE, "storage_hang": Mode.BLACKHOLE
 TORN_WAIT_S = 60.0
 # After a partition heals, the zombie runs this long before the control plane reaches it again.
 ZOMBIE_WINDOW_S = 8.0
+PARTITION_S = 10.0
+DISK_FULL_S = 15.0
+# A scratch filesystem this small fills with one write; big enough for Linux to mount.
+DISK_FULL_BYTES = 64 * 1024
+
+
+def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
+    """The head of a cluster: its GCS and the process that started it (on the local
+    provider's one-node clusters, the node's raylet and workers stay up, headless)."""
+    head = int(cluster.info.get("head_pid", -1))
+    out = []
+    for pid in provider.processes(cluster):
+        try:
+            if pid == head or psutil.Process(pid).name() == "gcs_server":
+                out.append(pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def fill_scratch(path: str) -> str:
+    """Mount a tiny tmpfs over ``path`` and fill it: the node's scratch disk is full.
+    Raises OSError (with why) where the platform does not allow the mount."""
+    os.makedirs(path, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_FULL_BYTES}", "orch-disk-full", path],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise OSError(f"cannot mount a tmpfs over {path}: {done.stderr.strip() or done.returncode}")
+    try:
+        with open(os.path.join(path, "filler"), "wb") as fh:
+            while True:
+                fh.write(b"\0" * 4096)
+                fh.flush()
+    except OSError:
+        pass  # ENOSPC: full, as intended
+    return path
+
+
+def release_scratch(path: str) -> None:
+    subprocess.run(["umount", "-l", path], capture_output=True)
 
 
 def _shape(kind: str, fault: dict[str, Any]) -> Shape:
@@ -109,99 +159,215 @@ class FaultInjector:
         self._timers: list[threading.Timer] = []
         self._killed: dict[str, float] = {}  # cluster name -> when a background fault killed it
         self._unreachable: dict[str, float] = {}  # cluster name -> end of its partition
+        self._timed: set[tuple[int, int]] = set()  # (fault, generation) fired by after_s
+        self._mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
 
     def unreachable_until(self, cluster: ClusterHandle) -> float:
         """Until when a partitioned cluster cannot be reached, so not torn down either."""
         return self._unreachable.get(cluster.name, 0.0)
 
-    def _resume(self, index: int, pids: list[int], cluster: ClusterHandle) -> None:
+    def _resume(self, index: int, kind: str, pids: list[int], cluster: ClusterHandle) -> None:
         resumed = _signal(pids, signal.SIGCONT)
         self.on_event(
             "fault_ended",
-            {"index": index, "kind": "partition_region", "region": cluster.region, "resumed": len(resumed)},
+            {"index": index, "kind": kind, "region": cluster.region, "resumed": len(resumed)},
         )
 
     def region_killed_at(self, cluster: ClusterHandle) -> float | None:
         return self._killed.get(cluster.name)
+
+    def release(self, cluster: ClusterHandle) -> None:
+        """Before a cluster's teardown: undo what would outlive it (a mounted filesystem)."""
+        path = self._mounts.pop(cluster.name, None)
+        if path is not None:
+            release_scratch(path)
 
     def close(self) -> None:
         for t in self._timers:
             t.cancel()
         for proxy in self.proxies.values():
             proxy.set(Shape())
+        for path in self._mounts.values():
+            release_scratch(path)
+        self._mounts.clear()
 
-    def poll(self, cluster: ClusterHandle) -> list[Injected]:
+    def _later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
+        timer = threading.Timer(seconds, fn, args=args)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
+
+    # --- the triggers ----------------------------------------------------------------
+    def poll(self, cluster: ClusterHandle, runtime_pid: int | None = None) -> list[Injected]:
+        """Answer the runtime's requests (a step, an upload, a restore reached)."""
         if not self.faults:
             return []
         fired = []
         for index, req in sorted(self.control.chaos_requests().items()):
-            if index >= len(self.faults) or self.control.is_fired(index):
+            if index >= len(self.faults):
                 continue
-            fired.append(self._fire(index, str(self.faults[index]["kind"]), req, cluster))
+            seq = int(req.get("seq", 1))
+            if self.control.fired_count(index) >= seq:
+                continue
+            fired.append(self._fire(index, req, cluster, runtime_pid, seq))
         return fired
 
-    def _fire(self, index: int, kind: str, req: dict[str, object], cluster: ClusterHandle) -> Injected:
+    def timed(
+        self, cluster: ClusterHandle, runtime_pid: int | None, generation: int, training_for_s: float | None
+    ) -> list[Injected]:
+        """``after_s`` faults: once per attempt, that many seconds into its training."""
+        fired = []
+        for index, fault in enumerate(self.faults):
+            if (index, generation) in self._timed or not due_after(fault, training_for_s):
+                continue
+            if not in_region(fault, cluster.region):
+                continue
+            count = self.control.fired_count(index)
+            if exhausted(fault, count):
+                continue
+            self._timed.add((index, generation))
+            req = {"step": -1, "generation": generation, "trigger": "after_s"}
+            fired.append(self._fire(index, req, cluster, runtime_pid, count + 1))
+        return fired
+
+    def at_point(self, point: str, cluster: ClusterHandle | None, region: str, step: int) -> list[Injected]:
+        """Controller-side points: ``provisioning`` (a cluster just up, nothing on it
+        yet, not journaled) and ``failover`` (the decision made, nothing launched)."""
+        fired = []
+        for index, fault in enumerate(self.faults):
+            if not due_during(fault, point) or not in_region(fault, region):
+                continue
+            count = self.control.fired_count(index)
+            if exhausted(fault, count):
+                continue
+            req = {"step": step, "during": point}
+            fired.append(self._fire(index, req, cluster, None, count + 1))
+        return fired
+
+    # --- the faults ---------------------------------------------------------------------
+    def _fire(
+        self,
+        index: int,
+        req: dict[str, object],
+        cluster: ClusterHandle | None,
+        runtime_pid: int | None,
+        seq: int,
+    ) -> Injected:
+        kind = str(self.faults[index]["kind"])
+        fault = self.faults[index]
         step = int(req.get("step", 0))  # type: ignore[call-overload]
         now = time.time()
-        detail: dict[str, object] = {}
+        detail: dict[str, object] = {"seq": seq}
+        if req.get("during"):
+            detail["during"] = req["during"]
+        if req.get("trigger"):
+            detail["trigger"] = req["trigger"]
         # Marked fired before it happens: a fault must never fire twice, even if we die here.
-        self.control.chaos_fired(index, kind=kind, step=step)
+        self.control.chaos_fired(index, count=seq, kind=kind, step=step)
+        if kind == "controller_crash":
+            detail["pid"] = os.getpid()
+            self.on_event("fault_injected", {"index": index, "kind": kind, "step": step, **detail})
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kind in _STORAGE_SHAPES or kind == "torn_checkpoint":
+            detail.update(self._storage(index, kind, fault, cluster))
+            return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
+        if kind == "corrupt_checkpoint":
+            detail["corrupted"] = corrupt_newest(self.stores(), self.run_id)
+            return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
+        assert cluster is not None, f"{kind} needs a cluster"
+        detail["region"] = cluster.region
         if kind == "kill_region":
             # One pass: with the head and raylet gone nothing spawns again, and the
             # controller's teardown sweeps whatever is left.
-            killed = _sigkill(self.provider.processes(cluster))
+            detail["killed"] = len(set(_sigkill(self.provider.processes(cluster))))
             now = time.time()
-            detail = {"region": cluster.region, "killed": len(set(killed))}
+            self._killed[cluster.name] = now
+        elif kind == "kill_head":
+            detail["killed"] = len(_sigkill(head_pids(self.provider, cluster)))
+            now = time.time()
+            self._killed[cluster.name] = now
         elif kind == "hang_region":
             # Every process stopped, sockets still open: only the heartbeat lease can tell.
-            stopped = _signal(self.provider.processes(cluster), signal.SIGSTOP)
+            detail["stopped"] = len(_signal(self.provider.processes(cluster), signal.SIGSTOP))
             now = time.time()
-            detail = {"region": cluster.region, "stopped": len(stopped)}
-        elif kind == "partition_region":
-            # Stopped like hang_region, then resumed: a zombie that the control plane
-            # cannot reach (nor tear down) for a while, and that will try to write.
-            pids = self.provider.processes(cluster)
-            stopped = _signal(pids, signal.SIGSTOP)
+        elif kind in ("partition_region", "partition"):
+            # partition: the driver, which renews the lease, stops reaching the control
+            # store while the workers train on and try to commit (a zombie that fencing
+            # must stop). partition_region: the whole cluster frozen, then resumed.
+            if kind == "partition":
+                pids = [runtime_pid] if runtime_pid else []
+            else:
+                pids = self.provider.processes(cluster)
+            detail["stopped"] = len(_signal(pids, signal.SIGSTOP))
             now = time.time()
-            duration = float(self.faults[index].get("duration_s") or 5.0)
+            duration = float(fault.get("duration_s") or (PARTITION_S if kind == "partition" else 5.0))
             self._unreachable[cluster.name] = now + duration + ZOMBIE_WINDOW_S
-            timer = threading.Timer(duration, self._resume, args=(index, pids, cluster))
-            timer.daemon = True
-            timer.start()
-            self._timers.append(timer)
-            detail = {"region": cluster.region, "stopped": len(stopped), "duration_s": duration}
+            self._later(duration, self._resume, index, kind, pids, cluster)
+            detail["duration_s"] = duration
+        elif kind == "preempt":
+            # The notice: SIGTERM to the runtime; the machines go when the grace period ends.
+            grace = float(fault.get("grace_s") or 30.0)
+            detail["notified"] = len(_signal([runtime_pid] if runtime_pid else [], signal.SIGTERM))
+            detail["grace_s"] = grace
+            self._later(grace, self._reclaim, index, cluster)
         elif kind == "kill_worker":
-            pid = int(req["pid"])  # type: ignore[call-overload]
-            detail = {"region": cluster.region, "rank": req.get("rank"), "killed": len(_sigkill([pid]))}
-        elif kind == "corrupt_checkpoint":
-            detail = {"corrupted": corrupt_newest(self.stores(), self.run_id)}
+            pid = int(req["pid"]) if req.get("pid") else None  # type: ignore[call-overload]
+            detail.update(rank=req.get("rank"), killed=len(_sigkill([pid] if pid else [])))
         elif kind == "user_error":
             # The workload itself raises at this step (see the runtime's chaos hook).
-            detail = {"region": cluster.region, "rank": req.get("rank")}
-        elif kind in _STORAGE_SHAPES or kind == "torn_checkpoint":
-            fault = self.faults[index]
-            region = str(fault.get("region") or cluster.region)
-            proxy = self.proxies[region]
-            shape = _shape(kind, fault)
-            proxy.set(shape)
-            duration = float(fault.get("duration_s") or 0)
-            if duration > 0 and kind != "torn_checkpoint":
-                timer = threading.Timer(duration, self._heal, args=(index, kind, region))
-                timer.daemon = True
-                timer.start()
-                self._timers.append(timer)
-            if kind == "torn_checkpoint":
-                store = next(s for s in self.stores() if s.region == region)
-                threading.Thread(
-                    target=self._tear,
-                    args=(index, store, proxy, cluster),
-                    daemon=True,
-                    name="torn-checkpoint",
-                ).start()
-            detail = {"region": region, "mode": str(shape.mode), "duration_s": duration or None}
+            detail["rank"] = req.get("rank")
+        elif kind == "disk_full":
+            detail.update(self._disk_full(index, fault, cluster))
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
+
+    def _reclaim(self, index: int, cluster: ClusterHandle) -> None:
+        killed = _sigkill(self.provider.processes(cluster))
+        self.on_event(
+            "fault_ended", {"index": index, "kind": "preempt", "region": cluster.region, "reclaimed": len(killed)}
+        )
+
+    def _disk_full(self, index: int, fault: dict[str, Any], cluster: ClusterHandle) -> dict[str, object]:
+        path = str(cluster.info.get("scratch_dir") or "")
+        if not path:
+            return {"failed": "the cluster has no scratch_dir"}
+        try:
+            fill_scratch(path)
+        except OSError as exc:
+            self.on_event("fault_failed", {"index": index, "kind": "disk_full", "reason": str(exc)})
+            return {"failed": str(exc)}
+        self._mounts[cluster.name] = path
+        duration = float(fault.get("duration_s") or DISK_FULL_S)
+        self._later(duration, self._free_disk, index, cluster)
+        return {"path": path, "bytes": DISK_FULL_BYTES, "duration_s": duration}
+
+    def _free_disk(self, index: int, cluster: ClusterHandle) -> None:
+        path = self._mounts.pop(cluster.name, None)
+        if path is not None:
+            release_scratch(path)
+            self.on_event("fault_ended", {"index": index, "kind": "disk_full", "region": cluster.region})
+
+    def _storage(
+        self, index: int, kind: str, fault: dict[str, Any], cluster: ClusterHandle | None
+    ) -> dict[str, object]:
+        region = str(fault.get("region") or (cluster.region if cluster else ""))
+        proxy = self.proxies[region]
+        shape = _shape(kind, fault)
+        proxy.set(shape)
+        duration = float(fault.get("duration_s") or 0)
+        if duration > 0 and kind != "torn_checkpoint":
+            self._later(duration, self._heal, index, kind, region)
+        if kind == "torn_checkpoint":
+            assert cluster is not None
+            store = next(s for s in self.stores() if s.region == region)
+            threading.Thread(
+                target=self._tear,
+                args=(index, store, proxy, cluster),
+                daemon=True,
+                name="torn-checkpoint",
+            ).start()
+        return {"region": region, "mode": str(shape.mode), "duration_s": duration or None}
 
     def _heal(self, index: int, kind: str, region: str) -> None:
         self.proxies[region].set(Shape())

@@ -17,8 +17,11 @@ from orchestrator.config import (
     CloudConfig,
     Config,
     ConfigError,
+    DataConfig,
     FaultConfig,
+    HpoConfig,
     JobConfig,
+    RandomTrigger,
     RecoveryConfig,
     RegionConfig,
     TrainerConfig,
@@ -109,12 +112,24 @@ def _typed(d: dict[str, Any]) -> Config:
             candidates=list(cloud["candidates"]),
         ),
         recovery=RecoveryConfig(**d["recovery"]),
-        chaos=ChaosConfig(faults=[FaultConfig(**f) for f in d["chaos"]["faults"]]),
+        chaos=ChaosConfig(faults=[_fault(f) for f in d["chaos"]["faults"]], supervise=d["chaos"]["supervise"]),
+        data=DataConfig(**d["data"]),
+        hpo=HpoConfig(**{**d["hpo"], "search_space": dict(d["hpo"].get("search_space") or {})}),
         action=d["action"],
         run_id=None if d["run_id"] is None else str(d["run_id"]),
         home=os.path.abspath(os.path.expanduser(d["home"])),
         progress=d["progress"],
     )
+
+
+def config_from_plain(d: dict[str, Any]) -> Config:
+    """A config saved with ``to_plain`` (a run's config.json), typed and validated again."""
+    return validate(_typed(d))
+
+
+def _fault(f: dict[str, Any]) -> FaultConfig:
+    rnd = f.get("random")
+    return FaultConfig(**{**f, "random": None if rnd is None else RandomTrigger(**rnd)})
 
 
 def _normalize_store(url: str) -> str:
@@ -174,7 +189,10 @@ _SCHEMA_PREFIX = {
     "CloudConfig": "cloud",
     "RecoveryConfig": "recovery",
     "ChaosConfig": "chaos",
+    "DataConfig": "data",
+    "HpoConfig": "hpo",
     "FaultConfig": "chaos.faults[]",
+    "RandomTrigger": "chaos.faults[].random",
 }
 
 

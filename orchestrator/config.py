@@ -14,17 +14,35 @@ from omegaconf import MISSING
 
 from recovery.storage import SECRET_OPTIONS
 
-ACTIONS = ("run", "status")
+ACTIONS = ("run", "status", "resume", "report")
 STORAGE_FAULTS = ("storage_outage", "storage_hang", "storage_slow", "torn_checkpoint")
 FAULT_KINDS = (
     "kill_region",
     "kill_worker",
+    "kill_head",
     "hang_region",
+    "partition",
     "partition_region",
+    "preempt",
+    "controller_crash",
     "corrupt_checkpoint",
     "user_error",
+    "disk_full",
     *STORAGE_FAULTS,
 )
+DATA_LOADERS = ("sharded", "ray_data")
+HPO_SCHEDULERS = ("asha", "fifo")
+HPO_MODES = ("max", "min")
+# A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
+HPO_FAULTS = ("kill_region", "hang_region", "partition_region")
+# What a search space may vary (job keys the trial trainer reads), and how.
+HPO_SEARCHABLE = ("lr", "hidden_size", "batch_size")
+HPO_DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "randint")
+# Where a fault can land besides a step: runtime-side (upload, restore) or controller-side.
+DURING = ("checkpoint_upload", "restore", "provisioning", "failover")
+# What can happen at a controller-side point, where no runtime is training yet.
+_AT_PROVISIONING = ("kill_region", "kill_head", "controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
+_AT_FAILOVER = ("controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
 
 
 class ConfigError(Exception):
@@ -83,11 +101,50 @@ class CloudConfig:
 
 
 @dataclass
+class DataConfig:
+    # sharded: each worker reads its own rows in-process; ray_data: a Ray Data dataset
+    # split by Ray Train (get_dataset_shard + iter_torch_batches).
+    loader: str = "sharded"
+    # ray_data: rows in each worker's local shuffle buffer (seeded per epoch).
+    shuffle_buffer_rows: int = 2048
+    # workload=synthetic: the generated data set (deterministic from job.seed), cached on disk.
+    samples: int = 200_000
+    features: int = 256
+    # Where generated data sets are cached; empty: <home>/data.
+    cache_dir: str = ""
+
+
+@dataclass
+class HpoConfig:
+    # A Ray Tune search over the job instead of one training run.
+    enabled: bool = False
+    metric: str = "accuracy"
+    mode: str = "max"
+    num_samples: int = 6
+    max_concurrent: int = 2
+    cpus_per_trial: float = 1.0
+    scheduler: str = "asha"
+    # Trial iterations (one iteration = steps_per_iteration training steps, then an evaluation
+    # and a checkpoint); ASHA stops trials at rungs grace_period * reduction_factor**k.
+    max_t: int = 6
+    grace_period: int = 2
+    reduction_factor: int = 2
+    steps_per_iteration: int = 20
+    # {job key: "distribution numbers..."}, e.g. {lr: "loguniform 0.01 0.2", hidden_size: "choice 32 64"};
+    # distributions: choice, grid, uniform, loguniform, randint.
+    search_space: dict[str, str] = field(default_factory=dict)
+    # At most one snapshot of the experiment (state + trial checkpoints) per this many seconds.
+    snapshot_interval_s: float = 1.0
+
+
+@dataclass
 class RecoveryConfig:
     heartbeat_interval_s: float = 1.0
     heartbeat_timeout_s: float = 10.0
     max_failovers: int = 2
     max_restarts_on_errors: int = 1
+    # Preemption notices survived (spot reclaims): a budget of their own.
+    max_preemptions: int = 10
     provision_timeout_s: float = 60.0
     # A region that failed within this many seconds is skipped when choosing the next.
     region_cooldown_s: float = 600.0
@@ -95,23 +152,49 @@ class RecoveryConfig:
     standby: bool = False
     # A store that fails this long makes the runtime commit to the next region's store.
     store_outage_s: float = 15.0
+    # A search resumed in another region: errored trials continue from their last
+    # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
+    resume_errored: bool = True
+    restart_errored: bool = False
+
+
+@dataclass
+class RandomTrigger:
+    seed: int = 0
+    # The chance that the fault fires at a step (the steps are drawn once, from the seed).
+    rate: float = MISSING
 
 
 @dataclass
 class FaultConfig:
     kind: str = MISSING
-    at_step: int = MISSING
-    # Storage faults: whose store (default: the region running at that step), for how
-    # long (0: to the end of the run), and for storage_slow / torn_checkpoint the shape.
+    # When, exactly one of: at a training step; this many seconds into each attempt's
+    # training; during checkpoint_upload | restore | provisioning | failover; or at
+    # random steps ({seed, rate}).
+    at_step: int | None = None
+    after_s: float | None = None
+    during: str | None = None
+    random: RandomTrigger | None = None
+    # How many times it may fire: a trigger that comes round again (a replayed step,
+    # the next attempt) fires it again until then.
+    repeat: int = 1
+    # Storage faults: whose store (default: the region running at that step). Other
+    # faults: fire only while the run is in this region.
     region: str | None = None
+    # Storage faults and partitions: for how long (storage: 0 is to the end of the run).
     duration_s: float = 0.0
     latency_ms: float = 0.0
     bandwidth_kbps: float = 0.0
+    # preempt: the notice's grace period before the machines are reclaimed.
+    grace_s: float = 30.0
 
 
 @dataclass
 class ChaosConfig:
     faults: list[FaultConfig] = field(default_factory=list)
+    # Restart a crashed controller with action=resume, as a service manager would
+    # (false: leave it to the user, which is what the resume tests exercise).
+    supervise: bool = True
 
 
 @dataclass
@@ -122,6 +205,8 @@ class Config:
     cloud: CloudConfig = field(default_factory=CloudConfig)
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    hpo: HpoConfig = field(default_factory=HpoConfig)
     action: str = "run"
     run_id: str | None = None
     home: str = "~/.orchestrator"
@@ -140,10 +225,11 @@ def validate(cfg: Config) -> Config:
     """Checks the schema cannot express. Raises ConfigError naming the first bad key."""
     if cfg.action not in ACTIONS:
         raise ConfigError("action", f"got {cfg.action!r}; allowed: {', '.join(ACTIONS)}")
-    if cfg.action == "status":
+    if cfg.action in ("status", "resume", "report"):
         if not cfg.run_id:
-            raise ConfigError("run_id", "action=status needs the run to show; add run_id=<id>")
-        return cfg
+            raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
+        if cfg.action != "resume":
+            return cfg
     _positive_int("job.steps", cfg.job.steps)
     _positive_int("job.batch_size", cfg.job.batch_size)
     _positive_int("job.hidden_size", cfg.job.hidden_size)
@@ -166,6 +252,8 @@ def validate(cfg: Config) -> Config:
         )
     _validate_cloud(cfg)
     _validate_recovery(cfg.recovery)
+    _validate_data(cfg.data)
+    _validate_hpo(cfg)
     _validate_chaos(cfg)
     if cfg.run_id is not None and not _safe_name(cfg.run_id):
         raise ConfigError("run_id", f"got {cfg.run_id!r}; allowed: letters, digits, '-', '_' and '.'")
@@ -233,6 +321,63 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
         raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
     if rec.region_cooldown_s < 0:
         raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
+    if rec.resume_errored and rec.restart_errored:
+        raise ConfigError(
+            "recovery.restart_errored",
+            "resume_errored and restart_errored are both true; pick one (resume: from the last "
+            "checkpoint, restart: from scratch)",
+        )
+
+
+def _validate_data(data: DataConfig) -> None:
+    if data.loader not in DATA_LOADERS:
+        raise ConfigError("data.loader", f"got {data.loader!r}; allowed: {', '.join(DATA_LOADERS)}")
+    _positive_int("data.shuffle_buffer_rows", data.shuffle_buffer_rows)
+    _positive_int("data.samples", data.samples)
+    _positive_int("data.features", data.features)
+
+
+def _validate_hpo(cfg: Config) -> None:
+    from orchestrator.hpo import validate_search_space
+
+    hpo = cfg.hpo
+    if not hpo.enabled:
+        return
+    if hpo.mode not in HPO_MODES:
+        raise ConfigError("hpo.mode", f"got {hpo.mode!r}; allowed: {', '.join(HPO_MODES)}")
+    if hpo.metric not in ("accuracy", "eval_loss"):
+        raise ConfigError("hpo.metric", f"got {hpo.metric!r}; allowed: accuracy, eval_loss")
+    if hpo.scheduler not in HPO_SCHEDULERS:
+        raise ConfigError("hpo.scheduler", f"got {hpo.scheduler!r}; allowed: {', '.join(HPO_SCHEDULERS)}")
+    for key in ("num_samples", "max_concurrent", "max_t", "grace_period", "steps_per_iteration"):
+        _positive_int(f"hpo.{key}", getattr(hpo, key))
+    if hpo.reduction_factor < 2:
+        raise ConfigError("hpo.reduction_factor", f"got {hpo.reduction_factor}; expected an integer >= 2")
+    if hpo.grace_period > hpo.max_t:
+        raise ConfigError("hpo.grace_period", f"got {hpo.grace_period}; expected <= hpo.max_t ({hpo.max_t})")
+    if hpo.cpus_per_trial <= 0:
+        raise ConfigError("hpo.cpus_per_trial", f"got {hpo.cpus_per_trial}; expected a number > 0")
+    if hpo.snapshot_interval_s < 0:
+        raise ConfigError("hpo.snapshot_interval_s", f"got {hpo.snapshot_interval_s}; expected >= 0")
+    if cfg.data.loader != "sharded":
+        raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
+    for name in cfg.candidate_regions():
+        have = cfg.cloud.regions[name].num_cpus
+        if hpo.cpus_per_trial > have:
+            raise ConfigError(
+                "hpo.cpus_per_trial",
+                f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
+            )
+    validate_search_space(hpo.search_space)
+
+
+def total_steps(cfg: Config) -> int:
+    """The run's last step: job.steps, or for a search its most search steps (see orchestrator/hpo.py)."""
+    if cfg.hpo.enabled:
+        from orchestrator.hpo import max_search_steps
+
+        return max_search_steps(cfg.hpo.num_samples, cfg.hpo.max_t)
+    return cfg.job.steps
 
 
 def _validate_chaos(cfg: Config) -> None:
@@ -241,6 +386,11 @@ def _validate_chaos(cfg: Config) -> None:
             raise ConfigError(
                 f"chaos.faults[{i}].kind",
                 f"got {fault.kind!r}; allowed: {', '.join(FAULT_KINDS)}",
+            )
+        if cfg.hpo.enabled and fault.kind not in HPO_FAULTS:
+            raise ConfigError(
+                f"chaos.faults[{i}].kind",
+                f"got {fault.kind!r}; a search (hpo.enabled) takes: {', '.join(HPO_FAULTS)}",
             )
         if fault.region is not None and fault.region not in cfg.candidate_regions():
             raise ConfigError(
@@ -262,11 +412,66 @@ def _validate_chaos(cfg: Config) -> None:
             raise ConfigError(
                 f"chaos.faults[{i}].bandwidth_kbps", "storage_slow needs bandwidth_kbps > 0 or latency_ms > 0"
             )
-        if not 1 <= fault.at_step <= cfg.job.steps:
-            raise ConfigError(
-                f"chaos.faults[{i}].at_step",
-                f"got {fault.at_step}; expected a step in 1..{cfg.job.steps} (job.steps)",
-            )
+        _validate_trigger(cfg, i, fault)
+    kinds = {f.kind for f in cfg.chaos.faults}
+    if "controller_crash" in kinds and kinds & set(STORAGE_FAULTS):
+        raise ConfigError(
+            "chaos.faults",
+            "controller_crash cannot be combined with storage faults: their fault proxies live in the "
+            "controller and go down with it; drill them in separate runs",
+        )
+
+
+def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
+    key = f"chaos.faults[{i}]"
+    given = [
+        name
+        for name, value in (
+            ("at_step", fault.at_step),
+            ("after_s", fault.after_s),
+            ("during", fault.during),
+            ("random", fault.random),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise ConfigError(
+            key,
+            f"{fault.kind} needs exactly one trigger, got {', '.join(given) or 'none'}; give one of "
+            "at_step: N, after_s: SECONDS, during: " + "|".join(DURING) + ", random: {seed: S, rate: R}",
+        )
+    if fault.repeat < 1:
+        raise ConfigError(f"{key}.repeat", f"got {fault.repeat}; expected an integer >= 1")
+    last = total_steps(cfg)
+    if fault.at_step is not None and not 1 <= fault.at_step <= last:
+        what = "search steps: hpo.num_samples * (hpo.max_t + 1)" if cfg.hpo.enabled else "job.steps"
+        raise ConfigError(f"{key}.at_step", f"got {fault.at_step}; expected a step in 1..{last} ({what})")
+    if cfg.hpo.enabled and fault.at_step is None:
+        raise ConfigError(key, f"a search (hpo.enabled) triggers {fault.kind} by at_step (a search step) only")
+    if fault.after_s is not None and fault.after_s <= 0:
+        raise ConfigError(f"{key}.after_s", f"got {fault.after_s}; expected seconds > 0")
+    if fault.random is not None and not 0.0 < fault.random.rate <= 1.0:
+        raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
+    if fault.grace_s <= 0:
+        raise ConfigError(f"{key}.grace_s", f"got {fault.grace_s}; expected seconds > 0")
+    if fault.kind == "user_error" and (fault.after_s is not None or fault.during not in (None, "restore")):
+        raise ConfigError(
+            key, "user_error is raised by the workload itself: trigger it with at_step, random or during: restore"
+        )
+    if fault.kind == "kill_worker" and fault.after_s is not None:
+        raise ConfigError(
+            f"{key}.after_s", "kill_worker picks its victim at a rendezvous: use at_step, random or during"
+        )
+    if fault.during is None:
+        return
+    if fault.during not in DURING:
+        raise ConfigError(f"{key}.during", f"got {fault.during!r}; allowed: {', '.join(DURING)}")
+    allowed = {"provisioning": _AT_PROVISIONING, "failover": _AT_FAILOVER}.get(fault.during)
+    if allowed is not None and fault.kind not in allowed:
+        raise ConfigError(
+            f"{key}.during",
+            f"{fault.kind} needs a running attempt; during: {fault.during} allows {', '.join(allowed)}",
+        )
 
 
 def proxy_target(region: RegionConfig) -> tuple[str, int] | None:

@@ -45,6 +45,8 @@ class RunRecord:
     incidents: list[Incident] = field(default_factory=list)
     final: dict[str, Any] | None = None
     region: str | None = None
+    # The workload's own traceback, when a user error ended an attempt.
+    error_traceback: str | None = None
 
 
 class Controller:
@@ -68,6 +70,7 @@ class Controller:
                 max_failovers=cfg.recovery.max_failovers,
                 max_restarts_on_errors=cfg.recovery.max_restarts_on_errors,
                 region_cooldown_s=cfg.recovery.region_cooldown_s,
+                max_preemptions=cfg.recovery.max_preemptions,
             ),
         )
         self.sm = StateMachine(self._on_transition)
@@ -114,9 +117,13 @@ class Controller:
         )
         self.progress.replication_lag(r.lag_s)
 
+    def cluster_name(self, region: str, generation: int) -> str:
+        return f"{self.run_id}-{region}-g{generation}"
+
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
+        save_config(self.run_dir, cfg)
         self.journal.append(
             "run_started",
             run_id=self.run_id,
@@ -124,18 +131,94 @@ class Controller:
             config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
             candidates=self.candidates,
         )
+        return self._drive(self.candidates[0], None)
+
+    def resume(self) -> dict[str, Any]:
+        """Pick the run up from its journal after the controller died (action=resume)."""
+        from orchestrator.replay import replay
+        from orchestrator.resume import crash_incident, sweep_and_adopt
+
+        rp = replay(self.journal.events())
+        self.record.started_at = rp.started_at or self.record.started_at
+        self.record.attempts = list(rp.attempts)
+        self.record.incidents = list(rp.incidents)
+        self._generation = rp.generation
+        self.lineage = rp.lineage
+        self.history = rp.history
+        self.sm.state = rp.state
+        self.journal.append(
+            "run_resumed",
+            pid=os.getpid(),
+            state=str(rp.state),
+            open_attempt=None if rp.open_attempt is None else rp.open_attempt.generation,
+            leftover=sorted(rp.leftover),
+        )
+        if rp.state.terminal:
+            return self._finish_terminal(rp)
+        adopt = sweep_and_adopt(self, rp)
+        now = time.time()
+        op = rp.open_attempt
+        progress = self.control.read_progress(op.generation) if op is not None else None
+        last_step = max(rp.last_step, int((progress or {}).get("step", 0)))
+        if op is not None and adopt is None:
+            # The open attempt is gone (or was never up): end it, and start again in its region.
+            self.journal.append(
+                "attempt_ended",
+                generation=op.generation,
+                region=op.region,
+                started_at=op.started_at,
+                ended_at=now,
+                restored_step=op.restored_step,
+                last_step=last_step,
+                outcome="controller_lost",
+            )
+            self.record.attempts.append(
+                {"generation": op.generation, "region": op.region, "outcome": "controller_lost"}
+            )
+            pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
+            if rp.pending is None:
+                self.journal.append("incident_opened", **pending.record())
+            if self.sm.state is RunState.RUNNING:
+                self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
+            return self._drive(op.region, pending)
+        region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.candidates[0]
+        if adopt is not None:
+            inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
+            inc.restored_step = last_step  # the attempt trained on: nothing to restore, nothing lost
+            inc.first_step_at = now
+            self.record.incidents.append(inc)
+            self.journal.append("incident", **inc.record())
+            return self._drive(adopt.region, rp.pending, adopt)
+        return self._drive(region, rp.pending)
+
+    def _finish_terminal(self, rp: Any) -> dict[str, Any]:
+        """Died after the verdict: only the result is left to write."""
+        last = rp.attempts[-1] if rp.attempts else {}
+        gen = int(last.get("generation", rp.generation) or 0)
+        self.record.status = str(rp.state)
+        self.record.region = last.get("region")
+        self.record.final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
+        self.replicator.stop(drain=False)
+        result = write_result(self.run_dir, self.record, self.stores)
+        self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
+        return result
+
+    def _drive(self, region: str, pending: Incident | None, adopt: Any = None) -> dict[str, Any]:
         self.replicator.start()
-        region = self.candidates[0]
-        generation = 0
-        pending: Incident | None = None
+        generation = self._generation
         runner = AttemptRunner(self)
         self.standby.runner = runner
         try:
             while True:
-                warm = self.standby.take(region) if pending is not None else None
-                generation = warm.generation if warm is not None else self._alloc_generation()
-                self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
-                outcome = runner.run(region, generation, pending, warm)
+                if adopt is not None:
+                    generation = adopt.generation
+                    outcome = runner.adopt(adopt, pending)
+                    adopt = None
+                else:
+                    warm = self.standby.take(region) if pending is not None else None
+                    generation = warm.generation if warm is not None else self._alloc_generation()
+                    self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
+                    outcome = runner.run(region, generation, pending, warm)
                 self.record.attempts.append(outcome.summary())
                 self.record.incidents.extend(outcome.incidents)
                 if pending is not None and pending not in outcome.incidents:
@@ -159,14 +242,17 @@ class Controller:
                     region=decision.region,
                     reason=decision.reason,
                     failure=str(outcome.failure.kind),
+                    failed_region=outcome.failure.region,
                 )
                 self.progress.note(_decision_text(decision.action, decision.region))
                 if decision.action is Action.GIVE_UP:
                     self._fail(decision.reason, region, generation, pending)
                     break
                 pending.to_region = decision.region
+                self.journal.append("incident_opened", **pending.record())
                 self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
                 region = decision.region or region
+                runner.journal_faults(runner.injector.at_point("failover", None, region, runner.last_step))
         except KeyboardInterrupt:
             self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", region, generation, None)
         finally:
@@ -201,6 +287,19 @@ class Controller:
         self.record.region = region
         if not self.sm.state.terminal:
             self.sm.to(RunState.FAILED, reason=reason, region=region, generation=generation)
+
+
+CONFIG_NAME = "config.json"
+
+
+def save_config(run_dir: str, cfg: Config) -> None:
+    """The run's whole config, for action=resume (credentials are refused in configs)."""
+    import json
+
+    path = os.path.join(run_dir, CONFIG_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(to_plain(cfg), fh, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from orchestrator.hpo import progress_text as search_text
+from orchestrator.runtime.telemetry import progress_text as telemetry_text
+
 NON_TTY_EVERY_S = 5.0
 
 
@@ -35,6 +38,8 @@ class ProgressLine:
             + (f"  loss {float(loss):.4f}" if loss is not None else "")
             + f"  ckpt {ckpt_name}"
             + (f"  repl lag {self._lag:.2f}s" if self._lag is not None else "")
+            + search_text(prog)
+            + telemetry_text(prog.get("telemetry"))
         )
         now = time.time()
         if self.tty:

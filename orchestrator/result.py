@@ -43,7 +43,16 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "attempts": len(record.attempts),
         "attempt_history": record.attempts,
         "incidents": [i.record() for i in record.incidents],
+        "error_traceback": record.error_traceback,
         "train_steps_per_s": final.get("train_steps_per_s"),
+        # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent).
+        "telemetry": final.get("telemetry"),
+        # A search (hpo.enabled): the winning trial and every trial's outcome.
+        **(
+            {"best_trial": final.get("best_trial"), "trials": final.get("trials", []), "search": final.get("search")}
+            if "trials" in final
+            else {}
+        ),
         "started_at": record.started_at,
         "finished_at": finished,
         "duration_s": round(finished - record.started_at, 3),

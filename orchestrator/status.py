@@ -98,10 +98,10 @@ def render(run_id: str, s: dict[str, Any]) -> str:
             lines.append(f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})")
     if s["incidents"]:
         lines.append("incidents")
-        lines.append(f"  {'kind':<14}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
+        lines.append(f"  {'kind':<17}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
         for i in s["incidents"]:
             lines.append(
-                f"  {i['kind']:<14}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
+                f"  {i['kind']:<17}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
                 f"{_fmt_s(i.get('detected_after_s')):>9}{i.get('restored_step', '-')!s:>9}"
                 f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}"
             )

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.incidents import Incident
+from orchestrator.report import append_loss
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, Lease, Observation, classify
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 POLL_S = 0.2
 ZOMBIE_SCAN_EVERY = 10  # polls
 # Faults whose time is the failure's time, when one of them ended the attempt.
-_REGION_FAULTS = ("kill_region", "hang_region", "partition_region")
+_REGION_FAULTS = ("kill_region", "kill_head", "hang_region", "partition", "partition_region", "preempt")
 
 
 class AttemptWatch:
@@ -31,8 +32,17 @@ class AttemptWatch:
         proc: RuntimeProcess,
         out: AttemptOutcome,
         pending: Incident | None,
+        adopted: bool = False,
     ) -> None:
         self.runner = runner
+        # Adopted from a crashed controller: what it journaled already is not journaled again.
+        self.journaled: set[tuple[str, float]] = set()
+        if adopted:
+            self.journaled = {
+                (str(e["type"]), float(e["time"]))
+                for e in runner.ctl.journal.events()
+                if e.get("by") == "runtime" and e.get("generation") == out.generation and "time" in e
+            }
         self.ctl = runner.ctl
         self.cluster = cluster
         self.proc = proc
@@ -43,6 +53,7 @@ class AttemptWatch:
         self.seen: set[str] = set()
         self.open_incidents: list[Incident] = [pending] if pending is not None else []
         self.train_starts = 0
+        self.train_started_at: float | None = None
         self.user_error: str | None = None
         self.kill_times: dict[str, float] = {}
         self.started = time.time()
@@ -67,7 +78,8 @@ class AttemptWatch:
         ctl = self.ctl
         for ev in ctl.control.read_events(self.gen, self.seen):
             kind = str(ev.pop("type"))
-            ctl.journal.append(kind, **{"by": "runtime", "region": self.region, **ev})
+            if (kind, float(ev.get("time", 0.0))) not in self.journaled:
+                ctl.journal.append(kind, **{"by": "runtime", "region": self.region, **ev})
             if kind == "replicated" and ev.get("lag_s") is not None:
                 ctl.progress.replication_lag(float(ev["lag_s"]))
             elif kind == "store_fallback" and ev.get("to") in ctl.stores:
@@ -76,13 +88,18 @@ class AttemptWatch:
                 ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
             elif kind == "user_error" and self.user_error is None:
                 self.user_error = str(ev.get("error", ""))
+                ctl.record.error_traceback = ev.get("traceback") or ctl.record.error_traceback
             elif kind == "train_started":
                 self._train_started(ev)
+            elif kind == "preempted":
+                # Committed at this step: nothing after it was lost.
+                self.runner.last_step = max(self.runner.last_step, int(ev.get("step", 0)))
 
     def _train_started(self, ev: dict[str, Any]) -> None:
         self.train_starts += 1
         restored = int(ev.get("restored_step", 0))
         if self.train_starts == 1:
+            self.train_started_at = float(ev["time"])
             self.out.restored_step = restored
             if self.pending is not None:
                 self.pending.restored_step = restored
@@ -108,6 +125,8 @@ class AttemptWatch:
         step = int(prog.get("step", 0))
         self.last_progress_at = float(prog["time"])
         self.runner.last_step = step
+        for s, loss in prog.get("losses") or []:
+            append_loss(self.ctl.run_dir, generation=self.gen, region=self.region, step=s, loss=loss)
         for inc in list(self.open_incidents):
             if inc.restored_step is not None and step > inc.restored_step:
                 inc.first_step_at = self.last_progress_at
@@ -117,7 +136,11 @@ class AttemptWatch:
         self.ctl.progress.update(self.region, self.gen, prog)
 
     def _faults(self) -> None:
-        for inj in self.runner.injector.poll(self.cluster):
+        injector = self.runner.injector
+        training_for = None if self.train_started_at is None else time.time() - self.train_started_at
+        fired = injector.poll(self.cluster, self.proc.pid)
+        fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for)
+        for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.runner.last_step = max(self.runner.last_step, inj.step)
             self.ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)

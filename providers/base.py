@@ -65,3 +65,7 @@ class Provider(Protocol):
 
     def teardown(self, cluster: ClusterHandle) -> None:
         """Leave nothing behind. A cluster that is already gone is not an error."""
+
+    def find(self, cluster_name: str) -> ClusterHandle | None:
+        """A cluster this provider launched, from its own records: how a controller
+        that lost its memory (a crash mid-launch) finds what to adopt or tear down."""

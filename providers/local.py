@@ -8,6 +8,7 @@ is how teardown and fault injection find them all.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -57,8 +58,40 @@ def _port_open(port: int) -> bool:
 class LocalProvider:
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, state_dir: str | None = None) -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
+        # One JSON record per live cluster, written before anything else is known of it.
+        self.state_dir = state_dir
+
+    def _record(self, handle: ClusterHandle) -> None:
+        if self.state_dir is None:
+            return
+        os.makedirs(self.state_dir, exist_ok=True)
+        path = os.path.join(self.state_dir, f"{handle.name}.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(
+                {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}, fh
+            )
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(path + ".tmp", path)
+
+    def _forget(self, handle: ClusterHandle) -> None:
+        if self.state_dir is not None:
+            try:
+                os.unlink(os.path.join(self.state_dir, f"{handle.name}.json"))
+            except FileNotFoundError:
+                pass
+
+    def find(self, cluster_name: str) -> ClusterHandle | None:
+        if self.state_dir is None:
+            return None
+        try:
+            with open(os.path.join(self.state_dir, f"{cluster_name}.json"), encoding="utf-8") as fh:
+                rec = json.load(fh)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return ClusterHandle(rec["name"], rec["region"], self.name, rec["address"], rec["info"])
 
     def cluster_env(self, cluster: ClusterHandle) -> dict[str, str]:
         return {
@@ -81,8 +114,15 @@ class LocalProvider:
             region=region.name,
             provider=self.name,
             address=f"127.0.0.1:{port}",
-            info={"temp_dir": temp_dir, "port": port, "log": log_path, "env": dict(env or {})},
+            info={
+                "temp_dir": temp_dir,
+                "port": port,
+                "log": log_path,
+                "env": dict(env or {}),
+                "scratch_dir": os.path.join(temp_dir, "scratch"),
+            },
         )
+        os.makedirs(handle.info["scratch_dir"])
         ports = {
             flag: free_port()
             for flag in (
@@ -121,6 +161,7 @@ class LocalProvider:
             )
         self._heads[cluster_name] = head
         handle.info["head_pid"] = head.pid
+        self._record(handle)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if head.poll() is not None:
@@ -146,7 +187,7 @@ class LocalProvider:
         if head is not None:
             if head.poll() is not None:
                 return False
-        elif not psutil.pid_exists(int(cluster.info.get("head_pid", -1))):
+        elif not _running(int(cluster.info.get("head_pid", -1))):
             return False
         return _port_open(int(cluster.info["port"]))
 
@@ -163,11 +204,13 @@ class LocalProvider:
                 start_new_session=True,
             )
         cluster.info.setdefault("runtime_pids", []).append(proc.pid)
+        self._record(cluster)
         return proc
 
     def _sessions(self, cluster: ClusterHandle) -> frozenset[int]:
         # Both were started with start_new_session: their pid is their session's id.
-        return frozenset([int(cluster.info["head_pid"]), *cluster.info.get("runtime_pids", [])])
+        head = cluster.info.get("head_pid")
+        return frozenset([*([int(head)] if head else []), *cluster.info.get("runtime_pids", [])])
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return marked(cluster.name, self._sessions(cluster))
@@ -179,7 +222,17 @@ class LocalProvider:
         head = self._heads.pop(cluster.name, None)
         if head is not None:
             head.wait(timeout=10)
-        shutil.rmtree(cluster.info.get("temp_dir", ""), ignore_errors=True)
+        if cluster.info.get("temp_dir"):
+            shutil.rmtree(cluster.info["temp_dir"], ignore_errors=True)
+        self._forget(cluster)
+
+
+def _running(pid: int) -> bool:
+    # Not ours (a resumed controller): once dead it may linger as a zombie of init's.
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _tail(path: str, limit: int = 600) -> str:

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_USER_ERROR = 3
 EXIT_WORKERS_EXHAUSTED = 4
 EXIT_INFRA = 5
+EXIT_PREEMPTED = 6  # a preemption notice: the step's checkpoint is committed
 
 
 class FailureKind(StrEnum):
@@ -17,6 +18,8 @@ class FailureKind(StrEnum):
     LEASE_EXPIRED = "lease_expired"  # no heartbeat within the lease: hung or partitioned
     RUNTIME_LOST = "runtime_lost"  # the driver died, the cluster is still up
     USER_ERROR = "user_error"  # the workload raised
+    PREEMPTED = "preempted"  # a preemption notice, honoured: checkpointed and stopped
+    CONTROLLER_LOST = "controller_lost"  # the controller died; a resumed one found this attempt gone
     WORKERS_EXHAUSTED = "workers_exhausted"  # Ray Train used up its in-place restarts
     NO_CAPACITY = "no_capacity"  # provisioning: try another region
     PROVISION_ERROR = "provision_error"  # provisioning: a transient error
@@ -61,6 +64,8 @@ def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
         code = obs.runtime_exit
         if code == EXIT_USER_ERROR:
             return Failure(FailureKind.USER_ERROR, region, "the workload raised")
+        if code == EXIT_PREEMPTED:
+            return Failure(FailureKind.PREEMPTED, region, "preemption notice: checkpointed and stopped")
         if code == EXIT_WORKERS_EXHAUSTED:
             return Failure(FailureKind.WORKERS_EXHAUSTED, region, "Ray Train gave up restarting workers")
         how = f"signal {-code}" if code < 0 else f"exit status {code}"

@@ -26,6 +26,7 @@ class Budgets:
     max_failovers: int
     max_restarts_on_errors: int
     region_cooldown_s: float
+    max_preemptions: int = 10
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class History:
     # recovery.max_failovers bounds them all.
     failovers: int = 0
     restarts_on_errors: int = 0
+    preemptions: int = 0
     # region -> time of its last failure (seconds, any clock the caller uses consistently)
     region_failed_at: dict[str, float] = field(default_factory=dict)
 
@@ -42,11 +44,15 @@ class History:
         if failure.kind in _REGION_FAILURES:
             failed[failure.region] = now
         user = failure.kind is FailureKind.USER_ERROR
+        preempted = failure.kind is FailureKind.PREEMPTED
+        # A controller's death is not the region's doing, nor a failover.
+        counted = not user and not preempted and failure.kind is not FailureKind.CONTROLLER_LOST
         recovered = decision.action is not Action.GIVE_UP
         return replace(
             self,
-            failovers=self.failovers + int(recovered and not user),
+            failovers=self.failovers + int(recovered and counted),
             restarts_on_errors=self.restarts_on_errors + int(recovered and user),
+            preemptions=self.preemptions + int(recovered and preempted),
             region_failed_at=failed,
         )
 
@@ -97,6 +103,8 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
             f"user code error after {history.restarts_on_errors} restarts "
             f"(recovery.max_restarts_on_errors={budgets.max_restarts_on_errors}): {failure.detail}",
         )
+    if kind is FailureKind.PREEMPTED:
+        return _after_preemption(failure, candidates, history, budgets, now)
     if history.failovers >= budgets.max_failovers:
         return Decision(
             Action.GIVE_UP,
@@ -117,6 +125,24 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
             f"recovery.region_cooldown_s={budgets.region_cooldown_s:g}",
         )
     return Decision(Action.FAILOVER, target, f"{kind} in {failure.region}: {failure.detail}")
+
+
+def _after_preemption(
+    failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float
+) -> Decision:
+    """A reclaimed spot VM: its own budget, and the region is not held against later
+    (capacity comes back), only left this once if another candidate is healthy."""
+    if history.preemptions >= budgets.max_preemptions:
+        return Decision(
+            Action.GIVE_UP,
+            None,
+            f"preempted in {failure.region} after {history.preemptions} preemptions "
+            f"(recovery.max_preemptions={budgets.max_preemptions})",
+        )
+    target = next_region(candidates, failure.region, history.region_failed_at, now, budgets.region_cooldown_s)
+    if target is None:
+        return Decision(Action.RESTART_IN_PLACE, failure.region, "preempted; no other region is healthy")
+    return Decision(Action.FAILOVER, target, f"preempted in {failure.region}: checkpointed on notice")
 
 
 class FailurePolicy:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from recovery.fencing import Lineage
@@ -70,13 +70,18 @@ def sync_newest(
     stores: list[CheckpointStore],
     on_skip: Callable[[CheckpointStore, int, str], None],
     lineage: Lineage | None = None,
+    exclude: Collection[tuple[str, int]] = (),
 ) -> tuple[CheckpointStore, Manifest] | None:
     """The newest checkpoint that verifies (and is on the lineage) in any store;
-    the first store wins ties. Unreachable stores are passed over."""
+    the first store wins ties. Unreachable stores are passed over, and so are the
+    (region, step) pairs in ``exclude``."""
     best: tuple[CheckpointStore, Manifest] | None = None
     for store in stores:
+        bad = frozenset(step for region, step in exclude if region == store.region)
         try:
-            m = store.latest_verified(run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r), lineage=lineage)
+            m = store.latest_verified(
+                run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r), lineage=lineage, exclude=bad
+            )
         except StoreError:
             continue
         if m is not None and (best is None or m.step > best[1].step):

@@ -215,11 +215,13 @@ class CheckpointStore:
         on_skip: SkipHook | None = None,
         at_most: int | None = None,
         lineage: Lineage | None = None,
+        exclude: frozenset[int] = frozenset(),
     ) -> Manifest | None:
         """The newest committed checkpoint whose files verify and that is on the
-        lineage (see recovery/fencing.py); skips are reported."""
+        lineage (see recovery/fencing.py); skips are reported. ``exclude``: steps
+        already found bad by a reader."""
         for step in reversed(self.committed_steps(run_id)):
-            if at_most is not None and step > at_most:
+            if (at_most is not None and step > at_most) or step in exclude:
                 continue
             m, verdict = self._inspect(run_id, step)
             if m is not None and verdict.ok:

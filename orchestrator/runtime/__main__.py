@@ -7,13 +7,14 @@ workload under Ray Train, and exits with a code the controller classifies.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from dataclasses import asdict
 
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
-from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
+from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
 
 
 def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Event) -> None:
@@ -25,6 +26,17 @@ def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Even
             pass  # a missed renewal is what the lease is for
         if stop.wait(spec.heartbeat_interval_s):
             return
+
+
+def _relay_preemption(control: ControlChannel, spec: RuntimeSpec) -> None:
+    """A preemption notice (SIGTERM, as a cloud sends before reclaiming a VM) is
+    passed on to the workers, which checkpoint and stop; the driver stays to report."""
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        control.preempt_notice(spec.generation, pid=os.getpid())
+        control.event(spec.generation, "preemption_notice", pid=os.getpid())
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def main(argv: list[str]) -> int:
@@ -50,6 +62,15 @@ def main(argv: list[str]) -> int:
         control.event(spec.generation, "runtime_error", error=f"cannot connect to Ray: {exc}"[:500])
         return EXIT_INFRA
     control.event(spec.generation, "driver_connected", pid=os.getpid())
+    # After ray.init, which installs a SIGTERM handler of its own (that exits).
+    _relay_preemption(control, spec)
+    if spec.hpo is not None:
+        from orchestrator.runtime.tune_loop import run_search
+
+        try:
+            return run_search(spec, control)
+        finally:
+            stop.set()
     trainer = TorchTrainer(
         train_func,
         train_loop_config={"spec": asdict(spec)},
@@ -67,6 +88,7 @@ def main(argv: list[str]) -> int:
             storage_path=spec.ray_storage_path,
             failure_config=FailureConfig(max_failures=int(spec.trainer["max_worker_restarts"])),
         ),
+        **_datasets(spec),
     )
     try:
         trainer.fit()
@@ -76,17 +98,40 @@ def main(argv: list[str]) -> int:
     finally:
         stop.set()
     if control.read_final(spec.generation) is None:
+        if _seen(control, spec, "preempted"):
+            return EXIT_PREEMPTED
         control.event(spec.generation, "runtime_error", error="training ended without a result")
         return EXIT_INFRA
     return EXIT_OK
 
 
+def _datasets(spec: RuntimeSpec) -> dict[str, object]:
+    """data.loader=ray_data: the training set as a Ray Data dataset, split by Ray Train."""
+    if spec.data.get("loader") != "ray_data":
+        return {}
+    from orchestrator.workloads import get_workload
+    from orchestrator.workloads.data import DATASET_KEY, data_config, ray_dataset
+
+    workload = get_workload(spec.job["workload"])(spec.job, spec.data)
+    return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
+
+
 def _user_error_seen(control: ControlChannel, spec: RuntimeSpec) -> bool:
-    return any(e.get("type") == "user_error" for e in control.read_events(spec.generation, set()))
+    return _seen(control, spec, "user_error")
+
+
+def _seen(control: ControlChannel, spec: RuntimeSpec, type_: str) -> bool:
+    return any(e.get("type") == type_ for e in control.read_events(spec.generation, set()))
 
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
+    try:
+        # A controller that did not start this process (a resumed one) cannot wait for it.
+        spec = RuntimeSpec.load(sys.argv[1])
+        ControlChannel(spec.control_url).exited(spec.generation, code)
+    except Exception:
+        pass
     sys.stdout.flush()
     # Ray's atexit hooks can stall on a cluster that is going away; the outcome is written.
     os._exit(code)

@@ -43,8 +43,16 @@ class AsyncCheckpointer:
         outage_s: float = 15.0,
         on_event: EventHook | None = None,
         replicate: bool = False,
+        on_stage: Callable[[int], None] | None = None,
+        scratch_dir: str | None = None,
     ) -> None:
+        from orchestrator.runtime.scratch import LocalCopy
+
         self.replicate = replicate
+        # Called half way through an upload (chaos: a fault "during: checkpoint_upload").
+        self.on_stage = on_stage
+        self.local = LocalCopy(scratch_dir) if scratch_dir else None
+        self._scratch_full = False
         assert stores, "at least the primary store"
         self.stores = stores
         self.current = 0
@@ -135,7 +143,11 @@ class AsyncCheckpointer:
         while True:
             store = self.store
             try:
-                entries = [store.put(self.run_id, step, name, data) for name, data in files.items()]
+                entries = []
+                for name, data in files.items():
+                    entries.append(store.put(self.run_id, step, name, data))
+                    if self.on_stage is not None and len(entries) == 1:
+                        self.on_stage(step)
                 primary = store.commit(self.run_id, step, self.generation, entries, extra=extra, fenced=True)
             except FencedError as exc:
                 self.fenced = True
@@ -177,6 +189,7 @@ class AsyncCheckpointer:
                 self._failing_since = None
             self.committed_step = step
             self.committed_url = store.checkpoint_url(self.run_id, step)
+            self._keep_local(primary, files)
             if self.replicate:
                 self._replicate(primary, files)
             try:
@@ -184,6 +197,20 @@ class AsyncCheckpointer:
             except StoreError as exc:
                 self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
             return
+
+    def _keep_local(self, primary: Manifest, files: dict[str, bytes]) -> None:
+        if self.local is None:
+            return
+        try:
+            self.local.keep(primary, files)
+        except OSError as exc:
+            if not self._scratch_full:  # once per episode: a full disk stays full a while
+                self.on_event("scratch_full", {"step": primary.step, "path": self.local.root, "error": str(exc)[:300]})
+            self._scratch_full = True
+            return
+        if self._scratch_full:
+            self.on_event("scratch_recovered", {"step": primary.step, "path": self.local.root})
+        self._scratch_full = False
 
     def _replicate(self, primary: Manifest, files: dict[str, bytes]) -> None:
         """Copy the checkpoint just committed to the other regions' stores, from memory

@@ -7,7 +7,9 @@ local folder and on an object store the cluster can reach:
 - ``g<gen>/progress.json``   rank 0's latest step, loss and checkpoint
 - ``g<gen>/events/*.json``   one object per event (restores, skips, errors)
 - ``g<gen>/final.json``      the outcome, written once at the end
-- ``chaos/<i>.request|fired`` a fault's rendezvous: faults fire once per run
+- ``chaos/<i>.request|fired`` a fault's rendezvous: the n-th request of fault i
+  (``seq``) is answered once the fired count reaches n; counts span the run
+- ``g<gen>/preempt.json``   a preemption notice the driver relays to the workers
 
 Everything is scoped by generation so that a zombie of an old attempt cannot
 pass for the current one.
@@ -120,8 +122,36 @@ class ControlChannel:
                     out[int(name.split(".")[0])] = req
         return out
 
-    def chaos_fired(self, index: int, **fields: Any) -> None:
-        self._put(self._path("chaos", f"{index}.fired"), {"time": time.time(), **fields})
+    def chaos_fired(self, index: int, count: int, **fields: Any) -> None:
+        # Only the controller writes this: read-modify-write is safe.
+        before = self._get(self._path("chaos", f"{index}.fired")) or {}
+        steps = [*before.get("steps", []), fields.get("step")]
+        self._put(
+            self._path("chaos", f"{index}.fired"), {"time": time.time(), "count": count, "steps": steps, **fields}
+        )
+
+    def fired_steps(self, index: int) -> set[int]:
+        fired = self._get(self._path("chaos", f"{index}.fired")) or {}
+        return {int(s) for s in fired.get("steps", []) if s is not None}
+
+    def fired_count(self, index: int) -> int:
+        fired = self._get(self._path("chaos", f"{index}.fired"))
+        return 0 if fired is None else int(fired.get("count", 1))
 
     def is_fired(self, index: int) -> bool:
-        return self.fs.exists(self._path("chaos", f"{index}.fired"))
+        return self.fired_count(index) > 0
+
+    # --- preemption notice ------------------------------------------------------
+    def preempt_notice(self, gen: int, **fields: Any) -> None:
+        self._put(self._path(f"g{gen}", "preempt.json"), {"time": time.time(), "generation": gen, **fields})
+
+    def preempt_requested(self, gen: int) -> bool:
+        return self.fs.exists(self._path(f"g{gen}", "preempt.json"))
+
+    # --- the driver's exit, readable by a controller that did not start it -------
+    def exited(self, gen: int, code: int) -> None:
+        self._put(self._path(f"g{gen}", "exit.json"), {"time": time.time(), "generation": gen, "code": code})
+
+    def read_exit(self, gen: int) -> int | None:
+        got = self._get(self._path(f"g{gen}", "exit.json"))
+        return None if got is None else int(got["code"])

@@ -37,6 +37,12 @@ class RuntimeSpec:
     store_outage_s: float = 15.0
     # A warm standby: start everything, then wait for the controller's activation.
     standby: bool = False
+    # data.* (the loader, its shuffle buffer, the synthetic set's shape and cache folder).
+    data: dict[str, Any] = field(default_factory=dict)
+    # hpo.* plus recovery.resume_errored / restart_errored when the job is a search; None: train once.
+    hpo: dict[str, Any] | None = None
+    # The node's local scratch disk (a copy of the newest checkpoint lives there).
+    scratch_dir: str | None = None
 
     def dump(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:

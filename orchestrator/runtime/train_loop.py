@@ -12,7 +12,9 @@ from __future__ import annotations
 import io
 import os
 import random
+import threading
 import time
+import traceback
 from typing import Any
 
 import numpy as np
@@ -20,8 +22,11 @@ import torch
 
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
+from orchestrator.triggers import due_at_step, due_during, exhausted, in_region
+from orchestrator.workloads.data import DataMismatch
 from recovery.fencing import FencedError, newest_fence
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
@@ -30,6 +35,12 @@ from recovery.store import CheckpointStore
 PROGRESS_EVERY_S = 0.5
 CHAOS_WAIT_S = 60.0
 STANDBY_POLL_S = 0.05
+# Ranks agree on a preemption notice every this many steps (one tiny all-reduce):
+# all of them must checkpoint the same step.
+PREEMPT_CHECK_EVERY = 10
+PREEMPT_POLL_S = 0.2
+# Rank 0 samples the loss this often for the incident report's plot (sent with progress).
+LOSS_EVERY = 5
 
 
 class UserCodeError(Exception):
@@ -38,6 +49,10 @@ class UserCodeError(Exception):
 
 class InjectedUserError(RuntimeError):
     """Stands for a bug in the workload (chaos fault ``user_error``)."""
+
+
+class Preempted(Exception):
+    """A preemption notice arrived and the checkpoint of this step is committed."""
 
 
 def _dumps(obj: Any) -> bytes:
@@ -89,10 +104,18 @@ def train_func(config: dict[str, Any]) -> None:
         control.event(spec.generation, "workers_started", pid=os.getpid())
     try:
         _train(spec, rank, world, control)
+    except Preempted:
+        return  # the checkpoint is committed; the driver tells the controller
     except Exception as exc:
         if not _is_comm_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
             first = str(exc).splitlines()[0] if str(exc) else ""
-            control.event(spec.generation, "user_error", rank=rank, error=f"{type(exc).__name__}: {first}"[:500])
+            control.event(
+                spec.generation,
+                "user_error",
+                rank=rank,
+                error=f"{type(exc).__name__}: {first}"[:500],
+                traceback=traceback.format_exc()[-8000:],
+            )
         raise
 
 
@@ -112,10 +135,13 @@ class _Loop:
         torch.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed)
-        self.workload = get_workload(spec.job["workload"])(spec.job)
+        self.workload = get_workload(spec.job["workload"])(spec.job, spec.data)
+        # The data loader (data.loader) and this worker's telemetry.
+        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world)
         self.model = self.workload.model()
         self.optimizer = self.workload.optimizer(self.model.parameters())
         self._restored_url: str | None = None
+        self._verified: dict[str, bytes] = {}
         self.checkpointer = AsyncCheckpointer(
             [self.store, *self.fallbacks],
             spec.run_id,
@@ -124,7 +150,12 @@ class _Loop:
             outage_s=spec.store_outage_s,
             on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
             replicate=True,
+            on_stage=self._upload_hook if rank == 0 else None,
+            scratch_dir=spec.scratch_dir if rank == 0 else None,
         )
+        self._preempt = threading.Event()
+        if rank == 0:
+            threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
@@ -137,12 +168,15 @@ class _Loop:
             dist.all_gather_object(rngs, mine)
         else:
             rngs = [mine]
+        self.data.gather_telemetry()  # the ranks meet here anyway
         if self.rank != 0:
             return
         files = {f"rng-rank{r}.pt": data for r, data in enumerate(rngs) if data is not None}
         files["model.pt"] = _dumps(self.model.state_dict())
         files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
-        files["state.pt"] = _dumps({"step": step, "data_position": step, "world_size": self.world})
+        files["state.pt"] = _dumps(
+            {"step": step, "data_position": step, "data": self.data.position(step).to_json(), "world_size": self.world}
+        )
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
         if not self.spec.checkpoint.get("async_upload", True):
             self.checkpointer.wait()
@@ -161,10 +195,7 @@ class _Loop:
             def skipped(store: CheckpointStore, step: int, reason: str) -> None:
                 self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
-            stores = [self.store, *self.fallbacks]
-            lineage = newest_fence(stores, self.spec.run_id)
-            best = sync_newest(self.spec.run_id, stores, skipped, lineage=lineage)
-            choice = [None if best is None else (stores.index(best[0]), best[1].to_json())]
+            choice = [self._choose(skipped)]
         if self.world > 1:
             dist.broadcast_object_list(choice, src=0)
         if choice[0] is None:
@@ -178,32 +209,141 @@ class _Loop:
                 f"checkpoint step {m.step} was written by {saved_world} workers, this run has "
                 f"{self.world}; an exact resume needs the same trainer.workers"
             )
-        self.model.load_state_dict(_loads(source.read(m, "model.pt")))
-        self.optimizer.load_state_dict(_loads(source.read(m, "optimizer.pt")))
-        set_rng_state(_loads(source.read(m, f"rng-rank{self.rank}.pt")))
-        state = _loads(source.read(m, "state.pt"))
+        files = self._verified if self.rank == 0 else {}
+        self._verified = {}
+
+        def read(name: str) -> bytes:
+            return files[name] if name in files else source.read(m, name)
+
+        self.model.load_state_dict(_loads(read("model.pt")))
+        self.optimizer.load_state_dict(_loads(read("optimizer.pt")))
+        set_rng_state(_loads(read(f"rng-rank{self.rank}.pt")))
+        state = _loads(read("state.pt"))
+        try:
+            self.data.check_restored(state, int(state["data_position"]))
+        except DataMismatch as exc:
+            raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         return int(state["data_position"])
 
+    def _choose(self, skipped: Any) -> tuple[int, str] | None:
+        """Rank 0: the newest checkpoint whose every file reads back and verifies now.
+
+        A checkpoint can go bad between the manifest check and the read (a restore
+        is when a corrupting fault bites): then it is skipped and the next tried.
+        """
+        from recovery.manifest import ManifestError
+        from recovery.store import StoreError
+
+        stores = [self.store, *self.fallbacks]
+        lineage = newest_fence(stores, self.spec.run_id)
+        bad: set[tuple[str, int]] = set()
+        while True:
+
+            def skip(store: CheckpointStore, step: int, reason: str) -> None:
+                if (store.region, step) not in bad:
+                    skipped(store, step, reason)
+
+            best = sync_newest(self.spec.run_id, stores, skip, lineage=lineage, exclude=bad)
+            if best is None:
+                return None
+            store, m = best
+            self._restore_hook(m.step)
+            names = [f.name for f in m.files if not f.name.startswith("rng-") or f.name == "rng-rank0.pt"]
+            local = self.checkpointer.local.load(m, names) if self.checkpointer.local is not None else None
+            try:
+                self._verified = local if local is not None else {name: store.read(m, name) for name in names}
+            except (ManifestError, StoreError) as exc:
+                skipped(store, m.step, f"failed verification while restoring: {exc}")
+                bad.add((store.region, m.step))
+                continue
+            if local is not None:
+                self.control.event(self.gen, "restored_from_scratch", step=m.step)
+            return stores.index(store), m.to_json()
+
     # --- chaos --------------------------------------------------------------------
+    def _rendezvous(self, i: int, fault: dict[str, Any], step: int, during: str | None = None) -> None:
+        """Ask the controller to fire fault ``i`` now, and wait until it has."""
+        seq = self.control.fired_count(i) + 1
+        self.control.chaos_request(
+            i,
+            seq=seq,
+            kind=fault["kind"],
+            step=step,
+            rank=self.rank,
+            pid=os.getpid(),
+            generation=self.gen,
+            during=during,
+        )
+        deadline = time.time() + CHAOS_WAIT_S
+        while time.time() < deadline and self.control.fired_count(i) < seq:
+            time.sleep(0.05)
+        if fault["kind"] == "user_error":
+            raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
+
+    def _armed(self, i: int, fault: dict[str, Any]) -> bool:
+        return in_region(fault, self.spec.region) and not exhausted(fault, self.control.fired_count(i))
+
     def chaos_hook(self, step: int) -> None:
+        total = int(self.spec.job["steps"])
         for i, fault in enumerate(self.spec.faults):
-            if int(fault["at_step"]) != step:
+            if not due_at_step(fault, step, total):
                 continue
             victim = self.world - 1 if fault["kind"] == "kill_worker" else 0
-            if self.rank != victim or self.control.is_fired(i):
+            if self.rank != victim or not self._armed(i, fault):
                 continue
+            if fault.get("random") is not None and step in self.control.fired_steps(i):
+                continue  # a random fault strikes a step once, also when the step is replayed
             # Faults land at a quiescent point, so a run's outcome does not depend on
-            # upload timing; a kill during an upload is a fault kind of its own.
+            # upload timing; a fault during an upload is a trigger of its own.
             self.checkpointer.wait()
-            self.control.chaos_request(
-                i, kind=fault["kind"], step=step, rank=self.rank, pid=os.getpid(), generation=self.gen
+            self._rendezvous(i, fault, step)
+
+    def _upload_hook(self, step: int) -> None:
+        """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""
+        for i, fault in enumerate(self.spec.faults):
+            if due_during(fault, "checkpoint_upload") and self._armed(i, fault):
+                self._rendezvous(i, fault, step, during="checkpoint_upload")
+
+    def _restore_hook(self, step: int) -> None:
+        """Rank 0, a checkpoint chosen, before a byte of it is read."""
+        for i, fault in enumerate(self.spec.faults):
+            if due_during(fault, "restore") and self._armed(i, fault):
+                self._rendezvous(i, fault, step, during="restore")
+
+    # --- preemption -----------------------------------------------------------------
+    def _watch_preemption(self) -> None:
+        while not self._preempt.is_set():
+            try:
+                if self.control.preempt_requested(self.gen):
+                    self._preempt.set()
+                    return
+            except OSError:
+                pass
+            time.sleep(PREEMPT_POLL_S)
+
+    def preempt_agreed(self, step: int) -> bool:
+        """Every PREEMPT_CHECK_EVERY steps, all ranks learn whether rank 0 saw a notice."""
+        if step % PREEMPT_CHECK_EVERY != 0:
+            return False
+        if self.world == 1:
+            return self._preempt.is_set()
+        import torch.distributed as dist
+
+        flag = torch.tensor([1 if self._preempt.is_set() else 0], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def on_preempt(self, step: int) -> None:
+        """Checkpoint this very step, commit it, and stop: nothing is lost."""
+        self.save(step)
+        if self.rank == 0:
+            self.checkpointer.wait()
+            self.control.progress(
+                self.gen, step=step, total=int(self.spec.job["steps"]), last_checkpoint=self.last_checkpoint
             )
-            deadline = time.time() + CHAOS_WAIT_S
-            while time.time() < deadline and not self.control.is_fired(i):
-                time.sleep(0.05)
-            if fault["kind"] == "user_error":
-                raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
+            self.control.event(self.gen, "preempted", step=step, checkpoint=self.last_checkpoint)
+        raise Preempted(step)
 
     # --- the loop -------------------------------------------------------------------
     def run(self, wrap: Any = None) -> None:
@@ -242,13 +382,16 @@ class _Loop:
         last_report = 0.0
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")
+        losses: list[tuple[int, float]] = []
         for step in range(restored + 1, total + 1):
-            batch = self.workload.batch(step, self.rank, self.world)
+            batch = self.data.batch(step)
             self.optimizer.zero_grad(set_to_none=True)
             loss = self.workload.loss(ddp, batch)
             loss.backward()
             self.optimizer.step()
             now = time.time()
+            if self.rank == 0 and step % LOSS_EVERY == 0:
+                losses.append((step, float(loss.item())))
             if self.rank == 0 and (now - last_report >= PROGRESS_EVERY_S or step == restored + 1):
                 loss_value = float(loss.item())
                 rate = (step - first_step + 1) / max(now - t_start, 1e-9)
@@ -260,9 +403,14 @@ class _Loop:
                     steps_per_s=rate,
                     last_checkpoint=self.last_checkpoint,
                     restored_step=restored,
+                    telemetry=self.data.telemetry,
+                    losses=losses,
                 )
+                losses = []
                 last_report = now
             self.chaos_hook(step)
+            if step < total and self.preempt_agreed(step):
+                self.on_preempt(step)
             if step % interval == 0 or step == total:
                 self.save(step)
         if self.rank == 0:
@@ -278,6 +426,7 @@ class _Loop:
             total=total,
             steps_per_s=(total - first_step + 1) / elapsed,
             last_checkpoint=self.last_checkpoint,
+            telemetry=self.data.telemetry,
         )
         self.control.final(
             self.gen,
@@ -286,6 +435,8 @@ class _Loop:
             weights_sha256=weights_sha256(self.model.state_dict()),
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(total - first_step + 1) / elapsed,
+            # Gathered from every rank at the final checkpoint.
+            telemetry=self.data.telemetry,
         )
 
 

@@ -7,11 +7,12 @@ from orchestrator.workloads.base import Workload
 
 def get_workload(name: str) -> type[Workload]:
     from orchestrator.workloads.digits import Digits
+    from orchestrator.workloads.synthetic import Synthetic
 
-    known: dict[str, type[Workload]] = {"digits": Digits}
+    known: dict[str, type[Workload]] = {"digits": Digits, "synthetic": Synthetic}
     if name not in known:
         raise KeyError(f"unknown workload {name!r}; known: {', '.join(known)}")
     return known[name]
 
 
-WORKLOADS = ("digits",)
+WORKLOADS = ("digits", "synthetic")

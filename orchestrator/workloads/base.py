@@ -8,7 +8,13 @@ import torch
 
 
 class Workload(Protocol):
-    def __init__(self, job: dict[str, Any]) -> None: ...
+    def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None: ...
+
+    def train_size(self) -> int:
+        """Rows in the training set (the loaders derive an epoch's length from it)."""
+
+    def train_arrays(self) -> tuple[Any, Any]:
+        """Features and labels of the training set (numpy), for data.loader=ray_data."""
 
     def model(self) -> torch.nn.Module:
         """A fresh model; the loop seeds torch before calling this."""
@@ -16,8 +22,8 @@ class Workload(Protocol):
     def optimizer(self, params: Any) -> torch.optim.Optimizer: ...
 
     def batch(self, step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch for ``step`` (1-based) on ``rank``: a pure function of its arguments,
-        so the data position after a restore is the step alone."""
+        """The batch for ``step`` (1-based) on ``rank`` under data.loader=sharded: a pure
+        function of its arguments, so the data position after a restore is the step alone."""
 
     def loss(self, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor: ...
 

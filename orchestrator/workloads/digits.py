@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from orchestrator.workloads.data import sharded_indices
+
 
 def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
     from sklearn.datasets import load_digits
@@ -26,7 +28,7 @@ def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
 
 
 class Digits:
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None:
         self.seed = int(job["seed"])
         self.batch_size = int(job["batch_size"])
         self.lr = float(job["lr"])
@@ -40,14 +42,14 @@ class Digits:
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
 
+    def train_size(self) -> int:
+        return len(self.x)
+
+    def train_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x.numpy(), self.y.numpy()
+
     def batch(self, step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
-        per_step = self.batch_size * world
-        steps_per_epoch = max(1, len(self.x) // per_step)
-        epoch, k = divmod(step - 1, steps_per_epoch)
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(self.x), generator=gen)
-        start = k * per_step + rank * self.batch_size
-        idx = perm[start : start + self.batch_size]
+        idx = sharded_indices(len(self.x), self.seed, self.batch_size, step, rank, world)
         return self.x[idx], self.y[idx]
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

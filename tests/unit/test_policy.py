@@ -113,3 +113,28 @@ def test_region_failures_fail_over_and_mark_the_region(kind: FailureKind) -> Non
     d, h = step(policy(), History(), kind, "b", now=7.0)
     assert (d.action, d.region) == (Action.FAILOVER, "c")
     assert h.region_failed_at == {"b": 7.0}
+
+
+def test_preemptions_fail_over_on_their_own_budget_and_leave_no_cooldown() -> None:
+    p = FailurePolicy(CANDIDATES, Budgets(0, 0, COOLDOWN, max_preemptions=2))
+    h = History()
+    d, h = step(p, h, K.PREEMPTED, "a", now=0.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+    # The preempted region is not held against later: b's preemption can go back to c, then a.
+    d, h = step(p, h, K.PREEMPTED, "b", now=1.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "c")
+    assert (h.preemptions, h.failovers, h.region_failed_at) == (2, 0, {})
+    d, h = step(p, h, K.PREEMPTED, "c", now=2.0)
+    assert d.action is Action.GIVE_UP and "recovery.max_preemptions=2" in d.reason
+
+
+def test_a_lone_region_restarts_in_place_after_a_preemption() -> None:
+    p = FailurePolicy(["a"], Budgets(0, 0, COOLDOWN))
+    d, _ = step(p, History(), K.PREEMPTED, "a", now=0.0)
+    assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "a")
+
+
+def test_a_lost_controller_costs_no_failover() -> None:
+    failure = Failure(K.CONTROLLER_LOST, "a", "")
+    h = History().after(failure, Decision(Action.RESTART_IN_PLACE, "a", ""), 0.0)
+    assert (h.failovers, h.region_failed_at) == (0, {})

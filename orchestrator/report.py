@@ -1,0 +1,249 @@
+"""The incident report: a run's timeline, totals and a loss-against-step plot.
+
+``action=report run_id=X`` prints it and writes ``report.png`` beside the
+journal; every run that had incidents writes it at its end. Everything comes from
+the run's files (journal, result.json, the loss series), so it also works for a
+run that is still going or whose controller died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.journal import read_events
+from orchestrator.result import read_result
+
+LOSS_NAME = "loss.jsonl"
+PLOT_NAME = "report.png"
+
+
+def append_loss(run_dir: str, **point: Any) -> None:
+    """One (time, generation, region, step, loss) point; the watch adds one per progress report."""
+    with open(os.path.join(run_dir, LOSS_NAME), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(point) + "\n")
+
+
+def read_loss(run_dir: str) -> list[dict[str, Any]]:
+    return [p for p in read_events(os.path.join(run_dir, LOSS_NAME)) if p.get("loss") is not None]
+
+
+@dataclass
+class Row:
+    """One incident as a person reads it."""
+
+    at_s: float  # seconds since the run started
+    fault: str  # what was injected (or "-": a failure nobody injected)
+    failure: str
+    detected_after_s: float | None
+    decision: str
+    from_region: str
+    to_region: str | None
+    restored_step: int | None
+    lost_steps: int | None
+    rto_s: float | None
+
+
+@dataclass
+class Report:
+    run_id: str
+    status: str
+    rows: list[Row] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    reason: str = ""
+    traceback: str | None = None
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        rtos = [r.rto_s for r in self.rows if r.rto_s is not None]
+        lost = [r.lost_steps for r in self.rows if r.lost_steps is not None]
+        return {
+            "faults_injected": len(self.faults),
+            "incidents": len(self.rows),
+            "attempts": len(self.attempts),
+            "lost_steps": sum(lost),
+            "max_lost_steps": max(lost, default=0),
+            "mean_rto_s": round(sum(rtos) / len(rtos), 3) if rtos else None,
+            "max_rto_s": round(max(rtos), 3) if rtos else None,
+            "downtime_s": round(sum(rtos), 3),
+        }
+
+
+_DECISION_FOR = {"worker_lost": "restart workers in place (Ray Train)", "controller_lost": "resume (action=resume)"}
+
+
+def build(run_dir: str) -> Report | None:
+    events = list(read_events(os.path.join(run_dir, "journal.jsonl")))
+    if not events:
+        return None
+    result = read_result(run_dir)
+    started = next((float(e["ts"]) for e in events if e["type"] == "run_started"), float(events[0]["ts"]))
+    run_id = next((str(e.get("run_id")) for e in events if e["type"] == "run_started"), os.path.basename(run_dir))
+    state = next((str(e["to"]) for e in reversed(events) if e["type"] == "transition"), "PENDING")
+    rep = Report(run_id=run_id, status=(result or {}).get("status", state), result=result)
+    rep.reason = (result or {}).get("reason", "")
+    rep.traceback = (result or {}).get("error_traceback")
+    rep.faults = [e for e in events if e["type"] == "fault_injected"]
+    rep.attempts = [e for e in events if e["type"] == "attempt_ended"]
+    decisions = [e for e in events if e["type"] == "decision"]
+    incidents = [e for e in events if e["type"] == "incident"]
+    for inc in incidents:
+        failed_at = float(inc["failed_at"])
+        fault = _fault_before(rep.faults, failed_at)
+        decision = next(
+            (
+                d
+                for d in decisions
+                if float(d["ts"]) >= float(inc["detected_at"]) - 1e-3 and d.get("failure") == inc["kind"]
+            ),
+            None,
+        )
+        rep.rows.append(
+            Row(
+                at_s=round(failed_at - started, 3),
+                fault=fault,
+                failure=str(inc["kind"]),
+                detected_after_s=inc.get("detected_after_s"),
+                decision=str(decision["action"]) if decision else _DECISION_FOR.get(str(inc["kind"]), "-"),
+                from_region=str(inc["from_region"]),
+                to_region=inc.get("to_region"),
+                restored_step=inc.get("restored_step"),
+                lost_steps=inc.get("lost_steps"),
+                rto_s=inc.get("rto_s"),
+            )
+        )
+    rep.rows.sort(key=lambda r: r.at_s)
+    return rep
+
+
+def _fault_before(faults: list[dict[str, Any]], failed_at: float) -> str:
+    # The fault that caused a failure fired at (or just before) the failure's time.
+    near = [f for f in faults if float(f["ts"]) <= failed_at + 1.0]
+    if not near:
+        return "-"
+    f = max(near, key=lambda f: float(f["ts"]))
+    where = f.get("during") or f.get("trigger") or f"step {f.get('step')}"
+    return f"{f['kind']} ({where})"
+
+
+def render(rep: Report) -> str:
+    lines = [f"incident report: run {rep.run_id}: {rep.status}"]
+    if rep.reason:
+        lines.append(f"  reason: {rep.reason}")
+    header = ("t+s", "fault", "failure", "detect", "decision", "from -> to", "restored", "lost", "RTO")
+    table = [header]
+    for r in rep.rows:
+        table.append(
+            (
+                f"{r.at_s:.1f}",
+                r.fault,
+                r.failure,
+                "-" if r.detected_after_s is None else f"{r.detected_after_s:.2f}s",
+                r.decision,
+                f"{r.from_region} -> {r.to_region or '-'}",
+                "-" if r.restored_step is None else str(r.restored_step),
+                "-" if r.lost_steps is None else str(r.lost_steps),
+                "-" if r.rto_s is None else f"{r.rto_s:.1f}s",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if not rep.rows:
+        lines.append("  (no incidents)")
+    t = rep.totals
+    lines.append(
+        f"  totals: {t['faults_injected']} faults injected, {t['incidents']} incidents, {t['attempts']} attempts, "
+        f"{t['lost_steps']} steps lost (max {t['max_lost_steps']}), RTO mean "
+        f"{_s(t['mean_rto_s'])} max {_s(t['max_rto_s'])}"
+    )
+    if rep.result and rep.result.get("weights_sha256"):
+        lines.append(f"  final weights sha256: {rep.result['weights_sha256']}")
+    if rep.traceback:
+        lines.append("  the workload's traceback:")
+        lines.extend("    " + line for line in rep.traceback.rstrip().splitlines())
+    return "\n".join(lines)
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}s"
+
+
+def plot(run_dir: str, rep: Report) -> str:
+    """Loss against step, faults and restores marked, the region along the step axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = read_loss(run_dir)
+    regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
+    colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
+    fig, (ax, band) = plt.subplots(
+        2, 1, figsize=(10, 5.5), sharex=True, gridspec_kw={"height_ratios": [5, 1]}, constrained_layout=True
+    )
+    by_gen: dict[int, list[dict[str, Any]]] = {}
+    for p in points:
+        by_gen.setdefault(int(p["generation"]), []).append(p)
+    for pts in by_gen.values():
+        pts.sort(key=lambda p: p["step"])
+        region = str(pts[0]["region"])
+        ax.plot([p["step"] for p in pts], [p["loss"] for p in pts], "-", color=colours[region], lw=1.2)
+    for f in rep.faults:
+        step = f.get("step")
+        if isinstance(step, int) and step > 0:
+            ax.axvline(step, color="red", ls="--", lw=0.8)
+            ax.annotate(
+                str(f["kind"]),
+                (step, 1.0),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=7,
+                color="red",
+            )
+    for r in rep.rows:
+        if r.restored_step is not None:
+            ax.axvline(r.restored_step, color="green", ls=":", lw=0.8)
+            ax.annotate(
+                f"restore→{r.to_region or r.from_region}",
+                (r.restored_step, 0.02),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="bottom",
+                ha="left",
+                fontsize=7,
+                color="green",
+            )
+    ax.set_ylabel("training loss")
+    ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.rows)} incidents")
+    for a in rep.attempts:
+        lo = int(a.get("restored_step") or 0)
+        hi = int(a.get("last_step") or lo)
+        if hi > lo:
+            region = str(a["region"])
+            band.broken_barh([(lo, hi - lo)], (0, 1), color=colours.get(region, "grey"), alpha=0.8)
+            band.text((lo + hi) / 2, 0.5, f"{region} g{a['generation']}", ha="center", va="center", fontsize=7)
+    band.set_yticks([])
+    band.set_xlabel("step")
+    band.set_ylabel("region")
+    path = os.path.join(run_dir, PLOT_NAME)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write(run_dir: str) -> tuple[str, str] | None:
+    """The report's text and the plot's path, or None for a run with no journal."""
+    rep = build(run_dir)
+    if rep is None:
+        return None
+    text = render(rep)
+    with open(os.path.join(run_dir, "report.txt"), "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    return text, plot(run_dir, rep)

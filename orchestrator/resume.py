@@ -1,0 +1,107 @@
+"""``action=resume``: a new controller picks up a run whose controller died.
+
+It rebuilds the state from the journal (``orchestrator.replay``), tears down
+every cluster the journal (or the provider's records) shows alive except the
+attempt it can adopt, and never starts an attempt while another may still train.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from orchestrator.incidents import Incident
+from orchestrator.replay import Replayed
+from orchestrator.runtime.control import ControlChannel
+from providers.base import ClusterHandle
+
+if TYPE_CHECKING:
+    from orchestrator.controller import Controller
+
+
+class AdoptedProcess:
+    """A runtime driver this controller did not start: its exit code comes from the
+    control channel (the driver writes it last), its liveness from the process table."""
+
+    def __init__(self, pid: int, control: ControlChannel, generation: int) -> None:
+        self.pid = pid
+        self.control = control
+        self.generation = generation
+
+    def poll(self) -> int | None:
+        code = self.control.read_exit(self.generation)
+        if code is not None:
+            return code
+        if _alive(self.pid):
+            return None
+        code = self.control.read_exit(self.generation)  # written just before it exited?
+        return -9 if code is None else code
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
+
+
+@dataclass
+class Adoption:
+    generation: int
+    region: str
+    cluster: ClusterHandle
+    pid: int
+    restored_step: int | None
+
+
+def handle_of(ctl: Controller, provisioned: dict[str, Any]) -> ClusterHandle:
+    name = str(provisioned["cluster"])
+    found = ctl.provider.find(name)
+    if found is not None:
+        return found  # the provider's record is the newest (runtime pids included)
+    return ClusterHandle(
+        name, str(provisioned["region"]), ctl.provider.name, str(provisioned["address"]), provisioned.get("info", {})
+    )
+
+
+def sweep_and_adopt(ctl: Controller, rp: Replayed) -> Adoption | None:
+    """Tear down everything left running but the open attempt, which is adopted if
+    its cluster is healthy and its driver alive; otherwise it is torn down too."""
+    adopt: Adoption | None = None
+    op = rp.open_attempt
+    if op is not None and op.cluster is not None and op.runtime_pid is not None:
+        handle = handle_of(ctl, op.cluster)
+        if ctl.control.read_exit(op.generation) is None and _alive(op.runtime_pid) and ctl.provider.healthy(handle):
+            adopt = Adoption(op.generation, op.region, handle, op.runtime_pid, op.restored_step)
+    for name, provisioned in rp.leftover.items():
+        if adopt is not None and name == adopt.cluster.name:
+            continue
+        _teardown(ctl, handle_of(ctl, provisioned), "left running by the crashed controller")
+    for region, gen in rp.launching:
+        name = ctl.cluster_name(region, gen)
+        handle = ctl.provider.find(name)
+        if handle is not None:
+            _teardown(ctl, handle, "launched by the crashed controller, never journaled")
+    return adopt
+
+
+def _teardown(ctl: Controller, handle: ClusterHandle, why: str) -> None:
+    t0 = time.time()
+    ctl.provider.teardown(handle)
+    ctl.journal.append("teardown", cluster=handle.name, seconds=round(time.time() - t0, 3), reason=why)
+
+
+def crash_incident(rp: Replayed, region: str, generation: int, now: float, last_step: int) -> Incident:
+    """The controller's death as an incident: from its last journaled sign of life."""
+    return Incident(
+        kind="controller_lost",
+        from_region=region,
+        to_region=region,
+        failed_at=rp.last_ts,
+        detected_at=now,
+        last_step=last_step,
+        generation=generation,
+    )

@@ -1,0 +1,72 @@
+"""The newest committed checkpoint, kept on the node's local scratch disk too.
+
+A worker group that Ray Train restarts in place finds it there and skips the
+download. The store stays the truth: the copy is used only when its manifest is
+the one restore chose and every file verifies. A full disk costs the copy, never
+the checkpoint (the caller journals ``scratch_full``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+from recovery.manifest import MANIFEST_NAME, Manifest
+from recovery.store import sha256_hex
+
+CURRENT = "current"
+
+
+class LocalCopy:
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def keep(self, manifest: Manifest, files: dict[str, bytes]) -> None:
+        """Replace the copy with this checkpoint; OSError (ENOSPC...) leaves no partial copy."""
+        os.makedirs(self.root, exist_ok=True)
+        tmp = os.path.join(self.root, f".incoming-{uuid.uuid4().hex[:8]}")
+        try:
+            os.makedirs(tmp)
+            for name, data in files.items():
+                with open(os.path.join(tmp, name), "wb") as fh:
+                    fh.write(data)
+            with open(os.path.join(tmp, MANIFEST_NAME), "wb") as fh:
+                fh.write(manifest.to_json().encode())
+            current = os.path.join(self.root, CURRENT)
+            old = current + f".old-{uuid.uuid4().hex[:8]}"
+            if os.path.isdir(current):
+                os.rename(current, old)
+            os.rename(tmp, current)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def load(self, manifest: Manifest, names: list[str]) -> dict[str, bytes] | None:
+        """The named files of ``manifest`` from the copy, each verified; None if it is not that checkpoint."""
+        current = os.path.join(self.root, CURRENT)
+        try:
+            with open(os.path.join(current, MANIFEST_NAME), "rb") as fh:
+                held = Manifest.from_json(fh.read())
+        except (OSError, ValueError):
+            return None
+        if (held.run_id, held.step, held.attempt, held.files) != (
+            manifest.run_id,
+            manifest.step,
+            manifest.attempt,
+            manifest.files,
+        ):
+            return None
+        out = {}
+        for name in names:
+            entry = manifest.entry(name)
+            try:
+                with open(os.path.join(current, name), "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                return None
+            if len(data) != entry.size or sha256_hex(data) != entry.sha256:
+                return None
+            out[name] = data
+        return out

@@ -1,0 +1,104 @@
+"""The incident report from a run's files: timeline rows, totals, the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.report import append_loss, build, render, write
+
+
+def _journal(run_dir: Path, events: list[dict]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "journal.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def _ended(ts: float, gen: int, region: str, restored: int, last: int) -> dict:
+    return {
+        "ts": ts,
+        "type": "attempt_ended",
+        "generation": gen,
+        "region": region,
+        "restored_step": restored,
+        "last_step": last,
+    }
+
+
+def _events() -> list[dict]:
+    return [
+        {"ts": 100.0, "type": "run_started", "run_id": "r1"},
+        {"ts": 110.0, "type": "fault_injected", "kind": "kill_region", "step": 60, "index": 0},
+        {"ts": 110.2, "type": "decision", "action": "failover", "region": "local-b", "failure": "cluster_lost"},
+        {
+            "ts": 126.0,
+            "type": "incident",
+            "kind": "cluster_lost",
+            "from_region": "local-a",
+            "to_region": "local-b",
+            "failed_at": 110.0,
+            "detected_at": 110.2,
+            "last_step": 60,
+            "restored_step": 50,
+            "first_step_at": 125.0,
+            "generation": 1,
+            "detected_after_s": 0.2,
+            "lost_steps": 10,
+            "rto_s": 15.0,
+        },
+        {
+            "ts": 111.0,
+            "type": "attempt_ended",
+            "generation": 1,
+            "region": "local-a",
+            "restored_step": 0,
+            "last_step": 60,
+        },
+        {
+            "ts": 130.0,
+            "type": "attempt_ended",
+            "generation": 2,
+            "region": "local-b",
+            "restored_step": 50,
+            "last_step": 500,
+        },
+        {"ts": 130.1, "type": "transition", "from": "RUNNING", "to": "SUCCEEDED"},
+    ]
+
+
+def test_rows_and_totals_name_the_fault_decision_and_loss(tmp_path: Path) -> None:
+    _journal(tmp_path, _events())
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.status == "SUCCEEDED"
+    (row,) = rep.rows
+    assert (row.fault, row.failure, row.decision) == ("kill_region (step 60)", "cluster_lost", "failover")
+    assert (row.from_region, row.to_region, row.restored_step, row.lost_steps, row.rto_s) == (
+        "local-a",
+        "local-b",
+        50,
+        10,
+        15.0,
+    )
+    assert rep.totals["lost_steps"] == 10 and rep.totals["max_rto_s"] == 15.0 and rep.totals["attempts"] == 2
+    text = render(rep)
+    assert "kill_region (step 60)" in text and "local-a -> local-b" in text and "10 steps lost" in text
+
+
+def test_write_makes_the_text_and_a_png(tmp_path: Path) -> None:
+    _journal(tmp_path, _events())
+    for step in range(5, 501, 5):
+        append_loss(
+            str(tmp_path),
+            generation=1 if step <= 60 else 2,
+            region="local-a" if step <= 60 else "local-b",
+            step=step,
+            loss=2.0 / step,
+        )
+    done = write(str(tmp_path))
+    assert done is not None
+    text, png = done
+    assert (tmp_path / "report.txt").read_text().strip() == text
+    assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_journal_no_report(tmp_path: Path) -> None:
+    assert build(str(tmp_path)) is None
