@@ -14,10 +14,11 @@ USAGE = """usage: python -m orchestrator [GROUP=OPTION ...] [KEY=VALUE ...]
   cloud=local                where it may run; regions in failover order (conf/cloud/)
   recovery=default           failure detection and budgets (conf/recovery/)
   chaos=none                 faults to inject, or chaos.faults='[{kind:kill_region,at_step:60}]'
-  action=run|status|report|resume
+  action=run|status|report|resume|plan
                              run a job (default); show run_id=<id>; print its incident
                              report (and write report.png); pick up a run whose
-                             controller died
+                             controller died; show placements and cost, write the
+                             SkyPilot task YAML, launch nothing
   run_id=<id>  home=<dir>    name the run; where journals, results and local stores live
 
 examples:
@@ -27,6 +28,8 @@ examples:
   python -m orchestrator job=digits chaos=region_outage
   python -m orchestrator action=report run_id=digits-20261130-120000-ab12
   python -m orchestrator action=resume run_id=digits-20261130-120000-ab12
+  python -m orchestrator job=digits cloud=multi action=plan
+  python -m orchestrator job=digits cloud=onprem       # SkyPilot over Slurm (.ci/slurm/setup)
 """
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
@@ -56,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         return _report(cfg.home_path, str(cfg.run_id))
     if cfg.action == "resume":
         return _resume(cfg)
+    if cfg.action == "plan":
+        from orchestrator.plan import main as plan
+
+        return plan(cfg)
     if (
         cfg.chaos.supervise
         and any(f.kind == "controller_crash" for f in cfg.chaos.faults)
@@ -153,7 +160,7 @@ def _resume(cli: object) -> int:
         return 2
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path), run_id).resume()
+    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud), run_id).resume()
     return _finish(cfg, run_id, result)
 
 
@@ -189,10 +196,14 @@ def _run(cfg: object) -> int:
         )
         return 2
     try:
-        provider = get_provider(cfg.cloud.provider, cfg.home_path)
+        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud)
+        _provider_precheck(cfg)
         preflight(cfg)
     except UnknownProvider as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except ProviderPrecheckFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -208,6 +219,30 @@ def _run(cfg: object) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     result = Controller(cfg, provider, run_id).run()
     return _finish(cfg, run_id, result)
+
+
+class ProviderPrecheckFailed(Exception):
+    pass
+
+
+def _provider_precheck(cfg: object) -> None:
+    """Credentials of every cloud the candidate regions use, before a store is touched
+    or anything launched (cloud.provider=skypilot)."""
+    from orchestrator.config import Config
+
+    assert isinstance(cfg, Config)
+    if cfg.cloud.provider != "skypilot":
+        return
+    from providers.base import ProvisionError
+    from providers.skypilot import SkyPilotMissing, precheck
+
+    try:
+        precheck({r: cfg.cloud.regions[r] for r in cfg.candidate_regions()})
+    except SkyPilotMissing as exc:
+        raise ProviderPrecheckFailed(f"cloud.provider: {exc}") from None
+    except ProvisionError as exc:
+        detail = str(exc).split(": ", 1)[-1]
+        raise ProviderPrecheckFailed(f"cloud.regions.{exc.region}: {detail}; nothing was launched") from None
 
 
 def _finish(cfg: object, run_id: str, result: dict[str, object]) -> int:

@@ -95,9 +95,11 @@ def _typed(d: dict[str, Any]) -> Config:
     cloud = d["cloud"]
     regions = {
         name: RegionConfig(
-            store=_normalize_store(r["store"]),
-            num_cpus=r["num_cpus"],
-            storage_options=dict(r.get("storage_options") or {}),
+            **{
+                **r,
+                "store": _normalize_store(r["store"]),
+                "storage_options": dict(r.get("storage_options") or {}),
+            }
         )
         for name, r in cloud["regions"].items()
     }
@@ -110,6 +112,7 @@ def _typed(d: dict[str, Any]) -> Config:
             provider=cloud["provider"],
             regions=regions,
             candidates=list(cloud["candidates"]),
+            provision_timeout_s=cloud.get("provision_timeout_s", 60.0),
         ),
         recovery=RecoveryConfig(**d["recovery"]),
         chaos=ChaosConfig(faults=[_fault(f) for f in d["chaos"]["faults"]], supervise=d["chaos"]["supervise"]),

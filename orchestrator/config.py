@@ -14,7 +14,7 @@ from omegaconf import MISSING
 
 from recovery.storage import SECRET_OPTIONS
 
-ACTIONS = ("run", "status", "resume", "report")
+ACTIONS = ("run", "status", "resume", "report", "plan")
 STORAGE_FAULTS = ("storage_outage", "storage_hang", "storage_slow", "torn_checkpoint")
 FAULT_KINDS = (
     "kill_region",
@@ -89,6 +89,20 @@ class RegionConfig:
     # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
     # op_timeout_s...). Never credentials: those come from the environment.
     storage_options: dict[str, Any] = field(default_factory=dict)
+    # SkyPilot regions (cloud.provider=skypilot): where and on what; see conf/cloud/aws.yaml.
+    # infra: "aws/us-east-1", "gcp/us-central1", "slurm/<cluster in ~/.slurm/config>", "k8s/<context>".
+    infra: str = ""
+    instance_type: str = ""
+    cpus: str = ""  # SkyPilot's syntax: "4", "4+"
+    memory: str = ""  # GB, "16", "16+"
+    accelerators: str = ""  # "A10G:1"
+    use_spot: bool = False
+    disk_size: int = 0  # GB; 0: SkyPilot's default
+    num_nodes: int = 1
+    # Commands run once on the nodes (install the project), and the Python that runs the
+    # runtime there; empty: the provider's defaults (a venv built from constraints.txt).
+    setup: str = ""
+    python: str = ""
 
 
 @dataclass
@@ -98,6 +112,8 @@ class CloudConfig:
     regions: dict[str, RegionConfig] = field(default_factory=dict)
     # Ordered failover preference; empty means every region, in mapping order.
     candidates: list[str] = field(default_factory=list)
+    # How long provisioning takes here: recovery.provision_timeout_s's default.
+    provision_timeout_s: float = 60.0
 
 
 @dataclass
@@ -273,6 +289,10 @@ def _validate_cloud(cfg: Config) -> None:
                 f"got {region.store!r}; expected an fsspec URL such as file:///path or s3://bucket/prefix",
             )
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
+        if cloud.provider == "skypilot":
+            from providers.skypilot import validate_region
+
+            validate_region(name, region)
         for opt, value in region.storage_options.items():
             # token=anon (no credentials, for emulators) is the one safe value.
             if opt.lower() in SECRET_OPTIONS and value != "anon":

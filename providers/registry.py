@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from typing import Any
 
 from providers.base import Provider
 
 
-def _local(home: str | None) -> Provider:
-    import os
-
+def _local(home: str | None, cloud: Any = None) -> Provider:
     from providers.local import LocalProvider
 
     return LocalProvider(state_dir=os.path.join(home, "clusters") if home else None)
 
 
-PROVIDERS: dict[str, Callable[[str | None], Provider]] = {"local": _local}
+def _skypilot(home: str | None, cloud: Any = None) -> Provider:
+    # SkyPilot itself is imported on first use (launch, plan), not here.
+    from providers.skypilot import SkyPilotProvider
+
+    return SkyPilotProvider(
+        regions=dict(cloud.regions) if cloud is not None else {},
+        state_dir=os.path.join(home, "clusters") if home else None,
+    )
+
+
+PROVIDERS: dict[str, Callable[[str | None, Any], Provider]] = {"local": _local, "skypilot": _skypilot}
 
 
 class UnknownProvider(KeyError):
     pass
 
 
-def get_provider(name: str, home: str | None = None) -> Provider:
-    """``home``: where the provider keeps its records of the clusters it launched."""
+def get_provider(name: str, home: str | None = None, cloud: Any = None) -> Provider:
+    """``home``: where the provider keeps its records of the clusters it launched;
+    ``cloud``: the run's CloudConfig (its regions), for providers that need more than RegionSpec."""
     try:
         factory = PROVIDERS[name]
     except KeyError:
         raise UnknownProvider(f"cloud.provider: got {name!r}; known providers: {', '.join(PROVIDERS)}") from None
-    return factory(home)
+    return factory(home, cloud)

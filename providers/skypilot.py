@@ -1,0 +1,680 @@
+"""The SkyPilot provider: Ray clusters on AWS, GCP, Kubernetes and on-prem Slurm through SkyPilot's SDK.
+
+A region's cluster is one SkyPilot cluster running one long job, the task built by
+:func:`task_config`: its set-up installs the project on the nodes, its run command starts
+Ray (the head on rank 0, the other nodes joining it) and then stays up until ``sky.down``.
+The runtime driver is started on the head through the SSH configuration SkyPilot writes
+for the cluster, so its exit status comes back as the local ``ssh``'s.
+
+SkyPilot is imported lazily: ``cloud=local`` needs none of it. Every SDK call goes through
+:meth:`SkyPilotProvider._sdk`, the one place where transient SkyPilot errors are retried;
+provisioning errors are classified (:func:`classify`) for the failure policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from providers.base import (
+    ClusterHandle,
+    ProvisionError,
+    ProvisionErrorKind,
+    RegionSpec,
+    RuntimeProcess,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.config import RegionConfig
+
+T = TypeVar("T")
+
+INSTALL_HINT = "the SkyPilot provider needs SkyPilot: pip install -c constraints.txt -e '.[skypilot]'"
+# infra prefixes SkyPilot takes, and the cloud each stands for (sky.clouds class names).
+INFRA_CLOUDS = {"aws": "AWS", "gcp": "GCP", "slurm": "Slurm", "k8s": "Kubernetes", "kubernetes": "Kubernetes"}
+# The project on the nodes: SkyPilot syncs the workdir to ~/sky_workdir.
+REMOTE_WORKDIR = "~/sky_workdir"
+DEFAULT_PYTHON = "~/orch-venv/bin/python"
+# A venv from the project's pins; torch's local version (+cpu) lives on another index,
+# so the default lets pip choose the build for the node (CUDA on a GPU machine).
+DEFAULT_SETUP = (
+    "set -e; python3 -m venv ~/orch-venv; grep -v '^torch==' constraints.txt > ~/orch-constraints.txt; "
+    "~/orch-venv/bin/pip install -q -c ~/orch-constraints.txt ."
+)
+# Environment variables that are credentials: passed as SkyPilot secrets, never as envs.
+SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.IGNORECASE)
+# Store credentials of the controller's environment the runtime needs on the nodes.
+FORWARDED_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+SDK_ATTEMPTS = 3
+SDK_BACKOFF_S = 2.0
+# How often a cluster's health is asked of SkyPilot (a forced refresh takes seconds).
+HEALTH_INTERVAL_S = 15.0
+READY_TIMEOUT_S = 120.0
+
+# The task's run command: Ray on every node, then stay up until sky down. The head
+# writes $ORCH_NODE_DIR/ray-ready, which launch() waits for.
+RUN_SCRIPT = r"""set -euo pipefail
+mkdir -p "$ORCH_NODE_DIR"
+export RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 RAY_TMPDIR="$ORCH_NODE_DIR"
+if [ "${SKYPILOT_NUM_NODES:-1}" = 1 ]; then
+  # One node: everything on loopback.
+  export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+  ip=127.0.0.1; head=127.0.0.1
+else
+  ip=$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")
+  head=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+fi
+py=$(eval echo "$ORCH_PYTHON")
+common=(--node-ip-address="$ip" --num-cpus="$ORCH_NUM_CPUS" --num-gpus="${SKYPILOT_NUM_GPUS_PER_NODE:-0}"
+        --disable-usage-stats)
+if [ "${SKYPILOT_NODE_RANK:-0}" = 0 ]; then
+  "$py" -m ray.scripts.scripts start --head --port="$ORCH_RAY_PORT" --include-dashboard=false \
+    --temp-dir="$ORCH_NODE_DIR/ray" "${common[@]}"
+  touch "$ORCH_NODE_DIR/ray-ready"
+else
+  for _ in $(seq 120); do
+    "$py" -m ray.scripts.scripts start --address="$head:$ORCH_RAY_PORT" "${common[@]}" && break
+    sleep 1
+  done
+fi
+exec sleep infinity
+"""
+
+
+class SkyPilotMissing(ImportError):
+    pass
+
+
+def _sky() -> Any:
+    try:
+        import sky
+    except ImportError as exc:
+        raise SkyPilotMissing(f"{INSTALL_HINT} ({exc})") from None
+    return sky
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+def validate_region(name: str, rc: RegionConfig) -> None:
+    """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key."""
+    from orchestrator.config import ConfigError
+
+    key = f"cloud.regions.{name}"
+    prefix = rc.infra.split("/", 1)[0].lower()
+    if not rc.infra or prefix not in INFRA_CLOUDS:
+        raise ConfigError(
+            f"{key}.infra",
+            f"got {rc.infra!r}; expected <cloud>/<region> with cloud one of {', '.join(INFRA_CLOUDS)}, "
+            "e.g. aws/us-east-1, gcp/us-central1, slurm/<cluster in ~/.slurm/config>, k8s/<context>",
+        )
+    if rc.num_nodes < 1:
+        raise ConfigError(f"{key}.num_nodes", f"got {rc.num_nodes}; expected an integer >= 1")
+    if rc.disk_size < 0:
+        raise ConfigError(f"{key}.disk_size", f"got {rc.disk_size}; expected GB >= 0 (0: SkyPilot's default)")
+    if rc.accelerators and not re.fullmatch(r"[A-Za-z0-9_.-]+(:\d+(\.\d+)?)?", rc.accelerators):
+        raise ConfigError(f"{key}.accelerators", f"got {rc.accelerators!r}; expected NAME or NAME:COUNT, e.g. A10G:1")
+
+
+def cloud_of(rc: RegionConfig) -> str:
+    """The sky.clouds class name of a region ("AWS", "GCP", "Slurm", "Kubernetes")."""
+    return INFRA_CLOUDS[rc.infra.split("/", 1)[0].lower()]
+
+
+def resources_config(rc: RegionConfig) -> dict[str, Any]:
+    """The task's ``resources:`` for a region, in SkyPilot's YAML schema."""
+    out: dict[str, Any] = {"infra": rc.infra}
+    for key in ("instance_type", "cpus", "memory", "accelerators"):
+        value = getattr(rc, key)
+        if value:
+            out[key] = str(value)
+    if rc.use_spot:
+        out["use_spot"] = True
+    if rc.disk_size:
+        out["disk_size"] = rc.disk_size
+    return out
+
+
+def sky_cluster_name(cluster_name: str) -> str:
+    """A SkyPilot cluster name for ours: letters, digits and '-', starting with a letter."""
+    name = re.sub(r"[^a-z0-9-]+", "-", cluster_name.lower()).strip("-")
+    return name if name[:1].isalpha() else f"c-{name}"
+
+
+def node_dir(cluster_name: str) -> str:
+    """The node-local folder of a cluster (Ray's temp dir, Ray Train's storage, scratch);
+    short, since Ray's unix socket paths live under it."""
+    return "/tmp/orch-" + hashlib.sha256(cluster_name.encode()).hexdigest()[:10]
+
+
+def split_secrets(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(envs, secrets): credentials go to SkyPilot secrets, which SkyPilot never writes
+    to its task records or logs; the rest are plain task envs."""
+    envs = {k: v for k, v in env.items() if not SECRET_ENV.search(k)}
+    secrets = {k: v for k, v in env.items() if SECRET_ENV.search(k)}
+    secrets.update({k: os.environ[k] for k in FORWARDED_SECRETS if os.environ.get(k)})
+    return envs, secrets
+
+
+def task_config(
+    region: str,
+    rc: RegionConfig,
+    cluster_name: str,
+    env: dict[str, str] | None = None,
+    *,
+    workdir: str,
+    ray_port: int = 6390,
+    secret_names: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The SkyPilot task for one region, as the YAML ``sky launch`` takes. Secrets appear
+    by name only (null values: ``sky launch --secret NAME`` supplies them)."""
+    envs = dict(env or {})
+    envs.update(
+        {
+            "ORCH_REGION": region,
+            "ORCH_RAY_PORT": str(ray_port),
+            "ORCH_NODE_DIR": node_dir(cluster_name),
+            "ORCH_NUM_CPUS": str(rc.num_cpus),
+            "ORCH_PYTHON": rc.python or DEFAULT_PYTHON,
+        }
+    )
+    config: dict[str, Any] = {
+        "name": sky_cluster_name(cluster_name),
+        "workdir": workdir,
+        "num_nodes": rc.num_nodes,
+        "resources": resources_config(rc),
+        "envs": envs,
+        "setup": rc.setup or DEFAULT_SETUP,
+        "run": RUN_SCRIPT,
+    }
+    if secret_names:
+        config["secrets"] = dict.fromkeys(secret_names)
+    return config
+
+
+def build_task(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Any:
+    """A sky.Task, validated by SkyPilot's own schema (sky.Task.from_yaml_config)."""
+    sky = _sky()
+    plain = {k: v for k, v in config.items() if k != "secrets"}
+    task = sky.Task.from_yaml_config(plain)
+    if secrets:
+        task.update_secrets(secrets)
+    return task
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+@dataclass
+class Classified:
+    kind: ProvisionErrorKind
+    message: str
+
+
+def classify(exc: BaseException) -> Classified:
+    """SkyPilot's exceptions as the failure policy sees them: no capacity (try the next
+    region), precheck (credentials, quota, config: fail fast), transient (retry)."""
+    from sky import exceptions as e
+
+    text = _first_line(exc)
+    name = type(exc).__name__
+    if isinstance(exc, e.ResourcesUnavailableError):
+        # SkyPilot's own failover history says why each placement was refused.
+        history = list(getattr(exc, "failover_history", None) or [])
+        if history and all(_is_precheck(h) for h in history):
+            cause = history[-1]
+            return Classified(ProvisionErrorKind.PRECHECK, f"{type(cause).__name__}: {_first_line(cause)}")
+        if _mentions_quota(text):
+            return Classified(ProvisionErrorKind.PRECHECK, f"quota: {text}")
+        return Classified(ProvisionErrorKind.NO_CAPACITY, f"{name}: {text}")
+    if _is_precheck(exc):
+        return Classified(ProvisionErrorKind.PRECHECK, f"{name}: {text}")
+    return Classified(ProvisionErrorKind.TRANSIENT, f"{name}: {text}")
+
+
+def _is_precheck(exc: BaseException) -> bool:
+    from sky import exceptions as e
+
+    precheck = (
+        e.InvalidCloudCredentials,
+        e.InvalidCloudConfigs,
+        e.NoCloudAccessError,
+        e.CloudUserIdentityError,
+        e.ClusterOwnerIdentityMismatchError,
+        e.ProvisionPrechecksError,
+        e.ResourcesMismatchError,
+        e.InvalidSkyPilotConfigError,
+        e.InvalidClusterNameError,
+        e.NotSupportedError,
+        e.PermissionDeniedError,
+        e.UserRequestRejectedByPolicy,
+        e.ApiServerAuthenticationError,
+        e.APIVersionMismatchError,
+    )
+    if isinstance(exc, precheck):
+        return True
+    return _mentions_quota(_first_line(exc))
+
+
+def _mentions_quota(text: str) -> bool:
+    return bool(re.search(r"\bquota\b|QuotaExceeded|VcpuLimitExceeded", text, re.IGNORECASE))
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Errors of the SDK call itself (the local API server, the network), not of the cloud."""
+    from sky import exceptions as e
+
+    return isinstance(
+        exc,
+        (e.ApiServerConnectionError, e.NetworkError, e.ClusterStatusFetchingError, e.RequestAlreadyExistsError),
+    ) or isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+# --- credentials before anything launches ------------------------------------------------
+
+
+def precheck(regions: dict[str, RegionConfig]) -> None:
+    """Every cloud the candidate regions use has credentials, checked by SkyPilot's own
+    cloud classes on this machine (no API server, nothing launched). ProvisionError(PRECHECK)
+    names the region, the cloud, what is missing and SkyPilot's hint."""
+    _sky()
+    from sky import clouds
+
+    checked: dict[str, tuple[bool, str | None]] = {}
+    for name, rc in regions.items():
+        cloud = cloud_of(rc)
+        if cloud not in checked:
+            cls = getattr(clouds, cloud)
+            try:
+                ok, reason = cls.check_credentials(clouds.CloudCapability.COMPUTE)
+            except Exception as exc:  # a broken SDK install is a reason not to launch
+                ok, reason = False, f"{type(exc).__name__}: {_first_line(exc)}"
+            checked[cloud] = (bool(ok), _reason_text(reason))
+        ok, reason = checked[cloud]
+        if not ok:
+            raise ProvisionError(
+                ProvisionErrorKind.PRECHECK,
+                name,
+                f"SkyPilot cannot use {cloud} ({rc.infra}): {reason}",
+            )
+
+
+def _reason_text(reason: Any) -> str:
+    if isinstance(reason, dict):  # per capability
+        reason = "; ".join(str(v) for v in reason.values() if v)
+    text = " ".join(str(reason or "no reason given").split())
+    return text[:600]
+
+
+# --- the runtime's process: ssh to the head ---------------------------------------------
+
+
+class SshRuntime:
+    """The runtime driver on the head node, seen through the local ssh that runs it.
+
+    When ssh ends with an error, poll() first asks SkyPilot (forced refresh) whether the
+    cluster is still there, so the controller hears "cluster lost" rather than "driver
+    lost on a healthy cluster" after an allocation is cancelled."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], on_error: Callable[[], None]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self._on_error = on_error
+        self._checked = False
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        if code not in (None, 0) and not self._checked:
+            self._checked = True
+            self._on_error()
+        return code
+
+
+# --- the provider ---------------------------------------------------------------------
+
+
+class SkyPilotProvider:
+    name = "skypilot"
+
+    def __init__(
+        self,
+        regions: dict[str, RegionConfig],
+        state_dir: str | None = None,
+        workdir: str | None = None,
+        out: Any = None,
+    ) -> None:
+        self.regions = regions
+        self.state_dir = state_dir
+        self.workdir = workdir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.out = out or sys.stderr
+        self._health: dict[str, tuple[float, bool]] = {}
+        self._pollers: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    # -- the one place SDK calls are retried --------------------------------------------
+    def _sdk(self, what: str, call: Callable[[], T]) -> T:
+        delay = SDK_BACKOFF_S
+        for attempt in range(1, SDK_ATTEMPTS + 1):
+            try:
+                return call()
+            except Exception as exc:
+                if attempt == SDK_ATTEMPTS or not _retryable(exc):
+                    raise
+                self._say(f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s")
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _say(self, line: str) -> None:
+        print(f"skypilot: {line}", file=self.out, flush=True)
+
+    # -- records -------------------------------------------------------------------------
+    def _record_path(self, cluster_name: str) -> str | None:
+        return None if self.state_dir is None else os.path.join(self.state_dir, f"{cluster_name}.json")
+
+    def _record(self, handle: ClusterHandle) -> None:
+        path = self._record_path(handle.name)
+        if path is None:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(
+                {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}, fh
+            )
+        os.replace(path + ".tmp", path)
+
+    def _forget(self, cluster_name: str) -> None:
+        path = self._record_path(cluster_name)
+        if path is not None:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def find(self, cluster_name: str) -> ClusterHandle | None:
+        path = self._record_path(cluster_name)
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return ClusterHandle(rec["name"], rec["region"], self.name, rec["address"], rec["info"])
+
+    # -- launch ------------------------------------------------------------------------
+    def task_for(
+        self, region: str, cluster_name: str, env: dict[str, str] | None = None
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        rc = self.regions[region]
+        envs, secrets = split_secrets(dict(env or {}))
+        config = task_config(
+            region,
+            rc,
+            cluster_name,
+            envs,
+            workdir=self.workdir,
+            ray_port=random.randint(20000, 29999),
+            secret_names=tuple(sorted(secrets)),
+        )
+        return config, secrets
+
+    def launch(
+        self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None
+    ) -> ClusterHandle:
+        if region.name not in self.regions:
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, "not a region of this cloud config")
+        sky = _sky()
+        config, secrets = self.task_for(region.name, cluster_name, env)
+        sky_name = config["name"]
+        handle = ClusterHandle(
+            name=cluster_name,
+            region=region.name,
+            provider=self.name,
+            address=f"127.0.0.1:{config['envs']['ORCH_RAY_PORT']}",
+            info={
+                "sky_cluster": sky_name,
+                "infra": self.regions[region.name].infra,
+                "node_dir": config["envs"]["ORCH_NODE_DIR"],
+                "temp_dir": config["envs"]["ORCH_NODE_DIR"],
+                "scratch_dir": config["envs"]["ORCH_NODE_DIR"] + "/scratch",
+                "python": config["envs"]["ORCH_PYTHON"],
+                "env": {k: v for k, v in config["envs"].items() if not k.startswith("ORCH_")},
+            },
+        )
+        # Recorded before SkyPilot hears of it: a crashed controller finds it to tear down.
+        self._record(handle)
+        try:
+            task = build_task(config, secrets)
+        except Exception as exc:
+            self._forget(cluster_name)
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, f"task: {_first_line(exc)}") from None
+        self._say(f"launching {sky_name} on {handle.info['infra']} (region {region.name})")
+        t0 = time.monotonic()
+        try:
+            self._launch_within(sky, task, sky_name, timeout_s)
+            self._wait_ready(handle, max(5.0, timeout_s - (time.monotonic() - t0)))
+        except ProvisionError:
+            self.teardown(handle)
+            raise
+        except Exception as exc:
+            c = classify(exc)
+            self._say(f"{region.name}: {c.kind}: {c.message}")
+            self.teardown(handle)
+            raise ProvisionError(c.kind, region.name, c.message) from None
+        self._say(f"{sky_name} is up in {time.monotonic() - t0:.0f}s; Ray at {handle.address} on its head")
+        with self._lock:
+            self._health[cluster_name] = (time.monotonic(), True)
+        self._record(handle)
+        return handle
+
+    def _launch_within(self, sky: Any, task: Any, sky_name: str, timeout_s: float) -> None:
+        """sky.launch, its log streamed to our output, cancelled past the deadline."""
+        request_id = self._sdk("sky.launch", lambda: sky.launch(task, cluster_name=sky_name))
+        result: dict[str, Any] = {}
+
+        def stream() -> None:
+            try:
+                result["value"] = sky.stream_and_get(request_id, output_stream=_Prefixed(self.out))
+            except BaseException as exc:
+                result["error"] = exc
+
+        t = threading.Thread(target=stream, name=f"sky-launch-{sky_name}", daemon=True)
+        t.start()
+        t.join(timeout_s)
+        if t.is_alive():
+            try:
+                sky.get(sky.api_cancel(request_id))
+            except Exception:  # the teardown that follows is what counts
+                pass
+            raise ProvisionError(
+                ProvisionErrorKind.TRANSIENT,
+                "",
+                f"not up after {timeout_s:g}s (recovery.provision_timeout_s); launch cancelled",
+            )
+        if "error" in result:
+            raise result["error"]
+
+    def _wait_ready(self, handle: ClusterHandle, timeout_s: float) -> None:
+        ready = f"{handle.info['node_dir']}/ray-ready"
+        deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
+        while time.monotonic() < deadline:
+            probe = self._ssh(handle, f"test -f {ready}", check=False, timeout_s=30)
+            if probe.returncode == 0:
+                return
+            time.sleep(1.0)
+        raise ProvisionError(ProvisionErrorKind.TRANSIENT, handle.region, "Ray did not start on the head in time")
+
+    # -- ssh to the head ------------------------------------------------------------------
+    def _ssh_argv(self, handle: ClusterHandle, command: str) -> list[str]:
+        sky_name = handle.info["sky_cluster"]
+        config = os.path.expanduser(f"~/.sky/generated/ssh/{sky_name}")
+        return [
+            "ssh",
+            "-F",
+            config,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+            sky_name,
+            f"bash --login -c {shlex.quote(command)}",
+        ]
+
+    def _ssh(
+        self, handle: ClusterHandle, command: str, check: bool = True, timeout_s: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self._ssh_argv(handle, command),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=check,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def start_runtime(
+        self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
+    ) -> RuntimeProcess:
+        """The runtime on the head, with the node's Python: ``argv[0]`` (this machine's
+        interpreter) is replaced, and the spec (``argv[-1]``) goes over stdin, so the node
+        needs no view of this machine's files (the control channel and stores excepted)."""
+        spec_path = argv[-1]
+        remote_spec = f"{cluster.info['node_dir']}/spec-{os.getpid()}-{int(time.time() * 1000)}.json"
+        envs = {**cluster.info.get("env", {}), **env}
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in envs.items())
+        python = cluster.info.get("python", DEFAULT_PYTHON)
+        module_args = " ".join(shlex.quote(a) for a in argv[1:-1])
+        command = (
+            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; cd {REMOTE_WORKDIR}; "
+            f"export RAY_AUTH_MODE=disabled {exports}; exec {python} {module_args} {remote_spec}"
+        )
+        with open(spec_path, "rb") as spec, open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                self._ssh_argv(cluster, command),
+                stdin=spec,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        cluster.info.setdefault("runtime_pids", []).append(proc.pid)
+        self._record(cluster)
+        self._watch(cluster)
+        return SshRuntime(proc, lambda: self._refresh(cluster))
+
+    # -- health ------------------------------------------------------------------------
+    def _refresh(self, cluster: ClusterHandle) -> bool:
+        """Ask SkyPilot, with a forced refresh: a record that is gone, or not UP, is a lost cluster."""
+        sky = _sky()
+        sky_name = cluster.info["sky_cluster"]
+        try:
+            records = self._sdk(
+                "sky.status",
+                lambda: sky.get(sky.status([sky_name], refresh=sky.StatusRefreshMode.FORCE)),
+            )
+        except Exception as exc:  # unknown: keep the last answer
+            self._say(f"status of {sky_name}: {type(exc).__name__}: {_first_line(exc)}")
+            with self._lock:
+                return self._health.get(cluster.name, (0.0, True))[1]
+        up = any(_status_of(r) == "UP" for r in records)
+        if not up:
+            self._say(f"{sky_name}: gone after a forced refresh ({[_status_of(r) for r in records] or 'no record'})")
+        with self._lock:
+            self._health[cluster.name] = (time.monotonic(), up)
+        return up
+
+    def _watch(self, cluster: ClusterHandle) -> None:
+        with self._lock:
+            if cluster.name in self._pollers:
+                return
+            stop = threading.Event()
+            self._pollers[cluster.name] = stop
+
+        def loop() -> None:
+            while not stop.wait(HEALTH_INTERVAL_S):
+                if not self._refresh(cluster):
+                    return
+
+        threading.Thread(target=loop, name=f"sky-health-{cluster.name}", daemon=True).start()
+
+    def healthy(self, cluster: ClusterHandle) -> bool:
+        """The last answer of SkyPilot's forced refresh (refreshed in the background, and
+        at once when the runtime's ssh fails); never blocks the controller's watch loop."""
+        with self._lock:
+            seen = self._health.get(cluster.name)
+        if seen is None:
+            return self._refresh(cluster)
+        return seen[1]
+
+    def processes(self, cluster: ClusterHandle) -> list[int]:
+        """The local ends of the cluster: the ssh processes running its runtime."""
+        import psutil
+
+        return [pid for pid in cluster.info.get("runtime_pids", []) if psutil.pid_exists(pid)]
+
+    # -- teardown --------------------------------------------------------------------------
+    def teardown(self, cluster: ClusterHandle) -> None:
+        with self._lock:
+            stop = self._pollers.pop(cluster.name, None)
+        if stop is not None:
+            stop.set()
+        for pid in cluster.info.get("runtime_pids", []):
+            try:
+                os.killpg(pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+        sky = _sky()
+        from sky import exceptions as e
+
+        sky_name = cluster.info.get("sky_cluster") or sky_cluster_name(cluster.name)
+        self._say(f"tearing down {sky_name}")
+        try:
+            self._sdk("sky.down", lambda: sky.stream_and_get(sky.down(sky_name), output_stream=_Prefixed(self.out)))
+        except (e.ClusterDoesNotExist, ValueError) as exc:
+            if "does not exist" not in str(exc) and not isinstance(exc, e.ClusterDoesNotExist):
+                raise
+        with self._lock:
+            self._health[cluster.name] = (time.monotonic(), False)
+        self._forget(cluster.name)
+
+
+def _status_of(record: Any) -> str:
+    status = record["status"] if isinstance(record, dict) else getattr(record, "status", None)
+    return str(getattr(status, "value", status))
+
+
+class _Prefixed:
+    """A text stream that prefixes SkyPilot's log lines, so a person sees what it is doing."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self._buf = ""
+
+    def write(self, text: str) -> int:
+        self._buf += re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            if line.strip():
+                print(f"skypilot: {line.rstrip()}", file=self.out, flush=True)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
