@@ -65,7 +65,7 @@ READY_TIMEOUT_S = 120.0
 # The task's run command: Ray on every node, then stay up until sky down. The head
 # writes $ORCH_NODE_DIR/ray-ready, which launch() waits for.
 RUN_SCRIPT = r"""set -euo pipefail
-mkdir -p "$ORCH_NODE_DIR"
+mkdir -p "$ORCH_NODE_DIR/scratch"
 export RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 RAY_TMPDIR="$ORCH_NODE_DIR"
 if [ "${SKYPILOT_NUM_NODES:-1}" = 1 ]; then
   # One node: everything on loopback.
@@ -455,6 +455,7 @@ class SkyPilotProvider:
                 "temp_dir": config["envs"]["ORCH_NODE_DIR"],
                 "scratch_dir": config["envs"]["ORCH_NODE_DIR"] + "/scratch",
                 "python": config["envs"]["ORCH_PYTHON"],
+                "num_nodes": config["num_nodes"],
                 "env": {k: v for k, v in config["envs"].items() if not k.startswith("ORCH_")},
             },
         )
@@ -560,6 +561,8 @@ class SkyPilotProvider:
         spec_path = argv[-1]
         remote_spec = f"{cluster.info['node_dir']}/spec-{os.getpid()}-{int(time.time() * 1000)}.json"
         envs = {**cluster.info.get("env", {}), **env}
+        if int(cluster.info.get("num_nodes", 1)) == 1:
+            envs["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # one node: loopback only, as Ray itself
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in envs.items())
         python = cluster.info.get("python", DEFAULT_PYTHON)
         module_args = " ".join(shlex.quote(a) for a in argv[1:-1])

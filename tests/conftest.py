@@ -59,3 +59,25 @@ def cloud_stores():
     finally:
         for server in (a, b, c):
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def onprem():
+    """The real one-node Slurm cluster through SkyPilot (tests/onprem.py); skipped when it is not up."""
+    from onprem import session, slurm_up
+
+    why = slurm_up()
+    if why:
+        pytest.skip(why)
+    yield from session()
+
+
+@pytest.fixture(scope="session")
+def onprem_baseline(onprem):
+    """One uninterrupted digits run on the Slurm cluster (cloud=onprem)."""
+    from onprem import RUN_TIMEOUT_S
+    from support import orchestrate
+
+    run = orchestrate(onprem.home, "onprem-baseline", "cloud=onprem", timeout=RUN_TIMEOUT_S, env=onprem.env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return run

@@ -1,0 +1,102 @@
+"""The real one-node Slurm cluster for the on-prem tests (.ci/slurm/setup brings it up).
+
+Runs go through SkyPilot's own local API server on a port of the session's, with
+SkyPilot told to use the Slurm cloud only; the server is stopped at the end, and nothing
+may be left in squeue.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from support import REPO
+
+SETUP = REPO / ".ci" / "slurm" / "setup"
+IN_NS = REPO / ".ci" / "slurm" / "in-ns"
+NODE_USER = os.environ.get("ORCH_SLURM_USER", "skyuser")
+SHARED = Path(os.environ.get("ORCH_ONPREM_SHARED", "/srv/orchestrator"))
+SKY_CONFIG = Path("/var/lib/orch-slurm/sky-config.yaml")
+# A SkyPilot run here: the API server's start, two launches and teardowns at most.
+RUN_TIMEOUT_S = 900
+
+
+@dataclass
+class OnPrem:
+    home: Path
+    env: dict[str, str]
+
+    def squeue(self) -> list[tuple[str, str]]:
+        """(job id, job name) of the node user's Slurm jobs."""
+        out = subprocess.run(
+            [str(IN_NS), "squeue", "-h", "-u", NODE_USER, "-o", "%i %j"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        return [tuple(line.split(None, 1)) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+
+    def scancel(self, job_id: str) -> None:
+        subprocess.run([str(IN_NS), "scancel", job_id], check=True, timeout=30)
+
+    def wait_squeue_empty(self, timeout_s: float = 60.0) -> list[tuple[str, str]]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            jobs = self.squeue()
+            if not jobs or time.monotonic() > deadline:
+                return jobs
+            time.sleep(1.0)
+
+
+def slurm_up() -> str | None:
+    """None when the cluster is up and SkyPilot can reach it; else why the tests skip."""
+    if shutil.which("nsenter") is None or not SETUP.exists():
+        return "nsenter or .ci/slurm/setup missing"
+    if os.geteuid() != 0:
+        return "the Slurm set-up needs root"
+    check = subprocess.run(["bash", str(SETUP), "--check"], capture_output=True, timeout=60)
+    if check.returncode != 0:
+        return "the one-node Slurm cluster is not up: run .ci/slurm/setup (.ci/run does)"
+    return None
+
+
+def session(tmp_root: Path | None = None) -> Iterator[OnPrem]:
+    """The environment of on-prem runs; on exit, the API server stopped, the squeue empty."""
+    tag = uuid.uuid4().hex[:8]
+    home = SHARED / f"test-{tag}" / "home"
+    home.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "ORCHESTRATOR_HOME": str(home),
+        "ORCH_ONPREM_SHARED": str(SHARED / f"test-{tag}"),
+        "SKYPILOT_GLOBAL_CONFIG": str(SKY_CONFIG),
+        "SKYPILOT_API_SERVER_LOCAL_PORT": str(_free_port()),
+        "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+    }
+    onprem = OnPrem(home=home, env=env)
+    try:
+        yield onprem
+    finally:
+        sky = str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "sky")
+        if not Path(sky).exists():
+            sky = "sky"
+        subprocess.run([sky, "api", "stop"], env=env, capture_output=True, timeout=120)
+        # A safety net only: the tests assert the queue was already empty.
+        for job_id, _ in onprem.squeue():
+            onprem.scancel(job_id)
+        shutil.rmtree(SHARED / f"test-{tag}", ignore_errors=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
