@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 from ray import tune
+from ray.tune.schedulers import ASHAScheduler
 
 from orchestrator.hpo import (
     ERROR,
@@ -67,6 +68,7 @@ from recovery.store import CheckpointStore
 
 EXPERIMENT = "search"
 ARCHIVE = "experiment.tar"
+SCHEDULER_STATE = "scheduler_state.pkl"
 STATE_PREFIX = "experiment_state-"
 PROGRESS_EVERY_S = 0.5
 CHAOS_WAIT_S = 60.0
@@ -170,7 +172,7 @@ def _kept_checkpoints(trial: Any) -> set[str] | None:
     return {os.path.normpath(r.checkpoint.path) for r in results}
 
 
-def pack_experiment(exp_dir: str, staging_dir: str, trials: list[Any]) -> bytes:
+def pack_experiment(exp_dir: str, staging_dir: str, trials: list[Any], extra: dict[str, bytes] | None = None) -> bytes:
     """The experiment as one tar: the folder on scratch, without trial checkpoints the state
     does not name, and with the state just saved in the driver's staging folder."""
     kept: set[str] = set()
@@ -199,6 +201,10 @@ def pack_experiment(exp_dir: str, staging_dir: str, trials: list[Any]) -> bytes:
             path = os.path.join(staging_dir, name)
             if os.path.isfile(path):
                 _add(tar, path, name)
+        for name, data in sorted((extra or {}).items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
@@ -220,6 +226,38 @@ def unpack_experiment(data: bytes, exp_dir: str) -> None:
     os.makedirs(exp_dir)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
         tar.extractall(exp_dir, filter="data")  # refuses absolute paths, '..', links out
+
+
+class DurableASHA(ASHAScheduler):
+    """ASHA whose rungs travel in the experiment snapshot. Tune saves no scheduler state
+    with an experiment: a restored ASHA would start with empty rungs, let trials through
+    that it had already ranked, and stop others at iterations that are not rungs (it
+    records a trial at a rung the first time it sees the trial past it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _SCHEDULERS.append(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled from the experiment's tuner.pkl by Tuner.restore: this is the one fit() uses.
+        self.__dict__.update(state)
+        _SCHEDULERS.append(self)
+
+    def restore_rungs(self, path: str) -> None:
+        """The saved rungs and brackets; metric and mode stay unset, as Tune sets them in fit()."""
+        keep = {k: self.__dict__.get(k) for k in ("_metric", "_mode", "_metric_op")}
+        self.restore(path)
+        self.__dict__.update(keep)
+
+    def state_bytes(self) -> bytes:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, SCHEDULER_STATE)
+            self.save(path)
+            with open(path, "rb") as fh:
+                return fh.read()
+
+
+_SCHEDULERS: list[DurableASHA] = []
 
 
 class SearchCallback(tune.Callback):
@@ -361,7 +399,8 @@ class SearchDriver:
             return  # nothing new since the last one (or since the restored one)
         self.state_mtime = self._state_mtime(trials)
         storage = trials[0].storage
-        data = pack_experiment(storage.experiment_fs_path, storage.experiment_driver_staging_path, trials)
+        extra = {SCHEDULER_STATE: _SCHEDULERS[-1].state_bytes()} if _SCHEDULERS else {}
+        data = pack_experiment(storage.experiment_fs_path, storage.experiment_driver_staging_path, trials, extra)
         self.checkpointer.submit(
             step,
             {ARCHIVE: data},
@@ -399,7 +438,7 @@ def _restore(spec: RuntimeSpec, control: ControlChannel, exp_dir: str) -> tuple[
 
 
 def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str, restore_from: str | None) -> Any:
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import BasicVariantGenerator
 
     hpo = driver.hpo
@@ -423,7 +462,7 @@ def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str, restore_from: 
         )
     scheduler: Any
     if hpo["scheduler"] == "asha":
-        scheduler = ASHAScheduler(
+        scheduler = DurableASHA(
             time_attr="iteration",
             max_t=int(hpo["max_t"]),
             grace_period=int(hpo["grace_period"]),
@@ -473,6 +512,9 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     driver = SearchDriver(spec, control, restored_step, restored_url)
     _DRIVERS.append(driver)
     tuner = _tuner(spec, driver, scratch, exp_dir if restored_url else None)
+    saved = os.path.join(exp_dir, SCHEDULER_STATE)
+    if restored_url and _SCHEDULERS and os.path.exists(saved):
+        _SCHEDULERS[-1].restore_rungs(saved)  # the rungs as they were at the snapshot
     try:
         results = tuner.fit()
     except FencedError:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 DATASET_KEY = "train"
+READ_TASK_CPUS = 0
 SEED_STRIDE = 1_000_003
 
 
@@ -169,7 +170,14 @@ def ray_dataset(workload: Any) -> Any:
 
     files = workload.train_files() if hasattr(workload, "train_files") else None
     if files:
-        return ray.data.read_numpy(list(files), override_num_blocks=len(files))
+        # read_numpy with no CPU of its own: the training workers hold every CPU of the
+        # cluster (trainer.workers x cpus_per_worker), and a read task that waits for a
+        # free CPU would wait forever. The reads share the workers' cores instead.
+        from ray.data._internal.datasource.numpy_datasource import NumpyDatasource
+
+        return ray.data.read_datasource(
+            NumpyDatasource(list(files)), num_cpus=READ_TASK_CPUS, override_num_blocks=len(files)
+        )
     x, y = workload.train_arrays()
     rows = np.concatenate([np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)[:, None]], axis=1)
     return ray.data.from_numpy(rows)

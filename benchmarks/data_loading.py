@@ -1,0 +1,162 @@
+"""The two data loaders side by side: the same training on a synthetic set big enough that loading matters.
+
+Both runs train ``job=synthetic`` (data.samples x data.features float32 rows, made on
+this machine once and cached) with 2 DDP workers through the orchestrator, one
+with ``data.loader=sharded`` and one with ``data.loader=ray_data``, and report:
+
+- steps/s and samples/s (all workers), from the workers' own telemetry;
+- peak RSS of the busiest worker (the kernel's high-water mark), and the peak of
+  all Ray processes' RSS added up, sampled here every 0.25 s (Ray Data's work runs
+  outside the workers: read tasks, the split coordinator, the object store);
+- bytes moved: the workers' TCP bytes (gloo's all-reduce, Ray's gRPC) and the
+  read + write bytes of all Ray processes (``/proc/<pid>/io`` rchar + wchar: files,
+  pipes and sockets; shared-memory object transfers are not I/O and are not counted).
+
+    python benchmarks/data_loading.py [--steps 300] [--samples 200000] [--features 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil
+
+from benchmarks.common import orchestrate, temp_home
+
+LOADERS = ("sharded", "ray_data")
+
+
+class RayWatch:
+    """Peak summed RSS and the I/O counters of every Ray process on the machine, sampled."""
+
+    def __init__(self, interval_s: float = 0.25) -> None:
+        from support import ray_pids
+
+        self.ray_pids = ray_pids
+        self.interval_s = interval_s
+        self.peak_rss = 0
+        self.io: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RayWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            total = 0
+            for pid in self.ray_pids():
+                try:
+                    p = psutil.Process(pid)
+                    total += p.memory_info().rss
+                    io = p.io_counters()
+                    self.io[pid] = io.read_chars + io.write_chars
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            self.peak_rss = max(self.peak_rss, total)
+
+
+def one_run(home: str, loader: str, args: argparse.Namespace) -> dict[str, Any]:
+    run_id = f"data-{loader}-{int(time.time())}"
+    with RayWatch() as watch:
+        t0 = time.time()
+        result, _journal = orchestrate(
+            home,
+            run_id,
+            "job=synthetic",
+            f"data.loader={loader}",
+            f"job.steps={args.steps}",
+            f"data.samples={args.samples}",
+            f"data.features={args.features}",
+            f"data.cache_dir={args.cache_dir}",
+            "checkpoint.interval_steps=100",
+        )
+        wall = time.time() - t0
+    workers = result["telemetry"]["workers"]
+    return {
+        "loader": loader,
+        "wall_s": wall,
+        "steps_per_s": float(result["train_steps_per_s"]),
+        "samples_per_s": sum(float(w["samples_per_s"]) for w in workers),
+        "worker_peak_rss": max(int(w["peak_rss_bytes"]) for w in workers),
+        "ray_peak_rss": watch.peak_rss,
+        "tcp_bytes": sum(int(w["net_bytes_sent"]) + int(w["net_bytes_recv"]) for w in workers),
+        "io_bytes": sum(watch.io.values()),
+        "cpu_percent": sum(float(w["cpu_percent"]) for w in workers) / len(workers),
+        "accuracy": float(result["metrics"]["accuracy"]),
+    }
+
+
+COLUMNS = [
+    ("loader", "loader", "{}"),
+    ("wall_s", "wall s", "{:.1f}"),
+    ("steps_per_s", "steps/s", "{:.1f}"),
+    ("samples_per_s", "samples/s", "{:.0f}"),
+    ("cpu_percent", "worker CPU %", "{:.0f}"),
+    ("worker_peak_rss", "worker peak RSS MB", "{:.0f}"),
+    ("ray_peak_rss", "all Ray RSS MB (peak)", "{:.0f}"),
+    ("tcp_bytes", "worker TCP MB", "{:.1f}"),
+    ("io_bytes", "Ray I/O MB", "{:.1f}"),
+    ("accuracy", "accuracy", "{:.4f}"),
+]
+MB = ("worker_peak_rss", "ray_peak_rss", "tcp_bytes", "io_bytes")
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    shown = []
+    for r in rows:
+        shown.append([fmt.format(r[k] / 1e6 if k in MB else r[k]) for k, _, fmt in COLUMNS])
+    a, b = rows
+    ratio = ["ray_data / sharded"] + [
+        f"{b[k] / a[k]:.2f}x" if isinstance(a[k], int | float) and a[k] else "-" for k, _, _ in COLUMNS[1:]
+    ]
+    shown.append(ratio)
+    heads = [h for _, h, _ in COLUMNS]
+    widths = [max(len(h), *(len(row[i]) for row in shown)) for i, h in enumerate(heads)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)) + " |"]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in shown:
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--samples", type=int, default=200_000)
+    ap.add_argument("--features", type=int, default=256)
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.orchestrator/data"))
+    args = ap.parse_args()
+    from orchestrator.workloads.synthetic import ensure_dataset
+
+    t0 = time.time()
+    files = ensure_dataset(args.cache_dir, 0, args.samples, args.features)
+    size = sum(os.path.getsize(f) for f in files)
+    print(
+        f"data set: {args.samples} rows x {args.features} features, {len(files)} parts, "
+        f"{size / 1e6:.0f} MB on disk ({time.time() - t0:.1f}s to make or find)",
+        flush=True,
+    )
+    home = temp_home()
+    rows = []
+    for loader in LOADERS:
+        print(f"training {args.steps} steps with data.loader={loader} ...", flush=True)
+        rows.append(one_run(home, loader, args))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

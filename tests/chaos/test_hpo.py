@@ -1,0 +1,83 @@
+"""A search that loses its region mid-way finishes in the next one, every trial from its own checkpoint."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import torch
+
+from support import orchestrate, ray_pids, wait_no_new_ray
+
+MAX_T, RUNGS = 6, {2, 4}  # conf/job/digits_hpo.yaml: max_t 6, grace 2, reduction factor 2
+
+
+def _newest_checkpoints(archive: bytes) -> dict[str, int]:
+    """{trial_id: iteration} of each trial's newest checkpoint inside an experiment snapshot."""
+    newest: dict[str, int] = {}
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith("/state.pt") and "/checkpoint_" in member.name:
+                fh = tar.extractfile(member)
+                assert fh is not None
+                state = torch.load(io.BytesIO(fh.read()), weights_only=True)
+                trial = str(state["trial_id"])
+                newest[trial] = max(newest.get(trial, 0), int(state["iteration"]))
+    return newest
+
+
+def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_home):
+    from recovery.store import CheckpointStore
+
+    before = ray_pids()
+    run_id = "hpo-kill-region"
+    run = orchestrate(
+        orch_home,
+        run_id,
+        "job=digits_hpo",
+        "checkpoint.keep_last=100",  # keep the snapshot the second attempt restored, to look inside
+        # One trial at a time and a snapshot at every change: the kill at search step 4 lands in
+        # the first trial's fourth iteration (the first trial at a rung always goes on), so the
+        # snapshot restored holds a trial half way with a checkpoint, the case under test.
+        "hpo.max_concurrent=1",
+        "hpo.snapshot_interval_s=0",
+        "chaos.faults=[{kind:kill_region,at_step:4}]",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED"
+    assert (r["region"], r["attempts"]) == ("local-b", 2)
+    (inc,) = r["incidents"]
+    assert inc["kind"] == "cluster_lost" and (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")
+    restored = inc["restored_step"]
+    assert 1 <= restored <= 4
+
+    # Every trial reached its final iteration or an ASHA rung, and the best one is in result.json.
+    trials = r["trials"]
+    assert len(trials) == 6
+    assert all(t["status"] == "TERMINATED" for t in trials), trials
+    assert all(t["iteration"] == MAX_T or t["iteration"] in RUNGS for t in trials), trials
+    best = r["best_trial"]
+    assert best["value"] == max(t["metrics"]["accuracy"] for t in trials)
+    assert best["config"].keys() == {"lr", "hidden_size"} and best["value"] >= 0.9
+    assert r["metrics"]["accuracy"] == best["value"] and len(r["weights_sha256"]) == 64
+
+    # What the second attempt restored: the snapshot in local-b's store, verified.
+    store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b")
+    manifest = store.manifest(run_id, restored)
+    assert manifest is not None and store.verify(run_id, restored).ok
+    in_snapshot = {t["trial_id"]: t for t in manifest.extra["trials"]}
+    newest = _newest_checkpoints(store.read(manifest, "experiment.tar"))
+    events = [e for e in run.journal() if e.get("generation") == 2 and e["type"] in ("trial_started", "trial_restored")]
+    resumed = {e["trial_id"]: e["iteration"] for e in events if e["type"] == "trial_restored"}
+    started = {e["trial_id"] for e in events if e["type"] == "trial_started"}
+    assert resumed, "no trial was resumed: the kill came too early or too late to test resumption"
+    for trial_id, snap in in_snapshot.items():
+        if snap["status"] == "TERMINATED":
+            assert trial_id not in resumed and trial_id not in started, f"{trial_id} finished, yet ran again"
+        elif trial_id in newest:
+            # Never from scratch when it had a checkpoint; exactly from that checkpoint.
+            assert trial_id not in started, f"{trial_id} had a checkpoint, yet started from scratch"
+            assert resumed[trial_id] == newest[trial_id] == snap["checkpoint_iteration"], (trial_id, snap)
+    assert set(resumed) <= set(newest)
+    assert not wait_no_new_ray(before)
