@@ -470,6 +470,7 @@ class SkyPilotProvider:
         t0 = time.monotonic()
         try:
             self._launch_within(sky, task, sky_name, timeout_s)
+            handle.info["name_on_cloud"] = _name_on_cloud(sky_name)
             self._wait_ready(handle, max(5.0, timeout_s - (time.monotonic() - t0)))
         except ProvisionError:
             self.teardown(handle)
@@ -479,6 +480,9 @@ class SkyPilotProvider:
             self._say(f"{region.name}: {c.kind}: {c.message}")
             self.teardown(handle)
             raise ProvisionError(c.kind, region.name, c.message) from None
+        except BaseException:
+            self.teardown(handle)
+            raise
         self._say(f"{sky_name} is up in {time.monotonic() - t0:.0f}s; Ray at {handle.address} on its head")
         with self._lock:
             self._health[cluster_name] = (time.monotonic(), True)
@@ -496,14 +500,21 @@ class SkyPilotProvider:
             except BaseException as exc:
                 result["error"] = exc
 
-        t = threading.Thread(target=stream, name=f"sky-launch-{sky_name}", daemon=True)
-        t.start()
-        t.join(timeout_s)
-        if t.is_alive():
+        def cancel() -> None:
             try:
                 sky.get(sky.api_cancel(request_id))
             except Exception:  # the teardown that follows is what counts
                 pass
+
+        t = threading.Thread(target=stream, name=f"sky-launch-{sky_name}", daemon=True)
+        t.start()
+        try:
+            t.join(timeout_s)
+        except BaseException:  # interrupted (SIGINT/SIGTERM): the launch must not go on without us
+            cancel()
+            raise
+        if t.is_alive():
+            cancel()
             raise ProvisionError(
                 ProvisionErrorKind.TRANSIENT,
                 "",
@@ -516,13 +527,33 @@ class SkyPilotProvider:
         ready = f"{handle.info['node_dir']}/ray-ready"
         deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
         while time.monotonic() < deadline:
-            probe = self._ssh(handle, f"test -f {ready}", check=False, timeout_s=30)
+            probe = self._ssh(handle, self._remote(handle, f"test -f {ready}"), check=False, timeout_s=30)
             if probe.returncode == 0:
                 return
             time.sleep(1.0)
         raise ProvisionError(ProvisionErrorKind.TRANSIENT, handle.region, "Ray did not start on the head in time")
 
     # -- ssh to the head ------------------------------------------------------------------
+    def _remote(self, handle: ClusterHandle, command: str) -> str:
+        """``command`` as it must run to be on the head, in the project's synced copy.
+
+        A cloud VM is what ssh reaches. On Slurm, ssh reaches the login node: the command
+        goes into the cluster's allocation with ``srun --overlap`` (as SkyPilot's own
+        command runner does), with HOME the cluster's folder where SkyPilot synced the
+        project; an allocation that is gone ends it with status 97."""
+        in_workdir = f"cd {REMOTE_WORKDIR}; {command}"
+        name = handle.info.get("name_on_cloud")
+        if not str(handle.info.get("infra", "")).startswith("slurm/") or not name:
+            return in_workdir
+        inner = f'export HOME="$SKY_CLUSTER_HOME"; {in_workdir}'
+        return (
+            f"name={shlex.quote(name)}; "
+            'id=$(squeue -h -u "$(id -un)" --name="$name" -o %i | head -n1); '
+            '[ -n "$id" ] || { echo "no Slurm allocation named $name" >&2; exit 97; }; '
+            'SKY_CLUSTER_HOME="$HOME/.sky_clusters/$name" '
+            f'exec srun --unbuffered --overlap --jobid="$id" --nodes=1 --ntasks=1 bash -c {shlex.quote(inner)}'
+        )
+
     def _ssh_argv(self, handle: ClusterHandle, command: str) -> list[str]:
         sky_name = handle.info["sky_cluster"]
         config = os.path.expanduser(f"~/.sky/generated/ssh/{sky_name}")
@@ -567,12 +598,12 @@ class SkyPilotProvider:
         python = cluster.info.get("python", DEFAULT_PYTHON)
         module_args = " ".join(shlex.quote(a) for a in argv[1:-1])
         command = (
-            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; cd {REMOTE_WORKDIR}; "
+            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; "
             f"export RAY_AUTH_MODE=disabled {exports}; exec {python} {module_args} {remote_spec}"
         )
         with open(spec_path, "rb") as spec, open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                self._ssh_argv(cluster, command),
+                self._ssh_argv(cluster, self._remote(cluster, command)),
                 stdin=spec,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -657,6 +688,20 @@ class SkyPilotProvider:
         with self._lock:
             self._health[cluster.name] = (time.monotonic(), False)
         self._forget(cluster.name)
+
+
+def _name_on_cloud(sky_name: str) -> str | None:
+    """The cluster's name on the cloud (SkyPilot adds a user hash; on Slurm, the job's
+    name), from the SSH configuration SkyPilot wrote for it."""
+    try:
+        with open(os.path.expanduser(f"~/.sky/generated/ssh/{sky_name}"), encoding="utf-8") as fh:
+            for line in fh:
+                m = re.match(r"\s*SetEnv\s+SKY_CLUSTER_NAME=(\S+)", line)
+                if m:
+                    return m.group(1)
+    except FileNotFoundError:
+        pass
+    return None
 
 
 def _status_of(record: Any) -> str:

@@ -335,3 +335,15 @@ def _launch_and_teardown(cloud: str, region: str, tmp_path: Path) -> None:
         provider.teardown(handle)
     provider.teardown(handle)  # idempotent
     assert provider.find(handle.name) is None
+
+
+def test_commands_reach_the_head_inside_a_slurm_allocation() -> None:
+    from providers.base import ClusterHandle
+
+    provider = SkyPilotProvider({})
+    slurm = ClusterHandle("c", "r", "skypilot", "127.0.0.1:1", {"infra": "slurm/a", "name_on_cloud": "c-1234abcd"})
+    cmd = provider._remote(slurm, "python -V")
+    assert "srun --unbuffered --overlap" in cmd and '--name="$name"' in cmd and "exit 97" in cmd
+    assert cmd.startswith("name=c-1234abcd;")
+    vm = ClusterHandle("c", "r", "skypilot", "127.0.0.1:1", {"infra": "aws/us-east-1", "name_on_cloud": "c-1"})
+    assert provider._remote(vm, "python -V") == "cd ~/sky_workdir; python -V"
