@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from orchestrator.resume import Adoption
 
 FENCE_WAIT_S = 5.0
+PROVISION_RETRIES = 2
+PROVISION_BACKOFF_S = 1.0
 
 _PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
@@ -94,12 +96,23 @@ class AttemptRunner:
         spec_r = ctl.cfg.cloud.regions[region]
         t0 = time.time()
         try:
-            cluster = ctl.provider.launch(
-                RegionSpec(region, spec_r.store, spec_r.num_cpus),
-                ctl.cluster_name(region, gen),
-                ctl.cfg.recovery.provision_timeout_s,
-                env=TRAIN_ENV,
-            )
+            # Transient errors are retried here and only here; others go to the policy.
+            for retry in range(PROVISION_RETRIES + 1):
+                try:
+                    cluster = ctl.provider.launch(
+                        RegionSpec(region, spec_r.store, spec_r.num_cpus),
+                        ctl.cluster_name(region, gen),
+                        ctl.cfg.recovery.provision_timeout_s,
+                        env=TRAIN_ENV,
+                    )
+                    break
+                except ProvisionError as exc:
+                    if exc.kind is not ProvisionErrorKind.TRANSIENT or retry == PROVISION_RETRIES:
+                        raise
+                    ctl.journal.append(
+                        "provision_retry", region=region, error=str(exc)[:500], retry=retry + 1, purpose=purpose
+                    )
+                    time.sleep(PROVISION_BACKOFF_S * 2**retry)
         except ProvisionError as exc:
             ctl.journal.append(
                 "provision_failed",
@@ -134,6 +147,10 @@ class AttemptRunner:
         ctl = self.ctl
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
         ctl.journal.append("attempt_started", generation=gen, region=region, standby=warm is not None)
+        # Fenced before anything is launched: from the decision on, a zombie of the last
+        # attempt (partitioned, still training) can commit nothing past the handover.
+        out.restored_step = self._prepare_restore(region)
+        self._fence(gen, out.restored_step)
         if warm is not None:
             cluster, proc = warm.cluster, warm.proc
         else:
@@ -146,8 +163,6 @@ class AttemptRunner:
                 return out
         self.cluster = cluster
         try:
-            out.restored_step = self._prepare_restore(region)
-            self._fence(gen, out.restored_step)
             ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
             if warm is not None:
                 # The standby's workers are up and waiting: this file is their go.

@@ -178,7 +178,7 @@ class Controller:
             pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
             if rp.pending is None:
                 self.journal.append("incident_opened", **pending.record())
-            if self.sm.state is RunState.RUNNING:
+            if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
                 self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
             return self._drive(op.region, pending)
         region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.candidates[0]

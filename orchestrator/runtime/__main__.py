@@ -30,19 +30,27 @@ def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Even
 
 def _relay_preemption(control: ControlChannel, spec: RuntimeSpec) -> None:
     """A preemption notice (SIGTERM, as a cloud sends before reclaiming a VM) is
-    passed on to the workers, which checkpoint and stop; the driver stays to report."""
+    passed on to the workers, which checkpoint and stop; the driver stays to report.
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        control.preempt_notice(spec.generation, pid=os.getpid())
-        control.event(spec.generation, "preemption_notice", pid=os.getpid())
+    SIGTERM is blocked in every thread (call this before any other thread exists)
+    and taken by a thread of its own with sigwait: a Python handler would run only
+    when the main thread, blocked in Ray Train's fit(), next gets control (~1 s)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    def relay() -> None:
+        while True:
+            signal.sigwait({signal.SIGTERM})
+            control.preempt_notice(spec.generation, pid=os.getpid())
+            control.event(spec.generation, "preemption_notice", pid=os.getpid())
+
+    threading.Thread(target=relay, name="preemption-relay", daemon=True).start()
 
 
 def main(argv: list[str]) -> int:
     spec = RuntimeSpec.load(argv[0])
     control = ControlChannel(spec.control_url)
     control.event(spec.generation, "driver_started", pid=os.getpid())
+    _relay_preemption(control, spec)
     stop = threading.Event()
     threading.Thread(target=_heartbeats, args=(control, spec, stop), daemon=True).start()
     os.environ.update(TRAIN_ENV)  # the cluster has them too: see AttemptRunner.launch
@@ -62,8 +70,6 @@ def main(argv: list[str]) -> int:
         control.event(spec.generation, "runtime_error", error=f"cannot connect to Ray: {exc}"[:500])
         return EXIT_INFRA
     control.event(spec.generation, "driver_connected", pid=os.getpid())
-    # After ray.init, which installs a SIGTERM handler of its own (that exits).
-    _relay_preemption(control, spec)
     if spec.hpo is not None:
         from orchestrator.runtime.tune_loop import run_search
 

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import pytest
+
+from invariants import journal_consistent, nothing_left
 from recovery.fencing import Lineage
 from recovery.store import CheckpointStore
-from support import orchestrate, ray_pids, wait_no_new_ray
+from support import orchestrate, ray_pids
 
 
-def test_partitioned_region_resumes_as_a_zombie_and_is_fenced(orch_home):
-    ref = orchestrate(orch_home, "zombie-ref", "job.steps=2000")  # the same job, never failed
-    assert ref.returncode == 0, ref.stderr[-3000:]
+@pytest.fixture(scope="module")
+def ref(orch_home):
+    # Long enough that the zombie still trains when the new attempt has fenced the stores.
+    run = orchestrate(orch_home, "zombie-ref", "job.steps=2000")  # the same job, never failed
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+@pytest.mark.parametrize("kind", ["partition", "partition_region"])
+def test_partitioned_attempt_is_fenced_then_torn_down_once_reachable(kind, orch_home, ref):
     before = ray_pids()
     run = orchestrate(
         orch_home,
-        "zombie",
+        f"zombie-{kind}",
         "job.steps=2000",
         "recovery.heartbeat_timeout_s=3",
-        "chaos.faults=[{kind:partition_region,at_step:100,duration_s:10}]",
+        f"chaos.faults=[{{kind:{kind},at_step:100,duration_s:10}}]",
     )
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
@@ -24,17 +34,23 @@ def test_partitioned_region_resumes_as_a_zombie_and_is_fenced(orch_home):
     assert r["weights_sha256"] == ref.result["weights_sha256"]
     (inc,) = r["incidents"]
     assert inc["kind"] == "lease_expired"
-    # The zombie came back and tried to commit into its old store: refused, journaled.
+    # The zombie (training on, for `partition`; resumed, for `partition_region`) tried to
+    # commit into its old store: refused, journaled.
     fenced = run.events("fenced_write")
     assert fenced and all(e["attempt"] == 1 and e["by"] == "zombie" for e in fenced), fenced
     fence = run.events("fence")
     assert [f["generation"] for f in fence] == [1, 2]
+    # Torn down once reachable again, not before.
+    (healed,) = run.events("fault_ended")
+    (teardown,) = [e for e in run.events("teardown") if e["cluster"].endswith("-g1")]
+    assert teardown["ts"] >= healed["ts"]
     # Nothing the zombie wrote after the takeover is committed anywhere.
     lineage = Lineage().then(1, 0).then(2, fence[1]["restored_step"])
     home = run.run_dir.parent.parent
     for region in ("local-a", "local-b", "local-c"):
         store = CheckpointStore(f"file://{home}/stores/{region}", region=region)
-        for step in store.committed_steps("zombie"):
-            m = store.manifest("zombie", step)
+        for step in store.committed_steps(f"zombie-{kind}"):
+            m = store.manifest(f"zombie-{kind}", step)
             assert lineage.allows(m.attempt, m.step), (region, step, m.attempt)
-    assert not wait_no_new_ray(before)
+    journal_consistent(run)
+    nothing_left(before, orch_home)

@@ -1,0 +1,159 @@
+"""The invariant matrix: each fault kind at the trigger points that matter for it.
+
+One run per row, several trigger points per run where the kind allows (the run
+goes on from each failure to the next): before the first checkpoint (step 20),
+during an upload, just after a commit (step 101: the commit of step 100 is done),
+during a restore, and twice in a row (a repeat: the replayed step fires again).
+Every run must end SUCCEEDED (or FAILED where that is the expected outcome) with
+the uninterrupted run's weights, bounded loss, a consistent journal and nothing
+left running.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
+from support import orchestrate, ray_pids
+
+FAST_FAILOVER = ("recovery.region_cooldown_s=0", "recovery.max_failovers=10")
+
+
+def _faults(*faults: str) -> str:
+    return "chaos.faults=[" + ",".join(faults) + "]"
+
+
+MATRIX = {
+    # The big one: a whole region lost at every point, ending in whichever region is left.
+    "kill_region": (
+        _faults(
+            "{kind:kill_region,at_step:20}",
+            "{kind:kill_region,during:checkpoint_upload}",
+            "{kind:kill_region,at_step:101}",
+            "{kind:kill_region,during:restore}",
+            "{kind:kill_region,at_step:300,repeat:2}",
+        ),
+        6,
+    ),
+    # Ray Train restarts the worker group in place each time.
+    "kill_worker": (
+        _faults(
+            "{kind:kill_worker,at_step:20}",
+            "{kind:kill_worker,during:checkpoint_upload}",
+            "{kind:kill_worker,at_step:101}",
+            "{kind:kill_worker,during:restore}",
+        ),
+        4,
+    ),
+    "kill_head": (_faults("{kind:kill_head,at_step:101}", "{kind:kill_head,during:checkpoint_upload}"), 2),
+    # A timed trigger: a second into the attempt's training, wherever it is.
+    "hang_region": (_faults("{kind:hang_region,after_s:1}"), 1),
+    # A notice before the first checkpoint, during an upload and during a restore, one
+    # region each (else the upload of the first notice's checkpoint meets the second):
+    # nothing lost.
+    "preempt": (
+        _faults(
+            "{kind:preempt,at_step:20,grace_s:15}",
+            "{kind:preempt,during:checkpoint_upload,region:local-b,grace_s:15}",
+            "{kind:preempt,during:restore,region:local-c,grace_s:15}",
+        ),
+        3,
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MATRIX))
+def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline):
+    faults, count = MATRIX[kind]
+    before = ray_pids()
+    extra = ("recovery.heartbeat_timeout_s=3",) if kind == "hang_region" else ()
+    extra += ("trainer.max_worker_restarts=6",) if kind == "kill_worker" else ()
+    run = orchestrate(orch_home, f"matrix-{kind}", faults, *FAST_FAILOVER, *extra, timeout=600)
+    r = survived(run, baseline)
+    injected = fired(run, kind)
+    assert len(injected) == count, injected
+    # A fault can strike a recovery still under way (a kill during the restore that
+    # follows a kill): then one incident covers both.
+    assert 1 <= len(r["incidents"]) <= count, r["incidents"]
+    assert set(re.findall(r"during:(\w+)", faults)) <= {e.get("during") for e in injected}
+    if kind != "kill_worker":
+        assert all(inc["kind"] != "worker_lost" for inc in r["incidents"])
+    nothing_left(before, orch_home)
+
+
+def test_corrupt_checkpoint_during_restore_is_skipped_for_the_previous_good_one(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "matrix-corrupt-restore",
+        _faults("{kind:kill_region,at_step:120}", "{kind:corrupt_checkpoint,during:restore}"),
+    )
+    r = survived(run, baseline, max_lost=2 * INTERVAL)
+    (corrupt,) = fired(run, "corrupt_checkpoint")
+    assert corrupt["during"] == "restore"
+    assert set(corrupt["corrupted"].values()) == {100}
+    skipped = [e for e in run.events("checkpoint_skipped") if e["step"] == 100]
+    assert any("verification" in e["reason"] for e in skipped), skipped
+    (inc,) = r["incidents"]
+    assert inc["restored_step"] == 50
+    nothing_left(before, orch_home)
+
+
+def test_disk_full_costs_the_local_copy_not_the_checkpoint(orch_home, baseline):
+    if not _can_mount_tmpfs(orch_home):
+        pytest.skip("mounting a tmpfs is not allowed here (needs root or CAP_SYS_ADMIN)")
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "matrix-disk-full",
+        _faults("{kind:disk_full,at_step:60,duration_s:30}", "{kind:kill_worker,at_step:120}"),
+    )
+    survived(run, baseline)
+    (full,) = fired(run, "disk_full")
+    assert "failed" not in full, full
+    assert run.events("scratch_full"), "the runtime never noticed its full disk"
+    # Restarted in place with no local copy: restored from the store, exactly.
+    assert not run.events("restored_from_scratch")
+    nothing_left(before, orch_home)
+
+
+def test_worker_restart_in_place_restores_from_the_local_copy(orch_home, baseline):
+    before = ray_pids()
+    run = orchestrate(orch_home, "matrix-scratch", _faults("{kind:kill_worker,at_step:120}"))
+    survived(run, baseline)
+    assert [e["step"] for e in run.events("restored_from_scratch")] == [100]
+    nothing_left(before, orch_home)
+
+
+def test_user_error_twice_in_a_row_fails_with_the_workload_traceback(orch_home):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "matrix-user-error",
+        "recovery.max_restarts_on_errors=1",
+        _faults("{kind:user_error,at_step:60,repeat:2}"),
+    )
+    assert run.returncode == 1
+    r = run.result
+    assert r["status"] == "FAILED"
+    assert "recovery.max_restarts_on_errors=1" in r["reason"]
+    assert "InjectedUserError" in r["error_traceback"] and "Traceback" in r["error_traceback"]
+    # Retried in place once, never failed over.
+    assert {a["region"] for a in r["attempt_history"]} == {"local-a"}
+    assert [d["action"] for d in run.events("decision")] == ["restart_in_place", "give_up"]
+    assert "InjectedUserError" in (run.run_dir / "report.txt").read_text()
+    journal_consistent(run)
+    nothing_left(before, orch_home)
+
+
+def _can_mount_tmpfs(tmp) -> bool:
+    import subprocess
+
+    probe = tmp / "mount-probe"
+    probe.mkdir(exist_ok=True)
+    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "probe", str(probe)], capture_output=True)
+    if ok.returncode == 0:
+        subprocess.run(["umount", str(probe)], capture_output=True)
+    return ok.returncode == 0
