@@ -155,7 +155,7 @@ def sky_cluster_name(cluster_name: str) -> str:
 def node_dir(cluster_name: str) -> str:
     """The node-local folder of a cluster (Ray's temp dir, Ray Train's storage, scratch);
     short, since Ray's unix socket paths live under it."""
-    return "/tmp/orch-" + hashlib.sha256(cluster_name.encode()).hexdigest()[:10]
+    return "/tmp/osky-" + hashlib.sha256(cluster_name.encode()).hexdigest()[:10]
 
 
 def split_secrets(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -616,9 +616,16 @@ class SkyPilotProvider:
 
     # -- health ------------------------------------------------------------------------
     def _refresh(self, cluster: ClusterHandle) -> bool:
-        """Ask SkyPilot, with a forced refresh: a record that is gone, or not UP, is a lost cluster."""
+        """Ask SkyPilot, with a forced refresh: a record that is gone, or not UP, is a lost
+        cluster. On Slurm the allocation's state is asked first (squeue on the login node):
+        right after an scancel SkyPilot may still say UP for a few seconds."""
         sky = _sky()
         sky_name = cluster.info["sky_cluster"]
+        if self._allocation_running(cluster) is False:
+            self._say(f"{sky_name}: gone (its Slurm allocation is no longer running)")
+            with self._lock:
+                self._health[cluster.name] = (time.monotonic(), False)
+            return False
         try:
             records = self._sdk(
                 "sky.status",
@@ -634,6 +641,29 @@ class SkyPilotProvider:
         with self._lock:
             self._health[cluster.name] = (time.monotonic(), up)
         return up
+
+    def _allocation_running(self, cluster: ClusterHandle) -> bool | None:
+        """On Slurm: is the cluster's allocation RUNNING? None when not Slurm or unknown."""
+        infra = str(cluster.info.get("infra", ""))
+        name = cluster.info.get("name_on_cloud")
+        if not infra.startswith("slurm/") or not name:
+            return None
+        argv = [
+            "ssh",
+            "-F",
+            os.path.expanduser("~/.slurm/config"),
+            "-o",
+            "BatchMode=yes",
+            infra.split("/", 1)[1],
+            f'squeue -h -u "$(id -un)" --name={shlex.quote(str(name))} -t RUNNING -o %i',
+        ]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        return bool(out.stdout.strip())
 
     def _watch(self, cluster: ClusterHandle) -> None:
         with self._lock:
@@ -685,9 +715,43 @@ class SkyPilotProvider:
         except (e.ClusterDoesNotExist, ValueError) as exc:
             if "does not exist" not in str(exc) and not isinstance(exc, e.ClusterDoesNotExist):
                 raise
+        self._sweep_slurm(cluster)
         with self._lock:
             self._health[cluster.name] = (time.monotonic(), False)
         self._forget(cluster.name)
+
+    def _sweep_slurm(self, cluster: ClusterHandle) -> None:
+        """What an allocation leaves on a Slurm cluster's shared folders: our node folder,
+        and SkyPilot's per-cluster folders, which ``sky.down`` leaves behind when the
+        allocation was lost (scancel). Best effort, through the login node."""
+        infra = str(cluster.info.get("infra", ""))
+        if not infra.startswith("slurm/"):
+            return
+        paths = [str(cluster.info.get("node_dir", ""))]
+        name = cluster.info.get("name_on_cloud")
+        if name:
+            paths += [f"~/.sky_clusters/{name}", f"/tmp/{name}"]
+        paths = [p for p in paths if p and p not in ("/", "~")]
+        if not paths:
+            return
+        login = infra.split("/", 1)[1]
+        try:
+            subprocess.run(
+                [
+                    "ssh",
+                    "-F",
+                    os.path.expanduser("~/.slurm/config"),
+                    "-o",
+                    "BatchMode=yes",
+                    login,
+                    "rm -rf " + " ".join(paths),
+                ],
+                capture_output=True,
+                timeout=30,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self._say(f"could not clean {', '.join(paths)} on {login}: {exc}")
 
 
 def _name_on_cloud(sky_name: str) -> str | None:
