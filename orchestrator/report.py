@@ -27,7 +27,13 @@ def append_loss(run_dir: str, **point: Any) -> None:
 
 
 def read_loss(run_dir: str) -> list[dict[str, Any]]:
-    return [p for p in read_events(os.path.join(run_dir, LOSS_NAME)) if p.get("loss") is not None]
+    # Keyed by (generation, step): an adopted attempt's samples may be read twice.
+    points = {
+        (p.get("generation"), p.get("step")): p
+        for p in read_events(os.path.join(run_dir, LOSS_NAME))
+        if p.get("loss") is not None
+    }
+    return list(points.values())
 
 
 @dataclass
@@ -221,6 +227,8 @@ def plot(run_dir: str, rep: Report) -> str:
                 color="green",
             )
     ax.set_ylabel("training loss")
+    if points and min(p["loss"] for p in points) > 0:
+        ax.set_yscale("log")  # from ~2 down to ~0.01: a linear axis hides all but the start
     ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.rows)} incidents")
     for a in rep.attempts:
         lo = int(a.get("restored_step") or 0)

@@ -78,6 +78,11 @@ class AttemptWatch:
         ctl = self.ctl
         for ev in ctl.control.read_events(self.gen, self.seen):
             kind = str(ev.pop("type"))
+            if kind == "losses":
+                # The plot's series: its own file, not the journal.
+                for step, loss in ev.get("points") or []:
+                    append_loss(ctl.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
+                continue
             if (kind, float(ev.get("time", 0.0))) not in self.journaled:
                 ctl.journal.append(kind, **{"by": "runtime", "region": self.region, **ev})
             if kind == "replicated" and ev.get("lag_s") is not None:
@@ -125,8 +130,7 @@ class AttemptWatch:
         step = int(prog.get("step", 0))
         self.last_progress_at = float(prog["time"])
         self.runner.last_step = step
-        for s, loss in prog.get("losses") or []:
-            append_loss(self.ctl.run_dir, generation=self.gen, region=self.region, step=s, loss=loss)
+
         for inc in list(self.open_incidents):
             if inc.restored_step is not None and step > inc.restored_step:
                 inc.first_step_at = self.last_progress_at

@@ -142,6 +142,7 @@ class _Loop:
         self.optimizer = self.workload.optimizer(self.model.parameters())
         self._restored_url: str | None = None
         self._verified: dict[str, bytes] = {}
+        self._losses: list[tuple[int, float]] = []
         self.checkpointer = AsyncCheckpointer(
             [self.store, *self.fallbacks],
             spec.run_id,
@@ -264,6 +265,7 @@ class _Loop:
     # --- chaos --------------------------------------------------------------------
     def _rendezvous(self, i: int, fault: dict[str, Any], step: int, during: str | None = None) -> None:
         """Ask the controller to fire fault ``i`` now, and wait until it has."""
+        self.flush_losses()  # what the fault may cut short is plotted up to here
         seq = self.control.fired_count(i) + 1
         self.control.chaos_request(
             i,
@@ -338,6 +340,7 @@ class _Loop:
         """Checkpoint this very step, commit it, and stop: nothing is lost."""
         self.save(step)
         if self.rank == 0:
+            self.flush_losses()
             self.checkpointer.wait()
             self.control.progress(
                 self.gen, step=step, total=int(self.spec.job["steps"]), last_checkpoint=self.last_checkpoint
@@ -382,7 +385,6 @@ class _Loop:
         last_report = 0.0
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")
-        losses: list[tuple[int, float]] = []
         for step in range(restored + 1, total + 1):
             batch = self.data.batch(step)
             self.optimizer.zero_grad(set_to_none=True)
@@ -391,7 +393,7 @@ class _Loop:
             self.optimizer.step()
             now = time.time()
             if self.rank == 0 and step % LOSS_EVERY == 0:
-                losses.append((step, float(loss.item())))
+                self._losses.append((step, float(loss.item())))
             if self.rank == 0 and (now - last_report >= PROGRESS_EVERY_S or step == restored + 1):
                 loss_value = float(loss.item())
                 rate = (step - first_step + 1) / max(now - t_start, 1e-9)
@@ -404,9 +406,8 @@ class _Loop:
                     last_checkpoint=self.last_checkpoint,
                     restored_step=restored,
                     telemetry=self.data.telemetry,
-                    losses=losses,
                 )
-                losses = []
+                self.flush_losses()
                 last_report = now
             self.chaos_hook(step)
             if step < total and self.preempt_agreed(step):
@@ -416,7 +417,14 @@ class _Loop:
         if self.rank == 0:
             self.finish(total, t_start, first_step)
 
+    def flush_losses(self) -> None:
+        """The loss samples since the last flush, as one event (the report's plot reads them)."""
+        points, self._losses = self._losses, []
+        if points:
+            self.control.event(self.gen, "losses", points=points)
+
     def finish(self, total: int, t_start: float, first_step: int) -> None:
+        self.flush_losses()
         elapsed = max(time.time() - t_start, 1e-9)
         self.checkpointer.wait()  # the final checkpoint is committed before the result says so
         metrics = self.workload.evaluate(self.model)
