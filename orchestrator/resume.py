@@ -69,12 +69,16 @@ def handle_of(ctl: Controller, provisioned: dict[str, Any]) -> ClusterHandle:
 
 def sweep_and_adopt(ctl: Controller, rp: Replayed) -> Adoption | None:
     """Tear down everything left running but the open attempt, which is adopted if
-    its cluster is healthy and its driver alive; otherwise it is torn down too."""
+    its cluster is healthy and its driver alive, or if its driver has ended and said
+    how; otherwise it is torn down too."""
     adopt: Adoption | None = None
     op = rp.open_attempt
     if op is not None and op.cluster is not None and op.runtime_pid is not None:
         handle = handle_of(ctl, op.cluster)
-        if ctl.control.read_exit(op.generation) is None and _alive(op.runtime_pid) and ctl.provider.healthy(handle):
+        # Still training, or already ended with a word (success, preemption, user error):
+        # either way the attempt's own outcome stands and the watch takes it from there.
+        ended = ctl.control.read_exit(op.generation) is not None
+        if ended or (_alive(op.runtime_pid) and ctl.provider.healthy(handle)):
             adopt = Adoption(op.generation, op.region, handle, op.runtime_pid, op.restored_step)
     for name, provisioned in rp.leftover.items():
         if adopt is not None and name == adopt.cluster.name:
