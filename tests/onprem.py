@@ -64,7 +64,27 @@ def slurm_up() -> str | None:
     check = subprocess.run(["bash", str(SETUP), "--check"], capture_output=True, timeout=60)
     if check.returncode != 0:
         return "the one-node Slurm cluster is not up: run .ci/slurm/setup (.ci/run does)"
+    if not _index_reachable():
+        return "the package index is unreachable from the node (SkyPilot installs its runtime there)"
     return None
+
+
+def _index_reachable() -> bool:
+    """A CONNECT through the set-up's proxy to the package index answers 200."""
+    import runpy
+    import socket
+
+    hosts = sorted(runpy.run_path(str(SETUP.parent / "index_proxy.py"))["allowed_hosts"]())
+    if not hosts:
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(30)
+            sock.connect("/run/orch-slurm/proxy.sock")
+            sock.sendall(f"CONNECT {hosts[-1]}:443 HTTP/1.1\r\nHost: {hosts[-1]}:443\r\n\r\n".encode())
+            return b" 200 " in sock.recv(128)
+    except OSError:
+        return False
 
 
 def session(tmp_root: Path | None = None) -> Iterator[OnPrem]:
