@@ -469,7 +469,7 @@ class SkyPilotProvider:
         self._say(f"launching {sky_name} on {handle.info['infra']} (region {region.name})")
         t0 = time.monotonic()
         try:
-            self._launch_within(sky, task, sky_name, timeout_s)
+            self._launch_within(sky, task, sky_name, timeout_s, region.name)
             handle.info["name_on_cloud"] = _name_on_cloud(sky_name)
             self._wait_ready(handle, max(5.0, timeout_s - (time.monotonic() - t0)))
         except ProvisionError:
@@ -489,7 +489,7 @@ class SkyPilotProvider:
         self._record(handle)
         return handle
 
-    def _launch_within(self, sky: Any, task: Any, sky_name: str, timeout_s: float) -> None:
+    def _launch_within(self, sky: Any, task: Any, sky_name: str, timeout_s: float, region: str) -> None:
         """sky.launch, its log streamed to our output, cancelled past the deadline."""
         request_id = self._sdk("sky.launch", lambda: sky.launch(task, cluster_name=sky_name))
         result: dict[str, Any] = {}
@@ -517,7 +517,7 @@ class SkyPilotProvider:
             cancel()
             raise ProvisionError(
                 ProvisionErrorKind.TRANSIENT,
-                "",
+                region,
                 f"not up after {timeout_s:g}s (recovery.provision_timeout_s); launch cancelled",
             )
         if "error" in result:
