@@ -347,3 +347,29 @@ def test_commands_reach_the_head_inside_a_slurm_allocation() -> None:
     assert cmd.startswith("name=c-1234abcd;")
     vm = ClusterHandle("c", "r", "skypilot", "127.0.0.1:1", {"infra": "aws/us-east-1", "name_on_cloud": "c-1"})
     assert provider._remote(vm, "python -V") == "cd ~/sky_workdir; python -V"
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("cloud.regions.us-east-1.num_nodes=0", "cloud.regions.us-east-1.num_nodes"),
+        ("cloud.regions.us-east-1.disk_size=-1", "cloud.regions.us-east-1.disk_size"),
+        ("cloud.regions.us-east-1.accelerators='A10G x1'", "cloud.regions.us-east-1.accelerators"),
+    ],
+)
+def test_bad_region_values_name_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        compose(["cloud=aws", override])
+    assert info.value.key == key
+
+
+def test_skypilots_log_is_shown_line_by_line() -> None:
+    import io
+
+    from providers.skypilot import _Prefixed
+
+    out = io.StringIO()
+    stream = _Prefixed(out)
+    stream.write("\x1b[32m✓ Cluster launched\x1b[0m\nSyncing")
+    stream.write(" files.\n\n")
+    assert out.getvalue() == "skypilot: ✓ Cluster launched\nskypilot: Syncing files.\n"
