@@ -41,6 +41,10 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import faulthandler
+
+    # `kill -USR1 <pid>` prints every thread's stack: how to see what a stuck controller waits on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in args):
         print(USAGE)

@@ -60,7 +60,7 @@ class AttemptOutcome:
             "ended_at": self.ended_at,
             "restored_step": self.restored_step,
             "last_step": self.last_step,
-            "outcome": "succeeded" if self.succeeded else str(self.failure.kind if self.failure else "?"),
+            "outcome": "succeeded" if self.succeeded else str(self.failure.kind if self.failure else "interrupted"),
         }
 
 
@@ -177,6 +177,7 @@ class AttemptRunner:
             # A failed cluster is swept in the background: the failover must not wait for it.
             self._teardown(cluster, background=out.failure is not None)
             out.ended_at = time.time()
+            out.last_step = max(out.last_step, self.last_step)
             ctl.journal.append("attempt_ended", **out.summary())
         return out
 

@@ -43,7 +43,14 @@ def test_sigint_tears_down_and_keeps_checkpoints(orch_home):
             raise AssertionError("training never started")
         time.sleep(2)  # let a checkpoint or two commit
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        try:
+            _out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the controller dumps its threads' stacks
+            time.sleep(2)
+            proc.kill()
+            _out, err = proc.communicate()
+            raise AssertionError(f"the controller did not end after SIGINT; its stacks:\n{err[-6000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
