@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import torch
+from torch import nn
 
 
 class Workload(Protocol):
@@ -29,3 +30,22 @@ class Workload(Protocol):
 
     def evaluate(self, model: torch.nn.Module) -> dict[str, float]:
         """Held-out metrics for the final summary."""
+
+
+class Classifier:
+    """Cross-entropy training and held-out accuracy, for workloads that set
+    ``x_eval`` and ``y_eval`` (tensors of the held-out features and labels)."""
+
+    x_eval: torch.Tensor
+    y_eval: torch.Tensor
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(model(x), y)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        with torch.no_grad():
+            logits = model(self.x_eval)
+            loss = nn.functional.cross_entropy(logits, self.y_eval).item()
+            acc = (logits.argmax(dim=1) == self.y_eval).float().mean().item()
+        return {"accuracy": acc, "eval_loss": loss}

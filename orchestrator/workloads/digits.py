@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from orchestrator.workloads.base import Classifier
 from orchestrator.workloads.data import sharded_indices
 
 
@@ -27,7 +28,7 @@ def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
     )
 
 
-class Digits:
+class Digits(Classifier):
     def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None:
         self.seed = int(job["seed"])
         self.batch_size = int(job["batch_size"])
@@ -51,14 +52,3 @@ class Digits:
     def batch(self, step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
         idx = sharded_indices(len(self.x), self.seed, self.batch_size, step, rank, world)
         return self.x[idx], self.y[idx]
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return nn.functional.cross_entropy(model(x), y)
-
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        with torch.no_grad():
-            logits = model(self.x_eval)
-            loss = nn.functional.cross_entropy(logits, self.y_eval).item()
-            acc = (logits.argmax(dim=1) == self.y_eval).float().mean().item()
-        return {"accuracy": acc, "eval_loss": loss}

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from orchestrator.workloads.base import Classifier
 from orchestrator.workloads.data import sharded_indices
 
 PART_ROWS = 10_000
@@ -65,7 +66,7 @@ def ensure_dataset(cache_dir: str, seed: int, samples: int, features: int) -> li
     return paths
 
 
-class Synthetic:
+class Synthetic(Classifier):
     def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None:
         data = data or {}
         self.seed = int(job["seed"])
@@ -120,14 +121,3 @@ class Synthetic:
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return nn.functional.cross_entropy(model(x), y)
-
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        with torch.no_grad():
-            logits = model(self.x_eval)
-            loss = nn.functional.cross_entropy(logits, self.y_eval).item()
-            acc = (logits.argmax(dim=1) == self.y_eval).float().mean().item()
-        return {"accuracy": acc, "eval_loss": loss}
