@@ -284,6 +284,7 @@ class AttemptRunner:
             ],
             store_outage_s=cfg.recovery.store_outage_s,
             control_url=ctl.control.url,
+            control_options=ctl.control.options,
             ray_address=cluster.address,
             ray_storage_path=os.path.join(cluster.info.get("temp_dir", attempt_dir), "train"),
             job=to_plain(cfg.job),

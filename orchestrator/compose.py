@@ -113,6 +113,8 @@ def _typed(d: dict[str, Any]) -> Config:
             regions=regions,
             candidates=list(cloud["candidates"]),
             provision_timeout_s=cloud.get("provision_timeout_s", 60.0),
+            control_store=cloud.get("control_store"),
+            control_options=dict(cloud.get("control_options") or {}),
         ),
         recovery=RecoveryConfig(**d["recovery"]),
         chaos=ChaosConfig(faults=[_fault(f) for f in d["chaos"]["faults"]], supervise=d["chaos"]["supervise"]),

@@ -114,6 +114,12 @@ class CloudConfig:
     candidates: list[str] = field(default_factory=list)
     # How long provisioning takes here: recovery.provision_timeout_s's default.
     provision_timeout_s: float = 60.0
+    # Where the controller and the runtimes exchange heartbeats, progress, events and
+    # the chaos rendezvous: an fsspec URL both can reach (the run's files go under
+    # <control_store>/<run_id>/control). null: the run's folder on this machine, which
+    # only clusters on this machine (local, on-prem here) can reach.
+    control_store: str | None = None
+    control_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -302,6 +308,17 @@ def _validate_cloud(cfg: Config) -> None:
                     "standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
                     "GOOGLE_APPLICATION_CREDENTIALS for gs://",
                 )
+    if cloud.control_store is not None and "://" not in cloud.control_store:
+        raise ConfigError(
+            "cloud.control_store",
+            f"got {cloud.control_store!r}; expected an fsspec URL both the controller and the clusters "
+            "reach, such as s3://bucket/control",
+        )
+    for opt, value in cloud.control_options.items():
+        if opt.lower() in SECRET_OPTIONS and value != "anon":
+            raise ConfigError(
+                f"cloud.control_options.{opt}", "credentials do not belong in a config; use the standard chains"
+            )
     seen: set[str] = set()
     for name in cloud.candidates:
         if name not in cloud.regions:

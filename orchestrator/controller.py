@@ -57,7 +57,7 @@ class Controller:
         self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
         os.makedirs(self.run_dir, exist_ok=True)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
-        self.control = ControlChannel("file://" + os.path.join(self.run_dir, "control"))
+        self.control = ControlChannel(control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options)
         self.candidates = cfg.candidate_regions()
         self.proxies = start_proxies(cfg)
         self.stores = {
@@ -290,6 +290,13 @@ class Controller:
 
 
 CONFIG_NAME = "config.json"
+
+
+def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
+    """The run's control channel: in cloud.control_store if set, else in its folder here."""
+    if cfg.cloud.control_store:
+        return f"{cfg.cloud.control_store.rstrip('/')}/{run_id}/control"
+    return "file://" + os.path.join(run_dir, "control")
 
 
 def save_config(run_dir: str, cfg: Config) -> None:

@@ -57,8 +57,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
             s["skipped"].append(ev)
         elif t == "failure_detected" and s["attempts"]:
             s["attempts"][-1]["outcome"] = ev.get("kind")
-    control = ControlChannel("file://" + os.path.join(run_dir, "control"))
-    prog = control.read_progress(int(s["generation"] or 0)) if s["generation"] else None
+    prog = _progress(run_dir, s) if s["generation"] else None
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
         s["last_checkpoint"] = prog.get("last_checkpoint")
@@ -108,6 +107,18 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     else:
         lines.append("incidents  none")
     return "\n".join(lines)
+
+
+def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
+    """The live step, from the run's control channel (wherever cloud.control_store put it)."""
+    cloud = s["config"].get("cloud", {})
+    store = cloud.get("control_store")
+    run_id = s.get("run_id") or os.path.basename(run_dir)
+    url = f"{store.rstrip('/')}/{run_id}/control" if store else "file://" + os.path.join(run_dir, "control")
+    try:
+        return ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
+    except Exception:  # an unreachable control store: status still shows what the journal says
+        return None
 
 
 def run_ids(home: str) -> list[str]:

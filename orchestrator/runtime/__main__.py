@@ -48,7 +48,7 @@ def _relay_preemption(control: ControlChannel, spec: RuntimeSpec) -> None:
 
 def main(argv: list[str]) -> int:
     spec = RuntimeSpec.load(argv[0])
-    control = ControlChannel(spec.control_url)
+    control = ControlChannel(spec.control_url, spec.control_options)
     control.event(spec.generation, "driver_started", pid=os.getpid())
     _relay_preemption(control, spec)
     stop = threading.Event()
@@ -135,7 +135,7 @@ if __name__ == "__main__":
     try:
         # A controller that did not start this process (a resumed one) cannot wait for it.
         spec = RuntimeSpec.load(sys.argv[1])
-        ControlChannel(spec.control_url).exited(spec.generation, code)
+        ControlChannel(spec.control_url, spec.control_options).exited(spec.generation, code)
     except Exception:
         pass
     sys.stdout.flush()

@@ -26,17 +26,23 @@ from recovery.fsio import write_bytes
 
 
 class ControlChannel:
-    def __init__(self, url: str) -> None:
-        import fsspec
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        from recovery.storage import open_fs
 
         self.url = url.rstrip("/")
-        self.fs, self.root = fsspec.core.url_to_fs(self.url)
+        self.options = dict(storage_options or {})
+        self.fs, self.root = open_fs(self.url, self.options)
 
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
     def _put(self, path: str, obj: dict[str, Any], durable: bool = True) -> None:
         write_bytes(self.fs, path, json.dumps(obj, default=str).encode(), durable=durable)
+
+    def _exists(self, path: str) -> bool:
+        # Object-store clients cache listings: a flag written since must be seen now.
+        self.fs.invalidate_cache(path)
+        return bool(self.fs.exists(path))
 
     def _get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -100,7 +106,7 @@ class ControlChannel:
         self._put(self._path(f"g{gen}", "activate.json"), {"time": time.time(), "generation": gen})
 
     def is_active(self, gen: int) -> bool:
-        return self.fs.exists(self._path(f"g{gen}", "activate.json"))
+        return self._exists(self._path(f"g{gen}", "activate.json"))
 
     # --- chaos rendezvous -----------------------------------------------------
     def chaos_request(self, index: int, **fields: Any) -> None:
@@ -146,7 +152,7 @@ class ControlChannel:
         self._put(self._path(f"g{gen}", "preempt.json"), {"time": time.time(), "generation": gen, **fields})
 
     def preempt_requested(self, gen: int) -> bool:
-        return self.fs.exists(self._path(f"g{gen}", "preempt.json"))
+        return self._exists(self._path(f"g{gen}", "preempt.json"))
 
     # --- the driver's exit, readable by a controller that did not start it -------
     def exited(self, gen: int, code: int) -> None:

@@ -43,6 +43,8 @@ class RuntimeSpec:
     hpo: dict[str, Any] | None = None
     # The node's local scratch disk (a copy of the newest checkpoint lives there).
     scratch_dir: str | None = None
+    # fsspec options for the control channel (endpoint, timeouts; never credentials).
+    control_options: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:

@@ -99,7 +99,7 @@ def train_func(config: dict[str, Any]) -> None:
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    control = ControlChannel(spec.control_url)
+    control = ControlChannel(spec.control_url, spec.control_options)
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())
     try:

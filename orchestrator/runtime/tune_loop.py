@@ -88,7 +88,7 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
     hpo = runtime["hpo"]
     job = {**runtime["job"], **{k: config[k] for k in hpo["search_space"]}}
     trial_id = tune.get_context().get_trial_id()
-    control = ControlChannel(runtime["control_url"])
+    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
     gen = int(runtime["generation"])
     torch.set_num_threads(1)
     seed = int(job["seed"])
@@ -447,6 +447,7 @@ def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str, restore_from: 
         "job": spec.job,
         "data": spec.data,
         "control_url": spec.control_url,
+        "control_options": spec.control_options,
         "generation": spec.generation,
     }
     trainable = tune.with_resources(

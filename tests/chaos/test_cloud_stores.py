@@ -13,9 +13,19 @@ def test_kill_region_on_object_stores_ends_exactly_and_replicates_across_kinds(o
         "cloud-kill-region",
         "cloud=local_cloudstores",
         "chaos.faults=[{kind:kill_region,at_step:60}]",
+        # The control channel in object storage too, as a cloud run has it.
+        "cloud.control_store=s3://orch-a/control",
+        "+cloud.control_options.endpoint_url=${oc.env:ORCH_LOCAL_S3_A}",
         env=cloud_stores["env"],
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    assert not (run.run_dir / "control").exists()
+    control = cloud_stores["servers"]["local-a"]
+    with scoped_env(cloud_stores["env"]):
+        from recovery.storage import open_fs
+
+        fs, _ = open_fs("s3://orch-a", {"endpoint_url": control.endpoint})
+        assert fs.exists("orch-a/control/cloud-kill-region/control/g2/final.json")
     r = run.result
     assert r["status"] == "SUCCEEDED"
     assert r["weights_sha256"] == baseline.result["weights_sha256"]

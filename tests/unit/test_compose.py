@@ -200,3 +200,20 @@ def test_unknown_region_key_lists_the_region_names_as_allowed() -> None:
     err = config_error(["cloud.regions.local-z.num_cpus=1"])
     assert err.key == "cloud.regions.local-z"
     assert "local-a" in str(err)
+
+
+def test_cloud_configs_put_the_control_channel_where_their_clusters_reach_it(tmp_path) -> None:
+    from orchestrator.controller import control_url
+
+    local = compose(["cloud=local"])
+    assert local.cloud.control_store is None
+    assert control_url(local, "r1", str(tmp_path)) == f"file://{tmp_path}/control"
+    aws = compose(["cloud=aws"])
+    assert aws.cloud.control_store == "s3://orch-checkpoints-us-east-1/control"
+    assert control_url(aws, "r1", str(tmp_path)) == "s3://orch-checkpoints-us-east-1/control/r1/control"
+    with pytest.raises(ConfigError) as err:
+        compose(["cloud.control_store=/not/a/url"])
+    assert err.value.key == "cloud.control_store"
+    with pytest.raises(ConfigError) as err:
+        compose(["+cloud.control_options.secret=x"])
+    assert err.value.key == "cloud.control_options.secret"
