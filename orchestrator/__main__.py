@@ -40,6 +40,14 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _interruptible() -> None:
+    """SIGINT and SIGTERM end the run cleanly (FAILED, checkpoints kept, clusters torn
+    down). SIGINT explicitly: a shell starting us in the background sets it to ignored,
+    and Python then installs no handler of its own."""
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     import faulthandler
 
@@ -103,7 +111,15 @@ def _supervise(cfg: object, args: list[str]) -> int:
     base = [sys.executable, "-m", "orchestrator"]
     argv = [*base, *[a for a in args if not a.startswith("run_id=")], f"run_id={run_id}"]
     for _ in range(MAX_RESUMES + 1):
-        code = subprocess.run(argv, env=env).returncode
+        child = subprocess.Popen(argv, env=env)
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                # Ctrl-C reaches the child too (same process group): it ends the run
+                # cleanly; we wait for it rather than leave it behind.
+                continue
         if code != -signal.SIGKILL:
             return code
         print(f"supervisor: the controller of run {run_id} was killed; resuming it", file=sys.stderr)
@@ -163,7 +179,7 @@ def _resume(cli: object) -> int:
         print(f"error: run {run_id} has a live controller; resume is for a run whose controller died", file=sys.stderr)
         return 2
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _interruptible()
     result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud), run_id).resume()
     return _finish(cfg, run_id, result)
 
@@ -220,7 +236,7 @@ def _run(cfg: object) -> int:
     if lock is None:
         print(f"error: run_id: run {run_id!r} is running under another controller", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _interruptible()
     result = Controller(cfg, provider, run_id).run()
     return _finish(cfg, run_id, result)
 
