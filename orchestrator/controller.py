@@ -22,7 +22,7 @@ from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.control import ControlChannel, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
@@ -293,10 +293,7 @@ CONFIG_NAME = "config.json"
 
 
 def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
-    """The run's control channel: in cloud.control_store if set, else in its folder here."""
-    if cfg.cloud.control_store:
-        return f"{cfg.cloud.control_store.rstrip('/')}/{run_id}/control"
-    return "file://" + os.path.join(run_dir, "control")
+    return run_control_url(cfg.cloud.control_store, run_id, run_dir)
 
 
 def save_config(run_dir: str, cfg: Config) -> None:

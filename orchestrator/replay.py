@@ -47,7 +47,6 @@ class Replayed:
     next_region: str | None = None
     last_step: int = 0
     finished: bool = False
-    crashes: int = 0  # run_resumed events so far
     last_ts: float = 0.0
 
 
@@ -89,8 +88,6 @@ def replay(events: list[dict[str, Any]]) -> Replayed:
         if t == "run_started":
             r.run_id = str(ev.get("run_id", ""))
             r.started_at = float(ev.get("ts", 0.0))
-        elif t == "run_resumed":
-            r.crashes += 1
         elif t == "transition":
             r.state = RunState(str(ev["to"]))
         elif t == "attempt_started":

@@ -202,30 +202,10 @@ def plot(run_dir: str, rep: Report) -> str:
     for f in rep.faults:
         step = f.get("step")
         if isinstance(step, int) and step > 0:
-            ax.axvline(step, color="red", ls="--", lw=0.8)
-            ax.annotate(
-                str(f["kind"]),
-                (step, 1.0),
-                xycoords=("data", "axes fraction"),
-                rotation=90,
-                va="top",
-                ha="right",
-                fontsize=7,
-                color="red",
-            )
+            _mark(ax, step, str(f["kind"]), "red", "--", top=True)
     for r in rep.rows:
         if r.restored_step is not None:
-            ax.axvline(r.restored_step, color="green", ls=":", lw=0.8)
-            ax.annotate(
-                f"restore→{r.to_region or r.from_region}",
-                (r.restored_step, 0.02),
-                xycoords=("data", "axes fraction"),
-                rotation=90,
-                va="bottom",
-                ha="left",
-                fontsize=7,
-                color="green",
-            )
+            _mark(ax, r.restored_step, f"restore→{r.to_region or r.from_region}", "green", ":", top=False)
     ax.set_ylabel("training loss")
     if points and min(p["loss"] for p in points) > 0:
         ax.set_yscale("log")  # from ~2 down to ~0.01: a linear axis hides all but the start
@@ -244,6 +224,21 @@ def plot(run_dir: str, rep: Report) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _mark(ax: Any, step: int, text: str, colour: str, style: str, top: bool) -> None:
+    """A vertical line at ``step``, labelled along it (at the top or the bottom)."""
+    ax.axvline(step, color=colour, ls=style, lw=0.8)
+    ax.annotate(
+        text,
+        (step, 1.0 if top else 0.02),
+        xycoords=("data", "axes fraction"),
+        rotation=90,
+        va="top" if top else "bottom",
+        ha="right" if top else "left",
+        fontsize=7,
+        color=colour,
+    )
 
 
 def write(run_dir: str) -> tuple[str, str] | None:

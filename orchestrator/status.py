@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.journal import read_events
 from orchestrator.result import read_result
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.control import ControlChannel, run_control_url
 
 
 def _fmt_s(value: Any) -> str:
@@ -112,9 +112,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
 def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
     """The live step, from the run's control channel (wherever cloud.control_store put it)."""
     cloud = s["config"].get("cloud", {})
-    store = cloud.get("control_store")
-    run_id = s.get("run_id") or os.path.basename(run_dir)
-    url = f"{store.rstrip('/')}/{run_id}/control" if store else "file://" + os.path.join(run_dir, "control")
+    url = run_control_url(cloud.get("control_store"), s.get("run_id") or os.path.basename(run_dir), run_dir)
     try:
         return ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
     except Exception:  # an unreachable control store: status still shows what the journal says

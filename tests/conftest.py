@@ -65,10 +65,11 @@ def cloud_stores():
 def onprem():
     """The real one-node Slurm cluster through SkyPilot (tests/onprem.py); skipped when it is not up."""
     from onprem import session, slurm_up
+    from support import skip_unless_strict
 
     why = slurm_up()
     if why:
-        pytest.skip(why)
+        skip_unless_strict(why)
     yield from session()
 
 

@@ -17,6 +17,20 @@ REPO = Path(__file__).resolve().parent.parent
 RAY_NAMES = ("gcs_server", "raylet")
 
 
+# Set by .ci/run: there, what a test needs from the machine (the Slurm cluster, a
+# tmpfs mount) must be present, so a missing piece fails instead of skipping.
+STRICT_ENV = "ORCHESTRATOR_STRICT_SKIPS"
+
+
+def skip_unless_strict(why: str) -> None:
+    """Skip with ``why`` on a developer's machine; fail with it in CI."""
+    import pytest
+
+    if os.environ.get(STRICT_ENV) == "1":
+        pytest.fail(f"{why} ({STRICT_ENV}=1: CI must run this test)")
+    pytest.skip(why)
+
+
 def ray_pids() -> set[int]:
     """Every Ray process on the machine, by name or process title."""
     out = set()

@@ -18,11 +18,20 @@ pass for the current one.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from typing import Any
 
 from recovery.fsio import write_bytes
+
+
+def run_control_url(control_store: str | None, run_id: str, run_dir: str) -> str:
+    """A run's control channel: under ``control_store`` (cloud.control_store) if set,
+    else in the run's folder on this machine."""
+    if control_store:
+        return f"{control_store.rstrip('/')}/{run_id}/control"
+    return "file://" + os.path.join(run_dir, "control")
 
 
 class ControlChannel:

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
-from support import orchestrate, ray_pids
+from support import orchestrate, ray_pids, skip_unless_strict
 
 FAST_FAILOVER = ("recovery.region_cooldown_s=0", "recovery.max_failovers=10")
 
@@ -103,7 +103,7 @@ def test_corrupt_checkpoint_during_restore_is_skipped_for_the_previous_good_one(
 
 def test_disk_full_costs_the_local_copy_not_the_checkpoint(orch_home, baseline):
     if not _can_mount_tmpfs(orch_home):
-        pytest.skip("mounting a tmpfs is not allowed here (needs root or CAP_SYS_ADMIN)")
+        skip_unless_strict("mounting a tmpfs is not allowed here (needs root or CAP_SYS_ADMIN)")
     before = ray_pids()
     run = orchestrate(
         orch_home,
