@@ -288,18 +288,35 @@ class _Loop:
 
     def chaos_hook(self, step: int) -> None:
         total = int(self.spec.job["steps"])
-        for i, fault in enumerate(self.spec.faults):
-            if not due_at_step(fault, step, total):
-                continue
+        due = [i for i, fault in enumerate(self.spec.faults) if due_at_step(fault, step, total)]
+        if not due:
+            return
+        self.quiesce()
+        for i in due:
+            fault = self.spec.faults[i]
             victim = self.world - 1 if fault["kind"] == "kill_worker" else 0
             if self.rank != victim or not self._armed(i, fault):
                 continue
             if fault.get("random") is not None and step in self.control.fired_steps(i):
                 continue  # a random fault strikes a step once, also when the step is replayed
-            # Faults land at a quiescent point, so a run's outcome does not depend on
-            # upload timing; a fault during an upload is a trigger of its own.
-            self.checkpointer.wait()
             self._rendezvous(i, fault, step)
+
+    def quiesce(self) -> None:
+        """Every rank waits until rank 0's uploads are committed.
+
+        Faults land at a quiescent point, so a run's outcome does not depend on
+        upload timing (a fault during an upload is a trigger of its own). Rank 0
+        alone uploads, while the victim may be another rank: without the barrier a
+        worker killed "just after a commit" could beat the commit it follows. Every
+        rank reaches this step with the same faults due (triggers are pure), so
+        every rank calls the barrier.
+        """
+        if self.rank == 0:
+            self.checkpointer.wait()
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
 
     def _upload_hook(self, step: int) -> None:
         """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""

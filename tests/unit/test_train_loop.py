@@ -153,3 +153,20 @@ def test_resume_past_a_corrupt_newest_checkpoint_restores_step_40_and_ends_bitwi
     assert "model.pt" in skipped[0]["reason"]
     assert [e["restored_step"] for e in evs if e["type"] == "train_started"] == [40]
     assert final["weights_sha256"] == unbroken_sha
+
+
+def test_a_fault_at_a_step_waits_for_rank_0s_commit_on_every_rank(tmp_path: Path, monkeypatch) -> None:
+    """A kill_worker strikes the last rank, which uploads nothing: rank 0 commits first, then all meet."""
+    import torch.distributed as dist
+
+    s = spec(tmp_path, "quiesce", 1)
+    s.faults = [{"kind": "kill_worker", "at_step": 41}]
+    loop = _Loop(s, rank=0, world=2, control=ControlChannel(s.control_url))
+    calls: list[str] = []
+    monkeypatch.setattr(loop.checkpointer, "wait", lambda *a, **k: calls.append("commit"))
+    monkeypatch.setattr(dist, "barrier", lambda *a, **k: calls.append("barrier"))
+    loop.chaos_hook(40)
+    assert calls == []  # no fault due: no collective on an ordinary step
+    loop.chaos_hook(41)
+    assert calls == ["commit", "barrier"]  # rank 0 is not the victim: it commits and lets it go
+    assert ControlChannel(s.control_url).chaos_requests() == {}
