@@ -8,12 +8,13 @@ attempt has failed (and how) or succeeded.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.incidents import Incident
 from orchestrator.report import append_loss
 from providers.base import ClusterHandle, RuntimeProcess
-from recovery.detection import EXIT_OK, Lease, Observation, classify
+from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
 
 if TYPE_CHECKING:
     from orchestrator.attempt import AttemptOutcome, AttemptRunner
@@ -151,6 +152,15 @@ class AttemptWatch:
             self.ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
 
     # --- the verdict --------------------------------------------------------------
+    def _settled_health(self) -> bool:
+        """The cluster's health once a dying node has had time to show it."""
+        deadline = time.monotonic() + HEALTH_SETTLE_S
+        while time.monotonic() < deadline:
+            if not self.ctl.provider.healthy(self.cluster):
+                return False
+            time.sleep(0.1)
+        return self.ctl.provider.healthy(self.cluster)
+
     def _verdict(self) -> bool:
         """True once the attempt has succeeded or failed (``out`` says which)."""
         ctl, out = self.ctl, self.out
@@ -165,6 +175,10 @@ class AttemptWatch:
             running_for_s=now - self.started,
             user_error=self.user_error,
         )
+        if confirm_health(obs):
+            healthy = self._settled_health()
+            now = time.time()  # detected once the cluster's state is known
+            obs = replace(obs, cluster_healthy=healthy)
         failure = classify(obs, self.region, self.lease)
         if failure is None and code == EXIT_OK:
             out.succeeded = True

@@ -52,6 +52,27 @@ class Lease:
     startup_grace_s: float = 120.0
 
 
+# A driver that dies with its node dies first: the node's own signs of death (the
+# head's process reaped, its port closed) lag by a moment, longer under load.
+HEALTH_SETTLE_S = 2.0
+
+
+def confirm_health(obs: Observation) -> bool:
+    """Whether a healthy-looking cluster must be looked at again before ``classify``.
+
+    The driver died unexpectedly (a signal, an infra exit) while its cluster still
+    looked healthy: read at once, a region lost with everything on it passes for a
+    lost driver, and the run restarts in the region it should leave.
+    """
+    code = obs.runtime_exit
+    return (
+        code is not None
+        and code not in (EXIT_OK, EXIT_USER_ERROR, EXIT_PREEMPTED)
+        and obs.cluster_healthy
+        and obs.user_error is None
+    )
+
+
 def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
     """What failed, or None while the attempt looks healthy (or has succeeded)."""
     if obs.runtime_exit == EXIT_OK:

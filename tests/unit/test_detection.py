@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.detection import EXIT_OK, FailureKind, Lease, Observation, classify
+from recovery.detection import (
+    EXIT_INFRA,
+    EXIT_OK,
+    EXIT_PREEMPTED,
+    EXIT_USER_ERROR,
+    EXIT_WORKERS_EXHAUSTED,
+    FailureKind,
+    Lease,
+    Observation,
+    classify,
+    confirm_health,
+)
 
 LEASE = Lease(interval_s=1.0, timeout_s=10.0, startup_grace_s=120.0)
 REGION = "local-a"
@@ -84,3 +95,24 @@ def test_no_heartbeat_yet_within_the_startup_grace_is_healthy() -> None:
 
 def test_no_heartbeat_beyond_the_startup_grace_is_lease_expired() -> None:
     assert kind_of(obs(heartbeat_age_s=None, running_for_s=121.0)) is FailureKind.LEASE_EXPIRED
+
+
+@pytest.mark.parametrize("code", [-9, -15, EXIT_INFRA, EXIT_WORKERS_EXHAUSTED])
+def test_a_driver_dead_on_a_healthy_looking_cluster_has_the_cluster_looked_at_again(code: int) -> None:
+    # The driver dies with its node first: read at once, a lost region passes for a lost driver.
+    assert confirm_health(obs(runtime_exit=code))
+
+
+@pytest.mark.parametrize(
+    "o",
+    [
+        obs(runtime_exit=None),  # still running
+        obs(runtime_exit=EXIT_OK),
+        obs(runtime_exit=EXIT_PREEMPTED),  # its own verdict, whatever the cluster does next
+        obs(runtime_exit=EXIT_USER_ERROR),
+        obs(runtime_exit=-9, cluster_healthy=False),  # already known lost
+        obs(runtime_exit=-9, user_error="ValueError: boom"),
+    ],
+)
+def test_no_second_look_where_the_verdict_does_not_hang_on_the_cluster(o: Observation) -> None:
+    assert not confirm_health(o)
