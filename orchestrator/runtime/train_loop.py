@@ -93,6 +93,48 @@ def _is_comm_error(exc: BaseException) -> bool:
     return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
 
 
+def _ray_system_errors() -> tuple[type[BaseException], ...]:
+    import ray.exceptions as rx
+
+    return (
+        rx.RayActorError,  # ActorDiedError: e.g. Ray Data's coordinator, gone with its node
+        rx.NodeDiedError,
+        rx.LocalRayletDiedError,
+        rx.WorkerCrashedError,
+        rx.ObjectLostError,  # OwnerDiedError, ObjectFetchTimedOutError...
+        rx.RaySystemError,
+        rx.RpcError,
+        rx.ActorPlacementGroupRemoved,
+        rx.TaskPlacementGroupRemoved,
+        rx.ActorUnschedulableError,
+        rx.TaskUnschedulableError,
+        rx.ObjectStoreFullError,
+        rx.OutOfDiskError,
+    )
+
+
+def is_infra_error(exc: BaseException) -> bool:
+    """The platform failed under the workload (a dead peer, a dead node, a lost
+    object), not the workload itself: Ray Train restarts it, or the controller
+    fails over; never a user error that stops the run.
+
+    A task's error wraps its cause (RayTaskError.cause, ``__cause__``): a Ray
+    Data task that failed because an actor died is infrastructure too.
+    """
+    system = _ray_system_errors()
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, system) or _is_comm_error(e):
+            return True
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return False
+
+
 def train_func(config: dict[str, Any]) -> None:
     spec = RuntimeSpec(**config["spec"])
     import ray.train
@@ -107,7 +149,7 @@ def train_func(config: dict[str, Any]) -> None:
     except Preempted:
         return  # the checkpoint is committed; the driver tells the controller
     except Exception as exc:
-        if not _is_comm_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
+        if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
             first = str(exc).splitlines()[0] if str(exc) else ""
             control.event(
                 spec.generation,

@@ -170,3 +170,27 @@ def test_a_fault_at_a_step_waits_for_rank_0s_commit_on_every_rank(tmp_path: Path
     loop.chaos_hook(41)
     assert calls == ["commit", "barrier"]  # rank 0 is not the victim: it commits and lets it go
     assert ControlChannel(s.control_url).chaos_requests() == {}
+
+
+def _raised_from(exc: BaseException, cause: BaseException) -> BaseException:
+    try:
+        raise exc from cause
+    except BaseException as e:
+        return e
+
+
+def test_platform_failures_under_the_workload_are_not_user_errors() -> None:
+    import ray.exceptions as rx
+
+    from orchestrator.runtime.train_loop import InjectedUserError, is_infra_error
+
+    died = rx.ActorDiedError()  # Ray Data's coordinator, gone with its node
+    assert is_infra_error(died)
+    assert is_infra_error(rx.RayTaskError("read", "tb", died))  # a task that failed because of it
+    assert is_infra_error(rx.RayTaskError("read", "tb", died).as_instanceof_cause())
+    assert is_infra_error(_raised_from(RuntimeError("batch failed"), rx.NodeDiedError("node 127.0.0.1 died")))
+    assert is_infra_error(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
+    # The workload's own errors, also when Ray carries them from a task.
+    assert not is_infra_error(ValueError("bad shape"))
+    assert not is_infra_error(InjectedUserError("injected"))
+    assert not is_infra_error(rx.RayTaskError("preprocess", "tb", KeyError("label")))
