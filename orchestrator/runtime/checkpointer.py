@@ -91,6 +91,12 @@ class AsyncCheckpointer:
                 self._thread.start()
             self._cond.notify_all()
 
+    @property
+    def pending(self) -> bool:
+        """An upload is queued or in flight."""
+        with self._cond:
+            return self._queued is not None or self._busy
+
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until everything submitted is committed; re-raise a permanent failure."""
         limit = timeout_s if timeout_s is not None else self.outage_s * (len(self.stores) + 1) + 30

@@ -197,6 +197,9 @@ class _Loop:
             scratch_dir=spec.scratch_dir if rank == 0 else None,
         )
         self._preempt = threading.Event()
+        # chaos "during: checkpoint_upload": set once the upload reached its fault.
+        self._upload_staged = threading.Event()
+        self._upload_fault_pending = False
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
 
@@ -220,6 +223,9 @@ class _Loop:
         files["state.pt"] = _dumps(
             {"step": step, "data_position": step, "data": self.data.position(step).to_json(), "world_size": self.world}
         )
+        self._upload_fault_pending = self._upload_fault_armed()
+        if self._upload_fault_pending:
+            self._upload_staged.clear()
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
         if not self.spec.checkpoint.get("async_upload", True):
             self.checkpointer.wait()
@@ -362,9 +368,34 @@ class _Loop:
 
     def _upload_hook(self, step: int) -> None:
         """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""
-        for i, fault in enumerate(self.spec.faults):
-            if due_during(fault, "checkpoint_upload") and self._armed(i, fault):
-                self._rendezvous(i, fault, step, during="checkpoint_upload")
+        try:
+            for i, fault in enumerate(self.spec.faults):
+                if due_during(fault, "checkpoint_upload") and self._armed(i, fault):
+                    self._rendezvous(i, fault, step, during="checkpoint_upload")
+        finally:
+            self._upload_staged.set()
+
+    def _upload_fault_armed(self) -> bool:
+        return any(
+            due_during(fault, "checkpoint_upload") and self._armed(i, fault) for i, fault in enumerate(self.spec.faults)
+        )
+
+    def hold_for_upload_fault(self) -> None:
+        """Rank 0, before the next step trains: a fault "during: checkpoint_upload"
+        lands while the upload is half way and training has not moved on.
+
+        The uploader waits on the controller to fire the fault, and training would go
+        on meanwhile (further under load), so the fault's place, and the steps a kill
+        there costs, would depend on timing. The other ranks wait in the next
+        step's all-reduce. Only a drill holds; an ordinary upload never does.
+        """
+        if not self._upload_fault_pending:
+            return
+        self._upload_fault_pending = False
+        deadline = time.time() + CHAOS_WAIT_S
+        while not self._upload_staged.wait(0.05):
+            if not self.checkpointer.pending or time.time() > deadline:
+                return  # the upload ended before its fault (it failed, or the fault ran out)
 
     def _restore_hook(self, step: int) -> None:
         """Rank 0, a checkpoint chosen, before a byte of it is read."""
@@ -445,6 +476,7 @@ class _Loop:
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")
         for step in range(restored + 1, total + 1):
+            self.hold_for_upload_fault()
             batch = self.data.batch(step)
             self.optimizer.zero_grad(set_to_none=True)
             loss = self.workload.loss(ddp, batch)

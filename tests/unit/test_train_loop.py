@@ -194,3 +194,41 @@ def test_platform_failures_under_the_workload_are_not_user_errors() -> None:
     assert not is_infra_error(ValueError("bad shape"))
     assert not is_infra_error(InjectedUserError("injected"))
     assert not is_infra_error(rx.RayTaskError("preprocess", "tb", KeyError("label")))
+
+
+def test_a_fault_during_an_upload_lands_before_the_next_step_trains(tmp_path: Path, unbroken_sha: str) -> None:
+    """The uploader waits for the controller to fire; training must not run on meanwhile,
+    or what a kill there costs would depend on how quickly the controller answers."""
+    import threading
+    import time
+
+    s = spec(tmp_path, "upload-fault", 1)
+    s.faults = [{"kind": "kill_worker", "during": "checkpoint_upload"}]
+    control = ControlChannel(s.control_url)
+    loop = _Loop(s, rank=0, world=1, control=control)
+    trained: list[int] = []
+    real_batch = loop.workload.batch
+
+    def batch(at: int, rank: int, world: int) -> Any:
+        trained.append(at)
+        return real_batch(at, rank, world)
+
+    loop.workload.batch = batch  # type: ignore[method-assign]
+    seen: dict[str, Any] = {}
+
+    def controller() -> None:  # answers the rendezvous slowly, as a loaded controller does
+        while not (requests := control.chaos_requests()):
+            time.sleep(0.01)
+        seen["request"], seen["trained_then"] = requests[0], max(trained)
+        time.sleep(0.5)
+        seen["trained_after_wait"] = max(trained)
+        control.chaos_fired(0, 1, step=requests[0]["step"])
+
+    ctl = threading.Thread(target=controller, daemon=True)
+    ctl.start()
+    loop.run(wrap=no_ddp)
+    ctl.join(timeout=10)
+    assert seen["request"]["step"] == 20 and seen["request"]["during"] == "checkpoint_upload"
+    # Held at the step the upload belongs to until the fault fired, then on to the end, exactly.
+    assert seen["trained_then"] == seen["trained_after_wait"] == 20
+    assert control.read_final(1)["weights_sha256"] == unbroken_sha
