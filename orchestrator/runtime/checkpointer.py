@@ -91,18 +91,22 @@ class AsyncCheckpointer:
                 self._thread.start()
             self._cond.notify_all()
 
+    def _in_flight(self) -> bool:
+        # Callers hold self._cond.
+        return self._queued is not None or self._busy
+
     @property
     def pending(self) -> bool:
         """An upload is queued or in flight."""
         with self._cond:
-            return self._queued is not None or self._busy
+            return self._in_flight()
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until everything submitted is committed; re-raise a permanent failure."""
         limit = timeout_s if timeout_s is not None else self.outage_s * (len(self.stores) + 1) + 30
         deadline = time.monotonic() + limit
         with self._cond:
-            while self._queued is not None or self._busy:
+            while self._in_flight():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise CheckpointUploadError(

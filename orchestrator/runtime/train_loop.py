@@ -197,9 +197,10 @@ class _Loop:
             scratch_dir=spec.scratch_dir if rank == 0 else None,
         )
         self._preempt = threading.Event()
-        # chaos "during: checkpoint_upload": set once the upload reached its fault.
+        # chaos "during: checkpoint_upload": cleared while an upload heads for its
+        # fault, set again once the fault has fired (or the upload ended without it).
         self._upload_staged = threading.Event()
-        self._upload_fault_pending = False
+        self._upload_staged.set()
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
 
@@ -223,8 +224,7 @@ class _Loop:
         files["state.pt"] = _dumps(
             {"step": step, "data_position": step, "data": self.data.position(step).to_json(), "world_size": self.world}
         )
-        self._upload_fault_pending = self._upload_fault_armed()
-        if self._upload_fault_pending:
+        if self._upload_fault_armed():
             self._upload_staged.clear()
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
         if not self.spec.checkpoint.get("async_upload", True):
@@ -389,13 +389,11 @@ class _Loop:
         there costs, would depend on timing. The other ranks wait in the next
         step's all-reduce. Only a drill holds; an ordinary upload never does.
         """
-        if not self._upload_fault_pending:
-            return
-        self._upload_fault_pending = False
         deadline = time.time() + CHAOS_WAIT_S
         while not self._upload_staged.wait(0.05):
             if not self.checkpointer.pending or time.time() > deadline:
-                return  # the upload ended before its fault (it failed, or the fault ran out)
+                # The upload ended before its fault (it failed, or the fault ran out).
+                self._upload_staged.set()
 
     def _restore_hook(self, step: int) -> None:
         """Rank 0, a checkpoint chosen, before a byte of it is read."""
