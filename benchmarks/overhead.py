@@ -44,7 +44,7 @@ def bare_train(config: dict) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     w = Digits(JOB)
     model = w.model()
-    opt = w.optimizer(model.parameters())
+    opt = w.optimizer(model)
     ddp = prepare_model(model, move_to_device=False)
     steps = int(config["steps"])
     t0 = time.time()

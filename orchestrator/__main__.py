@@ -61,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.config import ConfigError
 
     try:
-        cfg = compose(args)
+        cfg = compose(config_dir_overrides(args))
+        if cfg.action in ("run", "plan"):
+            from orchestrator.usercode import check_user_code
+
+            check_user_code(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -82,6 +86,35 @@ def main(argv: list[str] | None = None) -> int:
     ):
         return _supervise(cfg, args)
     return _run(cfg)
+
+
+def config_dir_overrides(args: list[str]) -> list[str]:
+    """Hydra's ``--config-dir DIR`` (``-cd DIR``): the user's own config folder, searched
+    after ours (``job=mine`` finds ``DIR/job/mine.yaml``). The same as the override
+    ``hydra.searchpath=[file://DIR]``, which is taken as it is."""
+    from orchestrator.config import ConfigError
+
+    out: list[str] = []
+    dirs: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a in ("--config-dir", "-cd"):
+            value = next(it, None)
+            if value is None:
+                raise ConfigError("--config-dir", "needs a folder: --config-dir ~/proj/conf")
+            dirs.append(value)
+        elif a.startswith("--config-dir="):
+            dirs.append(a.split("=", 1)[1])
+        else:
+            out.append(a)
+    for d in dirs:
+        path = os.path.abspath(os.path.expanduser(d))
+        if not os.path.isdir(path):
+            raise ConfigError("--config-dir", f"{d!r} is not a folder; give the folder that holds job/NAME.yaml")
+    if dirs:
+        paths = ",".join(f"'file://{os.path.abspath(os.path.expanduser(d))}'" for d in dirs)
+        out.append(f"hydra.searchpath=[{paths}]")
+    return out
 
 
 def _report(home: str, run_id: str) -> int:
@@ -170,6 +203,9 @@ def _resume(cli: object) -> int:
         return 0 if done["status"] == "SUCCEEDED" else 1
     try:
         cfg = config_from_plain(saved)
+        from orchestrator.usercode import check_user_code
+
+        check_user_code(cfg)
     except ConfigError as exc:
         print(f"error: {run_dir}/{CONFIG_NAME}: {exc}", file=sys.stderr)
         return 2

@@ -100,7 +100,7 @@ class AttemptRunner:
             for retry in range(PROVISION_RETRIES + 1):
                 try:
                     cluster = ctl.provider.launch(
-                        RegionSpec(region, spec_r.store, spec_r.num_cpus),
+                        RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
                         ctl.cluster_name(region, gen),
                         ctl.cfg.recovery.provision_timeout_s,
                         env=TRAIN_ENV,

@@ -63,7 +63,23 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
         GlobalHydra.instance().clear()
     assert isinstance(plain, dict)
     _check_keys(plain, Config, "")
+    _settle_code(plain["job"], overrides)
     return validate(_typed(plain))
+
+
+def _settle_code(job: dict[str, Any], overrides: list[str]) -> None:
+    """What trains, as the command line says: ``job.train_func=m:f`` over the default job
+    replaces its workload (and the other way round); both on one command line stay both,
+    and validate refuses them. A run named after the default job is named after the code."""
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides if "=" in o}
+    if "job.train_func" in given and "job.workload" not in given:
+        job["workload"] = ""
+    if "job.workload" in given and "job.train_func" not in given:
+        job["train_func"] = ""
+    code = job["train_func"] if "job.train_func" in given else job["workload"] if "job.workload" in given else None
+    if code and not {"job", "job.name"} & given:
+        name = str(code).rpartition(":")[2].rpartition(".")[2].lower()
+        job["name"] = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:60] or job["name"]
 
 
 def _check_keys(node: Any, schema: Any, prefix: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from orchestrator.workloads import JOB_KEY_WORKLOADS
 from recovery.storage import SECRET_OPTIONS
 
 ACTIONS = ("run", "status", "resume", "report", "plan")
@@ -31,6 +32,10 @@ FAULT_KINDS = (
     *STORAGE_FAULTS,
 )
 DATA_LOADERS = ("sharded", "ray_data")
+# auto: bf16 on a GPU that has it, none elsewhere.
+AUTOCAST = ("none", "auto", "bf16", "fp16")
+# A Ray Train function has no step rendezvous with the loop: faults fire by time or at a point.
+STEP_TRIGGERS = ("at_step", "random")
 HPO_SCHEDULERS = ("asha", "fifo")
 HPO_MODES = ("max", "min")
 # A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
@@ -56,10 +61,24 @@ class ConfigError(Exception):
 @dataclass
 class JobConfig:
     name: str = MISSING
-    workload: str = MISSING
+    # What trains, exactly one of: a workload class, a built-in name (digits, synthetic,
+    # gpt) or "module:Class" (see orchestrator/workloads/base.py), or an unchanged Ray
+    # Train function "module:function" that calls ray.train.report / get_checkpoint.
+    workload: str = ""
+    train_func: str = ""
+    # Free-form, handed to the workload's constructor (validated against its Params
+    # dataclass when it has one) or passed as the train function's config.
+    params: dict[str, Any] = field(default_factory=dict)
+    # A folder with the user's code (and an optional requirements.txt): synced to
+    # SkyPilot clusters' nodes and put on their PYTHONPATH. local uses the controller's
+    # PYTHONPATH and working directory instead; empty: nothing is synced.
+    code_dir: str = ""
     steps: int = 300
     seed: int = 0
+    # Built-ins' batch() takes it per worker; a workload's dataset() takes it as the
+    # global batch of one optimizer step, split evenly across workers and micro-batches.
     batch_size: int = 64
+    # Built-in workloads (digits, synthetic) only; user workloads use job.params.
     lr: float = 0.01
     hidden_size: int = 256
     eval_fraction: float = 0.25
@@ -72,6 +91,14 @@ class TrainerConfig:
     gpus_per_worker: float = 0.0
     # Ray Train restarts the worker group in place this many times (FailureConfig).
     max_worker_restarts: int = 3
+    # The training loop (job.workload): micro-batches per optimizer step, gradient
+    # clipping by total norm (0: off), mixed precision (none | auto | bf16 | fp16; auto:
+    # bf16 on a GPU that supports it, none on CPUs; fp16 adds a gradient scaler), and
+    # torch's intra-op threads per worker.
+    grad_accum_steps: int = 1
+    grad_clip_norm: float = 0.0
+    autocast: str = "none"
+    torch_threads: int = 1
 
 
 @dataclass
@@ -86,6 +113,8 @@ class CheckpointConfig:
 class RegionConfig:
     store: str = MISSING
     num_cpus: int = 2
+    # cloud.provider=local: GPUs the region's Ray cluster offers (of this machine's).
+    num_gpus: int = 0
     # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
     # op_timeout_s...). Never credentials: those come from the environment.
     storage_options: dict[str, Any] = field(default_factory=dict)
@@ -252,6 +281,7 @@ def validate(cfg: Config) -> Config:
             raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
         if cfg.action != "resume":
             return cfg
+    _validate_job(cfg)
     _positive_int("job.steps", cfg.job.steps)
     _positive_int("job.batch_size", cfg.job.batch_size)
     _positive_int("job.hidden_size", cfg.job.hidden_size)
@@ -265,6 +295,12 @@ def validate(cfg: Config) -> Config:
     if cfg.trainer.gpus_per_worker < 0:
         raise ConfigError("trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0")
     _non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
+    _positive_int("trainer.grad_accum_steps", cfg.trainer.grad_accum_steps)
+    _positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
+    if not cfg.trainer.grad_clip_norm >= 0:
+        raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
+    if cfg.trainer.autocast not in AUTOCAST:
+        raise ConfigError("trainer.autocast", f"got {cfg.trainer.autocast!r}; allowed: {', '.join(AUTOCAST)}")
     _positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
     if cfg.checkpoint.keep_last < 2:
         raise ConfigError(
@@ -282,6 +318,38 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
+def _validate_job(cfg: Config) -> None:
+    job = cfg.job
+    if bool(job.workload) == bool(job.train_func):
+        given = "both are set" if job.workload else "neither is set"
+        raise ConfigError(
+            "job.workload",
+            f"{given}; set exactly one of job.workload (a built-in name or 'module:Class') and "
+            "job.train_func ('module:function')",
+        )
+    if cfg.hpo.enabled and job.workload and job.workload not in JOB_KEY_WORKLOADS:
+        raise ConfigError(
+            "job.workload",
+            f"got {job.workload!r}; a search (hpo.enabled) varies job.lr, job.hidden_size and job.batch_size, "
+            f"which only the built-ins {', '.join(JOB_KEY_WORKLOADS)} read",
+        )
+    if job.train_func:
+        if cfg.hpo.enabled:
+            raise ConfigError("job.train_func", "a search (hpo.enabled) trains a workload class; use job.workload")
+        if cfg.data.loader != "sharded":
+            raise ConfigError(
+                "data.loader", "a Ray Train function loads its own data: only data.loader=sharded applies"
+            )
+        for i, fault in enumerate(cfg.chaos.faults):
+            step_trigger = next((t for t in STEP_TRIGGERS if getattr(fault, t) is not None), None)
+            if step_trigger or fault.kind in ("user_error", "kill_worker"):
+                raise ConfigError(
+                    f"chaos.faults[{i}]" + (f".{step_trigger}" if step_trigger else ".kind"),
+                    f"{fault.kind} with {step_trigger or 'this kind'} needs the built-in training loop's step "
+                    "rendezvous; with job.train_func use after_s or during",
+                )
+
+
 def _validate_cloud(cfg: Config) -> None:
     cloud = cfg.cloud
     if not cloud.regions:
@@ -295,6 +363,7 @@ def _validate_cloud(cfg: Config) -> None:
                 f"got {region.store!r}; expected an fsspec URL such as file:///path or s3://bucket/prefix",
             )
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
+        _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
         if cloud.provider == "skypilot":
             from providers.skypilot import validate_region
 
@@ -330,6 +399,7 @@ def _validate_cloud(cfg: Config) -> None:
             raise ConfigError("cloud.candidates", f"{name!r} is listed twice")
         seen.add(name)
     need = cfg.trainer.workers * cfg.trainer.cpus_per_worker
+    gpus = cfg.trainer.workers * cfg.trainer.gpus_per_worker
     for name in cfg.candidate_regions():
         have = cloud.regions[name].num_cpus
         if need > have:
@@ -338,6 +408,13 @@ def _validate_cloud(cfg: Config) -> None:
                 f"{cfg.trainer.workers} workers x {cfg.trainer.cpus_per_worker} CPUs need {need:g} "
                 f"CPUs but region {name!r} has {have}; lower trainer.workers or "
                 "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
+            )
+        if cloud.provider == "local" and gpus > cloud.regions[name].num_gpus:
+            raise ConfigError(
+                "trainer.gpus_per_worker",
+                f"{cfg.trainer.workers} workers x {cfg.trainer.gpus_per_worker} GPUs need {gpus:g} GPUs but "
+                f"region {name!r} offers {cloud.regions[name].num_gpus}; set cloud.regions.{name}.num_gpus "
+                "(this machine's GPUs) or lower trainer.gpus_per_worker",
             )
 
 

@@ -25,6 +25,7 @@ class RegionSpec:
     name: str
     store: str
     num_cpus: int
+    num_gpus: int = 0
 
 
 @dataclass

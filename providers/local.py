@@ -143,7 +143,7 @@ class LocalProvider:
             f"--port={port}",
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={region.num_cpus}",
-            "--num-gpus=0",
+            f"--num-gpus={region.num_gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--include-dashboard=false",
             "--disable-usage-stats",

@@ -88,7 +88,8 @@ def main(argv: list[str]) -> int:
                 **({"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}),
             },
         ),
-        torch_config=TorchConfig(backend="gloo"),
+        # NCCL between GPU workers; gloo on CPUs.
+        torch_config=TorchConfig(backend="nccl" if float(spec.trainer["gpus_per_worker"]) > 0 else "gloo"),
         run_config=RunConfig(
             name=f"{spec.run_id}-g{spec.generation}",
             storage_path=spec.ray_storage_path,
@@ -115,10 +116,10 @@ def _datasets(spec: RuntimeSpec) -> dict[str, object]:
     """data.loader=ray_data: the training set as a Ray Data dataset, split by Ray Train."""
     if spec.data.get("loader") != "ray_data":
         return {}
-    from orchestrator.workloads import get_workload
+    from orchestrator.workloads import make_workload
     from orchestrator.workloads.data import DATASET_KEY, data_config, ray_dataset
 
-    workload = get_workload(spec.job["workload"])(spec.job, spec.data)
+    workload = make_workload(spec.job, spec.data)
     return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
 
 

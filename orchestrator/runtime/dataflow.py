@@ -16,6 +16,7 @@ from orchestrator.workloads.data import (
     DATASET_KEY,
     DataMismatch,
     DataPosition,
+    DatasetLoader,
     RayDataLoader,
     ShardedLoader,
     check_resumable,
@@ -25,13 +26,23 @@ TELEMETRY_INTERVAL_S = 1.0
 
 
 class WorkerData:
-    def __init__(self, spec_data: dict[str, Any], job: dict[str, Any], workload: Any, rank: int, world: int) -> None:
-        self.rank, self.world = rank, world
+    def __init__(
+        self,
+        spec_data: dict[str, Any],
+        job: dict[str, Any],
+        workload: Any,
+        rank: int,
+        world: int,
+        accum: int = 1,
+    ) -> None:
+        self.rank, self.world, self.accum = rank, world, accum
         self.batch_size = int(job["batch_size"])
         seed = int(job["seed"])
         loader = str(spec_data.get("loader", "sharded"))
-        self.loader: ShardedLoader | RayDataLoader
-        if loader == "ray_data":
+        self.loader: ShardedLoader | RayDataLoader | DatasetLoader
+        if callable(getattr(workload, "dataset", None)):
+            self.loader = DatasetLoader(workload.dataset(), rank, world, seed, self.batch_size, accum)
+        elif loader == "ray_data":
             import ray.train
 
             self.loader = RayDataLoader(
@@ -50,16 +61,18 @@ class WorkerData:
         self.telemetry: dict[str, Any] | None = None
 
     # --- batches ---------------------------------------------------------------------
-    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, micro: int = 0) -> Any:
+        """Micro-batch ``micro`` (0-based) of optimizer step ``step`` (1-based)."""
         if not self._started:
             self.sampler.start()  # measured from the first batch, not from start-up
             self._started = True
-        x, y = self.loader.batch(step)
-        self.sampler.count(len(x))
-        return x, y
+        b = self.loader.batch((step - 1) * self.accum + micro + 1)
+        self.sampler.count(rows(b))
+        return b
 
     def position(self, step: int) -> DataPosition:
-        return self.loader.position(step)
+        """Where the stream stands after ``step`` optimizer steps."""
+        return self.loader.position(step * self.accum)
 
     def check_restored(self, state: dict[str, Any], step: int) -> None:
         """The checkpoint's data position must be one this loader can continue from."""
@@ -90,3 +103,15 @@ class WorkerData:
     def close(self) -> None:
         self.sampler.stop()
         self.loader.close()
+
+
+def rows(batch: Any) -> int:
+    """Samples in a batch: the leading size of its first tensor (0 when it holds none)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else ()
+    for item in items:
+        n = rows(item)
+        if n:
+            return n
+    return 0

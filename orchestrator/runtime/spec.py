@@ -14,6 +14,8 @@ TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "OMP_NUM_THREADS": "1",
+    # Deterministic cuBLAS (exact resume on GPUs); read when CUDA starts, ignored on CPUs.
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
 }
 
 

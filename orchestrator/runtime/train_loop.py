@@ -9,6 +9,7 @@ restores from the store, which is the only truth.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import random
@@ -26,6 +27,7 @@ from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.triggers import due_at_step, due_during, exhausted, in_region
+from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
 from recovery.fencing import FencedError, newest_fence
 from recovery.manifest import Manifest
@@ -62,25 +64,69 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _loads(data: bytes) -> Any:
-    return torch.load(io.BytesIO(data), weights_only=True)
+    # On the CPU first: a checkpoint written on a GPU restores on any node; load_state_dict
+    # copies each tensor to where its model or optimizer lives.
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
-def rng_state() -> dict[str, Any]:
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
     np_state = np.random.get_state()
-    return {
+    state = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
         # numpy's state holds an ndarray, which weights_only refuses: store it as a tensor.
         "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
     }
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
     torch.set_rng_state(state["torch"])
     py = state["python"]
     random.setstate((py[0], tuple(py[1]), py[2]))
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def worker_device(trainer: dict[str, Any]) -> torch.device:
+    """Ray Train's device for this worker with trainer.gpus_per_worker > 0, else the CPU;
+    on a GPU, deterministic kernels (exact resume needs them)."""
+    if not float(trainer.get("gpus_per_worker") or 0) > 0:
+        return torch.device("cpu")
+    from ray.train.torch import get_device
+
+    device = get_device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    return device
+
+
+def resolve_autocast(mode: str, device: torch.device) -> str:
+    """trainer.autocast as this worker applies it: ``auto`` is bf16 on a GPU that has it."""
+    if mode != "auto":
+        return mode
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "none"
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """A batch's tensors (in tuples, lists and dicts) moved to ``device``."""
+    if device.type == "cpu":
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, list | tuple):
+        moved = [to_device(v, device) for v in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
 
 
 def _is_comm_error(exc: BaseException) -> bool:
@@ -163,7 +209,7 @@ def train_func(config: dict[str, Any]) -> None:
 
 class _Loop:
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
-        from orchestrator.workloads import get_workload
+        from orchestrator.workloads import make_workload
 
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
@@ -172,16 +218,24 @@ class _Loop:
             CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
             for f in spec.fallback_stores
         ]
-        torch.set_num_threads(1)
+        trainer = spec.trainer
+        torch.set_num_threads(int(trainer.get("torch_threads", 1)))
+        self.device = worker_device(trainer)
+        self.accum = int(trainer.get("grad_accum_steps", 1))
+        self.clip = float(trainer.get("grad_clip_norm", 0.0))
+        self.autocast = resolve_autocast(str(trainer.get("autocast", "none")), self.device)
         seed = int(spec.job["seed"])
         torch.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed)
-        self.workload = get_workload(spec.job["workload"])(spec.job, spec.data)
-        # The data loader (data.loader) and this worker's telemetry.
-        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world)
-        self.model = self.workload.model()
-        self.optimizer = self.workload.optimizer(self.model.parameters())
+        self.workload = make_workload(spec.job, spec.data)
+        # The data loader (data.loader, or the workload's dataset()) and this worker's telemetry.
+        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum)
+        self.model = self.workload.model().to(self.device)
+        self.optimizer = self.workload.optimizer(self.model)
+        make_scheduler = getattr(self.workload, "scheduler", None)
+        self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
         self._restored_url: str | None = None
         self._verified: dict[str, bytes] = {}
         self._losses: list[tuple[int, float]] = []
@@ -209,7 +263,7 @@ class _Loop:
         """Snapshot now (all ranks), upload in the background (rank 0 alone writes)."""
         import torch.distributed as dist
 
-        mine = _dumps(rng_state())
+        mine = _dumps(rng_state(self.device))
         rngs: list[bytes | None] = [None] * self.world
         if self.world > 1:
             dist.all_gather_object(rngs, mine)
@@ -219,8 +273,8 @@ class _Loop:
         if self.rank != 0:
             return
         files = {f"rng-rank{r}.pt": data for r, data in enumerate(rngs) if data is not None}
-        files["model.pt"] = _dumps(self.model.state_dict())
-        files["optimizer.pt"] = _dumps(self.optimizer.state_dict())
+        for name, part in self.parts().items():
+            files[f"{name}.pt"] = _dumps(part.state_dict())
         files["state.pt"] = _dumps(
             {"step": step, "data_position": step, "data": self.data.position(step).to_json(), "world_size": self.world}
         )
@@ -229,6 +283,20 @@ class _Loop:
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
         if not self.spec.checkpoint.get("async_upload", True):
             self.checkpointer.wait()
+
+    def parts(self) -> dict[str, Stateful]:
+        """What a checkpoint holds besides the RNG states and the data position, by name
+        (``<name>.pt``): saved and loaded through state_dict / load_state_dict alone."""
+        parts: dict[str, Stateful] = {"model": self.model, "optimizer": self.optimizer}
+        if self.scheduler is not None:
+            parts["scheduler"] = self.scheduler
+        if self.scaler is not None:
+            parts["grad_scaler"] = self.scaler
+        if callable(getattr(self.workload, "state_dict", None)) and callable(
+            getattr(self.workload, "load_state_dict", None)
+        ):
+            parts["workload"] = self.workload
+        return parts
 
     @property
     def last_checkpoint(self) -> str | None:
@@ -264,9 +332,15 @@ class _Loop:
         def read(name: str) -> bytes:
             return files[name] if name in files else source.read(m, name)
 
-        self.model.load_state_dict(_loads(read("model.pt")))
-        self.optimizer.load_state_dict(_loads(read("optimizer.pt")))
-        set_rng_state(_loads(read(f"rng-rank{self.rank}.pt")))
+        saved = {f.name for f in m.files}
+        for name, part in self.parts().items():
+            if f"{name}.pt" not in saved:
+                raise UserCodeError(
+                    f"checkpoint step {m.step} holds no {name} state, which this run has "
+                    f"({', '.join(sorted(saved))}); an exact resume needs the same workload and trainer options"
+                )
+            part.load_state_dict(_loads(read(f"{name}.pt")))
+        set_rng_state(_loads(read(f"rng-rank{self.rank}.pt")), self.device)
         state = _loads(read("state.pt"))
         try:
             self.data.check_restored(state, int(state["data_position"]))
@@ -420,7 +494,7 @@ class _Loop:
             return self._preempt.is_set()
         import torch.distributed as dist
 
-        flag = torch.tensor([1 if self._preempt.is_set() else 0], dtype=torch.int64)
+        flag = torch.tensor([1 if self._preempt.is_set() else 0], dtype=torch.int64, device=self.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
@@ -475,11 +549,7 @@ class _Loop:
         loss_value = float("nan")
         for step in range(restored + 1, total + 1):
             self.hold_for_upload_fault()
-            batch = self.data.batch(step)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss = self.workload.loss(ddp, batch)
-            loss.backward()
-            self.optimizer.step()
+            loss = self.train_step(ddp, step)
             now = time.time()
             if self.rank == 0 and step % LOSS_EVERY == 0:
                 self._losses.append((step, float(loss.item())))
@@ -506,6 +576,43 @@ class _Loop:
         if self.rank == 0:
             self.finish(total, t_start, first_step)
 
+    def train_step(self, ddp: torch.nn.Module, step: int) -> torch.Tensor:
+        """One optimizer step over ``grad_accum_steps`` micro-batches: autocast around the
+        forward pass, clipping by total norm, the fp16 scaler, then the scheduler.
+        Returns the step's loss (the mean over its micro-batches)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        total: torch.Tensor | None = None
+        for micro in range(self.accum):
+            batch = to_device(self.data.batch(step, micro), self.device)
+            # DDP all-reduces gradients on the last micro-batch only.
+            last = micro == self.accum - 1 or not hasattr(ddp, "no_sync")
+            with contextlib.nullcontext() if last else ddp.no_sync():
+                with self._autocast():
+                    loss = self.workload.loss(ddp, batch)
+                if self.accum > 1:
+                    loss = loss / self.accum
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if self.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        assert total is not None
+        return total
+
+    def _autocast(self) -> Any:
+        if self.autocast == "none":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.autocast == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
     def flush_losses(self) -> None:
         """The loss samples since the last flush, as one event (the report's plot reads them)."""
         points, self._losses = self._losses, []
@@ -516,7 +623,8 @@ class _Loop:
         self.flush_losses()
         elapsed = max(time.time() - t_start, 1e-9)
         self.checkpointer.wait()  # the final checkpoint is committed before the result says so
-        metrics = self.workload.evaluate(self.model)
+        evaluate = getattr(self.workload, "evaluate", None)
+        metrics = evaluate(self.model) if callable(evaluate) else {}
         self.control.progress(
             self.gen,
             step=total,

@@ -83,7 +83,7 @@ KEEP_TRIAL_CHECKPOINTS = 2
 def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
     """One trial: the job's workload trained in-process (one worker), an evaluation and a
     checkpoint every ``steps_per_iteration`` steps, resumed from Tune's checkpoint if any."""
-    from orchestrator.workloads import get_workload
+    from orchestrator.workloads import make_workload
 
     hpo = runtime["hpo"]
     job = {**runtime["job"], **{k: config[k] for k in hpo["search_space"]}}
@@ -95,9 +95,9 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
     torch.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
-    workload = get_workload(job["workload"])(job, runtime["data"])
+    workload = make_workload(job, runtime["data"])
     model = workload.model()
-    optimizer = workload.optimizer(model.parameters())
+    optimizer = workload.optimizer(model)
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:

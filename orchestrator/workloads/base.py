@@ -1,35 +1,55 @@
-"""What the training loop needs from a workload. The loop owns steps, checkpoints and faults."""
+"""The workload protocol: what the training loop needs from a user's code.
+
+A workload is a class constructed as ``Class(params)``, where ``params`` is
+``job.params`` (a dict; validated against ``Class.Params`` when the class declares
+that dataclass, and then filled with its defaults). The loop owns steps,
+devices, checkpoints, faults and the data position; the workload only says what
+to train and how.
+
+Required:
+- ``model() -> nn.Module``: a fresh model; torch is seeded from ``job.seed`` first.
+- ``optimizer(model) -> torch.optim.Optimizer``: over the model already on its device.
+- ``loss(model, batch) -> Tensor``: a scalar; ``model`` may be wrapped in DDP.
+- one of ``batch(step, rank, world)`` (a pure function of its arguments: the data
+  position after a restore is the step alone) or ``dataset() -> Dataset``
+  (map-style; the loop samples each rank's share of the global batch
+  ``job.batch_size`` from ``(job.seed, epoch)`` and collates with PyTorch's
+  ``default_collate``).
+
+Optional:
+- ``scheduler(optimizer)``: a torch LR scheduler, stepped once per optimizer step.
+- ``evaluate(model) -> dict[str, float]``: held-out metrics for the summary.
+- ``state_dict()`` / ``load_state_dict(state)``: the workload's own extra state
+  (tensors, numbers, strings, lists and dicts of them: it is loaded with
+  ``weights_only=True``).
+
+Every method must be deterministic for a resumed run to end with exactly the
+weights of an uninterrupted one.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
 
+@runtime_checkable
 class Workload(Protocol):
-    def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None: ...
+    def model(self) -> nn.Module: ...
 
-    def train_size(self) -> int:
-        """Rows in the training set (the loaders derive an epoch's length from it)."""
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer: ...
 
-    def train_arrays(self) -> tuple[Any, Any]:
-        """Features and labels of the training set (numpy), for data.loader=ray_data."""
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor: ...
 
-    def model(self) -> torch.nn.Module:
-        """A fresh model; the loop seeds torch before calling this."""
 
-    def optimizer(self, params: Any) -> torch.optim.Optimizer: ...
+class Stateful(Protocol):
+    """A named part of a checkpoint: the checkpointer saves and loads it without looking inside."""
 
-    def batch(self, step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch for ``step`` (1-based) on ``rank`` under data.loader=sharded: a pure
-        function of its arguments, so the data position after a restore is the step alone."""
+    def state_dict(self) -> dict[str, Any]: ...
 
-    def loss(self, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor: ...
-
-    def evaluate(self, model: torch.nn.Module) -> dict[str, float]:
-        """Held-out metrics for the final summary."""
+    def load_state_dict(self, state: dict[str, Any]) -> Any: ...
 
 
 class Classifier:
@@ -44,8 +64,10 @@ class Classifier:
         return nn.functional.cross_entropy(model(x), y)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
         with torch.no_grad():
-            logits = model(self.x_eval)
-            loss = nn.functional.cross_entropy(logits, self.y_eval).item()
-            acc = (logits.argmax(dim=1) == self.y_eval).float().mean().item()
+            logits = model(self.x_eval.to(device))
+            y = self.y_eval.to(device)
+            loss = nn.functional.cross_entropy(logits, y).item()
+            acc = (logits.argmax(dim=1) == y).float().mean().item()
         return {"accuracy": acc, "eval_loss": loss}

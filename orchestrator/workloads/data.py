@@ -1,9 +1,19 @@
-"""The two ways a worker gets its batches, both resumable exactly.
+"""The ways a worker gets its batches, all resumable exactly.
+
+Loaders count in micro-batches (``trainer.grad_accum_steps`` of them make one
+optimizer step; one when there is no accumulation): ``batch(i)`` returns this
+rank's micro-batch ``i`` (1-based) and ``position(n)`` says where the stream
+stands after ``n`` of them.
 
 - ``sharded``: each worker reads its own rows in-process. Epoch ``e`` is a
   permutation of the training set seeded by ``(seed, e)``; global batch ``k`` is a
   slice of it and rank ``r`` takes its part of the slice, so a batch is a pure
   function of (epoch, batch index, rank) and nothing moves between processes.
+- ``dataset``: a workload's map-style ``dataset()``: epoch ``e`` is a permutation
+  of its indices seeded by ``(seed, e)``; each micro-batch takes the next
+  ``job.batch_size / grad_accum_steps`` indices of it, rank ``r`` its equal part,
+  collated by PyTorch's ``default_collate``. Nothing is replayed on a resume: the
+  position says which indices come next.
 - ``ray_data``: a Ray Data dataset is handed to the trainer; Ray Train splits it
   across the workers (``streaming_split``, equal, order preserved) and each worker
   iterates its shard with ``iter_torch_batches``, shuffled per epoch by a local
@@ -70,12 +80,17 @@ def check_resumable(saved: dict[str, Any], want: DataPosition) -> None:
             )
 
 
+# A workload's batch() with no train_size(): one endless epoch.
+ENDLESS = 2**62
+
+
 class ShardedLoader:
     name = "sharded"
 
     def __init__(self, workload: Any, rank: int, world: int, seed: int, batch_size: int) -> None:
         self.workload, self.rank, self.world, self.seed = workload, rank, world, seed
-        self.steps_per_epoch = max(1, workload.train_size() // (batch_size * world))
+        size = getattr(workload, "train_size", None)
+        self.steps_per_epoch = max(1, size() // (batch_size * world)) if callable(size) else ENDLESS
 
     def position(self, step: int) -> DataPosition:
         return DataPosition.after(self.name, step, self.seed, self.steps_per_epoch)
@@ -83,6 +98,44 @@ class ShardedLoader:
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         # The workload owns the slicing (it knows its storage); step is 1-based.
         return self.workload.batch(step, self.rank, self.world)
+
+    def close(self) -> None:
+        pass
+
+
+class DatasetLoader:
+    name = "dataset"
+
+    def __init__(self, dataset: Any, rank: int, world: int, seed: int, global_batch: int, accum: int) -> None:
+        self.dataset, self.rank, self.world, self.seed = dataset, rank, world, seed
+        self.rows = global_batch // (world * accum)  # this rank's rows in one micro-batch
+        self.size = len(dataset)
+        self.steps_per_epoch = self.size // (self.rows * world)
+        if self.steps_per_epoch < 1:
+            raise ValueError(
+                f"the workload's dataset() has {self.size} items, fewer than one micro-batch of all workers "
+                f"({self.rows * world}); lower job.batch_size or give the dataset more items"
+            )
+        self._epoch: int | None = None
+        self._perm: torch.Tensor | None = None
+
+    def position(self, micro: int) -> DataPosition:
+        return DataPosition.after(self.name, micro, self.seed, self.steps_per_epoch)
+
+    def indices(self, i: int) -> list[int]:
+        """Dataset indices of this rank's micro-batch ``i`` (1-based)."""
+        epoch, k = divmod(i - 1, self.steps_per_epoch)
+        if epoch != self._epoch:
+            gen = torch.Generator().manual_seed(epoch_seed(self.seed, epoch))
+            self._perm, self._epoch = torch.randperm(self.size, generator=gen), epoch
+        assert self._perm is not None
+        start = (k * self.world + self.rank) * self.rows
+        return self._perm[start : start + self.rows].tolist()
+
+    def batch(self, i: int) -> Any:
+        from torch.utils.data import default_collate
+
+        return default_collate([self.dataset[j] for j in self.indices(i)])
 
     def close(self) -> None:
         pass

@@ -29,6 +29,10 @@ def _load(seed: int, eval_fraction: float) -> tuple[torch.Tensor, ...]:
 
 
 class Digits(Classifier):
+    @classmethod
+    def from_job(cls, job: dict[str, Any], data: dict[str, Any]) -> Digits:
+        return cls(job, data)
+
     def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None:
         self.seed = int(job["seed"])
         self.batch_size = int(job["batch_size"])
@@ -40,8 +44,8 @@ class Digits(Classifier):
         h = self.hidden
         return nn.Sequential(nn.Linear(64, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
 
-    def optimizer(self, params: Any) -> torch.optim.Optimizer:
-        return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9)
 
     def train_size(self) -> int:
         return len(self.x)

@@ -67,6 +67,10 @@ def ensure_dataset(cache_dir: str, seed: int, samples: int, features: int) -> li
 
 
 class Synthetic(Classifier):
+    @classmethod
+    def from_job(cls, job: dict[str, Any], data: dict[str, Any]) -> Synthetic:
+        return cls(job, data)
+
     def __init__(self, job: dict[str, Any], data: dict[str, Any] | None = None) -> None:
         data = data or {}
         self.seed = int(job["seed"])
@@ -119,5 +123,5 @@ class Synthetic(Classifier):
         h = self.hidden
         return nn.Sequential(nn.Linear(self.features, h), nn.ReLU(), nn.Linear(h, CLASSES))
 
-    def optimizer(self, params: Any) -> torch.optim.Optimizer:
-        return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9)
