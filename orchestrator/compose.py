@@ -55,7 +55,7 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            raw = hydra_compose(config_name="config", overrides=list(overrides))
+            raw = hydra_compose(config_name="config", overrides=_free_form(overrides))
         plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
     except Exception as exc:
         raise _translate(exc, overrides) from None
@@ -65,6 +65,15 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     _check_keys(plain, Config, "")
     _settle_code(plain["job"], overrides)
     return validate(_typed(plain))
+
+
+# Mappings whose keys are the user's to choose: job.params.hidden=64 adds the key (Hydra's
+# struct mode would want '+') or replaces it.
+FREE_FORM = ("job.params.",)
+
+
+def _free_form(overrides: list[str]) -> list[str]:
+    return [f"++{o}" if o.startswith(FREE_FORM) and "=" in o else o for o in overrides]
 
 
 def _settle_code(job: dict[str, Any], overrides: list[str]) -> None:

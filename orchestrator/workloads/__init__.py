@@ -154,7 +154,13 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if base is float:
         return float(value)
     if base in (list, tuple):
-        return list(value) if base is list else tuple(value)
+        items = list(value)
+        if base is list and args:
+            try:
+                items = [_coerce(key, item, args[0]) for item in items]
+            except WorkloadError:
+                raise WorkloadError(key, f"got {value!r}; expected {_name(hint)}") from None
+        return items if base is list else tuple(items)
     return value
 
 
