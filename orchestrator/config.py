@@ -409,6 +409,12 @@ def _validate_cloud(cfg: Config) -> None:
                 f"CPUs but region {name!r} has {have}; lower trainer.workers or "
                 "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
             )
+        if cloud.provider == "skypilot" and gpus > 0 and not cloud.regions[name].accelerators:
+            raise ConfigError(
+                f"cloud.regions.{name}.accelerators",
+                f"trainer.gpus_per_worker={cfg.trainer.gpus_per_worker:g} needs GPUs on the nodes; set the "
+                "region's accelerators (e.g. A10G:1) or trainer.gpus_per_worker=0",
+            )
         if cloud.provider == "local" and gpus > cloud.regions[name].num_gpus:
             raise ConfigError(
                 "trainer.gpus_per_worker",

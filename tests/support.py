@@ -95,11 +95,13 @@ def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 def orchestrate(
     home: Path, run_id: str, *overrides: str, timeout: float = 400, env: dict[str, str] | None = None
 ) -> Run:
+    # job=digits unless the overrides pick a job of their own.
+    job = [] if any(o.startswith("job=") for o in overrides) else ["job=digits"]
     argv = [
         sys.executable,
         "-m",
         "orchestrator",
-        "job=digits",
+        *job,
         f"run_id={run_id}",
         "progress=false",
         *overrides,

@@ -539,7 +539,12 @@ class _Loop:
         restored = self.restore()
         if self.rank == 0:
             self.control.event(
-                self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
+                self.gen,
+                "train_started",
+                restored_step=restored,
+                restored_from=self._restored_url,
+                pid=os.getpid(),
+                device=str(self.device),
             )
         ddp = wrap(self.model)
         total = int(self.spec.job["steps"])

@@ -1,0 +1,91 @@
+"""A user's own workload class, from a folder outside the repository that only PYTHONPATH
+names, under real faults: it ends with exactly the weights of its own uninterrupted run,
+and a bug in its loss() is a user error (traceback kept, no failover)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from invariants import journal_consistent, nothing_left
+from support import orchestrate, ray_pids
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
+STEPS = 150
+INTERVAL = 25
+# dataset() with the global batch split over 2 workers x 2 micro-batches; StepLR; clipping.
+JOB = (
+    "job.workload=tinywork:Tiny",
+    f"job.steps={STEPS}",
+    "job.batch_size=32",
+    "job.params.step_size=40",
+    "trainer.grad_accum_steps=2",
+    "trainer.grad_clip_norm=5.0",
+    f"checkpoint.interval_steps={INTERVAL}",
+)
+
+
+@pytest.fixture(scope="module")
+def user_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("user-project")
+    shutil.copy(FIXTURE, folder / "tinywork.py")
+    return {"PYTHONPATH": str(folder)}
+
+
+@pytest.fixture(scope="module")
+def user_baseline(orch_home, user_env):
+    run = orchestrate(orch_home, "tiny-baseline", *JOB, env=user_env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.result["status"] == "SUCCEEDED"
+    return run
+
+
+def test_a_user_workload_runs_from_its_own_folder(user_baseline) -> None:
+    r = user_baseline.result
+    assert r["final_step"] == STEPS and r["attempts"] == 1
+    assert r["metrics"]["accuracy"] > 0.6  # its own evaluate()
+    assert r["metrics"]["loss_calls"] == 2 * STEPS  # its own state: 2 micro-batches a step
+    assert "tiny-baseline" in r["final_checkpoint"]
+
+
+def test_kill_worker_preempt_and_kill_region_end_with_the_uninterrupted_weights(orch_home, user_env, user_baseline):
+    before = ray_pids()
+    faults = (
+        "chaos.faults=[{kind:kill_worker,at_step:40},{kind:preempt,at_step:80,grace_s:15},"
+        "{kind:kill_region,at_step:120}]"
+    )
+    run = orchestrate(orch_home, "tiny-faults", *JOB, faults, "recovery.region_cooldown_s=0", env=user_env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS
+    assert r["weights_sha256"] == user_baseline.result["weights_sha256"]
+    assert r["metrics"] == user_baseline.result["metrics"]
+    assert {e["kind"] for e in run.events("fault_injected")} == {"kill_worker", "preempt", "kill_region"}
+    kinds = [inc["kind"] for inc in r["incidents"]]
+    assert "preempted" in kinds and "cluster_lost" in kinds, r["incidents"]
+    for inc in r["incidents"]:
+        assert inc["lost_steps"] is None or inc["lost_steps"] <= (0 if inc["kind"] == "preempted" else INTERVAL), inc
+    assert r["region"] != "local-a"
+    journal_consistent(run)
+    nothing_left(before, orch_home)
+
+
+def test_an_exception_in_the_users_loss_is_a_user_error_with_its_traceback(orch_home, user_env):
+    before = ray_pids()
+    run = orchestrate(
+        orch_home, "tiny-bug", *JOB, "job.params.fail_at_call=61", "recovery.max_restarts_on_errors=0", env=user_env
+    )
+    assert run.returncode == 1
+    r = run.result
+    assert r["status"] == "FAILED" and r["attempts"] == 1 and r["region"] == "local-a"
+    assert (
+        "tinywork.py" in r["error_traceback"] and "ValueError: tinywork: bad batch at call 61" in r["error_traceback"]
+    )
+    (inc,) = r["incidents"]
+    assert inc["kind"] == "user_error" and inc["to_region"] in (None, "-", "")
+    assert [e["action"] for e in run.events("decision")] == ["give_up"]
+    assert "tinywork: bad batch" in run.stdout  # the incident report shows the workload's traceback
+    journal_consistent(run)
+    nothing_left(before, orch_home)
