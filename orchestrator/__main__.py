@@ -216,7 +216,7 @@ def _resume(cli: object) -> int:
         return 2
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
     _interruptible()
-    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud), run_id).resume()
+    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id).resume()
     return _finish(cfg, run_id, result)
 
 
@@ -252,7 +252,7 @@ def _run(cfg: object) -> int:
         )
         return 2
     try:
-        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud)
+        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
         _provider_precheck(cfg)
         preflight(cfg)
     except UnknownProvider as exc:

@@ -69,9 +69,9 @@ class JobConfig:
     # Free-form, handed to the workload's constructor (validated against its Params
     # dataclass when it has one) or passed as the train function's config.
     params: dict[str, Any] = field(default_factory=dict)
-    # A folder with the user's code (and an optional requirements.txt): synced to
-    # SkyPilot clusters' nodes and put on their PYTHONPATH. local uses the controller's
-    # PYTHONPATH and working directory instead; empty: nothing is synced.
+    # A folder with the user's code (and an optional requirements.txt): first on the
+    # PYTHONPATH of every cluster (SkyPilot: synced to the nodes, its requirements
+    # installed by the setup). Empty: the controller's PYTHONPATH and working directory.
     code_dir: str = ""
     steps: int = 300
     seed: int = 0

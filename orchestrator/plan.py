@@ -102,7 +102,13 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
         for i, region in enumerate(regions, start=1):
             rc = cfg.cloud.regions[region]
             config = task_config(
-                region, rc, f"{run_id}-{region}-g1", envs, workdir=workdir, secret_names=tuple(sorted(secrets))
+                region,
+                rc,
+                f"{run_id}-{region}-g1",
+                envs,
+                workdir=workdir,
+                secret_names=tuple(sorted(secrets)),
+                code_dir=cfg.job.code_dir,
             )
             path = os.path.join(out_dir, f"{i:02d}-{region}.yaml")
             with open(path, "w", encoding="utf-8") as fh:

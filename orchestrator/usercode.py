@@ -29,7 +29,16 @@ def data_mode(cls: type) -> str:
 
 
 def check_user_code(cfg: Config) -> None:
-    """Import what ``job.workload`` or ``job.train_func`` names and check it against the config."""
+    """Import what ``job.workload`` or ``job.train_func`` names and check it against the config.
+
+    ``job.code_dir`` must be a folder; it is made absolute (a resumed run finds it from any
+    working directory) and put first on this process's ``sys.path``, so the code is checked
+    as the clusters will import it. The clusters get it from their provider: local ones on
+    the PYTHONPATH they start with, SkyPilot ones as a file mount.
+    """
+    import os
+    import sys
+
     from orchestrator.workloads import (
         WorkloadError,
         is_builtin,
@@ -39,6 +48,16 @@ def check_user_code(cfg: Config) -> None:
     )
 
     job = cfg.job
+    if job.code_dir:
+        path = os.path.abspath(os.path.expanduser(job.code_dir))
+        if not os.path.isdir(path):
+            raise ConfigError(
+                "job.code_dir",
+                f"{job.code_dir!r} is not a folder; give the folder that holds your package "
+                "(the one you would put on PYTHONPATH)",
+            )
+        job.code_dir = path
+        sys.path[:] = [path, *(p for p in sys.path if p != path)]
     try:
         if job.train_func:
             train_function(job.train_func)

@@ -58,10 +58,13 @@ def _port_open(port: int) -> bool:
 class LocalProvider:
     name = "local"
 
-    def __init__(self, state_dir: str | None = None) -> None:
+    def __init__(self, state_dir: str | None = None, code_dir: str = "") -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
         # One JSON record per live cluster, written before anything else is known of it.
         self.state_dir = state_dir
+        # job.code_dir: first on the PYTHONPATH of the clusters' processes. It must reach
+        # the cluster itself: a Ray worker takes its environment from its raylet.
+        self.code_dir = code_dir
 
     def _record(self, handle: ClusterHandle) -> None:
         if self.state_dir is None:
@@ -94,13 +97,17 @@ class LocalProvider:
         return ClusterHandle(rec["name"], rec["region"], self.name, rec["address"], rec["info"])
 
     def cluster_env(self, cluster: ClusterHandle) -> dict[str, str]:
-        return {
+        env = {
             **os.environ,
             **cluster.info.get("env", {}),
             **BASE_ENV,
             MARKER: cluster.name,
             "RAY_TMPDIR": cluster.info["temp_dir"],
         }
+        if self.code_dir:
+            rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != self.code_dir]
+            env["PYTHONPATH"] = os.pathsep.join([self.code_dir, *rest])
+        return env
 
     def launch(
         self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None

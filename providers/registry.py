@@ -9,34 +9,40 @@ from typing import Any
 from providers.base import Provider
 
 
-def _local(home: str | None, cloud: Any = None) -> Provider:
+def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
     from providers.local import LocalProvider
 
-    return LocalProvider(state_dir=os.path.join(home, "clusters") if home else None)
+    return LocalProvider(
+        state_dir=os.path.join(home, "clusters") if home else None,
+        code_dir=getattr(job, "code_dir", "") or "",
+    )
 
 
-def _skypilot(home: str | None, cloud: Any = None) -> Provider:
+def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
     # SkyPilot itself is imported on first use (launch, plan), not here.
     from providers.skypilot import SkyPilotProvider
 
     return SkyPilotProvider(
         regions=dict(cloud.regions) if cloud is not None else {},
         state_dir=os.path.join(home, "clusters") if home else None,
+        # job.code_dir: synced to every node and first on their PYTHONPATH.
+        code_dir=getattr(job, "code_dir", "") or "",
     )
 
 
-PROVIDERS: dict[str, Callable[[str | None, Any], Provider]] = {"local": _local, "skypilot": _skypilot}
+PROVIDERS: dict[str, Callable[[str | None, Any, Any], Provider]] = {"local": _local, "skypilot": _skypilot}
 
 
 class UnknownProvider(KeyError):
     pass
 
 
-def get_provider(name: str, home: str | None = None, cloud: Any = None) -> Provider:
+def get_provider(name: str, home: str | None = None, cloud: Any = None, job: Any = None) -> Provider:
     """``home``: where the provider keeps its records of the clusters it launched;
-    ``cloud``: the run's CloudConfig (its regions), for providers that need more than RegionSpec."""
+    ``cloud``: the run's CloudConfig (its regions), for providers that need more than RegionSpec;
+    ``job``: the run's JobConfig (its code_dir, which SkyPilot clusters sync)."""
     try:
         factory = PROVIDERS[name]
     except KeyError:
         raise UnknownProvider(f"cloud.provider: got {name!r}; known providers: {', '.join(PROVIDERS)}") from None
-    return factory(home, cloud)
+    return factory(home, cloud, job)

@@ -45,6 +45,21 @@ INSTALL_HINT = "the SkyPilot provider needs SkyPilot: pip install -c constraints
 INFRA_CLOUDS = {"aws": "AWS", "gcp": "GCP", "slurm": "Slurm", "k8s": "Kubernetes", "kubernetes": "Kubernetes"}
 # The project on the nodes: SkyPilot syncs the workdir to ~/sky_workdir.
 REMOTE_WORKDIR = "~/sky_workdir"
+# The user's own code (job.code_dir) on the nodes: synced here as a file mount, its
+# requirements.txt installed by the set-up, first on PYTHONPATH of Ray and the runtime.
+REMOTE_CODE_DIR = "~/sky_code"
+# Set-up lines for job.code_dir, after the region's own set-up: its requirements.txt into
+# the runtime's Python, only when the file names something (a file of comments needs no
+# pip, which a shared read-only environment such as on-prem's may not have).
+CODE_SETUP = r"""req=$(eval echo "$ORCH_CODE_DIR")/requirements.txt
+if [ -f "$req" ] && grep -qvE '^[[:space:]]*(#|$)' "$req"; then
+  "$(eval echo "$ORCH_PYTHON")" -m pip install -q -r "$req"
+fi"""
+# Shell that puts $ORCH_CODE_DIR (a "~/..." path, expanded on the node) first on PYTHONPATH.
+CODE_PATH = (
+    'if [ -n "${ORCH_CODE_DIR:-}" ]; then '
+    'export PYTHONPATH="$(eval echo "$ORCH_CODE_DIR")${PYTHONPATH:+:$PYTHONPATH}"; fi'
+)
 DEFAULT_PYTHON = "~/orch-venv/bin/python"
 # A venv from the project's pins; torch's local version (+cpu) lives on another index,
 # so the default lets pip choose the build for the node (CUDA on a GPU machine).
@@ -76,6 +91,9 @@ else
   head=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
 fi
 py=$(eval echo "$ORCH_PYTHON")
+# job.code_dir: Ray's workers inherit the raylet's environment, so the user's code is
+# importable in every worker.
+__CODE_PATH__
 common=(--node-ip-address="$ip" --num-cpus="$ORCH_NUM_CPUS" --num-gpus="${SKYPILOT_NUM_GPUS_PER_NODE:-0}"
         --disable-usage-stats)
 if [ "${SKYPILOT_NODE_RANK:-0}" = 0 ]; then
@@ -89,7 +107,7 @@ else
   done
 fi
 exec sleep infinity
-"""
+""".replace("__CODE_PATH__", CODE_PATH)
 
 
 class SkyPilotMissing(ImportError):
@@ -176,9 +194,12 @@ def task_config(
     workdir: str,
     ray_port: int = 6390,
     secret_names: tuple[str, ...] = (),
+    code_dir: str = "",
 ) -> dict[str, Any]:
     """The SkyPilot task for one region, as the YAML ``sky launch`` takes. Secrets appear
-    by name only (null values: ``sky launch --secret NAME`` supplies them)."""
+    by name only (null values: ``sky launch --secret NAME`` supplies them). ``code_dir``
+    (``job.code_dir``): a folder of this machine synced to ``REMOTE_CODE_DIR`` on every
+    node, its requirements installed by the set-up, first on the nodes' PYTHONPATH."""
     envs = dict(env or {})
     envs.update(
         {
@@ -198,6 +219,10 @@ def task_config(
         "setup": rc.setup or DEFAULT_SETUP,
         "run": RUN_SCRIPT,
     }
+    if code_dir:
+        config["file_mounts"] = {REMOTE_CODE_DIR: os.path.abspath(os.path.expanduser(code_dir))}
+        envs["ORCH_CODE_DIR"] = REMOTE_CODE_DIR
+        config["setup"] = f"{config['setup'].rstrip()}\n{CODE_SETUP}"
     if secret_names:
         config["secrets"] = dict.fromkeys(secret_names)
     return config
@@ -358,10 +383,13 @@ class SkyPilotProvider:
         state_dir: str | None = None,
         workdir: str | None = None,
         out: Any = None,
+        code_dir: str = "",
     ) -> None:
         self.regions = regions
         self.state_dir = state_dir
         self.workdir = workdir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # job.code_dir: the user's code, synced to every cluster this provider launches.
+        self.code_dir = code_dir
         self.out = out or sys.stderr
         self._health: dict[str, tuple[float, bool]] = {}
         self._pollers: dict[str, threading.Event] = {}
@@ -432,6 +460,7 @@ class SkyPilotProvider:
             workdir=self.workdir,
             ray_port=random.randint(20000, 29999),
             secret_names=tuple(sorted(secrets)),
+            code_dir=self.code_dir,
         )
         return config, secrets
 
@@ -457,6 +486,8 @@ class SkyPilotProvider:
                 "python": config["envs"]["ORCH_PYTHON"],
                 "num_nodes": config["num_nodes"],
                 "env": {k: v for k, v in config["envs"].items() if not k.startswith("ORCH_")},
+                # Where job.code_dir lands on the nodes ("": none); start_runtime reads it.
+                "code_dir": config["envs"].get("ORCH_CODE_DIR", ""),
             },
         )
         # Recorded before SkyPilot hears of it: a crashed controller finds it to tear down.
@@ -597,8 +628,14 @@ class SkyPilotProvider:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in envs.items())
         python = cluster.info.get("python", DEFAULT_PYTHON)
         module_args = " ".join(shlex.quote(a) for a in argv[1:-1])
+        # job.code_dir first on the driver's PYTHONPATH, as on the workers' (RUN_SCRIPT).
+        code_path = (
+            f"ORCH_CODE_DIR={shlex.quote(cluster.info['code_dir'])}; {CODE_PATH}; "
+            if cluster.info.get("code_dir")
+            else ""
+        )
         command = (
-            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; "
+            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; {code_path}"
             f"export RAY_AUTH_MODE=disabled {exports}; exec {python} {module_args} {remote_spec}"
         )
         with open(spec_path, "rb") as spec, open(log_path, "ab") as log:

@@ -1,0 +1,1 @@
+"""seqmodels: an example user project for the orchestrator (see ../README.md)."""

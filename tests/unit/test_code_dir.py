@@ -1,0 +1,285 @@
+"""``job.code_dir``: the user's own code on the clusters, checked offline.
+
+On SkyPilot clusters the folder is a file mount at ``~/sky_code``, its requirements.txt
+is installed by the set-up into the runtime's Python, and it comes first on PYTHONPATH
+of Ray (so of every worker) and of the runtime driver. The task goes through SkyPilot's
+own schema; the set-up and the shell that sets PYTHONPATH run here in bash, against a
+fake home and a fake Python; nothing is launched. In the controller, check_user_code
+refuses a code_dir that is not a folder and imports the code from it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.compose import compose
+from orchestrator.config import ConfigError
+from orchestrator.usercode import check_user_code
+from providers.base import ClusterHandle, RegionSpec
+from providers.skypilot import (
+    CODE_PATH,
+    CODE_SETUP,
+    REMOTE_CODE_DIR,
+    RUN_SCRIPT,
+    SkyPilotProvider,
+    task_config,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "seqproj"
+WORKLOAD = "job.workload=seqmodels.classifier:SeqClassifier"
+# A fake runtime Python: prints how it was called and with which PYTHONPATH.
+FAKE_PYTHON = '#!/bin/sh\necho "argv: $*" >> "$(dirname "$0")/calls.txt"\necho "PYTHONPATH=$PYTHONPATH"\n'
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the example project, somewhere no path points."""
+    dest = tmp_path / "proj"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.fixture
+def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_user_code edits sys.path and PYTHONPATH, and imports seqmodels: undone after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    for name in [m for m in sys.modules if m == "seqmodels" or m.startswith("seqmodels.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "seqmodels" or m.startswith("seqmodels.")]:
+        del sys.modules[name]
+
+
+def fake_python(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    py = folder / "python"
+    py.write_text(FAKE_PYTHON)
+    py.chmod(0o755)
+    return py
+
+
+def bash(script: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": os.environ["PATH"], "HOME": str(home), **(env or {})}
+    return subprocess.run(["bash", "-c", script], env=full, capture_output=True, text=True, timeout=30)
+
+
+def onprem_region(**changes: Any) -> Any:
+    rc = compose(["cloud=onprem"]).cloud.regions["orch-slurm-a"]
+    for key, value in changes.items():
+        setattr(rc, key, value)
+    return rc
+
+
+# --- the task -----------------------------------------------------------------------------
+
+
+def test_without_code_dir_the_task_is_as_before() -> None:
+    rc = onprem_region()
+    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO))
+    assert "file_mounts" not in config
+    assert "ORCH_CODE_DIR" not in config["envs"]
+    assert config["setup"] == rc.setup
+
+
+@pytest.mark.parametrize(("cloud", "region"), [("onprem", "orch-slurm-a"), ("aws", "us-east-1")])
+def test_code_dir_is_a_file_mount_that_skypilots_schema_takes(cloud: str, region: str, project: Path) -> None:
+    pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
+    from providers.skypilot import build_task
+
+    rc = compose([f"cloud={cloud}"]).cloud.regions[region]
+    config = task_config(region, rc, "c", workdir=str(REPO), code_dir=str(project))
+    assert config["file_mounts"] == {"~/sky_code": str(project)}
+    assert config["envs"]["ORCH_CODE_DIR"] == REMOTE_CODE_DIR == "~/sky_code"
+    # The region's own set-up first (a venv, or on-prem's shared environment), then ours.
+    assert config["setup"].startswith(rc.setup or "set -e; python3 -m venv")
+    assert config["setup"].endswith(CODE_SETUP)
+    task = build_task(config)
+    assert task.file_mounts == {"~/sky_code": str(project)}
+    assert task.envs["ORCH_CODE_DIR"] == "~/sky_code"
+
+
+def test_a_relative_code_dir_is_mounted_from_its_absolute_path(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project.parent)
+    config = task_config("orch-slurm-a", onprem_region(), "c", workdir=str(REPO), code_dir="proj")
+    assert config["file_mounts"] == {"~/sky_code": str(project)}
+
+
+# --- the set-up on the node -----------------------------------------------------------------
+
+
+def _node(tmp_path: Path, requirements: str | None) -> tuple[Path, Path]:
+    """A node's home with the synced code (and a requirements.txt), and a fake runtime Python."""
+    home = tmp_path / "home"
+    code = home / "sky_code"
+    code.mkdir(parents=True)
+    if requirements is not None:
+        (code / "requirements.txt").write_text(requirements)
+    return home, fake_python(tmp_path / "venv" / "bin")
+
+
+def test_the_setup_installs_requirements_into_the_runtime_python(tmp_path: Path) -> None:
+    home, py = _node(tmp_path, "# pinned by us\nnumpy>=1.24\n")
+    rc = onprem_region(setup="echo region-setup", python=str(py))
+    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    out = bash(config["setup"], home, config["envs"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("region-setup")
+    calls = (py.parent / "calls.txt").read_text().splitlines()
+    assert calls == [f"argv: -m pip install -q -r {home}/sky_code/requirements.txt"]
+
+
+@pytest.mark.parametrize("requirements", [None, "", "# nothing to install\n\n   # really\n"])
+def test_the_setup_runs_no_pip_without_requirements(tmp_path: Path, requirements: str | None) -> None:
+    home, py = _node(tmp_path, requirements)
+    rc = onprem_region(setup="echo region-setup", python=str(py))
+    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    out = bash(config["setup"], home, config["envs"])
+    assert out.returncode == 0, out.stderr
+    assert not (py.parent / "calls.txt").exists(), "pip ran for a requirements.txt that names nothing"
+
+
+def test_the_example_requirements_install_nothing(tmp_path: Path) -> None:
+    home, py = _node(tmp_path, (EXAMPLE / "requirements.txt").read_text())
+    rc = onprem_region(setup="true", python=str(py))
+    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    assert bash(config["setup"], home, config["envs"]).returncode == 0
+    assert not (py.parent / "calls.txt").exists()
+
+
+# --- PYTHONPATH on the node -----------------------------------------------------------------
+
+
+def test_ray_starts_with_the_code_first_on_pythonpath(tmp_path: Path) -> None:
+    # Ray's workers take the raylet's environment: the export must come before `ray start`.
+    assert RUN_SCRIPT.index(CODE_PATH) < RUN_SCRIPT.index("ray.scripts.scripts start")
+    out = bash(f'{CODE_PATH}; echo "$PYTHONPATH"', tmp_path, {"ORCH_CODE_DIR": "~/sky_code", "PYTHONPATH": "/x"})
+    assert out.stdout.strip() == f"{tmp_path}/sky_code:/x"
+    out = bash(f'{CODE_PATH}; echo "$PYTHONPATH"', tmp_path, {"ORCH_CODE_DIR": "~/sky_code"})
+    assert out.stdout.strip() == f"{tmp_path}/sky_code"
+
+
+def test_without_code_dir_pythonpath_is_left_alone(tmp_path: Path) -> None:
+    script = f'set -u; {CODE_PATH}; echo "${{PYTHONPATH-unset}}"'
+    assert bash(script, tmp_path).stdout.strip() == "unset"
+    assert bash(script, tmp_path, {"PYTHONPATH": "/x"}).stdout.strip() == "/x"
+
+
+def _launched(provider: SkyPilotProvider, monkeypatch: pytest.MonkeyPatch) -> ClusterHandle:
+    """provider.launch with SkyPilot's launch and the wait for Ray stubbed out."""
+    monkeypatch.setattr(SkyPilotProvider, "_launch_within", lambda self, *a: None)
+    monkeypatch.setattr(SkyPilotProvider, "_wait_ready", lambda self, *a: None)
+    return provider.launch(RegionSpec("us-east-1", "s3://b/s", 2), "run-us-east-1-g1", 60.0, env={"A": "1"})
+
+
+def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
+    regions = compose(["cloud=aws"]).cloud.regions
+    py = fake_python(tmp_path / "venv" / "bin")
+    regions["us-east-1"].python = str(py)
+    provider = SkyPilotProvider(regions, out=io.StringIO(), code_dir=str(project))
+    handle = _launched(provider, monkeypatch)
+    assert handle.info["code_dir"] == "~/sky_code"
+
+    started: list[list[str]] = []
+
+    class Popen:
+        def __init__(self, argv: list[str], **kwargs: Any) -> None:
+            started.append(argv)
+            self.pid = 0
+
+    spec = tmp_path / "spec.json"
+    spec.write_text("{}")
+    with monkeypatch.context() as patched:
+        patched.setattr("providers.skypilot.subprocess.Popen", Popen)
+        patched.setattr(SkyPilotProvider, "_watch", lambda self, cluster: None)
+        argv = [sys.executable, "-m", "orchestrator.runtime", str(spec)]
+        provider.start_runtime(handle, argv, {}, str(tmp_path / "log"))
+    # What ssh would run on the head, run here: a home with the project synced, the fake Python.
+    (ssh_argv,) = started
+    remote = ssh_argv[-1]
+    assert remote.startswith("bash --login -c ")
+    home = tmp_path / "home"
+    (home / "sky_workdir").mkdir(parents=True)
+    try:
+        out = subprocess.run(
+            ["bash", "-c", remote.replace("bash --login -c", "bash -c", 1)],
+            env={"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": "/x"},
+            input="{}",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        shutil.rmtree(handle.info["node_dir"], ignore_errors=True)  # the spec's folder, under /tmp
+    assert out.returncode == 0, out.stderr
+    assert f"PYTHONPATH={home}/sky_code:/x" in out.stdout
+    assert (py.parent / "calls.txt").read_text().startswith("argv: -m orchestrator.runtime ")
+
+
+def test_a_cluster_without_code_dir_starts_the_runtime_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
+    provider = SkyPilotProvider(compose(["cloud=aws"]).cloud.regions, out=io.StringIO())
+    handle = _launched(provider, monkeypatch)
+    assert handle.info["code_dir"] == ""
+    config, _ = provider.task_for("us-east-1", "c")
+    assert "file_mounts" not in config
+
+
+# --- the controller's check -------------------------------------------------------------------
+
+
+def test_a_code_dir_that_is_not_a_folder_is_one_line_naming_the_key(tmp_path: Path, isolated: None) -> None:
+    (tmp_path / "file.py").write_text("")
+    for bad in (tmp_path / "missing", tmp_path / "file.py"):
+        with pytest.raises(ConfigError) as info:
+            check_user_code(compose([WORKLOAD, f"job.code_dir={bad}"]))
+        assert info.value.key == "job.code_dir"
+        assert str(bad) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_controller_imports_the_code_from_code_dir(
+    project: Path, isolated: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project.parent)  # not the project: only code_dir leads there
+    with pytest.raises(ConfigError) as info:
+        check_user_code(compose([WORKLOAD]))
+    assert info.value.key == "job.workload"
+    cfg = compose([WORKLOAD, "job.code_dir=proj", "job.params.hidden=16"])
+    check_user_code(cfg)
+    assert cfg.job.code_dir == str(project), "made absolute: a resume finds it from anywhere"
+    assert sys.path[0] == str(project)
+    with pytest.raises(ConfigError) as info:
+        check_user_code(compose([WORKLOAD, "job.code_dir=proj", "job.params.hiden=16"]))
+    assert info.value.key == "job.params.hiden"
+
+
+def test_local_clusters_start_with_code_dir_first_on_pythonpath(project: Path, isolated: None) -> None:
+    from providers.base import ClusterHandle
+    from providers.registry import get_provider
+
+    cfg = compose([WORKLOAD, f"job.code_dir={project}"])
+    check_user_code(cfg)
+    provider = get_provider("local", None, cfg.cloud, cfg.job)
+    handle = ClusterHandle("c", "local-a", "local", "127.0.0.1:1", {"temp_dir": "/tmp/x"})
+    assert provider.cluster_env(handle)["PYTHONPATH"] == f"{project}{os.pathsep}/elsewhere"
+    assert get_provider("local", None, cfg.cloud).cluster_env(handle)["PYTHONPATH"] == "/elsewhere"
+
+
+def test_checking_the_code_leaves_the_controllers_pythonpath_alone(project: Path, isolated: None) -> None:
+    check_user_code(compose(["cloud=onprem", WORKLOAD, f"job.code_dir={project}"]))
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
+    assert sys.path[0] == str(project)
