@@ -74,11 +74,44 @@ def onprem():
 
 
 @pytest.fixture(scope="session")
-def onprem_baseline(onprem):
-    """One uninterrupted digits run on the Slurm cluster (cloud=onprem)."""
-    from onprem import RUN_TIMEOUT_S
-    from support import orchestrate
+def example_project(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """examples/seqproj copied outside the repository, into a folder only its owner may
+    read (on-prem, the node user cannot see it: only job.code_dir's sync brings it there)."""
+    import shutil
 
-    run = orchestrate(onprem.home, "onprem-baseline", "cloud=onprem", timeout=RUN_TIMEOUT_S, env=onprem.env)
+    from support import REPO
+
+    private = tmp_path_factory.mktemp("private")
+    dest = private / "seqproj"
+    shutil.copytree(REPO / "examples" / "seqproj", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    private.chmod(0o700)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def example_baseline(example_project: pathlib.Path, tmp_path_factory: pytest.TempPathFactory):
+    """One uninterrupted run of the example project on the local provider, from its own folder."""
+    from support import run_example
+
+    home = tmp_path_factory.mktemp("orchestrator-home-example")
+    return run_example(example_project, home, "seq-example", timeout=400)
+
+
+@pytest.fixture(scope="session")
+def onprem_baseline(onprem, example_project):
+    """One uninterrupted run of the example project on the Slurm cluster (cloud=onprem),
+    its code brought to the node by job.code_dir alone."""
+    from onprem import RUN_TIMEOUT_S
+    from support import run_example
+
+    run = run_example(
+        example_project,
+        onprem.home,
+        "onprem-baseline",
+        "cloud=onprem",
+        code_dir=True,
+        env=onprem.env,
+        timeout=RUN_TIMEOUT_S,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     return run

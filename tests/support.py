@@ -92,6 +92,32 @@ def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def run_example(
+    project: Path,
+    home: Path,
+    run_id: str,
+    *overrides: str,
+    code_dir: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 400,
+) -> Run:
+    """The example project's ``job=seq`` as its user runs it: ``--config-dir`` with its own
+    job configs, from its folder with it on PYTHONPATH, or (``code_dir``) from elsewhere
+    with nothing of it on the path but ``job.code_dir``."""
+    full = env_for(home, env)
+    full.pop("PYTHONPATH", None)
+    if not code_dir:
+        full["PYTHONPATH"] = str(project)
+    cwd = project if not code_dir else home
+    argv = [sys.executable, "-m", "orchestrator", "--config-dir", str(project / "conf"), "job=seq"]
+    argv += [*([f"job.code_dir={project}"] if code_dir else []), f"run_id={run_id}", "progress=false", *overrides]
+    proc = subprocess.run(argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+    run_dir = home / "runs" / run_id
+    result_path = run_dir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+
+
 def orchestrate(
     home: Path, run_id: str, *overrides: str, timeout: float = 400, env: dict[str, str] | None = None
 ) -> Run:

@@ -1,12 +1,11 @@
 """A lost on-prem cluster: the Slurm allocation is scancelled mid-run (as an admin or a
 preempting partition would), SkyPilot's forced refresh finds the cluster gone, and the run
 fails over to the second Slurm "cluster" entry (the same node, orch-slurm-b), ending
-with exactly the weights of the uninterrupted on-prem run."""
+with exactly the weights of the uninterrupted on-prem run. The workload is a user's
+project (examples/seqproj) that reaches the nodes through job.code_dir alone."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,8 @@ import pytest
 
 pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 
-SCANCEL_AFTER_STEP = 150
+SCANCEL_AFTER_STEP = 200
+INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
 
 def _newest_step(checkpoints: Path) -> int:
@@ -23,9 +23,9 @@ def _newest_step(checkpoints: Path) -> int:
     return max(steps, default=0)
 
 
-def test_scancel_mid_run_fails_over_with_exact_weights(onprem, onprem_baseline) -> None:
+def test_scancel_mid_run_fails_over_with_exact_weights(onprem, onprem_baseline, example_project) -> None:
     from onprem import RUN_TIMEOUT_S
-    from support import REPO, Run, env_for
+    from support import run_example
 
     run_id = "onprem-scancel"
     checkpoints = onprem.home.parent / "stores" / "orch-slurm-a" / run_id / "checkpoints"
@@ -44,26 +44,19 @@ def test_scancel_mid_run_fails_over_with_exact_weights(onprem, onprem_baseline) 
 
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
-    argv = [sys.executable, "-m", "orchestrator", "job=digits", "cloud=onprem", f"run_id={run_id}", "progress=false"]
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env_for(onprem.home, onprem.env), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    run = run_example(
+        example_project, onprem.home, run_id, "cloud=onprem", code_dir=True, env=onprem.env, timeout=RUN_TIMEOUT_S
     )
     killer.join(timeout=5)
-    import json
 
-    run_dir = onprem.home / "runs" / run_id
-    result_path = run_dir / "result.json"
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
-    run = Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
-
-    assert "job" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {proc.stderr[-3000:]}"
+    assert "job" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result is not None and run.result["status"] == "SUCCEEDED"
     assert run.result["region"] == "orch-slurm-b"
     (incident,) = run.result["incidents"]
     assert incident["kind"] == "cluster_lost", incident
     assert (incident["from_region"], incident["to_region"]) == ("orch-slurm-a", "orch-slurm-b")
-    assert incident["restored_step"] >= SCANCEL_AFTER_STEP - 50
+    assert incident["restored_step"] >= SCANCEL_AFTER_STEP - INTERVAL
     # The provider saw the cluster gone (the allocation no longer running, or SkyPilot's
     # record gone after a forced refresh), not a driver that died on a healthy cluster.
     assert f"skypilot: {run_id}-orch-slurm-a-g1: gone" in run.stderr

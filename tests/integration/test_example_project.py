@@ -9,8 +9,6 @@ launches: exit 2, one line naming the key, no traceback.
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,16 +18,12 @@ import pytest
 import torch
 
 from providers.procs import MARKER
-from support import REPO, Run, env_for
-
-EXAMPLE = REPO / "examples" / "seqproj"
+from support import Run, env_for
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("user") / "seqproj"
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
+def project(example_project: Path) -> Path:
+    return example_project
 
 
 def cli(
@@ -75,15 +69,11 @@ def processes_of(run_id: str, timeout_s: float = 10.0) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def seq_run(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    home = tmp_path_factory.mktemp("orchestrator-home")
-    proc = cli(project, home, "job=seq", "run_id=seq-example", "progress=false", timeout=400)
-    run_dir = home / "runs" / "seq-example"
-    result_path = run_dir / "result.json"
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
+def seq_run(example_baseline: Run) -> Run:
+    """The session's run of the example (tests/conftest.py; the on-prem run compares with it)."""
     assert not processes_of("seq-example"), "the run left processes of its clusters behind"
-    assert not list((home / "clusters").glob("*.json")), "a cluster record was left behind"
-    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+    assert not list((example_baseline.run_dir.parent.parent / "clusters").glob("*.json")), "a cluster record left"
+    return example_baseline
 
 
 def test_the_example_workload_trains_to_the_end(seq_run: Run) -> None:

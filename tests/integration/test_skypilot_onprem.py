@@ -1,6 +1,10 @@
 """``cloud=onprem`` for real: SkyPilot provisions a Slurm allocation on this machine's
-one-node cluster, Ray starts in it, the digits job trains, checkpoints and finishes, and
-the cluster is torn down with nothing left in squeue."""
+one-node cluster, Ray starts in it, a user's project (examples/seqproj) trains,
+checkpoints and finishes, and the cluster is torn down with nothing left in squeue.
+
+The project lives in a folder the node user cannot read, and the run starts from
+another folder with nothing of it on the path: only ``job.code_dir`` brings the code
+to the node (a SkyPilot file mount), where Ray's workers and the runtime import it."""
 
 from __future__ import annotations
 
@@ -11,21 +15,26 @@ import pytest
 pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1200)]
 
 
-def test_digits_on_slurm_end_to_end(onprem, onprem_baseline, baseline) -> None:
+def test_a_users_project_on_slurm_end_to_end(onprem, onprem_baseline, example_baseline) -> None:
     run = onprem_baseline
     assert run.result is not None and run.result["status"] == "SUCCEEDED", run.stderr[-3000:]
-    assert run.result["region"] == "orch-slurm-a"
+    assert run.result["region"] == "orch-slurm-a" and run.result["final_step"] == 600
     assert not run.result["incidents"]
+    assert "train_loss_ema" in run.result["metrics"], "evaluate() of the synced SeqClassifier"
     (provisioned,) = run.events("provisioned")
     assert provisioned["info"]["infra"] == "slurm/orch-slurm-a"
+    assert provisioned["info"]["code_dir"] == "~/sky_code"
     assert provisioned["provision_s"] > 0
     # SkyPilot's provisioning is shown to the person waiting, not a silent wait.
     assert "skypilot: launching" in run.stderr and "skypilot: tearing down" in run.stderr
     # The runtime ran on the node (as the node user) and committed checkpoints to the store.
     store = onprem.home.parent / "stores" / "orch-slurm-a" / run.run_dir.name / "checkpoints"
-    assert (store / "step-500" / "MANIFEST.json").exists(), sorted(p.name for p in store.iterdir())
-    # The same weights as the local provider's run of the same config.
-    assert run.result["weights_sha256"] == baseline.result["weights_sha256"]
+    manifest = store / "step-600" / "MANIFEST.json"
+    assert manifest.exists(), sorted(p.name for p in store.iterdir())
+    names = {f["name"] for f in json.loads(manifest.read_text())["files"]}
+    assert {"model.pt", "optimizer.pt", "scheduler.pt", "workload.pt"} <= names, names
+    # The same weights as the local provider's run of the same project.
+    assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
     assert onprem.wait_squeue_empty() == [], "the allocation outlived the run"
     assert not list((onprem.home / "clusters").glob("*.json")), "a cluster record was left behind"
 

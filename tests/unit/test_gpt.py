@@ -222,5 +222,5 @@ def test_a_checkpoint_from_another_corpus_is_refused_by_name() -> None:
     w = GPT(validate_params(GPT, {"corpus_bytes": 50_000, "context": 16}))
     state = w.state_dict()
     w.load_state_dict(state)  # the same bytes: accepted
-    with pytest.raises(ValueError, match="standard library of Python 3.0"):
+    with pytest.raises(ValueError, match=r"standard library of Python 3\.0"):
         w.load_state_dict({**state, "corpus_sha256": "0" * 64, "python": "3.0"})
