@@ -40,6 +40,8 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "metrics": final.get("metrics", {}),
         "final_checkpoint": final.get("final_checkpoint") or _newest_committed(record.run_id, stores),
         "weights_sha256": final.get("weights_sha256"),
+        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to know).
+        "checkpoint_sha256": final.get("checkpoint_sha256"),
         "attempts": len(record.attempts),
         "attempt_history": record.attempts,
         "incidents": [i.record() for i in record.incidents],

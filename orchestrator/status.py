@@ -89,7 +89,10 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     if r is not None:
         metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items())
         lines.append(f"metrics    {metrics or '-'}")
-        lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
+        if r.get("weights_sha256") or not r.get("checkpoint_sha256"):
+            lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
+        else:
+            lines.append(f"checkpoint sha256 {r['checkpoint_sha256']}")
         lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
     if s["skipped"]:
         lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")

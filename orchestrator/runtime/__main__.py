@@ -77,8 +77,12 @@ def main(argv: list[str]) -> int:
             return run_search(spec, control)
         finally:
             stop.set()
+    worker_fn = train_func
+    if spec.job.get("train_func"):
+        # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
+        from orchestrator.runtime.func_mode import train_func as worker_fn
     trainer = TorchTrainer(
-        train_func,
+        worker_fn,
         train_loop_config={"spec": asdict(spec)},
         scaling_config=ScalingConfig(
             num_workers=int(spec.trainer["workers"]),

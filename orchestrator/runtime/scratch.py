@@ -29,6 +29,8 @@ class LocalCopy:
         try:
             os.makedirs(tmp)
             for name, data in files.items():
+                # A Ray Train function's checkpoint may hold folders.
+                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
                 with open(os.path.join(tmp, name), "wb") as fh:
                     fh.write(data)
             with open(os.path.join(tmp, MANIFEST_NAME), "wb") as fh:

@@ -1,0 +1,538 @@
+"""job.train_func: an unchanged Ray Train function as the workload.
+
+The user's function runs on every Ray Train worker as it would under a plain
+TorchTrainer, with ``job.params`` as its ``config``. Its calls to
+``ray.train.report(metrics, checkpoint=...)`` and ``ray.train.get_checkpoint()``
+go through the orchestrator's stores instead of Ray's storage path:
+
+- every checkpoint a report carries is committed through ``AsyncCheckpointer``
+  (files, the manifest last with sha256, replication, fencing, fallback stores) as
+  step N+1, N being the checkpoints the run has reported so far (the restored one's
+  step included); when several ranks pass one, their folders are merged on rank 0;
+- before the function starts, rank 0 picks the newest checkpoint that verifies on
+  the controller's lineage exactly as the built-in loop does, and every rank
+  downloads and verifies it into a temporary folder that get_checkpoint() returns;
+- each report's metrics go to the controller as progress; the last ones (rank 0's)
+  are the result's metrics, with ``checkpoint_sha256`` naming the final checkpoint;
+- after a preemption notice, the next report that carries a checkpoint commits it
+  synchronously and the function is stopped on every rank (the driver then exits
+  EXIT_PREEMPTED); chaos ``during: checkpoint_upload`` and ``during: restore`` meet
+  the injector as in the built-in loop.
+
+The hook. Ray Train v2 sends every public train-function call (report,
+get_checkpoint, get_context, get_dataset_shard, the collectives) through one
+process-wide object, its ``TrainFnUtils``
+(ray/train/v2/_internal/execution/train_fn_utils.py, whose docstring invites
+patching it; Ray's own local mode swaps it the same way). ``routed_through`` swaps
+in ``StoreFnUtils`` for the duration of the function and puts Ray's back after. So
+every spelling reaches us (``ray.train.report``, ``from ray import train``, ``from
+ray.train import report`` bound at the top of a module imported before us), and
+nothing in Ray's namespaces is rebound. Ray's ``checkpoint_upload_fn`` does not fit:
+it is an argument of the user's call (their code would change), its result must be
+a checkpoint under Ray's storage path (Ray checks), and get_checkpoint stays Ray's.
+Ray still sees every report's metrics, never a checkpoint: its report stays the
+barrier Ray documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import os
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from ray.train.v2._internal.constants import is_v2_enabled
+from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
+from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
+
+from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.runtime.train_loop import PROGRESS_EVERY_S, STANDBY_POLL_S, UserCodeError, _Loop, is_infra_error
+from recovery.fencing import FencedError
+from recovery.manifest import MANIFEST_NAME, Manifest, ManifestError, check_member_name
+from recovery.store import CheckpointStore, sha256_hex
+
+
+class Stop(BaseException):
+    """Raised out of report() on every rank once the preemption checkpoint is committed.
+
+    A BaseException: the user's ``except Exception`` around their loop must not swallow it.
+    """
+
+
+# --- pure pieces ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    """What one report() does, the same on every rank."""
+
+    step: int  # the run's checkpoint count after this report (this checkpoint's step if it carries one)
+    commit: bool  # some rank passed a checkpoint
+    wait: bool  # commit it before report() returns
+    stop: bool  # then stop the function (preemption)
+
+
+def plan_report(count: int, any_checkpoint: bool, preempting: bool, async_upload: bool) -> ReportPlan:
+    """``count``: checkpoints reported so far in the run (after a restore: its step).
+    A preemption waits for the next report with a checkpoint, commits it, and stops."""
+    return ReportPlan(
+        step=count + 1 if any_checkpoint else count,
+        commit=any_checkpoint,
+        wait=any_checkpoint and (preempting or not async_upload),
+        stop=any_checkpoint and preempting,
+    )
+
+
+def read_checkpoint_dir(root: str) -> dict[str, bytes]:
+    """A checkpoint folder's files by relative POSIX path, subfolders included."""
+    base = Path(root)
+    files: dict[str, bytes] = {}
+    for path in sorted(base.rglob("*")):
+        if not path.is_file():
+            continue
+        name = path.relative_to(base).as_posix()
+        try:
+            check_member_name(name)
+        except ManifestError:
+            # The top-level MANIFEST.json is our commit record; anything else check_member_name
+            # refuses cannot come out of a folder walk.
+            raise UserCodeError(
+                f"a reported checkpoint holds {name!r}; {MANIFEST_NAME} at its top is the orchestrator's "
+                "commit record: rename that file"
+            ) from None
+        files[name] = path.read_bytes()
+    return files
+
+
+def write_checkpoint_dir(files: Mapping[str, bytes], root: str) -> None:
+    for name, data in files.items():
+        path = Path(root, *name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def merge_rank_files(per_rank: Sequence[Mapping[str, bytes] | None]) -> tuple[dict[str, bytes] | None, list[str]]:
+    """Every rank's checkpoint folder as one, as Ray merges them; None when no rank passed one.
+
+    A name two ranks wrote with different bytes keeps the lowest rank's (Ray leaves the
+    winner to chance); those names come back second, sorted.
+    """
+    given = [files for files in per_rank if files is not None]
+    if not given:
+        return None, []
+    merged: dict[str, bytes] = {}
+    conflicts: set[str] = set()
+    for files in given:
+        for name, data in files.items():
+            if name not in merged:
+                merged[name] = data
+            elif merged[name] != data:
+                conflicts.add(name)
+    return merged, sorted(conflicts)
+
+
+def checkpoint_sha256(digests: Mapping[str, str]) -> str:
+    """One digest for a whole checkpoint, from its manifest's files (name -> sha256):
+    sha256 over ``"<name> <sha256>\\n"`` per file, sorted by name. Equal contents give
+    equal digests whatever store, step or run they sit under."""
+    text = "".join(f"{name} {digests[name]}\n" for name in sorted(digests))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
+    """As Ray Train calls it: with the config if the function takes an argument, else bare."""
+    try:
+        takes = len(inspect.signature(fn).parameters) > 0
+    except (TypeError, ValueError):  # a builtin or C callable: assume Ray's usual signature
+        takes = True
+    return fn(params) if takes else fn()
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- the hook ---------------------------------------------------------------------------
+
+
+class ReportSink(Protocol):
+    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None: ...
+
+    def get_checkpoint(self) -> Any: ...
+
+
+class StoreFnUtils(ray_fn_utils.TrainFnUtils):
+    """Ray's TrainFnUtils with report and get_checkpoint sent to ``sink``; the rest stays Ray's."""
+
+    def __init__(self, inner: ray_fn_utils.TrainFnUtils, sink: ReportSink) -> None:
+        self.inner = inner
+        self.sink = sink
+
+    def report(
+        self,
+        metrics: dict[str, Any],
+        checkpoint: Any = None,
+        checkpoint_dir_name: str | None = None,
+        checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+        delete_local_checkpoint_after_upload: bool | None = None,
+        checkpoint_upload_fn: Callable[..., Any] | None = None,
+        validation: Any = False,
+    ) -> None:
+        # The folder name, upload mode and upload function concern Ray's storage: our
+        # store names a checkpoint by its step and commits it its own way.
+        if validation:
+            raise ValueError(
+                "ray.train.report(validation=...) needs the trainer's validation_config, which job.train_func "
+                "runs do not set"
+            )
+        self.sink.report(metrics, checkpoint, bool(delete_local_checkpoint_after_upload))
+        self.inner.report(metrics, None)
+
+    def get_checkpoint(self) -> Any:
+        return self.sink.get_checkpoint()
+
+    def get_all_reported_checkpoints(
+        self,
+        consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
+        timeout_s: float | None = None,
+    ) -> Any:
+        return self.inner.get_all_reported_checkpoints(consistency_mode=consistency_mode, timeout_s=timeout_s)
+
+    def get_dataset_shard(self, dataset_info: Any) -> Any:
+        return self.inner.get_dataset_shard(dataset_info)
+
+    def get_context(self) -> Any:
+        return self.inner.get_context()
+
+    def get_preemption_info(self) -> Any:
+        return self.inner.get_preemption_info()
+
+    def is_distributed(self) -> bool:
+        return self.inner.is_distributed()
+
+    def barrier(self) -> None:
+        return self.inner.barrier()
+
+    def broadcast_from_rank_zero(self, data: Any) -> Any:
+        return self.inner.broadcast_from_rank_zero(data)
+
+    def __getattr__(self, name: str) -> Any:
+        # What Ray adds to its own utils (e.g. local mode's _get_last_metrics).
+        if name in ("inner", "sink"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def routed_through(sink: ReportSink) -> Iterator[StoreFnUtils]:
+    """While inside, ray.train.report / get_checkpoint reach ``sink``; Ray's own utils after."""
+    if not is_v2_enabled():
+        # Train v1's report does not go through TrainFnUtils: checkpoints would bypass our stores.
+        raise RuntimeError("job.train_func needs Ray Train v2: unset RAY_TRAIN_V2_ENABLED=0 (v2 is Ray's default)")
+    inner = ray_fn_utils.get_train_fn_utils()
+    ours = StoreFnUtils(inner, sink)
+    ray_fn_utils.set_train_fn_utils(ours)
+    try:
+        yield ours
+    finally:
+        ray_fn_utils.set_train_fn_utils(inner)
+
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+def train_func(config: dict[str, Any]) -> None:
+    """What every Ray Train worker runs when the job names a train function."""
+    spec = RuntimeSpec(**config["spec"])
+    import ray.train
+
+    from orchestrator.workloads import train_function
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    control = ControlChannel(spec.control_url, spec.control_options)
+    if rank == 0:
+        control.event(spec.generation, "workers_started", pid=os.getpid())
+    try:
+        fn = train_function(str(spec.job["train_func"]))
+        FuncRun(spec, rank, world, control).run(fn)
+    except Stop:
+        return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
+    except Exception as exc:
+        if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            control.event(
+                spec.generation,
+                "user_error",
+                rank=rank,
+                error=f"{type(exc).__name__}: {first}"[:500],
+                traceback=traceback.format_exc()[-8000:],
+            )
+        raise
+
+
+class FuncRun:
+    """One worker's side of a train-function attempt: restore, the report sink, the end.
+
+    The methods borrowed below are the built-in loop's own (train_loop._Loop): checkpoint
+    choice, the chaos rendezvous and the preemption watch behave exactly as there. They
+    read only what __init__ sets: spec, rank, world, control, gen, store, fallbacks,
+    checkpointer, _restored_url, _verified, _losses, _preempt and _upload_staged.
+    """
+
+    _choose = _Loop._choose
+    _restore_hook = _Loop._restore_hook
+    _rendezvous = _Loop._rendezvous
+    _armed = _Loop._armed
+    _upload_hook = _Loop._upload_hook
+    _upload_fault_armed = _Loop._upload_fault_armed
+    hold_for_upload_fault = _Loop.hold_for_upload_fault
+    _watch_preemption = _Loop._watch_preemption
+    flush_losses = _Loop.flush_losses
+    last_checkpoint = _Loop.last_checkpoint
+
+    def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+        self.spec, self.rank, self.world, self.control = spec, rank, world, control
+        self.gen = spec.generation
+        self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
+        self.fallbacks = [
+            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
+            for f in spec.fallback_stores
+        ]
+        self.checkpointer = AsyncCheckpointer(
+            [self.store, *self.fallbacks],
+            spec.run_id,
+            spec.generation,
+            int(spec.checkpoint["keep_last"]),
+            outage_s=spec.store_outage_s,
+            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
+            replicate=True,
+            on_stage=self._upload_hook if rank == 0 else None,
+            scratch_dir=spec.scratch_dir if rank == 0 else None,
+        )
+        self._restored_url: str | None = None
+        self._verified: dict[str, bytes] = {}
+        self._losses: list[tuple[int, float]] = []
+        self._preempt = threading.Event()
+        self._upload_staged = threading.Event()
+        self._upload_staged.set()
+        self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
+        self.restored = 0
+        self.restored_dir: str | None = None
+        self.preempting = False  # a notice is agreed; the next checkpoint is the last
+        self.metrics: dict[str, Any] = {}  # rank 0's last reported
+        # Rank 0: the newest checkpoint's files (name -> sha256), restored or handed over.
+        self._digests: dict[str, str] | None = None
+        self._last_progress = 0.0
+        self._t_start = time.time()
+        if rank == 0:
+            threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
+
+    # --- the attempt ---------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any]) -> None:
+        try:
+            self._run(fn)
+        except BaseException:
+            # Whatever broke, a checkpoint already handed over is still worth committing.
+            try:
+                self.checkpointer.wait()
+            except Exception:
+                pass  # the original error is the one to report
+            raise
+        finally:
+            # Ends the preemption watch thread: nothing reads the flag once the function is done.
+            self._preempt.set()
+            if self.restored_dir is not None:
+                shutil.rmtree(self.restored_dir, ignore_errors=True)
+
+    def _run(self, fn: Callable[..., Any]) -> None:
+        if self.rank == 0:
+            self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
+        if self.spec.standby:
+            # Every rank polls on its own: a collective could time out on a long wait.
+            while not self.control.is_active(self.gen):
+                time.sleep(STANDBY_POLL_S)
+        restored = self.restore()
+        if self.rank == 0:
+            self.control.event(
+                self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
+            )
+        self._t_start = time.time()
+        with routed_through(self):
+            call_user_function(fn, dict(self.spec.job.get("params") or {}))
+        if self.rank == 0:
+            self.finish()
+
+    def restore(self) -> int:
+        """The newest checkpoint that verifies, in a local folder on every rank; its step (0: none)."""
+        choice: list[Any] = [None]
+        if self.rank == 0:
+
+            def skipped(store: CheckpointStore, step: int, reason: str) -> None:
+                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
+
+            choice = [self._choose(skipped)]
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.broadcast_object_list(choice, src=0)
+        if choice[0] is None:
+            return 0
+        index, text = choice[0]
+        source = [self.store, *self.fallbacks][index]
+        m = Manifest.from_json(text)
+        # Rank 0 read and verified (most of) it while choosing; the rest is read here, verified by read().
+        have, self._verified = (self._verified if self.rank == 0 else {}), {}
+        files = {f.name: have[f.name] if f.name in have else source.read(m, f.name) for f in m.files}
+        self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
+        write_checkpoint_dir(files, self.restored_dir)
+        self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
+        self._digests = {f.name: f.sha256 for f in m.files}
+        self.count = self.restored = m.step
+        return m.step
+
+    def finish(self) -> None:
+        """Rank 0, the function returned: the last checkpoint committed, then the result."""
+        self.flush_losses()
+        self.checkpointer.wait()
+        elapsed = max(time.time() - self._t_start, 1e-9)
+        total = int(self.spec.job["steps"])
+        self.control.progress(
+            self.gen,
+            step=self.count,
+            total=total,
+            loss=_number(self.metrics.get("loss")),
+            last_checkpoint=self.last_checkpoint,
+            restored_step=self.restored,
+            metrics=self.metrics,
+        )
+        self.control.final(
+            self.gen,
+            final_step=self.count,
+            metrics=self.metrics,
+            weights_sha256=None,  # no model we know of; checkpoint_sha256 names what was trained
+            checkpoint_sha256=None if self._digests is None else checkpoint_sha256(self._digests),
+            final_checkpoint=self.last_checkpoint,
+            train_steps_per_s=(self.count - self.restored) / elapsed,
+        )
+
+    # --- the report sink (StoreFnUtils calls these on every rank) ---------------------------
+    def get_checkpoint(self) -> Any:
+        """The checkpoint this attempt restored (None on a fresh start), as a local folder."""
+        if self.restored_dir is None:
+            return None
+        from ray.train import Checkpoint
+
+        return Checkpoint.from_directory(self.restored_dir)
+
+    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None:
+        mine = None
+        if checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                mine = read_checkpoint_dir(folder)
+            if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
+                shutil.rmtree(checkpoint.path, ignore_errors=True)
+        any_checkpoint, notice = self._agree(mine is not None)
+        self.preempting = self.preempting or notice
+        plan = plan_report(
+            self.count, any_checkpoint, self.preempting, bool(self.spec.checkpoint.get("async_upload", True))
+        )
+        if plan.commit:
+            per_rank = self._gather(mine)
+            self.count = plan.step
+            if self.rank == 0:
+                self._commit(plan.step, per_rank, metrics, wait=plan.wait)
+        if self.rank == 0:
+            self.metrics = dict(metrics)
+            self._progress(force=plan.commit)
+        if plan.stop:
+            if self.rank == 0:
+                self.flush_losses()
+                self.control.event(self.gen, "preempted", step=plan.step, checkpoint=self.last_checkpoint)
+            raise Stop(plan.step)
+
+    def _agree(self, have_checkpoint: bool) -> tuple[bool, bool]:
+        """Every rank learns whether any rank passed a checkpoint and whether rank 0 has seen a
+        preemption notice: one tiny all-reduce (every rank calls report, so every rank is here)."""
+        notice = self._preempt.is_set()
+        if self.world == 1:
+            return have_checkpoint, notice
+        import torch.distributed as dist
+
+        flags = torch.tensor([int(have_checkpoint), int(notice)], dtype=torch.int64, device=self._device())
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), bool(flags[1].item())
+
+    def _gather(self, mine: dict[str, bytes] | None) -> list[dict[str, bytes] | None]:
+        """Every rank's checkpoint files on rank 0 (others get an empty list)."""
+        if self.world == 1:
+            return [mine]
+        import torch.distributed as dist
+
+        out: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        device = self._device()
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            dist.gather_object(mine, out, dst=0)
+        return list(out or [])
+
+    def _device(self) -> torch.device:
+        """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
+        import torch.distributed as dist
+
+        if dist.get_backend() == "nccl":
+            from ray.train.torch import get_device
+
+            return get_device()
+        return torch.device("cpu")
+
+    def _commit(self, step: int, per_rank: list[dict[str, bytes] | None], metrics: dict[str, Any], wait: bool) -> None:
+        files, conflicts = merge_rank_files(per_rank)
+        assert files is not None, "plan_report commits only when some rank passed a checkpoint"
+        if conflicts:
+            self.control.event(self.gen, "checkpoint_merge_conflict", step=step, names=conflicts[:20], kept="rank 0")
+        # What the manifest will list: store.put hashes the same bytes.
+        self._digests = {name: sha256_hex(data) for name, data in files.items()}
+        if self._upload_fault_armed():
+            self._upload_staged.clear()
+        self.checkpointer.submit(
+            step, files, extra={"world_size": self.world, "train_func": str(self.spec.job["train_func"])}
+        )
+        if wait:
+            self.checkpointer.wait()
+        # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
+        self.hold_for_upload_fault()
+        loss = _number(metrics.get("loss"))
+        if loss is not None:
+            self._losses.append((step, loss))
+
+    def _progress(self, force: bool) -> None:
+        now = time.time()
+        if not force and now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        self.control.progress(
+            self.gen,
+            step=self.count,
+            total=int(self.spec.job["steps"]),
+            loss=_number(self.metrics.get("loss")),
+            steps_per_s=(self.count - self.restored) / max(now - self._t_start, 1e-9),
+            last_checkpoint=self.last_checkpoint,
+            restored_step=self.restored,
+            metrics=self.metrics,
+        )
+        self.flush_losses()

@@ -1,0 +1,210 @@
+"""job.train_func: an unchanged Ray Train function, written as Ray's documentation shows,
+from a folder outside the repository that only PYTHONPATH names. It loses its region and
+finishes in the next one from the newest verified checkpoint, which it sees through
+ray.train.get_checkpoint(); on a preemption notice both workers stop at the next report
+with a checkpoint, committed, and nothing is lost."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from invariants import journal_consistent
+from providers.procs import marked
+from recovery.manifest import Manifest
+from support import Run, orchestrate
+
+# The kill lands KILL_AFTER_S into the first attempt's training: after a few checkpoints
+# (an epoch takes ~1.5 s on a loaded 2-core machine) and before the end (the sleeps
+# alone take EPOCHS * SLEEP_S = 16 s).
+EPOCHS = 40
+SLEEP_S = 0.4
+KILL_AFTER_S = 12.0
+# Each region's cluster takes 1-2 minutes to start on a loaded 2-core machine.
+RUN_TIMEOUT_S = 540
+
+# Nothing here knows about the orchestrator: it runs as is under a plain TorchTrainer.
+USER_CODE = """
+import json
+import os
+import tempfile
+import time
+
+import torch
+
+import ray.train
+import ray.train.torch
+from ray.train import Checkpoint
+
+
+def train_func(config):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    start_epoch = 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as checkpoint_dir:
+            state = torch.load(os.path.join(checkpoint_dir, "model.pt"), weights_only=True)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            start_epoch = state["epoch"] + 1
+    model = ray.train.torch.prepare_model(model)
+    rank = ray.train.get_context().get_world_rank()
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(256, 4, generator=g)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+
+    for epoch in range(start_epoch, config["epochs"]):
+        for i in range(0, 256, 32):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x[i : i + 32]), y[i : i + 32])
+            loss.backward()
+            optimizer.step()
+        time.sleep(config["sleep_s"])
+        metrics = {"loss": loss.item(), "epoch": epoch, "resumed_from_epoch": start_epoch}
+        with tempfile.TemporaryDirectory() as temp_checkpoint_dir:
+            checkpoint = None
+            if rank == 0:
+                torch.save(
+                    {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
+                    os.path.join(temp_checkpoint_dir, "model.pt"),
+                )
+                checkpoint = Checkpoint.from_directory(temp_checkpoint_dir)
+            ray.train.report(metrics, checkpoint=checkpoint)
+        if rank == 0:
+            # What the test compares result.json with: the last metrics this function reported.
+            with open(config["out"] + ".tmp", "w") as fh:
+                json.dump(metrics, fh)
+            os.replace(config["out"] + ".tmp", config["out"])
+"""
+
+
+@pytest.fixture(scope="module")
+def user_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("user-train-func")
+    (folder / "fn_user.py").write_text(textwrap.dedent(USER_CODE))
+    return folder
+
+
+def nothing_left_of(run: Run, home: Path, timeout_s: float = 10.0) -> None:
+    """invariants.nothing_left narrowed to this run, as other runs may start Ray on a shared
+    machine meanwhile: no process of its clusters (found as the provider finds them) or of
+    its runtimes, and no cluster record."""
+    clusters = [(e["cluster"], frozenset([e["info"]["head_pid"]])) for e in run.events("provisioned")]
+
+    def ours() -> list[int]:
+        pids = [pid for name, sessions in clusters for pid in marked(name, sessions)]
+        for p in psutil.process_iter(["cmdline"]):
+            if str(run.run_dir) in " ".join(p.info["cmdline"] or []):
+                pids.append(p.pid)
+        return [pid for pid in pids if _alive(pid)]
+
+    deadline = time.monotonic() + timeout_s
+    while (left := ours()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes of this run left behind: {left}"
+    records = home / "clusters"
+    assert not (list(records.glob("*.json")) if records.exists() else []), "cluster records left"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def run_function(home: Path, run_id: str, code: Path, out: Path, fault: str) -> Run:
+    return orchestrate(
+        home,
+        run_id,
+        "job.train_func=fn_user:train_func",
+        f"job.steps={EPOCHS}",
+        f"job.params.epochs={EPOCHS}",
+        f"job.params.sleep_s={SLEEP_S}",
+        f"job.params.out={out}",
+        "trainer.workers=2",
+        f"chaos.faults=[{fault}]",
+        env={"PYTHONPATH": str(code)},
+        timeout=RUN_TIMEOUT_S,
+    )
+
+
+def test_kill_region_resumes_the_function_from_the_newest_verified_checkpoint(orch_home, user_code, tmp_path):
+    out = tmp_path / "last_metrics.json"
+    run = run_function(
+        orch_home, "train-func-kill-region", user_code, out, f"{{kind:kill_region,after_s:{KILL_AFTER_S}}}"
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED", r
+    assert r["region"] == "local-b" and r["attempts"] == 2
+    # One step per reported checkpoint, numbered on across the failover.
+    assert r["final_step"] == EPOCHS
+
+    started = run.events("train_started")
+    assert (started[0]["region"], started[0]["restored_step"]) == ("local-a", 0)
+    resumed = started[-1]
+    restored = resumed["restored_step"]
+    assert resumed["region"] == "local-b" and 0 < restored < EPOCHS, started
+    # The newest verified checkpoint: the one the controller fenced the new attempt on.
+    fence = [e for e in run.events("fence") if e["generation"] == resumed["generation"]]
+    assert fence and fence[-1]["restored_step"] == restored, fence
+    assert resumed["restored_from"].endswith(f"/train-func-kill-region/checkpoints/step-{restored}")
+    (inc,) = r["incidents"]
+    assert inc["restored_step"] == restored
+
+    # The function saw that checkpoint through ray.train.get_checkpoint(): step N holds epoch N-1.
+    assert r["metrics"]["resumed_from_epoch"] == restored
+    assert r["metrics"]["epoch"] == EPOCHS - 1
+    # result.json's metrics are the last ones the function reported.
+    assert r["metrics"] == json.loads(out.read_text())
+
+    # final.json's checkpoint_sha256 names the final checkpoint's files.
+    final = json.loads((run.run_dir / "control" / f"g{resumed['generation']}" / "final.json").read_text())
+    assert final["weights_sha256"] is None
+    folder = Path(r["final_checkpoint"].removeprefix("file://"))
+    manifest = Manifest.from_json((folder / "MANIFEST.json").read_bytes())
+    assert [f.name for f in manifest.files] == ["model.pt"]
+    assert manifest.step == EPOCHS
+    listing = "".join(f"{f.name} {f.sha256}\n" for f in sorted(manifest.files, key=lambda f: f.name))
+    assert final["checkpoint_sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+
+    assert not run.events("user_error")
+    journal_consistent(run)
+    nothing_left_of(run, orch_home)
+
+
+def test_a_preemption_notice_stops_the_function_after_its_next_checkpoint_and_loses_nothing(
+    orch_home, user_code, tmp_path
+):
+    out = tmp_path / "last_metrics.json"
+    run = run_function(
+        orch_home, "train-func-preempt", user_code, out, f"{{kind:preempt,after_s:{KILL_AFTER_S},grace_s:30}}"
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED", r
+    assert r["attempts"] == 2 and r["final_step"] == EPOCHS
+    # Both workers stopped together at the report after the notice, its checkpoint committed.
+    (preempted,) = run.events("preempted")
+    step = preempted["step"]
+    assert 0 < step < EPOCHS and preempted["checkpoint"].endswith(f"/checkpoints/step-{step}")
+    ended = next(e for e in run.events("attempt_ended") if e["generation"] == 1)
+    assert ended["outcome"] == "preempted", ended
+    resumed = run.events("train_started")[-1]
+    assert resumed["generation"] == 2 and resumed["restored_step"] == step
+    (inc,) = r["incidents"]
+    assert inc["kind"] == "preempted" and inc["lost_steps"] == 0, inc
+    assert r["metrics"]["resumed_from_epoch"] == step
+    assert r["metrics"] == json.loads(out.read_text())
+    assert not run.events("user_error")
+    journal_consistent(run)
+    nothing_left_of(run, orch_home)
