@@ -42,9 +42,7 @@ import inspect
 import os
 import shutil
 import tempfile
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,20 +53,15 @@ from ray.train.v2._internal.constants import is_v2_enabled
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
-from orchestrator.runtime.train_loop import PROGRESS_EVERY_S, STANDBY_POLL_S, UserCodeError, _Loop, is_infra_error
-from recovery.fencing import FencedError
-from recovery.manifest import MANIFEST_NAME, Manifest, ManifestError, check_member_name
-from recovery.store import CheckpointStore, sha256_hex
+from orchestrator.runtime.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
+from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name
+from recovery.store import sha256_hex
 
 
-class Stop(BaseException):
-    """Raised out of report() on every rank once the preemption checkpoint is committed.
-
-    A BaseException: the user's ``except Exception`` around their loop must not swallow it.
-    """
+class Stop(Stopped):
+    """Raised out of report() on every rank once the preemption checkpoint is committed."""
 
 
 # --- pure pieces ----------------------------------------------------------------------
@@ -258,79 +251,18 @@ def routed_through(sink: ReportSink) -> Iterator[StoreFnUtils]:
 
 def train_func(config: dict[str, Any]) -> None:
     """What every Ray Train worker runs when the job names a train function."""
-    spec = RuntimeSpec(**config["spec"])
-    import ray.train
-
-    from orchestrator.workloads import train_function
-
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    control = ControlChannel(spec.control_url, spec.control_options)
-    if rank == 0:
-        control.event(spec.generation, "workers_started", pid=os.getpid())
-    try:
-        fn = train_function(str(spec.job["train_func"]))
-        FuncRun(spec, rank, world, control).run(fn)
-    except Stop:
-        return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
-    except Exception as exc:
-        if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            control.event(
-                spec.generation,
-                "user_error",
-                rank=rank,
-                error=f"{type(exc).__name__}: {first}"[:500],
-                traceback=traceback.format_exc()[-8000:],
-            )
-        raise
+    run_worker(config, FuncRun)
 
 
-class FuncRun:
+class FuncRun(WorkerAttempt):
     """One worker's side of a train-function attempt: restore, the report sink, the end.
 
-    The methods borrowed below are the built-in loop's own (train_loop._Loop): checkpoint
-    choice, the chaos rendezvous and the preemption watch behave exactly as there. They
-    read only what __init__ sets: spec, rank, world, control, gen, store, fallbacks,
-    checkpointer, _restored_url, _verified, _losses, _preempt and _upload_staged.
+    Checkpoint choice, the chaos rendezvous and the preemption watch are the shared
+    worker's (orchestrator/runtime/worker.py), so they behave exactly as in the built-in loop.
     """
 
-    _choose = _Loop._choose
-    _restore_hook = _Loop._restore_hook
-    _rendezvous = _Loop._rendezvous
-    _armed = _Loop._armed
-    _upload_hook = _Loop._upload_hook
-    _upload_fault_armed = _Loop._upload_fault_armed
-    hold_for_upload_fault = _Loop.hold_for_upload_fault
-    _watch_preemption = _Loop._watch_preemption
-    flush_losses = _Loop.flush_losses
-    last_checkpoint = _Loop.last_checkpoint
-
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
-        self.spec, self.rank, self.world, self.control = spec, rank, world, control
-        self.gen = spec.generation
-        self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
-        self.fallbacks = [
-            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
-            for f in spec.fallback_stores
-        ]
-        self.checkpointer = AsyncCheckpointer(
-            [self.store, *self.fallbacks],
-            spec.run_id,
-            spec.generation,
-            int(spec.checkpoint["keep_last"]),
-            outage_s=spec.store_outage_s,
-            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
-            replicate=True,
-            on_stage=self._upload_hook if rank == 0 else None,
-            scratch_dir=spec.scratch_dir if rank == 0 else None,
-        )
-        self._restored_url: str | None = None
-        self._verified: dict[str, bytes] = {}
-        self._losses: list[tuple[int, float]] = []
-        self._preempt = threading.Event()
-        self._upload_staged = threading.Event()
-        self._upload_staged.set()
+        super().__init__(spec, rank, world, control)
         self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
         self.restored = 0
         self.restored_dir: str | None = None
@@ -340,33 +272,24 @@ class FuncRun:
         self._digests: dict[str, str] | None = None
         self._last_progress = 0.0
         self._t_start = time.time()
-        if rank == 0:
-            threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
 
     # --- the attempt ---------------------------------------------------------------------
-    def run(self, fn: Callable[..., Any]) -> None:
+    def run(self) -> None:
         try:
-            self._run(fn)
-        except BaseException:
-            # Whatever broke, a checkpoint already handed over is still worth committing.
-            try:
-                self.checkpointer.wait()
-            except Exception:
-                pass  # the original error is the one to report
-            raise
+            self.guarded(self._run)
         finally:
             # Ends the preemption watch thread: nothing reads the flag once the function is done.
             self._preempt.set()
             if self.restored_dir is not None:
                 shutil.rmtree(self.restored_dir, ignore_errors=True)
 
-    def _run(self, fn: Callable[..., Any]) -> None:
+    def _run(self) -> None:
+        from orchestrator.workloads import train_function
+
+        fn = train_function(str(self.spec.job["train_func"]))  # a module that fails to import: a user error
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
-        if self.spec.standby:
-            # Every rank polls on its own: a collective could time out on a long wait.
-            while not self.control.is_active(self.gen):
-                time.sleep(STANDBY_POLL_S)
+        self.wait_until_active()
         restored = self.restore()
         if self.rank == 0:
             self.control.event(
@@ -380,22 +303,10 @@ class FuncRun:
 
     def restore(self) -> int:
         """The newest checkpoint that verifies, in a local folder on every rank; its step (0: none)."""
-        choice: list[Any] = [None]
-        if self.rank == 0:
-
-            def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
-
-            choice = [self._choose(skipped)]
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.broadcast_object_list(choice, src=0)
-        if choice[0] is None:
+        chosen = self.agree_on_restore()
+        if chosen is None:
             return 0
-        index, text = choice[0]
-        source = [self.store, *self.fallbacks][index]
-        m = Manifest.from_json(text)
+        source, m = chosen
         # Rank 0 read and verified (most of) it while choosing; the rest is read here, verified by read().
         have, self._verified = (self._verified if self.rank == 0 else {}), {}
         files = {f.name: have[f.name] if f.name in have else source.read(m, f.name) for f in m.files}

@@ -13,47 +13,37 @@ import contextlib
 import io
 import os
 import random
-import threading
 import time
-import traceback
 from typing import Any
 
 import numpy as np
 import torch
 
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
-from orchestrator.triggers import due_at_step, due_during, exhausted, in_region
+from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
+    PROGRESS_EVERY_S,
+    InjectedUserError,
+    Stopped,
+    UserCodeError,
+    WorkerAttempt,
+    is_infra_error,
+    run_worker,
+)
+from orchestrator.triggers import due_at_step
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
-from recovery.fencing import FencedError, newest_fence
-from recovery.manifest import Manifest
-from recovery.replication import sync_newest
-from recovery.store import CheckpointStore
 
-PROGRESS_EVERY_S = 0.5
-CHAOS_WAIT_S = 60.0
-STANDBY_POLL_S = 0.05
 # Ranks agree on a preemption notice every this many steps (one tiny all-reduce):
 # all of them must checkpoint the same step.
 PREEMPT_CHECK_EVERY = 10
-PREEMPT_POLL_S = 0.2
 # Rank 0 samples the loss this often for the incident report's plot (sent with progress).
 LOSS_EVERY = 5
 
 
-class UserCodeError(Exception):
-    """The workload raised: retrying elsewhere will not help."""
-
-
-class InjectedUserError(RuntimeError):
-    """Stands for a bug in the workload (chaos fault ``user_error``)."""
-
-
-class Preempted(Exception):
+class Preempted(Stopped):
     """A preemption notice arrived and the checkpoint of this step is committed."""
 
 
@@ -129,95 +119,16 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def _is_comm_error(exc: BaseException) -> bool:
-    # A dead peer surfaces in the survivors as a collective failure: that is Ray
-    # Train's to handle, not the workload's fault.
-    dist_error = getattr(torch.distributed, "DistError", ())
-    if dist_error and isinstance(exc, dist_error):
-        return True
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
-
-
-def _ray_system_errors() -> tuple[type[BaseException], ...]:
-    import ray.exceptions as rx
-
-    return (
-        rx.RayActorError,  # ActorDiedError: e.g. Ray Data's coordinator, gone with its node
-        rx.NodeDiedError,
-        rx.LocalRayletDiedError,
-        rx.WorkerCrashedError,
-        rx.ObjectLostError,  # OwnerDiedError, ObjectFetchTimedOutError...
-        rx.RaySystemError,
-        rx.RpcError,
-        rx.ActorPlacementGroupRemoved,
-        rx.TaskPlacementGroupRemoved,
-        rx.ActorUnschedulableError,
-        rx.TaskUnschedulableError,
-        rx.ObjectStoreFullError,
-        rx.OutOfDiskError,
-    )
-
-
-def is_infra_error(exc: BaseException) -> bool:
-    """The platform failed under the workload (a dead peer, a dead node, a lost
-    object), not the workload itself: Ray Train restarts it, or the controller
-    fails over; never a user error that stops the run.
-
-    A task's error wraps its cause (RayTaskError.cause, ``__cause__``): a Ray
-    Data task that failed because an actor died is infrastructure too.
-    """
-    system = _ray_system_errors()
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, system) or _is_comm_error(e):
-            return True
-        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
-    return False
-
-
 def train_func(config: dict[str, Any]) -> None:
-    spec = RuntimeSpec(**config["spec"])
-    import ray.train
-
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    control = ControlChannel(spec.control_url, spec.control_options)
-    if rank == 0:
-        control.event(spec.generation, "workers_started", pid=os.getpid())
-    try:
-        _train(spec, rank, world, control)
-    except Preempted:
-        return  # the checkpoint is committed; the driver tells the controller
-    except Exception as exc:
-        if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            control.event(
-                spec.generation,
-                "user_error",
-                rank=rank,
-                error=f"{type(exc).__name__}: {first}"[:500],
-                traceback=traceback.format_exc()[-8000:],
-            )
-        raise
+    """What every Ray Train worker runs for a workload class (job.workload)."""
+    run_worker(config, _Loop)
 
 
-class _Loop:
+class _Loop(WorkerAttempt):
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         from orchestrator.workloads import make_workload
 
-        self.spec, self.rank, self.world, self.control = spec, rank, world, control
-        self.gen = spec.generation
-        self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
-        self.fallbacks = [
-            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
-            for f in spec.fallback_stores
-        ]
+        super().__init__(spec, rank, world, control)
         trainer = spec.trainer
         torch.set_num_threads(int(trainer.get("torch_threads", 1)))
         self.device = worker_device(trainer)
@@ -236,27 +147,6 @@ class _Loop:
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
-        self._restored_url: str | None = None
-        self._verified: dict[str, bytes] = {}
-        self._losses: list[tuple[int, float]] = []
-        self.checkpointer = AsyncCheckpointer(
-            [self.store, *self.fallbacks],
-            spec.run_id,
-            spec.generation,
-            int(spec.checkpoint["keep_last"]),
-            outage_s=spec.store_outage_s,
-            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
-            replicate=True,
-            on_stage=self._upload_hook if rank == 0 else None,
-            scratch_dir=spec.scratch_dir if rank == 0 else None,
-        )
-        self._preempt = threading.Event()
-        # chaos "during: checkpoint_upload": cleared while an upload heads for its
-        # fault, set again once the fault has fired (or the upload ended without it).
-        self._upload_staged = threading.Event()
-        self._upload_staged.set()
-        if rank == 0:
-            threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
@@ -298,28 +188,12 @@ class _Loop:
             parts["workload"] = self.workload
         return parts
 
-    @property
-    def last_checkpoint(self) -> str | None:
-        return self.checkpointer.committed_url or self._restored_url
-
     def restore(self) -> int:
         """Load the newest checkpoint that verifies; the step to continue after (0: none)."""
-        import torch.distributed as dist
-
-        choice: list[Any] = [None]
-        if self.rank == 0:
-
-            def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
-
-            choice = [self._choose(skipped)]
-        if self.world > 1:
-            dist.broadcast_object_list(choice, src=0)
-        if choice[0] is None:
+        chosen = self.agree_on_restore()
+        if chosen is None:
             return 0
-        index, text = choice[0]
-        source = [self.store, *self.fallbacks][index]
-        m = Manifest.from_json(text)
+        source, m = chosen
         saved_world = int(m.extra.get("world_size", self.world))
         if saved_world != self.world:
             raise UserCodeError(
@@ -349,65 +223,7 @@ class _Loop:
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         return int(state["data_position"])
 
-    def _choose(self, skipped: Any) -> tuple[int, str] | None:
-        """Rank 0: the newest checkpoint whose every file reads back and verifies now.
-
-        A checkpoint can go bad between the manifest check and the read (a restore
-        is when a corrupting fault bites): then it is skipped and the next tried.
-        """
-        from recovery.manifest import ManifestError
-        from recovery.store import StoreError
-
-        stores = [self.store, *self.fallbacks]
-        lineage = newest_fence(stores, self.spec.run_id)
-        bad: set[tuple[str, int]] = set()
-        while True:
-
-            def skip(store: CheckpointStore, step: int, reason: str) -> None:
-                if (store.region, step) not in bad:
-                    skipped(store, step, reason)
-
-            best = sync_newest(self.spec.run_id, stores, skip, lineage=lineage, exclude=bad)
-            if best is None:
-                return None
-            store, m = best
-            self._restore_hook(m.step)
-            names = [f.name for f in m.files if not f.name.startswith("rng-") or f.name == "rng-rank0.pt"]
-            local = self.checkpointer.local.load(m, names) if self.checkpointer.local is not None else None
-            try:
-                self._verified = local if local is not None else {name: store.read(m, name) for name in names}
-            except (ManifestError, StoreError) as exc:
-                skipped(store, m.step, f"failed verification while restoring: {exc}")
-                bad.add((store.region, m.step))
-                continue
-            if local is not None:
-                self.control.event(self.gen, "restored_from_scratch", step=m.step)
-            return stores.index(store), m.to_json()
-
     # --- chaos --------------------------------------------------------------------
-    def _rendezvous(self, i: int, fault: dict[str, Any], step: int, during: str | None = None) -> None:
-        """Ask the controller to fire fault ``i`` now, and wait until it has."""
-        self.flush_losses()  # what the fault may cut short is plotted up to here
-        seq = self.control.fired_count(i) + 1
-        self.control.chaos_request(
-            i,
-            seq=seq,
-            kind=fault["kind"],
-            step=step,
-            rank=self.rank,
-            pid=os.getpid(),
-            generation=self.gen,
-            during=during,
-        )
-        deadline = time.time() + CHAOS_WAIT_S
-        while time.time() < deadline and self.control.fired_count(i) < seq:
-            time.sleep(0.05)
-        if fault["kind"] == "user_error":
-            raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
-
-    def _armed(self, i: int, fault: dict[str, Any]) -> bool:
-        return in_region(fault, self.spec.region) and not exhausted(fault, self.control.fired_count(i))
-
     def chaos_hook(self, step: int) -> None:
         total = int(self.spec.job["steps"])
         due = [i for i, fault in enumerate(self.spec.faults) if due_at_step(fault, step, total)]
@@ -440,52 +256,7 @@ class _Loop:
 
             dist.barrier()
 
-    def _upload_hook(self, step: int) -> None:
-        """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""
-        try:
-            for i, fault in enumerate(self.spec.faults):
-                if due_during(fault, "checkpoint_upload") and self._armed(i, fault):
-                    self._rendezvous(i, fault, step, during="checkpoint_upload")
-        finally:
-            self._upload_staged.set()
-
-    def _upload_fault_armed(self) -> bool:
-        return any(
-            due_during(fault, "checkpoint_upload") and self._armed(i, fault) for i, fault in enumerate(self.spec.faults)
-        )
-
-    def hold_for_upload_fault(self) -> None:
-        """Rank 0, before the next step trains: a fault "during: checkpoint_upload"
-        lands while the upload is half way and training has not moved on.
-
-        The uploader waits on the controller to fire the fault, and training would go
-        on meanwhile (further under load), so the fault's place, and the steps a kill
-        there costs, would depend on timing. The other ranks wait in the next
-        step's all-reduce. Only a drill holds; an ordinary upload never does.
-        """
-        deadline = time.time() + CHAOS_WAIT_S
-        while not self._upload_staged.wait(0.05):
-            if not self.checkpointer.pending or time.time() > deadline:
-                # The upload ended before its fault (it failed, or the fault ran out).
-                self._upload_staged.set()
-
-    def _restore_hook(self, step: int) -> None:
-        """Rank 0, a checkpoint chosen, before a byte of it is read."""
-        for i, fault in enumerate(self.spec.faults):
-            if due_during(fault, "restore") and self._armed(i, fault):
-                self._rendezvous(i, fault, step, during="restore")
-
     # --- preemption -----------------------------------------------------------------
-    def _watch_preemption(self) -> None:
-        while not self._preempt.is_set():
-            try:
-                if self.control.preempt_requested(self.gen):
-                    self._preempt.set()
-                    return
-            except OSError:
-                pass
-            time.sleep(PREEMPT_POLL_S)
-
     def preempt_agreed(self, step: int) -> bool:
         """Every PREEMPT_CHECK_EVERY steps, all ranks learn whether rank 0 saw a notice."""
         if step % PREEMPT_CHECK_EVERY != 0:
@@ -513,15 +284,7 @@ class _Loop:
     # --- the loop -------------------------------------------------------------------
     def run(self, wrap: Any = None) -> None:
         """``wrap`` puts the model in DDP (Ray Train's prepare_model unless a test says otherwise)."""
-        try:
-            self._run(wrap)
-        except BaseException:
-            # Whatever broke, a checkpoint already snapshotted is still worth committing.
-            try:
-                self.checkpointer.wait()
-            except Exception:
-                pass  # the original error is the one to report
-            raise
+        self.guarded(lambda: self._run(wrap))
 
     def _run(self, wrap: Any) -> None:
         if wrap is None:
@@ -532,10 +295,7 @@ class _Loop:
 
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
-        if self.spec.standby:
-            # Every rank polls on its own: a collective could time out on a long wait.
-            while not self.control.is_active(self.gen):
-                time.sleep(STANDBY_POLL_S)
+        self.wait_until_active()
         restored = self.restore()
         if self.rank == 0:
             self.control.event(
@@ -618,12 +378,6 @@ class _Loop:
         dtype = torch.bfloat16 if self.autocast == "bf16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
-    def flush_losses(self) -> None:
-        """The loss samples since the last flush, as one event (the report's plot reads them)."""
-        points, self._losses = self._losses, []
-        if points:
-            self.control.event(self.gen, "losses", points=points)
-
     def finish(self, total: int, t_start: float, first_step: int) -> None:
         self.flush_losses()
         elapsed = max(time.time() - t_start, 1e-9)
@@ -648,7 +402,3 @@ class _Loop:
             # Gathered from every rank at the final checkpoint.
             telemetry=self.data.telemetry,
         )
-
-
-def _train(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
-    _Loop(spec, rank, world, control).run()

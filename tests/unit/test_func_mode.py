@@ -300,9 +300,8 @@ def test_a_preemption_notice_commits_the_next_checkpoint_and_stops_the_function(
     while not run._preempt.is_set():
         assert time.monotonic() < deadline, "the preemption watch never saw the notice"
         time.sleep(0.05)
-    fn = importlib.import_module(MODULE).train_func
     with pytest.raises(func_mode.Stop):
-        run.run(fn)
+        run.run()
     # The metrics-only report went on; the one with a checkpoint committed it and stopped.
     assert events(spec, "preempted")[0]["step"] == 1
     assert CheckpointStore(spec.store_url, region="r").committed_steps("fn-unit") == [1]
