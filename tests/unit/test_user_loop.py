@@ -190,3 +190,28 @@ def test_to_device_leaves_cpu_batches_alone_and_keeps_the_structure() -> None:
     assert to_device(batch, torch.device("cpu")) is batch
     moved = to_device(batch, torch.device("meta"))
     assert moved["x"].device.type == "meta" and isinstance(moved["pair"], tuple) and moved["pair"][1] == 3
+
+
+def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_traceback(tmp_path: Path) -> None:
+    """What a Ray Train worker does with it (the same entry the cluster runs, in Ray's local mode):
+    the controller gets a user_error event carrying the workload's own traceback, and the
+    exception goes on up (Ray Train fails the attempt; the policy does not fail over)."""
+    from dataclasses import asdict
+
+    from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
+    from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
+
+    from orchestrator.runtime.train_loop import train_func
+
+    s = spec(tmp_path, "bug", 1)
+    s.job = {**s.job, "params": {**s.job["params"], "fail_at_call": 11}}
+    before = ray_fn_utils._train_fn_utils
+    ray_fn_utils.set_train_fn_utils(LocalTrainFnUtils(experiment_name="unit"))
+    try:
+        with pytest.raises(ValueError, match="tinywork: bad batch at call 11"):
+            train_func({"spec": asdict(s)})
+    finally:
+        ray_fn_utils.set_train_fn_utils(before)
+    (err,) = [e for e in ControlChannel(s.control_url).read_events(1, set()) if e["type"] == "user_error"]
+    assert err["error"].startswith("ValueError: tinywork: bad batch at call 11")
+    assert "tinywork.py" in err["traceback"] and "in loss" in err["traceback"]
