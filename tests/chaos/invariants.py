@@ -1,4 +1,5 @@
-"""The invariants every chaos run is held to (DESIGN.md), checked from a run's own records."""
+"""The invariants every chaos run is held to (the README's promise: exact weights, bounded
+loss, a consistent journal, nothing left running), checked from a run's own records."""
 
 from __future__ import annotations
 
