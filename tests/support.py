@@ -92,6 +92,40 @@ def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def loop_spec(
+    root: Path,
+    run_id: str,
+    generation: int,
+    job: dict[str, Any],
+    trainer: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Any:
+    """A RuntimeSpec for a worker run in this process (no Ray): one worker, its stores and
+    control channel under ``root``, a checkpoint every 20 steps unless told otherwise."""
+    from orchestrator.runtime.spec import RuntimeSpec
+
+    return RuntimeSpec(
+        run_id=run_id,
+        generation=generation,
+        region="r",
+        store_url=f"file://{root}/store",
+        control_url=f"file://{root}/control",
+        ray_address="",
+        ray_storage_path=str(root / "ray"),
+        job=job,
+        trainer={
+            "workers": 1,
+            "cpus_per_worker": 1.0,
+            "gpus_per_worker": 0.0,
+            "max_worker_restarts": 3,
+            **(trainer or {}),
+        },
+        checkpoint={"interval_steps": 20, "keep_last": 3, **(checkpoint or {})},
+        **fields,
+    )
+
+
 def run_example(
     project: Path,
     home: Path,

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from providers.procs import MARKER
-from support import Run, env_for
+from support import Run, env_for, loop_spec
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +116,11 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
     threads, rng = torch.get_num_threads(), rng_state()
 
     def spec(root: Path, generation: int) -> RuntimeSpec:
-        return RuntimeSpec(
-            run_id="r",
-            generation=generation,
-            region="r",
-            store_url=f"file://{root}/store",
-            control_url=f"file://{root}/control",
-            ray_address="",
-            ray_storage_path=str(root / "ray"),
-            job={
+        return loop_spec(
+            root,
+            "r",
+            generation,
+            {
                 "name": "seq",
                 "workload": "seqmodels.classifier:SeqClassifier",
                 "params": {"train_size": 2048, "lr_step": 25},
@@ -132,8 +128,7 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
                 "seed": 0,
                 "batch_size": 32,
             },
-            trainer={"workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0, "max_worker_restarts": 0},
-            checkpoint={"interval_steps": 20, "keep_last": 3},
+            trainer={"max_worker_restarts": 0},
         )
 
     def run(s: RuntimeSpec, crash_at: int = 0) -> dict[str, Any] | None:

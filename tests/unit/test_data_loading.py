@@ -17,6 +17,7 @@ from orchestrator.runtime.train_loop import UserCodeError, _Loop, rng_state, set
 from orchestrator.workloads.data import DataMismatch, DataPosition, RayDataLoader, check_resumable, sharded_indices
 from orchestrator.workloads.synthetic import Synthetic, ensure_dataset
 from recovery.store import CheckpointStore
+from support import loop_spec
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -114,15 +115,11 @@ def test_synthetic_data_set_is_generated_deterministically_and_read_by_rows(tmp_
 
 
 def _spec(root: Path, generation: int, seed: int = 0) -> RuntimeSpec:
-    return RuntimeSpec(
-        run_id="pos",
-        generation=generation,
-        region="r",
-        store_url=f"file://{root}/store",
-        control_url=f"file://{root}/control",
-        ray_address="",
-        ray_storage_path=str(root / "ray"),
-        job={
+    return loop_spec(
+        root,
+        "pos",
+        generation,
+        {
             "name": "digits",
             "workload": "digits",
             "steps": 40,
@@ -132,8 +129,6 @@ def _spec(root: Path, generation: int, seed: int = 0) -> RuntimeSpec:
             "hidden_size": 32,
             "eval_fraction": 0.25,
         },
-        trainer={"workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0, "max_worker_restarts": 3},
-        checkpoint={"interval_steps": 20, "keep_last": 3},
         data={"loader": "sharded"},
     )
 

@@ -40,6 +40,7 @@ from orchestrator.runtime.func_mode import (
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import UserCodeError
 from recovery.store import CheckpointStore
+from support import loop_spec
 
 MODULE = "unit_user_train"
 
@@ -215,17 +216,13 @@ def test_ray_train_v1_is_refused_rather_than_bypassing_our_stores(
 
 
 def make_spec(root: Path, generation: int, params: dict[str, Any], async_upload: bool = True) -> RuntimeSpec:
-    return RuntimeSpec(
-        run_id="fn-unit",
-        generation=generation,
-        region="r",
-        store_url=f"file://{root}/store",
-        control_url=f"file://{root}/control",
-        ray_address="",
-        ray_storage_path=str(root / "ray"),
-        job={"name": "fn", "workload": "", "train_func": f"{MODULE}:train_func", "steps": 5, "params": params},
-        trainer={"workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0, "max_worker_restarts": 0},
-        checkpoint={"interval_steps": 1, "keep_last": 3, "async_upload": async_upload},
+    return loop_spec(
+        root,
+        "fn-unit",
+        generation,
+        {"name": "fn", "workload": "", "train_func": f"{MODULE}:train_func", "steps": 5, "params": params},
+        trainer={"max_worker_restarts": 0},
+        checkpoint={"interval_steps": 1, "async_upload": async_upload},
     )
 
 

@@ -16,6 +16,7 @@ from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
 from recovery.store import CheckpointStore
+from support import loop_spec
 
 FlipByte = Callable[[CheckpointStore, str, int, str], None]
 CRASH_AT = 70
@@ -62,15 +63,11 @@ def test_rng_state_round_trips_through_torch_save_and_weights_only_load() -> Non
 
 
 def spec(root: Path, run_id: str, generation: int) -> RuntimeSpec:
-    return RuntimeSpec(
-        run_id=run_id,
-        generation=generation,
-        region="r",
-        store_url=f"file://{root}/store",
-        control_url=f"file://{root}/control",
-        ray_address="",
-        ray_storage_path=str(root / "ray"),
-        job={
+    return loop_spec(
+        root,
+        run_id,
+        generation,
+        {
             "name": "digits",
             "workload": "digits",
             "steps": 120,
@@ -80,9 +77,6 @@ def spec(root: Path, run_id: str, generation: int) -> RuntimeSpec:
             "hidden_size": 256,
             "eval_fraction": 0.25,
         },
-        trainer={"workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0, "max_worker_restarts": 3},
-        checkpoint={"interval_steps": 20, "keep_last": 3},
-        faults=[],
     )
 
 

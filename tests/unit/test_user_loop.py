@@ -17,6 +17,7 @@ from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state, to_device
 from orchestrator.workloads.data import DatasetLoader
 from recovery.store import CheckpointStore
+from support import loop_spec
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
 STEPS = 60
@@ -35,15 +36,11 @@ def _user_package(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 
 def spec(root: Path, run_id: str, generation: int, **trainer: Any) -> RuntimeSpec:
-    return RuntimeSpec(
-        run_id=run_id,
-        generation=generation,
-        region="r",
-        store_url=f"file://{root}/store",
-        control_url=f"file://{root}/control",
-        ray_address="",
-        ray_storage_path=str(root / "ray"),
-        job={
+    return loop_spec(
+        root,
+        run_id,
+        generation,
+        {
             "name": "tiny",
             "workload": "tinywork:Tiny",
             "params": {"step_size": 30, "lr": 0.3},
@@ -52,18 +49,12 @@ def spec(root: Path, run_id: str, generation: int, **trainer: Any) -> RuntimeSpe
             "batch_size": 32,
         },
         trainer={
-            "workers": 1,
-            "cpus_per_worker": 1.0,
-            "gpus_per_worker": 0.0,
-            "max_worker_restarts": 3,
             "grad_accum_steps": 2,
             "grad_clip_norm": 5.0,
             "autocast": "none",
             "torch_threads": 1,
             **trainer,
         },
-        checkpoint={"interval_steps": 20, "keep_last": 3},
-        faults=[],
     )
 
 
