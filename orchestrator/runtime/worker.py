@@ -12,6 +12,7 @@ preemption notices, and tell a user's error from the platform's.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -100,6 +101,13 @@ def is_infra_error(exc: BaseException) -> bool:
     return False
 
 
+def full_traceback(exc: BaseException) -> str:
+    """Every frame of ``exc``'s traceback, whatever ``sys.tracebacklimit`` says: SkyPilot's
+    ``print_exception_no_traceback`` sets it to 0 and leaves it there when an exception
+    passes through, which would cut the user's traceback down to its last line."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=sys.maxsize))
+
+
 def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, ControlChannel], Any]) -> None:
     """A Ray Train worker's entry: build the worker with ``make`` and run it; a user's
     error goes to the controller with its traceback, the platform's are left to Ray
@@ -124,7 +132,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
                 "user_error",
                 rank=rank,
                 error=f"{type(exc).__name__}: {first}"[:500],
-                traceback=traceback.format_exc()[-8000:],
+                traceback=full_traceback(exc)[-8000:],
             )
         raise
 

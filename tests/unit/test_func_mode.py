@@ -307,8 +307,10 @@ def test_a_preemption_notice_commits_the_next_checkpoint_and_stops_the_function(
 
 
 def test_an_exception_from_the_function_is_a_user_error_with_its_traceback(
-    ray_worker: LocalTrainFnUtils, user_module: Any, tmp_path: Path
+    ray_worker: LocalTrainFnUtils, user_module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # SkyPilot leaves sys.tracebacklimit at 0 after an exception passes its UX wrapper
+    monkeypatch.setattr(sys, "tracebacklimit", 0, raising=False)
     spec = make_spec(tmp_path, 1, {"epochs": 4, "trace": str(tmp_path / "trace"), "fail_at": 2}, async_upload=False)
     with pytest.raises(ValueError, match="bad batch"):
         run_worker(spec)

@@ -5,6 +5,7 @@ checkpoint, and a run resumed after a crash ends bitwise equal to an unbroken on
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,9 @@ def test_to_device_leaves_cpu_batches_alone_and_keeps_the_structure() -> None:
     assert moved["x"].device.type == "meta" and isinstance(moved["pair"], tuple) and moved["pair"][1] == 3
 
 
-def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_traceback(tmp_path: Path) -> None:
+def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a Ray Train worker does with it (the same entry the cluster runs, in Ray's local mode):
     the controller gets a user_error event carrying the workload's own traceback, and the
     exception goes on up (Ray Train fails the attempt; the policy does not fail over)."""
@@ -194,6 +197,8 @@ def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_tra
 
     from orchestrator.runtime.train_loop import train_func
 
+    # SkyPilot leaves sys.tracebacklimit at 0 after an exception passes its UX wrapper
+    monkeypatch.setattr(sys, "tracebacklimit", 0, raising=False)
     s = spec(tmp_path, "bug", 1)
     s.job = {**s.job, "params": {**s.job["params"], "fail_at_call": 11}}
     before = ray_fn_utils._train_fn_utils
