@@ -38,6 +38,11 @@ BASE_ENV = {
     "RAY_AUTH_MODE": "disabled",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "0",
+    # Ray starts idle workers when the first driver connects, but Ray Train's actors carry
+    # a runtime_env of their own and never take them: on a small node they only take CPU
+    # from the attempt's critical path (about two Python interpreters' start-up).
+    "RAY_prestart_worker_first_driver": "0",
+    "RAY_enable_worker_prestart": "0",
 }
 
 
@@ -153,6 +158,9 @@ class LocalProvider:
             f"--num-gpus={region.num_gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--include-dashboard=false",
+            # The driver connects with log_to_driver=False: nobody reads the streamed logs
+            # (workers' own files stay under the temp dir).
+            "--include-log-monitor=false",
             "--disable-usage-stats",
             f"--temp-dir={temp_dir}",
             *(f"{k}={v}" for k, v in ports.items()),
