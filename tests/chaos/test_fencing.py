@@ -10,20 +10,13 @@ from recovery.store import CheckpointStore
 from support import orchestrate, ray_pids
 
 
-@pytest.fixture(scope="module")
-def ref(orch_home):
-    # Long enough that the zombie still trains when the new attempt has fenced the stores.
-    run = orchestrate(orch_home, "zombie-ref", "job.steps=2000")  # the same job, never failed
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run
-
-
 @pytest.mark.parametrize("kind", ["partition", "partition_region"])
-def test_partitioned_attempt_is_fenced_then_torn_down_once_reachable(kind, orch_home, ref):
+def test_partitioned_attempt_is_fenced_then_torn_down_once_reachable(kind, orch_home, long_baseline):
     before = ray_pids()
     run = orchestrate(
         orch_home,
         f"zombie-{kind}",
+        # Long enough that the zombie still trains when the new attempt has fenced the stores.
         "job.steps=2000",
         "recovery.heartbeat_timeout_s=3",
         f"chaos.faults=[{{kind:{kind},at_step:100,duration_s:10}}]",
@@ -31,7 +24,7 @@ def test_partitioned_attempt_is_fenced_then_torn_down_once_reachable(kind, orch_
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
     assert r["status"] == "SUCCEEDED" and r["region"] == "local-b"
-    assert r["weights_sha256"] == ref.result["weights_sha256"]
+    assert r["weights_sha256"] == long_baseline.result["weights_sha256"]
     (inc,) = r["incidents"]
     assert inc["kind"] == "lease_expired"
     # The zombie (training on, for `partition`; resumed, for `partition_region`) tried to
