@@ -99,19 +99,3 @@ def test_finished_run_id_is_not_reused(baseline, orch_home):
     assert not wait_no_new_ray(before)
     # The finished run's result is untouched.
     assert json.loads((baseline.run_dir / "result.json").read_text()) == baseline.result
-
-
-def test_user_error_without_restarts_fails_the_run(orch_home):
-    before = ray_pids()
-    run = orchestrate(
-        orch_home,
-        "usererr-fail",
-        "recovery.max_restarts_on_errors=0",
-        "chaos.faults=[{kind:user_error,at_step:30}]",
-    )
-    assert run.returncode == 1
-    assert run.result["status"] == "FAILED"
-    assert "max_restarts_on_errors" in run.result["reason"]
-    assert run.result["attempts"] == 1
-    assert [e["to"] for e in run.events("transition")][-1] == "FAILED"
-    assert not wait_no_new_ray(before)
