@@ -1,4 +1,6 @@
-"""A search that loses its region mid-way finishes in the next one, every trial from its own checkpoint."""
+"""job=digits_hpo (a Ray Tune search with ASHA) that loses its region mid-way: it finishes in
+the next one, every trial from its own checkpoint, with its best trial in result.json. The
+search's uninterrupted path is the first attempt of this same run."""
 
 from __future__ import annotations
 
@@ -52,15 +54,25 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
     restored = inc["restored_step"]
     assert 1 <= restored <= 4
 
-    # Every trial reached its final iteration or an ASHA rung, and the best one is in result.json.
+    # Every trial reached its final iteration or an ASHA rung, from its last checkpoint,
+    # and the best one is in result.json.
     trials = r["trials"]
-    assert len(trials) == 6
-    assert all(t["status"] == "TERMINATED" for t in trials), trials
+    assert len({t["trial_id"] for t in trials}) == 6
+    assert all(t["status"] == "TERMINATED" and t["checkpoint_iteration"] == t["iteration"] for t in trials), trials
     assert all(t["iteration"] == MAX_T or t["iteration"] in RUNGS for t in trials), trials
+    assert r["search"]["rungs"] == sorted(RUNGS)
     best = r["best_trial"]
+    assert best["metric"] == "accuracy" and best["mode"] == "max"
     assert best["value"] == max(t["metrics"]["accuracy"] for t in trials)
     assert best["config"].keys() == {"lr", "hidden_size"} and best["value"] >= 0.9
     assert r["metrics"]["accuracy"] == best["value"] and len(r["weights_sha256"]) == 64
+    # The experiment went to the store as verified snapshots, replicated on from the new region.
+    assert r["final_checkpoint"].startswith(f"file://{orch_home}/stores/local-b/")
+    assert "local-c" in {e["to"] for e in run.events("replicated") if e.get("generation") == 2}
+    # A telemetry record per trial, no GPU claimed.
+    tele = r["telemetry"]
+    assert tele["workers"] and tele["gpu"] is None and tele["gpu_absent_reason"]
+    assert all(w["samples_per_s"] > 0 and w["peak_rss_bytes"] > 0 for w in tele["workers"])
 
     # What the second attempt restored: the snapshot in local-b's store, verified.
     store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b")
