@@ -1,11 +1,21 @@
-"""A lost on-prem cluster: the Slurm allocation is scancelled mid-run (as an admin or a
-preempting partition would), SkyPilot's forced refresh finds the cluster gone, and the run
-fails over to the second Slurm "cluster" entry (the same node, orch-slurm-b), ending
-with exactly the weights of the uninterrupted on-prem run. The workload is a user's
-project (examples/seqproj) that reaches the nodes through job.code_dir alone."""
+"""``cloud=onprem`` for real, and a lost on-prem cluster: SkyPilot provisions a Slurm
+allocation on this machine's one-node cluster, Ray starts in it, a user's project
+(examples/seqproj) trains and checkpoints; the allocation is scancelled mid-run (as an
+admin or a preempting partition would), SkyPilot's forced refresh finds the cluster
+gone, and the run fails over to the second Slurm "cluster" entry (the same node,
+orch-slurm-b), finishing with exactly the weights of the same project's uninterrupted
+run on the local provider; every allocation is torn down, nothing left in squeue.
+
+The project lives in a folder the node user cannot read, and the run starts from
+another folder with nothing of it on the path: only ``job.code_dir`` brings the code
+to the nodes (a SkyPilot file mount), where Ray's workers and the runtime import it.
+One run proves both (each SkyPilot launch costs about a minute here)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,9 +33,11 @@ def _newest_step(checkpoints: Path) -> int:
     return max(steps, default=0)
 
 
-def test_scancel_mid_run_fails_over_with_exact_weights(onprem, onprem_baseline, example_project) -> None:
+def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
+    onprem, example_baseline, example_project
+) -> None:
     from onprem import RUN_TIMEOUT_S
-    from support import run_example
+    from support import REPO, run_example
 
     run_id = "onprem-scancel"
     checkpoints = onprem.home.parent / "stores" / "orch-slurm-a" / run_id / "checkpoints"
@@ -60,6 +72,29 @@ def test_scancel_mid_run_fails_over_with_exact_weights(onprem, onprem_baseline, 
     # The provider saw the cluster gone (the allocation no longer running, or SkyPilot's
     # record gone after a forced refresh), not a driver that died on a healthy cluster.
     assert f"skypilot: {run_id}-orch-slurm-a-g1: gone" in run.stderr
-    assert run.result["weights_sha256"] == onprem_baseline.result["weights_sha256"]
+    # The same weights as the local provider's uninterrupted run of the same project.
+    assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
+    assert run.result["final_step"] == 600
+    assert "train_loss_ema" in run.result["metrics"], "evaluate() of the synced SeqClassifier"
+    provisioned = run.events("provisioned")
+    assert [p["info"]["infra"] for p in provisioned] == ["slurm/orch-slurm-a", "slurm/orch-slurm-b"]
+    assert all(p["info"]["code_dir"] == "~/sky_code" and p["provision_s"] > 0 for p in provisioned)
+    # SkyPilot's provisioning is shown to the person waiting, not a silent wait.
+    assert "skypilot: launching" in run.stderr and "skypilot: tearing down" in run.stderr
+    # The runtime ran on the nodes (as the node user) and committed every named part.
+    final = onprem.home.parent / "stores" / "orch-slurm-b" / run_id / "checkpoints" / "step-600" / "MANIFEST.json"
+    assert final.exists()
+    names = {f["name"] for f in json.loads(final.read_text())["files"]}
+    assert {"model.pt", "optimizer.pt", "scheduler.pt", "workload.pt"} <= names, names
     assert onprem.wait_squeue_empty() == [], "an allocation outlived the run"
     assert not list((onprem.home / "clusters").glob("*.json")), "a cluster record was left behind"
+    status = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "action=status", f"run_id={run_id}"],
+        cwd=REPO,
+        env=onprem.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "SUCCEEDED" in status.stdout and "orch-slurm-b" in status.stdout
