@@ -399,6 +399,10 @@ class SkyPilotProvider:
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
         delay = SDK_BACKOFF_S
         for attempt in range(1, SDK_ATTEMPTS + 1):
+            # SkyPilot's print_exception_no_traceback sets sys.tracebacklimit to 0 and never
+            # restores it when an exception passes: every later traceback in this process
+            # (the controller's, a user's) would shrink to its last line.
+            limit = getattr(sys, "tracebacklimit", None)
             try:
                 return call()
             except Exception as exc:
@@ -407,6 +411,11 @@ class SkyPilotProvider:
                 self._say(f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s")
                 time.sleep(delay)
                 delay *= 2
+            finally:
+                if limit is None:
+                    sys.__dict__.pop("tracebacklimit", None)
+                else:
+                    sys.tracebacklimit = limit
         raise AssertionError("unreachable")
 
     def _say(self, line: str) -> None:

@@ -283,3 +283,19 @@ def test_checking_the_code_leaves_the_controllers_pythonpath_alone(project: Path
     check_user_code(compose(["cloud=onprem", WORKLOAD, f"job.code_dir={project}"]))
     assert os.environ["PYTHONPATH"] == "/elsewhere"
     assert sys.path[0] == str(project)
+
+
+def test_an_sdk_call_that_fails_leaves_sys_tracebacklimit_as_it_was() -> None:
+    """SkyPilot's UX wrapper sets sys.tracebacklimit to 0 and leaves it there when an
+    exception passes; the provider's one gate for SDK calls puts it back."""
+    from providers.skypilot import SkyPilotProvider
+
+    def leaky() -> None:
+        sys.tracebacklimit = 0
+        raise ValueError("not retryable")
+
+    provider = SkyPilotProvider({}, out=io.StringIO())
+    assert not hasattr(sys, "tracebacklimit")
+    with pytest.raises(ValueError):
+        provider._sdk("sky.launch", leaky)
+    assert not hasattr(sys, "tracebacklimit")
