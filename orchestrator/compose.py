@@ -52,10 +52,11 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     from omegaconf import OmegaConf
 
     _register()
+    refuse_unhonoured(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            raw = hydra_compose(config_name="config", overrides=_free_form(overrides))
+            raw = hydra_compose(config_name="config", overrides=_free_form(_absolute_home(overrides)))
         plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
     except Exception as exc:
         raise _translate(exc, overrides) from None
@@ -65,6 +66,55 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     _check_keys(plain, Config, "")
     _settle_code(plain["job"], overrides)
     return validate(_typed(plain))
+
+
+# Hydra settings that mean something here: where to look for the user's config groups.
+HONOURED_HYDRA = ("hydra.searchpath",)
+
+
+def refuse_unhonoured(overrides: list[str]) -> None:
+    """Options and Hydra settings this command does not act on are refused, not ignored:
+    ``hydra.run.dir`` or ``--multirun`` would seem to work and do nothing (runs live
+    under ``home``; we compose, Hydra runs nothing)."""
+    for o in overrides:
+        if o.startswith("-"):
+            raise ConfigError(
+                o.split("=", 1)[0],
+                "not an option of python -m orchestrator; options are --config-dir DIR and --help, "
+                "settings are KEY=VALUE",
+            )
+        key = o.partition("=")[0].lstrip("+~")
+        if (key == "hydra" or key.startswith("hydra.")) and key not in HONOURED_HYDRA:
+            raise ConfigError(
+                key,
+                "a Hydra setting this command does not honour (it composes the config and runs nothing "
+                "through Hydra): runs and their logs live under home=<dir>; remove it",
+            )
+
+
+def _absolute_home(overrides: list[str]) -> list[str]:
+    """``home=rel`` as an absolute path before Hydra puts it into the stores' URLs
+    (``file://${home}/stores/...``), which must be absolute; the same for a relative
+    ORCHESTRATOR_HOME. An empty home stays empty, for validate to refuse by name."""
+    out = []
+    given = False
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if sep and key.lstrip("+~") == "home":
+            given = True
+            plain = value.strip("'\"")
+            # A quote or backslash in the path would need Hydra's escaping rules: left as given.
+            if plain.strip() and not plain.startswith("/") and not {"'", "\\"} & set(plain):
+                o = f"{key}={_quoted(os.path.abspath(os.path.expanduser(plain)))}"
+        out.append(o)
+    env = os.environ.get("ORCHESTRATOR_HOME")
+    if not given and env is not None and not env.startswith("/") and not {"'", "\\"} & set(env):
+        out.append(f"home={_quoted(os.path.abspath(os.path.expanduser(env)) if env.strip() else '')}")
+    return out
+
+
+def _quoted(text: str) -> str:
+    return f"'{text}'"
 
 
 # Mappings whose keys are the user's to choose: job.params.hidden=64 adds the key (Hydra's
@@ -88,7 +138,8 @@ def _settle_code(job: dict[str, Any], overrides: list[str]) -> None:
     code = job["train_func"] if "job.train_func" in given else job["workload"] if "job.workload" in given else None
     if code and not {"job", "job.name"} & given:
         name = str(code).rpartition(":")[2].rpartition(".")[2].lower()
-        job["name"] = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:60] or job["name"]
+        safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in name)[:60].strip("-_")
+        job["name"] = safe or job["name"]
 
 
 def _check_keys(node: Any, schema: Any, prefix: str) -> None:
@@ -106,6 +157,9 @@ def _check_keys(node: Any, schema: Any, prefix: str) -> None:
             raise ConfigError(full, _unknown_key_message(full))
         t = hints[key]
         origin, args = typing.get_origin(t), typing.get_args(t)
+        expected = "a mapping" if origin is dict or is_dataclass(t) else "a list" if origin is list else None
+        if expected and value is not None and not isinstance(value, dict if expected == "a mapping" else list):
+            raise ConfigError(full, f"got {type(value).__name__}; expected {expected}")
         if origin is dict and isinstance(value, dict):
             for name, item in value.items():
                 _check_keys(item, args[1], f"{full}.{name}.")
@@ -138,7 +192,7 @@ def _typed(d: dict[str, Any]) -> Config:
             regions=regions,
             candidates=list(cloud["candidates"]),
             provision_timeout_s=cloud.get("provision_timeout_s", 60.0),
-            control_store=cloud.get("control_store"),
+            control_store=None if cloud.get("control_store") is None else _normalize_store(cloud["control_store"]),
             control_options=dict(cloud.get("control_options") or {}),
         ),
         recovery=RecoveryConfig(**d["recovery"]),
@@ -147,14 +201,24 @@ def _typed(d: dict[str, Any]) -> Config:
         hpo=HpoConfig(**{**d["hpo"], "search_space": dict(d["hpo"].get("search_space") or {})}),
         action=d["action"],
         run_id=None if d["run_id"] is None else str(d["run_id"]),
-        home=os.path.abspath(os.path.expanduser(d["home"])),
+        home=_normalize_home(d["home"]),
         progress=d["progress"],
     )
 
 
-def config_from_plain(d: dict[str, Any]) -> Config:
-    """A config saved with ``to_plain`` (a run's config.json), typed and validated again."""
-    return validate(_typed(d))
+def config_from_plain(d: Any) -> Config:
+    """A config saved with ``to_plain`` (a run's config.json), typed and validated again:
+    a damaged or edited file is a ConfigError naming the key, like a bad command line."""
+    if not isinstance(d, dict):
+        raise ConfigError("config", f"got {type(d).__name__}; expected a mapping of the config's keys")
+    _check_keys(d, Config, "")
+    try:
+        cfg = _typed(d)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0]), "is missing") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError("config", f"a section is not a mapping of its keys ({_first_line(exc)})") from None
+    return validate(cfg)
 
 
 def _fault(f: dict[str, Any]) -> FaultConfig:
@@ -163,10 +227,18 @@ def _fault(f: dict[str, Any]) -> FaultConfig:
 
 
 def _normalize_store(url: str) -> str:
-    # A file:// store under "~" must name one place, whoever resolves it later.
-    if url.startswith("file://"):
+    # A file:// store under "~" must name one place, whoever resolves it later. A
+    # relative one stays as it is, for validate to refuse (relative to what?).
+    if isinstance(url, str) and url.startswith(("file:///", "file://~")):
         return "file://" + os.path.abspath(os.path.expanduser(url[len("file://") :]))
     return url
+
+
+def _normalize_home(home: Any) -> Any:
+    # Empty stays empty: made absolute it would be the working directory, and validate refuses it.
+    if isinstance(home, str) and home.strip() and "\x00" not in home:
+        return os.path.abspath(os.path.expanduser(home))
+    return home
 
 
 def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:

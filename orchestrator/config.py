@@ -6,6 +6,7 @@ nothing below the entry point sees a DictConfig.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from orchestrator.workloads import JOB_KEY_WORKLOADS
-from recovery.storage import SECRET_OPTIONS
+from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
 ACTIONS = ("run", "status", "resume", "report", "plan")
 STORAGE_FAULTS = ("storage_outage", "storage_hang", "storage_slow", "torn_checkpoint")
@@ -48,6 +49,24 @@ DURING = ("checkpoint_upload", "restore", "provisioning", "failover")
 # What can happen at a controller-side point, where no runtime is training yet.
 _AT_PROVISIONING = ("kill_region", "kill_head", "controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
 _AT_FAILOVER = ("controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
+# Names that become folders, file names and cluster names: a run id is at most
+# MAX_RUN_ID characters, and a generated one is the job's name plus 21.
+MAX_RUN_ID = 100
+MAX_JOB_NAME = 64
+MAX_REGION_NAME = 63
+NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit"
+# Every integer key fits the int64 that torch, numpy and JSON readers elsewhere assume.
+INT64 = (-(2**63), 2**63 - 1)
+# A step count or batch no run reaches (a billion steps at a thousand a second is eleven
+# days), so a value beyond is a typo, refused before a cluster starts.
+MAX_STEPS = 10**9
+MAX_BATCH_SIZE = 2**24
+# numpy's seeds are 32-bit unsigned.
+MAX_SEED = 2**32 - 1
+_CREDENTIAL_CHAINS = (
+    "use the standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
+    "GOOGLE_APPLICATION_CREDENTIALS for gs://"
+)
 
 
 class ConfigError(Exception):
@@ -273,20 +292,29 @@ class Config:
 
 
 def validate(cfg: Config) -> Config:
-    """Checks the schema cannot express. Raises ConfigError naming the first bad key."""
+    """Checks the schema cannot express. Raises ConfigError naming the first bad key.
+
+    Every action gets the checks of what it reads or writes (types, home, run_id);
+    run, plan and resume get all of them, before anything is written or launched."""
+    check_types(cfg)
     if cfg.action not in ACTIONS:
-        raise ConfigError("action", f"got {cfg.action!r}; allowed: {', '.join(ACTIONS)}")
+        raise ConfigError("action", f"got {show(cfg.action)}; allowed: {', '.join(ACTIONS)}")
+    _validate_home(cfg.home)
+    if cfg.run_id is not None:
+        _validate_name("run_id", cfg.run_id, MAX_RUN_ID)
     if cfg.action in ("status", "resume", "report"):
         if not cfg.run_id:
             raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
         if cfg.action != "resume":
             return cfg
+    _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
     _validate_job(cfg)
-    _positive_int("job.steps", cfg.job.steps)
-    _positive_int("job.batch_size", cfg.job.batch_size)
+    _bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
+    _bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
     _positive_int("job.hidden_size", cfg.job.hidden_size)
-    if not 0.0 < cfg.job.lr:
-        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a number > 0")
+    _bounded_int("job.seed", cfg.job.seed, 0, MAX_SEED)
+    if not (math.isfinite(cfg.job.lr) and cfg.job.lr > 0.0):
+        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a finite number > 0")
     if not 0.0 < cfg.job.eval_fraction < 1.0:
         raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
     _positive_int("trainer.workers", cfg.trainer.workers)
@@ -313,9 +341,138 @@ def validate(cfg: Config) -> Config:
     _validate_data(cfg.data)
     _validate_hpo(cfg)
     _validate_chaos(cfg)
-    if cfg.run_id is not None and not _safe_name(cfg.run_id):
-        raise ConfigError("run_id", f"got {cfg.run_id!r}; allowed: letters, digits, '-', '_' and '.'")
     return cfg
+
+
+def check_types(cfg: Config) -> None:
+    """Every value of the type its field declares, integers within int64 and numbers
+    finite. Hydra checks types on the command line; a config.json read back for a resume
+    had no such check, and no value beyond int64 or an inf/nan is meant anywhere."""
+    _check_fields(cfg, "")
+
+
+def _check_fields(obj: Any, prefix: str) -> None:
+    import typing
+    from dataclasses import fields
+
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        _check_value(f"{prefix}{f.name}", getattr(obj, f.name), hints[f.name])
+
+
+def _check_value(key: str, value: Any, hint: Any) -> None:
+    import types
+    import typing
+    from dataclasses import is_dataclass
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None:
+            return
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))  # our unions are X | None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if is_dataclass(hint):
+        if not isinstance(value, hint):
+            raise ConfigError(key, f"got {show(value)}; expected a mapping of {hint.__name__} keys")
+        _check_fields(value, f"{key}.")
+    elif origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"got {show(value)}; expected a mapping")
+        for name, item in value.items():
+            _check_value(f"{key}.{name}", item, args[1])
+    elif origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(key, f"got {show(value)}; expected a list")
+        for i, item in enumerate(value):
+            _check_value(f"{key}[{i}]", item, args[0])
+    elif hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"got {show(value)}; expected true or false")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"got {show(value)}; expected an integer")
+        if not INT64[0] <= value <= INT64[1]:
+            raise ConfigError(key, f"got {show(value)}; expected an integer within int64 (|x| < 2**63)")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(key, f"got {show(value)}; expected a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, f"got {value}; expected a finite number")
+        if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+            raise ConfigError(key, f"got {show(value)}; expected a number within int64 (|x| < 2**63)")
+    elif hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"got {show(value)}; expected a string")
+
+
+def _validate_home(home: str) -> None:
+    """A folder (created if missing) that this user may write: journals, results, local
+    stores and cluster records live there. Never empty: an empty home once put the
+    stores at the filesystem root."""
+    if not home.strip():
+        raise ConfigError(
+            "home",
+            "is empty; give the folder for journals, results and local stores, e.g. home=~/.orchestrator "
+            "(ORCHESTRATOR_HOME sets the default)",
+        )
+    if "\x00" in home:
+        raise ConfigError("home", f"got {show(home)}; a path cannot hold a NUL character")
+    path = os.path.abspath(os.path.expanduser(home))
+    existing = path
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if existing == path else f"lies under the file {existing!r}"
+        raise ConfigError("home", f"got {show(home)}, which {what}; give a folder (it is created if missing)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            "home", f"got {show(home)}; {existing!r} is not writable by this user: give a folder you may write"
+        )
+
+
+def _validate_name(key: str, value: str, longest: int) -> None:
+    if not _safe_name(value) or len(value) > longest:
+        raise ConfigError(
+            key,
+            f"got {show(value)}; expected a name of at most {longest} {NAME_RULE} (it names folders and clusters)",
+        )
+
+
+def _validate_url(key: str, url: str, example: str) -> None:
+    """A store's URL: absolute, of STORE_PROTOCOLS, with no credential in it."""
+    if has_userinfo(url):
+        raise ConfigError(
+            key,
+            "holds a user name or password ('user:pass@'); credentials do not belong in a config "
+            f"(it is written to disk): remove it and {_CREDENTIAL_CHAINS}",
+        )
+    proto, sep, rest = url.partition("://")
+    if not sep or proto not in STORE_PROTOCOLS:
+        why = "; memory:// lives in one process, where no cluster reaches it" if proto == "memory" else ""
+        raise ConfigError(
+            key,
+            f"got {show(url)}; expected a URL of {', '.join(p + '://' for p in STORE_PROTOCOLS)}, "
+            f"such as {example}{why}",
+        )
+    if proto == "file" and not rest.startswith("/"):
+        raise ConfigError(
+            key,
+            f"got {show(url)}; a file:// URL needs an absolute path: file:///abs/path (three slashes) or file://~/path",
+        )
+    if proto != "file" and not rest.split("/", 1)[0]:
+        raise ConfigError(key, f"got {show(url)}; expected a bucket: {proto}://bucket/prefix")
+
+
+def _validate_options(key: str, options: dict[str, Any]) -> None:
+    """No credential at any depth of fsspec options (see recovery.storage.find_secret)."""
+    found = find_secret(options)
+    if found is None:
+        return
+    path, why = found
+    if why == "userinfo":
+        message = "holds a user name or password in a URL ('user:pass@'); credentials do not belong in a config"
+    else:
+        message = "credentials do not belong in a config"
+    raise ConfigError(f"{key}.{path}", f"{message} (it is written to disk); {_CREDENTIAL_CHAINS}")
 
 
 def _validate_job(cfg: Config) -> None:
@@ -355,39 +512,23 @@ def _validate_cloud(cfg: Config) -> None:
     if not cloud.regions:
         raise ConfigError("cloud.regions", f"cloud {cloud.name!r} defines no region")
     for name, region in cloud.regions.items():
-        if not _safe_name(name):
-            raise ConfigError(f"cloud.regions.{name}", "region names may hold letters, digits, '-', '_', '.'")
-        if "://" not in region.store:
+        if not _safe_name(name) or len(name) > MAX_REGION_NAME:
             raise ConfigError(
-                f"cloud.regions.{name}.store",
-                f"got {region.store!r}; expected an fsspec URL such as file:///path or s3://bucket/prefix",
+                f"cloud.regions.{show(name)[1:-1]}", f"region names are at most {MAX_REGION_NAME} {NAME_RULE}"
             )
+        _validate_url(f"cloud.regions.{name}.store", region.store, "file:///path or s3://bucket/prefix")
+        _validate_options(f"cloud.regions.{name}.storage_options", region.storage_options)
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
         _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
         if cloud.provider == "skypilot":
             from providers.skypilot import validate_region
 
             validate_region(name, region)
-        for opt, value in region.storage_options.items():
-            # token=anon (no credentials, for emulators) is the one safe value.
-            if opt.lower() in SECRET_OPTIONS and value != "anon":
-                raise ConfigError(
-                    f"cloud.regions.{name}.storage_options.{opt}",
-                    "credentials do not belong in a config (it is written to disk); use the "
-                    "standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
-                    "GOOGLE_APPLICATION_CREDENTIALS for gs://",
-                )
-    if cloud.control_store is not None and "://" not in cloud.control_store:
-        raise ConfigError(
-            "cloud.control_store",
-            f"got {cloud.control_store!r}; expected an fsspec URL both the controller and the clusters "
-            "reach, such as s3://bucket/control",
+    if cloud.control_store is not None:
+        _validate_url(
+            "cloud.control_store", cloud.control_store, "s3://bucket/control (the controller and the clusters reach it)"
         )
-    for opt, value in cloud.control_options.items():
-        if opt.lower() in SECRET_OPTIONS and value != "anon":
-            raise ConfigError(
-                f"cloud.control_options.{opt}", "credentials do not belong in a config; use the standard chains"
-            )
+    _validate_options("cloud.control_options", cloud.control_options)
     seen: set[str] = set()
     for name in cloud.candidates:
         if name not in cloud.regions:
@@ -570,6 +711,8 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         raise ConfigError(key, f"a search (hpo.enabled) triggers {fault.kind} by at_step (a search step) only")
     if fault.after_s is not None and fault.after_s <= 0:
         raise ConfigError(f"{key}.after_s", f"got {fault.after_s}; expected seconds > 0")
+    if fault.random is not None:
+        _bounded_int(f"{key}.random.seed", fault.random.seed, 0, MAX_SEED)
     if fault.random is not None and not 0.0 < fault.random.rate <= 1.0:
         raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
     if fault.grace_s <= 0:
@@ -619,8 +762,27 @@ def _non_negative_int(key: str, value: int) -> None:
         raise ConfigError(key, f"got {value}; expected an integer >= 0")
 
 
+def _bounded_int(key: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi:
+        raise ConfigError(key, f"got {show(value)}; expected an integer in {lo}..{hi}")
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
 def _safe_name(name: str) -> bool:
-    return bool(name) and all(c.isalnum() or c in "-_." for c in name) and name not in (".", "..")
+    """ASCII letters, digits, '-', '_', '.', starting with a letter or digit: no path
+    (no '/', no '..'), no option ('-x'), nothing a shell or a cluster name mangles."""
+    return bool(name) and name[0].isascii() and name[0].isalnum() and set(name) <= _NAME_CHARS
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value for a one-line message: repr (control characters escaped), cut to ``limit``."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        return "a number of thousands of digits"
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]} ({len(str(value))} characters)"
 
 
 def to_plain(obj: Any) -> Any:

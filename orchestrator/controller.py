@@ -297,9 +297,23 @@ def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
 
 
 def save_config(run_dir: str, cfg: Config) -> None:
-    """The run's whole config, for action=resume (credentials are refused in configs)."""
+    """The run's whole config, for action=resume (credentials are refused in configs,
+    and checked once more here, before they would reach the disk)."""
     import json
 
+    from recovery.storage import refuse_secret
+
+    refuse_secret(
+        CONFIG_NAME,
+        {
+            "regions": {
+                name: {"store": region.store, "storage_options": region.storage_options}
+                for name, region in cfg.cloud.regions.items()
+            },
+            "control_store": cfg.cloud.control_store,
+            "control_options": cfg.cloud.control_options,
+        },
+    )
     path = os.path.join(run_dir, CONFIG_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(to_plain(cfg), fh, indent=1)

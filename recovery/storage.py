@@ -11,14 +11,25 @@ profiles, GOOGLE_APPLICATION_CREDENTIALS), never from the config.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 DEFAULT_OP_TIMEOUT_S = 30.0
-# Option names that would put a credential in a config file (and from there into
-# specs and journals). Credentials come from the environment instead.
-SECRET_OPTIONS = frozenset(
-    {"key", "secret", "token", "password", "session_token", "access_key", "secret_key", "credentials"}
+# The protocols a store or the control channel may use: ones this project installs a
+# client for (s3fs, gcsfs) and shared folders. memory:// lives in one process, where
+# no cluster can reach it.
+STORE_PROTOCOLS = ("file", "s3", "gs", "gcs")
+# Words of an option's name that make its value a credential (see find_secret).
+SECRET_WORDS = frozenset(
+    {"secret", "password", "passwd", "passphrase", "credential", "credentials", "token", "authorization"}
 )
+# "key" is a credential after one of these words, or as the whole name (s3fs's key=);
+# a KMS key id (SSEKMSKeyId) or a cache key is not.
+KEY_QUALIFIERS = frozenset({"access", "secret", "private", "api", "account", "master", "shared", "signing", "sas"})
+# Values of a token option that choose a credential chain rather than hold a credential.
+TOKEN_CHAINS = frozenset({"anon", "google_default", "cloud"})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 class StorageSetupError(Exception):
@@ -27,6 +38,85 @@ class StorageSetupError(Exception):
 
 def protocol_of(url: str) -> str:
     return url.split("://", 1)[0] if "://" in url else "file"
+
+
+def has_userinfo(url: str) -> bool:
+    """``scheme://user:pass@host/...``: a credential inside a URL."""
+    if "://" not in url:
+        return False
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # a malformed netloc (an unclosed '[') still must not hide one
+        netloc = url.split("://", 1)[1].split("/", 1)[0]
+    return "@" in netloc
+
+
+def credential_name(name: str) -> bool:
+    """Whether an option of this name holds a credential: one of SECRET_WORDS among its
+    words (split at '_', '-', '.' and camelCase), or "key" alone or after a KEY_QUALIFIERS
+    word. ``aws_secret_access_key``, ``client_secret``, ``sas_token``, ``Authorization``
+    are; ``endpoint_url``, ``region_name``, ``anon``, ``SSEKMSKeyId``, ``max_tokens`` are not."""
+    words = [w.lower() for w in _WORD.findall(name)]
+    if words == ["key"]:
+        return True
+    for i, word in enumerate(words):
+        if word in SECRET_WORDS:
+            return True
+        if word == "key" and i > 0 and words[i - 1] in KEY_QUALIFIERS:
+            return True
+    return False
+
+
+def find_secret(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first credential in fsspec options, as (dotted path, why), or None.
+
+    A config is written to disk (a run's config.json, every attempt's runtime spec), so
+    it must not hold one. At any depth of dicts and lists:
+    - a value under a credential name (``credential_name``), unless it is null, a bool
+      (a switch such as ``use_auth``) or, for a token, a chain's name (TOKEN_CHAINS:
+      ``token: anon`` for emulators);
+    - a URL with user information (``http://user:pass@host``), under any name.
+    Credentials come from the standard chains instead: the environment, profiles,
+    GOOGLE_APPLICATION_CREDENTIALS.
+    """
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{path}.{k}" if path else str(k)
+            if credential_name(str(k)) and not _harmless(str(k), v):
+                return here, "credential"
+            found = find_secret(v, here)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = find_secret(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, str) and has_userinfo(value):
+        return path, "userinfo"
+    return None
+
+
+class SecretInConfig(ValueError):
+    """A credential reached a file that is written to disk; validation should have refused it."""
+
+
+def refuse_secret(where: str, value: Any) -> None:
+    """Raise SecretInConfig if ``value`` (stores and their options) holds a credential:
+    the last guard before a config or a runtime spec is written to disk."""
+    found = find_secret(value)
+    if found is not None:
+        path, why = found
+        raise SecretInConfig(f"{where}: {path} holds a {'URL with user information' if why == 'userinfo' else why}")
+
+
+def _harmless(name: str, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return True
+    is_token = "token" in (w.lower() for w in _WORD.findall(name))
+    return is_token and isinstance(value, str) and value in TOKEN_CHAINS
 
 
 def bounded_options(url: str, options: dict[str, Any] | None) -> dict[str, Any]:

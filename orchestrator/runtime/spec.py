@@ -49,6 +49,18 @@ class RuntimeSpec:
     control_options: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: str) -> None:
+        from recovery.storage import refuse_secret
+
+        refuse_secret(
+            "runtime spec",
+            {
+                "store_url": self.store_url,
+                "store_options": self.store_options,
+                "fallback_stores": self.fallback_stores,
+                "control_url": self.control_url,
+                "control_options": self.control_options,
+            },
+        )
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(asdict(self), fh, indent=1)
 

@@ -53,10 +53,11 @@ def test_without_orchestrator_home_stores_live_under_dot_orchestrator_in_the_use
     assert cfg.cloud.regions["local-b"].store == f"file://{tmp_path}/user/.orchestrator/stores/local-b"
 
 
-def test_home_override_moves_every_store() -> None:
-    cfg = compose(["home=/x"])
-    assert cfg.home == "/x"
-    assert [r.store for r in cfg.cloud.regions.values()] == [f"file:///x/stores/{n}" for n in REGIONS]
+def test_home_override_moves_every_store(tmp_path: Path) -> None:
+    # Under tmp_path: a home must be a folder this user may write (or create), which /x is not for most.
+    cfg = compose([f"home={tmp_path}/x"])
+    assert cfg.home == f"{tmp_path}/x"
+    assert [r.store for r in cfg.cloud.regions.values()] == [f"file://{tmp_path}/x/stores/{n}" for n in REGIONS]
 
 
 def test_chaos_fault_list_on_the_command_line_parses_to_typed_faults() -> None:

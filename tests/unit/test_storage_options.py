@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrator.compose import compose
 from orchestrator.config import ConfigError
-from recovery.storage import Bounded, bounded_options
+from recovery.storage import Bounded, SecretInConfig, bounded_options, credential_name, find_secret
 
 
 def test_s3_calls_get_timeouts_and_few_retries_and_user_options_win() -> None:
@@ -76,3 +78,139 @@ def test_a_storage_fault_needs_a_store_behind_an_http_endpoint() -> None:
         compose(["chaos.faults=[{kind:storage_outage,at_step:10}]"])  # cloud=local: file:// stores
     assert err.value.key == "chaos.faults[0].kind"
     assert "local_cloudstores" in str(err.value)
+
+
+# --- credentials at any depth ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aws_secret_access_key",
+        "aws_access_key_id",
+        "aws_session_token",
+        "client_secret",
+        "sas_token",
+        "Authorization",
+        "AccountKey",
+        "private_key_id",
+        "api-key",
+        "passwd",
+        "credentials",
+    ],
+)
+def test_credential_names_are_recognised(name: str) -> None:
+    assert credential_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["endpoint_url", "region_name", "anon", "project", "read_timeout", "op_timeout_s", "SSEKMSKeyId", "max_tokens"],
+)
+def test_benign_names_are_not_credentials(name: str) -> None:
+    assert not credential_name(name)
+
+
+@pytest.mark.parametrize(
+    ("options", "found"),
+    [
+        ({"client_kwargs": {"aws_secret_access_key": "s"}}, ("client_kwargs.aws_secret_access_key", "credential")),
+        ({"a": [{"b": {"password": "s"}}]}, ("a[0].b.password", "credential")),
+        ({"headers": {"Authorization": "Bearer s"}}, ("headers.Authorization", "credential")),
+        ({"token": "ya29.s"}, ("token", "credential")),
+        ({"token": {"client_id": "x"}}, ("token", "credential")),
+        ({"endpoint_url": "http://u:s@host:9000"}, ("endpoint_url", "userinfo")),
+        ({"proxies": ["http://u@proxy"]}, ("proxies[0]", "userinfo")),
+    ],
+)
+def test_find_secret_names_the_path_at_any_depth(options: dict[str, object], found: tuple[str, str]) -> None:
+    assert find_secret(options) == found
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"token": "anon", "endpoint_url": "http://127.0.0.1:9103", "project": "p"},
+        {"token": None, "use_auth": True},
+        {"token": "google_default"},
+        {"config_kwargs": {"read_timeout": 3, "connect_timeout": 2}, "op_timeout_s": 3},
+        {"s3_additional_kwargs": {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "arn:aws:kms:k"}},
+    ],
+)
+def test_options_without_credentials_pass(options: dict[str, object]) -> None:
+    assert find_secret(options) is None
+
+
+A = "cloud.regions.local-a.storage_options"
+C = "cloud.control_options"
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        (f"+{A}.client_kwargs.aws_secret_access_key=hunter2", f"{A}.client_kwargs.aws_secret_access_key"),
+        (f"+{A}.client_kwargs={{aws_session_token:hunter2}}", f"{A}.client_kwargs.aws_session_token"),
+        (f"+{A}.endpoint_url='http://u:hunter2@127.0.0.1:9'", f"{A}.endpoint_url"),
+        (f"+{C}.config_kwargs.password=hunter2", f"{C}.config_kwargs.password"),
+        (f"+{C}.endpoint_url='http://hunter2@127.0.0.1:9'", f"{C}.endpoint_url"),
+        (f"+{C}.headers=[{{Authorization:hunter2}}]", f"{C}.headers[0].Authorization"),
+    ],
+)
+def test_a_credential_at_any_depth_is_refused_by_its_key_and_not_echoed(override: str, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert err.value.key == key
+    assert "hunter2" not in str(err.value)
+
+
+def test_timeouts_and_kms_key_ids_in_nested_options_pass() -> None:
+    cfg = compose(
+        [
+            "+cloud.regions.local-a.storage_options.op_timeout_s=3",
+            "+cloud.regions.local-a.storage_options.config_kwargs={read_timeout:3,connect_timeout:2}",
+            "+cloud.regions.local-a.storage_options.s3_additional_kwargs={SSEKMSKeyId:arn-k}",
+        ]
+    )
+    assert cfg.cloud.regions["local-a"].storage_options["config_kwargs"]["read_timeout"] == 3
+
+
+def test_config_json_holds_no_credential_and_refuses_one(tmp_path) -> None:
+    from orchestrator.controller import CONFIG_NAME, save_config
+
+    cfg = compose(["cloud=local_cloudstores"])
+    save_config(str(tmp_path), cfg)
+    assert find_secret(json.loads((tmp_path / CONFIG_NAME).read_text())["cloud"]) is None
+    cfg.cloud.regions["local-a"].storage_options["client_kwargs"] = {"aws_secret_access_key": "hunter2"}
+    with pytest.raises(SecretInConfig):
+        save_config(str(tmp_path / "other"), cfg)
+    assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"store_options": {"client_kwargs": {"aws_secret_access_key": "hunter2"}}},
+        {"store_url": "s3://u:hunter2@b/x"},
+        {"control_options": {"token": "hunter2"}},
+        {"fallback_stores": [{"region": "b", "url": "s3://b/x", "options": {"password": "hunter2"}}]},
+    ],
+)
+def test_a_runtime_spec_cannot_carry_a_credential(tmp_path, field: dict[str, object]) -> None:
+    from orchestrator.runtime.spec import RuntimeSpec
+
+    base = {
+        "run_id": "r",
+        "generation": 1,
+        "region": "a",
+        "store_url": "s3://b/x",
+        "control_url": "file:///tmp/c",
+        "ray_address": "",
+        "ray_storage_path": "",
+        "job": {},
+        "trainer": {},
+        "checkpoint": {},
+    }
+    RuntimeSpec(**base).dump(str(tmp_path / "ok.json"))  # type: ignore[arg-type]
+    with pytest.raises(SecretInConfig):
+        RuntimeSpec(**{**base, **field}).dump(str(tmp_path / "spec.json"))  # type: ignore[arg-type]
+    assert not (tmp_path / "spec.json").exists()

@@ -1,0 +1,220 @@
+"""Every input checked before anything is written or launched: names, numbers, store URLs,
+home and Hydra settings. Each refusal is one ConfigError naming the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.compose import compose, config_from_plain
+from orchestrator.config import MAX_BATCH_SIZE, MAX_RUN_ID, MAX_SEED, MAX_STEPS, ConfigError, to_plain
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "home"
+
+
+def refused(overrides: list[str]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        compose(overrides)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+# --- names ----------------------------------------------------------------------------------
+
+BAD_NAMES = ["../x", "/tmp/x", "a/b", ".", "..", ".hidden", "-rf", "a b", "a\nb", "é", "x;y", "a" * (MAX_RUN_ID + 1)]
+
+
+@pytest.mark.parametrize("action", ["run", "status", "report", "resume", "plan"])
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_a_run_id_that_is_no_plain_name_is_refused_for_every_action(action: str, name: str) -> None:
+    err = refused([f"action={action}", f"run_id='{name}'" if "\n" not in name else "run_id=a\\nb"])
+    assert err.key == "run_id"
+
+
+def test_a_long_run_id_is_shown_cut_short() -> None:
+    err = refused(["run_id=" + "a" * 500])
+    assert "(500 characters)" in str(err)
+    assert len(str(err)) < 300
+
+
+@pytest.mark.parametrize("name", ["../../x", "", "a/b", "-x", "a" * 65])
+def test_a_job_name_that_is_no_plain_name_is_refused(name: str) -> None:
+    assert refused([f"job.name='{name}'"]).key == "job.name"
+
+
+@pytest.mark.parametrize("name", ["digits-20261130-120000-ab12", "A.b_c-1", "9lives"])
+def test_plain_names_pass(name: str) -> None:
+    cfg = compose([f"run_id={name}", f"job.name={name[:64]}"])
+    assert cfg.run_id == name
+
+
+def test_a_name_made_from_the_code_starts_with_a_letter_or_digit() -> None:
+    cfg = compose(["job.workload=orchestrator.workloads.digits:_Private"])
+    assert cfg.job.name == "private"
+
+
+# --- numbers --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("job.steps=0", "job.steps"),
+        (f"job.steps={MAX_STEPS + 1}", "job.steps"),
+        ("job.steps=100000000000000000000", "job.steps"),
+        ("job.steps=1e20", "job.steps"),
+        (f"job.batch_size={MAX_BATCH_SIZE + 1}", "job.batch_size"),
+        ("job.batch_size=-1", "job.batch_size"),
+        ("job.lr=inf", "job.lr"),
+        ("job.lr=-inf", "job.lr"),
+        ("job.lr=nan", "job.lr"),
+        ("job.lr=0", "job.lr"),
+        ("job.seed=-1", "job.seed"),
+        (f"job.seed={MAX_SEED + 1}", "job.seed"),
+        ("trainer.max_worker_restarts=9223372036854775808", "trainer.max_worker_restarts"),
+        ("recovery.region_cooldown_s=inf", "recovery.region_cooldown_s"),
+        ("chaos.faults=[{kind:kill_region,random:{seed:-3,rate:0.1}}]", "chaos.faults[0].random.seed"),
+    ],
+)
+def test_numbers_out_of_bounds_are_refused(override: str, key: str) -> None:
+    assert refused([override]).key == key
+
+
+def test_numbers_within_bounds_pass() -> None:
+    cfg = compose([f"job.steps={MAX_STEPS}", f"job.seed={MAX_SEED}", "job.lr=1e-6"])
+    assert (cfg.job.steps, cfg.job.seed) == (MAX_STEPS, MAX_SEED)
+
+
+# --- store URLs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("memory://x", "memory://"),
+        ("file://relative", "absolute path"),
+        ("file://", "absolute path"),
+        ("/abs/path", "expected a URL"),
+        ("ftp://host/x", "expected a URL"),
+        ("s3://", "bucket"),
+        ("s3://user:hunter2@bucket/x", "user name or password"),
+        ("gs://hunter2@bucket/x", "user name or password"),
+    ],
+)
+@pytest.mark.parametrize("key", ["cloud.regions.local-a.store", "cloud.control_store"])
+def test_store_urls_must_be_absolute_supported_and_without_credentials(key: str, url: str, words: str) -> None:
+    err = refused([f"{key}='{url}'"])
+    assert err.key == key
+    assert words in str(err)
+    assert "hunter2" not in str(err)
+
+
+def test_file_urls_under_the_user_home_name_one_place(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    cfg = compose(["cloud.regions.local-a.store='file://~/s'", "cloud.control_store='file://~/c'"])
+    assert cfg.cloud.regions["local-a"].store == f"file://{tmp_path}/user/s"
+    assert cfg.cloud.control_store == f"file://{tmp_path}/user/c"
+
+
+# --- home -----------------------------------------------------------------------------------
+
+
+def test_an_empty_home_is_refused_rather_than_put_at_the_filesystem_root() -> None:
+    err = refused(["home="])
+    assert err.key == "home"
+    assert "empty" in str(err)
+
+
+def test_an_empty_orchestrator_home_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCHESTRATOR_HOME", "")
+    assert refused([]).key == "home"
+
+
+@pytest.mark.parametrize("action", ["run", "status"])
+def test_a_home_that_is_a_file_or_lies_under_one_is_refused(tmp_path: Path, action: str) -> None:
+    (tmp_path / "afile").write_text("x")
+    for home in (tmp_path / "afile", tmp_path / "afile" / "below"):
+        err = refused([f"home={home}", f"action={action}", "run_id=r1"])
+        assert err.key == "home"
+        assert "file" in str(err)
+
+
+def test_a_relative_home_is_made_absolute_before_the_stores_are(tmp_path: Path) -> None:
+    cfg = compose(["home=rel"])
+    assert cfg.home == str(tmp_path / "rel")
+    assert cfg.cloud.regions["local-a"].store == f"file://{tmp_path}/rel/stores/local-a"
+
+
+def test_a_relative_orchestrator_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCHESTRATOR_HOME", "rel2")
+    cfg = compose([])
+    assert cfg.cloud.regions["local-b"].store == f"file://{tmp_path}/rel2/stores/local-b"
+
+
+def test_nothing_is_created_while_checking_home(tmp_path: Path) -> None:
+    compose([f"home={tmp_path}/new/deeper"])
+    assert not (tmp_path / "new").exists()
+
+
+# --- what the command does not honour -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override", ["hydra.run.dir=/tmp/x", "hydra.job.chdir=true", "+hydra.foo=1", "hydra.verbose=true", "hydra=x"]
+)
+def test_hydra_settings_the_command_does_not_honour_are_refused(override: str) -> None:
+    err = refused([override])
+    assert err.key == override.partition("=")[0].lstrip("+")
+    assert "does not honour" in str(err)
+
+
+@pytest.mark.parametrize("flag", ["--multirun", "-m", "--cfg=job", "--info"])
+def test_options_other_than_config_dir_and_help_are_refused(flag: str) -> None:
+    err = refused([flag])
+    assert err.key == flag.partition("=")[0]
+
+
+# --- a config read back for a resume --------------------------------------------------------
+
+
+def saved() -> dict[str, object]:
+    return json.loads(json.dumps(to_plain(compose(["run_id=r1"]))))
+
+
+def test_a_saved_config_reads_back() -> None:
+    assert config_from_plain(saved()).run_id == "r1"
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda d: d["job"].update(steps="abc"), "job.steps"),
+        (lambda d: d["job"].update(steps=True), "job.steps"),
+        (lambda d: d["job"].update(lr=None), "job.lr"),
+        (lambda d: d.pop("cloud"), "cloud"),
+        (lambda d: d.update(job=[1]), "job"),
+        (lambda d: d.update(bogus=1), "bogus"),
+        (lambda d: d["cloud"]["regions"]["local-a"].update(store="memory://x"), "cloud.regions.local-a.store"),
+        (lambda d: d.update(home=""), "home"),
+        (lambda d: d["chaos"].update(faults="x"), "chaos.faults"),
+    ],
+)
+def test_an_edited_saved_config_is_refused_by_key(edit, key: str) -> None:
+    d = saved()
+    edit(d)
+    with pytest.raises(ConfigError) as info:
+        config_from_plain(d)
+    assert info.value.key == key
+
+
+def test_a_saved_config_that_is_no_mapping_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_plain([1, 2])
+    assert info.value.key == "config"
