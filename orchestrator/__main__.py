@@ -48,17 +48,28 @@ def _interruptible() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _register_stack_dump() -> None:
+    """`kill -USR1 <pid>` prints every thread's stack: how to see what a stuck controller
+    waits on. Skipped when stderr has no file descriptor (main called in-process with
+    captured output), where faulthandler cannot write."""
     import faulthandler
+    import io
 
-    # `kill -USR1 <pid>` prints every thread's stack: how to see what a stuck controller waits on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register_stack_dump()
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in args):
         print(USAGE)
         return 0
     from orchestrator.compose import compose
     from orchestrator.config import ConfigError
+    from orchestrator.journal import DamagedFile
 
     try:
         cfg = compose(config_dir_overrides(args))
@@ -66,15 +77,21 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.usercode import check_user_code
 
             check_user_code(cfg)
+        if cfg.action == "run":
+            _refuse_finished(cfg)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if cfg.action == "status":
-        return _status(cfg.home_path, str(cfg.run_id))
-    if cfg.action == "report":
-        return _report(cfg.home_path, str(cfg.run_id))
-    if cfg.action == "resume":
-        return _resume(cfg)
+        return error(str(exc))
+    except DamagedFile as exc:
+        return error(str(exc))
+    try:
+        if cfg.action == "status":
+            return _status(cfg.home_path, str(cfg.run_id))
+        if cfg.action == "report":
+            return _report(cfg.home_path, str(cfg.run_id))
+        if cfg.action == "resume":
+            return _resume(cfg)
+    except DamagedFile as exc:
+        return error(str(exc))
     if cfg.action == "plan":
         from orchestrator.plan import main as plan
 
@@ -86,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     ):
         return _supervise(cfg, args)
     return _run(cfg)
+
+
+def error(message: str) -> int:
+    """A refused input: one line on stderr (control characters escaped), exit status 2."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    print(f"error: {line}", file=sys.stderr)
+    return 2
 
 
 def config_dir_overrides(args: list[str]) -> list[str]:
@@ -123,8 +147,7 @@ def _report(home: str, run_id: str) -> int:
     run_dir = os.path.join(home, "runs", run_id)
     done = write(run_dir)
     if done is None:
-        print(f"error: run_id: no run named {run_id!r} under {home}", file=sys.stderr)
-        return 2
+        return error(f"run_id: no run named {run_id!r} under {home}")
     text, png = done
     print(text)
     print(f"plot: {png}")
@@ -180,11 +203,10 @@ def _lock(run_dir: str) -> object | None:
 
 
 def _resume(cli: object) -> int:
-    import json
-
     from orchestrator.compose import config_from_plain
     from orchestrator.config import Config, ConfigError
     from orchestrator.controller import CONFIG_NAME, Controller
+    from orchestrator.journal import load_json, read_events
     from orchestrator.result import read_result
     from providers.registry import get_provider
 
@@ -192,11 +214,9 @@ def _resume(cli: object) -> int:
     run_id = str(cli.run_id)
     run_dir = os.path.join(cli.home_path, "runs", run_id)
     try:
-        with open(os.path.join(run_dir, CONFIG_NAME), encoding="utf-8") as fh:
-            saved = json.load(fh)
+        saved = load_json(os.path.join(run_dir, CONFIG_NAME))
     except FileNotFoundError:
-        print(f"error: run_id: no run named {run_id!r} under {cli.home_path} to resume", file=sys.stderr)
-        return 2
+        return error(f"run_id: no run named {run_id!r} under {cli.home_path} to resume")
     done = read_result(run_dir)
     if done is not None:
         print(f"run {run_id} already finished ({done['status']}); nothing to resume", file=sys.stderr)
@@ -207,13 +227,14 @@ def _resume(cli: object) -> int:
 
         check_user_code(cfg)
     except ConfigError as exc:
-        print(f"error: {run_dir}/{CONFIG_NAME}: {exc}", file=sys.stderr)
-        return 2
+        return error(f"{run_dir}/{CONFIG_NAME}: {exc}")
+    # The journal is the run's state: read whole before anything is locked, torn down or launched.
+    for _ in read_events(os.path.join(run_dir, "journal.jsonl")):
+        pass
     cfg.progress = cli.progress
     lock = _lock(run_dir)
     if lock is None:
-        print(f"error: run {run_id} has a live controller; resume is for a run whose controller died", file=sys.stderr)
-        return 2
+        return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
     _interruptible()
     result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id).resume()
@@ -227,8 +248,7 @@ def _status(home: str, run_id: str) -> int:
     if s is None:
         known = run_ids(home)
         hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
-        print(f"error: run_id: no run named {run_id!r}{hint}", file=sys.stderr)
-        return 2
+        return error(f"run_id: no run named {run_id!r}{hint}")
     print(render(run_id, s))
     return 0
 
@@ -237,44 +257,45 @@ def _run(cfg: object) -> int:
     from orchestrator.config import Config
     from orchestrator.controller import Controller
     from orchestrator.preflight import PreflightError, preflight
-    from orchestrator.result import read_result
     from providers.registry import UnknownProvider, get_provider
 
     assert isinstance(cfg, Config)
     run_id = cfg.run_id or _new_run_id(cfg)
     run_dir = os.path.join(cfg.home_path, "runs", run_id)
-    done = read_result(run_dir)
-    if done is not None:
-        print(
-            f"error: run_id: run {run_id!r} already finished ({done['status']}); "
-            "omit run_id for a new run, or pick another name",
-            file=sys.stderr,
-        )
-        return 2
     try:
         provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
         _provider_precheck(cfg)
         preflight(cfg)
     except UnknownProvider as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
-    except ProviderPrecheckFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return error(exc.args[0])
+    except (ProviderPrecheckFailed, PreflightError) as exc:
+        return error(str(exc))
     print(
         f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
         file=sys.stderr,
     )
     lock = _lock(run_dir)
     if lock is None:
-        print(f"error: run_id: run {run_id!r} is running under another controller", file=sys.stderr)
-        return 2
+        return error(f"run_id: run {run_id!r} is running under another controller")
     _interruptible()
     result = Controller(cfg, provider, run_id).run()
     return _finish(cfg, run_id, result)
+
+
+def _refuse_finished(cfg: object) -> None:
+    """A run_id that names a finished run is refused before a store or cluster is touched."""
+    from orchestrator.config import Config, ConfigError
+    from orchestrator.result import read_result
+
+    assert isinstance(cfg, Config)
+    if cfg.run_id is None:
+        return
+    done = read_result(os.path.join(cfg.home_path, "runs", cfg.run_id))
+    if done is not None:
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} already finished ({done['status']}); omit run_id for a new run, or pick another name",
+        )
 
 
 class ProviderPrecheckFailed(Exception):

@@ -7,12 +7,17 @@ says; ``action=status`` reads nothing else (and result.json once it exists).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from orchestrator.states import RunState
+from recovery.detection import FailureKind
+from recovery.policy import Action
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
 
@@ -54,18 +59,147 @@ class Journal:
         return list(read_events(self.path))
 
 
-def read_events(path: str) -> Iterator[dict[str, Any]]:
+class DamagedFile(Exception):
+    """A run's file (journal, result.json, config.json) that is not what we wrote: a
+    reader says so in one line naming the file, and no action goes on from it."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
+_NUMBER = (int, float)
+_NONE = type(None)
+_INCIDENT = {"kind": (str,), "from_region": (str,), "failed_at": _NUMBER, "detected_at": _NUMBER}
+# What status, report and replay index in each kind of event (they .get() the rest), and its type.
+EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "transition": {"to": (str,)},
+    "attempt_started": {"generation": (int,), "region": (str,)},
+    "attempt_ended": {"generation": (int,), "region": (str,)},
+    "provisioned": {"cluster": (str,), "region": (str,)},
+    "runtime_started": {"pid": (int,)},
+    "fence": {"generation": (int,), "restored_step": (int,)},
+    "incident": _INCIDENT,
+    "incident_opened": _INCIDENT,
+    "decision": {"failure": (str,), "action": (str,)},
+    "fault_injected": {"kind": (str,)},
+}
+# Fields any event may carry, typed when present.
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "config": (dict,),
+    "generation": (int, _NONE),
+    "step": (int, _NONE),
+    "last_step": (int, _NONE),
+    "restored_step": (int, _NONE),
+    "lost_steps": (int, _NONE),
+    "to_region": (str, _NONE),
+    "rto_s": (*_NUMBER, _NONE),
+    "detected_after_s": (*_NUMBER, _NONE),
+    "lag_s": (*_NUMBER, _NONE),
+}
+# Closed sets an event names: replay turns them back into these enums.
+_CHOICES = {
+    ("transition", "to"): {str(s) for s in RunState},
+    ("decision", "failure"): {str(k) for k in FailureKind},
+    ("decision", "action"): {str(a) for a in Action},
+}
+
+
+def shape_problem(obj: Any, required: dict[str, tuple[type, ...]], optional: dict[str, tuple[type, ...]]) -> str | None:
+    """What is wrong with a JSON object a reader is about to take fields from, or None."""
+    if not isinstance(obj, dict):
+        return f"is {type(obj).__name__}, not a JSON object"
+    for name, types in required.items():
+        if name not in obj:
+            return f"lacks {name!r}"
+        if not _is(obj[name], types):
+            return f"has {name!r} of type {type(obj[name]).__name__}"
+    for name, types in optional.items():
+        if name in obj and not _is(obj[name], types):
+            return f"has {name!r} of type {type(obj[name]).__name__}"
+    return None
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    # JSON's true is not a number here, and NaN/Infinity (which json accepts) are no times.
+    if isinstance(value, bool):
+        return bool in types
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return isinstance(value, types)
+
+
+def event_problem(ev: Any) -> str | None:
+    """What makes a journal line no event this project wrote, or None."""
+    problem = shape_problem(ev, {"type": (str,), "ts": _NUMBER}, {})
+    if problem is not None:
+        return problem
+    problem = shape_problem(ev, EVENT_FIELDS.get(ev["type"], {}), OPTIONAL_FIELDS)
+    if problem is not None:
+        return f"({ev['type']}) {problem}"
+    for (kind, name), allowed in _CHOICES.items():
+        if ev["type"] == kind and ev[name] not in allowed:
+            return f"({kind}) has {name!r} {str(ev[name])[:40]!r}, none of {', '.join(sorted(allowed))}"
+    return None
+
+
+def json_lines(path: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each whole JSON line; a missing file has none.
+
+    A line that does not parse is a torn write (a crash mid-append; the next append
+    starts a new line) and is skipped: everything else stands. A line that is not text
+    cannot come from a torn write of ours (we write ASCII), so it is damage."""
     try:
-        fh = open(path, encoding="utf-8")
-    except FileNotFoundError:
+        fh = open(path, "rb")
+    except (FileNotFoundError, NotADirectoryError):
         return
+    except IsADirectoryError:
+        raise DamagedFile(path, "is a folder, not a file") from None
+    except PermissionError:
+        raise DamagedFile(path, "cannot be read (permission denied)") from None
     with fh:
-        for line in fh:
-            line = line.strip()
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise DamagedFile(path, f"line {n} is not text; the file is damaged") from None
             if not line:
                 continue
             try:
-                yield json.loads(line)
+                yield n, json.loads(line)
             except json.JSONDecodeError:
-                # A crash mid-append leaves a torn last line; everything before it stands.
                 continue
+            except RecursionError:
+                raise DamagedFile(path, f"line {n} nests too deep to be ours; the file is damaged") from None
+
+
+def read_events(path: str) -> Iterator[dict[str, Any]]:
+    """The journal's events; DamagedFile at the first line that parses but is no event."""
+    for n, ev in json_lines(path):
+        problem = event_problem(ev)
+        if problem is not None:
+            raise DamagedFile(path, f"line {n} {problem}; the journal is damaged or was edited")
+        yield ev
+
+
+def load_json(path: str) -> Any:
+    """A whole JSON file (result.json, config.json); FileNotFoundError when there is none,
+    DamagedFile when it is not JSON."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except NotADirectoryError:
+        raise FileNotFoundError(path) from None
+    except IsADirectoryError:
+        raise DamagedFile(path, "is a folder, not a file") from None
+    except PermissionError:
+        raise DamagedFile(path, "cannot be read (permission denied)") from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DamagedFile(path, "is not text; the file is damaged") from None
+    except json.JSONDecodeError as exc:
+        what = "is empty" if not data.strip() else f"is not valid JSON ({exc.msg} at line {exc.lineno})"
+        raise DamagedFile(path, f"{what}; the file is damaged or was cut short") from None
+    except RecursionError:
+        raise DamagedFile(path, "nests too deep to be ours; the file is damaged") from None

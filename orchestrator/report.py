@@ -13,11 +13,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.journal import read_events
+from orchestrator.journal import json_lines, read_events, shape_problem
 from orchestrator.result import read_result
 
 LOSS_NAME = "loss.jsonl"
 PLOT_NAME = "report.png"
+_POINT: dict[str, tuple[type, ...]] = {"generation": (int,), "step": (int,), "region": (str,), "loss": (int, float)}
 
 
 def append_loss(run_dir: str, **point: Any) -> None:
@@ -28,10 +29,11 @@ def append_loss(run_dir: str, **point: Any) -> None:
 
 def read_loss(run_dir: str) -> list[dict[str, Any]]:
     # Keyed by (generation, step): an adopted attempt's samples may be read twice.
+    # The plot's input only: a point that is not one we wrote is left out, not an error.
     points = {
-        (p.get("generation"), p.get("step")): p
-        for p in read_events(os.path.join(run_dir, LOSS_NAME))
-        if p.get("loss") is not None
+        (p["generation"], p["step"]): p
+        for _, p in json_lines(os.path.join(run_dir, LOSS_NAME))
+        if shape_problem(p, _POINT, {}) is None
     }
     return list(points.values())
 

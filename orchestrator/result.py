@@ -7,6 +7,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
 from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
@@ -72,9 +73,46 @@ def write_result(run_dir: str, record: RunRecord, stores: dict[str, CheckpointSt
     return result
 
 
+_NUMBER = (int, float)
+_NONE = type(None)
+# What status, report and a new run with the same run_id take from result.json.
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "final_step": (int, _NONE),
+    "final_checkpoint": (str, _NONE),
+    "metrics": (dict,),
+    "incidents": (list,),
+    "attempts": (int,),
+    "duration_s": _NUMBER,
+}
+RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "reason": (str, _NONE),
+    "weights_sha256": (str, _NONE),
+    "checkpoint_sha256": (str, _NONE),
+    "error_traceback": (str, _NONE),
+}
+FINAL_STATES = ("SUCCEEDED", "FAILED")
+
+
 def read_result(run_dir: str) -> dict[str, Any] | None:
+    """The run's result.json, or None before the run ended; DamagedFile if it is not one we wrote."""
+    path = os.path.join(run_dir, RESULT_NAME)
     try:
-        with open(os.path.join(run_dir, RESULT_NAME), encoding="utf-8") as fh:
-            return json.load(fh)
+        result = load_json(path)
     except FileNotFoundError:
         return None
+    problem = shape_problem(result, RESULT_FIELDS, RESULT_OPTIONAL)
+    if problem is None and result["status"] not in FINAL_STATES:
+        problem = f"has status {str(result['status'])[:40]!r}, none of {', '.join(FINAL_STATES)}"
+    if problem is None:
+        problem = next(
+            (
+                f"incident {i} {p}"
+                for i, inc in enumerate(result["incidents"])
+                if (p := shape_problem(inc, {"kind": (str,), "from_region": (str,)}, OPTIONAL_FIELDS)) is not None
+            ),
+            None,
+        )
+    if problem is not None:
+        raise DamagedFile(path, f"{problem}; the file is damaged or was edited")
+    return result

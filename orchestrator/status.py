@@ -70,9 +70,15 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     return s
 
 
+def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
+    # The journal's copy of the config is for display: a damaged section shows as '?'.
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def render(run_id: str, s: dict[str, Any]) -> str:
-    job = s["config"].get("job", {})
-    cloud = s["config"].get("cloud", {})
+    job = _section(s["config"], "job")
+    cloud = _section(s["config"], "cloud")
     total = s["total"] or job.get("steps", "?")
     lines = [
         f"run        {run_id}",
@@ -114,7 +120,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
 
 def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
     """The live step, from the run's control channel (wherever cloud.control_store put it)."""
-    cloud = s["config"].get("cloud", {})
+    cloud = _section(s["config"], "cloud")
     url = run_control_url(cloud.get("control_store"), s.get("run_id") or os.path.basename(run_dir), run_dir)
     try:
         return ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
@@ -125,5 +131,5 @@ def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
 def run_ids(home: str) -> list[str]:
     try:
         return sorted(os.listdir(os.path.join(home, "runs")))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
