@@ -25,6 +25,7 @@ from orchestrator.config import (
     RecoveryConfig,
     RegionConfig,
     TrainerConfig,
+    show,
     validate,
 )
 
@@ -263,7 +264,7 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
                 f"got {given!r}; allowed: {allowed}" if given else f"{_first_line(e)}",
             )
         if isinstance(e, OverrideParseException):
-            return ConfigError("command line", f"cannot parse override: {_first_line(e)}")
+            return _unparsable(overrides, e)
     for e in chain:
         if isinstance(e, OmegaConfBaseException) and getattr(e, "full_key", None):
             key = str(e.full_key)
@@ -282,6 +283,27 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
                 return ConfigError(key, f"got {value!r}; expected {expected}")
             return ConfigError(key, _first_line(e))
     return ConfigError("config", _first_line(exc))
+
+
+def _unparsable(overrides: list[str], exc: BaseException) -> ConfigError:
+    """The override Hydra could not parse, named by its key."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for o in overrides:
+        try:
+            parser.parse_overrides([o])
+        except OverrideParseException:
+            key, sep, _ = o.partition("=")
+            if not sep:
+                return ConfigError(show(o)[1:-1], "expected KEY=VALUE or GROUP=OPTION, e.g. job=digits")
+            return ConfigError(
+                show(key.lstrip("+~"))[1:-1],
+                f"cannot parse {show(o)} ({_first_line(exc)}); quote a value that holds spaces, brackets or braces: "
+                "key='value'",
+            )
+    return ConfigError("command line", f"cannot parse an override: {_first_line(exc)}")
 
 
 _SCHEMA_PREFIX = {

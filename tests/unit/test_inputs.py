@@ -218,3 +218,11 @@ def test_a_saved_config_that_is_no_mapping_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         config_from_plain([1, 2])
     assert info.value.key == "config"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [(["job.steps=[1"], "job.steps"), (["run_id=x", "job.name=${oops"], "job.name"), (["digits"], "digits")],
+)
+def test_an_override_hydra_cannot_parse_is_named_by_its_key(overrides: list[str], key: str) -> None:
+    assert refused(overrides).key == key
