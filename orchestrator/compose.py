@@ -104,12 +104,13 @@ def _absolute_home(overrides: list[str]) -> list[str]:
         if sep and key.lstrip("+~") == "home":
             given = True
             plain = value.strip("'\"")
-            # A quote or backslash in the path would need Hydra's escaping rules: left as given.
-            if plain.strip() and not plain.startswith("/") and not {"'", "\\"} & set(plain):
+            # An interpolation is Hydra's to resolve, and a quote or backslash would need its
+            # escaping rules: those are left as given.
+            if plain.strip() and not plain.startswith("/") and not {"'", "\\", "$"} & set(plain):
                 o = f"{key}={_quoted(os.path.abspath(os.path.expanduser(plain)))}"
         out.append(o)
     env = os.environ.get("ORCHESTRATOR_HOME")
-    if not given and env is not None and not env.startswith("/") and not {"'", "\\"} & set(env):
+    if not given and env is not None and not env.startswith("/") and not {"'", "\\", "$"} & set(env):
         out.append(f"home={_quoted(os.path.abspath(os.path.expanduser(env)) if env.strip() else '')}")
     return out
 
