@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return error(str(exc))
     except DamagedFile as exc:
-        return error(str(exc))
+        return error(f"{exc}; restore it from a copy or move it aside")
     try:
         if cfg.action == "status":
             return _status(cfg.home_path, str(cfg.run_id))
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.action == "resume":
             return _resume(cfg)
     except DamagedFile as exc:
-        return error(str(exc))
+        return error(f"{exc}; restore it from a copy or move it aside")
     if cfg.action == "plan":
         from orchestrator.plan import main as plan
 
