@@ -10,13 +10,18 @@ every store it can reach. Then:
   only up to the step the next generation after a restored from. What a zombie
   wrote past that point, fence or no fence (a store it reached while the fence
   did not), is never restored.
+
+Generations only go up: a new attempt's exceeds every fence found in any store
+(``highest_fence``), and a fence that cannot be read (torn, malformed, or the
+store did not answer) is a store error, never "no fence": a zombie cannot commit
+past one, and nobody reads one as permission.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from recovery.store import CheckpointStore
@@ -61,12 +66,66 @@ class Lineage:
         )
 
     def to_json(self) -> str:
-        return json.dumps({"links": [[k.generation, k.restored_step] for k in self.links]})
+        return json.dumps({"links": self.to_plain()})
+
+    def to_plain(self) -> list[list[int]]:
+        return [[k.generation, k.restored_step] for k in self.links]
 
     @staticmethod
     def from_json(text: str | bytes) -> Lineage:
+        """ValueError (a json error is one) for anything but ``{"links": [[g, s], ...]}``."""
         d = json.loads(text)
-        return Lineage(tuple(Link(int(g), int(s)) for g, s in d["links"]))
+        if not isinstance(d, dict) or "links" not in d:
+            raise ValueError('expected {"links": [[generation, restored_step], ...]}')
+        return Lineage.from_plain(d["links"])
+
+    @staticmethod
+    def from_plain(links: object) -> Lineage:
+        """A lineage from ``[[generation, restored_step], ...]``; ValueError naming what is wrong."""
+        if not isinstance(links, list):
+            raise ValueError(f"expected a list of [generation, restored_step] pairs, got {type(links).__name__}")
+        out: list[Link] = []
+        for item in links:
+            if (
+                not isinstance(item, list | tuple)
+                or len(item) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+            ):
+                raise ValueError(f"expected [generation, restored_step] as two integers, got {item!r}")
+            g, s = item
+            if g < 1 or s < 0:
+                raise ValueError(f"expected generation >= 1 and restored_step >= 0, got {[g, s]!r}")
+            if out and g <= out[-1].generation:
+                raise ValueError(f"generations must increase along a lineage: {g} after {out[-1].generation}")
+            out.append(Link(g, s))
+        return Lineage(tuple(out))
+
+
+class Admits(Protocol):
+    """What restore, replication and retention ask of a lineage."""
+
+    def allows(self, attempt: int, step: int) -> bool: ...
+
+    def why_not(self, attempt: int, step: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    """The controller's lineage, narrowed by the newest fence the stores hold: a
+    checkpoint counts only if both allow it. The fence can refuse what a stale copy
+    of the lineage would let through (a standby started before the last handover);
+    it can never allow what the controller's lineage refuses."""
+
+    lineage: Lineage
+    fence: Lineage = field(default_factory=Lineage)
+
+    def allows(self, attempt: int, step: int) -> bool:
+        return self.lineage.allows(attempt, step) and self.fence.allows(attempt, step)
+
+    def why_not(self, attempt: int, step: int) -> str:
+        if not self.lineage.allows(attempt, step):
+            return self.lineage.why_not(attempt, step)
+        return self.fence.why_not(attempt, step) + " (by the stores' fence)"
 
 
 def fence_path(store: CheckpointStore, run_id: str) -> str:
@@ -74,22 +133,63 @@ def fence_path(store: CheckpointStore, run_id: str) -> str:
 
 
 def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
+    """The store's fence; None only when it has none. StoreError when it cannot be
+    read or does not parse: a torn fence may hide a newer generation, so it is
+    never taken for no fence."""
+    from recovery.store import StoreError
+
+    path = fence_path(store, run_id)
     try:
-        return Lineage.from_json(store.fs.cat_file(fence_path(store, run_id)))
+        raw = store.fs.cat_file(path)
     except FileNotFoundError:
         return None
-    except (ValueError, KeyError):
-        return None  # a torn fence is no fence; the next attempt rewrites it
+    except Exception as exc:  # any client error (a timeout, a folder in its place) names the store
+        raise store._error("cannot read " + path, exc) from None
+    try:
+        return Lineage.from_json(raw)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise StoreError(
+            f"region {store.region or '?'}: store {store.url}: {path} does not parse ({exc}); "
+            "the next attempt's fence replaces it"
+        ) from None
+
+
+@dataclass(frozen=True)
+class FenceScan:
+    """What the stores' fences say: the newest lineage, and the stores that did not answer."""
+
+    newest: Lineage = field(default_factory=Lineage)
+    failed: dict[str, str] = field(default_factory=dict)  # region -> error
+
+    @property
+    def generation(self) -> int:
+        return self.newest.generation
+
+
+def scan_fences(stores: list[CheckpointStore], run_id: str) -> FenceScan:
+    """Every store's fence, read once; a store whose fence cannot be read is reported, not skipped silently."""
+    from recovery.store import StoreError
+
+    best, failed = Lineage(), {}
+    for store in stores:
+        try:
+            lineage = read_fence(store, run_id)
+        except StoreError as exc:
+            failed[store.region or store.url] = str(exc)
+            continue
+        if lineage is not None and lineage.generation > best.generation:
+            best = lineage
+    return FenceScan(best, failed)
 
 
 def newest_fence(stores: list[CheckpointStore], run_id: str) -> Lineage:
     """The lineage with the highest generation among the stores that answer."""
-    best = Lineage()
-    for store in stores:
-        try:
-            lineage = read_fence(store, run_id)
-        except Exception:  # an unreachable store tells nothing
-            continue
-        if lineage is not None and lineage.generation > best.generation:
-            best = lineage
-    return best
+    return scan_fences(stores, run_id).newest
+
+
+def first_generation(journaled: int, fences: int) -> int:
+    """The generation the next attempt must exceed: the highest the journal knows and
+    any store holds. A fence from an earlier life of the run (or one written just
+    before a crash, unjournaled) must not be met by a lower or equal generation,
+    or its checkpoints would pass for the new attempt's, and its rules be undone."""
+    return max(journaled, fences, 0)

@@ -116,7 +116,9 @@ class CheckpointStore:
         fenced: bool = False,
     ) -> Manifest:
         """Write the manifest: the checkpoint exists from here on. With ``fenced``,
-        refuse (FencedError) if a newer generation has fenced this run's store."""
+        refuse (FencedError) if a newer generation has fenced this run's store, and
+        do not commit (StoreError, retried like any store error) while its fence
+        cannot be read: a torn fence may hide a newer generation."""
         if fenced:
             from recovery.fencing import FencedError, read_fence
 
