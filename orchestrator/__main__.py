@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             check_user_code(cfg)
         if cfg.action == "run":
             _refuse_finished(cfg)
+            _refuse_unfinished(cfg)
     except ConfigError as exc:
         return error(str(exc))
     except DamagedFile as exc:
@@ -295,6 +296,28 @@ def _refuse_finished(cfg: object) -> None:
         raise ConfigError(
             "run_id",
             f"run {cfg.run_id!r} already finished ({done['status']}); omit run_id for a new run, or pick another name",
+        )
+
+
+def _refuse_unfinished(cfg: object) -> None:
+    """``action=run`` of a run that has a journal and no result would start it again at
+    generation 1 under the same run_id: refused before a store is touched (its fences
+    stay as they are), pointing to ``action=resume``, the way back into such a run."""
+    from orchestrator.config import Config, ConfigError
+
+    assert isinstance(cfg, Config)
+    if cfg.run_id is None:
+        return
+    journal = os.path.join(cfg.home_path, "runs", cfg.run_id, "journal.jsonl")
+    try:
+        started = os.path.getsize(journal) > 0
+    except OSError:
+        return  # no journal: nothing was started under this name
+    if started:
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} has a journal and no result: it has not finished (its controller died, "
+            f"or still runs); continue it with action=resume run_id={cfg.run_id}, or omit run_id for a new run",
         )
 
 

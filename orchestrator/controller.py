@@ -27,7 +27,7 @@ from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
 from recovery.detection import Failure
-from recovery.fencing import Lineage
+from recovery.fencing import Lineage, first_generation, scan_fences
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.store import CheckpointStore
@@ -131,6 +131,7 @@ class Controller:
             config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
             candidates=self.candidates,
         )
+        self._start_above_fences()
         return self._drive(self.candidates[0], None)
 
     def resume(self) -> dict[str, Any]:
@@ -146,6 +147,8 @@ class Controller:
         self.lineage = rp.lineage
         self.history = rp.history
         self.sm.state = rp.state
+        if not rp.state.terminal:
+            self._start_above_fences()
         self.journal.append(
             "run_resumed",
             pid=os.getpid(),
@@ -190,6 +193,22 @@ class Controller:
             self.journal.append("incident", **inc.record())
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
+
+    def _start_above_fences(self) -> None:
+        """Raise the next generation above every fence the stores hold, before any attempt:
+        one from an earlier life of this run_id, or one a crashed controller wrote and never
+        journaled, must never be met by an equal or lower generation. Journaled, so a
+        resume knows the floor even if those stores are unreachable then."""
+        scan = scan_fences(list(self.stores.values()), self.run_id)
+        floor = first_generation(self._generation, scan.generation)
+        self.journal.append(
+            "fences_read",
+            generation_floor=floor,
+            highest_fence=scan.generation,
+            journaled=self._generation,
+            failed=scan.failed,
+        )
+        self._generation = floor
 
     def _finish_terminal(self, rp: Any) -> dict[str, Any]:
         """Died after the verdict: only the result is left to write."""

@@ -79,6 +79,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "provisioned": {"cluster": (str,), "region": (str,)},
     "runtime_started": {"pid": (int,)},
     "fence": {"generation": (int,), "restored_step": (int,)},
+    "fences_read": {"generation_floor": (int,)},
     "incident": _INCIDENT,
     "incident_opened": _INCIDENT,
     "decision": {"failure": (str,), "action": (str,)},

@@ -107,6 +107,9 @@ def replay(events: list[dict[str, Any]]) -> Replayed:
             r.leftover.pop(str(ev.get("cluster")), None)
         elif t == "runtime_started" and isinstance(gen, int) and gen in attempts:
             attempts[gen].runtime_pid = int(ev["pid"])
+        elif t == "fences_read":
+            # The stores held a fence this high: the next attempt goes above it.
+            r.generation = max(r.generation, int(ev["generation_floor"]))
         elif t == "fence" and isinstance(gen, int):
             r.lineage = r.lineage.then(gen, int(ev.get("restored_step", 0)))
             if gen in attempts:

@@ -5,6 +5,7 @@ Real ``file://`` and ``memory://`` stores throughout."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def test_a_fence_that_does_not_parse_is_a_store_error_naming_it(store: Checkpoin
     assert scan.generation == 0 and list(scan.failed) == ["a"] and FENCE_NAME in scan.failed["a"]
 
 
-def test_no_fence_at_all_is_none_and_a_folder_in_its_place_is_a_store_error(tmp_path: Any) -> None:
+def test_no_fence_at_all_is_none_and_a_folder_in_its_place_is_a_store_error(tmp_path: Path) -> None:
     store = CheckpointStore(f"file://{tmp_path}/s", region="a")
     assert read_fence(store, RUN) is None
     (tmp_path / "s" / RUN / FENCE_NAME).mkdir(parents=True)
@@ -93,3 +94,109 @@ def test_the_uploader_retries_a_torn_fence_then_falls_back_and_is_fenced_there(t
     assert kinds[0] == "upload_retry" and FENCE_NAME in events[0][1]["error"]
     assert "store_fallback" in kinds and kinds[-1] == "fenced_write"
     assert torn.committed_steps(RUN) == [] and fenced.committed_steps(RUN) == []
+
+
+# --- generations only go up ------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "home"
+
+
+def _never(what: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"{what} must not be reached")
+
+    return call
+
+
+def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import orchestrator.controller
+    import orchestrator.preflight
+    from orchestrator.__main__ import main
+    from orchestrator.journal import Journal
+
+    Journal(str(home / "runs" / RUN / "journal.jsonl")).append("run_started", run_id=RUN)
+    store = CheckpointStore(f"file://{home}/stores/local-a", region="local-a")
+    store.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
+    fence_before = store.fs.cat_file(fence_path(store, RUN))
+    journal_before = (home / "runs" / RUN / "journal.jsonl").read_bytes()
+    monkeypatch.setattr(orchestrator.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(orchestrator.preflight, "preflight", _never("preflight"))
+
+    assert main([f"run_id={RUN}", "progress=false"]) == 2
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in out + err, err
+    assert lines[0].startswith("error: run_id:") and RUN in lines[0]
+    assert f"action=resume run_id={RUN}" in lines[0]
+    assert store.fs.cat_file(fence_path(store, RUN)) == fence_before
+    assert (home / "runs" / RUN / "journal.jsonl").read_bytes() == journal_before
+
+
+def test_a_run_id_that_was_never_started_is_not_refused(home: Path) -> None:
+    from orchestrator.__main__ import _refuse_unfinished
+    from orchestrator.compose import compose
+
+    (home / "runs" / RUN).mkdir(parents=True)
+    (home / "runs" / RUN / "journal.jsonl").write_bytes(b"")  # created, nothing written: no run began
+    _refuse_unfinished(compose([f"run_id={RUN}"]))
+    _refuse_unfinished(compose([]))
+
+
+def _controller(home: Path) -> Any:
+    from orchestrator.compose import compose
+    from orchestrator.controller import Controller
+
+    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=None, run_id=RUN)  # type: ignore[arg-type]
+
+
+def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> None:
+    """A store holding generation 7 from an earlier life of this run_id: the next attempt is 8."""
+    from orchestrator.journal import read_events
+
+    earlier = CheckpointStore(f"file://{home}/stores/local-b", region="local-b")
+    earlier.write_fence(RUN, Lineage().then(5, 0).then(7, 300))
+    CheckpointStore(f"file://{home}/stores/local-a", region="local-a").write_fence(RUN, Lineage().then(3, 0))
+    ctl = _controller(home)
+    ctl._start_above_fences()
+    assert ctl._alloc_generation() == 8
+    (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
+    assert (ev["generation_floor"], ev["highest_fence"], ev["failed"]) == (7, 7, {})
+
+
+def test_a_resumed_controller_goes_above_a_fence_its_journal_never_saw(home: Path) -> None:
+    """The stores hold generation 3, the journal knows only 2 (a fence it never journaled)."""
+    from orchestrator.journal import read_events
+    from orchestrator.replay import replay
+
+    ctl = _controller(home)
+    ctl.journal.append("attempt_started", generation=2, region="local-a")
+    for store in ctl.stores.values():
+        store.write_fence(RUN, Lineage().then(1, 0).then(3, 20))
+    ctl._generation = replay(read_events(ctl.journal.path)).generation
+    assert ctl._generation == 2
+    ctl._start_above_fences()
+    assert ctl._alloc_generation() == 4
+    # The floor is in the journal: a later resume keeps it when the stores cannot be read.
+    for store in ctl.stores.values():
+        store.fs.rm(fence_path(store, RUN))
+    assert replay(read_events(ctl.journal.path)).generation == 3
+
+
+def test_a_store_whose_fence_cannot_be_read_is_journaled_and_the_others_still_count(home: Path) -> None:
+    from orchestrator.journal import read_events
+
+    ctl = _controller(home)
+    a, b = ctl.stores["local-a"], ctl.stores["local-b"]
+    b.write_fence(RUN, Lineage().then(4, 0))
+    write_bytes(a.fs, fence_path(a, RUN), b'{"links": [[9, 0')  # torn: whatever it held is unknown
+    ctl._start_above_fences()
+    assert ctl._alloc_generation() == 5
+    (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
+    assert list(ev["failed"]) == ["local-a"] and FENCE_NAME in ev["failed"]["local-a"]
