@@ -172,7 +172,8 @@ class Replicator:
                     done.append(r)
                     self.on_replicated(r)
                     try:
-                        target.retain(self.run_id, self.keep_last)
+                        lineage = self.lineage() if self.lineage is not None else None
+                        target.retain(self.run_id, self.keep_last, lineage=lineage)
                     except StoreError as exc:
                         self._report(f"retention in {target.region} ({target.url}): {exc}")
                 break

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from recovery.fencing import Lineage
+from recovery.fencing import Admits, Lineage
 from recovery.fsio import is_local, write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
@@ -283,19 +283,41 @@ class CheckpointStore:
             raise self._error("cannot abort multipart uploads under " + prefix, exc) from None
         return aborted
 
-    def retain(self, run_id: str, keep: int) -> list[int]:
-        """Keep the newest ``keep`` committed checkpoints; drop older ones and torn leftovers."""
+    def retain(self, run_id: str, keep: int, lineage: Admits | None = None) -> list[int]:
+        """Keep the newest ``keep`` committed checkpoints on the lineage; drop older ones,
+        torn leftovers, and (first) every checkpoint the lineage fences, so a zombie's
+        newer steps can never push the lineage's own out. The steps deleted."""
         steps = self.all_steps(run_id)
-        committed = sorted(s for s, ok in steps.items() if ok)
-        doomed = committed[:-keep] if keep > 0 else committed
-        if committed:
-            newest = committed[-1]
-            # A folder without manifest older than the newest commit is a torn write;
-            # newer ones may still be in flight.
-            doomed += [s for s, ok in steps.items() if not ok and s < newest]
-        for step in sorted(doomed):
+        fenced: set[int] = set()
+        if lineage is not None:
+            for step in sorted(s for s, ok in steps.items() if ok):
+                try:
+                    m = self.manifest(run_id, step)
+                except ManifestError:
+                    fenced.add(step)  # unreadable as a manifest: restorable by no one
+                    continue
+                if m is not None and not lineage.allows(m.attempt, m.step):
+                    fenced.add(step)
+        doomed = retention_plan(steps, keep, fenced)
+        for step in doomed:
             self.delete(run_id, step)
         return sorted(doomed)
+
+
+def retention_plan(steps: dict[int, bool], keep: int, fenced: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """What retention deletes, in order: fenced checkpoints first, then all but the newest
+    ``keep`` of the others, then folders without manifest older than the newest kept
+    commit (torn writes; newer ones may still be in flight, and a zombie's higher steps
+    must not make the current attempt's upload look torn).
+
+    ``steps`` maps a step to whether it is committed (``all_steps``)."""
+    committed = sorted(s for s, ok in steps.items() if ok and s not in fenced)
+    doomed = sorted(s for s in fenced if steps.get(s))
+    doomed += committed[:-keep] if keep > 0 else committed
+    if committed:
+        newest = committed[-1]
+        doomed += sorted(s for s, ok in steps.items() if not ok and s < newest)
+    return doomed
 
 
 def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from recovery.fencing import FencedError
+from recovery.fencing import Admits, FencedError
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore, StoreError
 
@@ -45,9 +45,12 @@ class AsyncCheckpointer:
         replicate: bool = False,
         on_stage: Callable[[int], None] | None = None,
         scratch_dir: str | None = None,
+        lineage: Admits | None = None,
     ) -> None:
         from orchestrator.runtime.scratch import LocalCopy
 
+        # What retention keeps: the newest checkpoints on the controller's lineage (None: the newest).
+        self.lineage = lineage
         self.replicate = replicate
         # Called half way through an upload (chaos: a fault "during: checkpoint_upload").
         self.on_stage = on_stage
@@ -203,7 +206,7 @@ class AsyncCheckpointer:
             if self.replicate:
                 self._replicate(primary, files)
             try:
-                store.retain(self.run_id, self.keep_last)
+                store.retain(self.run_id, self.keep_last, lineage=self.lineage)
             except StoreError as exc:
                 self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
             return
@@ -253,7 +256,7 @@ class AsyncCheckpointer:
                 extra={**primary.extra, "replica_of": source.region},
                 fenced=True,
             )
-            replica.retain(self.run_id, self.keep_last)
+            replica.retain(self.run_id, self.keep_last, lineage=self.lineage)
         except (StoreError, FencedError, OSError) as exc:
             # Stop trying this store for a while: a hung one would hold up every upload.
             self._replica_down_until[replica.region] = time.monotonic() + self.outage_s

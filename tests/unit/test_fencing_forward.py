@@ -200,3 +200,66 @@ def test_a_store_whose_fence_cannot_be_read_is_journaled_and_the_others_still_co
     assert ctl._alloc_generation() == 5
     (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
     assert list(ev["failed"]) == ["local-a"] and FENCE_NAME in ev["failed"]["local-a"]
+
+
+# --- retention never empties the lineage ---------------------------------------------------------
+
+
+def _zombie_store(store: CheckpointStore, write_checkpoint: WriteCheckpoint) -> Lineage:
+    """Attempt 1 committed 20 and 40; attempt 2 restarted from 40 and committed 50; the
+    zombie of attempt 1 went on to 60..140 in this store; attempt 2's upload of 70 is in flight."""
+    for step in (20, 40):
+        write_checkpoint(store, RUN, step, attempt=1)
+    write_checkpoint(store, RUN, 50, attempt=2)
+    for step in (60, 80, 100, 120, 140):
+        write_checkpoint(store, RUN, step, attempt=1)
+    store.put(RUN, 70, "model.pt", b"half an upload")
+    return Lineage().then(1, 0).then(2, 40)
+
+
+def test_retention_deletes_the_fenced_first_and_keeps_the_newest_on_the_lineage(
+    store: CheckpointStore, write_checkpoint: WriteCheckpoint
+) -> None:
+    lineage = _zombie_store(store, write_checkpoint)
+    assert store.retain(RUN, keep=2, lineage=lineage) == [20, 60, 80, 100, 120, 140]
+    assert store.all_steps(RUN) == {40: True, 50: True, 70: False}
+    best = store.latest_verified(RUN, lineage=lineage)
+    assert best is not None and (best.step, best.attempt) == (50, 2)
+
+
+def test_retention_with_only_zombies_above_keeps_every_lineage_checkpoint_up_to_keep(
+    store: CheckpointStore, write_checkpoint: WriteCheckpoint
+) -> None:
+    """keep_last=3 and only 40 and 20 on the lineage: both stay, however many zombies came after."""
+    for step in (20, 40):
+        write_checkpoint(store, RUN, step, attempt=1)
+    for step in (60, 80, 100, 120):
+        write_checkpoint(store, RUN, step, attempt=1)
+    lineage = Lineage().then(1, 0).then(2, 40)
+    assert store.retain(RUN, keep=3, lineage=lineage) == [60, 80, 100, 120]
+    assert store.committed_steps(RUN) == [20, 40]
+
+
+def test_retention_plan_is_pure_and_orders_the_fenced_first() -> None:
+    from recovery.store import retention_plan
+
+    steps = {20: True, 40: True, 50: True, 60: True, 70: False, 80: True, 30: False}
+    assert retention_plan(steps, keep=2, fenced={60, 80}) == [60, 80, 20, 30]
+    assert retention_plan(steps, keep=2) == [20, 40, 50, 30, 70]  # no lineage: the newest by step, as before
+    assert retention_plan({60: True, 70: False}, keep=2, fenced={60}) == [60]  # nothing kept: no folder is "torn"
+
+
+def test_the_replicator_keeps_the_lineage_in_its_target(
+    tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint
+) -> None:
+    from recovery.replication import Replicator
+
+    primary = CheckpointStore(f"file://{tmp_path}/a", region="a")
+    target = CheckpointStore(memory_url, region="b")
+    lineage = _zombie_store(target, write_checkpoint)
+    write_checkpoint(primary, RUN, 90, attempt=2)
+    rep = Replicator(RUN, keep_last=2, on_replicated=lambda r: None, on_error=pytest.fail, lineage=lambda: lineage)
+    rep.follow(primary, [target])
+    assert [r.step for r in rep.tick()] == [90]
+    # The zombie's are gone; 50 and attempt 2's 90 stay (and 70, older than 90, is a torn write now).
+    assert target.all_steps(RUN) == {50: True, 90: True}
