@@ -232,7 +232,10 @@ class AttemptRunner:
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
             ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
 
-        best = sync_newest(ctl.run_id, [target, *others], skipped, lineage=ctl.lineage)
+        def store_failed(store: CheckpointStore, error: str) -> None:
+            ctl.journal.append("restore_store_skipped", by="controller", region=store.region, error=error[:500])
+
+        best = sync_newest(ctl.run_id, [target, *others], skipped, lineage=ctl.lineage, on_store_error=store_failed)
         if best is None:
             return 0
         src, manifest = best

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from recovery.fencing import Lineage
+from recovery.fencing import Admits, Lineage
 from recovery.manifest import Manifest, ManifestError
 from recovery.store import CheckpointStore, StoreError
 
@@ -69,12 +69,14 @@ def sync_newest(
     run_id: str,
     stores: list[CheckpointStore],
     on_skip: Callable[[CheckpointStore, int, str], None],
-    lineage: Lineage | None = None,
+    lineage: Admits | None = None,
     exclude: Collection[tuple[str, int]] = (),
+    on_store_error: Callable[[CheckpointStore, str], None] | None = None,
 ) -> tuple[CheckpointStore, Manifest] | None:
     """The newest checkpoint that verifies (and is on the lineage) in any store;
-    the first store wins ties. Unreachable stores are passed over, and so are the
-    (region, step) pairs in ``exclude``."""
+    the first store wins ties. A store that raises anything (unreachable, a timeout,
+    a folder where a file should be) is passed over and reported to ``on_store_error``;
+    so are the (region, step) pairs in ``exclude``."""
     best: tuple[CheckpointStore, Manifest] | None = None
     for store in stores:
         bad = frozenset(step for region, step in exclude if region == store.region)
@@ -82,11 +84,20 @@ def sync_newest(
             m = store.latest_verified(
                 run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r), lineage=lineage, exclude=bad
             )
-        except StoreError:
+        except Exception as exc:  # any client error: this store tells nothing, the others still count
+            if on_store_error is not None:
+                on_store_error(store, store_error_text(store, exc))
             continue
         if m is not None and (best is None or m.step > best[1].step):
             best = (store, m)
     return best
+
+
+def store_error_text(store: CheckpointStore, exc: BaseException) -> str:
+    """One line for a store's error: a StoreError already names the store, others get its name."""
+    if isinstance(exc, StoreError):
+        return str(exc).splitlines()[0] if str(exc) else "StoreError"
+    return str(store._error("restore selection", exc))
 
 
 class Replicator:

@@ -208,6 +208,8 @@ class CheckpointStore:
                 data = self.fs.cat_file(path)
             except FileNotFoundError:
                 continue
+            except Exception as exc:  # a timeout, a folder in its place: the store's error, named
+                raise self._error("cannot read " + path, exc) from None
             actual[f.name] = (len(data), sha256_hex(data) if len(data) == f.size else None)
         return m, judge(m, actual)
 

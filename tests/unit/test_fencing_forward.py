@@ -263,3 +263,60 @@ def test_the_replicator_keeps_the_lineage_in_its_target(
     assert [r.step for r in rep.tick()] == [90]
     # The zombie's are gone; 50 and attempt 2's 90 stay (and 70, older than 90, is a torn write now).
     assert target.all_steps(RUN) == {50: True, 90: True}
+
+
+# --- restore selection passes over a store that raises ----------------------------------------
+
+
+def _timeout(*args: Any, **kwargs: Any) -> Any:
+    raise TimeoutError("read timed out after 10 s")
+
+
+def _broken_stores(tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint) -> list[CheckpointStore]:
+    """a: a folder where step 60's MANIFEST.json should be; b: a client that times out;
+    c: a good checkpoint at step 40."""
+    a = CheckpointStore(f"file://{tmp_path}/a", region="a")
+    write_checkpoint(a, RUN, 20)
+    (tmp_path / "a" / RUN / "checkpoints" / "step-60" / "MANIFEST.json").mkdir(parents=True)
+    b = CheckpointStore(memory_url, region="b")
+    write_checkpoint(b, RUN, 80)
+    b.fs.cat_file = _timeout  # type: ignore[method-assign]
+    c = CheckpointStore(f"file://{tmp_path}/c", region="c")
+    write_checkpoint(c, RUN, 40)
+    return [a, b, c]
+
+
+def test_restore_selection_skips_a_store_that_raises_and_says_why(
+    tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint
+) -> None:
+    from recovery.replication import sync_newest
+
+    stores = _broken_stores(tmp_path, memory_url, write_checkpoint)
+    failed: list[tuple[str, str]] = []
+    best = sync_newest(RUN, stores, lambda *a: None, on_store_error=lambda s, e: failed.append((s.region, e)))
+    assert best is not None and (best[0].region, best[1].step) == ("c", 40)
+    assert [r for r, _ in failed] == ["a", "b"]
+    assert "MANIFEST.json" in failed[0][1] and "region a" in failed[0][1]
+    assert "TimeoutError" in failed[1][1] and "region b" in failed[1][1]
+    assert all("\n" not in e for _, e in failed)
+
+
+def test_the_controller_journals_a_store_it_passed_over_and_restores_from_another(
+    home: Path, memory_url: str, write_checkpoint: WriteCheckpoint
+) -> None:
+    from orchestrator.attempt import AttemptRunner
+    from orchestrator.journal import read_events
+
+    ctl = _controller(home)
+    a, b = ctl.stores["local-a"], ctl.stores["local-b"]
+    write_checkpoint(b, RUN, 40)
+    write_checkpoint(a, RUN, 20)
+    a.fs.ls = _timeout  # type: ignore[method-assign]
+    runner = AttemptRunner(ctl)
+    try:
+        assert runner._prepare_restore("local-b") == 40
+    finally:
+        runner.injector.close()
+    skipped = [e for e in read_events(ctl.journal.path) if e["type"] == "restore_store_skipped"]
+    assert [(e["by"], e["region"]) for e in skipped] == [("controller", "local-a")]
+    assert "TimeoutError" in skipped[0]["error"]
