@@ -166,7 +166,7 @@ class AttemptRunner:
             ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
             if warm is not None:
                 # The standby's workers are up and waiting: this file is their go.
-                ctl.control.activate(gen)
+                ctl.control.activate(gen, lineage=ctl.lineage.to_plain())
                 ctl.journal.append("standby_activated", region=region, generation=gen, cluster=cluster.name)
             else:
                 proc = self.start_runtime(cluster, region, gen)
@@ -299,6 +299,7 @@ class AttemptRunner:
             scratch_dir=cluster.info.get("scratch_dir"),
             data=runtime_data(cfg),
             hpo=runtime_hpo(cfg),
+            lineage=ctl.lineage.to_plain(),
         )
         spec_path = os.path.join(attempt_dir, "spec.json")
         spec.dump(spec_path)

@@ -111,8 +111,15 @@ class ControlChannel:
         return out
 
     # --- standby activation ---------------------------------------------------
-    def activate(self, gen: int) -> None:
-        self._put(self._path(f"g{gen}", "activate.json"), {"time": time.time(), "generation": gen})
+    def activate(self, gen: int, lineage: list[list[int]] | None = None) -> None:
+        """The standby's go, with the controller's lineage as of now (its spec's is older)."""
+        obj: dict[str, Any] = {"time": time.time(), "generation": gen}
+        if lineage is not None:
+            obj["lineage"] = lineage
+        self._put(self._path(f"g{gen}", "activate.json"), obj)
+
+    def read_activation(self, gen: int) -> dict[str, Any] | None:
+        return self._get(self._path(f"g{gen}", "activate.json"))
 
     def is_active(self, gen: int) -> bool:
         return self._exists(self._path(f"g{gen}", "activate.json"))

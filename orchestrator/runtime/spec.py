@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from recovery.fencing import Lineage
+
 # Every process of a cluster that runs the runtime gets these (the provider sets
 # them at launch). Ray Train's defaults suit big clusters: a 1.7 s health poll
 # makes every report slow. Set on the cluster, not as a job runtime_env, so the
@@ -47,6 +49,25 @@ class RuntimeSpec:
     scratch_dir: str | None = None
     # fsspec options for the control channel (endpoint, timeouts; never credentials).
     control_options: dict[str, Any] = field(default_factory=dict)
+    # The controller's fencing lineage when it started this attempt, [[generation,
+    # restored_step], ...]: what the runtime may restore (a standby gets a newer one
+    # with its activation). None: a spec from before it carried one; the stores' fence decides.
+    lineage: list[list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.lineage is None:
+            return
+        try:
+            lineage = Lineage.from_plain(self.lineage)
+        except ValueError as exc:
+            raise ValueError(f"runtime spec: lineage: {exc}") from None
+        if lineage.generation > self.generation:
+            raise ValueError(
+                f"runtime spec: lineage: reaches generation {lineage.generation}, past this attempt's {self.generation}"
+            )
+
+    def fencing_lineage(self) -> Lineage | None:
+        return None if self.lineage is None else Lineage.from_plain(self.lineage)
 
     def dump(self, path: str) -> None:
         from recovery.storage import refuse_secret

@@ -19,7 +19,8 @@ runs right after, in the same thread, and snapshots only when a save has just
 happened. Trial checkpoints Tune has not yet registered (a trial persisted one
 but its result is not processed) are left out: the state does not name them.
 
-Restore: the newest snapshot that verifies on the fence's lineage is
+Restore: the newest snapshot that verifies on the controller's lineage (narrowed
+by the stores' fence) is
 downloaded, unpacked to scratch and handed to ``Tuner.restore`` with
 ``resume_unfinished=True`` and ``resume_errored`` / ``restart_errored`` from the
 recovery config. Finished trials stay finished; unfinished ones continue from
@@ -59,9 +60,10 @@ from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
+from orchestrator.runtime.worker import restore_rule
 from orchestrator.triggers import exhausted, in_region
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
-from recovery.fencing import FencedError, newest_fence
+from recovery.fencing import FencedError
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
 from recovery.store import CheckpointStore
@@ -310,6 +312,7 @@ class SearchDriver:
             outage_s=spec.store_outage_s,
             on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
             replicate=True,
+            lineage=spec.fencing_lineage(),
         )
         self.restored_step, self.restored_url = restored_step, restored_url
         self.total = max_search_steps(int(self.hpo["num_samples"]), int(self.hpo["max_t"]))
@@ -427,8 +430,11 @@ def _restore(spec: RuntimeSpec, control: ControlChannel, exp_dir: str) -> tuple[
     def skipped(store: CheckpointStore, step: int, reason: str) -> None:
         control.event(spec.generation, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
-    lineage = newest_fence(stores, spec.run_id)
-    best = sync_newest(spec.run_id, stores, skipped, lineage=lineage)
+    def store_failed(store: CheckpointStore, error: str) -> None:
+        control.event(spec.generation, "restore_store_skipped", region=store.region, error=error[:500])
+
+    lineage, usable = restore_rule(spec, control, stores)
+    best = sync_newest(spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed)
     if best is None:
         return 0, None
     store, manifest = best

@@ -25,7 +25,7 @@ from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploa
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.triggers import due_during, exhausted, in_region
-from recovery.fencing import FencedError, newest_fence
+from recovery.fencing import Admits, FencedError, Lineage, Narrowed, scan_fences
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
 from recovery.store import CheckpointStore
@@ -137,6 +137,36 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
         raise
 
 
+def controller_lineage(spec: RuntimeSpec, control: ControlChannel) -> Lineage | None:
+    """The lineage the controller handed this attempt: a standby's activation carries the
+    one of the moment it was activated (its spec's was written before the handover)."""
+    if spec.standby:
+        activation = control.read_activation(spec.generation) or {}
+        if "lineage" in activation:
+            try:
+                lineage = Lineage.from_plain(activation["lineage"])
+            except ValueError:
+                lineage = None  # damaged: the spec's, narrowed by the fences, still holds
+            if lineage is not None and lineage.generation <= spec.generation:
+                return lineage
+    return spec.fencing_lineage()
+
+
+def restore_rule(
+    spec: RuntimeSpec, control: ControlChannel, stores: list[CheckpointStore]
+) -> tuple[Admits, list[CheckpointStore]]:
+    """What a restore may take, and from which stores: the controller's lineage, narrowed
+    by the newest fence the stores hold (which may refuse, never allow more). A store
+    whose fence cannot be read is left out, with its reason: a torn fence may hide a
+    newer generation. Without a lineage from the controller, the fence alone decides."""
+    scan = scan_fences(stores, spec.run_id)
+    for region, error in scan.failed.items():
+        control.event(spec.generation, "restore_store_skipped", region=region, error=error[:500])
+    usable = [s for s in stores if (s.region or s.url) not in scan.failed]
+    given = controller_lineage(spec, control)
+    return (scan.newest if given is None else Narrowed(given, scan.newest)), usable
+
+
 class WorkerAttempt:
     """One worker's share of an attempt: the stores, the uploader (rank 0 writes), the
     restore choice, the chaos rendezvous and the preemption watch."""
@@ -162,6 +192,7 @@ class WorkerAttempt:
             replicate=True,
             on_stage=self._upload_hook if rank == 0 else None,
             scratch_dir=spec.scratch_dir if rank == 0 else None,
+            lineage=spec.fencing_lineage(),
         )
         self._preempt = threading.Event()
         # chaos "during: checkpoint_upload": cleared while an upload heads for its
@@ -222,7 +253,11 @@ class WorkerAttempt:
         from recovery.store import StoreError
 
         stores = [self.store, *self.fallbacks]
-        lineage = newest_fence(stores, self.spec.run_id)
+        lineage, usable = restore_rule(self.spec, self.control, stores)
+
+        def store_failed(store: CheckpointStore, error: str) -> None:
+            self.control.event(self.gen, "restore_store_skipped", region=store.region, error=error[:500])
+
         bad: set[tuple[str, int]] = set()
         while True:
 
@@ -230,7 +265,9 @@ class WorkerAttempt:
                 if (store.region, step) not in bad:
                     skipped(store, step, reason)
 
-            best = sync_newest(self.spec.run_id, stores, skip, lineage=lineage, exclude=bad)
+            best = sync_newest(
+                self.spec.run_id, usable, skip, lineage=lineage, exclude=bad, on_store_error=store_failed
+            )
             if best is None:
                 return None
             store, m = best

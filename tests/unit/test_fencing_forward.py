@@ -320,3 +320,119 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
     skipped = [e for e in read_events(ctl.journal.path) if e["type"] == "restore_store_skipped"]
     assert [(e["by"], e["region"]) for e in skipped] == [("controller", "local-a")]
     assert "TimeoutError" in skipped[0]["error"]
+
+
+# --- the runtime restores what the controller's lineage allows ----------------------------------
+
+
+def _worker(tmp_path: Path, generation: int, **fields: Any) -> Any:
+    from orchestrator.runtime.control import ControlChannel
+    from orchestrator.runtime.worker import WorkerAttempt
+    from support import loop_spec
+
+    spec = loop_spec(tmp_path, RUN, generation, {"name": "t", "workload": "digits"}, **fields)
+    worker = WorkerAttempt(spec, rank=0, world=1, control=ControlChannel(spec.control_url))
+    worker._preempt.set()  # no preemption watch past the test
+    return worker
+
+
+def _events(worker: Any, kind: str) -> list[dict[str, Any]]:
+    return [e for e in worker.control.read_events(worker.gen, set()) if e["type"] == kind]
+
+
+def _zombie_after_handover(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> CheckpointStore:
+    """Attempt 1 committed 20 and 40; attempt 2 took over from 40; attempt 1's zombie
+    committed 60 in a store the fence never reached (it holds no fence at all)."""
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    for step in (20, 40, 60):
+        write_checkpoint(store, RUN, step, attempt=1)
+    return store
+
+
+def test_the_runtime_restores_what_the_controllers_lineage_allows_not_what_a_missing_fence_does(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    _zombie_after_handover(tmp_path, write_checkpoint)
+    worker = _worker(tmp_path, 2, lineage=[[1, 0], [2, 40]])
+    chosen = worker.agree_on_restore()
+    assert chosen is not None and chosen[1].step == 40
+    (skip,) = _events(worker, "checkpoint_skipped")
+    assert skip["step"] == 60 and skip["reason"].startswith("fenced")
+
+
+def test_without_a_lineage_in_the_spec_the_fence_alone_decides_as_before(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    _zombie_after_handover(tmp_path, write_checkpoint)
+    chosen = _worker(tmp_path, 2).agree_on_restore()
+    assert chosen is not None and chosen[1].step == 60  # no fence anywhere: nothing tells 60 apart
+
+
+def test_the_stores_fence_can_refuse_what_a_stale_lineage_would_allow(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    store = _zombie_after_handover(tmp_path, write_checkpoint)
+    store.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
+    worker = _worker(tmp_path, 2, lineage=[[1, 0]])  # written before the handover
+    chosen = worker.agree_on_restore()
+    assert chosen is not None and chosen[1].step == 40
+    assert "stores' fence" in _events(worker, "checkpoint_skipped")[0]["reason"]
+
+
+def test_a_fence_can_never_allow_more_than_the_lineage(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> None:
+    store = _zombie_after_handover(tmp_path, write_checkpoint)
+    store.write_fence(RUN, Lineage().then(1, 0))  # a stale fence: it would let 60 through
+    chosen = _worker(tmp_path, 2, lineage=[[1, 0], [2, 40]]).agree_on_restore()
+    assert chosen is not None and chosen[1].step == 40
+
+
+def test_a_standby_restores_by_the_lineage_its_activation_carries(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    _zombie_after_handover(tmp_path, write_checkpoint)
+    worker = _worker(tmp_path, 2, lineage=[[1, 0]], standby=True)
+    worker.control.activate(2, lineage=[[1, 0], [2, 40]])
+    worker.wait_until_active()
+    chosen = worker.agree_on_restore()
+    assert chosen is not None and chosen[1].step == 40
+
+
+def test_the_runtime_passes_over_a_store_whose_fence_is_torn_and_says_why(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    primary = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    write_checkpoint(primary, RUN, 60, attempt=1)
+    _tear(primary, b'{"links": [[1, 0], [2')
+    other = CheckpointStore(f"file://{tmp_path}/other", region="o")
+    write_checkpoint(other, RUN, 40, attempt=1)
+    worker = _worker(tmp_path, 2, lineage=[[1, 0], [2, 40]], fallback_stores=[{"region": "o", "url": other.url}])
+    chosen = worker.agree_on_restore()
+    assert chosen is not None and (chosen[0].region, chosen[1].step) == ("o", 40)
+    (skip,) = _events(worker, "restore_store_skipped")
+    assert skip["region"] == "r" and FENCE_NAME in skip["error"]
+
+
+@pytest.mark.parametrize(
+    ("lineage", "words"),
+    [
+        ("not a list", "expected a list"),
+        ([[1]], "two integers"),
+        ([[1, 0], [1, 20]], "generations must increase"),
+        ([[1, 0], [3, 20]], "past this attempt's 2"),
+        ([[0, 0]], "generation >= 1"),
+    ],
+)
+def test_a_spec_whose_lineage_is_not_one_is_refused_when_loaded(tmp_path: Path, lineage: Any, words: str) -> None:
+    import json
+
+    from orchestrator.runtime.spec import RuntimeSpec
+    from support import loop_spec
+
+    good = loop_spec(tmp_path, RUN, 2, {"name": "t"}, lineage=[[1, 0], [2, 40]])
+    good.dump(str(tmp_path / "spec.json"))
+    assert RuntimeSpec.load(str(tmp_path / "spec.json")).fencing_lineage() == Lineage().then(1, 0).then(2, 40)
+    raw = json.loads((tmp_path / "spec.json").read_text())
+    (tmp_path / "spec.json").write_text(json.dumps({**raw, "lineage": lineage}))
+    with pytest.raises(ValueError, match=words) as err:
+        RuntimeSpec.load(str(tmp_path / "spec.json"))
+    assert str(err.value).startswith("runtime spec: lineage:")
