@@ -70,6 +70,8 @@ def bare_run(steps: int) -> float:
     cluster = provider.launch(RegionSpec("bench", "file:///tmp", 2), f"bench-bare-{time.time_ns()}", 60, env=TRAIN_ENV)
     try:
         os.environ.update(TRAIN_ENV)
+        # The cluster takes only its own token (the local provider turns Ray's token auth on).
+        os.environ.update({k: v for k, v in provider.cluster_env(cluster).items() if k.startswith("RAY_AUTH")})
         ray.init(address=cluster.address, log_to_driver=False)
         trainer = TorchTrainer(
             bare_train,

@@ -289,7 +289,7 @@ class AttemptRunner:
             control_url=ctl.control.url,
             control_options=ctl.control.options,
             ray_address=cluster.address,
-            ray_storage_path=os.path.join(cluster.info.get("temp_dir", attempt_dir), "train"),
+            ray_storage_path=os.path.join(ray_storage_root(cluster.info, attempt_dir), "train"),
             job=to_plain(cfg.job),
             trainer=to_plain(cfg.trainer),
             checkpoint=to_plain(cfg.checkpoint),
@@ -325,6 +325,12 @@ class AttemptRunner:
         self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
     ) -> None:
         AttemptWatch(self, cluster, proc, out, pending).run()
+
+
+def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:
+    """Where Ray Train keeps its run (a search's experiment among it): the cluster's
+    private folder, not Ray's temp dir, which Ray makes world-writable."""
+    return str(info.get("base_dir") or info.get("temp_dir") or attempt_dir)
 
 
 def runtime_data(cfg: Config) -> dict[str, Any]:

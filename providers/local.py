@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -29,13 +30,16 @@ from providers.base import (
 from providers.procs import MARKER, kill_all, marked
 
 READY_LINE = "Ray runtime started"
+TOKEN_NAME = "auth_token"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
-# Loopback only (Ray otherwise binds and advertises the external address), no token
-# auth for clusters that only this user's processes on 127.0.0.1 can reach.
+# Loopback only (Ray otherwise binds and advertises the external address), and token
+# auth on: another user of this machine reaches 127.0.0.1 too, and an open GCS runs
+# whatever code it is sent. Each cluster has its own token (TOKEN_NAME in its private
+# temp dir), which its processes and the runtime driver get through RAY_AUTH_TOKEN_PATH.
 BASE_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_AUTH_MODE": "disabled",
+    "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "0",
     # Ray starts idle workers when the first driver connects, but Ray Train's actors carry
@@ -108,7 +112,10 @@ class LocalProvider:
             **BASE_ENV,
             MARKER: cluster.name,
             "RAY_TMPDIR": cluster.info["temp_dir"],
+            "RAY_AUTH_TOKEN_PATH": os.path.join(_base_dir(cluster), TOKEN_NAME),
         }
+        # A token in the controller's environment would win over the cluster's file.
+        env.pop("RAY_AUTH_TOKEN", None)
         if self.code_dir:
             rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != self.code_dir]
             env["PYTHONPATH"] = os.pathsep.join([self.code_dir, *rest])
@@ -117,24 +124,30 @@ class LocalProvider:
     def launch(
         self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None
     ) -> ClusterHandle:
-        # Ray's unix socket paths must stay short: keep the temp dir under /tmp.
-        temp_dir = tempfile.mkdtemp(prefix="orch-")
+        # Ray's unix socket paths must stay short: keep it all under /tmp. Ray makes its
+        # temp dir world-writable (0777), so it lives inside a 0700 folder of ours, with
+        # the cluster's token and the scratch copy beside it (not in Ray's shared dir).
+        base = tempfile.mkdtemp(prefix="orch-")
+        temp_dir = os.path.join(base, "ray")
+        os.mkdir(temp_dir, 0o700)
+        write_token(os.path.join(base, TOKEN_NAME))
         port = free_port()
-        log_path = os.path.join(temp_dir, "ray-start.log")
+        log_path = os.path.join(base, "ray-start.log")
         handle = ClusterHandle(
             name=cluster_name,
             region=region.name,
             provider=self.name,
             address=f"127.0.0.1:{port}",
             info={
+                "base_dir": base,
                 "temp_dir": temp_dir,
                 "port": port,
                 "log": log_path,
                 "env": dict(env or {}),
-                "scratch_dir": os.path.join(temp_dir, "scratch"),
+                "scratch_dir": os.path.join(base, "scratch"),
             },
         )
-        os.makedirs(handle.info["scratch_dir"])
+        os.mkdir(handle.info["scratch_dir"], 0o700)
         ports = {
             flag: free_port()
             for flag in (
@@ -238,8 +251,20 @@ class LocalProvider:
         if head is not None:
             head.wait(timeout=10)
         if cluster.info.get("temp_dir"):
-            shutil.rmtree(cluster.info["temp_dir"], ignore_errors=True)
+            shutil.rmtree(_base_dir(cluster), ignore_errors=True)
         self._forget(cluster)
+
+
+def _base_dir(cluster: ClusterHandle) -> str:
+    # A cluster recorded by an older version has no base_dir: its temp dir was the base.
+    return str(cluster.info.get("base_dir") or cluster.info["temp_dir"])
+
+
+def write_token(path: str) -> None:
+    """A fresh random token for one cluster, readable by this user only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(secrets.token_hex(32))
 
 
 def _running(pid: int) -> bool:

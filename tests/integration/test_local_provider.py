@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from providers.base import ProvisionError, ProvisionErrorKind, RegionSpec
-from providers.local import LocalProvider
+from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.local import TOKEN_NAME, LocalProvider
 from support import ray_pids, wait_no_new_ray
 
 
@@ -25,13 +29,49 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
         pids = set(provider.processes(cluster))
         assert runtime.pid in pids
         assert len(pids) >= 3  # ray start, gcs_server, raylet at least
+        _only_its_token_connects(provider, cluster, tmp_path)
+        _private(cluster)
     finally:
         provider.teardown(cluster)
+    assert not os.path.exists(cluster.info["base_dir"])
     assert provider.processes(cluster) == []
     assert not provider.healthy(cluster)
     assert runtime.poll() is not None
     provider.teardown(cluster)  # already gone: not an error
     assert not wait_no_new_ray(before)
+
+
+CONNECT = "import ray; ray.init(address={!r}, log_to_driver=False); print('connected')"
+
+
+def _only_its_token_connects(provider: LocalProvider, cluster: ClusterHandle, tmp_path: Path) -> None:
+    """Ray's token auth is on: a driver with the cluster's environment connects, one
+    without the token, with token auth off, or with another token is refused."""
+    code = CONNECT.format(cluster.address)
+    env = provider.cluster_env(cluster)
+    ok = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "connected" in ok.stdout, ok.stderr[-2000:]
+    other = tmp_path / "other_token"
+    other.write_text("0" * 64)
+    no_token = {k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN_PATH"}
+    for label, bad in {
+        "no token": no_token,
+        "auth off": {**no_token, "RAY_AUTH_MODE": "disabled"},
+        "another token": {**env, "RAY_AUTH_TOKEN_PATH": str(other)},
+    }.items():
+        done = subprocess.run([sys.executable, "-c", code], env=bad, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and "connected" not in done.stdout, label
+
+
+def _private(cluster: ClusterHandle) -> None:
+    """Ray makes its temp dir 0777; it lies in a 0700 folder, with the token (0600) and
+    the scratch copy (outside Ray's temp dir) beside it."""
+    base, temp, scratch = (cluster.info[k] for k in ("base_dir", "temp_dir", "scratch_dir"))
+    assert stat.S_IMODE(os.stat(base).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(os.path.join(base, TOKEN_NAME)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(scratch).st_mode) == 0o700
+    assert os.path.dirname(temp) == base and os.path.dirname(scratch) == base
+    assert not scratch.startswith(temp + os.sep)
 
 
 def test_a_cluster_that_is_not_ready_in_time_is_a_transient_error_and_leaves_nothing(tmp_path):
