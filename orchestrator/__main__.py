@@ -193,8 +193,11 @@ def _lock(run_dir: str) -> object | None:
     """One controller per run: the lock goes with the process, a SIGKILL included."""
     import fcntl
 
-    os.makedirs(run_dir, exist_ok=True)
-    fh = open(os.path.join(run_dir, "controller.lock"), "a")
+    from orchestrator.rundir import make_run_dir
+
+    make_run_dir(run_dir)
+    fd = os.open(os.path.join(run_dir, "controller.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fh = os.fdopen(fd, "a")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -362,4 +365,8 @@ def _finish(cfg: object, run_id: str, result: dict[str, object]) -> int:
 
 
 if __name__ == "__main__":
+    # Everything the run creates on this machine (its home, checkpoints in file://
+    # stores, its Ray clusters' files) is this user's alone; tests call main() in-process
+    # and keep their own umask.
+    os.umask(0o077)
     sys.exit(main())

@@ -22,12 +22,14 @@ from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
+from orchestrator.rundir import make_run_dir
 from orchestrator.runtime.control import ControlChannel, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
 from recovery.detection import Failure
 from recovery.fencing import Lineage, first_generation, scan_fences
+from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.store import CheckpointStore
@@ -55,7 +57,7 @@ class Controller:
         self.provider = provider
         self.run_id = run_id
         self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
-        os.makedirs(self.run_dir, exist_ok=True)
+        make_run_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
         self.control = ControlChannel(control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options)
         self.candidates = cfg.candidate_regions()
@@ -333,10 +335,7 @@ def save_config(run_dir: str, cfg: Config) -> None:
             "control_options": cfg.cloud.control_options,
         },
     )
-    path = os.path.join(run_dir, CONFIG_NAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(to_plain(cfg), fh, indent=1)
-    os.replace(path + ".tmp", path)
+    write_private(os.path.join(run_dir, CONFIG_NAME), json.dumps(to_plain(cfg), indent=1).encode())
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

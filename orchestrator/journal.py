@@ -13,10 +13,11 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrator.states import RunState
 from recovery.detection import FailureKind
+from recovery.fsio import fsync_dir
 from recovery.policy import Action
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
@@ -40,7 +41,7 @@ class Journal:
     def append(self, type_: str, **fields: Any) -> dict[str, Any]:
         event = {"ts": time.time(), "type": type_, **redact(fields)}
         line = json.dumps(event, sort_keys=False, default=str)
-        with self._lock, open(self.path, "a+b") as fh:
+        with self._lock, self._open() as fh:
             # A crash mid-append leaves a last line without its newline; this event
             # must not be glued onto it (read_events drops the torn line, not ours).
             end = fh.seek(0, os.SEEK_END)
@@ -54,6 +55,15 @@ class Journal:
             fh.flush()
             os.fsync(fh.fileno())
         return event
+
+    def _open(self) -> BinaryIO:
+        # 0600 by the create mode (a default ACL overrides the umask); the first line's
+        # directory entry is made durable with it.
+        created = not os.path.exists(self.path)
+        fh = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b")
+        if created:
+            fsync_dir(os.path.dirname(self.path))
+        return fh
 
     def events(self) -> list[dict[str, Any]]:
         return list(read_events(self.path))

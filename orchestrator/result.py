@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
+from recovery.fsio import write_private
 from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
@@ -64,12 +65,7 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
 
 def write_result(run_dir: str, record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
     result = build_result(record, stores)
-    path = os.path.join(run_dir, RESULT_NAME)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_private(os.path.join(run_dir, RESULT_NAME), (json.dumps(result, indent=2) + "\n").encode())
     return result
 
 

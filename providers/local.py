@@ -28,6 +28,7 @@ from providers.base import (
     RuntimeProcess,
 )
 from providers.procs import MARKER, kill_all, marked
+from recovery.fsio import write_private
 
 READY_LINE = "Ray runtime started"
 TOKEN_NAME = "auth_token"
@@ -79,14 +80,8 @@ class LocalProvider:
         if self.state_dir is None:
             return
         os.makedirs(self.state_dir, exist_ok=True)
-        path = os.path.join(self.state_dir, f"{handle.name}.json")
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(
-                {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}, fh
-            )
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(path + ".tmp", path)
+        record = {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}
+        write_private(os.path.join(self.state_dir, f"{handle.name}.json"), json.dumps(record).encode())
 
     def _forget(self, handle: ClusterHandle) -> None:
         if self.state_dir is not None:

@@ -34,6 +34,7 @@ from providers.base import (
     RegionSpec,
     RuntimeProcess,
 )
+from recovery.fsio import write_private
 
 if TYPE_CHECKING:
     from orchestrator.config import RegionConfig
@@ -430,11 +431,8 @@ class SkyPilotProvider:
         if path is None:
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(
-                {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}, fh
-            )
-        os.replace(path + ".tmp", path)
+        record = {"name": handle.name, "region": handle.region, "address": handle.address, "info": handle.info}
+        write_private(path, json.dumps(record).encode())
 
     def _forget(self, cluster_name: str) -> None:
         path = self._record_path(cluster_name)

@@ -1,0 +1,58 @@
+"""A run's folder on the controller's machine: the controller's alone, but for the
+control channel, which the attempt's runtime writes.
+
+On this machine the process's umask (0077, set by the command) makes everything
+private. A run's home on a shared filesystem (on-prem, where the nodes' user writes the
+control channel and the stores) may instead carry a default ACL that grants the nodes'
+user everything below it, and a default ACL overrides the umask. So the run folder is
+made traversable only (0711: the nodes reach the control channel, and can neither list,
+create, rename nor delete anything else), its inherited default ACL is dropped (what the
+controller writes inside is then its own: journal, config.json, result.json, specs,
+reports), and the control folder alone takes the inherited ACL back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+
+from recovery.fsio import make_dirs
+
+CONTROL_DIR = "control"
+_DEFAULT_ACL = "system.posix_acl_default"
+_ACCESS_ACL = "system.posix_acl_access"
+# No ACL there, or a filesystem (or kernel) without them: nothing to take away.
+_NO_ACL = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
+
+
+def make_run_dir(run_dir: str) -> None:
+    """Create ``run_dir`` (and its missing parents, 0711 too) and its control folder;
+    an existing run folder is left as it is."""
+    if not os.path.isdir(run_dir):
+        make_dirs(run_dir, 0o711)
+        inherited = _take_default_acl(run_dir)
+        control = os.path.join(run_dir, CONTROL_DIR)
+        os.mkdir(control, 0o700)
+        if inherited is not None:
+            os.setxattr(control, _DEFAULT_ACL, inherited)
+            os.setxattr(control, _ACCESS_ACL, inherited)
+    else:
+        os.makedirs(os.path.join(run_dir, CONTROL_DIR), mode=0o700, exist_ok=True)
+
+
+def _take_default_acl(path: str) -> bytes | None:
+    try:
+        acl = os.getxattr(path, _DEFAULT_ACL)
+    except OSError as exc:
+        if exc.errno in _NO_ACL:
+            return None
+        raise
+    with contextlib.suppress(OSError):
+        os.removexattr(path, _DEFAULT_ACL)
+    # The access ACL the folder got from it holds the nodes' user too (its mask, from
+    # the 0711 mode, already limits that to traversal); drop it to the mode alone.
+    with contextlib.suppress(OSError):
+        os.removexattr(path, _ACCESS_ACL)
+    os.chmod(path, 0o711)
+    return acl
