@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.chaos import FaultInjector, Injected
+from orchestrator.cleanup import run_all
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
@@ -82,13 +83,15 @@ class AttemptRunner:
         self._zombie_seen: dict[int, set[str]] = {}
 
     def close(self) -> None:
-        self.injector.close()
-        if self.cluster is not None:
-            self._teardown(self.cluster)
-        for t in self._sweepers:
-            t.join()
-        if self.ctl._generation > 1:
-            self.scan_zombies(self.ctl._generation + 1)
+        cluster = self.cluster
+        run_all(
+            [
+                self.injector.close,
+                *([lambda: self._teardown(cluster)] if cluster is not None else []),
+                *(t.join for t in self._sweepers),
+                lambda: self.scan_zombies(self.ctl._generation + 1) if self.ctl._generation > 1 else None,
+            ]
+        )
 
     def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
         """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""
@@ -209,7 +212,10 @@ class AttemptRunner:
 
     def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
         self.cluster = None
-        self.injector.release(cluster)
+        try:
+            self.injector.release(cluster)
+        except Exception as exc:  # a fault that cannot be undone must not keep the cluster up
+            self.ctl.journal.append("fault_release_failed", cluster=cluster.name, error=str(exc)[:500])
         wait = self.injector.unreachable_until(cluster) - time.time()
         if wait > 0 and not background:
             self.ctl.journal.append("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))

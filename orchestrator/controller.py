@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.attempt import AttemptOutcome, AttemptRunner
+from orchestrator.cleanup import run_all
 from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
 from orchestrator.faultproxy import FaultProxy
 from orchestrator.incidents import Incident
@@ -32,7 +33,7 @@ from recovery.fencing import Lineage, first_generation, scan_fences
 from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, StoreError
 
 
 @dataclass
@@ -277,15 +278,32 @@ class Controller:
         except KeyboardInterrupt:
             self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", region, generation, None)
         finally:
-            self.standby.close()
-            runner.close()
-            self.replicator.stop(drain=self.record.status == "SUCCEEDED")
-            self.progress.close()
-            for proxy in self.proxies.values():
-                proxy.stop()
+            run_all(
+                [
+                    self.standby.close,
+                    runner.close,
+                    lambda: self.replicator.stop(drain=self.record.status == "SUCCEEDED"),
+                    self._abort_orphaned_uploads,
+                    self.progress.close,
+                    *(proxy.stop for proxy in self.proxies.values()),
+                ]
+            )
         result = write_result(self.run_dir, self.record, self.stores)
         self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
         return result
+
+    def _abort_orphaned_uploads(self) -> None:
+        """Every attempt and the replicator have stopped: a multipart upload still open
+        under this run in any store (a replica's copy cut off, a fallback's upload) is
+        one of ours that will never complete, billed and invisible until aborted."""
+        for store in self.stores.values():
+            try:
+                aborted = store.abort_orphaned_uploads(self.run_id)
+            except StoreError as exc:
+                self.journal.append("multipart_abort_failed", region=store.region, error=str(exc))
+                continue
+            if aborted:
+                self.journal.append("multipart_aborted", region=store.region, keys=aborted[:10])
 
     def _incident_for(self, outcome: AttemptOutcome, region: str, generation: int) -> Incident:
         failure: Failure = outcome.failure  # type: ignore[assignment]

@@ -74,7 +74,16 @@ class StandbyManager:
             with self._lock:
                 self._target = None
             return
-        proc = self.runner.start_runtime(cluster, region, gen, standby=True)
+        try:
+            proc = self.runner.start_runtime(cluster, region, gen, standby=True)
+        except Exception as exc:
+            # Launched and not yet tracked: nothing else would ever tear it down.
+            self.ctl.journal.append("standby_failed", region=region, generation=gen, error=str(exc)[:500])
+            with self._lock:
+                self._target = None
+            self.ctl.provider.teardown(cluster)
+            self.ctl.journal.append("teardown", cluster=cluster.name, purpose="standby")
+            return
         warm = Warm(region, gen, cluster, proc)
         with self._lock:
             if self._closed or self._target != region:
