@@ -175,6 +175,8 @@ def _require(obj: dict[str, Any], name: str) -> Any:
 def _check_fields(obj: dict[str, Any], checks: dict[str, Any]) -> None:
     """Fields with a known meaning are checked by type when present; the rest as bounded JSON."""
     for name, value in obj.items():
+        if len(name) > MAX_KEY:
+            raise WireError(f"has a key longer than {MAX_KEY} characters")
         check = checks.get(name)
         if check is not None:
             check(value, name)
