@@ -96,6 +96,13 @@ def _number(value: Any, name: str, low: float = -math.inf) -> float:
     return float(value)
 
 
+def _any_number(value: Any, name: str) -> float:
+    # A loss may be NaN or infinite: that is what diverging training reports.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"{_where(name)} is {_type(value)}, not a number")
+    return float(value)
+
+
 def _str(value: Any, name: str, limit: int = MAX_STR) -> str:
     if not isinstance(value, str):
         raise WireError(f"{_where(name)} is {_type(value)}, not a string")
@@ -141,7 +148,9 @@ def _json_kind(value: Any) -> str:
 
 
 def _json_value(value: Any, name: str) -> None:
-    """Plain bounded JSON: strings bounded, keys short, numbers finite, depth and size capped."""
+    """Plain bounded JSON: strings bounded, keys short, depth and size capped. A number
+    here may be NaN or infinite (a diverged loss, an eval metric): Python's json writes
+    them, and only fields with a meaning (times, steps, lags) must be finite."""
     nodes = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -160,8 +169,6 @@ def _json_value(value: Any, name: str) -> None:
             stack.extend((item, depth + 1) for item in v)
         elif isinstance(v, str):
             _str(v, name)
-        elif isinstance(v, float) and not math.isfinite(v):
-            raise WireError(f"{_where(name)} holds a number that is not finite")
         elif not (v is None or isinstance(v, bool | int | float)):
             raise WireError(f"{_where(name)} holds a {type(v).__name__}")
 
@@ -196,10 +203,6 @@ def _str_or_none(value: Any, name: str) -> str | None:
 
 
 # --- decoding ----------------------------------------------------------------------------------
-def _no_constant(name: str) -> Any:
-    raise WireError(f"holds {name}, which is no JSON number")
-
-
 def decode(data: bytes) -> dict[str, Any]:
     """Bytes read from the channel as one JSON object; WireError for anything else."""
     if len(data) > MAX_BYTES:
@@ -211,7 +214,7 @@ def decode(data: bytes) -> dict[str, Any]:
     if not text.strip():
         raise WireError("is empty")
     try:
-        obj = json.loads(text, parse_constant=_no_constant)
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise WireError(f"is not JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
@@ -257,7 +260,7 @@ def parse_heartbeat(obj: Any) -> Heartbeat:
 
 _PROGRESS_FIELDS: dict[str, Any] = {
     "total": _nonneg_or_none,
-    "loss": _number_or_none,
+    "loss": lambda v, n: _opt(_any_number, v, n),
     "steps_per_s": _number_or_none,
     "last_checkpoint": _str_or_none,
 }
@@ -313,7 +316,7 @@ def _points(value: Any, name: str) -> None:
         if not isinstance(point, list) or len(point) != 2:
             raise WireError(f"{name!r} holds something other than a [step, loss] pair")
         _int(point[0], "points' step")
-        _number(point[1], "points' loss")
+        _any_number(point[1], "points' loss")
 
 
 # What the controller acts on, per kind: these must be there and be right.
