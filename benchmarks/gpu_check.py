@@ -8,7 +8,7 @@ Two runs of the local provider, each region a Ray cluster that offers the GPU
 (``cloud.regions.<r>.num_gpus=1``), one worker with ``trainer.gpus_per_worker=1``
 and ``trainer.autocast=auto`` (bf16 where the GPU has it):
 
-1. uninterrupted: the worker trained on ``cuda`` (its ``train_started`` event says
+1. uninterrupted: the worker trained on ``cuda`` (its ``runtime.train_started`` event says
    where the model and batches live), NVML telemetry saw the GPU busy and its
    memory used, and the held-out loss fell;
 2. the region killed at ``--kill-at`` (SIGKILL, the GPU process included): the run
@@ -50,7 +50,7 @@ def overrides(steps: int) -> list[str]:
 def checks(base: dict[str, Any], base_journal: list[dict[str, Any]], faulted: dict[str, Any] | None) -> list[str]:
     """What failed, one line each (empty: all held). Pure: the tests drive it with records."""
     failed = []
-    devices = {e.get("device") for e in base_journal if e["type"] == "train_started"}
+    devices = {e.get("device") for e in base_journal if e["type"] == "runtime.train_started"}
     if not devices or not all(str(d).startswith("cuda") for d in devices):
         failed.append(f"the worker trained on {sorted(map(str, devices))}, expected cuda")
     gpu = (base.get("telemetry") or {}).get("gpu") or []

@@ -39,8 +39,8 @@ def phases(journal: list[dict[str, Any]], incident: dict[str, Any]) -> dict[str,
         ready_at = first("standby_activated", detected)["ts"]
     else:
         ready_at = first("provisioned", detected, purpose="attempt")["ts"]
-    workers = first("workers_ready", 0.0, generation=gen)["time"]
-    started = first("train_started", detected, generation=gen)["time"]
+    workers = first("runtime.workers_ready", 0.0, generation=gen)["time"]
+    started = first("runtime.train_started", detected, generation=gen)["time"]
     workers = max(workers, ready_at)  # a standby's workers were ready before the failure
     return {
         "detection": detected - failed,

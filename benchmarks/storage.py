@@ -110,7 +110,7 @@ def main() -> None:
             f"sync / none = {rates['sync-50'] / rates['none']:.3f}"
         )
 
-        reps = [e for e in journals["async"] if e["type"] == "replicated" and e.get("by") == "runtime"]
+        reps = [e for e in journals["async"] if e["type"] == "runtime.replicated"]
         for target, url, opts in (
             ("local-b", "s3://orch-b/stores", {"endpoint_url": b.endpoint}),
             ("local-c", "gs://orch-c/stores", {"endpoint_url": c.endpoint, "token": "anon", "project": "p"}),

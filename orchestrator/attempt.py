@@ -14,6 +14,7 @@ from orchestrator.chaos import FaultInjector, Injected
 from orchestrator.cleanup import run_all
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
+from orchestrator.journal import runtime_type
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
@@ -323,9 +324,9 @@ class AttemptRunner:
         for gen in range(1, current):
             seen = self._zombie_seen.setdefault(gen, set())
             for ev in self.ctl.control.read_events(gen, seen):
-                if ev.get("type") in ("fenced_write", "fenced"):
-                    kind = str(ev.pop("type"))
-                    self.ctl.journal.append(kind, **{"by": "zombie", **ev})
+                if ev.kind in ("fenced_write", "fenced"):
+                    fields = {**ev.fields, "time": ev.time, "generation": ev.generation}
+                    self.ctl.journal.append(runtime_type(ev.kind), **fields, by="zombie")
 
     def _watch(
         self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None

@@ -17,13 +17,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
 
 from orchestrator.faultproxy import FaultProxy, Mode, Shape
 from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.wire import ChaosRequest
 from orchestrator.triggers import due_after, due_during, exhausted, in_region
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore
@@ -85,6 +86,29 @@ PARTITION_S = 10.0
 DISK_FULL_S = 15.0
 # A scratch filesystem this small fills with one write; big enough for Linux to mount.
 DISK_FULL_BYTES = 64 * 1024
+
+
+def request_problem(req: ChaosRequest, generation: int | None) -> str | None:
+    """Why a runtime's request must not fire on the attempt of ``generation``, or None.
+    A newer generation's request (a standby's, not yet active) just waits."""
+    if generation is not None and req.generation < generation:
+        return f"posted by generation {req.generation}, an older attempt than generation {generation}"
+    return None
+
+
+def victim_problem(provider: Provider, cluster: ClusterHandle, pid: int | None) -> str | None:
+    """Why ``pid`` (named by the runtime's kill_worker request) must not be signalled, or None.
+
+    The request is the runtime's word, and a signal is real: only a process the provider
+    says is the cluster's own, on this machine, may get one. A provider whose workers run
+    elsewhere (SkyPilot: the pid is a remote node's) has no local pid to name."""
+    if pid is None:
+        return "the request names no pid"
+    if not getattr(provider, "local_processes", False):
+        return f"provider {getattr(provider, 'name', '?')} runs workers on remote nodes: no local pid to signal"
+    if pid not in provider.processes(cluster):
+        return f"pid {pid} is not a process of cluster {cluster.name}"
+    return None
 
 
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
@@ -161,6 +185,7 @@ class FaultInjector:
         self._unreachable: dict[str, float] = {}  # cluster name -> end of its partition
         self._timed: set[tuple[int, int]] = set()  # (fault, generation) fired by after_s
         self._mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
+        self._refused: set[tuple[int, int, int]] = set()  # (fault, seq, generation) journaled once
 
     def unreachable_until(self, cluster: ClusterHandle) -> float:
         """Until when a partitioned cluster cannot be reached, so not torn down either."""
@@ -198,19 +223,37 @@ class FaultInjector:
         self._timers.append(timer)
 
     # --- the triggers ----------------------------------------------------------------
-    def poll(self, cluster: ClusterHandle, runtime_pid: int | None = None) -> list[Injected]:
-        """Answer the runtime's requests (a step, an upload, a restore reached)."""
+    def poll(
+        self, cluster: ClusterHandle, runtime_pid: int | None = None, generation: int | None = None
+    ) -> list[Injected]:
+        """Answer the runtime's requests (a step, an upload, a restore reached) posted by
+        the attempt of ``generation``: an older attempt's are refused, and journaled once."""
         if not self.faults:
             return []
         fired = []
         for index, req in sorted(self.control.chaos_requests().items()):
             if index >= len(self.faults):
                 continue
-            seq = int(req.get("seq", 1))
-            if self.control.fired_count(index) >= seq:
+            if self.control.fired_count(index) >= req.seq:
                 continue
-            fired.append(self._fire(index, req, cluster, runtime_pid, seq))
+            if generation is not None and req.generation > generation:
+                continue  # a standby's, before its activation: its own watch answers it
+            problem = request_problem(req, generation)
+            if problem is not None:
+                self._refuse(index, req, problem)
+                continue
+            fired.append(self._fire(index, asdict(req), cluster, runtime_pid, req.seq))
         return fired
+
+    def _refuse(self, index: int, req: ChaosRequest, reason: str) -> None:
+        key = (index, req.seq, req.generation)
+        if key in self._refused:
+            return
+        self._refused.add(key)
+        self.on_event(
+            "fault_refused",
+            {"index": index, "seq": req.seq, "request_generation": req.generation, "reason": reason},
+        )
 
     def timed(
         self, cluster: ClusterHandle, runtime_pid: int | None, generation: int, training_for_s: float | None
@@ -311,8 +354,14 @@ class FaultInjector:
             detail["grace_s"] = grace
             self._later(grace, self._reclaim, index, cluster)
         elif kind == "kill_worker":
-            pid = int(req["pid"]) if req.get("pid") else None  # type: ignore[call-overload]
-            detail.update(rank=req.get("rank"), killed=len(_sigkill([pid] if pid else [])))
+            pid = req.get("pid")
+            pid = pid if isinstance(pid, int) else None
+            problem = victim_problem(self.provider, cluster, pid)
+            if problem is not None:
+                self.on_event("fault_refused", {"index": index, "kind": kind, "pid": pid, "reason": problem})
+            detail.update(rank=req.get("rank"), killed=0 if problem else len(_sigkill([pid] if pid else [])))
+            if problem:
+                detail["refused"] = problem
         elif kind == "user_error":
             # The workload itself raises at this step (see the runtime's chaos hook).
             detail["rank"] = req.get("rank")

@@ -24,7 +24,7 @@ from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
 from orchestrator.rundir import make_run_dir
-from orchestrator.runtime.control import ControlChannel, run_control_url
+from orchestrator.runtime.control import ControlChannel, Invalid, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from providers.base import Provider
@@ -60,7 +60,9 @@ class Controller:
         self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
         make_run_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
-        self.control = ControlChannel(control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options)
+        self.control = ControlChannel(
+            control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options, on_invalid=self._on_control_invalid
+        )
         self.candidates = cfg.candidate_regions()
         self.proxies = start_proxies(cfg)
         self.stores = {
@@ -106,6 +108,10 @@ class Controller:
             return self._generation
 
     # --- journal listeners ------------------------------------------------------
+    def _on_control_invalid(self, invalid: Invalid) -> None:
+        # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
+        self.journal.append("control_invalid", path=invalid.path, reason=invalid.reason)
+
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
         self.journal.append("transition", **{"from": str(prev), "to": str(new)}, **info)
 
@@ -165,7 +171,7 @@ class Controller:
         now = time.time()
         op = rp.open_attempt
         progress = self.control.read_progress(op.generation) if op is not None else None
-        last_step = max(rp.last_step, int((progress or {}).get("step", 0)))
+        last_step = max(rp.last_step, 0 if progress is None else progress.step)
         if op is not None and adopt is None:
             # The open attempt is gone (or was never up): end it, and start again in its region.
             self.journal.append(
@@ -219,7 +225,8 @@ class Controller:
         gen = int(last.get("generation", rp.generation) or 0)
         self.record.status = str(rp.state)
         self.record.region = last.get("region")
-        self.record.final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
+        final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
+        self.record.final = None if final is None else final.as_dict()
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
         self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])

@@ -32,6 +32,30 @@ def redact(value: Any) -> Any:
     return value
 
 
+# What the runtime said is journaled under its own namespace ("runtime.<kind>", by
+# "runtime", or "zombie" for an older attempt's): never read back as the controller's
+# own word, whatever kind it claims. Journals written before the namespace have the
+# bare kind with by=runtime|zombie; they count as runtime events too.
+RUNTIME_PREFIX = "runtime."
+RUNTIME_SOURCES = ("runtime", "zombie")
+
+
+def runtime_type(kind: str) -> str:
+    return RUNTIME_PREFIX + kind
+
+
+def runtime_kind(ev: dict[str, Any]) -> str | None:
+    """The kind a journaled runtime event had on the control channel; None for the controller's."""
+    t = str(ev.get("type", ""))
+    if t.startswith(RUNTIME_PREFIX):
+        return t[len(RUNTIME_PREFIX) :]
+    return t if ev.get("by") in RUNTIME_SOURCES else None
+
+
+def controller_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if runtime_kind(e) is None]
+
+
 class Journal:
     def __init__(self, path: str) -> None:
         self.path = path

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.incidents import Incident
+from orchestrator.journal import runtime_kind
 from orchestrator.states import RunState
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage
@@ -77,6 +78,8 @@ def replay(events: list[dict[str, Any]]) -> Replayed:
     ended: set[int] = set()
     provisioned_gens: set[int] = set()
     for ev in events:
+        if runtime_kind(ev) is not None:
+            continue  # the runtime's word: a forged transition, fence or teardown changes nothing
         t = ev.get("type")
         r.last_ts = max(r.last_ts, float(ev.get("ts", 0.0)))
         gen = ev.get("generation")

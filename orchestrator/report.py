@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.journal import json_lines, read_events, shape_problem
+from orchestrator.journal import controller_events, json_lines, read_events, shape_problem
 from orchestrator.result import read_result
 
 LOSS_NAME = "loss.jsonl"
@@ -85,7 +85,7 @@ _DECISION_FOR = {"worker_lost": "restart workers in place (Ray Train)", "control
 
 
 def build(run_dir: str) -> Report | None:
-    events = list(read_events(os.path.join(run_dir, "journal.jsonl")))
+    events = controller_events(list(read_events(os.path.join(run_dir, "journal.jsonl"))))
     if not events:
         return None
     result = read_result(run_dir)

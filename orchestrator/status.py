@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestrator.journal import read_events
+from orchestrator.journal import read_events, runtime_kind
 from orchestrator.result import read_result
 from orchestrator.runtime.control import ControlChannel, run_control_url
 
@@ -40,6 +40,11 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     }
     for ev in events:
         t = ev.get("type")
+        kind = runtime_kind(ev)
+        if kind is not None:
+            # The runtime's replications and skips count as the controller's do; nothing
+            # else it says moves the state shown here.
+            t = kind if kind in ("replicated", "checkpoint_skipped") else None
         if t == "run_started":
             s["config"] = ev.get("config", {})
             s["run_id"] = ev.get("run_id")
@@ -123,7 +128,8 @@ def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
     cloud = _section(s["config"], "cloud")
     url = run_control_url(cloud.get("control_store"), s.get("run_id") or os.path.basename(run_dir), run_dir)
     try:
-        return ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
+        prog = ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
+        return None if prog is None else prog.as_dict()
     except Exception:  # an unreachable control store: status still shows what the journal says
         return None
 

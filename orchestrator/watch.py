@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.incidents import Incident
+from orchestrator.journal import runtime_kind, runtime_type
 from orchestrator.report import append_loss
+from orchestrator.runtime.wire import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
 
@@ -40,9 +42,11 @@ class AttemptWatch:
         self.journaled: set[tuple[str, float]] = set()
         if adopted:
             self.journaled = {
-                (str(e["type"]), float(e["time"]))
+                (str(runtime_kind(e)), float(e["time"]))
                 for e in runner.ctl.journal.events()
-                if e.get("by") == "runtime" and e.get("generation") == out.generation and "time" in e
+                if e.get("by") == "runtime"
+                and e.get("generation") == out.generation
+                and isinstance(e.get("time"), int | float)
             }
         self.ctl = runner.ctl
         self.cluster = cluster
@@ -78,34 +82,37 @@ class AttemptWatch:
     def _events(self) -> None:
         ctl = self.ctl
         for ev in ctl.control.read_events(self.gen, self.seen):
-            kind = str(ev.pop("type"))
+            kind = ev.kind
             if kind == "losses":
                 # The plot's series: its own file, not the journal.
-                for step, loss in ev.get("points") or []:
+                for step, loss in ev.fields["points"]:
                     append_loss(ctl.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
                 continue
-            if (kind, float(ev.get("time", 0.0))) not in self.journaled:
-                ctl.journal.append(kind, **{"by": "runtime", "region": self.region, **ev})
+            if (kind, ev.time) not in self.journaled:
+                # Its own namespace, and "by" stamped last: whatever kind the runtime
+                # claims, replay never reads it as a controller event.
+                fields = {"region": self.region, **ev.fields, "time": ev.time, "generation": ev.generation}
+                ctl.journal.append(runtime_type(kind), **fields, by="runtime")
             if kind == "replicated" and ev.get("lag_s") is not None:
-                ctl.progress.replication_lag(float(ev["lag_s"]))
-            elif kind == "store_fallback" and ev.get("to") in ctl.stores:
+                ctl.progress.replication_lag(float(ev.fields["lag_s"]))
+            elif kind == "store_fallback" and ev.fields["to"] in ctl.stores:
                 # The runtime commits elsewhere now: replicate from there.
-                ctl.replicator.follow(ctl.stores[str(ev["to"])], list(ctl.stores.values()))
+                ctl.replicator.follow(ctl.stores[str(ev.fields["to"])], list(ctl.stores.values()))
                 ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
             elif kind == "user_error" and self.user_error is None:
-                self.user_error = str(ev.get("error", ""))
+                self.user_error = str(ev.fields["error"])
                 ctl.record.error_traceback = ev.get("traceback") or ctl.record.error_traceback
             elif kind == "train_started":
                 self._train_started(ev)
             elif kind == "preempted":
                 # Committed at this step: nothing after it was lost.
-                self.runner.last_step = max(self.runner.last_step, int(ev.get("step", 0)))
+                self.runner.last_step = max(self.runner.last_step, int(ev.fields["step"]))
 
-    def _train_started(self, ev: dict[str, Any]) -> None:
+    def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
-        restored = int(ev.get("restored_step", 0))
+        restored = int(ev.fields["restored_step"])
         if self.train_starts == 1:
-            self.train_started_at = float(ev["time"])
+            self.train_started_at = ev.time
             self.out.restored_step = restored
             if self.pending is not None:
                 self.pending.restored_step = restored
@@ -117,7 +124,7 @@ class AttemptWatch:
                 from_region=self.region,
                 to_region=self.region,
                 failed_at=self.kill_times.pop("kill_worker", self.last_progress_at),
-                detected_at=float(ev["time"]),
+                detected_at=ev.time,
                 last_step=self.runner.last_step,
                 restored_step=restored,
                 generation=self.gen,
@@ -126,10 +133,10 @@ class AttemptWatch:
 
     def _progress(self) -> None:
         prog = self.ctl.control.read_progress(self.gen)
-        if prog is None or float(prog.get("time", 0.0)) == self.last_progress_at:
+        if prog is None or prog.time == self.last_progress_at:
             return  # only a new report moves the step: a fault's step can be newer
-        step = int(prog.get("step", 0))
-        self.last_progress_at = float(prog["time"])
+        step = prog.step
+        self.last_progress_at = prog.time
         self.runner.last_step = step
 
         for inc in list(self.open_incidents):
@@ -138,12 +145,12 @@ class AttemptWatch:
                 self.open_incidents.remove(inc)
                 self.out.incidents.append(inc)
                 self.ctl.journal.append("incident", **inc.record())
-        self.ctl.progress.update(self.region, self.gen, prog)
+        self.ctl.progress.update(self.region, self.gen, prog.as_dict())
 
     def _faults(self) -> None:
         injector = self.runner.injector
         training_for = None if self.train_started_at is None else time.time() - self.train_started_at
-        fired = injector.poll(self.cluster, self.proc.pid)
+        fired = injector.poll(self.cluster, self.proc.pid, self.gen)
         fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for)
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
@@ -171,7 +178,7 @@ class AttemptWatch:
         obs = Observation(
             runtime_exit=code,
             cluster_healthy=healthy,
-            heartbeat_age_s=None if hb is None else now - float(hb["time"]),
+            heartbeat_age_s=None if hb is None else now - hb.time,
             running_for_s=now - self.started,
             user_error=self.user_error,
         )
@@ -182,8 +189,9 @@ class AttemptWatch:
         failure = classify(obs, self.region, self.lease)
         if failure is None and code == EXIT_OK:
             out.succeeded = True
-            out.final = ctl.control.read_final(self.gen)
-            out.last_step = int((out.final or {}).get("final_step", self.runner.last_step))
+            final = ctl.control.read_final(self.gen)
+            out.final = None if final is None else final.as_dict()
+            out.last_step = self.runner.last_step if final is None else final.final_step
             self.runner.last_step = out.last_step
             return True
         if failure is None:
@@ -192,7 +200,7 @@ class AttemptWatch:
         out.detected_at = now
         fault_at = next((self.kill_times[k] for k in _REGION_FAULTS if k in self.kill_times), None)
         fault_at = fault_at or self.runner.injector.region_killed_at(self.cluster)
-        out.failed_at = fault_at or (float(hb["time"]) if hb else now)
+        out.failed_at = fault_at or (hb.time if hb else now)
         out.last_step = self.runner.last_step
         ctl.journal.append(
             "failure_detected",

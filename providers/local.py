@@ -67,6 +67,9 @@ def _port_open(port: int) -> bool:
 
 class LocalProvider:
     name = "local"
+    # Its clusters' processes are this machine's: a pid the runtime names can be checked
+    # against processes() and signalled (chaos kill_worker).
+    local_processes = True
 
     def __init__(self, state_dir: str | None = None, code_dir: str = "") -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}

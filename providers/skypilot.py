@@ -377,6 +377,9 @@ class SshRuntime:
 
 class SkyPilotProvider:
     name = "skypilot"
+    # processes() are the local ssh ends; the runtime's pids are the remote nodes': a pid
+    # it names must never be signalled here (chaos kill_worker is refused).
+    local_processes = False
 
     def __init__(
         self,

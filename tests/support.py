@@ -82,7 +82,8 @@ class Run:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def events(self, type_: str) -> list[dict[str, Any]]:
-        return [e for e in self.journal() if e["type"] == type_]
+        """The controller's events of this type and the runtime's of this kind (runtime.<kind>)."""
+        return [e for e in self.journal() if e["type"] in (type_, f"runtime.{type_}")]
 
 
 def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

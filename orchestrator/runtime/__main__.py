@@ -19,9 +19,9 @@ from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ER
 
 def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Event) -> None:
     while True:
-        progress = control.read_progress(spec.generation) or {}
+        progress = control.read_progress(spec.generation)
         try:
-            control.heartbeat(spec.generation, step=progress.get("step", 0), pid=os.getpid())
+            control.heartbeat(spec.generation, step=0 if progress is None else progress.step, pid=os.getpid())
         except OSError:
             pass  # a missed renewal is what the lease is for
         if stop.wait(spec.heartbeat_interval_s):
@@ -132,7 +132,7 @@ def _user_error_seen(control: ControlChannel, spec: RuntimeSpec) -> bool:
 
 
 def _seen(control: ControlChannel, spec: RuntimeSpec, type_: str) -> bool:
-    return any(e.get("type") == type_ for e in control.read_events(spec.generation, set()))
+    return any(e.kind == type_ for e in control.read_events(spec.generation, set()))
 
 
 if __name__ == "__main__":

@@ -12,18 +12,38 @@ local folder and on an object store the cluster can reach:
 - ``g<gen>/preempt.json``   a preemption notice the driver relays to the workers
 
 Everything is scoped by generation so that a zombie of an old attempt cannot
-pass for the current one.
+pass for the current one. Whatever is read goes through ``orchestrator.runtime.wire``:
+readers return its typed records, or None for an object that is not one (reported
+once through ``on_invalid``, never raised: what the runtime writes cannot crash the
+controller).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from orchestrator.runtime import wire
 from recovery.fsio import write_bytes
+
+T = TypeVar("T")
+# Reports of invalid objects per channel: past this, one last report says the rest go unsaid.
+MAX_INVALID_REPORTS = 100
+_EVENT_NAME = re.compile(r"\d{10}\.\d{6}-[0-9a-f]{8}\.json")
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An object on the channel that is not what the runtime writes: where, and why (one line)."""
+
+    path: str  # relative to the channel's root, e.g. g3/heartbeat.json
+    reason: str
 
 
 def run_control_url(control_store: str | None, run_id: str, run_dir: str) -> str:
@@ -35,12 +55,19 @@ def run_control_url(control_store: str | None, run_id: str, run_dir: str) -> str
 
 
 class ControlChannel:
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        on_invalid: Callable[[Invalid], None] | None = None,
+    ) -> None:
         from recovery.storage import open_fs
 
         self.url = url.rstrip("/")
         self.options = dict(storage_options or {})
         self.fs, self.root = open_fs(self.url, self.options)
+        self.on_invalid = on_invalid or (lambda invalid: None)
+        self._reported: set[tuple[str, str]] = set()
 
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -53,10 +80,53 @@ class ControlChannel:
         self.fs.invalidate_cache(path)
         return bool(self.fs.exists(path))
 
-    def _get(self, path: str) -> dict[str, Any] | None:
+    def _invalid(self, path: str, reason: str) -> None:
+        """Report once per (object, reason): a heartbeat rewritten every second with the
+        same fault is one report, and a flood of bad files is bounded."""
+        rel = path[len(self.root) :].lstrip("/") if path.startswith(self.root) else path
+        key = (rel[:300], reason[:300])
+        if key in self._reported or len(self._reported) > MAX_INVALID_REPORTS:
+            return
+        self._reported.add(key)
+        if len(self._reported) > MAX_INVALID_REPORTS:
+            key = (key[0], f"more than {MAX_INVALID_REPORTS} invalid objects: the rest are ignored unreported")
+        self.on_invalid(Invalid(*key))
+
+    def _raw(self, path: str) -> bytes | None:
+        """At most MAX_BYTES + 1 bytes: a huge file is never read whole."""
         try:
-            return json.loads(self.fs.cat_file(path))
-        except (FileNotFoundError, json.JSONDecodeError):
+            return bytes(self.fs.cat_file(path, start=0, end=wire.MAX_BYTES + 1))
+        except FileNotFoundError:
+            return None
+
+    def _read(self, path: str, parse: Callable[[Any], T], generation: int | None = None) -> T | None:
+        got = self._checked(path, parse, generation)
+        return None if isinstance(got, Invalid) else got
+
+    def _checked(self, path: str, parse: Callable[[Any], T], generation: int | None) -> T | Invalid | None:
+        """The record at ``path``, None when there is none, or Invalid (reported)."""
+        try:
+            data = self._raw(path)
+            if data is None:
+                return None
+            record = parse(wire.decode(data))
+            got = getattr(record, "generation", generation)
+            if generation is not None and got != generation:
+                # A zombie's (or a forger's) object in another generation's folder.
+                raise wire.WireError(f"claims generation {got} in generation {generation}'s folder")
+            return record
+        except wire.WireError as exc:
+            reason = str(exc)
+        except (IsADirectoryError, NotADirectoryError):
+            reason = "is a folder, not a file"
+        self._invalid(path, reason)
+        return Invalid(path, reason)
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        """A JSON object this side wrote itself (or None), for read-modify-write."""
+        try:
+            return wire.decode(self._raw(path) or b"")
+        except (wire.WireError, IsADirectoryError, NotADirectoryError):
             return None
 
     # --- written by the runtime ---------------------------------------------
@@ -83,17 +153,18 @@ class ControlChannel:
         self._put(self._path(f"g{gen}", "final.json"), {"time": time.time(), "generation": gen, **fields})
 
     # --- read by the controller ---------------------------------------------
-    def read_heartbeat(self, gen: int) -> dict[str, Any] | None:
-        return self._get(self._path(f"g{gen}", "heartbeat.json"))
+    def read_heartbeat(self, gen: int) -> wire.Heartbeat | None:
+        return self._read(self._path(f"g{gen}", "heartbeat.json"), wire.parse_heartbeat, gen)
 
-    def read_progress(self, gen: int) -> dict[str, Any] | None:
-        return self._get(self._path(f"g{gen}", "progress.json"))
+    def read_progress(self, gen: int) -> wire.Progress | None:
+        return self._read(self._path(f"g{gen}", "progress.json"), wire.parse_progress, gen)
 
-    def read_final(self, gen: int) -> dict[str, Any] | None:
-        return self._get(self._path(f"g{gen}", "final.json"))
+    def read_final(self, gen: int) -> wire.Final | None:
+        return self._read(self._path(f"g{gen}", "final.json"), wire.parse_final, gen)
 
-    def read_events(self, gen: int, seen: set[str]) -> list[dict[str, Any]]:
-        """Events not in ``seen`` (names are added to it), oldest first."""
+    def read_events(self, gen: int, seen: set[str]) -> list[wire.Event]:
+        """Events not in ``seen`` (names are added to it), oldest first. An invalid one
+        is reported, added to ``seen`` (events are written once) and left out."""
         folder = self._path(f"g{gen}", "events")
         try:
             self.fs.invalidate_cache()
@@ -104,9 +175,14 @@ class ControlChannel:
         for name in names:
             if name in seen or not name.endswith(".json"):
                 continue
-            ev = self._get(f"{folder}/{name}")
-            if ev is not None:
+            if not _EVENT_NAME.fullmatch(name):
                 seen.add(name)
+                self._invalid(f"{folder}/{name[:100]}", "is not named as the runtime names events")
+                continue
+            ev = self._checked(f"{folder}/{name}", wire.parse_event, gen)
+            if ev is not None:
+                seen.add(name)  # an invalid one stays so (written once): never read again
+            if isinstance(ev, wire.Event):
                 out.append(ev)
         return out
 
@@ -128,37 +204,41 @@ class ControlChannel:
     def chaos_request(self, index: int, **fields: Any) -> None:
         self._put(self._path("chaos", f"{index}.request"), {"time": time.time(), **fields})
 
-    def chaos_requests(self) -> dict[int, dict[str, Any]]:
+    def chaos_requests(self) -> dict[int, wire.ChaosRequest]:
         folder = self._path("chaos")
         try:
             self.fs.invalidate_cache()
             names = self.fs.ls(folder, detail=False)
         except FileNotFoundError:
             return {}
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, wire.ChaosRequest] = {}
         for p in names:
             name = p.rsplit("/", 1)[-1]
-            if name.endswith(".request") and name.split(".")[0].isdigit():
-                req = self._get(p)
+            index = name.split(".")[0]
+            if name.endswith(".request") and index.isdigit() and len(index) <= 6:
+                req = self._read(p, wire.parse_chaos_request)
                 if req is not None:
-                    out[int(name.split(".")[0])] = req
+                    out[int(index)] = req
         return out
 
     def chaos_fired(self, index: int, count: int, **fields: Any) -> None:
         # Only the controller writes this: read-modify-write is safe.
-        before = self._get(self._path("chaos", f"{index}.fired")) or {}
-        steps = [*before.get("steps", []), fields.get("step")]
+        before = self.read_fired(index)
+        steps = [*(before.steps if before is not None else ()), fields.get("step")]
         self._put(
             self._path("chaos", f"{index}.fired"), {"time": time.time(), "count": count, "steps": steps, **fields}
         )
 
+    def read_fired(self, index: int) -> wire.ChaosFired | None:
+        return self._read(self._path("chaos", f"{index}.fired"), wire.parse_chaos_fired)
+
     def fired_steps(self, index: int) -> set[int]:
-        fired = self._get(self._path("chaos", f"{index}.fired")) or {}
-        return {int(s) for s in fired.get("steps", []) if s is not None}
+        fired = self.read_fired(index)
+        return set() if fired is None else {s for s in fired.steps if s is not None}
 
     def fired_count(self, index: int) -> int:
-        fired = self._get(self._path("chaos", f"{index}.fired"))
-        return 0 if fired is None else int(fired.get("count", 1))
+        fired = self.read_fired(index)
+        return 0 if fired is None else fired.count
 
     def is_fired(self, index: int) -> bool:
         return self.fired_count(index) > 0
@@ -168,12 +248,16 @@ class ControlChannel:
         self._put(self._path(f"g{gen}", "preempt.json"), {"time": time.time(), "generation": gen, **fields})
 
     def preempt_requested(self, gen: int) -> bool:
+        # The notice's existence is the signal (the workers poll it often: no read).
         return self._exists(self._path(f"g{gen}", "preempt.json"))
+
+    def read_preempt(self, gen: int) -> wire.PreemptNotice | None:
+        return self._read(self._path(f"g{gen}", "preempt.json"), wire.parse_preempt, gen)
 
     # --- the driver's exit, readable by a controller that did not start it -------
     def exited(self, gen: int, code: int) -> None:
         self._put(self._path(f"g{gen}", "exit.json"), {"time": time.time(), "generation": gen, "code": code})
 
     def read_exit(self, gen: int) -> int | None:
-        got = self._get(self._path(f"g{gen}", "exit.json"))
-        return None if got is None else int(got["code"])
+        got = self._read(self._path(f"g{gen}", "exit.json"), wire.parse_exit, gen)
+        return None if got is None else got.code

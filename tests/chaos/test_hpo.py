@@ -80,9 +80,9 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
     assert manifest is not None and store.verify(run_id, restored).ok
     in_snapshot = {t["trial_id"]: t for t in manifest.extra["trials"]}
     newest = _newest_checkpoints(store.read(manifest, "experiment.tar"))
-    events = [e for e in run.journal() if e.get("generation") == 2 and e["type"] in ("trial_started", "trial_restored")]
-    resumed = {e["trial_id"]: e["iteration"] for e in events if e["type"] == "trial_restored"}
-    started = {e["trial_id"] for e in events if e["type"] == "trial_started"}
+    events = [e for e in run.events("trial_started") + run.events("trial_restored") if e.get("generation") == 2]
+    resumed = {e["trial_id"]: e["iteration"] for e in events if e["type"] == "runtime.trial_restored"}
+    started = {e["trial_id"] for e in events if e["type"] == "runtime.trial_started"}
     assert resumed, "no trial was resumed: the kill came too early or too late to test resumption"
     for trial_id, snap in in_snapshot.items():
         if snap["status"] == "TERMINATED":

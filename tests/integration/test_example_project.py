@@ -147,7 +147,8 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
                 loop.run(wrap=lambda m: m)
             return None
         loop.run(wrap=lambda m: m)
-        return control.read_final(s.generation)
+        final = control.read_final(s.generation)
+        return None if final is None else final.as_dict()
 
     try:
         unbroken = run(spec(tmp_path / "unbroken", 1))

@@ -35,7 +35,7 @@ def test_sigint_tears_down_and_keeps_checkpoints(orch_home):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             journal = run_dir / "journal.jsonl"
-            if journal.exists() and '"train_started"' in journal.read_text():
+            if journal.exists() and '"runtime.train_started"' in journal.read_text():
                 break
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)

@@ -39,6 +39,7 @@ from orchestrator.runtime.func_mode import (
 )
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import UserCodeError
+from orchestrator.runtime.wire import ChaosRequest
 from recovery.store import CheckpointStore
 from support import loop_spec
 
@@ -333,16 +334,16 @@ def test_a_function_that_does_not_import_is_a_user_error(ray_worker: LocalTrainF
 
 
 @contextlib.contextmanager
-def injector(control: ControlChannel, on_request: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+def injector(control: ControlChannel, on_request: Callable[[ChaosRequest], None]) -> Iterator[None]:
     """Fires every fault the runtime asks for (the controller's side of the rendezvous)."""
     stop = threading.Event()
 
     def serve() -> None:
         while not stop.is_set():
             for i, req in control.chaos_requests().items():
-                if int(req["seq"]) > control.fired_count(i):
+                if req.seq > control.fired_count(i):
                     on_request(req)
-                    control.chaos_fired(i, int(req["seq"]), step=req["step"])
+                    control.chaos_fired(i, req.seq, step=req.step)
             time.sleep(0.02)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -361,11 +362,11 @@ def test_during_checkpoint_upload_meets_the_injector_before_the_function_goes_on
     spec = make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)})
     spec.faults = [{"kind": "kill_region", "during": "checkpoint_upload", "repeat": 1}]
     store = CheckpointStore(spec.store_url, region="r")
-    seen: list[tuple[dict[str, Any], bool]] = []
+    seen: list[tuple[ChaosRequest, bool]] = []
     with injector(ControlChannel(spec.control_url), lambda req: seen.append((req, trace.exists()))):
         run_worker(spec)
     ((req, traced),) = seen  # repeat: 1
-    assert (req["during"], req["step"]) == ("checkpoint_upload", 1)
+    assert (req.during, req.step) == ("checkpoint_upload", 1)
     # Half way through the upload (files sent, no manifest) and the function still in report().
     assert not traced
     assert store.committed_steps("fn-unit")[-1] == 2
@@ -378,10 +379,10 @@ def test_during_restore_meets_the_injector_once_a_checkpoint_is_chosen(
     run_worker(make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)}, async_upload=False))
     spec = make_spec(tmp_path, 2, {"epochs": 3, "trace": str(trace)})
     spec.faults = [{"kind": "kill_region", "during": "restore", "repeat": 1}]
-    seen: list[dict[str, Any]] = []
+    seen: list[ChaosRequest] = []
     with injector(ControlChannel(spec.control_url), seen.append):
         run_worker(spec)
-    assert [(r["during"], r["step"]) for r in seen] == [("restore", 2)]
+    assert [(r.during, r.step) for r in seen] == [("restore", 2)]
     assert events(spec, "train_started")[0]["restored_step"] == 2
 
 

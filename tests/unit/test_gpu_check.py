@@ -19,7 +19,7 @@ def result(**over: Any) -> dict[str, Any]:
     return {**base, **over}
 
 
-JOURNAL = [{"type": "train_started", "device": "cuda:0"}]
+JOURNAL = [{"type": "runtime.train_started", "device": "cuda:0"}]
 
 
 def test_a_gpu_run_that_trained_on_cuda_and_resumed_exactly_passes() -> None:
@@ -27,7 +27,7 @@ def test_a_gpu_run_that_trained_on_cuda_and_resumed_exactly_passes() -> None:
 
 
 def test_each_thing_only_a_gpu_shows_is_checked() -> None:
-    cpu = checks(result(), [{"type": "train_started", "device": "cpu"}], None)
+    cpu = checks(result(), [{"type": "runtime.train_started", "device": "cpu"}], None)
     assert cpu and "expected cuda" in cpu[0]
     absent = checks(result(telemetry={"gpu": None, "gpu_absent_reason": "NVML sees no GPU"}), JOURNAL, None)
     assert absent == ["telemetry saw no GPU: NVML sees no GPU"]

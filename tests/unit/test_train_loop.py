@@ -216,13 +216,13 @@ def test_a_fault_during_an_upload_lands_before_the_next_step_trains(tmp_path: Pa
         seen["request"], seen["trained_then"] = requests[0], max(trained)
         time.sleep(0.5)
         seen["trained_after_wait"] = max(trained)
-        control.chaos_fired(0, 1, step=requests[0]["step"])
+        control.chaos_fired(0, 1, step=requests[0].step)
 
     ctl = threading.Thread(target=controller, daemon=True)
     ctl.start()
     loop.run(wrap=no_ddp)
     ctl.join(timeout=10)
-    assert seen["request"]["step"] == 20 and seen["request"]["during"] == "checkpoint_upload"
+    assert seen["request"].step == 20 and seen["request"].during == "checkpoint_upload"
     # Held at the step the upload belongs to until the fault fired, then on to the end, exactly.
     assert seen["trained_then"] == seen["trained_after_wait"] == 20
     assert control.read_final(1)["weights_sha256"] == unbroken_sha

@@ -1,0 +1,475 @@
+"""What may travel on the control channel: one schema per object the runtime writes.
+
+The runtime runs on machines the controller does not trust with its own state (a
+zombie, a user's code, anyone who can write to the control store), so every object
+read from the channel goes through ``parse_*`` here before anything believes it:
+types, ranges (finite numbers, non-negative counts), bounded strings and sizes, and
+the closed set of event kinds. Anything else raises ``WireError`` with a one-line
+reason that never quotes the object (it could be huge, or hold a secret).
+
+Pure and dependency-free: the runtime and the controller both import it, and it
+imports nothing of the controller's (config, journal).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# A final.json with a search's trials and every rank's telemetry stays well below this.
+MAX_BYTES = 1 << 20
+MAX_STR = 16_384  # a user error's traceback is cut to 8000 characters by the runtime
+MAX_DEPTH = 12
+MAX_NODES = 50_000
+MAX_KEY = 64
+MAX_POINTS = 10_000  # a "losses" event's points: one flush of the loss series
+MAX_PID = 1 << 31
+MAX_INT = (1 << 63) - 1
+
+# Every kind of event the runtime emits (tests/unit/test_wire.py checks this against its
+# sources). Closed: an event of another kind is not the runtime's, and is dropped.
+EVENT_KINDS = frozenset(
+    {
+        "checkpoint_merge_conflict",
+        "checkpoint_skipped",
+        "driver_connected",
+        "driver_started",
+        "fenced",
+        "fenced_write",
+        "losses",
+        "multipart_aborted",
+        "preempted",
+        "preemption_notice",
+        "replicated",
+        "replication_failed",
+        "restore_store_skipped",
+        "restored_from_scratch",
+        "retention_failed",
+        "runtime_error",
+        "scratch_full",
+        "scratch_recovered",
+        "store_fallback",
+        "train_started",
+        "trial_restored",
+        "trial_started",
+        "upload_recovered",
+        "upload_retry",
+        "upload_superseded",
+        "user_error",
+        "workers_ready",
+        "workers_started",
+    }
+)
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class WireError(ValueError):
+    """An object that is not what the runtime writes; the message is one line."""
+
+
+# --- checks: each returns the value when it passes ------------------------------------------
+def _where(name: str) -> str:
+    return f"{name!r}" if name else "the object"
+
+
+def _type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _int(value: Any, name: str, low: int = 0, high: int = MAX_INT) -> int:
+    # JSON's true is an int to Python, never a count to us.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireError(f"{_where(name)} is {_type(value)}, not an integer")
+    if not low <= value <= high:
+        raise WireError(f"{_where(name)} is out of range [{low}, {high}]")
+    return value
+
+
+def _number(value: Any, name: str, low: float = -math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"{_where(name)} is {_type(value)}, not a number")
+    if not math.isfinite(value) or value < low:
+        raise WireError(f"{_where(name)} is not a finite number >= {low}")
+    return float(value)
+
+
+def _any_number(value: Any, name: str) -> float:
+    # A loss may be NaN or infinite: that is what diverging training reports.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"{_where(name)} is {_type(value)}, not a number")
+    return float(value)
+
+
+def _str(value: Any, name: str, limit: int = MAX_STR) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{_where(name)} is {_type(value)}, not a string")
+    if len(value) > limit:
+        raise WireError(f"{_where(name)} is longer than {limit} characters")
+    return value
+
+
+def _kind(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise WireError(f"{_where(name)} is no name (lowercase letters, digits and _, at most 64)")
+    return value
+
+
+def _time(value: Any) -> float:
+    return _number(value, "time", low=0.0)
+
+
+def _pid(value: Any, name: str = "pid") -> int:
+    return _int(value, name, low=1, high=MAX_PID)
+
+
+def _opt(check: Any, value: Any, name: str) -> Any:
+    return None if value is None else check(value, name)
+
+
+def _dict(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise WireError(f"{_where(name)} is {'a JSON ' + _json_kind(value)}, not an object")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, int | float) else type(value).__name__
+
+
+def _json_value(value: Any, name: str) -> None:
+    """Plain bounded JSON: strings bounded, keys short, depth and size capped. A number
+    here may be NaN or infinite (a diverged loss, an eval metric): Python's json writes
+    them, and only fields with a meaning (times, steps, lags) must be finite."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise WireError(f"{_where(name)} has more than {MAX_NODES} values")
+        if depth > MAX_DEPTH:
+            raise WireError(f"{_where(name)} nests deeper than {MAX_DEPTH}")
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str) or len(k) > MAX_KEY:
+                    raise WireError(f"{_where(name)} has a key longer than {MAX_KEY} characters")
+                stack.append((item, depth + 1))
+        elif isinstance(v, list):
+            stack.extend((item, depth + 1) for item in v)
+        elif isinstance(v, str):
+            _str(v, name)
+        elif not (v is None or isinstance(v, bool | int | float)):
+            raise WireError(f"{_where(name)} holds a {type(v).__name__}")
+
+
+def _require(obj: dict[str, Any], name: str) -> Any:
+    if name not in obj:
+        raise WireError(f"lacks {name!r}")
+    return obj[name]
+
+
+def _check_fields(obj: dict[str, Any], checks: dict[str, Any]) -> None:
+    """Fields with a known meaning are checked by type when present; the rest as bounded JSON."""
+    for name, value in obj.items():
+        if len(name) > MAX_KEY:
+            raise WireError(f"has a key longer than {MAX_KEY} characters")
+        check = checks.get(name)
+        if check is not None:
+            check(value, name)
+        _json_value(value, name)
+
+
+def _nonneg_or_none(value: Any, name: str) -> int | None:
+    return _opt(_int, value, name)
+
+
+def _number_or_none(value: Any, name: str) -> float | None:
+    return _opt(_number, value, name)
+
+
+def _str_or_none(value: Any, name: str) -> str | None:
+    return _opt(_str, value, name)
+
+
+# --- decoding ----------------------------------------------------------------------------------
+def decode(data: bytes) -> dict[str, Any]:
+    """Bytes read from the channel as one JSON object; WireError for anything else."""
+    if len(data) > MAX_BYTES:
+        raise WireError(f"is larger than {MAX_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("is not UTF-8 text") from None
+    if not text.strip():
+        raise WireError("is empty")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WireError(f"is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise WireError("nests too deep") from None
+    except ValueError as exc:  # an integer too long to convert, among others
+        raise WireError(f"is not JSON we read ({str(exc).splitlines()[0][:80]})") from None
+    _dict(obj, "")
+    _json_value(obj, "")
+    return obj
+
+
+# --- the records -------------------------------------------------------------------------------
+class _AsWritten:
+    """Records with open-ended fields read, too, as the runtime wrote them (``rec["loss"]``)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> Any:
+        return self.as_dict()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.as_dict().get(name, default)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    time: float
+    generation: int
+    step: int
+    pid: int | None
+
+
+def parse_heartbeat(obj: Any) -> Heartbeat:
+    obj = _dict(obj, "")
+    return Heartbeat(
+        time=_time(_require(obj, "time")),
+        generation=_int(_require(obj, "generation"), "generation", low=1),
+        step=_int(obj.get("step", 0), "step"),
+        pid=_opt(_pid, obj.get("pid"), "pid"),
+    )
+
+
+_PROGRESS_FIELDS: dict[str, Any] = {
+    "total": _nonneg_or_none,
+    "loss": lambda v, n: _opt(_any_number, v, n),
+    "steps_per_s": _number_or_none,
+    "last_checkpoint": _str_or_none,
+}
+
+
+@dataclass(frozen=True)
+class Progress(_AsWritten):
+    time: float
+    generation: int
+    step: int
+    fields: dict[str, Any]  # total, loss, last_checkpoint, telemetry, a search's trials...
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.fields, "time": self.time, "generation": self.generation, "step": self.step}
+
+
+def parse_progress(obj: Any) -> Progress:
+    obj = _dict(obj, "")
+    time_ = _time(_require(obj, "time"))
+    generation = _int(_require(obj, "generation"), "generation", low=1)
+    step = _int(obj.get("step", 0), "step")
+    rest = {k: v for k, v in obj.items() if k not in ("time", "generation", "step")}
+    _check_fields(rest, _PROGRESS_FIELDS)
+    return Progress(time=time_, generation=generation, step=step, fields=rest)
+
+
+# Fields the journal types on any event (journal.OPTIONAL_FIELDS) or a reader takes as is:
+# a runtime event that got them wrong would make the whole journal read as damaged.
+_EVENT_FIELDS: dict[str, Any] = {
+    "step": _nonneg_or_none,
+    "last_step": _nonneg_or_none,
+    "restored_step": _nonneg_or_none,
+    "lost_steps": _nonneg_or_none,
+    "rank": _nonneg_or_none,
+    "pid": lambda v, n: _opt(_pid, v, n),
+    "to_region": _str_or_none,
+    "region": _str_or_none,
+    "rto_s": _number_or_none,
+    "detected_after_s": _number_or_none,
+    "lag_s": _number_or_none,
+    "config": _dict,
+    "error": _str,
+    "traceback": _str_or_none,
+}
+# Fields the controller stamps itself: the runtime must not supply them.
+_RESERVED = ("ts", "by", "type_")
+
+
+def _points(value: Any, name: str) -> None:
+    if not isinstance(value, list) or len(value) > MAX_POINTS:
+        raise WireError(f"{name!r} is not a list of at most {MAX_POINTS} [step, loss] pairs")
+    for point in value:
+        if not isinstance(point, list) or len(point) != 2:
+            raise WireError(f"{name!r} holds something other than a [step, loss] pair")
+        _int(point[0], "points' step")
+        _any_number(point[1], "points' loss")
+
+
+# What the controller acts on, per kind: these must be there and be right.
+_KIND_REQUIRED: dict[str, dict[str, Any]] = {
+    "losses": {"points": _points},
+    "replicated": {"to": _str},
+    "store_fallback": {"from": _str, "to": _str},
+    "user_error": {"error": _str},
+    "train_started": {"restored_step": _int},
+    "preempted": {"step": _int},
+}
+
+
+@dataclass(frozen=True)
+class Event(_AsWritten):
+    kind: str
+    time: float
+    generation: int
+    fields: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the runtime wrote it (``type`` is the kind)."""
+        return {"time": self.time, "generation": self.generation, "type": self.kind, **self.fields}
+
+
+def parse_event(obj: Any) -> Event:
+    obj = _dict(obj, "")
+    kind = _kind(_require(obj, "type"), "type")
+    if kind not in EVENT_KINDS:
+        raise WireError(f"is an event of unknown kind {kind!r}")
+    time_ = _time(_require(obj, "time"))
+    generation = _int(_require(obj, "generation"), "generation", low=1)
+    for name in _RESERVED:
+        if name in obj:
+            raise WireError(f"carries {name!r}, which only the controller writes")
+    fields = {k: v for k, v in obj.items() if k not in ("type", "time", "generation")}
+    for name, check in _KIND_REQUIRED.get(kind, {}).items():
+        check(_require(fields, name), name)
+    _check_fields(fields, _EVENT_FIELDS)
+    return Event(kind=kind, time=time_, generation=generation, fields=fields)
+
+
+_FINAL_FIELDS: dict[str, Any] = {
+    "metrics": _dict,
+    "final_checkpoint": _str_or_none,
+    "weights_sha256": _str_or_none,
+    "checkpoint_sha256": _str_or_none,
+    "train_steps_per_s": _number_or_none,
+    "telemetry": lambda v, n: _opt(_dict, v, n),
+    "best_trial": lambda v, n: _opt(_dict, v, n),
+    "search": lambda v, n: _opt(_dict, v, n),
+    "trials": lambda v, n: v if isinstance(v, list) else _dict(v, n),
+}
+
+
+@dataclass(frozen=True)
+class Final(_AsWritten):
+    time: float
+    generation: int
+    final_step: int
+    fields: dict[str, Any]  # metrics, checkpoint, digests, telemetry, a search's trials
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.fields, "time": self.time, "generation": self.generation, "final_step": self.final_step}
+
+
+def parse_final(obj: Any) -> Final:
+    obj = _dict(obj, "")
+    time_ = _time(_require(obj, "time"))
+    generation = _int(_require(obj, "generation"), "generation", low=1)
+    final_step = _int(_require(obj, "final_step"), "final_step")
+    rest = {k: v for k, v in obj.items() if k not in ("time", "generation", "final_step")}
+    _check_fields(rest, _FINAL_FIELDS)
+    return Final(time=time_, generation=generation, final_step=final_step, fields=rest)
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    time: float
+    generation: int
+    code: int
+
+
+def parse_exit(obj: Any) -> ExitCode:
+    obj = _dict(obj, "")
+    return ExitCode(
+        time=_time(_require(obj, "time")),
+        generation=_int(_require(obj, "generation"), "generation", low=1),
+        code=_int(_require(obj, "code"), "code", low=-255, high=255),
+    )
+
+
+@dataclass(frozen=True)
+class ChaosRequest:
+    """The runtime reached fault ``index``'s trigger: fire it (the ``seq``-th time)."""
+
+    time: float
+    seq: int
+    generation: int
+    step: int
+    kind: str | None = None
+    rank: int | None = None
+    pid: int | None = None
+    during: str | None = None
+
+
+def parse_chaos_request(obj: Any) -> ChaosRequest:
+    obj = _dict(obj, "")
+    return ChaosRequest(
+        time=_time(_require(obj, "time")),
+        seq=_int(obj.get("seq", 1), "seq", low=1),
+        # Without its generation a request could be an old attempt's, fired on the new one.
+        generation=_int(_require(obj, "generation"), "generation", low=1),
+        step=_int(_require(obj, "step"), "step"),
+        kind=_opt(_kind, obj.get("kind"), "kind"),
+        rank=_nonneg_or_none(obj.get("rank"), "rank"),
+        pid=_opt(_pid, obj.get("pid"), "pid"),
+        during=_opt(_kind, obj.get("during"), "during"),
+    )
+
+
+@dataclass(frozen=True)
+class ChaosFired:
+    time: float
+    count: int
+    steps: tuple[int | None, ...]
+
+
+def parse_chaos_fired(obj: Any) -> ChaosFired:
+    obj = _dict(obj, "")
+    steps = obj.get("steps", [])
+    if not isinstance(steps, list) or len(steps) > MAX_POINTS:
+        raise WireError(f"'steps' is not a list of at most {MAX_POINTS} steps")
+    _json_value(obj, "")
+    return ChaosFired(
+        time=_time(_require(obj, "time")),
+        count=_int(obj.get("count", 1), "count"),
+        # after_s faults fire at no step (-1).
+        steps=tuple(None if s is None else _int(s, "steps' step", low=-1) for s in steps),
+    )
+
+
+@dataclass(frozen=True)
+class PreemptNotice:
+    time: float
+    generation: int
+    pid: int | None
+
+
+def parse_preempt(obj: Any) -> PreemptNotice:
+    obj = _dict(obj, "")
+    return PreemptNotice(
+        time=_time(_require(obj, "time")),
+        generation=_int(_require(obj, "generation"), "generation", low=1),
+        pid=_opt(_pid, obj.get("pid"), "pid"),
+    )
