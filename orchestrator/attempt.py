@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.chaos import FaultInjector, Injected
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
+from orchestrator.runtime import runkey
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
@@ -306,7 +307,8 @@ class AttemptRunner:
         proc = ctl.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
-            env={},
+            # The run's key: in the driver's environment only (orchestrator/runtime/runkey.py).
+            env=runkey.to_env(ctl.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )
         ctl.journal.append("runtime_started", generation=gen, pid=proc.pid, standby=standby)
