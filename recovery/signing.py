@@ -71,6 +71,13 @@ def check(manifest: Manifest, key: bytes | None) -> Verdict:
     return Verdict(True)
 
 
+def run_key_of(run_dir: str) -> bytes:
+    """The key of the run whose folder is ``run_dir`` (its secret must exist): for tools
+    and tests that check a finished run's checkpoints."""
+    path = os.path.join(run_dir, SECRET_FILE)
+    return derive_run_key(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
+
+
 def load_or_create_secret(run_dir: str) -> tuple[bytes, bool]:
     """The run's secret from ``run_dir/run.secret``, made (0600, exclusively) when there is
     none; (secret, created). SigningError, one line naming the file, when it is readable
