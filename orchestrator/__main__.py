@@ -213,6 +213,7 @@ def _resume(cli: object) -> int:
     from orchestrator.journal import load_json, read_events
     from orchestrator.result import read_result
     from providers.registry import get_provider
+    from recovery.signing import SigningError
 
     assert isinstance(cli, Config)
     run_id = str(cli.run_id)
@@ -241,7 +242,11 @@ def _resume(cli: object) -> int:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
     _interruptible()
-    result = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id).resume()
+    try:
+        ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
+    except SigningError as exc:
+        return error(str(exc))
+    result = ctl.resume()
     return _finish(cfg, run_id, result)
 
 
@@ -262,6 +267,7 @@ def _run(cfg: object) -> int:
     from orchestrator.controller import Controller
     from orchestrator.preflight import PreflightError, preflight
     from providers.registry import UnknownProvider, get_provider
+    from recovery.signing import SigningError
 
     assert isinstance(cfg, Config)
     run_id = cfg.run_id or _new_run_id(cfg)
@@ -282,7 +288,11 @@ def _run(cfg: object) -> int:
     if lock is None:
         return error(f"run_id: run {run_id!r} is running under another controller")
     _interruptible()
-    result = Controller(cfg, provider, run_id).run()
+    try:
+        ctl = Controller(cfg, provider, run_id)
+    except SigningError as exc:
+        return error(str(exc))
+    result = ctl.run()
     return _finish(cfg, run_id, result)
 
 

@@ -15,6 +15,7 @@ from orchestrator.cleanup import run_all
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_type
+from orchestrator.runtime import runkey
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
@@ -313,7 +314,8 @@ class AttemptRunner:
         proc = ctl.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
-            env={},
+            # The run's key: in the driver's environment only (orchestrator/runtime/runkey.py).
+            env=runkey.to_env(ctl.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )
         ctl.journal.append("runtime_started", generation=gen, pid=proc.pid, standby=standby)

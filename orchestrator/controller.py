@@ -33,6 +33,7 @@ from recovery.fencing import Lineage, first_generation, scan_fences
 from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
+from recovery.signing import derive_run_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError
 
 
@@ -60,13 +61,19 @@ class Controller:
         self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
         make_run_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+        # The run's secret stays in its folder (0600); attempts get the key derived from
+        # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
+        secret, self.secret_created = load_or_create_secret(self.run_dir)
+        self.run_key = derive_run_key(secret, run_id)
         self.control = ControlChannel(
             control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options, on_invalid=self._on_control_invalid
         )
         self.candidates = cfg.candidate_regions()
         self.proxies = start_proxies(cfg)
         self.stores = {
-            r: CheckpointStore(cfg.cloud.regions[r].store, region=r, storage_options=self.store_options(r))
+            r: CheckpointStore(
+                cfg.cloud.regions[r].store, region=r, storage_options=self.store_options(r), key=self.run_key
+            )
             for r in self.candidates
         }
         self.policy = FailurePolicy(
@@ -156,6 +163,12 @@ class Controller:
         self.lineage = rp.lineage
         self.history = rp.history
         self.sm.state = rp.state
+        if self.secret_created:
+            # The secret was lost (or the run predates signing): its checkpoints cannot be trusted now.
+            self.journal.append(
+                "run_key_created",
+                reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify",
+            )
         if not rp.state.terminal:
             self._start_above_fences()
         self.journal.append(

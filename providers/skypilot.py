@@ -229,6 +229,18 @@ def task_config(
     return config
 
 
+def stdin_env(env: dict[str, str]) -> dict[str, str]:
+    """The runtime's environment entries that must not travel on a command line: the
+    run's key and anything named like a credential. A value is one line (hex for the key)."""
+    from orchestrator.runtime.runkey import ENV as RUN_KEY_ENV
+
+    hidden = {k: v for k, v in env.items() if k == RUN_KEY_ENV or SECRET_ENV.search(k)}
+    for k, v in hidden.items():
+        if "\n" in v or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise ValueError(f"environment entry {k!r} cannot be passed on stdin")
+    return hidden
+
+
 def build_task(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Any:
     """A sky.Task, validated by SkyPilot's own schema (sky.Task.from_yaml_config)."""
     sky = _sky()
@@ -632,7 +644,8 @@ class SkyPilotProvider:
         needs no view of this machine's files (the control channel and stores excepted)."""
         spec_path = argv[-1]
         remote_spec = f"{cluster.info['node_dir']}/spec-{os.getpid()}-{int(time.time() * 1000)}.json"
-        envs = {**cluster.info.get("env", {}), **env}
+        hidden = stdin_env(env)
+        envs = {**cluster.info.get("env", {}), **{k: v for k, v in env.items() if k not in hidden}}
         if int(cluster.info.get("num_nodes", 1)) == 1:
             envs["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # one node: loopback only, as Ray itself
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in envs.items())
@@ -644,18 +657,30 @@ class SkyPilotProvider:
             if cluster.info.get("code_dir")
             else ""
         )
+        # Secrets (the run's key) come first on stdin, one line each, read by the remote
+        # shell into its own variables: never on a command line (ps on either machine),
+        # in SkyPilot's task records, or in a file on the node.
+        reads = "".join(f"IFS= read -r {k}; export {k}; " for k in hidden)
         command = (
-            f"set -e; mkdir -p {cluster.info['node_dir']}; cat > {remote_spec}; {code_path}"
+            f"set -e; mkdir -p {cluster.info['node_dir']}; {reads}cat > {remote_spec}; {code_path}"
             f"export RAY_AUTH_MODE=disabled {exports}; exec {python} {module_args} {remote_spec}"
         )
-        with open(spec_path, "rb") as spec, open(log_path, "ab") as log:
+        with open(spec_path, "rb") as fh:
+            payload = "".join(f"{hidden[k]}\n" for k in hidden).encode() + fh.read()
+        with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 self._ssh_argv(cluster, self._remote(cluster, command)),
-                stdin=spec,
+                stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # ssh died at once: its exit status says why
         cluster.info.setdefault("runtime_pids", []).append(proc.pid)
         self._record(cluster)
         self._watch(cluster)

@@ -31,11 +31,24 @@ class Manifest:
     region: str = ""
     extra: dict[str, object] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    # HMAC-SHA256 (hex) of ``signed_bytes()`` under the run's key (recovery/signing.py);
+    # "" when unsigned, which no trust decision accepts.
+    signature: str = ""
 
     def to_json(self) -> str:
         d = asdict(self)
         d["files"] = [asdict(f) for f in self.files]
         return json.dumps(d, sort_keys=True, indent=1)
+
+    def signed_bytes(self) -> bytes:
+        """The canonical form a signature covers: every field but the signature, as
+        compact JSON with sorted keys. It goes through a JSON round trip first, so what
+        is signed is what a reader parses back (a tuple in ``extra`` reads as a list)."""
+        d = asdict(self)
+        d["files"] = [asdict(f) for f in self.files]
+        del d["signature"]
+        plain = json.loads(json.dumps(d, sort_keys=True))
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
     @staticmethod
     def from_json(text: str | bytes) -> Manifest:
@@ -51,6 +64,7 @@ class Manifest:
                 region=str(d.get("region", "")),
                 extra=dict(d.get("extra", {})),
                 version=int(d.get("version", FORMAT_VERSION)),
+                signature=str(d.get("signature", "")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ManifestError(f"malformed manifest: {exc}") from None

@@ -1,7 +1,9 @@
 """Replication of committed checkpoints to the other candidate regions' stores.
 
 A replica is committed the same way as the original: files first, each verified
-after the copy, then the manifest. A source that does not verify is never copied.
+after the copy, then the manifest (signed with the run's key by the target store). A
+source that does not verify, or whose manifest is not signed with the run's key, is
+never copied.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ class ReplicationError(Exception):
 def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) -> Replicated | None:
     """Copy one committed checkpoint; None when the target already holds a valid copy."""
     run_id, step = manifest.run_id, manifest.step
-    if dst.verify(run_id, step).ok:  # not ok when there is no manifest
+    trust = src.trusts(manifest)
+    if not trust.ok:
+        raise ReplicationError(f"source {src.url} step {step}: {trust.reason}")
+    if dst.verify(run_id, step).ok:  # not ok when there is no manifest, or a stranger's
         return None
     t0 = time.time()
     total = 0
@@ -166,10 +171,16 @@ class Replicator:
             # superseded once a newer one is replicated, and copying every one would
             # take CPU from training for nothing. A bad newest falls back to older.
             for step in reversed(steps):
-                if step in have:
-                    break
+                # A step the target holds counts only under a manifest signed with the run's
+                # key: a planted one must not stop the run's own from being copied over it.
                 try:
+                    if step in have and target.trusted_manifest(self.run_id, step)[1].ok:
+                        break
                     m = primary.manifest(self.run_id, step)
+                    trust = primary.trusts(m) if m is not None else None
+                    if trust is not None and not trust.ok:
+                        self._report(f"not replicating step {step} of {primary.region}: {trust.reason}")
+                        continue
                     lineage = self.lineage() if self.lineage is not None else None
                     if m is not None and lineage is not None and not lineage.allows(m.attempt, m.step):
                         why = lineage.why_not(m.attempt, m.step)

@@ -1,8 +1,9 @@
 """Checkpoint store over fsspec: files first, the manifest last as the commit.
 
 Layout: ``<store>/<run_id>/checkpoints/step-<N>/{<files>, MANIFEST.json}``.
-A checkpoint exists only once its manifest does, and counts only if every file
-it names verifies (size and sha256).
+A checkpoint exists only once its manifest does, and counts only if its manifest
+is signed with the run's key (recovery/signing.py) and every file it names verifies
+(size and sha256). A store opened without the key can list checkpoints, never trust one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from recovery.manifest import (
     check_member_name,
     judge,
 )
+from recovery.signing import SigningError, check, signed
 from recovery.storage import Bounded, StorageSetupError, op_timeout, open_fs
 
 SkipHook = Callable[[int, str], None]
@@ -49,9 +51,17 @@ def parse_step_dir(name: str) -> int | None:
 
 
 class CheckpointStore:
-    def __init__(self, url: str, region: str = "", storage_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        url: str,
+        region: str = "",
+        storage_options: dict[str, Any] | None = None,
+        key: bytes | None = None,
+    ):
         self.url = url.rstrip("/")
         self.region = region
+        # The run's key: signs what this store commits, and is what trusting a manifest takes.
+        self.key = key
         self.storage_options = dict(storage_options or {})
         try:
             fs, self.root = open_fs(self.url, self.storage_options)
@@ -127,6 +137,8 @@ class CheckpointStore:
                 raise FencedError(
                     f"attempt {attempt} is fenced in {self.url}: generation {fence.generation} has taken over"
                 )
+        if self.key is None:
+            raise SigningError(f"store {self.url}: no run key: {run_id} step {step} cannot be signed")
         manifest = Manifest(
             run_id=run_id,
             step=step,
@@ -136,6 +148,7 @@ class CheckpointStore:
             region=self.region,
             extra=dict(extra or {}),
         )
+        manifest = signed(manifest, self.key)
         self._write(f"{self.step_path(run_id, step)}/{MANIFEST_NAME}", manifest.to_json().encode())
         return manifest
 
@@ -190,17 +203,30 @@ class CheckpointStore:
             raise ManifestError(f"manifest at {path} describes {m.run_id} step {m.step}")
         return m
 
-    def verify(self, run_id: str, step: int) -> Verdict:
-        return self._inspect(run_id, step)[1]
+    def trusts(self, manifest: Manifest) -> Verdict:
+        """Whether ``manifest`` is signed with this run's key (its files not looked at)."""
+        return check(manifest, self.key)
 
-    def _inspect(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
-        """The manifest of ``step`` (read once) and whether its files verify."""
+    def trusted_manifest(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
+        """The manifest of ``step`` and whether it is signed with the run's key: a cheap
+        check (no file read) for "is this step really there"."""
         try:
             m = self.manifest(run_id, step)
         except ManifestError as exc:
             return None, Verdict(False, str(exc))
         if m is None:
             return None, Verdict(False, "no manifest (never committed)")
+        return m, self.trusts(m)
+
+    def verify(self, run_id: str, step: int) -> Verdict:
+        return self._inspect(run_id, step)[1]
+
+    def _inspect(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
+        """The manifest of ``step`` (read once) and whether it is signed and its files verify.
+        The signature comes first: a stranger's files are never read."""
+        m, verdict = self.trusted_manifest(run_id, step)
+        if m is None or not verdict.ok:
+            return m, verdict
         actual: dict[str, tuple[int, str | None]] = {}
         for f in m.files:
             path = f"{self.step_path(run_id, step)}/{f.name}"
@@ -288,32 +314,50 @@ class CheckpointStore:
     def retain(self, run_id: str, keep: int, lineage: Admits | None = None) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints on the lineage; drop older ones,
         torn leftovers, and (first) every checkpoint the lineage fences, so a zombie's
-        newer steps can never push the lineage's own out. The steps deleted."""
+        newer steps can never push the lineage's own out. A manifest not signed with the
+        run's key is neither counted nor deleted (see ``retention_plan``). The steps deleted."""
         steps = self.all_steps(run_id)
         fenced: set[int] = set()
-        if lineage is not None:
-            for step in sorted(s for s, ok in steps.items() if ok):
-                try:
-                    m = self.manifest(run_id, step)
-                except ManifestError:
+        untrusted: set[int] = set()
+        for step in sorted(s for s, ok in steps.items() if ok):
+            try:
+                m = self.manifest(run_id, step)
+            except ManifestError:
+                if lineage is not None:
                     fenced.add(step)  # unreadable as a manifest: restorable by no one
-                    continue
-                if m is not None and not lineage.allows(m.attempt, m.step):
-                    fenced.add(step)
-        doomed = retention_plan(steps, keep, fenced)
+                else:
+                    untrusted.add(step)
+                continue
+            if m is None:
+                continue
+            if not self.trusts(m).ok:
+                untrusted.add(step)
+            elif lineage is not None and not lineage.allows(m.attempt, m.step):
+                fenced.add(step)
+        doomed = retention_plan(steps, keep, fenced, untrusted)
         for step in doomed:
             self.delete(run_id, step)
         return sorted(doomed)
 
 
-def retention_plan(steps: dict[int, bool], keep: int, fenced: set[int] | frozenset[int] = frozenset()) -> list[int]:
+def retention_plan(
+    steps: dict[int, bool],
+    keep: int,
+    fenced: set[int] | frozenset[int] = frozenset(),
+    untrusted: set[int] | frozenset[int] = frozenset(),
+) -> list[int]:
     """What retention deletes, in order: fenced checkpoints first, then all but the newest
     ``keep`` of the others, then folders without manifest older than the newest kept
     commit (torn writes; newer ones may still be in flight, and a zombie's higher steps
     must not make the current attempt's upload look torn).
 
+    ``untrusted``: committed steps whose manifest is not signed with the run's key. They
+    never count (a planted step must not push the run's own out) and are never deleted:
+    with a wrong or lost key every checkpoint would look planted, and retention must not
+    then empty the store.
+
     ``steps`` maps a step to whether it is committed (``all_steps``)."""
-    committed = sorted(s for s, ok in steps.items() if ok and s not in fenced)
+    committed = sorted(s for s, ok in steps.items() if ok and s not in fenced and s not in untrusted)
     doomed = sorted(s for s in fenced if steps.get(s))
     doomed += committed[:-keep] if keep > 0 else committed
     if committed:

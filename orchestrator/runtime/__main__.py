@@ -12,6 +12,7 @@ import sys
 import threading
 from dataclasses import asdict
 
+from orchestrator.runtime import runkey
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
@@ -48,8 +49,19 @@ def _relay_preemption(control: ControlChannel, spec: RuntimeSpec) -> None:
 
 def main(argv: list[str]) -> int:
     spec = RuntimeSpec.load(argv[0])
+    # Out of the environment before any thread or child starts: nothing inherits it.
+    try:
+        key = runkey.take_from_env()
+    except runkey.RunKeyError as exc:
+        key, bad_key = None, str(exc)
+    else:
+        bad_key = f"{runkey.ENV} is not set"
     control = ControlChannel(spec.control_url, spec.control_options)
     control.event(spec.generation, "driver_started", pid=os.getpid())
+    if key is None:
+        control.event(spec.generation, "runtime_error", error=f"{bad_key}: checkpoints cannot be signed")
+        return EXIT_INFRA
+    runkey.install(key)
     _relay_preemption(control, spec)
     stop = threading.Event()
     threading.Thread(target=_heartbeats, args=(control, spec, stop), daemon=True).start()
@@ -83,7 +95,7 @@ def main(argv: list[str]) -> int:
         from orchestrator.runtime.func_mode import train_func as worker_fn
     trainer = TorchTrainer(
         worker_fn,
-        train_loop_config={"spec": asdict(spec)},
+        train_loop_config={"spec": asdict(spec), **runkey.share(key)},
         scaling_config=ScalingConfig(
             num_workers=int(spec.trainer["workers"]),
             use_gpu=float(spec.trainer["gpus_per_worker"]) > 0,

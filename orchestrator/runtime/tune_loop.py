@@ -25,6 +25,12 @@ downloaded, unpacked to scratch and handed to ``Tuner.restore`` with
 ``resume_unfinished=True`` and ``resume_errored`` / ``restart_errored`` from the
 recovery config. Finished trials stay finished; unfinished ones continue from
 their newest checkpoint (each trial reports the iteration it restored).
+
+Trust: a snapshot is an ordinary checkpoint, so its manifest is signed with the run's
+key (recovery/signing.py) and restore takes only one that verifies: nothing in a
+snapshot (Tune's tuner.pkl, the trials' checkpoints, scheduler_state.pkl, all of
+which Tune or we unpickle) is unpacked unless this run wrote it. Unpickling itself
+stays: Tune's own restore needs it.
 """
 
 from __future__ import annotations
@@ -55,12 +61,13 @@ from orchestrator.hpo import (
     param_space,
     search_step,
 )
+from orchestrator.runtime import runkey
 from orchestrator.runtime.checkpointer import AsyncCheckpointer
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
-from orchestrator.runtime.worker import restore_rule
+from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.triggers import exhausted, in_region
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
@@ -296,13 +303,7 @@ class SearchDriver:
     def __init__(self, spec: RuntimeSpec, control: ControlChannel, restored_step: int, restored_url: str | None):
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo: dict[str, Any] = dict(spec.hpo or {})
-        stores = [
-            CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options),
-            *[
-                CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
-                for f in spec.fallback_stores
-            ],
-        ]
+        stores = spec_stores(spec, runkey.require())
         self.stores = stores
         self.checkpointer = AsyncCheckpointer(
             stores,
@@ -419,13 +420,7 @@ class SearchDriver:
 
 def _restore(spec: RuntimeSpec, control: ControlChannel, exp_dir: str) -> tuple[int, str | None]:
     """Unpack the newest verified snapshot to ``exp_dir``; (its step, its URL), or (0, None)."""
-    stores = [
-        CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options),
-        *[
-            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
-            for f in spec.fallback_stores
-        ],
-    ]
+    stores = spec_stores(spec, runkey.require())
 
     def skipped(store: CheckpointStore, step: int, reason: str) -> None:
         control.event(spec.generation, "checkpoint_skipped", step=step, reason=reason, region=store.region)

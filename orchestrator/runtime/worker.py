@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from orchestrator.runtime import runkey
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
@@ -113,6 +114,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     error goes to the controller with its traceback, the platform's are left to Ray
     Train and the controller."""
     spec = RuntimeSpec(**config["spec"])
+    runkey.from_config(config)
     import ray.train
 
     ctx = ray.train.get_context()
@@ -135,6 +137,17 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
                 traceback=full_traceback(exc)[-8000:],
             )
         raise
+
+
+def spec_stores(spec: RuntimeSpec, key: bytes) -> list[CheckpointStore]:
+    """The attempt's stores, primary first, each holding the run's key (it signs and trusts)."""
+    return [
+        CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options, key=key),
+        *[
+            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {}, key=key)
+            for f in spec.fallback_stores
+        ],
+    ]
 
 
 def controller_lineage(spec: RuntimeSpec, control: ControlChannel) -> Lineage | None:
@@ -174,11 +187,7 @@ class WorkerAttempt:
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
-        self.store = CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options)
-        self.fallbacks = [
-            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {})
-            for f in spec.fallback_stores
-        ]
+        self.store, *self.fallbacks = spec_stores(spec, runkey.require())
         self._restored_url: str | None = None
         self._verified: dict[str, bytes] = {}
         self._losses: list[tuple[int, float]] = []

@@ -28,11 +28,16 @@ def servers():
             gcs.stop()
 
 
+# The run's key, as the controller would derive it (recovery/signing.py).
+KEY = bytes(range(32))
+
+
 def _s3(servers, prefix: str, **opts) -> CheckpointStore:
     return CheckpointStore(
         f"s3://orch-s3/{prefix}",
         region="s3-region",
         storage_options={"endpoint_url": servers[0].endpoint, **opts},
+        key=KEY,
     )
 
 
@@ -41,6 +46,7 @@ def _gs(servers, prefix: str, **opts) -> CheckpointStore:
         f"gs://orch-gs/{prefix}",
         region="gs-region",
         storage_options={"endpoint_url": servers[1].endpoint, "token": "anon", "project": "p", **opts},
+        key=KEY,
     )
 
 

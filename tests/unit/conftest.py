@@ -12,8 +12,22 @@ import pytest
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 
+# The run's key in every unit test: stores sign with it, and runtime code finds it installed.
+TEST_KEY = bytes(range(32))
+
 WriteCheckpoint = Callable[..., Manifest]
 FlipByte = Callable[[CheckpointStore, str, int, str], None]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def run_key() -> Iterator[bytes]:
+    """The runtime's key, as a driver installs it (orchestrator/runtime/runkey.py); for
+    the whole session, as module-scoped fixtures run training too."""
+    from orchestrator.runtime import runkey
+
+    runkey.install(TEST_KEY)
+    yield TEST_KEY
+    runkey._installed.clear()
 
 
 @pytest.fixture

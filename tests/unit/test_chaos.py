@@ -8,6 +8,7 @@ from pathlib import Path
 from orchestrator.chaos import corrupt_newest
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
+from tests.unit.conftest import TEST_KEY
 
 RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
@@ -16,7 +17,9 @@ WriteCheckpoint = Callable[..., Manifest]
 def test_corrupt_newest_corrupts_the_newest_step_in_each_store_holding_it_and_spares_laggards(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
-    a, b, c = (CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in ("local-a", "local-b", "local-c"))
+    a, b, c = (
+        CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("local-a", "local-b", "local-c")
+    )
     for store, steps in ((a, (20, 40, 60)), (b, (20, 40, 60)), (c, (20, 40))):
         for step in steps:
             write_checkpoint(store, RUN, step)
@@ -35,5 +38,5 @@ def test_corrupt_newest_corrupts_the_newest_step_in_each_store_holding_it_and_sp
 
 
 def test_corrupt_newest_without_any_checkpoint_does_nothing(tmp_path: Path) -> None:
-    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in ("a", "b")]
+    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("a", "b")]
     assert corrupt_newest(stores, RUN) == {}

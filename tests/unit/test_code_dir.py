@@ -194,11 +194,15 @@ def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
 
     started: list[list[str]] = []
 
+    stdin = io.BytesIO()
+
     class Popen:
         def __init__(self, argv: list[str], **kwargs: Any) -> None:
             started.append(argv)
             self.pid = 0
+            self.stdin = stdin
 
+    stdin.close = lambda: None  # type: ignore[method-assign]  # read below
     spec = tmp_path / "spec.json"
     spec.write_text("{}")
     with monkeypatch.context() as patched:
@@ -206,6 +210,7 @@ def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
         patched.setattr(SkyPilotProvider, "_watch", lambda self, cluster: None)
         argv = [sys.executable, "-m", "orchestrator.runtime", str(spec)]
         provider.start_runtime(handle, argv, {}, str(tmp_path / "log"))
+    assert stdin.getvalue() == b"{}"
     # What ssh would run on the head, run here: a home with the project synced, the fake Python.
     (ssh_argv,) = started
     remote = ssh_argv[-1]

@@ -18,6 +18,7 @@ from orchestrator.workloads.data import DataMismatch, DataPosition, RayDataLoade
 from orchestrator.workloads.synthetic import Synthetic, ensure_dataset
 from recovery.store import CheckpointStore
 from support import loop_spec
+from tests.unit.conftest import TEST_KEY
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -136,7 +137,7 @@ def _spec(root: Path, generation: int, seed: int = 0) -> RuntimeSpec:
 def test_checkpoints_carry_the_data_position_and_a_mismatched_resume_is_refused(tmp_path: Path) -> None:
     spec = _spec(tmp_path, 1)
     _Loop(spec, rank=0, world=1, control=ControlChannel(spec.control_url)).run(wrap=lambda m: m)
-    store = CheckpointStore(spec.store_url, region="r")
+    store = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     m = store.manifest("pos", 40)
     assert m is not None
     state = torch.load(io.BytesIO(store.read(m, "state.pt")), weights_only=True)

@@ -9,6 +9,7 @@ import pytest
 from recovery.fencing import FencedError, Lineage, newest_fence, read_fence
 from recovery.replication import sync_newest
 from recovery.store import CheckpointStore
+from tests.unit.conftest import TEST_KEY
 
 RUN = "fence-run"
 
@@ -33,7 +34,7 @@ def test_lineage_round_trips_through_json() -> None:
 
 
 def test_restore_skips_a_zombie_checkpoint_even_when_it_is_the_newest(tmp_path: Path) -> None:
-    store = CheckpointStore(f"file://{tmp_path}/a", region="a")
+    store = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
     _ckpt(store, 50, attempt=1)
     _ckpt(store, 100, attempt=1)  # the zombie, after attempt 2 restarted from 50
     _ckpt(store, 80, attempt=2)
@@ -47,7 +48,7 @@ def test_restore_skips_a_zombie_checkpoint_even_when_it_is_the_newest(tmp_path: 
 
 
 def test_an_old_attempt_cannot_commit_once_fenced(tmp_path: Path) -> None:
-    store = CheckpointStore(f"file://{tmp_path}/a", region="a")
+    store = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
     store.write_fence(RUN, Lineage().then(1, 0).then(2, 50))
     entry = store.put(RUN, 100, "model.pt", b"zombie")
     with pytest.raises(FencedError):
@@ -58,9 +59,9 @@ def test_an_old_attempt_cannot_commit_once_fenced(tmp_path: Path) -> None:
 
 
 def test_the_newest_fence_wins_and_unreachable_or_missing_fences_are_passed_over(tmp_path: Path) -> None:
-    a = CheckpointStore(f"file://{tmp_path}/a", region="a")
-    b = CheckpointStore(f"file://{tmp_path}/b", region="b")
-    c = CheckpointStore(f"file://{tmp_path}/c", region="c")
+    a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    b = CheckpointStore(f"file://{tmp_path}/b", region="b", key=TEST_KEY)
+    c = CheckpointStore(f"file://{tmp_path}/c", region="c", key=TEST_KEY)
     a.write_fence(RUN, Lineage().then(1, 0))
     b.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
     assert read_fence(c, RUN) is None

@@ -15,6 +15,7 @@ from recovery.fencing import FENCE_NAME, FencedError, Lineage, fence_path, read_
 from recovery.fsio import write_bytes
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore, StoreError
+from tests.unit.conftest import TEST_KEY
 
 RUN = "fwd-run"
 WriteCheckpoint = Callable[..., Manifest]
@@ -31,7 +32,7 @@ TORN_FENCES = [
 
 @pytest.fixture
 def store(store_url: str) -> CheckpointStore:
-    return CheckpointStore(store_url, region="a")
+    return CheckpointStore(store_url, region="a", key=TEST_KEY)
 
 
 def _tear(store: CheckpointStore, raw: bytes) -> None:
@@ -51,7 +52,7 @@ def test_a_fence_that_does_not_parse_is_a_store_error_naming_it(store: Checkpoin
 
 
 def test_no_fence_at_all_is_none_and_a_folder_in_its_place_is_a_store_error(tmp_path: Path) -> None:
-    store = CheckpointStore(f"file://{tmp_path}/s", region="a")
+    store = CheckpointStore(f"file://{tmp_path}/s", region="a", key=TEST_KEY)
     assert read_fence(store, RUN) is None
     (tmp_path / "s" / RUN / FENCE_NAME).mkdir(parents=True)
     with pytest.raises(StoreError, match=FENCE_NAME):
@@ -77,8 +78,8 @@ def test_a_zombie_cannot_commit_past_a_torn_fence_and_neither_can_anyone(store: 
 def test_the_uploader_retries_a_torn_fence_then_falls_back_and_is_fenced_there(tmp_path: Any, memory_url: str) -> None:
     """A zombie of attempt 1 whose store's fence is torn: no commit there (retried as a
     store error), then the next store, whose fence says attempt 2 took over: fenced."""
-    torn = CheckpointStore(f"file://{tmp_path}/a", region="a")
-    fenced = CheckpointStore(memory_url, region="b")
+    torn = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    fenced = CheckpointStore(memory_url, region="b", key=TEST_KEY)
     torn.write_fence(RUN, Lineage().then(1, 0))
     _tear(torn, b'{"links": [[1, 0], [2,')
     fenced.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
@@ -122,7 +123,7 @@ def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
     from orchestrator.journal import Journal
 
     Journal(str(home / "runs" / RUN / "journal.jsonl")).append("run_started", run_id=RUN)
-    store = CheckpointStore(f"file://{home}/stores/local-a", region="local-a")
+    store = CheckpointStore(f"file://{home}/stores/local-a", region="local-a", key=TEST_KEY)
     store.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
     fence_before = store.fs.cat_file(fence_path(store, RUN))
     journal_before = (home / "runs" / RUN / "journal.jsonl").read_bytes()
@@ -160,9 +161,11 @@ def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> Non
     """A store holding generation 7 from an earlier life of this run_id: the next attempt is 8."""
     from orchestrator.journal import read_events
 
-    earlier = CheckpointStore(f"file://{home}/stores/local-b", region="local-b")
+    earlier = CheckpointStore(f"file://{home}/stores/local-b", region="local-b", key=TEST_KEY)
     earlier.write_fence(RUN, Lineage().then(5, 0).then(7, 300))
-    CheckpointStore(f"file://{home}/stores/local-a", region="local-a").write_fence(RUN, Lineage().then(3, 0))
+    CheckpointStore(f"file://{home}/stores/local-a", region="local-a", key=TEST_KEY).write_fence(
+        RUN, Lineage().then(3, 0)
+    )
     ctl = _controller(home)
     ctl._start_above_fences()
     assert ctl._alloc_generation() == 8
@@ -254,8 +257,8 @@ def test_the_replicator_keeps_the_lineage_in_its_target(
 ) -> None:
     from recovery.replication import Replicator
 
-    primary = CheckpointStore(f"file://{tmp_path}/a", region="a")
-    target = CheckpointStore(memory_url, region="b")
+    primary = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    target = CheckpointStore(memory_url, region="b", key=TEST_KEY)
     lineage = _zombie_store(target, write_checkpoint)
     write_checkpoint(primary, RUN, 90, attempt=2)
     rep = Replicator(RUN, keep_last=2, on_replicated=lambda r: None, on_error=pytest.fail, lineage=lambda: lineage)
@@ -275,13 +278,13 @@ def _timeout(*args: Any, **kwargs: Any) -> Any:
 def _broken_stores(tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint) -> list[CheckpointStore]:
     """a: a folder where step 60's MANIFEST.json should be; b: a client that times out;
     c: a good checkpoint at step 40."""
-    a = CheckpointStore(f"file://{tmp_path}/a", region="a")
+    a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
     write_checkpoint(a, RUN, 20)
     (tmp_path / "a" / RUN / "checkpoints" / "step-60" / "MANIFEST.json").mkdir(parents=True)
-    b = CheckpointStore(memory_url, region="b")
+    b = CheckpointStore(memory_url, region="b", key=TEST_KEY)
     write_checkpoint(b, RUN, 80)
     b.fs.cat_file = _timeout  # type: ignore[method-assign]
-    c = CheckpointStore(f"file://{tmp_path}/c", region="c")
+    c = CheckpointStore(f"file://{tmp_path}/c", region="c", key=TEST_KEY)
     write_checkpoint(c, RUN, 40)
     return [a, b, c]
 
@@ -343,7 +346,7 @@ def _events(worker: Any, kind: str) -> list[dict[str, Any]]:
 def _zombie_after_handover(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> CheckpointStore:
     """Attempt 1 committed 20 and 40; attempt 2 took over from 40; attempt 1's zombie
     committed 60 in a store the fence never reached (it holds no fence at all)."""
-    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     for step in (20, 40, 60):
         write_checkpoint(store, RUN, step, attempt=1)
     return store
@@ -400,10 +403,10 @@ def test_a_standby_restores_by_the_lineage_its_activation_carries(
 def test_the_runtime_passes_over_a_store_whose_fence_is_torn_and_says_why(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
-    primary = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    primary = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     write_checkpoint(primary, RUN, 60, attempt=1)
     _tear(primary, b'{"links": [[1, 0], [2')
-    other = CheckpointStore(f"file://{tmp_path}/other", region="o")
+    other = CheckpointStore(f"file://{tmp_path}/other", region="o", key=TEST_KEY)
     write_checkpoint(other, RUN, 40, attempt=1)
     worker = _worker(tmp_path, 2, lineage=[[1, 0], [2, 40]], fallback_stores=[{"region": "o", "url": other.url}])
     chosen = worker.agree_on_restore()

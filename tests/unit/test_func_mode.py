@@ -42,6 +42,7 @@ from orchestrator.runtime.train_loop import UserCodeError
 from orchestrator.runtime.wire import ChaosRequest
 from recovery.store import CheckpointStore
 from support import loop_spec
+from tests.unit.conftest import TEST_KEY
 
 MODULE = "unit_user_train"
 
@@ -242,7 +243,7 @@ def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_
     # Synchronous uploads: with async ones a newer snapshot may replace one still queued.
     first = make_spec(tmp_path, 1, {"epochs": 3, "trace": str(trace)}, async_upload=False)
     run_worker(first)
-    store = CheckpointStore(first.store_url, region="r")
+    store = CheckpointStore(first.store_url, region="r", key=TEST_KEY)
     assert store.committed_steps("fn-unit") == [1, 2, 3]
     m3 = store.manifest("fn-unit", 3)
     assert m3 is not None and {f.name for f in m3.files} == {"epoch.txt", "sub/notes.txt"}
@@ -275,7 +276,7 @@ def test_a_corrupt_newest_checkpoint_is_skipped_on_restore(
 ) -> None:
     trace = tmp_path / "trace"
     run_worker(make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)}, async_upload=False))
-    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     flip_byte(store, "fn-unit", 2, "sub/notes.txt")
     second = make_spec(tmp_path, 2, {"epochs": 3, "trace": str(trace)})
     run_worker(second)
@@ -302,7 +303,7 @@ def test_a_preemption_notice_commits_the_next_checkpoint_and_stops_the_function(
         run.run()
     # The metrics-only report went on; the one with a checkpoint committed it and stopped.
     assert events(spec, "preempted")[0]["step"] == 1
-    assert CheckpointStore(spec.store_url, region="r").committed_steps("fn-unit") == [1]
+    assert CheckpointStore(spec.store_url, region="r", key=TEST_KEY).committed_steps("fn-unit") == [1]
     assert not trace.exists()  # nothing after that report ran
     assert control.read_final(1) is None
 
@@ -318,7 +319,7 @@ def test_an_exception_from_the_function_is_a_user_error_with_its_traceback(
     (err,) = events(spec, "user_error")
     assert err["error"] == "ValueError: bad batch in epoch 2"
     assert "unit_user_train.py" in err["traceback"]
-    assert CheckpointStore(spec.store_url, region="r").committed_steps("fn-unit") == [1, 2]
+    assert CheckpointStore(spec.store_url, region="r", key=TEST_KEY).committed_steps("fn-unit") == [1, 2]
     assert ray_fn_utils.get_train_fn_utils() is ray_worker
 
 
@@ -361,7 +362,7 @@ def test_during_checkpoint_upload_meets_the_injector_before_the_function_goes_on
     trace = tmp_path / "trace"
     spec = make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)})
     spec.faults = [{"kind": "kill_region", "during": "checkpoint_upload", "repeat": 1}]
-    store = CheckpointStore(spec.store_url, region="r")
+    store = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     seen: list[tuple[ChaosRequest, bool]] = []
     with injector(ControlChannel(spec.control_url), lambda req: seen.append((req, trace.exists()))):
         run_worker(spec)
@@ -440,7 +441,7 @@ def test_two_ranks_merge_their_folders_number_steps_alike_and_stop_together(tmp_
     assert [p.exitcode for p in procs] == [0, 0]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0] == ranks[1] == {"steps": [1, 1, 2, 2], "stopped_at": 3}
-    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     assert store.committed_steps("fn-unit") == [1, 2, 3]
     read = {
         step: {f.name: store.read(m, f.name) for f in m.files}

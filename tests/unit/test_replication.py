@@ -11,6 +11,7 @@ import pytest
 from recovery.manifest import Manifest
 from recovery.replication import Replicated, ReplicationError, Replicator, replicate, sync_newest
 from recovery.store import CheckpointStore
+from tests.unit.conftest import TEST_KEY
 
 RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
@@ -19,13 +20,13 @@ FlipByte = Callable[[CheckpointStore, str, int, str], None]
 
 @pytest.fixture
 def src(tmp_path: Path) -> CheckpointStore:
-    return CheckpointStore(f"file://{tmp_path}/store-a", region="local-a")
+    return CheckpointStore(f"file://{tmp_path}/store-a", region="local-a", key=TEST_KEY)
 
 
 @pytest.fixture(params=["file", "memory"])
 def dst(request: pytest.FixtureRequest, tmp_path: Path, memory_url: str) -> CheckpointStore:
     url = f"file://{tmp_path}/store-b" if request.param == "file" else memory_url
-    return CheckpointStore(url, region="local-b")
+    return CheckpointStore(url, region="local-b", key=TEST_KEY)
 
 
 def test_replicate_copies_a_checkpoint_that_verifies_and_records_its_source(
@@ -78,7 +79,7 @@ def test_corrupt_source_raises_and_leaves_the_target_without_a_manifest(
 def test_sync_newest_picks_the_newest_checkpoint_that_verifies_in_any_store_and_reports_skips(
     tmp_path: Path, write_checkpoint: WriteCheckpoint, flip_byte: FlipByte
 ) -> None:
-    a, b, c = (CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in "abc")
+    a, b, c = (CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in "abc")
     for step in (20, 40, 60):
         write_checkpoint(a, RUN, step)
     flip_byte(a, RUN, 60, "model.pt")
@@ -92,7 +93,7 @@ def test_sync_newest_picks_the_newest_checkpoint_that_verifies_in_any_store_and_
 
 
 def test_sync_newest_prefers_the_first_store_on_a_tie(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> None:
-    a, b = (CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in "ab")
+    a, b = (CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in "ab")
     write_checkpoint(a, RUN, 40)
     write_checkpoint(b, RUN, 40)
     for order, first in (([a, b], "a"), ([b, a], "b")):
@@ -102,7 +103,7 @@ def test_sync_newest_prefers_the_first_store_on_a_tie(tmp_path: Path, write_chec
 
 
 def test_sync_newest_with_no_checkpoint_anywhere_is_none(tmp_path: Path) -> None:
-    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n) for n in "ab"]
+    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in "ab"]
     assert sync_newest(RUN, stores, on_skip=lambda *_: None) is None
 
 

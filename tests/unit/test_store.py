@@ -8,6 +8,7 @@ import pytest
 
 from recovery.manifest import MANIFEST_NAME, Manifest, ManifestError
 from recovery.store import CheckpointStore
+from tests.unit.conftest import TEST_KEY
 
 RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
@@ -18,7 +19,7 @@ FILES = {"model.pt": b"weights " * 50, "optimizer.pt": b"momentum " * 30, "state
 
 @pytest.fixture
 def store(store_url: str) -> CheckpointStore:
-    return CheckpointStore(store_url, region="local-a")
+    return CheckpointStore(store_url, region="local-a", key=TEST_KEY)
 
 
 def skips_of(store: CheckpointStore) -> tuple[int | None, list[tuple[int, str]]]:

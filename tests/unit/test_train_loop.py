@@ -17,6 +17,7 @@ from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
 from recovery.store import CheckpointStore
 from support import loop_spec
+from tests.unit.conftest import TEST_KEY
 
 FlipByte = Callable[[CheckpointStore, str, int, str], None]
 CRASH_AT = 70
@@ -124,7 +125,7 @@ def events(s: RuntimeSpec) -> list[dict[str, Any]]:
 
 def test_run_resumed_after_a_crash_restores_step_60_and_ends_bitwise_equal(tmp_path: Path, unbroken_sha: str) -> None:
     crash_at(spec(tmp_path, "resumed", 1), CRASH_AT)
-    assert CheckpointStore(f"file://{tmp_path}/store").committed_steps("resumed") == [20, 40, 60]
+    assert CheckpointStore(f"file://{tmp_path}/store", key=TEST_KEY).committed_steps("resumed") == [20, 40, 60]
 
     second = spec(tmp_path, "resumed", 2)
     final = run_to_end(second)
@@ -137,7 +138,7 @@ def test_resume_past_a_corrupt_newest_checkpoint_restores_step_40_and_ends_bitwi
     tmp_path: Path, unbroken_sha: str, flip_byte: FlipByte
 ) -> None:
     crash_at(spec(tmp_path, "resumed", 1), CRASH_AT)
-    flip_byte(CheckpointStore(f"file://{tmp_path}/store", region="r"), "resumed", 60, "model.pt")
+    flip_byte(CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY), "resumed", 60, "model.pt")
 
     second = spec(tmp_path, "resumed", 2)
     final = run_to_end(second)

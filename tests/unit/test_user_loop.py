@@ -19,6 +19,7 @@ from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state, to_
 from orchestrator.workloads.data import DatasetLoader
 from recovery.store import CheckpointStore
 from support import loop_spec
+from tests.unit.conftest import TEST_KEY
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
 STEPS = 60
@@ -94,7 +95,7 @@ def test_a_user_workload_resumed_after_a_crash_ends_bitwise_equal(tmp_path: Path
     unbroken = run_to_end(spec(tmp_path / "unbroken", "u", 1, autocast=autocast))
 
     crash_at(spec(tmp_path, "resumed", 1, autocast=autocast), 47)
-    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     assert store.committed_steps("resumed") == [20, 40]
     names = {f.name for f in store.manifest("resumed", 40).files}
     assert {"model.pt", "optimizer.pt", "scheduler.pt", "workload.pt", "state.pt", "rng-rank0.pt"} <= names
@@ -132,7 +133,7 @@ def test_a_checkpoint_without_a_part_the_run_has_is_refused_by_name(tmp_path: Pa
     from orchestrator.runtime.train_loop import UserCodeError
 
     crash_at(spec(tmp_path, "parts", 1), 25)
-    store = CheckpointStore(f"file://{tmp_path}/store", region="r")
+    store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
     m = store.manifest("parts", 20)
     kept = [f for f in m.files if f.name != "scheduler.pt"]
     store.commit("parts", 20, m.attempt, kept, extra=m.extra)

@@ -1,0 +1,112 @@
+"""Authenticated checkpoints: only a manifest signed with the run's key is trusted.
+
+A manifest's sha256 digests say that the files are the ones the manifest names, not
+who wrote it: anyone who can write to one candidate store could plant a higher step
+that wins the restore. So every manifest carries an HMAC-SHA256 over its canonical
+form (``Manifest.signed_bytes``: files with names, sizes and digests, step, attempt,
+run_id, region, extra, version, commit time; sorted-key JSON without the signature).
+
+The key chain, kept short on purpose:
+
+- the run's **secret**: 32 random bytes made once per run by the controller, kept in
+  ``<home>/runs/<run_id>/run.secret`` (mode 0600) on the controller's machine;
+  ``action=resume`` reads the same file. It is never written to a store, a log, the
+  journal, config.json, a runtime spec, a checkpoint or an event;
+- the run's **key**: ``HMAC-SHA256(secret, "orchestrator checkpoint manifest v1\\0" +
+  run_id)``, what signs and checks manifests. Attempts get the key, never the secret,
+  in their driver's environment (``ORCHESTRATOR_RUN_KEY``, hex; see
+  orchestrator/runtime/runkey.py), so a leak from a node exposes this run's
+  checkpoints and nothing else the secret may come to protect.
+
+Restore, replication and retention trust a manifest only when its signature verifies
+(``hmac.compare_digest``); a missing or wrong one is treated like a checkpoint whose
+files do not verify: skipped with its reason, never copied, never counted. Listing
+needs no key: tools that inspect stores still see every committed step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from dataclasses import replace
+
+from recovery.manifest import Manifest, Verdict
+
+SECRET_FILE = "run.secret"
+SECRET_BYTES = 32
+_KEY_LABEL = b"orchestrator checkpoint manifest v1\0"
+
+UNSIGNED = "unsigned: not written by this run (or written before checkpoints were signed)"
+FORGED = "signature does not verify: not written by this run"
+NO_KEY = "no run key to check its signature"
+
+
+class SigningError(RuntimeError):
+    """A checkpoint cannot be signed, or the run's secret cannot be had; one line."""
+
+
+def derive_run_key(secret: bytes, run_id: str) -> bytes:
+    return hmac.new(secret, _KEY_LABEL + run_id.encode(), hashlib.sha256).digest()
+
+
+def signature_of(manifest: Manifest, key: bytes) -> str:
+    return hmac.new(key, manifest.signed_bytes(), hashlib.sha256).hexdigest()
+
+
+def signed(manifest: Manifest, key: bytes) -> Manifest:
+    return replace(manifest, signature=signature_of(manifest, key))
+
+
+def check(manifest: Manifest, key: bytes | None) -> Verdict:
+    """Whether ``manifest`` was signed with ``key``: the trust decision on a checkpoint."""
+    if key is None:
+        return Verdict(False, NO_KEY)
+    if not manifest.signature:
+        return Verdict(False, UNSIGNED)
+    if not hmac.compare_digest(manifest.signature.encode(), signature_of(manifest, key).encode()):
+        return Verdict(False, FORGED)
+    return Verdict(True)
+
+
+def run_key_of(run_dir: str) -> bytes:
+    """The key of the run whose folder is ``run_dir`` (its secret must exist): for tools
+    and tests that check a finished run's checkpoints."""
+    path = os.path.join(run_dir, SECRET_FILE)
+    return derive_run_key(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
+
+
+def load_or_create_secret(run_dir: str) -> tuple[bytes, bool]:
+    """The run's secret from ``run_dir/run.secret``, made (0600, exclusively) when there is
+    none; (secret, created). SigningError, one line naming the file, when it is readable
+    by others or not SECRET_BYTES long: a secret others could read authenticates nothing."""
+    path = os.path.join(run_dir, SECRET_FILE)
+    os.makedirs(run_dir, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_secret(path), False
+    secret = secrets.token_bytes(SECRET_BYTES)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask said
+        os.write(fd, secret)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return secret, True
+
+
+def _read_secret(path: str) -> bytes:
+    try:
+        st = os.stat(path)
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise SigningError(f"{path}: readable by others (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it")
+        with open(path, "rb") as fh:
+            secret = fh.read()
+    except OSError as exc:
+        raise SigningError(f"{path}: cannot read the run's secret: {exc.strerror or exc}") from None
+    if len(secret) != SECRET_BYTES:
+        raise SigningError(f"{path}: damaged ({len(secret)} bytes, expected {SECRET_BYTES})")
+    return secret
