@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from hostile import assert_nothing_planted_won, assert_private, plant_checkpoints, plant_control
 
 from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
 from support import orchestrate, ray_pids, skip_unless_strict
@@ -65,9 +66,16 @@ MATRIX = {
 
 
 @pytest.mark.parametrize("kind", sorted(MATRIX))
-def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline):
+def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline, tmp_path):
     faults, count = MATRIX[kind]
     before = ray_pids()
+    if kind == "kill_region":
+        # The run that restores most often, in every region, also meets what a hostile
+        # store or control channel holds: checkpoints planted above its own (another
+        # run's, unsigned, a pickle payload) and forged events, none of which may win.
+        marker = tmp_path / "payload-ran"
+        plant_checkpoints(orch_home, f"matrix-{kind}", baseline.run_dir, marker)
+        plant_control(orch_home / "runs" / f"matrix-{kind}", generations=8)
     extra = ("recovery.heartbeat_timeout_s=3",) if kind == "hang_region" else ()
     extra += ("trainer.max_worker_restarts=6",) if kind == "kill_worker" else ()
     run = orchestrate(orch_home, f"matrix-{kind}", faults, *FAST_FAILOVER, *extra, timeout=600)
@@ -90,6 +98,8 @@ def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline):
         for inc in r["incidents"]:
             assert 0 <= inc["detected_after_s"] < 5, inc
             assert inc["rto_s"] is None or inc["rto_s"] >= inc["detected_after_s"], inc
+        assert_nothing_planted_won(run, marker)
+        assert_private(run, orch_home)
     nothing_left(before, orch_home)
 
 

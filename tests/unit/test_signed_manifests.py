@@ -100,6 +100,23 @@ def test_a_planted_checkpoint_is_never_replicated(tmp_path: Path, write_checkpoi
     assert any("not replicating step 60" in e and FORGED in e for e in errors)
 
 
+def test_planted_steps_above_the_runs_own_do_not_crowd_them_out_of_replication(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """More planted steps above the run's own than keep_last: the run's newest is still copied."""
+    a, b = stores(tmp_path, "a", "b")
+    for step in (20, 40):
+        write_checkpoint(a, RUN, step)
+    for step in (600, 700, 800, 900):
+        plant(a, step)
+    errors: list[str] = []
+    rep = Replicator(RUN, keep_last=3, on_replicated=lambda r: None, on_error=errors.append)
+    rep.follow(a, [a, b])
+    assert [r.step for r in rep.tick()] == [40]
+    assert b.committed_steps(RUN) == [40] and b.verify(RUN, 40).ok
+    assert sum("not replicating step" in e for e in errors) == 4
+
+
 def test_a_planted_copy_in_the_target_does_not_stop_replication(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
@@ -341,3 +358,19 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode().splitlines() == [f"key={TEST_KEY.hex()}", 'spec={"run_id": "x"}']
     assert not any(TEST_KEY.hex().encode() in p.read_bytes() for p in node.rglob("*") if p.is_file())
+
+
+def test_result_never_names_a_planted_checkpoint_as_the_runs_newest(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """A failed run's result.json names its newest checkpoint from the stores: the run's own."""
+    from orchestrator.result import _newest_committed
+
+    a, b = stores(tmp_path, "a", "b")
+    write_checkpoint(a, RUN, 40)
+    write_checkpoint(b, RUN, 20)
+    plant(a, 900)
+    plant(b, 800, key=derive_run_key(secrets.token_bytes(32), RUN))
+    assert _newest_committed(RUN, {"a": a, "b": b}) == a.checkpoint_url(RUN, 40)
+    assert _newest_committed(RUN, {"b": b}) == b.checkpoint_url(RUN, 20)
+    assert _newest_committed(RUN, {"b": stores(tmp_path, "b", key=None)[0]}) is None
