@@ -18,14 +18,21 @@ RESULT_NAME = "result.json"
 
 
 def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:
+    """The newest checkpoint signed with the run's key in any store: one planted there
+    (a higher step, unsigned or signed by another run) is never named as the run's."""
     best: tuple[int, str] | None = None
     for store in stores.values():
         try:
             steps = store.committed_steps(run_id)
+            for step in reversed(steps):
+                if best is not None and step <= best[0]:
+                    break
+                manifest, verdict = store.trusted_manifest(run_id, step)
+                if manifest is not None and verdict.ok:
+                    best = (step, store.checkpoint_url(run_id, step))
+                    break
         except StoreError:
             continue
-        if steps and (best is None or steps[-1] > best[0]):
-            best = (steps[-1], store.checkpoint_url(run_id, steps[-1]))
     return None if best is None else best[1]
 
 

@@ -27,6 +27,7 @@ def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
         state_dir=os.path.join(home, "clusters") if home else None,
         # job.code_dir: synced to every node and first on their PYTHONPATH.
         code_dir=getattr(job, "code_dir", "") or "",
+        control_store=getattr(cloud, "control_store", None),
     )
 
 

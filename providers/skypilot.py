@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,8 +70,10 @@ DEFAULT_SETUP = (
 )
 # Environment variables that are credentials: passed as SkyPilot secrets, never as envs.
 SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.IGNORECASE)
-# Store credentials of the controller's environment the runtime needs on the nodes.
-FORWARDED_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# Store credentials of the controller's environment the runtime needs on the nodes, by the
+# URL scheme of the stores that need them: only a run with an s3:// store (or control
+# store) sends AWS keys to its clusters. Nodes reach gs:// with their own service account.
+FORWARDED_SECRETS = {"s3://": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
 SDK_ATTEMPTS = 3
 SDK_BACKOFF_S = 2.0
 # How often a cluster's health is asked of SkyPilot (a forced refresh takes seconds).
@@ -177,12 +179,20 @@ def node_dir(cluster_name: str) -> str:
     return "/tmp/osky-" + hashlib.sha256(cluster_name.encode()).hexdigest()[:10]
 
 
-def split_secrets(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def forwarded_secrets(store_urls: Iterable[str]) -> tuple[str, ...]:
+    """The controller's credential variables the run's stores need on the nodes."""
+    urls = [u for u in store_urls if u]
+    needed = [names for scheme, names in FORWARDED_SECRETS.items() if any(u.startswith(scheme) for u in urls)]
+    return tuple(name for names in needed for name in names)
+
+
+def split_secrets(env: dict[str, str], forward: Iterable[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """(envs, secrets): credentials go to SkyPilot secrets, which SkyPilot never writes
-    to its task records or logs; the rest are plain task envs."""
+    to its task records or logs; the rest are plain task envs. ``forward``: variables
+    of the controller's environment to send too (``forwarded_secrets``)."""
     envs = {k: v for k, v in env.items() if not SECRET_ENV.search(k)}
     secrets = {k: v for k, v in env.items() if SECRET_ENV.search(k)}
-    secrets.update({k: os.environ[k] for k in FORWARDED_SECRETS if os.environ.get(k)})
+    secrets.update({k: os.environ[k] for k in forward if os.environ.get(k)})
     return envs, secrets
 
 
@@ -400,8 +410,13 @@ class SkyPilotProvider:
         workdir: str | None = None,
         out: Any = None,
         code_dir: str = "",
+        control_store: str | None = None,
     ) -> None:
         self.regions = regions
+        # Every cluster's runtime writes its own store, the others (replicas, fallbacks)
+        # and the control store: credentials go where one of them needs them, nowhere else.
+        stores = [str(getattr(rc, "store", "")) for rc in regions.values()]
+        self.forward = forwarded_secrets([*stores, control_store or ""])
         self.state_dir = state_dir
         self.workdir = workdir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         # job.code_dir: the user's code, synced to every cluster this provider launches.
@@ -473,7 +488,7 @@ class SkyPilotProvider:
         self, region: str, cluster_name: str, env: dict[str, str] | None = None
     ) -> tuple[dict[str, Any], dict[str, str]]:
         rc = self.regions[region]
-        envs, secrets = split_secrets(dict(env or {}))
+        envs, secrets = split_secrets(dict(env or {}), self.forward)
         config = task_config(
             region,
             rc,

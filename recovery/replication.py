@@ -157,8 +157,8 @@ class Replicator:
             return []
         done: list[Replicated] = []
         try:
-            steps = primary.committed_steps(self.run_id)[-self.keep_last :]
-        except StoreError as exc:
+            steps = self._newest_trusted(primary)
+        except (StoreError, ManifestError) as exc:
             self._report(str(exc))
             return done
         for target in targets:
@@ -200,6 +200,21 @@ class Replicator:
                         self._report(f"retention in {target.region} ({target.url}): {exc}")
                 break
         return done
+
+    def _newest_trusted(self, primary: CheckpointStore) -> list[int]:
+        """The newest ``keep_last`` steps of ``primary`` signed with the run's key, oldest
+        first: checkpoints planted above them (unsigned, or another run's) must not crowd
+        the run's own out of the window that is replicated."""
+        trusted: list[int] = []
+        for step in reversed(primary.committed_steps(self.run_id)):
+            if len(trusted) == self.keep_last:
+                break
+            manifest, verdict = primary.trusted_manifest(self.run_id, step)
+            if manifest is not None and verdict.ok:
+                trusted.append(step)
+            elif manifest is not None:
+                self._report(f"not replicating step {step} of {primary.region}: {verdict.reason}")
+        return trusted[::-1]
 
     def _report(self, message: str) -> None:
         # The same persistent error once, not every half second.

@@ -23,6 +23,7 @@ from providers.skypilot import (  # noqa: E402
     SkyPilotProvider,
     build_task,
     classify,
+    forwarded_secrets,
     precheck,
     split_secrets,
     task_config,
@@ -88,7 +89,7 @@ def test_a_bad_infra_is_refused_with_the_key() -> None:
 def test_secrets_never_in_envs_or_plan(monkeypatch: pytest.MonkeyPatch, catalogs: Path) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
-    envs, secrets = split_secrets({"OMP_NUM_THREADS": "1", "HF_TOKEN": "tok-value"})
+    envs, secrets = split_secrets({"OMP_NUM_THREADS": "1", "HF_TOKEN": "tok-value"}, forwarded_secrets(["s3://b/x"]))
     assert envs == {"OMP_NUM_THREADS": "1"}
     assert secrets == {
         "HF_TOKEN": "tok-value",
