@@ -111,6 +111,21 @@ def victim_problem(provider: Provider, cluster: ClusterHandle, pid: int | None) 
     return None
 
 
+def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> tuple[int, str | None]:
+    """SIGKILL the worker ``pid`` of a kill_worker request if it is the cluster's own:
+    (processes killed, why not). On this machine the provider's process list decides;
+    a provider whose workers run on remote nodes is asked to do it there (its
+    ``kill_worker`` checks the pid against the cluster on the node), or refuses."""
+    remote = getattr(provider, "kill_worker", None)
+    if pid is not None and not getattr(provider, "local_processes", False) and callable(remote):
+        problem = remote(cluster, pid)
+        return (0, problem) if problem else (1, None)
+    problem = victim_problem(provider, cluster, pid)
+    if problem is not None:
+        return 0, problem
+    return len(_sigkill([pid] if pid else [])), None
+
+
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
     """The head of a cluster: its GCS and the process that started it (on the local
     provider's one-node clusters, the node's raylet and workers stay up, headless)."""
@@ -356,10 +371,10 @@ class FaultInjector:
         elif kind == "kill_worker":
             pid = req.get("pid")
             pid = pid if isinstance(pid, int) else None
-            problem = victim_problem(self.provider, cluster, pid)
+            killed, problem = kill_victim(self.provider, cluster, pid)
             if problem is not None:
                 self.on_event("fault_refused", {"index": index, "kind": kind, "pid": pid, "reason": problem})
-            detail.update(rank=req.get("rank"), killed=0 if problem else len(_sigkill([pid] if pid else [])))
+            detail.update(rank=req.get("rank"), killed=killed)
             if problem:
                 detail["refused"] = problem
         elif kind == "user_error":

@@ -186,6 +186,20 @@ def forwarded_secrets(store_urls: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for names in needed for name in names)
 
 
+NOT_OURS = 3
+
+
+def kill_script(pid: int, node_dir: str) -> str:
+    """The shell on the head that SIGKILLs ``pid`` only if it is one of this cluster's
+    Ray processes: they all carry RAY_TMPDIR=<the cluster's node dir> (RUN_SCRIPT sets it
+    before ``ray start``; workers inherit the raylet's environment). Exit NOT_OURS else."""
+    wanted = shlex.quote(f"RAY_TMPDIR={node_dir}")
+    return (
+        f"p={int(pid)}; tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qxF {wanted} "
+        f"|| exit {NOT_OURS}; kill -9 $p"
+    )
+
+
 def split_secrets(env: dict[str, str], forward: Iterable[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """(envs, secrets): credentials go to SkyPilot secrets, which SkyPilot never writes
     to its task records or logs; the rest are plain task envs. ``forward``: variables
@@ -400,7 +414,7 @@ class SshRuntime:
 class SkyPilotProvider:
     name = "skypilot"
     # processes() are the local ssh ends; the runtime's pids are the remote nodes': a pid
-    # it names must never be signalled here (chaos kill_worker is refused).
+    # it names must never be signalled here (chaos kill_worker goes through kill_worker).
     local_processes = False
 
     def __init__(
@@ -638,6 +652,20 @@ class SkyPilotProvider:
             sky_name,
             f"bash --login -c {shlex.quote(command)}",
         ]
+
+    def kill_worker(self, cluster: ClusterHandle, pid: int) -> str | None:
+        """SIGKILL ``pid`` on the cluster's head if it is one of the cluster's Ray
+        processes there; why not, or None once killed (chaos kill_worker)."""
+        try:
+            done = self._ssh(cluster, self._remote(cluster, kill_script(pid, cluster.info["node_dir"])), check=False)
+        except (OSError, subprocess.SubprocessError, KeyError) as exc:
+            return f"cannot reach the head of {cluster.name}: {exc}"
+        if done.returncode == 0:
+            return None
+        if done.returncode == NOT_OURS:
+            return f"pid {pid} is not a process of cluster {cluster.name} on its head"
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"cannot signal pid {pid} on the head of {cluster.name}: ssh exited {done.returncode}: {tail}"
 
     def _ssh(
         self, handle: ClusterHandle, command: str, check: bool = True, timeout_s: float = 60
