@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from secrets import token_hex
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.base import (
@@ -84,7 +85,8 @@ READY_TIMEOUT_S = 120.0
 # writes $ORCH_NODE_DIR/ray-ready, which launch() waits for.
 RUN_SCRIPT = r"""set -euo pipefail
 mkdir -p "$ORCH_NODE_DIR/scratch"
-export RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 RAY_TMPDIR="$ORCH_NODE_DIR"
+# Token auth: RAY_AUTH_TOKEN is the cluster's own, a SkyPilot secret (never in the task's envs).
+export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 RAY_TMPDIR="$ORCH_NODE_DIR"
 if [ "${SKYPILOT_NUM_NODES:-1}" = 1 ]; then
   # One node: everything on loopback.
   export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
@@ -187,6 +189,7 @@ def forwarded_secrets(store_urls: Iterable[str]) -> tuple[str, ...]:
 
 
 NOT_OURS = 3
+RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
 
 
 def kill_script(pid: int, node_dir: str) -> str:
@@ -439,6 +442,7 @@ class SkyPilotProvider:
         self._health: dict[str, tuple[float, bool]] = {}
         self._pollers: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._tokens: dict[str, str] = {}
 
     # -- the one place SDK calls are retried --------------------------------------------
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
@@ -521,7 +525,12 @@ class SkyPilotProvider:
         if region.name not in self.regions:
             raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, "not a region of this cloud config")
         sky = _sky()
-        config, secrets = self.task_for(region.name, cluster_name, env)
+        # The cluster's Ray token: to its nodes as a SkyPilot secret, to the runtime over
+        # ssh's stdin; held in this process only (a cluster found again after a crash of
+        # the controller has none here: its runtime cannot connect, and the run fails over).
+        token = token_hex(32)
+        config, secrets = self.task_for(region.name, cluster_name, {**(env or {}), RAY_TOKEN_ENV: token})
+        self._tokens[cluster_name] = token
         sky_name = config["name"]
         handle = ClusterHandle(
             name=cluster_name,
@@ -686,6 +695,9 @@ class SkyPilotProvider:
         interpreter) is replaced, and the spec (``argv[-1]``) goes over stdin, so the node
         needs no view of this machine's files (the control channel and stores excepted)."""
         spec_path = argv[-1]
+        token = self._tokens.get(cluster.name)
+        if token is not None:
+            env = {**env, RAY_TOKEN_ENV: token}
         remote_spec = f"{cluster.info['node_dir']}/spec-{os.getpid()}-{int(time.time() * 1000)}.json"
         hidden = stdin_env(env)
         envs = {**cluster.info.get("env", {}), **{k: v for k, v in env.items() if k not in hidden}}
@@ -706,7 +718,7 @@ class SkyPilotProvider:
         reads = "".join(f"IFS= read -r {k}; export {k}; " for k in hidden)
         command = (
             f"set -e; mkdir -p {cluster.info['node_dir']}; {reads}cat > {remote_spec}; {code_path}"
-            f"export RAY_AUTH_MODE=disabled {exports}; exec {python} {module_args} {remote_spec}"
+            f"export RAY_AUTH_MODE=token {exports}; exec {python} {module_args} {remote_spec}"
         )
         with open(spec_path, "rb") as fh:
             payload = "".join(f"{hidden[k]}\n" for k in hidden).encode() + fh.read()
@@ -833,6 +845,7 @@ class SkyPilotProvider:
         self._sweep_slurm(cluster)
         with self._lock:
             self._health[cluster.name] = (time.monotonic(), False)
+        self._tokens.pop(cluster.name, None)
         self._forget(cluster.name)
 
     def _sweep_slurm(self, cluster: ClusterHandle) -> None:

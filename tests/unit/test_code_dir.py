@@ -30,6 +30,7 @@ from providers.skypilot import (
     REMOTE_CODE_DIR,
     RUN_SCRIPT,
     SkyPilotProvider,
+    build_task,
     task_config,
 )
 
@@ -210,18 +211,21 @@ def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
         patched.setattr(SkyPilotProvider, "_watch", lambda self, cluster: None)
         argv = [sys.executable, "-m", "orchestrator.runtime", str(spec)]
         provider.start_runtime(handle, argv, {}, str(tmp_path / "log"))
-    assert stdin.getvalue() == b"{}"
+    # The cluster's Ray token first (a line the remote shell reads), then the spec.
+    token = provider._tokens[handle.name]
+    assert stdin.getvalue() == f"{token}\n{{}}".encode()
     # What ssh would run on the head, run here: a home with the project synced, the fake Python.
     (ssh_argv,) = started
     remote = ssh_argv[-1]
     assert remote.startswith("bash --login -c ")
+    assert token not in remote and "RAY_AUTH_MODE=token" in remote
     home = tmp_path / "home"
     (home / "sky_workdir").mkdir(parents=True)
     try:
         out = subprocess.run(
             ["bash", "-c", remote.replace("bash --login -c", "bash -c", 1)],
             env={"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": "/x"},
-            input="{}",
+            input=stdin.getvalue().decode(),
             capture_output=True,
             text=True,
             timeout=30,
@@ -231,6 +235,32 @@ def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
     assert out.returncode == 0, out.stderr
     assert f"PYTHONPATH={home}/sky_code:/x" in out.stdout
     assert (py.parent / "calls.txt").read_text().startswith("argv: -m orchestrator.runtime ")
+
+
+def test_each_cluster_gets_a_ray_token_of_its_own_as_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's token auth on SkyPilot clusters: a fresh token per cluster, a SkyPilot secret
+    (never one of the task's envs), RAY_AUTH_MODE=token before ray start; gone at teardown."""
+    pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
+    provider = SkyPilotProvider(compose(["cloud=aws"]).cloud.regions, out=io.StringIO())
+    tasks: list[tuple[dict[str, Any], dict[str, str]]] = []
+
+    def building(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Any:
+        tasks.append((config, secrets or {}))
+        return build_task(config, secrets)
+
+    monkeypatch.setattr("providers.skypilot.build_task", building)
+    first = _launched(provider, monkeypatch)
+    second = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2), "run-us-east-1-g2", 60.0)
+    (config, secrets), (_, secrets2) = tasks
+    token = secrets["RAY_AUTH_TOKEN"]
+    assert len(token) == 64 and token != secrets2["RAY_AUTH_TOKEN"]
+    assert provider._tokens == {first.name: token, second.name: secrets2["RAY_AUTH_TOKEN"]}
+    assert "RAY_AUTH_TOKEN" not in config["envs"] and token not in repr(config) and token not in repr(first.info)
+    assert "export RAY_AUTH_MODE=token " in config["run"]
+    monkeypatch.setattr(SkyPilotProvider, "_sdk", lambda self, what, fn: None)
+    monkeypatch.setattr(SkyPilotProvider, "_sweep_slurm", lambda self, cluster: None)
+    provider.teardown(first)
+    assert first.name not in provider._tokens
 
 
 def test_a_cluster_without_code_dir_starts_the_runtime_as_before(
