@@ -38,7 +38,10 @@ def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) ->
     trust = src.trusts(manifest)
     if not trust.ok:
         raise ReplicationError(f"source {src.url} step {step}: {trust.reason}")
-    if dst.verify(run_id, step).ok:  # not ok when there is no manifest, or a stranger's
+    held, _ = dst.trusted_manifest(run_id, step)
+    # Held already: the same attempt's commit, verified (not a stranger's, nor a zombie's
+    # commit of the same step number, which another attempt wrote).
+    if held is not None and held.attempt == manifest.attempt and dst.verify(run_id, step).ok:
         return None
     t0 = time.time()
     total = 0
@@ -174,7 +177,7 @@ class Replicator:
                 # A step the target holds counts only under a manifest signed with the run's
                 # key: a planted one must not stop the run's own from being copied over it.
                 try:
-                    if step in have and target.trusted_manifest(self.run_id, step)[1].ok:
+                    if step in have and self._holds(target, step):
                         break
                     m = primary.manifest(self.run_id, step)
                     trust = primary.trusts(m) if m is not None else None
@@ -200,6 +203,17 @@ class Replicator:
                         self._report(f"retention in {target.region} ({target.url}): {exc}")
                 break
         return done
+
+    def _holds(self, target: CheckpointStore, step: int) -> bool:
+        """Whether ``target``'s copy of ``step`` is the run's own and on the lineage: a
+        zombie's same-numbered commit (signed with the run's key, by an attempt the
+        lineage has fenced past it) must not pass for the lineage's, or no restore from
+        ``target`` would ever find this step."""
+        manifest, verdict = target.trusted_manifest(self.run_id, step)
+        if manifest is None or not verdict.ok:
+            return False
+        lineage = self.lineage() if self.lineage is not None else None
+        return lineage is None or lineage.allows(manifest.attempt, manifest.step)
 
     def _newest_trusted(self, primary: CheckpointStore) -> list[int]:
         """The newest ``keep_last`` steps of ``primary`` signed with the run's key, oldest

@@ -268,6 +268,27 @@ def test_the_replicator_keeps_the_lineage_in_its_target(
     assert target.all_steps(RUN) == {50: True, 90: True}
 
 
+def test_a_zombies_copy_of_the_same_step_does_not_pass_for_the_lineages(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """Generation 1 went on past step 40 after generation 2 took over from 40 and wrote its
+    own 60: the zombie's step 60 in the target (the run's key, attempt 1) is not the
+    lineage's, so the replicator copies generation 2's over it."""
+    from recovery.replication import Replicator
+
+    primary = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    target = CheckpointStore(f"file://{tmp_path}/b", region="b", key=TEST_KEY)
+    lineage = Lineage().then(1, 0).then(2, 40)
+    write_checkpoint(target, RUN, 60, attempt=1)
+    write_checkpoint(primary, RUN, 60, attempt=2)
+    rep = Replicator(RUN, keep_last=2, on_replicated=lambda r: None, on_error=pytest.fail, lineage=lambda: lineage)
+    rep.follow(primary, [target])
+    assert [r.step for r in rep.tick()] == [60]
+    copy = target.manifest(RUN, 60)
+    assert copy is not None and copy.attempt == 2 and target.verify(RUN, 60).ok
+    assert rep.tick() == []  # now it holds the lineage's: nothing more to do
+
+
 # --- restore selection passes over a store that raises ----------------------------------------
 
 
