@@ -311,11 +311,13 @@ class CheckpointStore:
             raise self._error("cannot abort multipart uploads under " + prefix, exc) from None
         return aborted
 
-    def retain(self, run_id: str, keep: int, lineage: Admits | None = None) -> list[int]:
+    def retain(self, run_id: str, keep: int, lineage: Admits | None = None, attempt: int | None = None) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints on the lineage; drop older ones,
         torn leftovers, and (first) every checkpoint the lineage fences, so a zombie's
         newer steps can never push the lineage's own out. A manifest not signed with the
-        run's key is neither counted nor deleted (see ``retention_plan``). The steps deleted."""
+        run's key is neither counted nor deleted (see ``retention_plan``), and neither is
+        one written by a later attempt than ``attempt`` (the attempt retaining: a zombie in
+        a store its successor could not fence must not prune the successor's). The steps deleted."""
         steps = self.all_steps(run_id)
         fenced: set[int] = set()
         untrusted: set[int] = set()
@@ -330,7 +332,7 @@ class CheckpointStore:
                 continue
             if m is None:
                 continue
-            if not self.trusts(m).ok:
+            if not self.trusts(m).ok or (attempt is not None and m.attempt > attempt):
                 untrusted.add(step)
             elif lineage is not None and not lineage.allows(m.attempt, m.step):
                 fenced.add(step)

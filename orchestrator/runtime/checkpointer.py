@@ -206,7 +206,7 @@ class AsyncCheckpointer:
             if self.replicate:
                 self._replicate(primary, files)
             try:
-                store.retain(self.run_id, self.keep_last, lineage=self.lineage)
+                store.retain(self.run_id, self.keep_last, lineage=self.lineage, attempt=self.generation)
             except StoreError as exc:
                 self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
             return
@@ -256,7 +256,7 @@ class AsyncCheckpointer:
                 extra={**primary.extra, "replica_of": source.region},
                 fenced=True,
             )
-            replica.retain(self.run_id, self.keep_last, lineage=self.lineage)
+            replica.retain(self.run_id, self.keep_last, lineage=self.lineage, attempt=self.generation)
         except (StoreError, FencedError, OSError) as exc:
             # Stop trying this store for a while: a hung one would hold up every upload.
             self._replica_down_until[replica.region] = time.monotonic() + self.outage_s

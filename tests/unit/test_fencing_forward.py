@@ -268,6 +268,27 @@ def test_the_replicator_keeps_the_lineage_in_its_target(
     assert target.all_steps(RUN) == {50: True, 90: True}
 
 
+def test_a_zombie_never_prunes_a_later_attempts_checkpoints_in_a_store_left_unfenced(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """Attempt 2 took over from step 40 but could not fence this store; attempt 1 (a
+    zombie, knowing no lineage past itself) commits 100 and 120 there and retains."""
+    store = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    for step in (20, 40):
+        write_checkpoint(store, RUN, step, attempt=1)
+    for step in (60, 80):
+        write_checkpoint(store, RUN, step, attempt=2)
+    for step in (100, 120):
+        write_checkpoint(store, RUN, step, attempt=1)
+    deleted = store.retain(RUN, keep=2, lineage=Lineage().then(1, 0), attempt=1)
+    assert deleted == [20, 40]  # its own, beyond its keep; attempt 2's untouched
+    assert store.committed_steps(RUN) == [60, 80, 100, 120]
+    # Attempt 2's own retention, with the lineage, then drops the zombie's.
+    lineage = Lineage().then(1, 0).then(2, 40)
+    assert store.retain(RUN, keep=2, lineage=lineage, attempt=2) == [100, 120]
+    assert store.committed_steps(RUN) == [60, 80]
+
+
 def test_a_zombies_copy_of_the_same_step_does_not_pass_for_the_lineages(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
