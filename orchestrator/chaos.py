@@ -27,7 +27,7 @@ from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.wire import ChaosRequest
 from orchestrator.triggers import due_after, due_during, exhausted, in_region
 from providers.base import ClusterHandle, Provider
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -55,18 +55,29 @@ def _sigkill(pids: list[int]) -> list[int]:
 
 
 def flip_byte(store: CheckpointStore, run_id: str, step: int, name: str = "model.pt") -> None:
+    """Flip a byte of a checkpoint's file, unless it is already corrupt: idempotent, so
+    a fault fired again (by a controller that died before marking it fired) never
+    flips it back."""
     path = f"{store.step_path(run_id, step)}/{name}"
     data = bytearray(store.fs.cat_file(path))
+    manifest = store.manifest(run_id, step)
+    if manifest is not None and sha256_hex(bytes(data)) != manifest.entry(name).sha256:
+        return
     data[len(data) // 2] ^= 0xFF
     store.fs.pipe_file(path, bytes(data))
 
 
+def _trusted_steps(store: CheckpointStore, run_id: str) -> list[int]:
+    return [s for s in store.committed_steps(run_id) if store.trusted_manifest(run_id, s)[1].ok]
+
+
 def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]:
-    """Flip a byte of the run's newest committed checkpoint in every store holding it.
+    """Flip a byte of the run's newest committed checkpoint (its own: signed with the
+    run's key) in every store holding it.
 
     A store that has not received it yet never will: replication verifies its source.
     """
-    held = {s.region: s.committed_steps(run_id) for s in stores}
+    held = {s.region: _trusted_steps(s, run_id) for s in stores}
     newest = max((steps[-1] for steps in held.values() if steps), default=None)
     if newest is None:
         return {}
@@ -320,6 +331,11 @@ class FaultInjector:
             detail["during"] = req["during"]
         if req.get("trigger"):
             detail["trigger"] = req["trigger"]
+        if kind == "corrupt_checkpoint":
+            # Done before it is marked fired: the runtime reads the checkpoint the moment
+            # it sees the mark (a restore), so the bytes must be bad by then. Idempotent,
+            # so firing it again after a crash right here changes nothing.
+            detail["corrupted"] = corrupt_newest(self.stores(), self.run_id)
         # Marked fired before it happens: a fault must never fire twice, even if we die here.
         self.control.chaos_fired(index, count=seq, kind=kind, step=step)
         if kind == "controller_crash":
@@ -330,7 +346,6 @@ class FaultInjector:
             detail.update(self._storage(index, kind, fault, cluster))
             return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
         if kind == "corrupt_checkpoint":
-            detail["corrupted"] = corrupt_newest(self.stores(), self.run_id)
             return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
         assert cluster is not None, f"{kind} needs a cluster"
         detail["region"] = cluster.region

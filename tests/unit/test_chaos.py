@@ -37,6 +37,23 @@ def test_corrupt_newest_corrupts_the_newest_step_in_each_store_holding_it_and_sp
     assert c.verify(RUN, 40).ok
 
 
+def test_corrupt_newest_is_idempotent_and_passes_over_a_planted_newer_step(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """Fired twice (a controller that died before marking it fired), the checkpoint stays
+    corrupt rather than flipped back; a planted step above it (not signed with the run's
+    key) is not the run's newest."""
+    a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    for step in (20, 40):
+        write_checkpoint(a, RUN, step)
+    stranger = CheckpointStore(f"file://{tmp_path}/a", region="a", key=bytes(32))
+    write_checkpoint(stranger, RUN, 900)
+    assert corrupt_newest([a], RUN) == {"a": 40}
+    assert corrupt_newest([a], RUN) == {"a": 40}
+    assert not a.verify(RUN, 40).ok and a.verify(RUN, 20).ok
+    assert stranger.verify(RUN, 900).ok
+
+
 def test_corrupt_newest_without_any_checkpoint_does_nothing(tmp_path: Path) -> None:
     stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("a", "b")]
     assert corrupt_newest(stores, RUN) == {}
