@@ -86,9 +86,14 @@ def is_infra_error(exc: BaseException) -> bool:
     fails over; never a user error that stops the run.
 
     A task's error wraps its cause (RayTaskError.cause, ``__cause__``): a Ray
-    Data task that failed because an actor died is infrastructure too.
+    Data task that failed because an actor died is infrastructure too. So is a store's
+    (a checkpoint file that stopped matching its manifest between rank 0's check and
+    another rank's read: the restore is tried again, and passes over it).
     """
-    system = _ray_system_errors()
+    from recovery.manifest import ManifestError
+    from recovery.store import StoreError
+
+    system = (*_ray_system_errors(), ManifestError, StoreError)
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:

@@ -189,6 +189,12 @@ def test_platform_failures_under_the_workload_are_not_user_errors() -> None:
     assert is_infra_error(rx.RayTaskError("read", "tb", died).as_instanceof_cause())
     assert is_infra_error(_raised_from(RuntimeError("batch failed"), rx.NodeDiedError("node 127.0.0.1 died")))
     assert is_infra_error(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
+    # A checkpoint that went bad between rank 0's check and another rank's read.
+    from recovery.manifest import ManifestError
+    from recovery.store import StoreError
+
+    assert is_infra_error(ManifestError("step-100/model.pt does not match its manifest"))
+    assert is_infra_error(StoreError("region local-b: store file:///s: cannot read step-100/model.pt"))
     # The workload's own errors, also when Ray carries them from a task.
     assert not is_infra_error(ValueError("bad shape"))
     assert not is_infra_error(InjectedUserError("injected"))
