@@ -23,7 +23,7 @@ from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
-from orchestrator.rundir import make_run_dir
+from orchestrator.rundir import make_control_dir, make_run_dir
 from orchestrator.runtime.control import ControlChannel, Invalid, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
@@ -60,6 +60,8 @@ class Controller:
         self.run_id = run_id
         self.run_dir = os.path.join(cfg.home_path, "runs", run_id)
         make_run_dir(self.run_dir)
+        if not cfg.cloud.control_store:
+            make_control_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
         # The run's secret stays in its folder (0600); attempts get the key derived from
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.

@@ -27,26 +27,39 @@ _NO_ACL = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def make_run_dir(run_dir: str) -> None:
-    """Create ``run_dir`` (and its missing parents, 0711 too) and its control folder;
-    an existing run folder is left as it is."""
+    """Create ``run_dir`` (and its missing parents, 0711 too), without the default ACL
+    it would inherit; an existing run folder is left as it is."""
     if not os.path.isdir(run_dir):
         make_dirs(run_dir, 0o711)
-        inherited = _take_default_acl(run_dir)
-        control = os.path.join(run_dir, CONTROL_DIR)
-        os.mkdir(control, 0o700)
-        if inherited is not None:
-            os.setxattr(control, _DEFAULT_ACL, inherited)
-            os.setxattr(control, _ACCESS_ACL, inherited)
-    else:
-        os.makedirs(os.path.join(run_dir, CONTROL_DIR), mode=0o700, exist_ok=True)
+        _drop_default_acl(run_dir)
 
 
-def _take_default_acl(path: str) -> bytes | None:
+def make_control_dir(run_dir: str) -> str:
+    """The run's control folder on this machine (when no control store is set): the one
+    place under the run folder the nodes' user may write. It takes the default ACL the
+    run folder was denied (its parent's), so what either side creates there stays
+    readable and writable by the other."""
+    control = os.path.join(run_dir, CONTROL_DIR)
+    if os.path.isdir(control):
+        return control
+    os.mkdir(control, 0o700)
     try:
-        acl = os.getxattr(path, _DEFAULT_ACL)
+        inherited = os.getxattr(os.path.dirname(os.path.abspath(run_dir)), _DEFAULT_ACL)
     except OSError as exc:
         if exc.errno in _NO_ACL:
-            return None
+            return control
+        raise
+    os.setxattr(control, _DEFAULT_ACL, inherited)
+    os.setxattr(control, _ACCESS_ACL, inherited)
+    return control
+
+
+def _drop_default_acl(path: str) -> None:
+    try:
+        os.getxattr(path, _DEFAULT_ACL)
+    except OSError as exc:
+        if exc.errno in _NO_ACL:
+            return
         raise
     with contextlib.suppress(OSError):
         os.removexattr(path, _DEFAULT_ACL)
@@ -55,4 +68,3 @@ def _take_default_acl(path: str) -> bytes | None:
     with contextlib.suppress(OSError):
         os.removexattr(path, _ACCESS_ACL)
     os.chmod(path, 0o711)
-    return acl

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import CONTROL_DIR, make_run_dir
+from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from recovery.manifest import MANIFEST_NAME, FileEntry, Manifest
 from recovery.signing import run_key_of, signed
 from recovery.store import sha256_hex
@@ -80,6 +80,7 @@ def plant_control(run_dir: Path, generations: int) -> None:
     old = os.umask(0o077)
     try:
         make_run_dir(str(run_dir))  # as the controller makes it: private
+        make_control_dir(str(run_dir))
     finally:
         os.umask(old)
     for gen in range(1, generations + 1):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.journal import Journal
-from orchestrator.rundir import CONTROL_DIR, make_run_dir
+from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from orchestrator.runtime.control import ControlChannel
 from recovery.fsio import make_dirs, write_private
 from support import skip_unless_strict
@@ -74,6 +74,8 @@ def test_a_run_folder_is_traversable_only_and_its_control_folder_private(tmp_pat
     try:
         run_dir = tmp_path / "home" / "runs" / "r1"
         make_run_dir(str(run_dir))
+        assert not (run_dir / CONTROL_DIR).exists()  # only where the control channel is local
+        make_control_dir(str(run_dir))
     finally:
         os.umask(old)
     assert mode(run_dir) == 0o700  # 0711 less the umask: nobody else may even traverse
@@ -121,6 +123,7 @@ def test_on_a_shared_folder_the_nodes_user_writes_the_control_channel_and_nothin
 
     run_dir = acl_shared / "home" / "runs" / "r1"
     make_run_dir(str(run_dir))
+    make_control_dir(str(run_dir))
     Journal(str(run_dir / "journal.jsonl")).append("run_started")
     write_private(str(run_dir / "config.json"), b"{}")
     write_private(str(run_dir / "result.json"), b"{}")
