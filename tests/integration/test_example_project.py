@@ -110,12 +110,15 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
     """Without Ray (one worker, the loop in this process): a run that crashes at step 47
     and resumes from its step-40 checkpoint ends with the weights, scheduler and own state
     of one that did not."""
+    from orchestrator.runtime import runkey
     from orchestrator.runtime.control import ControlChannel
     from orchestrator.runtime.spec import RuntimeSpec
     from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
     from recovery.store import CheckpointStore
 
     monkeypatch.syspath_prepend(str(project))
+    # The run's key, as the driver installs it: the loop signs every checkpoint it commits.
+    monkeypatch.setattr(runkey, "_installed", [bytes(range(32))])
     threads, rng = torch.get_num_threads(), rng_state()
 
     def spec(root: Path, generation: int) -> RuntimeSpec:
@@ -132,6 +135,9 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
                 "batch_size": 32,
             },
             trainer={"max_worker_restarts": 0},
+            # Every checkpoint committed before the next step: a background upload lets a
+            # newer snapshot replace one still waiting, and the crash must find step 40.
+            checkpoint={"async_upload": False},
         )
 
     def run(s: RuntimeSpec, crash_at: int = 0) -> dict[str, Any] | None:
