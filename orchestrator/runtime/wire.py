@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,11 +228,11 @@ def decode(data: bytes) -> dict[str, Any]:
 
 
 # --- the records -------------------------------------------------------------------------------
-class _AsWritten:
+class _AsWritten(ABC):
     """Records with open-ended fields read, too, as the runtime wrote them (``rec["loss"]``)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def as_dict(self) -> dict[str, Any]: ...
 
     def __getitem__(self, name: str) -> Any:
         return self.as_dict()[name]
