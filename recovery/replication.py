@@ -160,10 +160,11 @@ class Replicator:
             return []
         done: list[Replicated] = []
         try:
-            steps = self._newest_trusted(primary)
+            newest = self._newest_trusted(primary)
         except (StoreError, ManifestError) as exc:
             self._report(str(exc))
             return done
+        lineage = self.lineage() if self.lineage is not None else None
         for target in targets:
             try:
                 have = set(target.committed_steps(self.run_id))
@@ -173,23 +174,18 @@ class Replicator:
             # Newest first, and only until one is there: an older checkpoint is
             # superseded once a newer one is replicated, and copying every one would
             # take CPU from training for nothing. A bad newest falls back to older.
-            for step in reversed(steps):
+            for m in reversed(newest):
+                step = m.step
                 # A step the target holds counts only under a manifest signed with the run's
                 # key: a planted one must not stop the run's own from being copied over it.
                 try:
-                    if step in have and self._holds(target, step):
+                    if step in have and self._holds(target, step, lineage):
                         break
-                    m = primary.manifest(self.run_id, step)
-                    trust = primary.trusts(m) if m is not None else None
-                    if trust is not None and not trust.ok:
-                        self._report(f"not replicating step {step} of {primary.region}: {trust.reason}")
-                        continue
-                    lineage = self.lineage() if self.lineage is not None else None
-                    if m is not None and lineage is not None and not lineage.allows(m.attempt, m.step):
+                    if lineage is not None and not lineage.allows(m.attempt, m.step):
                         why = lineage.why_not(m.attempt, m.step)
                         self._report(f"not replicating step {step} of {primary.region}: {why}")
                         continue
-                    r = replicate(primary, target, m) if m is not None else None
+                    r = replicate(primary, target, m)
                 except (StoreError, ReplicationError, ManifestError, OSError) as exc:
                     self._report(f"replication of step {step} to {target.region}: {exc}")
                     continue
@@ -197,14 +193,13 @@ class Replicator:
                     done.append(r)
                     self.on_replicated(r)
                     try:
-                        lineage = self.lineage() if self.lineage is not None else None
                         target.retain(self.run_id, self.keep_last, lineage=lineage)
                     except StoreError as exc:
                         self._report(f"retention in {target.region} ({target.url}): {exc}")
                 break
         return done
 
-    def _holds(self, target: CheckpointStore, step: int) -> bool:
+    def _holds(self, target: CheckpointStore, step: int, lineage: Lineage | None) -> bool:
         """Whether ``target``'s copy of ``step`` is the run's own and on the lineage: a
         zombie's same-numbered commit (signed with the run's key, by an attempt the
         lineage has fenced past it) must not pass for the lineage's, or no restore from
@@ -212,20 +207,19 @@ class Replicator:
         manifest, verdict = target.trusted_manifest(self.run_id, step)
         if manifest is None or not verdict.ok:
             return False
-        lineage = self.lineage() if self.lineage is not None else None
         return lineage is None or lineage.allows(manifest.attempt, manifest.step)
 
-    def _newest_trusted(self, primary: CheckpointStore) -> list[int]:
-        """The newest ``keep_last`` steps of ``primary`` signed with the run's key, oldest
-        first: checkpoints planted above them (unsigned, or another run's) must not crowd
-        the run's own out of the window that is replicated."""
-        trusted: list[int] = []
+    def _newest_trusted(self, primary: CheckpointStore) -> list[Manifest]:
+        """The manifests of the newest ``keep_last`` steps of ``primary`` signed with the
+        run's key, oldest first (read once per tick): checkpoints planted above them
+        (unsigned, or another run's) must not crowd the run's own out of the window."""
+        trusted: list[Manifest] = []
         for step in reversed(primary.committed_steps(self.run_id)):
             if len(trusted) == self.keep_last:
                 break
             manifest, verdict = primary.trusted_manifest(self.run_id, step)
             if manifest is not None and verdict.ok:
-                trusted.append(step)
+                trusted.append(manifest)
             elif manifest is not None:
                 self._report(f"not replicating step {step} of {primary.region}: {verdict.reason}")
         return trusted[::-1]
