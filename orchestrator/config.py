@@ -599,7 +599,7 @@ def _validate_data(data: DataConfig) -> None:
 
 
 def _validate_hpo(cfg: Config) -> None:
-    from orchestrator.hpo import validate_search_space
+    from orchestrator.hpo import MAX_TRIALS, trial_count, validate_search_space
 
     hpo = cfg.hpo
     if not hpo.enabled:
@@ -630,14 +630,19 @@ def _validate_hpo(cfg: Config) -> None:
                 f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
             )
     validate_search_space(hpo.search_space)
+    if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
+        raise ConfigError(
+            "hpo.num_samples",
+            f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
+        )
 
 
 def total_steps(cfg: Config) -> int:
     """The run's last step: job.steps, or for a search its most search steps (see orchestrator/hpo.py)."""
     if cfg.hpo.enabled:
-        from orchestrator.hpo import max_search_steps
+        from orchestrator.hpo import max_search_steps, trial_count
 
-        return max_search_steps(cfg.hpo.num_samples, cfg.hpo.max_t)
+        return max_search_steps(trial_count(cfg.hpo.search_space, cfg.hpo.num_samples), cfg.hpo.max_t)
     return cfg.job.steps
 
 
@@ -705,7 +710,7 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         raise ConfigError(f"{key}.repeat", f"got {fault.repeat}; expected an integer >= 1")
     last = total_steps(cfg)
     if fault.at_step is not None and not 1 <= fault.at_step <= last:
-        what = "search steps: hpo.num_samples * (hpo.max_t + 1)" if cfg.hpo.enabled else "job.steps"
+        what = "search steps: trials * (hpo.max_t + 1)" if cfg.hpo.enabled else "job.steps"
         raise ConfigError(f"{key}.at_step", f"got {fault.at_step}; expected a step in 1..{last} ({what})")
     if cfg.hpo.enabled and fault.at_step is None:
         raise ConfigError(key, f"a search (hpo.enabled) triggers {fault.kind} by at_step (a search step) only")

@@ -9,7 +9,9 @@ is the step a chaos fault's ``at_step`` names.
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,9 +22,103 @@ TERMINATED, ERROR = "TERMINATED", "ERROR"
 FINISHED = (TERMINATED, ERROR)
 
 
-def max_search_steps(num_samples: int, max_t: int) -> int:
+def max_search_steps(num_trials: int, max_t: int) -> int:
     """The most search steps a search can take: every trial runs to max_t, then finishes."""
-    return num_samples * (max_t + 1)
+    return num_trials * (max_t + 1)
+
+
+# A search's trials are listed up front (sample_configs); more than this is a typo.
+MAX_TRIALS = 10_000
+
+
+def trial_count(space: dict[str, str], num_samples: int) -> int:
+    """How many trials a search runs: num_samples times every combination of its grid keys."""
+    n = num_samples
+    for key, text in space.items():
+        kind, args = parse_distribution(key, text)
+        if kind == "grid":
+            n *= len(args)
+    return n
+
+
+def trial_key(index: int) -> str:
+    """A trial's id: its place in sample_configs, the same in every attempt of the run."""
+    return f"trial_{index:05d}"
+
+
+def sample_configs(space: dict[str, str], num_samples: int, seed: int) -> list[dict[str, int | float]]:
+    """Every trial's values, drawn once from ``seed``: each of ``num_samples`` rounds takes every
+    combination of the grid keys (in order) and draws the other keys afresh, as Tune's
+    variant generator does. Listing them up front, rather than letting Tune draw them as
+    it goes, is what makes a trial the same trial in every attempt: a resumed search
+    rebuilds the list from the run's config and never reads it back from a store."""
+    rng = random.Random(seed)
+    grids = [(k, parse_distribution(k, t)[1]) for k, t in space.items() if parse_distribution(k, t)[0] == "grid"]
+    out: list[dict[str, int | float]] = []
+    for _ in range(num_samples):
+        for combo in itertools.product(*(values for _, values in grids)):
+            fixed = dict(zip((k for k, _ in grids), combo, strict=True))
+            config: dict[str, int | float] = {}
+            for key, text in space.items():
+                if key in fixed:
+                    config[key] = fixed[key]
+                    continue
+                kind, args = parse_distribution(key, text)
+                if kind == "choice":
+                    config[key] = rng.choice(args)
+                elif kind == "uniform":
+                    config[key] = rng.uniform(float(args[0]), float(args[1]))
+                elif kind == "loguniform":
+                    config[key] = math.exp(rng.uniform(math.log(args[0]), math.log(args[1])))
+                else:  # randint: high excluded, as Tune's
+                    config[key] = rng.randrange(int(args[0]), int(args[1]))
+            out.append(config)
+    return out
+
+
+class AshaRungs:
+    """ASHA's bookkeeping as plain data (one bracket, Tune's rule), so that it travels in a
+    search snapshot as JSON and is rebuilt, never unpickled, on restore.
+
+    At each rung (an iteration below max_t, see asha_rungs) a trial's first result is
+    recorded; it is stopped if it is worse than the ``1 - 1/reduction_factor`` quantile
+    of the results recorded there before it. Trials are named by trial_key, so a
+    restored search's trials meet the values their earlier selves left at each rung.
+    """
+
+    def __init__(self, rungs: list[int], reduction_factor: int, mode: str) -> None:
+        self.reduction_factor, self.sign = reduction_factor, 1.0 if mode == "max" else -1.0
+        self.recorded: dict[int, dict[str, float]] = {r: {} for r in rungs}
+
+    def on_result(self, trial_id: str, iteration: int, value: float) -> bool:
+        """Record the result at the highest rung it reached; True: stop the trial."""
+        for rung in sorted(self.recorded, reverse=True):
+            seen = self.recorded[rung]
+            if iteration < rung or trial_id in seen:
+                continue
+            cutoff = quantile(list(seen.values()), 1 - 1 / self.reduction_factor)
+            seen[trial_id] = self.sign * value
+            return cutoff is not None and self.sign * value < cutoff
+        return False
+
+    def to_json(self) -> dict[str, dict[str, float]]:
+        return {str(r): dict(sorted(v.items())) for r, v in sorted(self.recorded.items())}
+
+    def load(self, data: dict[str, dict[str, float]]) -> None:
+        """Values a snapshot recorded (already checked: rungs and trials known, numbers finite)."""
+        for rung, values in data.items():
+            self.recorded[int(rung)] = dict(values)
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """numpy's nanpercentile (linear), as Tune's ASHA takes it; None for no values."""
+    xs = sorted(v for v in values if not math.isnan(v))
+    if not xs:
+        return None
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def asha_rungs(max_t: int, grace_period: int, reduction_factor: int) -> list[int]:
@@ -110,6 +206,8 @@ class TrialRecord:
     # The iteration of the newest checkpoint Tune holds for the trial (None: none yet).
     checkpoint_iteration: int | None = None
     error: str | None = None
+    # The hash of the trial's weights at its last result (the best trial's is the run's).
+    weights_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

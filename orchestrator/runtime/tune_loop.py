@@ -1,46 +1,41 @@
 """A Ray Tune search as an attempt's workload, resumable in another region.
 
-Where the experiment lives: Tune keeps its experiment directory on the cluster's
-local scratch (``storage_path`` a local folder), and this driver snapshots it
-into the region's CheckpointStore as an ordinary checkpoint: one
-``experiment.tar`` (the experiment state, the searcher's state and every trial's
-kept checkpoints) under a manifest with its sha256, at step = the search step
-(see ``orchestrator/hpo.py``). So replication, verification, retention and
-fencing apply to a search unchanged, which pointing Tune's ``storage_path`` at
-the store would not give: Tune writes its state and trial checkpoints as many
-separate files with no commit marker, no checksum and no generation check, so a
-region lost mid-write would leave a half-written experiment that nothing could
-tell from a whole one, and a zombie driver could overwrite the new attempt's.
+Trials: the search's trials are listed up front from the run's config
+(hpo.sample_configs), so that a trial is the same trial, with the same id
+(``trial_00003``) and values, in every attempt. Tune runs them as a grid over
+their indexes; a trial looks its values up by index.
 
-Consistency of a snapshot: Tune saves its experiment state (to the driver's
-staging folder) at the end of a controller step, throttled to
-``TUNE_GLOBAL_CHECKPOINT_S`` = ``hpo.snapshot_interval_s``; ``on_step_end``
-runs right after, in the same thread, and snapshots only when a save has just
-happened. Trial checkpoints Tune has not yet registered (a trial persisted one
-but its result is not processed) are left out: the state does not name them.
+Where the experiment lives: Tune keeps its experiment folder on the cluster's
+local scratch, and this driver snapshots the search into the region's
+CheckpointStore as an ordinary checkpoint at step = the search step (see
+``orchestrator/hpo.py``): one ``experiment.tar`` of plain data (see
+``search_snapshot.py``: every trial's record, ASHA's rungs, and the newest
+checkpoint of each trial that may still run, as tensors). So replication,
+verification, retention and fencing apply to a search unchanged, which pointing
+Tune's ``storage_path`` at the store would not give: Tune writes its state and trial
+checkpoints as many separate files with no commit marker, no checksum and no
+generation check.
 
-Restore: the newest snapshot that verifies on the controller's lineage (narrowed
-by the stores' fence) is
-downloaded, unpacked to scratch and handed to ``Tuner.restore`` with
-``resume_unfinished=True`` and ``resume_errored`` / ``restart_errored`` from the
-recovery config. Finished trials stay finished; unfinished ones continue from
-their newest checkpoint (each trial reports the iteration it restored).
+Consistency of a snapshot: it is taken in Tune's controller thread at the end of a
+step (``on_step_end``), when every result of the step has been processed: the
+records, the rungs and the checkpoints Tune has registered agree. A trial whose
+newest result has no registered checkpoint yet resumes from its previous one.
+Snapshots are at least ``hpo.snapshot_interval_s`` apart, and one is taken at the end.
 
-Trust: a snapshot is an ordinary checkpoint, so its manifest is signed with the run's
-key (recovery/signing.py) and restore takes only one that verifies: nothing in a
-snapshot (Tune's tuner.pkl, the trials' checkpoints, scheduler_state.pkl, all of
-which Tune or we unpickle) is unpacked unless this run wrote it. Unpickling itself
-stays: Tune's own restore needs it.
+Restore: the newest snapshot that verifies on the controller's lineage (narrowed by
+the stores' fence) is read and checked (search_snapshot.unpack); nothing in it is
+unpickled, and Tune's own pickled experiment never leaves the cluster. The attempt
+starts a new Tune experiment over the trials that remain (search_snapshot.resume_plan):
+finished trials stay finished, unfinished ones continue from their checkpoint (each
+reports the iteration it restored), errored ones as ``recovery.resume_errored`` /
+``restart_errored`` say. ASHA's recorded values are restored as data (AshaRungs).
 """
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 import random
-import shutil
-import tarfile
 import tempfile
 import time
 from typing import Any
@@ -48,22 +43,34 @@ from typing import Any
 import numpy as np
 import torch
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from orchestrator.hpo import (
     ERROR,
     TERMINATED,
+    AshaRungs,
     TrialRecord,
     asha_rungs,
     best_of,
     counts,
     max_search_steps,
-    param_space,
+    sample_configs,
     search_step,
+    trial_key,
 )
 from orchestrator.runtime import runkey
 from orchestrator.runtime.checkpointer import AsyncCheckpointer
 from orchestrator.runtime.control import ControlChannel
+from orchestrator.runtime.search_snapshot import (
+    CHECKPOINT_FILES,
+    ResumePlan,
+    SearchSnapshot,
+    SnapshotError,
+    pack,
+    resume_plan,
+    rungs_from,
+    unpack,
+)
 from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
@@ -77,8 +84,8 @@ from recovery.store import CheckpointStore
 
 EXPERIMENT = "search"
 ARCHIVE = "experiment.tar"
-SCHEDULER_STATE = "scheduler_state.pkl"
-STATE_PREFIX = "experiment_state-"
+# The one key of a Tune trial's config: the trial's index in hpo.sample_configs.
+INDEX = "trial_index"
 PROGRESS_EVERY_S = 0.5
 CHAOS_WAIT_S = 60.0
 STANDBY_POLL_S = 0.05
@@ -89,14 +96,21 @@ KEEP_TRIAL_CHECKPOINTS = 2
 # --- the trial ---------------------------------------------------------------------------------
 
 
-def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
+def _load(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str, dict[str, bytes]]) -> None:
     """One trial: the job's workload trained in-process (one worker), an evaluation and a
-    checkpoint every ``steps_per_iteration`` steps, resumed from Tune's checkpoint if any."""
+    checkpoint every ``steps_per_iteration`` steps; it goes on from Tune's checkpoint (a
+    retry within this attempt) or else from the snapshot's (``resume``), if any."""
     from orchestrator.workloads import make_workload
 
     hpo = runtime["hpo"]
-    job = {**runtime["job"], **{k: config[k] for k in hpo["search_space"]}}
-    trial_id = tune.get_context().get_trial_id()
+    index = int(config[INDEX])
+    trial_id = trial_key(index)
+    values = runtime["configs"][index]
+    job = {**runtime["job"], **values}
     control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
     gen = int(runtime["generation"])
     torch.set_num_threads(1)
@@ -107,17 +121,22 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
     workload = make_workload(job, runtime["data"])
     model = workload.model()
     optimizer = workload.optimizer(model)
-    start = 0
+    parts: dict[str, bytes] | None = resume.get(trial_id)
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
-            model.load_state_dict(torch.load(os.path.join(d, "model.pt"), weights_only=True))
-            optimizer.load_state_dict(torch.load(os.path.join(d, "optimizer.pt"), weights_only=True))
-            state = torch.load(os.path.join(d, "state.pt"), weights_only=True)
-        start = int(state["iteration"])
+            parts = {}
+            for name in CHECKPOINT_FILES:
+                with open(os.path.join(d, name), "rb") as fh:
+                    parts[name] = fh.read()
+    start = 0
+    if parts is not None:
+        model.load_state_dict(_load(parts["model.pt"]))
+        optimizer.load_state_dict(_load(parts["optimizer.pt"]))
+        start = int(_load(parts["state.pt"])["iteration"])
         control.event(gen, "trial_restored", trial_id=trial_id, iteration=start, pid=os.getpid())
     else:
-        control.event(gen, "trial_started", trial_id=trial_id, config={k: job[k] for k in hpo["search_space"]})
+        control.event(gen, "trial_started", trial_id=trial_id, config=values)
     spi = int(hpo["steps_per_iteration"])
     sampler = Sampler(rank=0).start()
     try:
@@ -149,130 +168,77 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any]) -> None:
         sampler.stop()
 
 
+# --- the scheduler -----------------------------------------------------------------------------
+
+
+class StableASHA(FIFOScheduler):
+    """Tune's ASHA rule over AshaRungs: its state is data keyed by our trial ids, so it
+    travels in a snapshot as JSON and a resumed search meets the rungs as they were."""
+
+    def __init__(self, rungs: AshaRungs, metric: str, max_t: int) -> None:
+        super().__init__()
+        self.rungs, self.search_metric, self.max_t = rungs, metric, max_t
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return True  # metric and mode come from the run's config, with the rungs
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if "iteration" not in result or self.search_metric not in result:
+            return TrialScheduler.CONTINUE
+        if int(result["iteration"]) >= self.max_t:
+            return TrialScheduler.STOP
+        stop = self.rungs.on_result(_trial_id(trial), int(result["iteration"]), float(result[self.search_metric]))
+        return TrialScheduler.STOP if stop else TrialScheduler.CONTINUE
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        if result and "iteration" in result and self.search_metric in result:
+            self.rungs.on_result(_trial_id(trial), int(result["iteration"]), float(result[self.search_metric]))
+
+
+def _trial_id(trial: Any) -> str:
+    return trial_key(int(trial.config[INDEX]))
+
+
 # --- the driver --------------------------------------------------------------------------------
 
 
-def _record(trial: Any) -> TrialRecord:
+def _latest_checkpoint(trial: Any) -> Any:
+    manager = getattr(trial.run_metadata, "checkpoint_manager", None)
+    return getattr(manager, "latest_checkpoint_result", None)
+
+
+def _record(trial: Any, configs: list[dict[str, Any]], restored: dict[str, TrialRecord]) -> TrialRecord:
+    """A live trial's record; until it reports, what the snapshot said of it (its status live)."""
+    trial_id = _trial_id(trial)
     last = trial.last_result or {}
+    before = restored.get(trial_id)
     ckpt_it: int | None = None
-    latest = getattr(getattr(trial.run_metadata, "checkpoint_manager", None), "latest_checkpoint_result", None)
+    latest = _latest_checkpoint(trial)
     if latest is not None and latest.metrics:
         ckpt_it = int(latest.metrics.get("iteration", 0)) or None
+    if ckpt_it is None and before is not None:
+        ckpt_it = before.checkpoint_iteration
     error = None
     if trial.status == ERROR:
-        error = str(getattr(trial, "error_file", None) or "errored")
+        error = str(getattr(trial, "error_file", None) or "errored")[:2000]
+    if not last.get("iteration") and before is not None:
+        return TrialRecord(**{**before.to_json(), "status": str(trial.status), "checkpoint_iteration": ckpt_it})
+    sha = last.get("weights_sha256")
     return TrialRecord(
-        trial_id=str(trial.trial_id),
+        trial_id=trial_id,
         status=str(trial.status),
         iteration=int(last.get("iteration", 0) or 0),
-        config={k: trial.config[k] for k in trial.config if not k.startswith("__")},
+        config=dict(configs[int(trial.config[INDEX])]),
         metrics={k: float(last[k]) for k in ("accuracy", "eval_loss") if k in last},
         checkpoint_iteration=ckpt_it,
         error=error,
+        weights_sha256=sha if isinstance(sha, str) else None,
     )
-
-
-def _kept_checkpoints(trial: Any) -> set[str] | None:
-    """The checkpoint folders Tune's state names for ``trial``; None: not knowable, keep all."""
-    manager = getattr(trial.run_metadata, "checkpoint_manager", None)
-    results = getattr(manager, "best_checkpoint_results", None)
-    if results is None:
-        return None
-    return {os.path.normpath(r.checkpoint.path) for r in results}
-
-
-def pack_experiment(exp_dir: str, staging_dir: str, trials: list[Any], extra: dict[str, bytes] | None = None) -> bytes:
-    """The experiment as one tar: the folder on scratch, without trial checkpoints the state
-    does not name, and with the state just saved in the driver's staging folder."""
-    kept: set[str] = set()
-    keep_all = False
-    for t in trials:
-        names = _kept_checkpoints(t)
-        if names is None:
-            keep_all = True
-        else:
-            kept |= names
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for root, dirs, files in os.walk(exp_dir):
-            dirs.sort()
-            rel_root = os.path.relpath(root, exp_dir)
-            if rel_root == ".":
-                # The staging folder has the current state; older sessions' state files would compete.
-                files = [f for f in files if not f.startswith(STATE_PREFIX)]
-            for d in list(dirs):
-                full = os.path.normpath(os.path.join(root, d))
-                if d.startswith("checkpoint_") and not keep_all and full not in kept:
-                    dirs.remove(d)
-            for name in sorted(files):
-                _add(tar, os.path.join(root, name), os.path.normpath(os.path.join(rel_root, name)))
-        for name in sorted(os.listdir(staging_dir)):
-            path = os.path.join(staging_dir, name)
-            if os.path.isfile(path):
-                _add(tar, path, name)
-        for name, data in sorted((extra or {}).items()):
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _add(tar: tarfile.TarFile, path: str, arcname: str) -> None:
-    """One file as read now: trials write next to us (a file can grow or go while we read)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        return
-    info = tarfile.TarInfo(arcname)
-    info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-    tar.addfile(info, io.BytesIO(data))
-
-
-def unpack_experiment(data: bytes, exp_dir: str) -> None:
-    if os.path.exists(exp_dir):
-        shutil.rmtree(exp_dir)
-    os.makedirs(exp_dir)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(exp_dir, filter="data")  # refuses absolute paths, '..', links out
-
-
-class DurableASHA(ASHAScheduler):
-    """ASHA whose rungs travel in the experiment snapshot. Tune saves no scheduler state
-    with an experiment: a restored ASHA would start with empty rungs, let trials through
-    that it had already ranked, and stop others at iterations that are not rungs (it
-    records a trial at a rung the first time it sees the trial past it)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _SCHEDULERS.append(self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # Unpickled from the experiment's tuner.pkl by Tuner.restore: this is the one fit() uses.
-        self.__dict__.update(state)
-        _SCHEDULERS.append(self)
-
-    def restore_rungs(self, path: str) -> None:
-        """The saved rungs and brackets; metric and mode stay unset, as Tune sets them in fit()."""
-        keep = {k: self.__dict__.get(k) for k in ("_metric", "_mode", "_metric_op")}
-        self.restore(path)
-        self.__dict__.update(keep)
-
-    def state_bytes(self) -> bytes:
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, SCHEDULER_STATE)
-            self.save(path)
-            with open(path, "rb") as fh:
-                return fh.read()
-
-
-_SCHEDULERS: list[DurableASHA] = []
 
 
 class SearchCallback(tune.Callback):
     """Hands Tune's events to this process's SearchDriver. Stateless on purpose: Tune pickles
-    its RunConfig (callbacks included) into the experiment, and a restored experiment's
-    callback must reach the driver of the attempt that restored it."""
+    its RunConfig (callbacks included) into its experiment folder on scratch."""
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict, **info: Any) -> None:
         _driver().changed(trials)
@@ -298,15 +264,23 @@ def _driver() -> SearchDriver:
 
 
 class SearchDriver:
-    """Snapshots the experiment, reports progress and meets chaos faults (through SearchCallback)."""
+    """Snapshots the search, reports progress and meets chaos faults (through SearchCallback)."""
 
-    def __init__(self, spec: RuntimeSpec, control: ControlChannel, restored_step: int, restored_url: str | None):
+    def __init__(
+        self,
+        spec: RuntimeSpec,
+        control: ControlChannel,
+        restored_step: int,
+        restored_url: str | None,
+        configs: list[dict[str, Any]],
+        plan: ResumePlan,
+        rungs: AshaRungs | None,
+    ):
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo: dict[str, Any] = dict(spec.hpo or {})
-        stores = spec_stores(spec, runkey.require())
-        self.stores = stores
+        self.configs, self.plan, self.rungs = configs, plan, rungs
         self.checkpointer = AsyncCheckpointer(
-            stores,
+            spec_stores(spec, runkey.require()),
             spec.run_id,
             spec.generation,
             int(spec.checkpoint["keep_last"]),
@@ -316,9 +290,9 @@ class SearchDriver:
             lineage=spec.fencing_lineage(),
         )
         self.restored_step, self.restored_url = restored_step, restored_url
-        self.total = max_search_steps(int(self.hpo["num_samples"]), int(self.hpo["max_t"]))
+        self.total = max_search_steps(len(configs), int(self.hpo["max_t"]))
         self.last_snapshot_step = restored_step
-        self.state_mtime = 0
+        self.last_snapshot_t = 0.0
         self.dirty = False
         self.t0 = time.time()
         self.last_report = 0.0
@@ -329,10 +303,17 @@ class SearchDriver:
     def last_checkpoint(self) -> str | None:
         return self.checkpointer.committed_url or self.restored_url
 
+    def records(self, trials: list[Any]) -> list[TrialRecord]:
+        """Every trial of the search: the carried ones as the snapshot had them, the rest live."""
+        merged = {r.trial_id: r for r in self.plan.carried}
+        for t in trials:
+            merged[_trial_id(t)] = _record(t, self.configs, self.plan.restored)
+        return [merged[k] for k in sorted(merged)]
+
     # --- progress and chaos ---------------------------------------------------------------
     def changed(self, trials: list[Any]) -> None:
         self.dirty = True
-        records = [_record(t) for t in trials]
+        records = self.records(trials)
         self.step = max(self.step, search_step(records))
         self.report(trials, records)
         self.chaos(self.step)
@@ -347,7 +328,7 @@ class SearchDriver:
         for t in trials:
             tele = (t.last_result or {}).get("telemetry")
             if t.status == "RUNNING" and isinstance(tele, dict):
-                workers.append({**tele, "rank": len(workers), "trial_id": str(t.trial_id)})
+                workers.append({**tele, "rank": len(workers), "trial_id": _trial_id(t)})
         self.control.progress(
             self.gen,
             step=self.step,
@@ -380,37 +361,47 @@ class SearchDriver:
                 time.sleep(0.05)
 
     # --- snapshots ------------------------------------------------------------------------
-    def _state_mtime(self, trials: list[Any]) -> int:
-        staging = trials[0].storage.experiment_driver_staging_path
-        states = glob.glob(os.path.join(staging, STATE_PREFIX + "*.json"))
-        return max((os.stat(p).st_mtime_ns for p in states), default=0)
-
     def maybe_snapshot(self, trials: list[Any]) -> None:
-        if not self.dirty or not trials:
-            return
-        mtime = self._state_mtime(trials)
-        if mtime <= self.state_mtime:
-            return  # Tune has not saved its state since: a snapshot now would not name the news
-        self.snapshot(trials)
+        if self.dirty and time.monotonic() - self.last_snapshot_t >= float(self.hpo["snapshot_interval_s"]):
+            self.snapshot(trials)
+
+    def _checkpoint_files(self, trial: Any, record: TrialRecord) -> dict[str, bytes] | None:
+        """The trial's newest checkpoint as Tune registered it, or the one it was restored
+        from while it has no newer; None for a finished trial (it will not run again)."""
+        if record.status == TERMINATED or record.checkpoint_iteration is None:
+            return None
+        latest = _latest_checkpoint(trial)
+        if latest is None or latest.checkpoint is None:
+            return self.plan.checkpoints.get(record.trial_id)
+        files = {}
+        for name in CHECKPOINT_FILES:
+            with open(os.path.join(latest.checkpoint.path, name), "rb") as fh:
+                files[name] = fh.read()
+        return files
 
     def snapshot(self, trials: list[Any], final: bool = False) -> None:
-        if not trials:
-            return
-        records = [_record(t) for t in trials]
+        records = self.records(trials)
         step = search_step(records)
         self.step = max(self.step, step)
         if step <= self.last_snapshot_step:
             return  # nothing new since the last one (or since the restored one)
-        self.state_mtime = self._state_mtime(trials)
-        storage = trials[0].storage
-        extra = {SCHEDULER_STATE: _SCHEDULERS[-1].state_bytes()} if _SCHEDULERS else {}
-        data = pack_experiment(storage.experiment_fs_path, storage.experiment_driver_staging_path, trials, extra)
+        checkpoints: dict[str, dict[str, bytes]] = {}
+        by_id = {r.trial_id: r for r in records}
+        for t in trials:
+            files = self._checkpoint_files(t, by_id[_trial_id(t)])
+            if files is not None:
+                checkpoints[_trial_id(t)] = files
+        for record in self.plan.carried:
+            if record.status != TERMINATED and record.trial_id in self.plan.checkpoints:
+                checkpoints[record.trial_id] = self.plan.checkpoints[record.trial_id]
+        rungs = None if self.rungs is None else self.rungs.to_json()
+        data = pack(SearchSnapshot(records, rungs, checkpoints))
         self.checkpointer.submit(
             step,
             {ARCHIVE: data},
             extra={"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]},
         )
-        self.last_snapshot_step = step
+        self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
         self.dirty = False
         self.snapshots += 1
         if final:
@@ -418,8 +409,11 @@ class SearchDriver:
         self.report(trials, records, force=True)
 
 
-def _restore(spec: RuntimeSpec, control: ControlChannel, exp_dir: str) -> tuple[int, str | None]:
-    """Unpack the newest verified snapshot to ``exp_dir``; (its step, its URL), or (0, None)."""
+def _restore(
+    spec: RuntimeSpec, control: ControlChannel, configs: list[dict[str, Any]]
+) -> tuple[int, str | None, SearchSnapshot | None]:
+    """The newest verified snapshot, checked: (its step, its URL, its contents), or (0, None,
+    None). A snapshot that verifies but does not check raises SnapshotError (one line)."""
     stores = spec_stores(spec, runkey.require())
 
     def skipped(store: CheckpointStore, step: int, reason: str) -> None:
@@ -431,57 +425,56 @@ def _restore(spec: RuntimeSpec, control: ControlChannel, exp_dir: str) -> tuple[
     lineage, usable = restore_rule(spec, control, stores)
     best = sync_newest(spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed)
     if best is None:
-        return 0, None
+        return 0, None, None
     store, manifest = best
     m: Manifest = manifest
-    unpack_experiment(store.read(m, ARCHIVE), exp_dir)
-    return m.step, store.checkpoint_url(spec.run_id, m.step)
+    hpo = spec.hpo or {}
+    snapshot = unpack(store.read(m, ARCHIVE), configs, int(hpo["max_t"]), _rung_list(hpo))
+    for trial_id, parts in snapshot.checkpoints.items():
+        try:
+            state = _load(parts["state.pt"])
+            iteration = int(state["iteration"])
+        except Exception as exc:  # the bytes are ours (signed), yet not a checkpoint we write
+            raise SnapshotError(f"{trial_id}'s checkpoint state does not load ({type(exc).__name__})") from None
+        expected = next(t.checkpoint_iteration for t in snapshot.trials if t.trial_id == trial_id)
+        if iteration != expected:
+            raise SnapshotError(f"{trial_id}'s checkpoint is at iteration {iteration}, its record says {expected}")
+    return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot
 
 
-def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str, restore_from: str | None) -> Any:
-    from ray.tune.schedulers import FIFOScheduler
-    from ray.tune.search import BasicVariantGenerator
+def _rung_list(hpo: dict[str, Any]) -> list[int] | None:
+    if hpo["scheduler"] != "asha":
+        return None
+    return asha_rungs(int(hpo["max_t"]), int(hpo["grace_period"]), int(hpo["reduction_factor"]))
 
+
+def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
     hpo = driver.hpo
     runtime = {
         "hpo": hpo,
         "job": spec.job,
         "data": spec.data,
+        "configs": driver.configs,
         "control_url": spec.control_url,
         "control_options": spec.control_options,
         "generation": spec.generation,
     }
     trainable = tune.with_resources(
-        tune.with_parameters(trial_func, runtime=runtime), {"cpu": float(hpo["cpus_per_trial"])}
+        tune.with_parameters(trial_func, runtime=runtime, resume=driver.plan.checkpoints),
+        {"cpu": float(hpo["cpus_per_trial"])},
     )
-    if restore_from is not None:
-        return tune.Tuner.restore(
-            restore_from,
-            trainable=trainable,
-            resume_unfinished=True,
-            resume_errored=bool(hpo["resume_errored"]),
-            restart_errored=bool(hpo["restart_errored"]),
-        )
-    scheduler: Any
-    if hpo["scheduler"] == "asha":
-        scheduler = DurableASHA(
-            time_attr="iteration",
-            max_t=int(hpo["max_t"]),
-            grace_period=int(hpo["grace_period"]),
-            reduction_factor=int(hpo["reduction_factor"]),
-        )
-    else:
-        scheduler = FIFOScheduler()
+    scheduler: Any = FIFOScheduler()
+    if driver.rungs is not None:
+        scheduler = StableASHA(driver.rungs, hpo["metric"], int(hpo["max_t"]))
     return tune.Tuner(
         trainable,
-        param_space=param_space(hpo["search_space"]),
+        param_space={INDEX: tune.grid_search(driver.plan.run)},
         tune_config=tune.TuneConfig(
             metric=hpo["metric"],
             mode=hpo["mode"],
-            num_samples=int(hpo["num_samples"]),
+            num_samples=1,
             max_concurrent_trials=int(hpo["max_concurrent"]),
             scheduler=scheduler,
-            search_alg=BasicVariantGenerator(random_state=int(spec.job["seed"])),
         ),
         run_config=tune.RunConfig(
             name=EXPERIMENT,
@@ -497,75 +490,80 @@ def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str, restore_from: 
 def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     """The search, from the newest snapshot if there is one; an exit code for the controller."""
     hpo = dict(spec.hpo or {})
-    # Read by Tune's controller when the Tuner starts: how often it saves the experiment state.
-    os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = str(float(hpo["snapshot_interval_s"]))
     # Tune's CSV/JSON/TensorBoard loggers: our records are the snapshots and the control channel.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     if spec.standby:
         control.event(spec.generation, "workers_ready", pid=os.getpid(), standby=True)
         while not control.is_active(spec.generation):
             time.sleep(STANDBY_POLL_S)
-    scratch = os.path.join(spec.ray_storage_path, "tune")
-    exp_dir = os.path.join(scratch, EXPERIMENT)
-    restored_step, restored_url = _restore(spec, control, exp_dir)
+    configs = sample_configs(hpo["search_space"], int(hpo["num_samples"]), int(spec.job["seed"]))
+    try:
+        restored_step, restored_url, snapshot = _restore(spec, control, configs)
+    except SnapshotError as exc:
+        control.event(spec.generation, "runtime_error", error=f"search snapshot refused: {exc}"[:1000])
+        return EXIT_INFRA
     control.event(
         spec.generation, "train_started", restored_step=restored_step, restored_from=restored_url, pid=os.getpid()
     )
-    driver = SearchDriver(spec, control, restored_step, restored_url)
+    plan = resume_plan(snapshot, len(configs), bool(hpo["resume_errored"]), bool(hpo["restart_errored"]))
+    rungs = _rung_list(hpo)
+    asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, int(hpo["reduction_factor"]), hpo["mode"]))
+    driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha)
     _DRIVERS.append(driver)
-    tuner = _tuner(spec, driver, scratch, exp_dir if restored_url else None)
-    saved = os.path.join(exp_dir, SCHEDULER_STATE)
-    if restored_url and _SCHEDULERS and os.path.exists(saved):
-        _SCHEDULERS[-1].restore_rungs(saved)  # the rungs as they were at the snapshot
-    try:
-        results = tuner.fit()
-    except FencedError:
-        return EXIT_INFRA
-    except Exception as exc:
-        control.event(spec.generation, "runtime_error", error=f"{type(exc).__name__}: {exc}"[:1000])
-        return EXIT_INFRA
+    results: list[Any] = []
+    if plan.run:
+        # Scratch is per cluster; a Tune experiment of an earlier attempt there is not ours to go on from.
+        os.makedirs(spec.ray_storage_path, mode=0o700, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix="tune-", dir=spec.ray_storage_path)
+        try:
+            results = list(_tuner(spec, driver, scratch).fit())
+        except FencedError:
+            return EXIT_INFRA
+        except Exception as exc:
+            control.event(spec.generation, "runtime_error", error=f"{type(exc).__name__}: {exc}"[:1000])
+            return EXIT_INFRA
     return _finish(spec, control, driver, results)
 
 
-def _finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, results: Any) -> int:
+def _finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, results: list[Any]) -> int:
     hpo = driver.hpo
-    records: list[TrialRecord] = []
+    records = {r.trial_id: r for r in driver.plan.carried}
     for r in results:
         m = r.metrics or {}
-        records.append(
-            TrialRecord(
-                trial_id=str(m.get("trial_id", "?")),
-                status=ERROR if r.error is not None else TERMINATED,
-                iteration=int(m.get("iteration", 0) or 0),
-                config={k: v for k, v in (r.config or {}).items() if k in hpo["search_space"]},
-                metrics={k: float(m[k]) for k in ("accuracy", "eval_loss") if k in m},
-                checkpoint_iteration=int(m.get("iteration", 0) or 0) if r.checkpoint is not None else None,
-                error=None if r.error is None else f"{type(r.error).__name__}: {str(r.error)[:300]}",
-            )
+        index = int((r.config or {})[INDEX])
+        sha = m.get("weights_sha256")
+        records[trial_key(index)] = TrialRecord(
+            trial_id=trial_key(index),
+            status=ERROR if r.error is not None else TERMINATED,
+            iteration=int(m.get("iteration", 0) or 0),
+            config=dict(driver.configs[index]),
+            metrics={k: float(m[k]) for k in ("accuracy", "eval_loss") if k in m},
+            checkpoint_iteration=int(m.get("iteration", 0) or 0) if r.checkpoint is not None else None,
+            error=None if r.error is None else f"{type(r.error).__name__}: {str(r.error)[:300]}",
+            weights_sha256=sha if isinstance(sha, str) else None,
         )
-    records.sort(key=lambda t: t.trial_id)
+    ordered = [records[k] for k in sorted(records)]
     try:
         driver.checkpointer.wait()
     except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"final snapshot not committed: {exc}"[:1000])
         return EXIT_INFRA
-    best = best_of(records, hpo["metric"], hpo["mode"])
+    best = best_of(ordered, hpo["metric"], hpo["mode"])
     if best is None:
         control.event(spec.generation, "user_error", rank=0, error="every trial of the search errored")
         return EXIT_USER_ERROR
-    best_result = next(r for r in results if (r.metrics or {}).get("trial_id") == best.trial_id)
     workers = [
-        {**(r.metrics or {}).get("telemetry", {}), "rank": i, "trial_id": (r.metrics or {}).get("trial_id")}
+        {**(r.metrics or {}).get("telemetry", {}), "rank": i, "trial_id": trial_key(int(r.config[INDEX]))}
         for i, r in enumerate(results)
         if isinstance((r.metrics or {}).get("telemetry"), dict)
     ]
-    step = search_step(records)
+    step = search_step(ordered)
     control.progress(spec.generation, step=step, total=driver.total, last_checkpoint=driver.last_checkpoint)
     control.final(
         spec.generation,
         final_step=step,
         metrics=dict(best.metrics),
-        weights_sha256=(best_result.metrics or {}).get("weights_sha256"),
+        weights_sha256=best.weights_sha256,
         final_checkpoint=driver.last_checkpoint,
         best_trial={
             **best.to_json(),
@@ -573,13 +571,11 @@ def _finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, re
             "mode": hpo["mode"],
             "value": best.metrics[hpo["metric"]],
         },
-        trials=[r.to_json() for r in records],
+        trials=[r.to_json() for r in ordered],
         search={
             "scheduler": hpo["scheduler"],
             "max_t": int(hpo["max_t"]),
-            "rungs": asha_rungs(int(hpo["max_t"]), int(hpo["grace_period"]), int(hpo["reduction_factor"]))
-            if hpo["scheduler"] == "asha"
-            else [],
+            "rungs": _rung_list(hpo) or [],
             "snapshots": driver.snapshots,
         },
         telemetry=summary(workers) if workers else None,

@@ -19,7 +19,7 @@ def _newest_checkpoints(archive: bytes) -> dict[str, int]:
     newest: dict[str, int] = {}
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar.getmembers():
-            if member.name.endswith("/state.pt") and "/checkpoint_" in member.name:
+            if member.name.startswith("trials/") and member.name.endswith("/state.pt"):
                 fh = tar.extractfile(member)
                 assert fh is not None
                 state = torch.load(io.BytesIO(fh.read()), weights_only=True)

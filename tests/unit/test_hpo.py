@@ -1,25 +1,26 @@
-"""The search's config, search steps, best trial and experiment archive, without Ray."""
+"""The search's config, trials, search steps, best trial and ASHA's rule, without a cluster."""
 
 from __future__ import annotations
 
-import io
-import os
-import tarfile
-from pathlib import Path
-from types import SimpleNamespace
+import math
 
 import pytest
 
 from orchestrator.compose import compose
 from orchestrator.config import ConfigError
 from orchestrator.hpo import (
+    AshaRungs,
     TrialRecord,
     asha_rungs,
     best_of,
     max_search_steps,
     parse_distribution,
     progress_text,
+    quantile,
+    sample_configs,
     search_step,
+    trial_count,
+    trial_key,
 )
 
 
@@ -97,62 +98,101 @@ def test_progress_text_shows_trials_and_the_best_so_far() -> None:
     assert progress_text({"step": 3}) == ""
 
 
-# --- the experiment archive ---------------------------------------------------------------------
+# --- the trials, listed up front ------------------------------------------------------------------
 
 
-def _trial(kept: list[str] | None) -> SimpleNamespace:
-    results = None if kept is None else [SimpleNamespace(checkpoint=SimpleNamespace(path=p)) for p in kept]
-    return SimpleNamespace(
-        run_metadata=SimpleNamespace(checkpoint_manager=SimpleNamespace(best_checkpoint_results=results))
-    )
+def test_trials_are_drawn_once_from_the_seed_within_their_distributions() -> None:
+    space = {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128", "batch_size": "randint 16 20"}
+    configs = sample_configs(space, 50, seed=0)
+    assert configs == sample_configs(space, 50, seed=0) != sample_configs(space, 50, seed=1)
+    assert len(configs) == trial_count(space, 50) == 50
+    assert all(0.01 <= c["lr"] <= 0.2 and c["hidden_size"] in (32, 64, 128) for c in configs)
+    assert {c["batch_size"] for c in configs} == {16, 17, 18, 19}  # high excluded, as Tune's
+    assert all(isinstance(c["hidden_size"], int) and isinstance(c["lr"], float) for c in configs)
+    # Log-uniform: as many draws below the geometric mean as above it, roughly.
+    below = sum(c["lr"] < math.sqrt(0.01 * 0.2) for c in sample_configs(space, 2000, seed=3))
+    assert 900 < below < 1100
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+def test_every_round_takes_every_grid_combination() -> None:
+    space = {"hidden_size": "grid 32 64", "batch_size": "grid 8 16 32", "lr": "uniform 0.1 0.2"}
+    configs = sample_configs(space, 2, seed=0)
+    assert trial_count(space, 2) == len(configs) == 12
+    grid = [(c["hidden_size"], c["batch_size"]) for c in configs]
+    assert grid[:6] == grid[6:] == [(32, 8), (32, 16), (32, 32), (64, 8), (64, 16), (64, 32)]
+    assert len({c["lr"] for c in configs}) == 12
+    assert trial_key(3) == "trial_00003"
 
 
-def test_archive_keeps_named_checkpoints_and_the_staged_state_only(tmp_path: Path) -> None:
-    from orchestrator.runtime.tune_loop import pack_experiment, unpack_experiment
-
-    exp, staging = tmp_path / "search", tmp_path / "staging"
-    _write(exp / "tuner.pkl", "tuner")
-    _write(exp / "experiment_state-old.json", "stale state")
-    trial = exp / "trial_a"
-    _write(trial / "checkpoint_000001" / "state.pt", "it 1")
-    _write(trial / "checkpoint_000002" / "state.pt", "it 2")
-    _write(trial / "checkpoint_000003" / "state.pt", "persisted, not yet registered by Tune")
-    _write(staging / "experiment_state-now.json", "current state")
-    kept = [str(trial / "checkpoint_000001"), str(trial / "checkpoint_000002")]
-
-    data = pack_experiment(str(exp), str(staging), [_trial(kept)])
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        names = sorted(tar.getnames())
-    assert names == [
-        "experiment_state-now.json",
-        "trial_a/checkpoint_000001/state.pt",
-        "trial_a/checkpoint_000002/state.pt",
-        "tuner.pkl",
-    ]
-    # Unknown kept set (an older Tune): every checkpoint goes in.
-    with tarfile.open(fileobj=io.BytesIO(pack_experiment(str(exp), str(staging), [_trial(None)]))) as tar:
-        assert "trial_a/checkpoint_000003/state.pt" in tar.getnames()
-
-    out = tmp_path / "restored" / "search"
-    _write(out / "leftover.txt", "from an earlier attempt")
-    unpack_experiment(data, str(out))
-    assert sorted(os.listdir(out)) == ["experiment_state-now.json", "trial_a", "tuner.pkl"]
-    assert (out / "trial_a" / "checkpoint_000002" / "state.pt").read_text() == "it 2"
+# --- ASHA as data -----------------------------------------------------------------------------------
 
 
-def test_unpacking_refuses_a_member_outside_the_folder(tmp_path: Path) -> None:
-    from orchestrator.runtime.tune_loop import unpack_experiment
+def test_quantile_is_numpys_linear_percentile() -> None:
+    np = pytest.importorskip("numpy")
+    for values in ([1.0], [3.0, 1.0], [0.5, 0.1, 0.9, 0.7], [float(i) ** 1.5 for i in range(17)]):
+        for q in (0.0, 0.5, 2 / 3, 0.75, 1.0):
+            assert quantile(values, q) == pytest.approx(float(np.percentile(values, q * 100)))
+    assert quantile([], 0.5) is None
+    assert quantile([float("nan"), 1.0, 3.0], 0.5) == 2.0  # NaN ignored, as nanpercentile
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("../escaped.txt")
-        info.size = 3
-        tar.addfile(info, io.BytesIO(b"bad"))
-    with pytest.raises(tarfile.OutsideDestinationError):
-        unpack_experiment(buf.getvalue(), str(tmp_path / "search"))
-    assert not (tmp_path / "escaped.txt").exists()
+
+def _results(seed: int, trials: int = 12, max_t: int = 9) -> list[tuple[str, int, float]]:
+    """Results as an asynchronous search would send them: trials interleaved, each one's
+    iterations in order."""
+    import random
+
+    rng = random.Random(seed)
+    pending = {trial_key(i): 1 for i in range(trials)}
+    quality = {t: rng.random() for t in pending}
+    out = []
+    while pending:
+        t = rng.choice(sorted(pending))
+        it = pending[t]
+        out.append((t, it, quality[t] + 0.01 * it + rng.gauss(0, 0.05)))
+        pending[t] = it + 1
+        if it == max_t:
+            del pending[t]
+    return out
+
+
+def _drive(rungs: AshaRungs, results: list[tuple[str, int, float]]) -> list[tuple[str, int]]:
+    """Feed results, skipping a stopped trial's later ones; the (trial, iteration) stops."""
+    stopped: dict[str, int] = {}
+    for trial, it, value in results:
+        if trial not in stopped and rungs.on_result(trial, it, value):
+            stopped[trial] = it
+    return sorted(stopped.items())
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_asha_rungs_decide_as_tunes_asha(mode: str) -> None:
+    """The same results through Tune's own bracket and through AshaRungs: the same stops."""
+    from ray.tune.schedulers.async_hyperband import _Bracket
+
+    for seed in range(20):
+        results = _results(seed)
+        bracket = _Bracket(min_t=1, max_t=9, reduction_factor=3, s=0)
+        sign = 1.0 if mode == "max" else -1.0
+        theirs: dict[str, int] = {}
+        for trial, it, value in results:
+            if trial not in theirs and it < 9:
+                if bracket.on_result(type("T", (), {"trial_id": trial})(), it, sign * value) == "STOP":
+                    theirs[trial] = it
+        ours = _drive(AshaRungs(asha_rungs(9, 1, 3), 3, mode), [r for r in results if r[1] < 9])
+        assert ours == sorted(theirs.items()), seed
+        assert ours, "no trial stopped: the comparison proves nothing"
+
+
+def test_rungs_saved_mid_search_and_restored_decide_as_if_never_stopped() -> None:
+    results = _results(7)
+    whole = _drive(AshaRungs([1, 3], 3, "max"), results)
+    first = AshaRungs([1, 3], 3, "max")
+    stopped_early = _drive(first, results[:40])
+    saved = first.to_json()
+    assert saved.keys() == {"1", "3"} and all(saved.values())
+    again = AshaRungs([1, 3], 3, "max")
+    again.load(saved)
+    # The restored half: trials the first half stopped stay stopped (they never report again).
+    done = {t for t, _ in stopped_early}
+    rest = _drive(again, [r for r in results[40:] if r[0] not in done])
+    assert sorted(stopped_early + rest) == whole

@@ -1,0 +1,238 @@
+"""A search's snapshot as data: what a resumed search believes, checked before it is used.
+
+A snapshot is one ``experiment.tar`` in an ordinary checkpoint (signed manifest,
+replication, fencing, retention as for training). It holds no pickle, so nothing
+read back from a store can run code, even a snapshot this run signed:
+
+- ``search.json``: every trial's record (status, last iteration and metrics, the
+  iteration of its newest checkpoint, its weights' hash) and ASHA's rungs.
+- ``trials/<trial_id>/{model,optimizer,state}.pt``: the newest checkpoint of each
+  trial that may still run, as tensors (read with ``torch.load(weights_only=True)``).
+
+Tune's own experiment folder (``tuner.pkl``, the searcher's and the trials' pickled
+state) stays on the cluster's scratch and never travels: a resumed search is a new
+Tune experiment over the trials that remain (see ``resume_plan``), each trial
+starting from its checkpoint here. The trials' values are not read from the
+snapshot either: both sides list them from the run's config (hpo.sample_configs),
+and a record whose values differ from the list is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import tarfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
+
+FORMAT = "orchestrator.search/1"
+STATE = "search.json"
+CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
+STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
+METRICS = frozenset({"accuracy", "eval_loss"})
+MAX_STATE_BYTES = 16 << 20
+MAX_FILE_BYTES = 4 << 30
+MAX_ERROR = 2000
+_TRIAL = re.compile(r"trial_(\d{5})")
+_MEMBER = re.compile(r"trials/(trial_\d{5})/(" + "|".join(re.escape(f) for f in CHECKPOINT_FILES) + ")")
+_SHA = re.compile(r"[0-9a-f]{64}")
+RECORD_KEYS = frozenset(TrialRecord("x", TERMINATED).to_json())
+
+
+class SnapshotError(ValueError):
+    """A snapshot that is not what this run's search writes; the message is one line."""
+
+
+@dataclass
+class SearchSnapshot:
+    trials: list[TrialRecord]
+    # ASHA's recorded values per rung, as AshaRungs.to_json; None for a FIFO search.
+    rungs: dict[str, dict[str, float]] | None = None
+    # trial_id -> {file name: bytes}: the newest checkpoint of each trial that may still run.
+    checkpoints: dict[str, dict[str, bytes]] = field(default_factory=dict)
+
+
+def pack(snapshot: SearchSnapshot) -> bytes:
+    state = {"format": FORMAT, "trials": [t.to_json() for t in snapshot.trials], "rungs": snapshot.rungs}
+    files = {STATE: json.dumps(state, sort_keys=True).encode()}
+    for trial_id, parts in sorted(snapshot.checkpoints.items()):
+        for name in CHECKPOINT_FILES:
+            files[f"trials/{trial_id}/{name}"] = parts[name]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def unpack(data: bytes, configs: list[dict[str, Any]], max_t: int, rungs: list[int] | None) -> SearchSnapshot:
+    """The snapshot in ``data``, checked against the search the run's config describes
+    (``configs`` from hpo.sample_configs, ``rungs`` from hpo.asha_rungs or None for FIFO).
+    Raises SnapshotError naming what is wrong; reads members in memory, extracts nothing."""
+    try:
+        members = _members(data)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise SnapshotError(f"experiment.tar is not a tar archive ({type(exc).__name__})") from None
+    if STATE not in members:
+        raise SnapshotError(f"experiment.tar has no {STATE}")
+    try:
+        state = json.loads(members.pop(STATE))
+    except (UnicodeDecodeError, ValueError):
+        raise SnapshotError(f"{STATE} is not JSON") from None
+    if not isinstance(state, dict) or set(state) != {"format", "trials", "rungs"}:
+        raise SnapshotError(f"{STATE} is not an object with exactly format, trials and rungs")
+    if state["format"] != FORMAT:
+        raise SnapshotError(f"{STATE} has format {str(state['format'])[:40]!r}; expected {FORMAT!r}")
+    if not isinstance(state["trials"], list):
+        raise SnapshotError(f"{STATE}: trials is not a list")
+    trials = [_record(raw, i, configs, max_t) for i, raw in enumerate(state["trials"])]
+    ids = [t.trial_id for t in trials]
+    if len(set(ids)) != len(ids):
+        raise SnapshotError(f"{STATE} names a trial twice")
+    checkpoints = _checkpoints(members, {t.trial_id: t for t in trials})
+    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints)
+
+
+def _members(data: bytes) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            name = member.name
+            if not member.isfile():
+                raise SnapshotError(f"experiment.tar holds {name[:80]!r}, which is not a plain file")
+            if name != STATE and not _MEMBER.fullmatch(name):
+                raise SnapshotError(f"experiment.tar holds {name[:80]!r}, which a search snapshot never has")
+            if name in out:
+                raise SnapshotError(f"experiment.tar holds {name!r} twice")
+            if member.size > (MAX_STATE_BYTES if name == STATE else MAX_FILE_BYTES):
+                raise SnapshotError(f"experiment.tar's {name!r} is too large ({member.size} bytes)")
+            fh = tar.extractfile(member)
+            assert fh is not None  # a plain file
+            out[name] = fh.read()
+    return out
+
+
+def _record(raw: Any, i: int, configs: list[dict[str, Any]], max_t: int) -> TrialRecord:
+    where = f"{STATE}: trials[{i}]"
+    if not isinstance(raw, dict) or set(raw) != RECORD_KEYS:
+        raise SnapshotError(f"{where} is not a trial record (fields {', '.join(sorted(RECORD_KEYS))})")
+    trial_id = raw["trial_id"]
+    match = _TRIAL.fullmatch(trial_id) if isinstance(trial_id, str) else None
+    if match is None or int(match.group(1)) >= len(configs):
+        raise SnapshotError(f"{where}.trial_id is not one of this search's {len(configs)} trials")
+    if raw["config"] != configs[int(match.group(1))]:
+        raise SnapshotError(f"{where}.config differs from the values the run's config gives {trial_id}")
+    if raw["status"] not in STATUSES:
+        raise SnapshotError(f"{where}.status is not one of {', '.join(sorted(STATUSES))}")
+    _iteration(raw["iteration"], f"{where}.iteration", 0, max_t)
+    if raw["checkpoint_iteration"] is not None:
+        _iteration(raw["checkpoint_iteration"], f"{where}.checkpoint_iteration", 1, max_t)
+    metrics = raw["metrics"]
+    if not isinstance(metrics, dict) or not set(metrics) <= METRICS:
+        raise SnapshotError(f"{where}.metrics is not an object of {', '.join(sorted(METRICS))}")
+    for name, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SnapshotError(f"{where}.metrics.{name} is not a number")
+    if raw["error"] is not None and not (isinstance(raw["error"], str) and len(raw["error"]) <= MAX_ERROR):
+        raise SnapshotError(f"{where}.error is not a string of at most {MAX_ERROR} characters")
+    sha = raw["weights_sha256"]
+    if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+        raise SnapshotError(f"{where}.weights_sha256 is not a sha256 in hex")
+    return TrialRecord(**{**raw, "metrics": {k: float(v) for k, v in metrics.items()}})
+
+
+def _iteration(value: Any, where: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SnapshotError(f"{where} is not an integer in [{low}, {high}]")
+
+
+def _checkpoints(members: dict[str, bytes], trials: dict[str, TrialRecord]) -> dict[str, dict[str, bytes]]:
+    out: dict[str, dict[str, bytes]] = {}
+    for name, data in members.items():
+        match = _MEMBER.fullmatch(name)
+        assert match is not None  # _members let only these through
+        out.setdefault(match.group(1), {})[match.group(2)] = data
+    for trial_id, parts in out.items():
+        record = trials.get(trial_id)
+        if record is None or record.checkpoint_iteration is None:
+            raise SnapshotError(f"experiment.tar has a checkpoint for {trial_id}, which its records say has none")
+        if set(parts) != set(CHECKPOINT_FILES):
+            wanted = ", ".join(CHECKPOINT_FILES)
+            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} lacks some of {wanted}")
+    for record in trials.values():
+        if record.status != TERMINATED and record.checkpoint_iteration is not None and record.trial_id not in out:
+            raise SnapshotError(f"{STATE} says {record.trial_id} has a checkpoint, and experiment.tar has none")
+    return out
+
+
+def _rungs(raw: Any, expected: list[int] | None, ids: set[str]) -> dict[str, dict[str, float]] | None:
+    if expected is None:
+        if raw is not None:
+            raise SnapshotError(f"{STATE} has ASHA rungs, and the run's search is not ASHA")
+        return None
+    if not isinstance(raw, dict) or set(raw) != {str(r) for r in expected}:
+        raise SnapshotError(f"{STATE}: rungs are not the run's ({', '.join(map(str, expected)) or 'none'})")
+    out: dict[str, dict[str, float]] = {}
+    for rung, values in raw.items():
+        if not isinstance(values, dict) or not set(values) <= ids:
+            raise SnapshotError(f"{STATE}: rung {rung} names trials the snapshot does not have")
+        for value in values.values():
+            if isinstance(value, bool) or not isinstance(value, int | float) or math.isinf(value):
+                raise SnapshotError(f"{STATE}: rung {rung} holds a value that is not a number")
+        out[rung] = {k: float(v) for k, v in values.items()}
+    return out
+
+
+@dataclass
+class ResumePlan:
+    """What a resumed search does with each trial of its snapshot."""
+
+    # Indexes (hpo.sample_configs) of the trials this attempt runs, ascending.
+    run: list[int]
+    # Finished trials carried as they are: not run again, in the result as recorded.
+    carried: list[TrialRecord]
+    # trial_id -> the record to go on from (its checkpoint in ``checkpoints``, if any).
+    restored: dict[str, TrialRecord]
+    checkpoints: dict[str, dict[str, bytes]]
+
+
+def resume_plan(
+    snapshot: SearchSnapshot | None, num_trials: int, resume_errored: bool, restart_errored: bool
+) -> ResumePlan:
+    """Finished trials stay finished; an errored one goes on from its checkpoint
+    (``resume_errored``), starts over (``restart_errored``) or stays errored; every other
+    trial, started or not, goes on from its newest checkpoint or starts."""
+    if snapshot is None:
+        return ResumePlan(list(range(num_trials)), [], {}, {})
+    records = {t.trial_id: t for t in snapshot.trials}
+    run: list[int] = []
+    carried: list[TrialRecord] = []
+    restored: dict[str, TrialRecord] = {}
+    checkpoints: dict[str, dict[str, bytes]] = {}
+    for index in range(num_trials):
+        record = records.get(trial_key(index))
+        if record is None:
+            run.append(index)
+            continue
+        if record.status == TERMINATED or (record.status == ERROR and not (resume_errored or restart_errored)):
+            carried.append(record)
+            continue
+        run.append(index)
+        if record.status == ERROR and restart_errored:
+            continue
+        restored[record.trial_id] = record
+        if record.trial_id in snapshot.checkpoints:
+            checkpoints[record.trial_id] = snapshot.checkpoints[record.trial_id]
+    return ResumePlan(run, carried, restored, checkpoints)
+
+
+def rungs_from(snapshot: SearchSnapshot | None, asha: AshaRungs) -> AshaRungs:
+    if snapshot is not None and snapshot.rungs is not None:
+        asha.load(snapshot.rungs)
+    return asha

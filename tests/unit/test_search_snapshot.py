@@ -1,0 +1,193 @@
+"""A search snapshot is plain data: packed, read back and checked against the run's search,
+and what a resumed search does with each of its trials."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from dataclasses import replace
+
+import pytest
+
+from orchestrator.hpo import TrialRecord, asha_rungs, sample_configs, trial_key
+from orchestrator.runtime.search_snapshot import (
+    SearchSnapshot,
+    SnapshotError,
+    pack,
+    resume_plan,
+    unpack,
+)
+
+pytestmark = pytest.mark.unit
+SPACE = {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128"}
+CONFIGS = sample_configs(SPACE, 4, seed=0)
+RUNGS = asha_rungs(6, 2, 2)
+CKPT = {"model.pt": b"m", "optimizer.pt": b"o", "state.pt": b"s"}
+
+
+def record(i: int, status: str, iteration: int = 0, checkpoint: int | None = None) -> TrialRecord:
+    return TrialRecord(
+        trial_key(i),
+        status,
+        iteration=iteration,
+        config=dict(CONFIGS[i]),
+        metrics={"accuracy": 0.5 + i / 10, "eval_loss": 1.0} if iteration else {},
+        checkpoint_iteration=checkpoint,
+        weights_sha256="ab" * 32 if iteration else None,
+    )
+
+
+def snapshot() -> SearchSnapshot:
+    return SearchSnapshot(
+        trials=[
+            record(0, "TERMINATED", 6, 6),
+            record(1, "TERMINATED", 2, 2),
+            record(2, "RUNNING", 4, 3),
+            record(3, "ERROR", 1, 1),
+        ],
+        rungs={"2": {trial_key(0): 0.9, trial_key(1): 0.4, trial_key(2): 0.8}, "4": {trial_key(0): 0.95}},
+        checkpoints={trial_key(2): CKPT, trial_key(3): CKPT},
+    )
+
+
+def tar(files: dict[str, bytes], kind: bytes = tarfile.REGTYPE) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.type = len(data), kind
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def members(data: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        return {m.name: t.extractfile(m).read() for m in t}  # type: ignore[union-attr]
+
+
+def test_a_snapshot_reads_back_as_it_was_packed() -> None:
+    snap = snapshot()
+    data = pack(snap)
+    assert sorted(members(data)) == [
+        "search.json",
+        *(f"trials/{t}/{f}" for t in (trial_key(2), trial_key(3)) for f in ("model.pt", "optimizer.pt", "state.pt")),
+    ]
+    assert unpack(data, CONFIGS, 6, RUNGS) == snap
+    fifo = replace(snap, rungs=None)
+    assert unpack(pack(fifo), CONFIGS, 6, None) == fifo
+
+
+def _state(**change: object) -> bytes:
+    files = members(pack(snapshot()))
+    state = json.loads(files["search.json"])
+    for path, value in change.items():
+        target = state
+        *parents, last = path.split("__")
+        for p in parents:
+            target = target[int(p)] if isinstance(target, list) else target[p]
+        if value is KeyError:
+            del target[last]
+        elif isinstance(target, list):
+            target[int(last)] = value
+        else:
+            target[last] = value
+    files["search.json"] = json.dumps(state).encode()
+    return tar(files)
+
+
+def _without(name: str) -> bytes:
+    return tar({k: v for k, v in members(pack(snapshot())).items() if k != name})
+
+
+def _with(name: str, data: bytes = b"x") -> bytes:
+    return tar({**members(pack(snapshot())), name: data})
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", "not a tar archive"),
+        (b"\x00" * 700, "no search.json"),
+        (b"plain text, not a tar" * 40, "not a tar archive"),
+        (_without("search.json"), "no search.json"),
+        (_with("search/tuner.pkl"), "never has"),
+        (_with("trials/trial_00002/extra.pkl"), "never has"),
+        (_with("../escape"), "never has"),
+        (_with("/etc/passwd"), "never has"),
+        (tar({"search.json": b"{}", "trials/trial_00002/model.pt": b""}, tarfile.SYMTYPE), "not a plain file"),
+        (tar({"search.json": b"\xff\xfe"}), "not JSON"),
+        (tar({"search.json": b"[]"}), "exactly format, trials and rungs"),
+        (_state(format="tune/2"), "format"),
+        (_state(trials={}), "not a list"),
+        (_state(trials__0=[1, 2]), "not a trial record"),
+        (_state(trials__0__extra=1), "not a trial record"),
+        (_state(trials__0__status=KeyError), "not a trial record"),
+        (_state(trials__0__trial_id="trial_00009"), "not one of this search's 4 trials"),
+        (_state(trials__0__trial_id="../../x"), "not one of this search's 4 trials"),
+        (_state(trials__1=record(0, "TERMINATED", 6, 6).to_json()), "names a trial twice"),
+        (_state(trials__0__config={"lr": 9.0, "hidden_size": 32}), "differs from the values"),
+        (_state(trials__0__status="EVIL"), "status"),
+        (_state(trials__0__iteration=7), "iteration is not an integer in [0, 6]"),
+        (_state(trials__0__iteration=True), "iteration"),
+        (_state(trials__0__checkpoint_iteration=0), "checkpoint_iteration"),
+        (_state(trials__0__metrics={"loss": 1.0}), "metrics"),
+        (_state(trials__0__metrics={"accuracy": "1"}), "metrics.accuracy"),
+        (_state(trials__0__error=["x"]), "error"),
+        (_state(trials__0__error="e" * 2001), "error"),
+        (_state(trials__0__weights_sha256="not hex"), "weights_sha256"),
+        (_state(trials__2__checkpoint_iteration=None), "records say has none"),
+        (_without("trials/trial_00002/state.pt"), "lacks some of"),
+        (_state(trials__3__checkpoint_iteration=None), "records say has none"),
+        (_without("trials/trial_00003/model.pt"), "lacks some of"),
+        (_state(rungs={"2": {}}), "rungs are not the run's"),
+        (_state(rungs=None), "rungs are not the run's"),
+        (_state(rungs__2={"trial_00009": 0.5}), "names trials the snapshot does not have"),
+        (_state(rungs__2={trial_key(0): "high"}), "not a number"),
+        (_state(rungs__2={trial_key(0): 1e999}), "not a number"),
+    ],
+)
+def test_a_snapshot_that_is_not_this_searchs_is_refused_in_one_line(data: bytes, words: str) -> None:
+    with pytest.raises(SnapshotError) as err:
+        unpack(data, CONFIGS, 6, RUNGS)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_checkpoint_missing_for_a_trial_that_may_run_is_refused() -> None:
+    files = members(pack(snapshot()))
+    for name in [n for n in files if n.startswith("trials/trial_00002/")]:
+        del files[name]
+    with pytest.raises(SnapshotError, match=r"trial_00002 has a checkpoint, and experiment\.tar has none"):
+        unpack(tar(files), CONFIGS, 6, RUNGS)
+
+
+def test_rungs_in_a_fifo_search_are_refused() -> None:
+    with pytest.raises(SnapshotError, match="not ASHA"):
+        unpack(pack(snapshot()), CONFIGS, 6, None)
+
+
+# --- what a resumed search does with each trial --------------------------------------------
+
+
+def test_finished_trials_stay_finished_and_the_rest_go_on_from_their_checkpoints() -> None:
+    plan = resume_plan(snapshot(), 4, resume_errored=True, restart_errored=False)
+    assert plan.run == [2, 3]
+    assert [t.trial_id for t in plan.carried] == [trial_key(0), trial_key(1)]
+    assert sorted(plan.restored) == [trial_key(2), trial_key(3)]
+    assert sorted(plan.checkpoints) == [trial_key(2), trial_key(3)]
+
+
+def test_errored_trials_restart_or_stay_errored_as_configured() -> None:
+    restart = resume_plan(snapshot(), 4, resume_errored=False, restart_errored=True)
+    assert restart.run == [2, 3] and trial_key(3) not in restart.checkpoints and trial_key(3) not in restart.restored
+    stay = resume_plan(snapshot(), 4, resume_errored=False, restart_errored=False)
+    assert stay.run == [2] and [t.trial_id for t in stay.carried] == [trial_key(0), trial_key(1), trial_key(3)]
+
+
+def test_trials_the_snapshot_never_saw_start_and_no_snapshot_runs_them_all() -> None:
+    snap = snapshot()
+    snap.trials = snap.trials[:2]
+    snap.checkpoints = {}
+    assert resume_plan(snap, 4, True, False).run == [2, 3]
+    fresh = resume_plan(None, 4, True, False)
+    assert fresh.run == [0, 1, 2, 3] and not fresh.carried and not fresh.checkpoints
