@@ -33,7 +33,7 @@ from recovery.fencing import Lineage, first_generation, scan_fences
 from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
-from recovery.signing import derive_run_key, load_or_create_secret
+from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError
 
 
@@ -67,6 +67,10 @@ class Controller:
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         secret, self.secret_created = load_or_create_secret(self.run_dir)
         self.run_key = derive_run_key(secret, run_id)
+        # Remote clusters' Ray tokens come from the secret too, so a resumed controller has them.
+        use_token_key = getattr(provider, "use_token_key", None)
+        if callable(use_token_key):
+            use_token_key(derive_token_key(secret, run_id))
         self.control = ControlChannel(
             control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options, on_invalid=self._on_control_invalid
         )

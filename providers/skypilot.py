@@ -36,6 +36,7 @@ from providers.base import (
     RuntimeProcess,
 )
 from recovery.fsio import write_private
+from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
     from orchestrator.config import RegionConfig
@@ -443,6 +444,18 @@ class SkyPilotProvider:
         self._pollers: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}
+        self._token_key: bytes | None = None
+
+    def use_token_key(self, token_key: bytes) -> None:
+        """Derive each cluster's Ray token from the run's secret (recovery/signing.py), so a
+        controller resumed after a crash has the token of every cluster it finds again."""
+        self._token_key = token_key
+
+    def _token(self, cluster_name: str) -> str | None:
+        token = self._tokens.get(cluster_name)
+        if token is None and self._token_key is not None:
+            token = cluster_token(self._token_key, cluster_name)
+        return token
 
     # -- the one place SDK calls are retried --------------------------------------------
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
@@ -526,9 +539,9 @@ class SkyPilotProvider:
             raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, "not a region of this cloud config")
         sky = _sky()
         # The cluster's Ray token: to its nodes as a SkyPilot secret, to the runtime over
-        # ssh's stdin; held in this process only (a cluster found again after a crash of
-        # the controller has none here: its runtime cannot connect, and the run fails over).
-        token = token_hex(32)
+        # ssh's stdin. Derived from the run's secret when the controller gave its key (a
+        # resumed controller derives it again); random otherwise (held in this process only).
+        token = self._token(cluster_name) or token_hex(32)
         config, secrets = self.task_for(region.name, cluster_name, {**(env or {}), RAY_TOKEN_ENV: token})
         self._tokens[cluster_name] = token
         sky_name = config["name"]
@@ -695,7 +708,7 @@ class SkyPilotProvider:
         interpreter) is replaced, and the spec (``argv[-1]``) goes over stdin, so the node
         needs no view of this machine's files (the control channel and stores excepted)."""
         spec_path = argv[-1]
-        token = self._tokens.get(cluster.name)
+        token = self._token(cluster.name)
         if token is not None:
             env = {**env, RAY_TOKEN_ENV: token}
         remote_spec = f"{cluster.info['node_dir']}/spec-{os.getpid()}-{int(time.time() * 1000)}.json"

@@ -16,7 +16,11 @@ The key chain, kept short on purpose:
   run_id)``, what signs and checks manifests. Attempts get the key, never the secret,
   in their driver's environment (``ORCHESTRATOR_RUN_KEY``, hex; see
   orchestrator/runtime/runkey.py), so a leak from a node exposes this run's
-  checkpoints and nothing else the secret may come to protect.
+  checkpoints and nothing else the secret may come to protect;
+- the run's **cluster token key**: ``HMAC-SHA256(secret, "orchestrator ray token v1\0" +
+  run_id)``, from which a provider derives each remote cluster's Ray token
+  (``cluster_token``), so that a controller resumed after a crash can talk to the
+  clusters it finds again. It stays in the controller's process.
 
 Restore, replication and retention trust a manifest only when its signature verifies
 (``hmac.compare_digest``); a missing or wrong one is treated like a checkpoint whose
@@ -38,6 +42,7 @@ from recovery.manifest import Manifest, Verdict
 SECRET_FILE = "run.secret"
 SECRET_BYTES = 32
 _KEY_LABEL = b"orchestrator checkpoint manifest v1\0"
+_TOKEN_LABEL = b"orchestrator ray token v1\0"
 
 UNSIGNED = "unsigned: not written by this run (or written before checkpoints were signed)"
 FORGED = "signature does not verify: not written by this run"
@@ -50,6 +55,15 @@ class SigningError(RuntimeError):
 
 def derive_run_key(secret: bytes, run_id: str) -> bytes:
     return hmac.new(secret, _KEY_LABEL + run_id.encode(), hashlib.sha256).digest()
+
+
+def derive_token_key(secret: bytes, run_id: str) -> bytes:
+    return hmac.new(secret, _TOKEN_LABEL + run_id.encode(), hashlib.sha256).digest()
+
+
+def cluster_token(token_key: bytes, cluster_name: str) -> str:
+    """The Ray token of the cluster named ``cluster_name`` (names are unique per attempt)."""
+    return hmac.new(token_key, cluster_name.encode(), hashlib.sha256).hexdigest()
 
 
 def signature_of(manifest: Manifest, key: bytes) -> str:

@@ -263,6 +263,29 @@ def test_each_cluster_gets_a_ray_token_of_its_own_as_a_secret(monkeypatch: pytes
     assert first.name not in provider._tokens
 
 
+def test_a_resumed_controller_derives_the_token_of_a_cluster_it_finds_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tokens from the run's secret: the same cluster, the same token in a new controller
+    process; another cluster or another run's secret, another token."""
+    pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
+    from recovery.signing import derive_token_key
+
+    regions = compose(["cloud=aws"]).cloud.regions
+    first = SkyPilotProvider(regions, out=io.StringIO())
+    first.use_token_key(derive_token_key(b"s" * 32, "run"))
+    handle = _launched(first, monkeypatch)
+    token = first._tokens[handle.name]
+    resumed = SkyPilotProvider(regions, out=io.StringIO())
+    assert resumed._token(handle.name) is None  # no key: nothing to derive
+    resumed.use_token_key(derive_token_key(b"s" * 32, "run"))
+    assert resumed._token(handle.name) == token and len(token) == 64
+    assert resumed._token("run-us-east-1-g2") != token
+    other = SkyPilotProvider(regions, out=io.StringIO())
+    other.use_token_key(derive_token_key(b"t" * 32, "run"))
+    assert other._token(handle.name) != token
+
+
 def test_a_cluster_without_code_dir_starts_the_runtime_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -341,7 +341,7 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
             self.stdin = stdin
 
     provider = SkyPilotProvider.__new__(SkyPilotProvider)
-    provider._tokens = {}
+    provider._tokens, provider._token_key = {}, None
     monkeypatch.setattr(SkyPilotProvider, "_record", lambda self, c: None)
     monkeypatch.setattr(SkyPilotProvider, "_watch", lambda self, c: None)
     monkeypatch.setattr(SkyPilotProvider, "_ssh_argv", lambda self, c, command: ["ssh", command])
