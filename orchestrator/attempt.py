@@ -37,6 +37,7 @@ _PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
     ProvisionErrorKind.PRECHECK: FailureKind.PRECHECK,
     ProvisionErrorKind.TRANSIENT: FailureKind.PROVISION_ERROR,
+    ProvisionErrorKind.TIMEOUT: FailureKind.PROVISION_TIMEOUT,
 }
 
 
@@ -101,7 +102,9 @@ class AttemptRunner:
         spec_r = ctl.cfg.cloud.regions[region]
         t0 = time.time()
         try:
-            # Transient errors are retried here and only here; others go to the policy.
+            # Transient errors are retried here and only here; others go to the policy. A
+            # timeout is not transient: the region had recovery.provision_timeout_s, and
+            # retrying it would keep the run there for a multiple of that before failing over.
             for retry in range(PROVISION_RETRIES + 1):
                 try:
                     cluster = ctl.provider.launch(

@@ -620,7 +620,7 @@ class SkyPilotProvider:
         if t.is_alive():
             cancel()
             raise ProvisionError(
-                ProvisionErrorKind.TRANSIENT,
+                ProvisionErrorKind.TIMEOUT,
                 region,
                 f"not up after {timeout_s:g}s (recovery.provision_timeout_s); launch cancelled",
             )
@@ -629,13 +629,16 @@ class SkyPilotProvider:
 
     def _wait_ready(self, handle: ClusterHandle, timeout_s: float) -> None:
         ready = f"{handle.info['node_dir']}/ray-ready"
-        deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
+        wait_s = min(timeout_s, READY_TIMEOUT_S)
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             probe = self._ssh(handle, self._remote(handle, f"test -f {ready}"), check=False, timeout_s=30)
             if probe.returncode == 0:
                 return
             time.sleep(1.0)
-        raise ProvisionError(ProvisionErrorKind.TRANSIENT, handle.region, "Ray did not start on the head in time")
+        raise ProvisionError(
+            ProvisionErrorKind.TIMEOUT, handle.region, f"Ray did not start on the head within {wait_s:g}s"
+        )
 
     # -- ssh to the head ------------------------------------------------------------------
     def _remote(self, handle: ClusterHandle, command: str) -> str:
