@@ -23,6 +23,7 @@ from orchestrator.watch import AttemptWatch
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from recovery.detection import Failure, FailureKind
 from recovery.replication import ReplicationError, replicate, sync_newest
+from recovery.retry import Backoff, retrying
 from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
@@ -105,22 +106,20 @@ class AttemptRunner:
             # Transient errors are retried here and only here; others go to the policy. A
             # timeout is not transient: the region had recovery.provision_timeout_s, and
             # retrying it would keep the run there for a multiple of that before failing over.
-            for retry in range(PROVISION_RETRIES + 1):
-                try:
-                    cluster = ctl.provider.launch(
-                        RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
-                        ctl.cluster_name(region, gen),
-                        ctl.cfg.recovery.provision_timeout_s,
-                        env=TRAIN_ENV,
-                    )
-                    break
-                except ProvisionError as exc:
-                    if exc.kind is not ProvisionErrorKind.TRANSIENT or retry == PROVISION_RETRIES:
-                        raise
-                    ctl.journal.append(
-                        "provision_retry", region=region, error=str(exc)[:500], retry=retry + 1, purpose=purpose
-                    )
-                    time.sleep(PROVISION_BACKOFF_S * 2**retry)
+            cluster = retrying(
+                lambda: ctl.provider.launch(
+                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
+                    ctl.cluster_name(region, gen),
+                    ctl.cfg.recovery.provision_timeout_s,
+                    env=TRAIN_ENV,
+                ),
+                attempts=PROVISION_RETRIES + 1,
+                backoff=Backoff(PROVISION_BACKOFF_S),
+                retryable=lambda exc: isinstance(exc, ProvisionError) and exc.kind is ProvisionErrorKind.TRANSIENT,
+                on_retry=lambda n, exc, _delay: ctl.journal.append(
+                    "provision_retry", region=region, error=str(exc)[:500], retry=n, purpose=purpose
+                ),
+            )
         except ProvisionError as exc:
             ctl.journal.append(
                 "provision_failed",

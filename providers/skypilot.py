@@ -36,6 +36,7 @@ from providers.base import (
     RuntimeProcess,
 )
 from recovery.fsio import write_private
+from recovery.retry import Backoff, Deadline, retrying
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
@@ -459,26 +460,28 @@ class SkyPilotProvider:
 
     # -- the one place SDK calls are retried --------------------------------------------
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
-        delay = SDK_BACKOFF_S
-        for attempt in range(1, SDK_ATTEMPTS + 1):
+        def guarded() -> T:
             # SkyPilot's print_exception_no_traceback sets sys.tracebacklimit to 0 and never
             # restores it when an exception passes: every later traceback in this process
             # (the controller's, a user's) would shrink to its last line.
             limit = getattr(sys, "tracebacklimit", None)
             try:
                 return call()
-            except Exception as exc:
-                if attempt == SDK_ATTEMPTS or not _retryable(exc):
-                    raise
-                self._say(f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s")
-                time.sleep(delay)
-                delay *= 2
             finally:
                 if limit is None:
                     sys.__dict__.pop("tracebacklimit", None)
                 else:
                     sys.tracebacklimit = limit
-        raise AssertionError("unreachable")
+
+        return retrying(
+            guarded,
+            attempts=SDK_ATTEMPTS,
+            backoff=Backoff(SDK_BACKOFF_S),
+            retryable=_retryable,
+            on_retry=lambda _n, exc, delay: self._say(
+                f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s"
+            ),
+        )
 
     def _say(self, line: str) -> None:
         print(f"skypilot: {line}", file=self.out, flush=True)
@@ -630,8 +633,8 @@ class SkyPilotProvider:
     def _wait_ready(self, handle: ClusterHandle, timeout_s: float) -> None:
         ready = f"{handle.info['node_dir']}/ray-ready"
         wait_s = min(timeout_s, READY_TIMEOUT_S)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+        deadline = Deadline(wait_s)
+        while not deadline.expired:
             probe = self._ssh(handle, self._remote(handle, f"test -f {ready}"), check=False, timeout_s=30)
             if probe.returncode == 0:
                 return
