@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.chaos import FaultInjector, Injected
+from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.cleanup import run_all
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident

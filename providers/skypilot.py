@@ -40,7 +40,7 @@ from recovery.retry import Backoff, Deadline, retrying
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
-    from orchestrator.config import RegionConfig
+    from providers.regions import RegionConfig
 
 T = TypeVar("T")
 
@@ -134,7 +134,7 @@ def _sky() -> Any:
 
 def validate_region(name: str, rc: RegionConfig) -> None:
     """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key."""
-    from orchestrator.config import ConfigError
+    from orchestrator.errors import ConfigError
 
     key = f"cloud.regions.{name}"
     prefix = rc.infra.split("/", 1)[0].lower()

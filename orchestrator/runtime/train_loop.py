@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from orchestrator.chaos.triggers import due_at_step
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.spec import RuntimeSpec
@@ -32,7 +33,6 @@ from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_
     is_infra_error,
     run_worker,
 )
-from orchestrator.triggers import due_at_step
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
 

@@ -45,6 +45,7 @@ import torch
 from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from orchestrator.chaos.triggers import exhausted, in_region
 from orchestrator.hpo import (
     ERROR,
     TERMINATED,
@@ -75,7 +76,6 @@ from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import restore_rule, spec_stores
-from orchestrator.triggers import exhausted, in_region
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
 from recovery.manifest import Manifest

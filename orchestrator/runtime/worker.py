@@ -21,15 +21,15 @@ from typing import Any
 
 import torch
 
+from orchestrator.chaos.triggers import due_during, exhausted, in_region
 from orchestrator.runtime import runkey
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.spec import RuntimeSpec
-from orchestrator.triggers import due_during, exhausted, in_region
-from recovery.fencing import Admits, FencedError, Lineage, Narrowed, scan_fences
+from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, scan_fences
 
 PROGRESS_EVERY_S = 0.5
 CHAOS_WAIT_S = 60.0

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
-from recovery.fencing import FENCE_NAME, FencedError, Lineage, fence_path, read_fence, scan_fences
+from recovery.fencing import FENCE_NAME, FencedError, Lineage
 from recovery.fsio import write_bytes
 from recovery.manifest import Manifest
-from recovery.store import CheckpointStore, StoreError
+from recovery.store import CheckpointStore, StoreError, fence_path, read_fence, scan_fences
 from tests.unit.conftest import TEST_KEY
 
 RUN = "fwd-run"

@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.chaos import FaultInjector, victim_problem
+from orchestrator.chaos.injector import FaultInjector, victim_problem
 from orchestrator.journal import Journal, event_problem, read_events, runtime_type
 from orchestrator.replay import replay
 from orchestrator.runtime import wire
