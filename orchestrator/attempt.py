@@ -15,11 +15,11 @@ from orchestrator.cleanup import run_all
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_type
-from orchestrator.runtime import runkey
-from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
 from orchestrator.watch import AttemptWatch
+from orchestrator.wire import runkey
+from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from recovery.detection import Failure, FailureKind
 from recovery.replication import ReplicationError, replicate, sync_newest
@@ -316,7 +316,7 @@ class AttemptRunner:
         proc = ctl.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
-            # The run's key: in the driver's environment only (orchestrator/runtime/runkey.py).
+            # The run's key: in the driver's environment only (orchestrator/wire/runkey.py).
             env=runkey.to_env(ctl.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )

@@ -24,9 +24,9 @@ from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
 from orchestrator.rundir import make_control_dir, make_run_dir
-from orchestrator.runtime.control import ControlChannel, Invalid, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
+from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from providers.base import Provider
 from recovery.detection import Failure
 from recovery.fencing import Lineage, first_generation

@@ -15,7 +15,7 @@ import psutil
 
 from orchestrator.incidents import Incident
 from orchestrator.replay import Replayed
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
 
 if TYPE_CHECKING:

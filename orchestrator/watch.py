@@ -15,7 +15,7 @@ from orchestrator.chaos.kinds import REGION_FAULTS
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_kind, runtime_type
 from orchestrator.report import append_loss
-from orchestrator.runtime.wire import Event
+from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
 

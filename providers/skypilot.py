@@ -261,7 +261,7 @@ def task_config(
 def stdin_env(env: dict[str, str]) -> dict[str, str]:
     """The runtime's environment entries that must not travel on a command line: the
     run's key and anything named like a credential. A value is one line (hex for the key)."""
-    from orchestrator.runtime.runkey import ENV as RUN_KEY_ENV
+    from orchestrator.wire.runkey import ENV as RUN_KEY_ENV
 
     hidden = {k: v for k, v in env.items() if k == RUN_KEY_ENV or SECRET_ENV.search(k)}
     for k, v in hidden.items():

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from orchestrator.chaos.triggers import exhausted, in_region
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 
 WAIT_S = 60.0
 POLL_S = 0.05

@@ -58,9 +58,8 @@ from orchestrator.hpo import (
     search_step,
     trial_key,
 )
-from orchestrator.runtime import rendezvous, runkey
+from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer
-from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.search_snapshot import (
     CHECKPOINT_FILES,
     ResumePlan,
@@ -71,10 +70,12 @@ from orchestrator.runtime.search_snapshot import (
     rungs_from,
     unpack,
 )
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import restore_rule, spec_stores
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
 from recovery.manifest import Manifest

@@ -22,10 +22,11 @@ from typing import Any
 import torch
 
 from orchestrator.chaos.triggers import due_during
-from orchestrator.runtime import rendezvous, runkey
+from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest

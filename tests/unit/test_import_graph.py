@@ -1,5 +1,6 @@
-"""The product's modules import each other without a circle, and the runtime (code that
-runs on the clusters) imports nothing of the controller's side.
+"""The product's modules import each other without a circle; the runtime (code that runs
+on the clusters) imports nothing of the controller's side, the controller's side nothing
+of the runtime, and the wire between them (orchestrator/wire/) nothing of either.
 
 Read from the sources (every import: at module level, inside functions and under
 TYPE_CHECKING), because a circle held together by late imports still ties the
@@ -38,6 +39,7 @@ KNOWN = frozenset(
 # trains, the search's pure parts and the chaos triggers it meets at a step.
 RUNTIME_MAY_IMPORT = (
     "orchestrator.runtime",
+    "orchestrator.wire",
     "orchestrator.workloads",
     "orchestrator.hpo",
     "orchestrator.errors",
@@ -151,3 +153,28 @@ def test_runtime_code_imports_nothing_of_the_controllers_side() -> None:
         f"{seen[m]} -> {m}" for m in seen if m.startswith("orchestrator") and not m.startswith(RUNTIME_MAY_IMPORT)
     )
     assert not outside, f"runtime code reaches the controller's side: {outside}"
+
+
+def test_the_controllers_side_imports_no_runtime_code() -> None:
+    graph = import_graph()
+    reaching = sorted(
+        f"{m} -> {dep}"
+        for m, deps in graph.items()
+        if not m.startswith(("orchestrator.runtime", "orchestrator.workloads"))
+        for dep in deps
+        if dep.startswith("orchestrator.runtime")
+    )
+    assert not reaching, f"the controller's side imports runtime code: {reaching}"
+
+
+def test_the_wire_imports_nothing_of_either_side() -> None:
+    graph = import_graph()
+    wire = [m for m in graph if m.startswith("orchestrator.wire")]
+    assert {"orchestrator.wire.spec", "orchestrator.wire.control", "orchestrator.wire.schema"} <= set(wire)
+    outside = sorted(
+        f"{m} -> {dep}"
+        for m in wire
+        for dep in graph[m]
+        if dep.startswith("orchestrator") and not dep.startswith("orchestrator.wire")
+    )
+    assert not outside, f"the wire imports from a side: {outside}"

@@ -13,7 +13,7 @@ import pytest
 import orchestrator.attempt as attempt
 from orchestrator.compose import compose
 from orchestrator.journal import Journal
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import Failure, FailureKind
 from recovery.policy import Action, Budgets, History, decide

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runtime import rendezvous
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 
 pytestmark = pytest.mark.unit
 FAULT = {"kind": "kill_region", "at_step": 7, "region": "a", "repeat": 2}
