@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.chaos.injector import FaultInjector, Injected
-from orchestrator.cleanup import run_all
+from orchestrator.cleanup import run_all, tear_down
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_type
@@ -229,9 +229,7 @@ class AttemptRunner:
             t.start()
             self._sweepers.append(t)
             return
-        t0 = time.time()
-        self.ctl.provider.teardown(cluster)
-        self.ctl.journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3))
+        tear_down(self.ctl.provider, self.ctl.journal, cluster)
 
     def _prepare_restore(self, region: str) -> int:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
