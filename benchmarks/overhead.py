@@ -62,7 +62,7 @@ def bare_run(steps: int) -> float:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from orchestrator.runtime.spec import TRAIN_ENV
+    from orchestrator.wire.spec import TRAIN_ENV
     from providers.base import RegionSpec
     from providers.local import LocalProvider
 

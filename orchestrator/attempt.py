@@ -10,19 +10,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.chaos import FaultInjector, Injected
-from orchestrator.cleanup import run_all
+from orchestrator.chaos.injector import FaultInjector, Injected
+from orchestrator.cleanup import run_all, tear_down
 from orchestrator.config import Config, to_plain
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_type
-from orchestrator.runtime import runkey
-from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
 from orchestrator.standby import Warm
 from orchestrator.states import RunState
 from orchestrator.watch import AttemptWatch
+from orchestrator.wire import runkey
+from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from recovery.detection import Failure, FailureKind
 from recovery.replication import ReplicationError, replicate, sync_newest
+from recovery.retry import Backoff, retrying
 from recovery.store import CheckpointStore, StoreError
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ _PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
     ProvisionErrorKind.PRECHECK: FailureKind.PRECHECK,
     ProvisionErrorKind.TRANSIENT: FailureKind.PROVISION_ERROR,
+    ProvisionErrorKind.TIMEOUT: FailureKind.PROVISION_TIMEOUT,
 }
 
 
@@ -101,23 +103,23 @@ class AttemptRunner:
         spec_r = ctl.cfg.cloud.regions[region]
         t0 = time.time()
         try:
-            # Transient errors are retried here and only here; others go to the policy.
-            for retry in range(PROVISION_RETRIES + 1):
-                try:
-                    cluster = ctl.provider.launch(
-                        RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
-                        ctl.cluster_name(region, gen),
-                        ctl.cfg.recovery.provision_timeout_s,
-                        env=TRAIN_ENV,
-                    )
-                    break
-                except ProvisionError as exc:
-                    if exc.kind is not ProvisionErrorKind.TRANSIENT or retry == PROVISION_RETRIES:
-                        raise
-                    ctl.journal.append(
-                        "provision_retry", region=region, error=str(exc)[:500], retry=retry + 1, purpose=purpose
-                    )
-                    time.sleep(PROVISION_BACKOFF_S * 2**retry)
+            # Transient errors are retried here and only here; others go to the policy. A
+            # timeout is not transient: the region had recovery.provision_timeout_s, and
+            # retrying it would keep the run there for a multiple of that before failing over.
+            cluster = retrying(
+                lambda: ctl.provider.launch(
+                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
+                    ctl.cluster_name(region, gen),
+                    ctl.cfg.recovery.provision_timeout_s,
+                    env=TRAIN_ENV,
+                ),
+                attempts=PROVISION_RETRIES + 1,
+                backoff=Backoff(PROVISION_BACKOFF_S),
+                retryable=lambda exc: isinstance(exc, ProvisionError) and exc.kind is ProvisionErrorKind.TRANSIENT,
+                on_retry=lambda n, exc, _delay: ctl.journal.append(
+                    "provision_retry", region=region, error=str(exc)[:500], retry=n, purpose=purpose
+                ),
+            )
         except ProvisionError as exc:
             ctl.journal.append(
                 "provision_failed",
@@ -227,9 +229,7 @@ class AttemptRunner:
             t.start()
             self._sweepers.append(t)
             return
-        t0 = time.time()
-        self.ctl.provider.teardown(cluster)
-        self.ctl.journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3))
+        tear_down(self.ctl.provider, self.ctl.journal, cluster)
 
     def _prepare_restore(self, region: str) -> int:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
@@ -314,7 +314,7 @@ class AttemptRunner:
         proc = ctl.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
-            # The run's key: in the driver's environment only (orchestrator/runtime/runkey.py).
+            # The run's key: in the driver's environment only (orchestrator/wire/runkey.py).
             env=runkey.to_env(ctl.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )

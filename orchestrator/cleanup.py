@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
+from typing import Any
+
+from providers.base import ClusterHandle, Provider
 
 
 def run_all(steps: Iterable[Callable[[], object]]) -> None:
@@ -18,3 +22,12 @@ def run_all(steps: Iterable[Callable[[], object]]) -> None:
                 first = exc
     if first is not None:
         raise first
+
+
+def tear_down(provider: Provider, journal: Any, cluster: ClusterHandle, **why: object) -> None:
+    """Tear ``cluster`` down and journal it (``teardown``, with how long it took and
+    ``why``): the one way every part of the controller ends a cluster, so that replay
+    and the sweep after a crash see every one of them the same way."""
+    t0 = time.time()
+    provider.teardown(cluster)
+    journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3), **why)

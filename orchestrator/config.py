@@ -13,42 +13,26 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from orchestrator.chaos.kinds import AT_POINT, DURING, FAULT_KINDS, STEP_TRIGGERS, STORAGE_FAULTS
+from orchestrator.chaos.kinds import SEARCH_FAULTS as HPO_FAULTS
+from orchestrator.errors import ConfigError
+from orchestrator.hpo import (
+    MAX_TRIALS,
+    max_search_steps,
+    trial_count,
+    validate_search_space,
+)
 from orchestrator.workloads import JOB_KEY_WORKLOADS
+from providers.regions import RegionConfig
+from providers.registry import check_region
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
 ACTIONS = ("run", "status", "resume", "report", "plan")
-STORAGE_FAULTS = ("storage_outage", "storage_hang", "storage_slow", "torn_checkpoint")
-FAULT_KINDS = (
-    "kill_region",
-    "kill_worker",
-    "kill_head",
-    "hang_region",
-    "partition",
-    "partition_region",
-    "preempt",
-    "controller_crash",
-    "corrupt_checkpoint",
-    "user_error",
-    "disk_full",
-    *STORAGE_FAULTS,
-)
 DATA_LOADERS = ("sharded", "ray_data")
 # auto: bf16 on a GPU that has it, none elsewhere.
 AUTOCAST = ("none", "auto", "bf16", "fp16")
-# A Ray Train function has no step rendezvous with the loop: faults fire by time or at a point.
-STEP_TRIGGERS = ("at_step", "random")
 HPO_SCHEDULERS = ("asha", "fifo")
 HPO_MODES = ("max", "min")
-# A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
-HPO_FAULTS = ("kill_region", "hang_region", "partition_region")
-# What a search space may vary (job keys the trial trainer reads), and how.
-HPO_SEARCHABLE = ("lr", "hidden_size", "batch_size")
-HPO_DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "randint")
-# Where a fault can land besides a step: runtime-side (upload, restore) or controller-side.
-DURING = ("checkpoint_upload", "restore", "provisioning", "failover")
-# What can happen at a controller-side point, where no runtime is training yet.
-_AT_PROVISIONING = ("kill_region", "kill_head", "controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
-_AT_FAILOVER = ("controller_crash", "corrupt_checkpoint", *STORAGE_FAULTS)
 # Names that become folders, file names and cluster names: a run id is at most
 # MAX_RUN_ID characters, and a generated one is the job's name plus 21.
 MAX_RUN_ID = 100
@@ -67,14 +51,6 @@ _CREDENTIAL_CHAINS = (
     "use the standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
     "GOOGLE_APPLICATION_CREDENTIALS for gs://"
 )
-
-
-class ConfigError(Exception):
-    """A value a user gave is not allowed. Carries the key so the message names it."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
 
 
 @dataclass
@@ -126,31 +102,6 @@ class CheckpointConfig:
     keep_last: int = 3
     # Upload in the background while training goes on (false: training waits for each commit).
     async_upload: bool = True
-
-
-@dataclass
-class RegionConfig:
-    store: str = MISSING
-    num_cpus: int = 2
-    # cloud.provider=local: GPUs the region's Ray cluster offers (of this machine's).
-    num_gpus: int = 0
-    # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
-    # op_timeout_s...). Never credentials: those come from the environment.
-    storage_options: dict[str, Any] = field(default_factory=dict)
-    # SkyPilot regions (cloud.provider=skypilot): where and on what; see conf/cloud/aws.yaml.
-    # infra: "aws/us-east-1", "gcp/us-central1", "slurm/<cluster in ~/.slurm/config>", "k8s/<context>".
-    infra: str = ""
-    instance_type: str = ""
-    cpus: str = ""  # SkyPilot's syntax: "4", "4+"
-    memory: str = ""  # GB, "16", "16+"
-    accelerators: str = ""  # "A10G:1"
-    use_spot: bool = False
-    disk_size: int = 0  # GB; 0: SkyPilot's default
-    num_nodes: int = 1
-    # Commands run once on the nodes (install the project), and the Python that runs the
-    # runtime there; empty: the provider's defaults (a venv built from constraints.txt).
-    setup: str = ""
-    python: str = ""
 
 
 @dataclass
@@ -520,10 +471,7 @@ def _validate_cloud(cfg: Config) -> None:
         _validate_options(f"cloud.regions.{name}.storage_options", region.storage_options)
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
         _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
-        if cloud.provider == "skypilot":
-            from providers.skypilot import validate_region
-
-            validate_region(name, region)
+        check_region(cloud.provider, name, region)
     if cloud.control_store is not None:
         _validate_url(
             "cloud.control_store", cloud.control_store, "s3://bucket/control (the controller and the clusters reach it)"
@@ -599,8 +547,6 @@ def _validate_data(data: DataConfig) -> None:
 
 
 def _validate_hpo(cfg: Config) -> None:
-    from orchestrator.hpo import MAX_TRIALS, trial_count, validate_search_space
-
     hpo = cfg.hpo
     if not hpo.enabled:
         return
@@ -640,8 +586,6 @@ def _validate_hpo(cfg: Config) -> None:
 def total_steps(cfg: Config) -> int:
     """The run's last step: job.steps, or for a search its most search steps (see orchestrator/hpo.py)."""
     if cfg.hpo.enabled:
-        from orchestrator.hpo import max_search_steps, trial_count
-
         return max_search_steps(trial_count(cfg.hpo.search_space, cfg.hpo.num_samples), cfg.hpo.max_t)
     return cfg.job.steps
 
@@ -734,7 +678,7 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         return
     if fault.during not in DURING:
         raise ConfigError(f"{key}.during", f"got {fault.during!r}; allowed: {', '.join(DURING)}")
-    allowed = {"provisioning": _AT_PROVISIONING, "failover": _AT_FAILOVER}.get(fault.during)
+    allowed = AT_POINT.get(fault.during)
     if allowed is not None and fault.kind not in allowed:
         raise ConfigError(
             f"{key}.during",

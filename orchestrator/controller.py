@@ -16,25 +16,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.attempt import AttemptOutcome, AttemptRunner
+from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.cleanup import run_all
 from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
-from orchestrator.faultproxy import FaultProxy
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.progress import ProgressLine
 from orchestrator.result import write_result
 from orchestrator.rundir import make_control_dir, make_run_dir
-from orchestrator.runtime.control import ControlChannel, Invalid, run_control_url
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
+from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from providers.base import Provider
 from recovery.detection import Failure
-from recovery.fencing import Lineage, first_generation, scan_fences
+from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
-from recovery.store import CheckpointStore, StoreError
+from recovery.store import CheckpointStore, StoreError, scan_fences
 
 
 @dataclass

@@ -15,7 +15,11 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestrator.config import HPO_DISTRIBUTIONS, HPO_SEARCHABLE, ConfigError
+from orchestrator.errors import ConfigError
+
+# Job keys a trial may vary, and the distributions it may draw them from.
+HPO_SEARCHABLE = ("lr", "hidden_size", "batch_size")
+HPO_DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "randint")
 
 # Trial states as Tune names them.
 TERMINATED, ERROR = "TERMINATED", "ERROR"

@@ -93,7 +93,7 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
     out_dir = os.path.join(cfg.home_path, "runs", run_id, PLAN_DIR)
     os.makedirs(out_dir, exist_ok=True)
     workdir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from orchestrator.runtime.spec import TRAIN_ENV
+    from orchestrator.wire.spec import TRAIN_ENV
 
     envs, secrets = split_secrets(dict(TRAIN_ENV))
     regions = cfg.candidate_regions()

@@ -6,7 +6,6 @@ import time
 from typing import Any, TextIO
 
 from orchestrator.hpo import progress_text as search_text
-from orchestrator.runtime.telemetry import progress_text as telemetry_text
 
 NON_TTY_EVERY_S = 5.0
 
@@ -67,3 +66,25 @@ class ProgressLine:
         if self.enabled and self.tty and self._drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f}MB"
+
+
+def telemetry_text(telemetry: dict[str, Any] | None) -> str:
+    """The telemetry part of the progress line, over all workers."""
+    if not telemetry or not telemetry.get("workers"):
+        return ""
+    ws = telemetry["workers"]
+    cpu = sum(float(w["cpu_percent"]) for w in ws) / len(ws)
+    rss = max(int(w["peak_rss_bytes"]) for w in ws)
+    sent = sum(int(w["net_bytes_sent"]) for w in ws)
+    recv = sum(int(w["net_bytes_recv"]) for w in ws)
+    rate = sum(float(w["samples_per_s"]) for w in ws)
+    gpu = telemetry.get("gpu")
+    gpu_text = "gpu " + ",".join(f"{d['utilization_mean_percent']:.0f}%" for d in gpu) if gpu else "gpu absent"
+    return (
+        f"  {len(ws)}w cpu {cpu:.0f}% rss {_mb(rss)} net {_mb(sent)} out/{_mb(recv)} in"
+        f"  {rate:.0f} samples/s  {gpu_text}"
+    )

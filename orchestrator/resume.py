@@ -7,15 +7,15 @@ attempt it can adopt, and never starts an attempt while another may still train.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from orchestrator.cleanup import tear_down
 from orchestrator.incidents import Incident
 from orchestrator.replay import Replayed
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
 
 if TYPE_CHECKING:
@@ -93,9 +93,7 @@ def sweep_and_adopt(ctl: Controller, rp: Replayed) -> Adoption | None:
 
 
 def _teardown(ctl: Controller, handle: ClusterHandle, why: str) -> None:
-    t0 = time.time()
-    ctl.provider.teardown(handle)
-    ctl.journal.append("teardown", cluster=handle.name, seconds=round(time.time() - t0, 3), reason=why)
+    tear_down(ctl.provider, ctl.journal, handle, reason=why)
 
 
 def crash_incident(rp: Replayed, region: str, generation: int, now: float, last_step: int) -> Incident:

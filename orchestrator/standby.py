@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.cleanup import tear_down
 from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
 from recovery.policy import next_region
 
@@ -81,8 +82,7 @@ class StandbyManager:
             self.ctl.journal.append("standby_failed", region=region, generation=gen, error=str(exc)[:500])
             with self._lock:
                 self._target = None
-            self.ctl.provider.teardown(cluster)
-            self.ctl.journal.append("teardown", cluster=cluster.name, purpose="standby")
+            tear_down(self.ctl.provider, self.ctl.journal, cluster, purpose="standby")
             return
         warm = Warm(region, gen, cluster, proc)
         with self._lock:
@@ -144,8 +144,4 @@ class StandbyManager:
             self._teardown(warm)
 
     def _teardown(self, warm: Warm) -> None:
-        t0 = time.time()
-        self.ctl.provider.teardown(warm.cluster)
-        self.ctl.journal.append(
-            "teardown", cluster=warm.cluster.name, seconds=round(time.time() - t0, 3), purpose="standby"
-        )
+        tear_down(self.ctl.provider, self.ctl.journal, warm.cluster, purpose="standby")

@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.journal import read_events, runtime_kind
 from orchestrator.result import read_result
-from orchestrator.runtime.control import ControlChannel, run_control_url
+from orchestrator.wire.control import ControlChannel, run_control_url
 
 
 def _fmt_s(value: Any) -> str:

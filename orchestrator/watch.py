@@ -11,10 +11,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from orchestrator.chaos.kinds import REGION_FAULTS
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_kind, runtime_type
 from orchestrator.report import append_loss
-from orchestrator.runtime.wire import Event
+from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
 
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
 
 POLL_S = 0.2
 ZOMBIE_SCAN_EVERY = 10  # polls
-# Faults whose time is the failure's time, when one of them ended the attempt.
-_REGION_FAULTS = ("kill_region", "kill_head", "hang_region", "partition", "partition_region", "preempt")
 
 
 class AttemptWatch:
@@ -198,7 +197,7 @@ class AttemptWatch:
             return False
         out.failure = failure
         out.detected_at = now
-        fault_at = next((self.kill_times[k] for k in _REGION_FAULTS if k in self.kill_times), None)
+        fault_at = next((self.kill_times[k] for k in REGION_FAULTS if k in self.kill_times), None)
         fault_at = fault_at or self.runner.injector.region_killed_at(self.cluster)
         out.failed_at = fault_at or (hb.time if hb else now)
         out.last_step = self.runner.last_step

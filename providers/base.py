@@ -11,6 +11,8 @@ class ProvisionErrorKind(StrEnum):
     NO_CAPACITY = "no_capacity"  # try the next region
     PRECHECK = "precheck"  # credentials or config: fail fast
     TRANSIENT = "transient"  # worth another try
+    # Not up within recovery.provision_timeout_s: the region had its time; the policy moves on.
+    TIMEOUT = "timeout"
 
 
 class ProvisionError(Exception):

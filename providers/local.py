@@ -203,7 +203,7 @@ class LocalProvider:
             time.sleep(0.1)
         self.teardown(handle)
         raise ProvisionError(
-            ProvisionErrorKind.TRANSIENT,
+            ProvisionErrorKind.TIMEOUT,
             region.name,
             f"cluster not ready after {timeout_s:g}s (recovery.provision_timeout_s); see {log_path}",
         )

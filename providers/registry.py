@@ -34,6 +34,22 @@ def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
 PROVIDERS: dict[str, Callable[[str | None, Any, Any], Provider]] = {"local": _local, "skypilot": _skypilot}
 
 
+# Checks a provider makes of its regions at config time (no SDK, no credentials): the
+# function's "module:name", imported only when a run's cloud uses that provider.
+REGION_CHECKS = {"skypilot": "providers.skypilot:validate_region"}
+
+
+def check_region(provider: str, name: str, region: Any) -> None:
+    """The provider's own checks of ``cloud.regions.<name>`` (ConfigError naming the key)."""
+    target = REGION_CHECKS.get(provider)
+    if target is None:
+        return
+    import importlib
+
+    module, func = target.split(":")
+    getattr(importlib.import_module(module), func)(name, region)
+
+
 class UnknownProvider(KeyError):
     pass
 

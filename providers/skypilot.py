@@ -36,10 +36,11 @@ from providers.base import (
     RuntimeProcess,
 )
 from recovery.fsio import write_private
+from recovery.retry import Backoff, Deadline, retrying
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
-    from orchestrator.config import RegionConfig
+    from providers.regions import RegionConfig
 
 T = TypeVar("T")
 
@@ -133,7 +134,7 @@ def _sky() -> Any:
 
 def validate_region(name: str, rc: RegionConfig) -> None:
     """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key."""
-    from orchestrator.config import ConfigError
+    from orchestrator.errors import ConfigError
 
     key = f"cloud.regions.{name}"
     prefix = rc.infra.split("/", 1)[0].lower()
@@ -260,7 +261,7 @@ def task_config(
 def stdin_env(env: dict[str, str]) -> dict[str, str]:
     """The runtime's environment entries that must not travel on a command line: the
     run's key and anything named like a credential. A value is one line (hex for the key)."""
-    from orchestrator.runtime.runkey import ENV as RUN_KEY_ENV
+    from orchestrator.wire.runkey import ENV as RUN_KEY_ENV
 
     hidden = {k: v for k, v in env.items() if k == RUN_KEY_ENV or SECRET_ENV.search(k)}
     for k, v in hidden.items():
@@ -459,26 +460,28 @@ class SkyPilotProvider:
 
     # -- the one place SDK calls are retried --------------------------------------------
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
-        delay = SDK_BACKOFF_S
-        for attempt in range(1, SDK_ATTEMPTS + 1):
+        def guarded() -> T:
             # SkyPilot's print_exception_no_traceback sets sys.tracebacklimit to 0 and never
             # restores it when an exception passes: every later traceback in this process
             # (the controller's, a user's) would shrink to its last line.
             limit = getattr(sys, "tracebacklimit", None)
             try:
                 return call()
-            except Exception as exc:
-                if attempt == SDK_ATTEMPTS or not _retryable(exc):
-                    raise
-                self._say(f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s")
-                time.sleep(delay)
-                delay *= 2
             finally:
                 if limit is None:
                     sys.__dict__.pop("tracebacklimit", None)
                 else:
                     sys.tracebacklimit = limit
-        raise AssertionError("unreachable")
+
+        return retrying(
+            guarded,
+            attempts=SDK_ATTEMPTS,
+            backoff=Backoff(SDK_BACKOFF_S),
+            retryable=_retryable,
+            on_retry=lambda _n, exc, delay: self._say(
+                f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s"
+            ),
+        )
 
     def _say(self, line: str) -> None:
         print(f"skypilot: {line}", file=self.out, flush=True)
@@ -620,7 +623,7 @@ class SkyPilotProvider:
         if t.is_alive():
             cancel()
             raise ProvisionError(
-                ProvisionErrorKind.TRANSIENT,
+                ProvisionErrorKind.TIMEOUT,
                 region,
                 f"not up after {timeout_s:g}s (recovery.provision_timeout_s); launch cancelled",
             )
@@ -629,13 +632,16 @@ class SkyPilotProvider:
 
     def _wait_ready(self, handle: ClusterHandle, timeout_s: float) -> None:
         ready = f"{handle.info['node_dir']}/ray-ready"
-        deadline = time.monotonic() + min(timeout_s, READY_TIMEOUT_S)
-        while time.monotonic() < deadline:
+        wait_s = min(timeout_s, READY_TIMEOUT_S)
+        deadline = Deadline(wait_s)
+        while not deadline.expired:
             probe = self._ssh(handle, self._remote(handle, f"test -f {ready}"), check=False, timeout_s=30)
             if probe.returncode == 0:
                 return
             time.sleep(1.0)
-        raise ProvisionError(ProvisionErrorKind.TRANSIENT, handle.region, "Ray did not start on the head in time")
+        raise ProvisionError(
+            ProvisionErrorKind.TIMEOUT, handle.region, f"Ray did not start on the head within {wait_s:g}s"
+        )
 
     # -- ssh to the head ------------------------------------------------------------------
     def _remote(self, handle: ClusterHandle, command: str) -> str:

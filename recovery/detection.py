@@ -22,7 +22,8 @@ class FailureKind(StrEnum):
     CONTROLLER_LOST = "controller_lost"  # the controller died; a resumed one found this attempt gone
     WORKERS_EXHAUSTED = "workers_exhausted"  # Ray Train used up its in-place restarts
     NO_CAPACITY = "no_capacity"  # provisioning: try another region
-    PROVISION_ERROR = "provision_error"  # provisioning: a transient error
+    PROVISION_ERROR = "provision_error"  # provisioning: a transient error, retries used up
+    PROVISION_TIMEOUT = "provision_timeout"  # provisioning: not up within recovery.provision_timeout_s
     PRECHECK = "precheck"  # provisioning: credentials or config; retrying cannot help
 
 

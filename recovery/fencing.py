@@ -12,19 +12,19 @@ every store it can reach. Then:
   did not), is never restored.
 
 Generations only go up: a new attempt's exceeds every fence found in any store
-(``highest_fence``), and a fence that cannot be read (torn, malformed, or the
+(``first_generation``), and a fence that cannot be read (torn, malformed, or the
 store did not answer) is a store error, never "no fence": a zombie cannot commit
 past one, and nobody reads one as permission.
+
+This module is the rule, pure; reading and writing fences in a store is the store's
+(``recovery/store.py``: ``read_fence``, ``scan_fences``, ``CheckpointStore.write_fence``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from recovery.store import CheckpointStore
+from typing import Protocol
 
 FENCE_NAME = "FENCE.json"
 
@@ -126,65 +126,6 @@ class Narrowed:
         if not self.lineage.allows(attempt, step):
             return self.lineage.why_not(attempt, step)
         return self.fence.why_not(attempt, step) + " (by the stores' fence)"
-
-
-def fence_path(store: CheckpointStore, run_id: str) -> str:
-    return f"{store.root}/{run_id}/{FENCE_NAME}"
-
-
-def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
-    """The store's fence; None only when it has none. StoreError when it cannot be
-    read or does not parse: a torn fence may hide a newer generation, so it is
-    never taken for no fence."""
-    from recovery.store import StoreError
-
-    path = fence_path(store, run_id)
-    try:
-        raw = store.fs.cat_file(path)
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # any client error (a timeout, a folder in its place) names the store
-        raise store._error("cannot read " + path, exc) from None
-    try:
-        return Lineage.from_json(raw)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise StoreError(
-            f"region {store.region or '?'}: store {store.url}: {path} does not parse ({exc}); "
-            "the next attempt's fence replaces it"
-        ) from None
-
-
-@dataclass(frozen=True)
-class FenceScan:
-    """What the stores' fences say: the newest lineage, and the stores that did not answer."""
-
-    newest: Lineage = field(default_factory=Lineage)
-    failed: dict[str, str] = field(default_factory=dict)  # region -> error
-
-    @property
-    def generation(self) -> int:
-        return self.newest.generation
-
-
-def scan_fences(stores: list[CheckpointStore], run_id: str) -> FenceScan:
-    """Every store's fence, read once; a store whose fence cannot be read is reported, not skipped silently."""
-    from recovery.store import StoreError
-
-    best, failed = Lineage(), {}
-    for store in stores:
-        try:
-            lineage = read_fence(store, run_id)
-        except StoreError as exc:
-            failed[store.region or store.url] = str(exc)
-            continue
-        if lineage is not None and lineage.generation > best.generation:
-            best = lineage
-    return FenceScan(best, failed)
-
-
-def newest_fence(stores: list[CheckpointStore], run_id: str) -> Lineage:
-    """The lineage with the highest generation among the stores that answer."""
-    return scan_fences(stores, run_id).newest
 
 
 def first_generation(journaled: int, fences: int) -> int:

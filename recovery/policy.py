@@ -65,6 +65,7 @@ _REGION_FAILURES = frozenset(
         FailureKind.WORKERS_EXHAUSTED,
         FailureKind.NO_CAPACITY,
         FailureKind.PROVISION_ERROR,
+        FailureKind.PROVISION_TIMEOUT,
     }
 )
 

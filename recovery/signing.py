@@ -15,7 +15,7 @@ The key chain, kept short on purpose:
 - the run's **key**: ``HMAC-SHA256(secret, "orchestrator checkpoint manifest v1\\0" +
   run_id)``, what signs and checks manifests. Attempts get the key, never the secret,
   in their driver's environment (``ORCHESTRATOR_RUN_KEY``, hex; see
-  orchestrator/runtime/runkey.py), so a leak from a node exposes this run's
+  orchestrator/wire/runkey.py), so a leak from a node exposes this run's
   checkpoints and nothing else the secret may come to protect;
 - the run's **cluster token key**: ``HMAC-SHA256(secret, "orchestrator ray token v1\0" +
   run_id)``, from which a provider derives each remote cluster's Ray token

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from recovery.fencing import Admits, Lineage
+from recovery.fencing import FENCE_NAME, Admits, FencedError, Lineage
 from recovery.fsio import is_local, write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
@@ -106,8 +107,6 @@ class CheckpointStore:
             raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
 
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
-        from recovery.fencing import FENCE_NAME
-
         self._write(f"{self.root}/{run_id}/{FENCE_NAME}", lineage.to_json().encode())
 
     def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
@@ -130,8 +129,6 @@ class CheckpointStore:
         do not commit (StoreError, retried like any store error) while its fence
         cannot be read: a torn fence may hide a newer generation."""
         if fenced:
-            from recovery.fencing import FencedError, read_fence
-
             fence = read_fence(self, run_id)
             if fence is not None and fence.generation > attempt:
                 raise FencedError(
@@ -380,3 +377,61 @@ def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
     if etag and "-" not in etag and len(etag) == 32:
         return etag == digest.hex()
     return None
+
+
+# --- fences in a store (the rule is recovery/fencing.py) ---------------------------------------
+
+
+def fence_path(store: CheckpointStore, run_id: str) -> str:
+    return f"{store.root}/{run_id}/{FENCE_NAME}"
+
+
+def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
+    """The store's fence; None only when it has none. StoreError when it cannot be
+    read or does not parse: a torn fence may hide a newer generation, so it is
+    never taken for no fence."""
+    path = fence_path(store, run_id)
+    try:
+        raw = store.fs.cat_file(path)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # any client error (a timeout, a folder in its place) names the store
+        raise store._error("cannot read " + path, exc) from None
+    try:
+        return Lineage.from_json(raw)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise StoreError(
+            f"region {store.region or '?'}: store {store.url}: {path} does not parse ({exc}); "
+            "the next attempt's fence replaces it"
+        ) from None
+
+
+@dataclass(frozen=True)
+class FenceScan:
+    """What the stores' fences say: the newest lineage, and the stores that did not answer."""
+
+    newest: Lineage = field(default_factory=Lineage)
+    failed: dict[str, str] = field(default_factory=dict)  # region -> error
+
+    @property
+    def generation(self) -> int:
+        return self.newest.generation
+
+
+def scan_fences(stores: list[CheckpointStore], run_id: str) -> FenceScan:
+    """Every store's fence, read once; a store whose fence cannot be read is reported, not skipped silently."""
+    best, failed = Lineage(), {}
+    for store in stores:
+        try:
+            lineage = read_fence(store, run_id)
+        except StoreError as exc:
+            failed[store.region or store.url] = str(exc)
+            continue
+        if lineage is not None and lineage.generation > best.generation:
+            best = lineage
+    return FenceScan(best, failed)
+
+
+def newest_fence(stores: list[CheckpointStore], run_id: str) -> Lineage:
+    """The lineage with the highest generation among the stores that answer."""
+    return scan_fences(stores, run_id).newest

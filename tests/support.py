@@ -104,7 +104,7 @@ def loop_spec(
 ) -> Any:
     """A RuntimeSpec for a worker run in this process (no Ray): one worker, its stores and
     control channel under ``root``, a checkpoint every 20 steps unless told otherwise."""
-    from orchestrator.runtime.spec import RuntimeSpec
+    from orchestrator.wire.spec import RuntimeSpec
 
     return RuntimeSpec(
         run_id=run_id,

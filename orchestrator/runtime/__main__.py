@@ -12,9 +12,9 @@ import sys
 import threading
 from dataclasses import asdict
 
-from orchestrator.runtime import runkey
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import TRAIN_ENV, RuntimeSpec
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from recovery.fencing import Admits, FencedError
 from recovery.manifest import Manifest
+from recovery.retry import Backoff
 from recovery.store import CheckpointStore, StoreError
 
 BACKOFF_START_S = 0.2
@@ -152,7 +153,7 @@ class AsyncCheckpointer:
             return self._queued is not None
 
     def _upload(self, step: int, files: dict[str, bytes], extra: dict[str, object]) -> None:
-        backoff = BACKOFF_START_S
+        backoff, failures = Backoff(BACKOFF_START_S, BACKOFF_MAX_S), 0
         while True:
             store = self.store
             try:
@@ -191,10 +192,10 @@ class AsyncCheckpointer:
                         },
                     )
                     self.current = nxt
-                    self._failing_since, backoff = None, BACKOFF_START_S
+                    self._failing_since, failures = None, 0
                     continue
-                time.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                failures += 1
+                time.sleep(backoff.delay(failures))
                 continue
             if self._failing_since is not None:
                 outage = round(time.monotonic() - self._failing_since, 3)

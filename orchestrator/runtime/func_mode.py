@@ -53,9 +53,9 @@ from ray.train.v2._internal.constants import is_v2_enabled
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name
 from recovery.store import sha256_hex
 

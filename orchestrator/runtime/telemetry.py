@@ -305,25 +305,3 @@ def summary(workers: list[dict[str, Any]]) -> dict[str, Any]:
         "gpu": [d for g in gpus for d in g] if gpus else None,
         "gpu_absent_reason": None if gpus else ("; ".join(reasons) or "no worker reported"),
     }
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f}MB"
-
-
-def progress_text(telemetry: dict[str, Any] | None) -> str:
-    """The telemetry part of the progress line, over all workers."""
-    if not telemetry or not telemetry.get("workers"):
-        return ""
-    ws = telemetry["workers"]
-    cpu = sum(float(w["cpu_percent"]) for w in ws) / len(ws)
-    rss = max(int(w["peak_rss_bytes"]) for w in ws)
-    sent = sum(int(w["net_bytes_sent"]) for w in ws)
-    recv = sum(int(w["net_bytes_recv"]) for w in ws)
-    rate = sum(float(w["samples_per_s"]) for w in ws)
-    gpu = telemetry.get("gpu")
-    gpu_text = "gpu " + ",".join(f"{d['utilization_mean_percent']:.0f}%" for d in gpu) if gpu else "gpu absent"
-    return (
-        f"  {len(ws)}w cpu {cpu:.0f}% rss {_mb(rss)} net {_mb(sent)} out/{_mb(recv)} in"
-        f"  {rate:.0f} samples/s  {gpu_text}"
-    )

@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.chaos.triggers import due_at_step
 from orchestrator.runtime.dataflow import WorkerData
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -32,7 +31,8 @@ from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_
     is_infra_error,
     run_worker,
 )
-from orchestrator.triggers import due_at_step
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
 

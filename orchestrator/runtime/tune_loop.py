@@ -58,9 +58,8 @@ from orchestrator.hpo import (
     search_step,
     trial_key,
 )
-from orchestrator.runtime import runkey
+from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer
-from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.search_snapshot import (
     CHECKPOINT_FILES,
     ResumePlan,
@@ -71,11 +70,12 @@ from orchestrator.runtime.search_snapshot import (
     rungs_from,
     unpack,
 )
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.telemetry import Sampler, summary
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import restore_rule, spec_stores
-from orchestrator.triggers import exhausted, in_region
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
 from recovery.manifest import Manifest
@@ -87,7 +87,6 @@ ARCHIVE = "experiment.tar"
 # The one key of a Tune trial's config: the trial's index in hpo.sample_configs.
 INDEX = "trial_index"
 PROGRESS_EVERY_S = 0.5
-CHAOS_WAIT_S = 60.0
 STANDBY_POLL_S = 0.05
 # Trial checkpoints Tune keeps (the newest is the one a trial resumes from).
 KEEP_TRIAL_CHECKPOINTS = 2
@@ -349,16 +348,10 @@ class SearchDriver:
             at = fault.get("at_step")
             if at is None or step < int(at):
                 continue
-            if not in_region(fault, self.spec.region) or exhausted(fault, self.control.fired_count(i)):
+            if not rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
             self.checkpointer.wait()  # land at a quiescent point, as training runs do
-            seq = self.control.fired_count(i) + 1
-            self.control.chaos_request(
-                i, seq=seq, kind=fault["kind"], step=step, rank=0, pid=os.getpid(), generation=self.gen
-            )
-            deadline = time.time() + CHAOS_WAIT_S
-            while time.time() < deadline and self.control.fired_count(i) < seq:
-                time.sleep(0.05)
+            rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)
 
     # --- snapshots ------------------------------------------------------------------------
     def maybe_snapshot(self, trials: list[Any]) -> None:

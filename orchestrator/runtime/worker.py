@@ -21,18 +21,18 @@ from typing import Any
 
 import torch
 
-from orchestrator.runtime import runkey
+from orchestrator.chaos.triggers import due_during
+from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
-from orchestrator.triggers import due_during, exhausted, in_region
-from recovery.fencing import Admits, FencedError, Lineage, Narrowed, scan_fences
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
 from recovery.replication import sync_newest
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, scan_fences
 
 PROGRESS_EVERY_S = 0.5
-CHAOS_WAIT_S = 60.0
 STANDBY_POLL_S = 0.05
 PREEMPT_POLL_S = 0.2
 
@@ -302,25 +302,12 @@ class WorkerAttempt:
     def _rendezvous(self, i: int, fault: dict[str, Any], step: int, during: str | None = None) -> None:
         """Ask the controller to fire fault ``i`` now, and wait until it has."""
         self.flush_losses()  # what the fault may cut short is plotted up to here
-        seq = self.control.fired_count(i) + 1
-        self.control.chaos_request(
-            i,
-            seq=seq,
-            kind=fault["kind"],
-            step=step,
-            rank=self.rank,
-            pid=os.getpid(),
-            generation=self.gen,
-            during=during,
-        )
-        deadline = time.time() + CHAOS_WAIT_S
-        while time.time() < deadline and self.control.fired_count(i) < seq:
-            time.sleep(0.05)
+        rendezvous.meet(self.control, i, fault, step=step, rank=self.rank, generation=self.gen, during=during)
         if fault["kind"] == "user_error":
             raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
     def _armed(self, i: int, fault: dict[str, Any]) -> bool:
-        return in_region(fault, self.spec.region) and not exhausted(fault, self.control.fired_count(i))
+        return rendezvous.armed(self.control, i, fault, self.spec.region)
 
     def _upload_hook(self, step: int) -> None:
         """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""
@@ -345,7 +332,7 @@ class WorkerAttempt:
         there costs, would depend on timing. The other ranks wait in the next
         step's all-reduce. Only a drill holds; an ordinary upload never does.
         """
-        deadline = time.time() + CHAOS_WAIT_S
+        deadline = time.time() + rendezvous.WAIT_S
         while not self._upload_staged.wait(0.05):
             if not self.checkpointer.pending or time.time() > deadline:
                 # The upload ended before its fault (it failed, or the fault ran out).

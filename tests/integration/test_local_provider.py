@@ -74,12 +74,12 @@ def _private(cluster: ClusterHandle) -> None:
     assert not scratch.startswith(temp + os.sep)
 
 
-def test_a_cluster_that_is_not_ready_in_time_is_a_transient_error_and_leaves_nothing(tmp_path):
+def test_a_cluster_that_is_not_ready_in_time_is_a_timeout_and_leaves_nothing(tmp_path):
     before = ray_pids()
     provider = LocalProvider()
     with pytest.raises(ProvisionError) as err:
         provider.launch(RegionSpec("local-y", f"file://{tmp_path}/store", 2), "t-timeout", timeout_s=0.05)
-    assert err.value.kind is ProvisionErrorKind.TRANSIENT
+    assert err.value.kind is ProvisionErrorKind.TIMEOUT
     assert "local-y" in str(err.value)
     assert not wait_no_new_ray(before)
 

@@ -21,9 +21,9 @@ FlipByte = Callable[[CheckpointStore, str, int, str], None]
 
 @pytest.fixture(autouse=True, scope="session")
 def run_key() -> Iterator[bytes]:
-    """The runtime's key, as a driver installs it (orchestrator/runtime/runkey.py); for
+    """The runtime's key, as a driver installs it (orchestrator/wire/runkey.py); for
     the whole session, as module-scoped fixtures run training too."""
-    from orchestrator.runtime import runkey
+    from orchestrator.wire import runkey
 
     runkey.install(TEST_KEY)
     yield TEST_KEY

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.chaos import corrupt_newest
+from orchestrator.chaos.injector import corrupt_newest
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 from tests.unit.conftest import TEST_KEY

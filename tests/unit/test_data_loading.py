@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import UserCodeError, _Loop, rng_state, set_rng_state
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.data import DataMismatch, DataPosition, RayDataLoader, check_resumable, sharded_indices
 from orchestrator.workloads.synthetic import Synthetic, ensure_dataset
 from recovery.store import CheckpointStore

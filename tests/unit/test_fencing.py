@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.fencing import FencedError, Lineage, newest_fence, read_fence
+from recovery.fencing import FencedError, Lineage
 from recovery.replication import sync_newest
-from recovery.store import CheckpointStore
+from recovery.store import CheckpointStore, newest_fence, read_fence
 from tests.unit.conftest import TEST_KEY
 
 RUN = "fence-run"

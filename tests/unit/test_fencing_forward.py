@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
-from recovery.fencing import FENCE_NAME, FencedError, Lineage, fence_path, read_fence, scan_fences
+from recovery.fencing import FENCE_NAME, FencedError, Lineage
 from recovery.fsio import write_bytes
 from recovery.manifest import Manifest
-from recovery.store import CheckpointStore, StoreError
+from recovery.store import CheckpointStore, StoreError, fence_path, read_fence, scan_fences
 from tests.unit.conftest import TEST_KEY
 
 RUN = "fwd-run"
@@ -371,8 +371,8 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
 
 
 def _worker(tmp_path: Path, generation: int, **fields: Any) -> Any:
-    from orchestrator.runtime.control import ControlChannel
     from orchestrator.runtime.worker import WorkerAttempt
+    from orchestrator.wire.control import ControlChannel
     from support import loop_spec
 
     spec = loop_spec(tmp_path, RUN, generation, {"name": "t", "workload": "digits"}, **fields)
@@ -470,7 +470,7 @@ def test_the_runtime_passes_over_a_store_whose_fence_is_torn_and_says_why(
 def test_a_spec_whose_lineage_is_not_one_is_refused_when_loaded(tmp_path: Path, lineage: Any, words: str) -> None:
     import json
 
-    from orchestrator.runtime.spec import RuntimeSpec
+    from orchestrator.wire.spec import RuntimeSpec
     from support import loop_spec
 
     good = loop_spec(tmp_path, RUN, 2, {"name": "t"}, lineage=[[1, 0], [2, 40]])

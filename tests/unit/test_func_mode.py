@@ -26,7 +26,6 @@ from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
 
 from orchestrator.runtime import func_mode
-from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.func_mode import (
     StoreFnUtils,
     call_user_function,
@@ -37,9 +36,10 @@ from orchestrator.runtime.func_mode import (
     routed_through,
     write_checkpoint_dir,
 )
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import UserCodeError
-from orchestrator.runtime.wire import ChaosRequest
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.schema import ChaosRequest
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.store import CheckpointStore
 from support import loop_spec
 from tests.unit.conftest import TEST_KEY

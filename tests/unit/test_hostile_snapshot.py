@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.hpo import sample_configs
-from orchestrator.runtime.control import ControlChannel
 from orchestrator.runtime.search_snapshot import SearchSnapshot, SnapshotError, pack
 from orchestrator.runtime.tune_loop import ARCHIVE, _load, _restore
+from orchestrator.wire.control import ControlChannel
 from recovery.manifest import MANIFEST_NAME
 from recovery.signing import derive_run_key
 from recovery.store import CheckpointStore

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.journal import Journal
 from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 from recovery.fsio import make_dirs, write_private
 from support import skip_unless_strict
 

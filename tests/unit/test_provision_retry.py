@@ -1,7 +1,10 @@
-"""Transient provisioning errors are retried in one place (the attempt's launch); others are not."""
+"""Transient provisioning errors are retried in one place (the attempt's launch); others are
+not, and a launch past recovery.provision_timeout_s fails over after that one timeout."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,8 +13,10 @@ import pytest
 import orchestrator.attempt as attempt
 from orchestrator.compose import compose
 from orchestrator.journal import Journal
-from orchestrator.runtime.control import ControlChannel
-from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind
+from orchestrator.wire.control import ControlChannel
+from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from recovery.detection import Failure, FailureKind
+from recovery.policy import Action, Budgets, History, decide
 
 
 class Flaky:
@@ -68,3 +73,71 @@ def test_retries_run_out_and_other_kinds_are_not_retried(tmp_path, monkeypatch) 
     with pytest.raises(ProvisionError) as err:
         runner.launch("local-a", 1)
     assert err.value.kind is ProvisionErrorKind.NO_CAPACITY and provider.launches == 1
+
+
+def test_a_launch_past_its_deadline_fails_over_after_one_timeout_not_three(tmp_path, monkeypatch) -> None:
+    """The timeout is the provider's (SkyPilot's launch, cancelled at its deadline); the
+    attempt does not retry it, and the policy moves the run to the next region."""
+    monkeypatch.setattr(attempt, "PROVISION_BACKOFF_S", 0.0)
+    provider = Flaky([ProvisionErrorKind.TIMEOUT])
+    runner, journal = _runner(tmp_path, provider)
+    with pytest.raises(ProvisionError) as err:
+        runner.launch("local-a", 1)
+    assert err.value.kind is ProvisionErrorKind.TIMEOUT and provider.launches == 1
+    assert [e["type"] for e in journal.events()] == ["provision_failed"]
+    assert attempt._PROVISION_FAILURE[err.value.kind] is FailureKind.PROVISION_TIMEOUT
+    failure = Failure(FailureKind.PROVISION_TIMEOUT, "local-a", str(err.value))
+    decision = decide(failure, ["local-a", "local-b"], History(), Budgets(2, 0, 600.0), now=0.0)
+    assert (decision.action, decision.region) == (Action.FAILOVER, "local-b")
+
+
+class _Sky:
+    """SkyPilot's client as far as a launch goes: a request that never finishes until cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.launches = 0
+
+    def launch(self, task, cluster_name):  # type: ignore[no-untyped-def]
+        self.launches += 1
+        self.cancelled.clear()
+        return "req-1"
+
+    def stream_and_get(self, request_id, output_stream=None):  # type: ignore[no-untyped-def]
+        self.cancelled.wait(30)
+        raise RuntimeError("cancelled")
+
+    def api_cancel(self, request_id):  # type: ignore[no-untyped-def]
+        self.cancelled.set()
+        return "req-cancel"
+
+    def get(self, request_id):  # type: ignore[no-untyped-def]
+        return None
+
+
+def test_skypilots_launch_is_cancelled_at_its_deadline_as_a_timeout(tmp_path, monkeypatch) -> None:
+    import io
+
+    from providers.skypilot import SkyPilotProvider
+
+    provider = SkyPilotProvider({}, out=io.StringIO())
+    sky = _Sky()
+    t0 = time.monotonic()
+    with pytest.raises(ProvisionError) as err:
+        provider._launch_within(sky, object(), "orch-x", 0.3, "us-east-1")
+    assert err.value.kind is ProvisionErrorKind.TIMEOUT
+    assert "recovery.provision_timeout_s" in str(err.value) and "us-east-1" in str(err.value)
+    assert sky.cancelled.is_set() and sky.launches == 1 and time.monotonic() - t0 < 10
+    # The whole launch: one sky.launch, then the run moves on (no retry of a timeout).
+    monkeypatch.setattr(attempt, "PROVISION_BACKOFF_S", 0.0)
+
+    class OneRegion(Flaky):
+        def launch(self, region: RegionSpec, cluster_name, timeout_s, env=None):  # type: ignore[no-untyped-def]
+            self.launches += 1
+            provider._launch_within(sky, object(), cluster_name, 0.05, region.name)
+
+    slow = OneRegion([])
+    runner, _ = _runner(tmp_path, slow)
+    with pytest.raises(ProvisionError):
+        runner.launch("local-a", 1)
+    assert slow.launches == 1 and sky.launches == 2

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos import kill_victim
+from orchestrator.chaos.injector import kill_victim
 from providers.base import ClusterHandle
 from providers.skypilot import NOT_OURS, SkyPilotProvider, kill_script
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from orchestrator.journal import Journal
 from orchestrator.replay import OpenAttempt, Replayed
 from orchestrator.resume import sweep_and_adopt
-from orchestrator.runtime.control import ControlChannel
+from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process

@@ -263,7 +263,7 @@ class FakeProvider:
 def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
     from orchestrator.attempt import AttemptRunner
     from orchestrator.controller import save_config
-    from orchestrator.runtime.runkey import ENV
+    from orchestrator.wire.runkey import ENV
     from providers.base import ClusterHandle
 
     ctl = _controller()
@@ -304,7 +304,7 @@ def test_resume_reuses_the_secret(home: Path) -> None:
 
 
 def test_the_key_is_taken_out_of_the_environment_and_errors_never_show_it() -> None:
-    from orchestrator.runtime import runkey
+    from orchestrator.wire import runkey
 
     env = {runkey.ENV: TEST_KEY.hex(), "OTHER": "1"}
     assert runkey.take_from_env(env) == TEST_KEY
@@ -319,7 +319,7 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
-    from orchestrator.runtime.runkey import ENV, to_env
+    from orchestrator.wire.runkey import ENV, to_env
     from providers.base import ClusterHandle
     from providers.skypilot import SkyPilotProvider
 

@@ -196,7 +196,7 @@ def test_config_json_holds_no_credential_and_refuses_one(tmp_path) -> None:
     ],
 )
 def test_a_runtime_spec_cannot_carry_a_credential(tmp_path, field: dict[str, object]) -> None:
-    from orchestrator.runtime.spec import RuntimeSpec
+    from orchestrator.wire.spec import RuntimeSpec
 
     base = {
         "run_id": "r",

@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.progress import ProgressLine
+from orchestrator.progress import ProgressLine, telemetry_text
 from orchestrator.runtime import telemetry
 from orchestrator.runtime.telemetry import (
     BYTES_ACKED_AT,
     BYTES_RECEIVED_AT,
     Nvml,
     Sampler,
-    progress_text,
     socket_bytes,
     summary,
     tcp_bytes,
@@ -193,11 +192,11 @@ def test_summary_and_progress_line_show_every_worker_and_the_gpu_verdict() -> No
     tele = summary([_worker(1), _worker(0)])
     assert [w["rank"] for w in tele["workers"]] == [0, 1]
     assert tele["gpu"] is None and tele["gpu_absent_reason"] == "no NVML library"
-    assert progress_text(tele) == "  2w cpu 90% rss 500.0MB net 4.0MB out/2.0MB in  2000 samples/s  gpu absent"
+    assert telemetry_text(tele) == "  2w cpu 90% rss 500.0MB net 4.0MB out/2.0MB in  2000 samples/s  gpu absent"
     gpu = [{"index": 0, "utilization_mean_percent": 55.0}]
     with_gpu = summary([_worker(0, gpu=gpu, gpu_absent_reason=None)])
     assert with_gpu["gpu"] == gpu and with_gpu["gpu_absent_reason"] is None
-    assert progress_text(with_gpu).endswith("gpu 55%")
+    assert telemetry_text(with_gpu).endswith("gpu 55%")
 
     out = io.StringIO()
     line = ProgressLine(out)

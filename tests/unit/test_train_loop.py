@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from recovery.store import CheckpointStore
 from support import loop_spec
 from tests.unit.conftest import TEST_KEY

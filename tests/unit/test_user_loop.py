@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.spec import RuntimeSpec
 from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state, to_device
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.data import DatasetLoader
 from recovery.store import CheckpointStore
 from support import loop_spec

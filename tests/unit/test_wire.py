@@ -1,6 +1,6 @@
 """The control channel's trust boundary: what the runtime writes is parsed, never believed.
 
-Schemas reject malformed objects (orchestrator.runtime.wire); the channel's readers
+Schemas reject malformed objects (orchestrator.wire.schema); the channel's readers
 return None for them and report each once; runtime events live under ``runtime.`` in
 the journal, where replay never reads them; the fault injector refuses an old
 generation's request and a pid that is not the cluster's own.
@@ -23,12 +23,12 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.chaos import FaultInjector, victim_problem
+from orchestrator.chaos.injector import FaultInjector, victim_problem
 from orchestrator.journal import Journal, event_problem, read_events, runtime_type
 from orchestrator.replay import replay
-from orchestrator.runtime import wire
-from orchestrator.runtime.control import ControlChannel, Invalid
 from orchestrator.watch import AttemptWatch
+from orchestrator.wire import schema as wire
+from orchestrator.wire.control import ControlChannel, Invalid
 from providers.base import ClusterHandle
 from providers.procs import MARKER, marked
 

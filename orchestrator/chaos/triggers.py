@@ -2,7 +2,7 @@
 
 Runtime-side triggers (a step, a random step, an upload, a restore) are met by the
 runtime, which then asks the controller to fire the fault (the rendezvous in
-``orchestrator.chaos``); controller-side ones (seconds into an attempt,
+``orchestrator.chaos.injector``); controller-side ones (seconds into an attempt,
 provisioning, a failover) are met by the controller itself.
 """
 
@@ -12,8 +12,9 @@ import random as _random
 from functools import lru_cache
 from typing import Any
 
-RUNTIME_POINTS = ("checkpoint_upload", "restore")
-CONTROLLER_POINTS = ("provisioning", "failover")
+from orchestrator.chaos.kinds import CONTROLLER_POINTS, RUNTIME_POINTS, STORAGE_FAULTS
+
+__all__ = ["CONTROLLER_POINTS", "RUNTIME_POINTS"]
 
 
 @lru_cache(maxsize=64)
@@ -25,8 +26,6 @@ def random_steps(seed: int, rate: float, total: int) -> frozenset[int]:
 
 def in_region(fault: dict[str, Any], region: str) -> bool:
     """A fault aimed at a region fires only there; storage faults name the store instead."""
-    from orchestrator.config import STORAGE_FAULTS
-
     target = fault.get("region")
     return target is None or fault["kind"] in STORAGE_FAULTS or target == region
 

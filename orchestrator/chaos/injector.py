@@ -22,10 +22,10 @@ from typing import Any
 
 import psutil
 
-from orchestrator.faultproxy import FaultProxy, Mode, Shape
-from orchestrator.runtime.control import ControlChannel
-from orchestrator.runtime.wire import ChaosRequest
-from orchestrator.triggers import due_after, due_during, exhausted, in_region
+from orchestrator.chaos.proxy import FaultProxy, Mode, Shape
+from orchestrator.chaos.triggers import due_after, due_during, exhausted, in_region
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.schema import ChaosRequest
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore, sha256_hex
 

@@ -12,7 +12,7 @@ local folder and on an object store the cluster can reach:
 - ``g<gen>/preempt.json``   a preemption notice the driver relays to the workers
 
 Everything is scoped by generation so that a zombie of an old attempt cannot
-pass for the current one. Whatever is read goes through ``orchestrator.runtime.wire``:
+pass for the current one. Whatever is read goes through ``orchestrator.wire.schema``:
 readers return its typed records, or None for an object that is not one (reported
 once through ``on_invalid``, never raised: what the runtime writes cannot crash the
 controller).
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from orchestrator.runtime import wire
+from orchestrator.wire import schema as wire
 from recovery.fsio import write_bytes
 
 T = TypeVar("T")

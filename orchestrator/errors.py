@@ -1,0 +1,15 @@
+"""The error a user's configuration raises: one line that names the key.
+
+Its own module, below everything that validates a key (config, the search, the
+providers' region checks), so that none of them imports another to raise it.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """A value a user gave is not allowed. Carries the key so the message names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key

@@ -1,0 +1,180 @@
+"""The product's modules import each other without a circle; the runtime (code that runs
+on the clusters) imports nothing of the controller's side, the controller's side nothing
+of the runtime, and the wire between them (orchestrator/wire/) nothing of either.
+
+Read from the sources (every import: at module level, inside functions and under
+TYPE_CHECKING), because a circle held together by late imports still ties the
+modules in it: none can be read, tested or changed alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("orchestrator", "providers", "recovery")
+# The controller's circle: attempt, watch, standby and adoption still reach back into
+# the controller object. It may only shrink; any other circle fails.
+KNOWN = frozenset(
+    {
+        frozenset(
+            {
+                "orchestrator.attempt",
+                "orchestrator.controller",
+                "orchestrator.report",
+                "orchestrator.result",
+                "orchestrator.resume",
+                "orchestrator.standby",
+                "orchestrator.watch",
+            }
+        )
+    }
+)
+# What runtime code may import of the orchestrator package: itself, the workloads it
+# trains, the search's pure parts and the chaos triggers it meets at a step.
+RUNTIME_MAY_IMPORT = (
+    "orchestrator.runtime",
+    "orchestrator.wire",
+    "orchestrator.workloads",
+    "orchestrator.hpo",
+    "orchestrator.errors",
+    "orchestrator.chaos.kinds",
+    "orchestrator.chaos.triggers",
+)
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                module = resolve(target)
+                if module is not None and module != name and module.split(".")[0] in PACKAGES:
+                    graph[name].add(module)
+        graph.setdefault(name, set())
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def test_the_finder_sees_a_circle_made_by_a_late_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(graph) == [frozenset({"a", "b", "c"})]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_among_the_products_modules() -> None:
+    graph = import_graph()
+    assert "orchestrator.controller" in graph and "recovery.store" in graph["orchestrator.controller"]
+    unknown = [sorted(c) for c in circles(graph) if not any(c <= known for known in KNOWN)]
+    assert not unknown, f"import circles: {unknown}"
+
+
+def test_runtime_code_imports_nothing_of_the_controllers_side() -> None:
+    graph = import_graph()
+    seen: dict[str, str] = {}
+    todo = [m for m in graph if m.startswith("orchestrator.runtime")]
+    while todo:
+        module = todo.pop()
+        for dep in graph[module]:
+            if dep not in seen:
+                seen[dep] = module
+                todo.append(dep)
+    outside = sorted(
+        f"{seen[m]} -> {m}" for m in seen if m.startswith("orchestrator") and not m.startswith(RUNTIME_MAY_IMPORT)
+    )
+    assert not outside, f"runtime code reaches the controller's side: {outside}"
+
+
+def test_the_controllers_side_imports_no_runtime_code() -> None:
+    graph = import_graph()
+    reaching = sorted(
+        f"{m} -> {dep}"
+        for m, deps in graph.items()
+        if not m.startswith(("orchestrator.runtime", "orchestrator.workloads"))
+        for dep in deps
+        if dep.startswith("orchestrator.runtime")
+    )
+    assert not reaching, f"the controller's side imports runtime code: {reaching}"
+
+
+def test_the_wire_imports_nothing_of_either_side() -> None:
+    graph = import_graph()
+    wire = [m for m in graph if m.startswith("orchestrator.wire")]
+    assert {"orchestrator.wire.spec", "orchestrator.wire.control", "orchestrator.wire.schema"} <= set(wire)
+    outside = sorted(
+        f"{m} -> {dep}"
+        for m in wire
+        for dep in graph[m]
+        if dep.startswith("orchestrator") and not dep.startswith("orchestrator.wire")
+    )
+    assert not outside, f"the wire imports from a side: {outside}"
