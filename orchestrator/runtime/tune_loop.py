@@ -87,6 +87,7 @@ ARCHIVE = "experiment.tar"
 # The one key of a Tune trial's config: the trial's index in hpo.sample_configs.
 INDEX = "trial_index"
 PROGRESS_EVERY_S = 0.5
+REGION_FAULT_LANDS_S = 10.0
 STANDBY_POLL_S = 0.05
 # Trial checkpoints Tune keeps (the newest is the one a trial resumes from).
 KEEP_TRIAL_CHECKPOINTS = 2
@@ -351,7 +352,11 @@ class SearchDriver:
             if not rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
             self.checkpointer.wait()  # land at a quiescent point, as training runs do
-            rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)
+            if rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen):
+                # The controller marks a fault fired just before it carries it out (so that it
+                # never fires twice); every fault a search takes is the whole region's, so
+                # hold here while it lands, or the search could snapshot past the fault's step.
+                time.sleep(REGION_FAULT_LANDS_S)
 
     # --- snapshots ------------------------------------------------------------------------
     def maybe_snapshot(self, trials: list[Any]) -> None:
