@@ -57,18 +57,17 @@ def sample_configs(space: dict[str, str], num_samples: int, seed: int) -> list[d
     it goes, is what makes a trial the same trial in every attempt: a resumed search
     rebuilds the list from the run's config and never reads it back from a store."""
     rng = random.Random(seed)
-    grids = [(k, parse_distribution(k, t)[1]) for k, t in space.items() if parse_distribution(k, t)[0] == "grid"]
+    parsed = {key: parse_distribution(key, text) for key, text in space.items()}
+    grids = {key: args for key, (kind, args) in parsed.items() if kind == "grid"}
     out: list[dict[str, int | float]] = []
     for _ in range(num_samples):
-        for combo in itertools.product(*(values for _, values in grids)):
-            fixed = dict(zip((k for k, _ in grids), combo, strict=True))
+        for combo in itertools.product(*grids.values()):
+            fixed = dict(zip(grids, combo, strict=True))
             config: dict[str, int | float] = {}
-            for key, text in space.items():
+            for key, (kind, args) in parsed.items():
                 if key in fixed:
                     config[key] = fixed[key]
-                    continue
-                kind, args = parse_distribution(key, text)
-                if kind == "choice":
+                elif kind == "choice":
                     config[key] = rng.choice(args)
                 elif kind == "uniform":
                     config[key] = rng.uniform(float(args[0]), float(args[1]))

@@ -428,13 +428,14 @@ def _restore(
     m: Manifest = manifest
     hpo = spec.hpo or {}
     snapshot = unpack(store.read(m, ARCHIVE), configs, int(hpo["max_t"]), _rung_list(hpo))
+    recorded = {t.trial_id: t.checkpoint_iteration for t in snapshot.trials}
     for trial_id, parts in snapshot.checkpoints.items():
         try:
             state = _load(parts["state.pt"])
             iteration = int(state["iteration"])
         except Exception as exc:  # the bytes are ours (signed), yet not a checkpoint we write
             raise SnapshotError(f"{trial_id}'s checkpoint state does not load ({type(exc).__name__})") from None
-        expected = next(t.checkpoint_iteration for t in snapshot.trials if t.trial_id == trial_id)
+        expected = recorded[trial_id]
         if iteration != expected:
             raise SnapshotError(f"{trial_id}'s checkpoint is at iteration {iteration}, its record says {expected}")
     return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot
