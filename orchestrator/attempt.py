@@ -7,15 +7,17 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.cleanup import run_all, tear_down
 from orchestrator.config import Config, to_plain
+from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
 from orchestrator.journal import runtime_type
-from orchestrator.standby import Warm
+from orchestrator.outcome import AttemptOutcome
+from orchestrator.resume import AdoptedProcess, Adoption
+from orchestrator.standby import StandbyManager, Warm
 from orchestrator.states import RunState
 from orchestrator.watch import AttemptWatch
 from orchestrator.wire import runkey
@@ -26,9 +28,7 @@ from recovery.replication import ReplicationError, replicate, sync_newest
 from recovery.retry import Backoff, retrying
 from recovery.store import CheckpointStore, StoreError
 
-if TYPE_CHECKING:
-    from orchestrator.controller import Controller
-    from orchestrator.resume import Adoption
+__all__ = ["AttemptOutcome", "AttemptRunner"]
 
 FENCE_WAIT_S = 5.0
 PROVISION_RETRIES = 2
@@ -42,86 +42,69 @@ _PROVISION_FAILURE = {
 }
 
 
-@dataclass
-class AttemptOutcome:
-    generation: int
-    region: str
-    started_at: float
-    succeeded: bool = False
-    failure: Failure | None = None
-    final: dict[str, Any] | None = None
-    detected_at: float = 0.0
-    failed_at: float | None = None
-    last_step: int = 0
-    restored_step: int | None = None
-    incidents: list[Incident] = field(default_factory=list)
-    ended_at: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "region": self.region,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "restored_step": self.restored_step,
-            "last_step": self.last_step,
-            "outcome": "succeeded" if self.succeeded else str(self.failure.kind if self.failure else "interrupted"),
-        }
-
-
 class AttemptRunner:
-    def __init__(self, ctl: Controller) -> None:
-        self.ctl = ctl
+    """Runs attempts one after another for the controller: each returns its outcome.
+
+    It never decides what comes next and holds none of the run's state but the last
+    step known done; what it does is said through ``ctx.emit``."""
+
+    def __init__(self, ctx: RunContext, standby: StandbyManager | None = None) -> None:
+        self.ctx = ctx
+        self.standby = standby
         self.cluster: ClusterHandle | None = None
         self.injector = FaultInjector(
-            [to_plain(f) for f in ctl.cfg.chaos.faults],
-            ctl.control,
-            ctl.provider,
-            stores=lambda: list(ctl.stores.values()),
-            run_id=ctl.run_id,
-            proxies=ctl.proxies,
-            on_event=lambda type_, fields: ctl.journal.append(type_, **fields),
+            [to_plain(f) for f in ctx.cfg.chaos.faults],
+            ctx.control,
+            ctx.provider,
+            stores=lambda: list(ctx.stores.values()),
+            run_id=ctx.run_id,
+            proxies=ctx.proxies,
+            on_event=lambda type_, fields: ctx.emit(type_, **fields),
         )
         self.last_step = 0
         self._sweepers: list[threading.Thread] = []
         self._zombie_seen: dict[int, set[str]] = {}
+        if standby is not None:
+            standby.launch, standby.start_runtime = self.launch, self.start_runtime
 
-    def close(self) -> None:
+    def close(self, generation: int = 0) -> None:
+        """Tear down what is still up, wait for background sweeps, and journal what the
+        attempts before ``generation`` (the newest the run allocated) still did."""
         cluster = self.cluster
         run_all(
             [
                 self.injector.close,
                 *([lambda: self._teardown(cluster)] if cluster is not None else []),
                 *(t.join for t in self._sweepers),
-                lambda: self.scan_zombies(self.ctl._generation + 1) if self.ctl._generation > 1 else None,
+                lambda: self.scan_zombies(generation + 1) if generation > 1 else None,
             ]
         )
 
     def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
         """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""
-        ctl = self.ctl
-        spec_r = ctl.cfg.cloud.regions[region]
+        ctx = self.ctx
+        spec_r = ctx.cfg.cloud.regions[region]
         t0 = time.time()
         try:
             # Transient errors are retried here and only here; others go to the policy. A
             # timeout is not transient: the region had recovery.provision_timeout_s, and
             # retrying it would keep the run there for a multiple of that before failing over.
             cluster = retrying(
-                lambda: ctl.provider.launch(
+                lambda: ctx.provider.launch(
                     RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
-                    ctl.cluster_name(region, gen),
-                    ctl.cfg.recovery.provision_timeout_s,
+                    ctx.cluster_name(region, gen),
+                    ctx.cfg.recovery.provision_timeout_s,
                     env=TRAIN_ENV,
                 ),
                 attempts=PROVISION_RETRIES + 1,
                 backoff=Backoff(PROVISION_BACKOFF_S),
                 retryable=lambda exc: isinstance(exc, ProvisionError) and exc.kind is ProvisionErrorKind.TRANSIENT,
-                on_retry=lambda n, exc, _delay: ctl.journal.append(
+                on_retry=lambda n, exc, _delay: ctx.emit(
                     "provision_retry", region=region, error=str(exc)[:500], retry=n, purpose=purpose
                 ),
             )
         except ProvisionError as exc:
-            ctl.journal.append(
+            ctx.emit(
                 "provision_failed",
                 region=region,
                 kind=str(exc.kind),
@@ -133,7 +116,7 @@ class AttemptRunner:
         if purpose == "attempt":
             # Up, nothing on it yet, not journaled: the moment a crash would leave a cluster behind.
             self.journal_faults(self.injector.at_point("provisioning", cluster, region, self.last_step))
-        ctl.journal.append(
+        ctx.emit(
             "provisioned",
             region=region,
             cluster=cluster.name,
@@ -147,13 +130,13 @@ class AttemptRunner:
 
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
-            self.ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
-            self.ctl.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
+            self.ctx.emit("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctx.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
-        ctl = self.ctl
+        ctx = self.ctx
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
-        ctl.journal.append("attempt_started", generation=gen, region=region, standby=warm is not None)
+        ctx.emit("attempt_started", generation=gen, region=region, standby=warm is not None)
         # Fenced before anything is launched: from the decision on, a zombie of the last
         # attempt (partitioned, still training) can commit nothing past the handover.
         out.restored_step = self._prepare_restore(region)
@@ -166,33 +149,31 @@ class AttemptRunner:
             except ProvisionError as exc:
                 out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
                 out.detected_at = out.ended_at = time.time()
-                ctl.journal.append("attempt_ended", **out.summary())
+                ctx.emit("attempt_ended", **out.summary())
                 return out
         self.cluster = cluster
         try:
-            ctl.replicator.follow(ctl.stores[region], list(ctl.stores.values()))
+            ctx.replicator.follow(ctx.stores[region], list(ctx.stores.values()))
             if warm is not None:
                 # The standby's workers are up and waiting: this file is their go.
-                ctl.control.activate(gen, lineage=ctl.lineage.to_plain())
-                ctl.journal.append("standby_activated", region=region, generation=gen, cluster=cluster.name)
+                ctx.control.activate(gen, lineage=ctx.lineage().to_plain())
+                ctx.emit("standby_activated", region=region, generation=gen, cluster=cluster.name)
             else:
                 proc = self.start_runtime(cluster, region, gen)
-            ctl.sm.to(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
-            ctl.standby.ensure(region)
+            # The controller stands a standby up once the run is RUNNING here.
+            ctx.transition(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
             self._watch(cluster, proc, out, pending)
         finally:
             # A failed cluster is swept in the background: the failover must not wait for it.
             self._teardown(cluster, background=out.failure is not None)
-            out.ended_at = time.time()
-            out.last_step = max(out.last_step, self.last_step)
-            ctl.journal.append("attempt_ended", **out.summary())
+            out.ended_at = ctx.clock()
+            self.last_step = out.last_step
+            ctx.emit("attempt_ended", **out.summary())
         return out
 
     def adopt(self, adoption: Adoption, pending: Incident | None) -> AttemptOutcome:
         """Watch an attempt a crashed controller left training, to its end."""
-        from orchestrator.resume import AdoptedProcess
-
-        ctl = self.ctl
+        ctx = self.ctx
         out = AttemptOutcome(
             generation=adoption.generation,
             region=adoption.region,
@@ -201,17 +182,16 @@ class AttemptRunner:
             restored_step=adoption.restored_step,
         )
         cluster = self.cluster = adoption.cluster
-        ctl.journal.append(
-            "attempt_adopted", generation=adoption.generation, region=adoption.region, cluster=cluster.name
-        )
+        ctx.emit("attempt_adopted", generation=adoption.generation, region=adoption.region, cluster=cluster.name)
         try:
-            ctl.replicator.follow(ctl.stores[adoption.region], list(ctl.stores.values()))
-            proc = AdoptedProcess(adoption.pid, ctl.control, adoption.generation)
-            AttemptWatch(self, cluster, proc, out, pending, adopted=True).run()
+            ctx.replicator.follow(ctx.stores[adoption.region], list(ctx.stores.values()))
+            proc = AdoptedProcess(adoption.pid, ctx.control, adoption.generation)
+            self._watch(cluster, proc, out, pending, journaled=adoption.journaled)
         finally:
             self._teardown(cluster, background=out.failure is not None)
-            out.ended_at = time.time()
-            ctl.journal.append("attempt_ended", **out.summary())
+            out.ended_at = ctx.clock()
+            self.last_step = out.last_step
+            ctx.emit("attempt_ended", **out.summary())
         return out
 
     def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
@@ -219,31 +199,31 @@ class AttemptRunner:
         try:
             self.injector.release(cluster)
         except Exception as exc:  # a fault that cannot be undone must not keep the cluster up
-            self.ctl.journal.append("fault_release_failed", cluster=cluster.name, error=str(exc)[:500])
+            self.ctx.emit("fault_release_failed", cluster=cluster.name, error=str(exc)[:500])
         wait = self.injector.unreachable_until(cluster) - time.time()
         if wait > 0 and not background:
-            self.ctl.journal.append("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))
+            self.ctx.emit("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))
             time.sleep(wait)
         if background:
             t = threading.Thread(target=self._teardown, args=(cluster,), name=f"teardown-{cluster.name}")
             t.start()
             self._sweepers.append(t)
             return
-        tear_down(self.ctl.provider, self.ctl.journal, cluster)
+        tear_down(self.ctx.provider, self.ctx.emit, cluster)
 
     def _prepare_restore(self, region: str) -> int:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
-        ctl = self.ctl
-        target = ctl.stores[region]
-        others = [s for r, s in ctl.stores.items() if r != region]
+        ctx = self.ctx
+        target = ctx.stores[region]
+        others = [s for r, s in ctx.stores.items() if r != region]
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-            ctl.journal.append("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
+            ctx.emit("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
 
         def store_failed(store: CheckpointStore, error: str) -> None:
-            ctl.journal.append("restore_store_skipped", by="controller", region=store.region, error=error[:500])
+            ctx.emit("restore_store_skipped", by="controller", region=store.region, error=error[:500])
 
-        best = sync_newest(ctl.run_id, [target, *others], skipped, lineage=ctl.lineage, on_store_error=store_failed)
+        best = sync_newest(ctx.run_id, [target, *others], skipped, lineage=ctx.lineage(), on_store_error=store_failed)
         if best is None:
             return 0
         src, manifest = best
@@ -251,10 +231,10 @@ class AttemptRunner:
             try:
                 r = replicate(src, target, manifest)
             except (StoreError, ReplicationError) as exc:
-                ctl.journal.append("restore_copy_failed", step=manifest.step, error=str(exc))
+                ctx.emit("restore_copy_failed", step=manifest.step, error=str(exc))
                 return 0
             if r is not None:
-                ctl.journal.append(
+                ctx.emit(
                     "restore_copied",
                     step=r.step,
                     **{"from": r.source, "to": r.target},
@@ -263,11 +243,12 @@ class AttemptRunner:
         return manifest.step
 
     def _fence(self, gen: int, restored: int) -> None:
-        """Generation ``gen`` takes over from step ``restored``: tell every store."""
-        ctl = self.ctl
-        ctl.lineage = ctl.lineage.then(gen, restored)
-        pool = ThreadPoolExecutor(max_workers=len(ctl.stores), thread_name_prefix="fence")
-        futures = {r: pool.submit(s.write_fence, ctl.run_id, ctl.lineage) for r, s in ctl.stores.items()}
+        """Generation ``gen`` takes over from step ``restored``: tell every store. The
+        ``fence`` event then moves the run's lineage (the controller applies it)."""
+        ctx = self.ctx
+        lineage = ctx.lineage().then(gen, restored)
+        pool = ThreadPoolExecutor(max_workers=max(1, len(ctx.stores)), thread_name_prefix="fence")
+        futures = {r: pool.submit(s.write_fence, ctx.run_id, lineage) for r, s in ctx.stores.items()}
         done, failed = [], {}
         for region, fut in futures.items():
             try:
@@ -276,26 +257,26 @@ class AttemptRunner:
             except Exception as exc:  # an unreachable store: restore's lineage check still holds
                 failed[region] = f"{type(exc).__name__}: {str(exc)[:200]}"
         pool.shutdown(wait=False)
-        ctl.journal.append("fence", generation=gen, restored_step=restored, stores=done, failed=failed)
+        ctx.emit("fence", generation=gen, restored_step=restored, stores=done, failed=failed)
 
     def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
-        ctl = self.ctl
-        cfg = ctl.cfg
-        attempt_dir = os.path.join(ctl.run_dir, "attempts", f"g{gen}")
+        ctx = self.ctx
+        cfg = ctx.cfg
+        attempt_dir = os.path.join(ctx.run_dir, "attempts", f"g{gen}")
         os.makedirs(attempt_dir, exist_ok=True)
         spec = RuntimeSpec(
-            run_id=ctl.run_id,
+            run_id=ctx.run_id,
             generation=gen,
             region=region,
             store_url=cfg.cloud.regions[region].store,
-            store_options=ctl.store_options(region),
+            store_options=ctx.store_options(region),
             fallback_stores=[
-                {"region": r, "url": cfg.cloud.regions[r].store, "options": ctl.store_options(r)}
-                for r in _after(ctl.candidates, region)
+                {"region": r, "url": cfg.cloud.regions[r].store, "options": ctx.store_options(r)}
+                for r in _after(ctx.candidates, region)
             ],
             store_outage_s=cfg.recovery.store_outage_s,
-            control_url=ctl.control.url,
-            control_options=ctl.control.options,
+            control_url=ctx.control.url,
+            control_options=ctx.control.options,
             ray_address=cluster.address,
             ray_storage_path=os.path.join(ray_storage_root(cluster.info, attempt_dir), "train"),
             job=to_plain(cfg.job),
@@ -307,33 +288,49 @@ class AttemptRunner:
             scratch_dir=cluster.info.get("scratch_dir"),
             data=runtime_data(cfg),
             hpo=runtime_hpo(cfg),
-            lineage=ctl.lineage.to_plain(),
+            lineage=ctx.lineage().to_plain(),
         )
         spec_path = os.path.join(attempt_dir, "spec.json")
         spec.dump(spec_path)
-        proc = ctl.provider.start_runtime(
+        proc = ctx.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
             # The run's key: in the driver's environment only (orchestrator/wire/runkey.py).
-            env=runkey.to_env(ctl.run_key),
+            env=runkey.to_env(ctx.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )
-        ctl.journal.append("runtime_started", generation=gen, pid=proc.pid, standby=standby)
+        ctx.emit("runtime_started", generation=gen, pid=proc.pid, standby=standby)
         return proc
 
     def scan_zombies(self, current: int) -> None:
         """Journal what attempts before ``current`` still did: fenced writes above all."""
         for gen in range(1, current):
             seen = self._zombie_seen.setdefault(gen, set())
-            for ev in self.ctl.control.read_events(gen, seen):
+            for ev in self.ctx.control.read_events(gen, seen):
                 if ev.kind in ("fenced_write", "fenced"):
                     fields = {**ev.fields, "time": ev.time, "generation": ev.generation}
-                    self.ctl.journal.append(runtime_type(ev.kind), **fields, by="zombie")
+                    self.ctx.emit(runtime_type(ev.kind), **fields, by="zombie")
 
     def _watch(
-        self, cluster: ClusterHandle, proc: RuntimeProcess, out: AttemptOutcome, pending: Incident | None
+        self,
+        cluster: ClusterHandle,
+        proc: RuntimeProcess,
+        out: AttemptOutcome,
+        pending: Incident | None,
+        journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> None:
-        AttemptWatch(self, cluster, proc, out, pending).run()
+        standby = self.standby
+        AttemptWatch(
+            self.ctx,
+            self.injector,
+            cluster,
+            proc,
+            out,
+            pending,
+            tick=standby.check if standby is not None else lambda: None,
+            scan_zombies=self.scan_zombies,
+            journaled=journaled,
+        ).run()
 
 
 def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:

@@ -24,10 +24,11 @@ def run_all(steps: Iterable[Callable[[], object]]) -> None:
         raise first
 
 
-def tear_down(provider: Provider, journal: Any, cluster: ClusterHandle, **why: object) -> None:
+def tear_down(provider: Provider, emit: Callable[..., Any], cluster: ClusterHandle, **why: object) -> None:
     """Tear ``cluster`` down and journal it (``teardown``, with how long it took and
     ``why``): the one way every part of the controller ends a cluster, so that replay
-    and the sweep after a crash see every one of them the same way."""
+    and the sweep after a crash see every one of them the same way. ``emit`` journals
+    (the controller's, or a journal's ``append``)."""
     t0 = time.time()
     provider.teardown(cluster)
-    journal.append("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3), **why)
+    emit("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3), **why)

@@ -12,49 +12,49 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.attempt import AttemptOutcome, AttemptRunner
+from orchestrator.attempt import AttemptRunner
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.cleanup import run_all
 from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
+from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
+from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
-from orchestrator.result import write_result
+from orchestrator.replay import incident_from
+from orchestrator.result import RunRecord, write_result
+from orchestrator.resume import Adoption
 from orchestrator.rundir import make_control_dir, make_run_dir
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from providers.base import Provider
-from recovery.detection import Failure
+from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
-from recovery.policy import Action, Budgets, FailurePolicy, History
+from recovery.policy import Action, Budgets, Decision, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError, scan_fences
 
+__all__ = ["Controller", "RunRecord"]
+
 
 @dataclass
-class RunRecord:
-    """What the controller knows so far; result.json is made from it."""
+class Next:
+    """What the controller's next step does: an attempt in ``region`` (or adopting
+    ``adopt``), carrying the incident it recovers from, if any."""
 
-    run_id: str
-    started_at: float
-    status: str = "RUNNING"
-    reason: str = ""
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    incidents: list[Incident] = field(default_factory=list)
-    final: dict[str, Any] | None = None
-    region: str | None = None
-    # The workload's own traceback, when a user error ended an attempt.
-    error_traceback: str | None = None
+    region: str
+    pending: Incident | None = None
+    adopt: Adoption | None = None
 
 
 class Controller:
-    def __init__(self, cfg: Config, provider: Provider, run_id: str, out: Any = None) -> None:
+    def __init__(self, cfg: Config, provider: Provider, run_id: str, out: Any = None, clock: Any = time.time) -> None:
         self.cfg = cfg
         self.provider = provider
         self.run_id = run_id
@@ -93,26 +93,68 @@ class Controller:
         )
         self.sm = StateMachine(self._on_transition)
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
-        self.record = RunRecord(run_id=run_id, started_at=time.time())
+        self.clock = clock
+        self.record = RunRecord(run_id=run_id, started_at=clock())
         self.history = History()
         self.lineage = Lineage()
         self._generation = 0
         self._gen_lock = threading.Lock()
-        self.standby = StandbyManager(self, self._alloc_generation)
         self.replicator = Replicator(
             run_id,
             keep_last=cfg.checkpoint.keep_last,
             on_replicated=self._on_replicated,
-            on_error=lambda msg: self.journal.append("replication_error", error=msg),
+            on_error=lambda msg: self.emit("replication_error", error=msg),
             lineage=lambda: self.lineage,
         )
+        self.ctx = RunContext(
+            run_id=run_id,
+            run_dir=self.run_dir,
+            cfg=cfg,
+            provider=provider,
+            control=self.control,
+            emit=self.emit,
+            stores=self.stores,
+            candidates=self.candidates,
+            progress=self.progress,
+            replicator=self.replicator,
+            proxies=self.proxies,
+            run_key=self.run_key,
+            lineage=lambda: self.lineage,
+            transition=self.sm.to,
+            clock=clock,
+        )
+        self.standby = StandbyManager(self.ctx, self._alloc_generation, lambda: self.history)
+        self.runner = AttemptRunner(self.ctx, self.standby)
+        self._next: Next | None = None
+        self._at: tuple[str, int] | None = None  # the attempt in hand: (region, generation)
+
+    def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
+        """Journal one event and let it change the run's state: the one way anything
+        the attempt, the watch or the standby did reaches the controller's state."""
+        event = self.journal.append(type_, **fields)
+        self._apply(event)
+        return event
+
+    def _apply(self, ev: dict[str, Any]) -> None:
+        """What a journaled event changes in the run's state, exactly as ``replay`` reads
+        it back after a crash (so a resumed controller starts from this very state)."""
+        t = ev["type"]
+        if t == "fence":
+            self.lineage = self.lineage.then(int(ev["generation"]), int(ev["restored_step"]))
+        elif t == "fences_read":
+            with self._gen_lock:
+                self._generation = max(self._generation, int(ev["generation_floor"]))
+        elif t == "attempt_ended":
+            self.record.attempts.append({k: v for k, v in ev.items() if k not in ("ts", "type")})
+        elif t == "incident":
+            self.record.incidents.append(incident_from(ev))
+        elif t == "decision":
+            failure = Failure(FailureKind(str(ev["failure"])), str(ev.get("failed_region", "")), "")
+            decision = Decision(Action(str(ev["action"])), ev.get("region"), str(ev.get("reason", "")))
+            self.history = self.history.after(failure, decision, float(ev["ts"]))
 
     def store_options(self, region: str) -> dict[str, Any]:
-        """A region's storage options as everyone uses them: through its fault proxy, if any."""
-        opts = dict(self.cfg.cloud.regions[region].storage_options)
-        if region in self.proxies:
-            opts["endpoint_url"] = self.proxies[region].endpoint
-        return opts
+        return store_options(self.cfg, self.proxies, region)
 
     def _alloc_generation(self) -> int:
         # Monotonic across attempts and standbys: a standby that is never used burns its number.
@@ -123,13 +165,15 @@ class Controller:
     # --- journal listeners ------------------------------------------------------
     def _on_control_invalid(self, invalid: Invalid) -> None:
         # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
-        self.journal.append("control_invalid", path=invalid.path, reason=invalid.reason)
+        self.emit("control_invalid", path=invalid.path, reason=invalid.reason)
 
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
-        self.journal.append("transition", **{"from": str(prev), "to": str(new)}, **info)
+        self.emit("transition", **{"from": str(prev), "to": str(new)}, **info)
+        if new is RunState.RUNNING and isinstance(info.get("region"), str):
+            self.standby.ensure(str(info["region"]))
 
     def _on_replicated(self, r: Replicated) -> None:
-        self.journal.append(
+        self.emit(
             "replicated",
             step=r.step,
             **{"from": r.source, "to": r.target},
@@ -140,13 +184,13 @@ class Controller:
         self.progress.replication_lag(r.lag_s)
 
     def cluster_name(self, region: str, generation: int) -> str:
-        return f"{self.run_id}-{region}-g{generation}"
+        return self.ctx.cluster_name(region, generation)
 
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
         save_config(self.run_dir, cfg)
-        self.journal.append(
+        self.emit(
             "run_started",
             run_id=self.run_id,
             pid=os.getpid(),
@@ -159,9 +203,10 @@ class Controller:
     def resume(self) -> dict[str, Any]:
         """Pick the run up from its journal after the controller died (action=resume)."""
         from orchestrator.replay import replay
-        from orchestrator.resume import crash_incident, sweep_and_adopt
+        from orchestrator.resume import crash_incident, journaled_runtime_events, sweep_and_adopt
 
-        rp = replay(self.journal.events())
+        events = self.journal.events()
+        rp = replay(events)
         self.record.started_at = rp.started_at or self.record.started_at
         self.record.attempts = list(rp.attempts)
         self.record.incidents = list(rp.incidents)
@@ -171,13 +216,13 @@ class Controller:
         self.sm.state = rp.state
         if self.secret_created:
             # The secret was lost (or the run predates signing): its checkpoints cannot be trusted now.
-            self.journal.append(
+            self.emit(
                 "run_key_created",
                 reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify",
             )
         if not rp.state.terminal:
             self._start_above_fences()
-        self.journal.append(
+        self.emit(
             "run_resumed",
             pid=os.getpid(),
             state=str(rp.state),
@@ -186,14 +231,16 @@ class Controller:
         )
         if rp.state.terminal:
             return self._finish_terminal(rp)
-        adopt = sweep_and_adopt(self, rp)
-        now = time.time()
+        adopt = sweep_and_adopt(self.ctx, rp)
+        if adopt is not None:
+            adopt = replace(adopt, journaled=journaled_runtime_events(events, adopt.generation))
+        now = self.clock()
         op = rp.open_attempt
         progress = self.control.read_progress(op.generation) if op is not None else None
         last_step = max(rp.last_step, 0 if progress is None else progress.step)
         if op is not None and adopt is None:
             # The open attempt is gone (or was never up): end it, and start again in its region.
-            self.journal.append(
+            self.emit(
                 "attempt_ended",
                 generation=op.generation,
                 region=op.region,
@@ -203,12 +250,9 @@ class Controller:
                 last_step=last_step,
                 outcome="controller_lost",
             )
-            self.record.attempts.append(
-                {"generation": op.generation, "region": op.region, "outcome": "controller_lost"}
-            )
             pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
             if rp.pending is None:
-                self.journal.append("incident_opened", **pending.record())
+                self.emit("incident_opened", **pending.record())
             if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
                 self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
             return self._drive(op.region, pending)
@@ -217,8 +261,7 @@ class Controller:
             inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
             inc.restored_step = last_step  # the attempt trained on: nothing to restore, nothing lost
             inc.first_step_at = now
-            self.record.incidents.append(inc)
-            self.journal.append("incident", **inc.record())
+            self.emit("incident", **inc.record())
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
 
@@ -229,14 +272,13 @@ class Controller:
         resume knows the floor even if those stores are unreachable then."""
         scan = scan_fences(list(self.stores.values()), self.run_id)
         floor = first_generation(self._generation, scan.generation)
-        self.journal.append(
+        self.emit(
             "fences_read",
             generation_floor=floor,
             highest_fence=scan.generation,
             journaled=self._generation,
             failed=scan.failed,
         )
-        self._generation = floor
 
     def _finish_terminal(self, rp: Any) -> dict[str, Any]:
         """Died after the verdict: only the result is left to write."""
@@ -248,66 +290,23 @@ class Controller:
         self.record.final = None if final is None else final.as_dict()
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
-        self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
+        self.emit("run_finished", status=result["status"], final_step=result["final_step"])
         return result
 
-    def _drive(self, region: str, pending: Incident | None, adopt: Any = None) -> dict[str, Any]:
+    def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
-        generation = self._generation
-        runner = AttemptRunner(self)
-        self.standby.runner = runner
+        self._next = Next(region, pending, adopt)
         try:
-            while True:
-                if adopt is not None:
-                    generation = adopt.generation
-                    outcome = runner.adopt(adopt, pending)
-                    adopt = None
-                else:
-                    warm = self.standby.take(region) if pending is not None else None
-                    generation = warm.generation if warm is not None else self._alloc_generation()
-                    self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
-                    outcome = runner.run(region, generation, pending, warm)
-                self.record.attempts.append(outcome.summary())
-                self.record.incidents.extend(outcome.incidents)
-                if pending is not None and pending not in outcome.incidents:
-                    # This attempt failed before its first step: the incident stays open-ended.
-                    self.record.incidents.append(pending)
-                    self.journal.append("incident", **pending.record())
-                pending = None
-                if outcome.succeeded:
-                    self.record.final = outcome.final
-                    self.record.region = region
-                    self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
-                    self.record.status = "SUCCEEDED"
-                    break
-                assert outcome.failure is not None
-                pending = self._incident_for(outcome, region, generation)
-                decision = self.policy.make_decision(outcome.failure, self.history, time.time())
-                self.history = self.history.after(outcome.failure, decision, time.time())
-                self.journal.append(
-                    "decision",
-                    action=str(decision.action),
-                    region=decision.region,
-                    reason=decision.reason,
-                    failure=str(outcome.failure.kind),
-                    failed_region=outcome.failure.region,
-                )
-                self.progress.note(_decision_text(decision.action, decision.region))
-                if decision.action is Action.GIVE_UP:
-                    self._fail(decision.reason, region, generation, pending)
-                    break
-                pending.to_region = decision.region
-                self.journal.append("incident_opened", **pending.record())
-                self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
-                region = decision.region or region
-                runner.journal_faults(runner.injector.at_point("failover", None, region, runner.last_step))
+            while not self.step():
+                pass
         except KeyboardInterrupt:
-            self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", region, generation, None)
+            at_region, at_generation = self._at or (region, self._generation)
+            self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", at_region, at_generation, None)
         finally:
             run_all(
                 [
                     self.standby.close,
-                    runner.close,
+                    lambda: self.runner.close(self._generation),
                     lambda: self.replicator.stop(drain=self.record.status == "SUCCEEDED"),
                     self._abort_orphaned_uploads,
                     self.progress.close,
@@ -315,8 +314,61 @@ class Controller:
                 ]
             )
         result = write_result(self.run_dir, self.record, self.stores)
-        self.journal.append("run_finished", status=result["status"], final_step=result["final_step"])
+        self.emit("run_finished", status=result["status"], final_step=result["final_step"])
         return result
+
+    def step(self) -> bool:
+        """One iteration of the control loop: run (or adopt) one attempt to its outcome,
+        then apply the failure policy. True once the run has ended (SUCCEEDED or FAILED);
+        otherwise the next step's region and open incident are set."""
+        nxt = self._next
+        assert nxt is not None, "step() before run() or resume()"
+        region, pending = nxt.region, nxt.pending
+        runner = self.runner
+        if nxt.adopt is not None:
+            generation = nxt.adopt.generation
+            self._at = (region, generation)
+            outcome = runner.adopt(nxt.adopt, pending)
+        else:
+            warm = self.standby.take(region) if pending is not None else None
+            generation = warm.generation if warm is not None else self._alloc_generation()
+            self._at = (region, generation)
+            self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
+            outcome = runner.run(region, generation, pending, warm)
+        self._next = None
+        self.record.error_traceback = outcome.error_traceback or self.record.error_traceback
+        if pending is not None and pending not in outcome.incidents:
+            # This attempt failed before its first step: the incident stays open-ended.
+            self.emit("incident", **pending.record())
+        if outcome.succeeded:
+            self.record.final = outcome.final
+            self.record.region = region
+            self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
+            self.record.status = "SUCCEEDED"
+            return True
+        assert outcome.failure is not None
+        failed = self._incident_for(outcome, region, generation)
+        now = self.clock()
+        decision = self.policy.make_decision(outcome.failure, self.history, now)
+        self.emit(
+            "decision",
+            action=str(decision.action),
+            region=decision.region,
+            reason=decision.reason,
+            failure=str(outcome.failure.kind),
+            failed_region=outcome.failure.region,
+        )
+        self.progress.note(_decision_text(decision.action, decision.region))
+        if decision.action is Action.GIVE_UP:
+            self._fail(decision.reason, region, generation, failed)
+            return True
+        failed.to_region = decision.region
+        self.emit("incident_opened", **failed.record())
+        self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
+        region = decision.region or region
+        runner.journal_faults(runner.injector.at_point("failover", None, region, runner.last_step))
+        self._next = Next(region, failed)
+        return False
 
     def _abort_orphaned_uploads(self) -> None:
         """Every attempt and the replicator have stopped: a multipart upload still open
@@ -326,10 +378,10 @@ class Controller:
             try:
                 aborted = store.abort_orphaned_uploads(self.run_id)
             except StoreError as exc:
-                self.journal.append("multipart_abort_failed", region=store.region, error=str(exc))
+                self.emit("multipart_abort_failed", region=store.region, error=str(exc))
                 continue
             if aborted:
-                self.journal.append("multipart_aborted", region=store.region, keys=aborted[:10])
+                self.emit("multipart_aborted", region=store.region, keys=aborted[:10])
 
     def _incident_for(self, outcome: AttemptOutcome, region: str, generation: int) -> Incident:
         failure: Failure = outcome.failure  # type: ignore[assignment]
@@ -345,8 +397,7 @@ class Controller:
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
-            self.record.incidents.append(pending)
-            self.journal.append("incident", **pending.record())
+            self.emit("incident", **pending.record())
         self.record.status = "FAILED"
         self.record.reason = reason
         self.record.region = region

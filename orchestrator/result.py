@@ -5,16 +5,31 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+from orchestrator.incidents import Incident
 from orchestrator.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
 from recovery.fsio import write_private
 from recovery.store import CheckpointStore, StoreError
 
-if TYPE_CHECKING:
-    from orchestrator.controller import RunRecord
-
 RESULT_NAME = "result.json"
+
+
+@dataclass
+class RunRecord:
+    """What the controller knows of the run so far; result.json is made from it."""
+
+    run_id: str
+    started_at: float
+    status: str = "RUNNING"
+    reason: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[Incident] = field(default_factory=list)
+    final: dict[str, Any] | None = None
+    region: str | None = None
+    # The workload's own traceback, when a user error ended an attempt.
+    error_traceback: str | None = None
 
 
 def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:

@@ -7,19 +7,18 @@ attempt it can adopt, and never starts an attempt while another may still train.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
 from orchestrator.cleanup import tear_down
+from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
+from orchestrator.journal import runtime_kind
 from orchestrator.replay import Replayed
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
-
-if TYPE_CHECKING:
-    from orchestrator.controller import Controller
 
 
 class AdoptedProcess:
@@ -55,45 +54,57 @@ class Adoption:
     cluster: ClusterHandle
     pid: int
     restored_step: int | None
+    # (kind, time) of the runtime events the crashed controller journaled already.
+    journaled: frozenset[tuple[str, float]] = field(default_factory=frozenset)
 
 
-def handle_of(ctl: Controller, provisioned: dict[str, Any]) -> ClusterHandle:
-    name = str(provisioned["cluster"])
-    found = ctl.provider.find(name)
-    if found is not None:
-        return found  # the provider's record is the newest (runtime pids included)
-    return ClusterHandle(
-        name, str(provisioned["region"]), ctl.provider.name, str(provisioned["address"]), provisioned.get("info", {})
+def journaled_runtime_events(events: list[dict[str, Any]], generation: int) -> frozenset[tuple[str, float]]:
+    """What a crashed controller journaled of an attempt's runtime events: the watch
+    that adopts the attempt reads its control channel from the start and skips these."""
+    return frozenset(
+        (str(runtime_kind(e)), float(e["time"]))
+        for e in events
+        if e.get("by") == "runtime" and e.get("generation") == generation and isinstance(e.get("time"), int | float)
     )
 
 
-def sweep_and_adopt(ctl: Controller, rp: Replayed) -> Adoption | None:
+def handle_of(ctx: RunContext, provisioned: dict[str, Any]) -> ClusterHandle:
+    name = str(provisioned["cluster"])
+    found = ctx.provider.find(name)
+    if found is not None:
+        return found  # the provider's record is the newest (runtime pids included)
+    return ClusterHandle(
+        name, str(provisioned["region"]), ctx.provider.name, str(provisioned["address"]), provisioned.get("info", {})
+    )
+
+
+def sweep_and_adopt(ctx: RunContext, rp: Replayed) -> Adoption | None:
     """Tear down everything left running but the open attempt, which is adopted if
     its cluster is healthy and its driver alive, or if its driver has ended and said
     how; otherwise it is torn down too."""
     adopt: Adoption | None = None
     op = rp.open_attempt
     if op is not None and op.cluster is not None and op.runtime_pid is not None:
-        handle = handle_of(ctl, op.cluster)
+        handle = handle_of(ctx, op.cluster)
         # Still training, or already ended with a word (success, preemption, user error):
         # either way the attempt's own outcome stands and the watch takes it from there.
-        ended = ctl.control.read_exit(op.generation) is not None
-        if ended or (_alive(op.runtime_pid) and ctl.provider.healthy(handle)):
+        ended = ctx.control.read_exit(op.generation) is not None
+        if ended or (_alive(op.runtime_pid) and ctx.provider.healthy(handle)):
             adopt = Adoption(op.generation, op.region, handle, op.runtime_pid, op.restored_step)
     for name, provisioned in rp.leftover.items():
         if adopt is not None and name == adopt.cluster.name:
             continue
-        _teardown(ctl, handle_of(ctl, provisioned), "left running by the crashed controller")
+        _teardown(ctx, handle_of(ctx, provisioned), "left running by the crashed controller")
     for region, gen in rp.launching:
-        name = ctl.cluster_name(region, gen)
-        handle = ctl.provider.find(name)
+        name = ctx.cluster_name(region, gen)
+        handle = ctx.provider.find(name)
         if handle is not None:
-            _teardown(ctl, handle, "launched by the crashed controller, never journaled")
+            _teardown(ctx, handle, "launched by the crashed controller, never journaled")
     return adopt
 
 
-def _teardown(ctl: Controller, handle: ClusterHandle, why: str) -> None:
-    tear_down(ctl.provider, ctl.journal, handle, reason=why)
+def _teardown(ctx: RunContext, handle: ClusterHandle, why: str) -> None:
+    tear_down(ctx.provider, ctx.emit, handle, reason=why)
 
 
 def crash_incident(rp: Replayed, region: str, generation: int, now: float, last_step: int) -> Incident:

@@ -11,18 +11,13 @@ a second cluster for the length of the run.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from orchestrator.cleanup import tear_down
+from orchestrator.context import RunContext
 from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
-from recovery.policy import next_region
-
-if TYPE_CHECKING:
-    from orchestrator.attempt import AttemptRunner
-    from orchestrator.controller import Controller
+from recovery.policy import History, next_region
 
 
 @dataclass
@@ -33,12 +28,24 @@ class Warm:
     proc: RuntimeProcess
 
 
+Launch = Callable[..., ClusterHandle]  # (region, generation, purpose=) -> a journaled cluster
+StartRuntime = Callable[..., RuntimeProcess]  # (cluster, region, generation, standby=) -> the driver
+
+
 class StandbyManager:
-    def __init__(self, ctl: Controller, alloc_generation: Callable[[], int]) -> None:
-        self.ctl = ctl
-        self.enabled = ctl.cfg.recovery.standby
+    def __init__(
+        self,
+        ctx: RunContext,
+        alloc_generation: Callable[[], int],
+        history: Callable[[], History] = History,
+    ) -> None:
+        self.ctx = ctx
+        self.enabled = ctx.cfg.recovery.standby
         self.alloc_generation = alloc_generation
-        self.runner: AttemptRunner | None = None
+        self.history = history
+        # The attempt runner's, given once it exists: a standby is launched and started as an attempt is.
+        self.launch: Launch | None = None
+        self.start_runtime: StartRuntime | None = None
         self._lock = threading.Lock()
         self._warm: Warm | None = None
         self._thread: threading.Thread | None = None
@@ -49,13 +56,13 @@ class StandbyManager:
         """Stand by in the region a failover from ``current`` would pick, if not already."""
         if not self.enabled or self._closed:
             return
-        history = self.ctl.history
+        now = self.ctx.clock()
         target = next_region(
-            self.ctl.candidates,
+            self.ctx.candidates,
             current,
-            {**history.region_failed_at, current: time.time()},
-            time.time(),
-            self.ctl.cfg.recovery.region_cooldown_s,
+            {**self.history().region_failed_at, current: now},
+            now,
+            self.ctx.cfg.recovery.region_cooldown_s,
         )
         with self._lock:
             if target is None or target == self._target:
@@ -67,22 +74,22 @@ class StandbyManager:
             self._thread.start()
 
     def _prepare(self, region: str) -> None:
-        assert self.runner is not None
+        assert self.launch is not None and self.start_runtime is not None
         gen = self.alloc_generation()
         try:
-            cluster = self.runner.launch(region, gen, purpose="standby")
+            cluster = self.launch(region, gen, purpose="standby")
         except ProvisionError:
             with self._lock:
                 self._target = None
             return
         try:
-            proc = self.runner.start_runtime(cluster, region, gen, standby=True)
+            proc = self.start_runtime(cluster, region, gen, standby=True)
         except Exception as exc:
             # Launched and not yet tracked: nothing else would ever tear it down.
-            self.ctl.journal.append("standby_failed", region=region, generation=gen, error=str(exc)[:500])
+            self.ctx.emit("standby_failed", region=region, generation=gen, error=str(exc)[:500])
             with self._lock:
                 self._target = None
-            tear_down(self.ctl.provider, self.ctl.journal, cluster, purpose="standby")
+            tear_down(self.ctx.provider, self.ctx.emit, cluster, purpose="standby")
             return
         warm = Warm(region, gen, cluster, proc)
         with self._lock:
@@ -94,7 +101,7 @@ class StandbyManager:
         if stale:
             self._teardown(warm)
         else:
-            self.ctl.journal.append("standby_ready", region=region, generation=gen, cluster=cluster.name)
+            self.ctx.emit("standby_ready", region=region, generation=gen, cluster=cluster.name)
 
     def take(self, region: str) -> Warm | None:
         """The standby, if it stands in ``region`` and is healthy; it is then the caller's."""
@@ -103,7 +110,7 @@ class StandbyManager:
         thread = self._thread
         if thread is not None and self._target == region:
             # Still coming up: waiting for it beats starting from nothing.
-            thread.join(timeout=self.ctl.cfg.recovery.provision_timeout_s)
+            thread.join(timeout=self.ctx.cfg.recovery.provision_timeout_s)
         with self._lock:
             warm = self._warm if self._warm is not None and self._warm.region == region else None
             if warm is not None:
@@ -111,7 +118,7 @@ class StandbyManager:
         if warm is not None and self._healthy(warm):
             return warm
         if warm is not None:
-            self.ctl.journal.append("standby_lost", region=warm.region, generation=warm.generation)
+            self.ctx.emit("standby_lost", region=warm.region, generation=warm.generation)
             self._teardown(warm)
         return None
 
@@ -120,7 +127,7 @@ class StandbyManager:
         with self._lock:
             warm = self._warm
         if warm is not None and not self._healthy(warm):
-            self.ctl.journal.append("standby_lost", region=warm.region, generation=warm.generation)
+            self.ctx.emit("standby_lost", region=warm.region, generation=warm.generation)
             with self._lock:
                 if self._warm is warm:
                     self._warm, self._target = None, None
@@ -131,11 +138,11 @@ class StandbyManager:
             self._closed = True
         thread = self._thread
         if thread is not None:
-            thread.join(timeout=self.ctl.cfg.recovery.provision_timeout_s + 30)
+            thread.join(timeout=self.ctx.cfg.recovery.provision_timeout_s + 30)
         self._drop()
 
     def _healthy(self, warm: Warm) -> bool:
-        return warm.proc.poll() is None and self.ctl.provider.healthy(warm.cluster)
+        return warm.proc.poll() is None and self.ctx.provider.healthy(warm.cluster)
 
     def _drop(self) -> None:
         with self._lock:
@@ -144,4 +151,4 @@ class StandbyManager:
             self._teardown(warm)
 
     def _teardown(self, warm: Warm) -> None:
-        tear_down(self.ctl.provider, self.ctl.journal, warm.cluster, purpose="standby")
+        tear_down(self.ctx.provider, self.ctx.emit, warm.cluster, purpose="standby")

@@ -8,59 +8,60 @@ attempt has failed (and how) or succeeded.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from orchestrator.chaos.injector import FaultInjector
 from orchestrator.chaos.kinds import REGION_FAULTS
+from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
-from orchestrator.journal import runtime_kind, runtime_type
-from orchestrator.report import append_loss
+from orchestrator.journal import runtime_type
+from orchestrator.losses import append_loss
+from orchestrator.outcome import AttemptOutcome
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
-
-if TYPE_CHECKING:
-    from orchestrator.attempt import AttemptOutcome, AttemptRunner
 
 POLL_S = 0.2
 ZOMBIE_SCAN_EVERY = 10  # polls
 
 
 class AttemptWatch:
+    """Watches one attempt to its verdict; ``out`` carries what it learns (``out.last_step``
+    is the last step known done, moved by progress reports, faults and preemption notices)."""
+
     def __init__(
         self,
-        runner: AttemptRunner,
+        ctx: RunContext,
+        injector: FaultInjector,
         cluster: ClusterHandle,
         proc: RuntimeProcess,
         out: AttemptOutcome,
         pending: Incident | None,
-        adopted: bool = False,
+        *,
+        tick: Callable[[], None] = lambda: None,
+        scan_zombies: Callable[[int], None] = lambda generation: None,
+        journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> None:
-        self.runner = runner
+        self.ctx = ctx
+        self.injector = injector
         # Adopted from a crashed controller: what it journaled already is not journaled again.
-        self.journaled: set[tuple[str, float]] = set()
-        if adopted:
-            self.journaled = {
-                (str(runtime_kind(e)), float(e["time"]))
-                for e in runner.ctl.journal.events()
-                if e.get("by") == "runtime"
-                and e.get("generation") == out.generation
-                and isinstance(e.get("time"), int | float)
-            }
-        self.ctl = runner.ctl
+        self.journaled = journaled
+        self.tick = tick
+        self.scan_zombies = scan_zombies
         self.cluster = cluster
         self.proc = proc
         self.out = out
         self.pending = pending
         self.gen, self.region = out.generation, out.region
-        self.lease = Lease(self.ctl.cfg.recovery.heartbeat_interval_s, self.ctl.cfg.recovery.heartbeat_timeout_s)
+        self.lease = Lease(ctx.cfg.recovery.heartbeat_interval_s, ctx.cfg.recovery.heartbeat_timeout_s)
         self.seen: set[str] = set()
         self.open_incidents: list[Incident] = [pending] if pending is not None else []
         self.train_starts = 0
         self.train_started_at: float | None = None
         self.user_error: str | None = None
         self.kill_times: dict[str, float] = {}
-        self.started = time.time()
+        self.started = ctx.clock()
         self.last_progress_at = self.started
         self.polls = 0
 
@@ -68,10 +69,10 @@ class AttemptWatch:
         while True:
             self._events()
             self._progress()
-            self.ctl.standby.check()
+            self.tick()
             self.polls += 1
             if self.polls % ZOMBIE_SCAN_EVERY == 0:
-                self.runner.scan_zombies(self.gen)
+                self.scan_zombies(self.gen)
             self._faults()
             if self._verdict():
                 return
@@ -79,33 +80,33 @@ class AttemptWatch:
 
     # --- what the runtime said ----------------------------------------------------
     def _events(self) -> None:
-        ctl = self.ctl
-        for ev in ctl.control.read_events(self.gen, self.seen):
+        ctx = self.ctx
+        for ev in ctx.control.read_events(self.gen, self.seen):
             kind = ev.kind
             if kind == "losses":
                 # The plot's series: its own file, not the journal.
                 for step, loss in ev.fields["points"]:
-                    append_loss(ctl.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
+                    append_loss(ctx.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
                 continue
             if (kind, ev.time) not in self.journaled:
                 # Its own namespace, and "by" stamped last: whatever kind the runtime
                 # claims, replay never reads it as a controller event.
                 fields = {"region": self.region, **ev.fields, "time": ev.time, "generation": ev.generation}
-                ctl.journal.append(runtime_type(kind), **fields, by="runtime")
+                ctx.emit(runtime_type(kind), **fields, by="runtime")
             if kind == "replicated" and ev.get("lag_s") is not None:
-                ctl.progress.replication_lag(float(ev.fields["lag_s"]))
-            elif kind == "store_fallback" and ev.fields["to"] in ctl.stores:
+                ctx.progress.replication_lag(float(ev.fields["lag_s"]))
+            elif kind == "store_fallback" and ev.fields["to"] in ctx.stores:
                 # The runtime commits elsewhere now: replicate from there.
-                ctl.replicator.follow(ctl.stores[str(ev.fields["to"])], list(ctl.stores.values()))
-                ctl.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
+                ctx.replicator.follow(ctx.stores[str(ev.fields["to"])], list(ctx.stores.values()))
+                ctx.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
             elif kind == "user_error" and self.user_error is None:
                 self.user_error = str(ev.fields["error"])
-                ctl.record.error_traceback = ev.get("traceback") or ctl.record.error_traceback
+                self.out.error_traceback = ev.get("traceback") or self.out.error_traceback
             elif kind == "train_started":
                 self._train_started(ev)
             elif kind == "preempted":
                 # Committed at this step: nothing after it was lost.
-                self.runner.last_step = max(self.runner.last_step, int(ev.fields["step"]))
+                self.out.last_step = max(self.out.last_step, int(ev.fields["step"]))
 
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
@@ -124,56 +125,56 @@ class AttemptWatch:
                 to_region=self.region,
                 failed_at=self.kill_times.pop("kill_worker", self.last_progress_at),
                 detected_at=ev.time,
-                last_step=self.runner.last_step,
+                last_step=self.out.last_step,
                 restored_step=restored,
                 generation=self.gen,
             )
         )
 
     def _progress(self) -> None:
-        prog = self.ctl.control.read_progress(self.gen)
+        prog = self.ctx.control.read_progress(self.gen)
         if prog is None or prog.time == self.last_progress_at:
             return  # only a new report moves the step: a fault's step can be newer
         step = prog.step
         self.last_progress_at = prog.time
-        self.runner.last_step = step
+        self.out.last_step = step
 
         for inc in list(self.open_incidents):
             if inc.restored_step is not None and step > inc.restored_step:
                 inc.first_step_at = self.last_progress_at
                 self.open_incidents.remove(inc)
                 self.out.incidents.append(inc)
-                self.ctl.journal.append("incident", **inc.record())
-        self.ctl.progress.update(self.region, self.gen, prog.as_dict())
+                self.ctx.emit("incident", **inc.record())
+        self.ctx.progress.update(self.region, self.gen, prog.as_dict())
 
     def _faults(self) -> None:
-        injector = self.runner.injector
-        training_for = None if self.train_started_at is None else time.time() - self.train_started_at
+        injector = self.injector
+        training_for = None if self.train_started_at is None else self.ctx.clock() - self.train_started_at
         fired = injector.poll(self.cluster, self.proc.pid, self.gen)
         fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for)
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
-            self.runner.last_step = max(self.runner.last_step, inj.step)
-            self.ctl.journal.append("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
-            self.ctl.progress.note(f"chaos: {inj.kind} at step {inj.step}")
+            self.out.last_step = max(self.out.last_step, inj.step)
+            self.ctx.emit("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
 
     # --- the verdict --------------------------------------------------------------
     def _settled_health(self) -> bool:
         """The cluster's health once a dying node has had time to show it."""
         deadline = time.monotonic() + HEALTH_SETTLE_S
         while time.monotonic() < deadline:
-            if not self.ctl.provider.healthy(self.cluster):
+            if not self.ctx.provider.healthy(self.cluster):
                 return False
             time.sleep(0.1)
-        return self.ctl.provider.healthy(self.cluster)
+        return self.ctx.provider.healthy(self.cluster)
 
     def _verdict(self) -> bool:
         """True once the attempt has succeeded or failed (``out`` says which)."""
-        ctl, out = self.ctl, self.out
-        now = time.time()
-        hb = ctl.control.read_heartbeat(self.gen)
+        ctx, out = self.ctx, self.out
+        now = ctx.clock()
+        hb = ctx.control.read_heartbeat(self.gen)
         code = self.proc.poll()
-        healthy = ctl.provider.healthy(self.cluster)
+        healthy = ctx.provider.healthy(self.cluster)
         obs = Observation(
             runtime_exit=code,
             cluster_healthy=healthy,
@@ -183,25 +184,24 @@ class AttemptWatch:
         )
         if confirm_health(obs):
             healthy = self._settled_health()
-            now = time.time()  # detected once the cluster's state is known
+            now = ctx.clock()  # detected once the cluster's state is known
             obs = replace(obs, cluster_healthy=healthy)
         failure = classify(obs, self.region, self.lease)
         if failure is None and code == EXIT_OK:
             out.succeeded = True
-            final = ctl.control.read_final(self.gen)
+            final = ctx.control.read_final(self.gen)
             out.final = None if final is None else final.as_dict()
-            out.last_step = self.runner.last_step if final is None else final.final_step
-            self.runner.last_step = out.last_step
+            if final is not None:
+                out.last_step = final.final_step
             return True
         if failure is None:
             return False
         out.failure = failure
         out.detected_at = now
         fault_at = next((self.kill_times[k] for k in REGION_FAULTS if k in self.kill_times), None)
-        fault_at = fault_at or self.runner.injector.region_killed_at(self.cluster)
+        fault_at = fault_at or self.injector.region_killed_at(self.cluster)
         out.failed_at = fault_at or (hb.time if hb else now)
-        out.last_step = self.runner.last_step
-        ctl.journal.append(
+        ctx.emit(
             "failure_detected",
             kind=str(failure.kind),
             region=self.region,
@@ -212,5 +212,5 @@ class AttemptWatch:
             detected_after_s=round(now - out.failed_at, 3),
             last_step=out.last_step,
         )
-        ctl.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
+        ctx.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
         return True

@@ -55,17 +55,17 @@ def test_a_standby_whose_runtime_cannot_start_is_torn_down() -> None:
     torn: list[str] = []
     cluster = SimpleNamespace(name="standby-c1")
     journal = Journal()
-    ctl = SimpleNamespace(
+    ctx = SimpleNamespace(
         cfg=SimpleNamespace(recovery=SimpleNamespace(standby=True)),
-        journal=journal,
+        emit=journal.append,
         provider=SimpleNamespace(teardown=lambda c: torn.append(c.name)),
     )
 
     def cannot_start(*_: Any, **__: Any) -> None:
         raise OSError("ssh: connection refused")
 
-    manager = StandbyManager(ctl, lambda: 7)  # type: ignore[arg-type]
-    manager.runner = SimpleNamespace(launch=lambda *a, **k: cluster, start_runtime=cannot_start)  # type: ignore[assignment]
+    manager = StandbyManager(ctx, lambda: 7)  # type: ignore[arg-type]
+    manager.launch, manager.start_runtime = (lambda *a, **k: cluster), cannot_start
     manager._target = "local-b"
     manager._prepare("local-b")
     assert torn == ["standby-c1"]

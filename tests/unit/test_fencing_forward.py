@@ -357,7 +357,7 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
     write_checkpoint(b, RUN, 40)
     write_checkpoint(a, RUN, 20)
     a.fs.ls = _timeout  # type: ignore[method-assign]
-    runner = AttemptRunner(ctl)
+    runner = AttemptRunner(ctl.ctx)
     try:
         assert runner._prepare_restore("local-b") == 40
     finally:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 import orchestrator.attempt as attempt
 from orchestrator.compose import compose
+from orchestrator.context import RunContext
 from orchestrator.journal import Journal
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
@@ -35,18 +35,15 @@ class Flaky:
 
 def _runner(tmp_path: Path, provider: Flaky) -> tuple[attempt.AttemptRunner, Journal]:
     journal = Journal(str(tmp_path / "journal.jsonl"))
-    ctl = SimpleNamespace(
+    ctx = RunContext(
+        run_id="r",
+        run_dir=str(tmp_path),
         cfg=compose([f"home={tmp_path}"]),
         provider=provider,
-        journal=journal,
         control=ControlChannel(f"file://{tmp_path}/control"),
-        stores={},
-        run_id="r",
-        proxies={},
-        progress=SimpleNamespace(note=lambda text: None),
-        cluster_name=lambda region, gen: f"r-{region}-g{gen}",
+        emit=journal.append,
     )
-    return attempt.AttemptRunner(ctl), journal  # type: ignore[arg-type]
+    return attempt.AttemptRunner(ctx), journal
 
 
 def test_transient_errors_are_retried_then_the_cluster_is_journaled(tmp_path, monkeypatch) -> None:

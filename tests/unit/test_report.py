@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.report import append_loss, build, render, write
+from orchestrator.losses import append_loss
+from orchestrator.report import build, render, write
 
 
 def _journal(run_dir: Path, events: list[dict]) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
+from orchestrator.context import RunContext
 from orchestrator.journal import Journal
 from orchestrator.replay import OpenAttempt, Replayed
 from orchestrator.resume import sweep_and_adopt
@@ -33,12 +33,15 @@ class Provider:
         self.torn_down.append(cluster.name)
 
 
-def _ctl(tmp_path: Path, provider: Provider) -> SimpleNamespace:
-    return SimpleNamespace(
-        provider=provider,
+def _ctl(tmp_path: Path, provider: Provider) -> RunContext:
+    journal = Journal(str(tmp_path / "journal.jsonl"))
+    return RunContext(
+        run_id="r",
+        run_dir=str(tmp_path),
+        cfg=None,  # type: ignore[arg-type]
+        provider=provider,  # type: ignore[arg-type]
         control=ControlChannel(f"file://{tmp_path}/control"),
-        journal=Journal(str(tmp_path / "journal.jsonl")),
-        cluster_name=lambda region, gen: f"r-{region}-g{gen}",
+        emit=journal.append,
     )
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from orchestrator.journal import DamagedFile, Journal, load_json, read_events
+from orchestrator.losses import append_loss, read_loss
 from orchestrator.preflight import PreflightError, probe
-from orchestrator.report import append_loss, read_loss
 from orchestrator.result import read_result
 
 RESULT = {

@@ -24,7 +24,9 @@ import psutil
 import pytest
 
 from orchestrator.chaos.injector import FaultInjector, victim_problem
+from orchestrator.context import RunContext
 from orchestrator.journal import Journal, event_problem, read_events, runtime_type
+from orchestrator.outcome import AttemptOutcome
 from orchestrator.replay import replay
 from orchestrator.watch import AttemptWatch
 from orchestrator.wire import schema as wire
@@ -286,19 +288,19 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
     )
     progress = SimpleNamespace(replication_lag=lambda lag: None, note=lambda text: None, update=lambda *a: None)
     recovery = SimpleNamespace(heartbeat_interval_s=1.0, heartbeat_timeout_s=5.0)
-    ctl = SimpleNamespace(
-        journal=journal,
-        control=control,
-        cfg=SimpleNamespace(recovery=recovery),
+    ctx = RunContext(
+        run_id="r",
         run_dir=str(tmp_path / "run"),
-        progress=progress,
-        stores={},
-        record=SimpleNamespace(error_traceback=None),
+        cfg=SimpleNamespace(recovery=recovery),  # type: ignore[arg-type]
+        provider=None,  # type: ignore[arg-type]
+        control=control,
+        emit=journal.append,
+        progress=progress,  # type: ignore[arg-type]
     )
-    runner = SimpleNamespace(ctl=ctl, last_step=0)
-    out = SimpleNamespace(generation=gen, region="local-a", restored_step=None)
+    out = AttemptOutcome(generation=gen, region="local-a", started_at=0.0)
     cluster = ClusterHandle("c", "local-a", "local", "")
-    watch = AttemptWatch(runner, cluster, SimpleNamespace(pid=1, poll=lambda: None), out, None)  # type: ignore[arg-type]
+    proc = SimpleNamespace(pid=1, poll=lambda: None)
+    watch = AttemptWatch(ctx, None, cluster, proc, out, None)  # type: ignore[arg-type]
     return watch, journal, control
 
 

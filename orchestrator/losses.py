@@ -1,0 +1,30 @@
+"""The loss series a run's report plots: ``loss.jsonl`` beside the journal, one point
+per progress report (the journal keeps decisions, not every loss)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from orchestrator.journal import json_lines, shape_problem
+
+LOSS_NAME = "loss.jsonl"
+_POINT: dict[str, tuple[type, ...]] = {"generation": (int,), "step": (int,), "region": (str,), "loss": (int, float)}
+
+
+def append_loss(run_dir: str, **point: Any) -> None:
+    """One (time, generation, region, step, loss) point; the watch adds one per progress report."""
+    with open(os.path.join(run_dir, LOSS_NAME), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(point) + "\n")
+
+
+def read_loss(run_dir: str) -> list[dict[str, Any]]:
+    # Keyed by (generation, step): an adopted attempt's samples may be read twice.
+    # The plot's input only: a point that is not one we wrote is left out, not an error.
+    points = {
+        (p["generation"], p["step"]): p
+        for _, p in json_lines(os.path.join(run_dir, LOSS_NAME))
+        if shape_problem(p, _POINT, {}) is None
+    }
+    return list(points.values())
