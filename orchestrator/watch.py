@@ -174,6 +174,10 @@ class AttemptWatch:
         now = ctx.clock()
         hb = ctx.control.read_heartbeat(self.gen)
         code = self.proc.poll()
+        if code is not None:
+            # Its last words (a user error's traceback, a preemption's step) were written
+            # before it exited, maybe after this poll's read of the events.
+            self._events()
         healthy = ctx.provider.healthy(self.cluster)
         obs = Observation(
             runtime_exit=code,

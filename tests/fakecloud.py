@@ -1,0 +1,183 @@
+"""A provider whose clusters and runtimes are scripts, for driving the controller's loop
+(``Controller.step()``) without Ray: each launch in a region takes the next entry of
+that region's script, a ``ProvisionErrorKind`` (the launch fails so) or a ``Script``
+(what the runtime then does, step by step, one batch of steps per poll of the watch).
+
+The scripted runtime is honest where the controller's decisions depend on it: it
+restores the newest checkpoint in its region's store that verifies and is on the
+lineage it was started with, commits signed checkpoints with fencing (an older
+generation's commit after a failover is refused), and reports through the real
+control channel (heartbeat, progress, events, final, exit code).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
+from recovery.fencing import FencedError, Lineage
+from recovery.store import CheckpointStore
+
+
+@dataclass(frozen=True)
+class Script:
+    """Train to ``until`` (None: the job's steps), then ``then``: ``finish``,
+    ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
+    cluster stays), ``hang`` (heartbeats stop), ``user_error``, ``preempted``
+    (commits, then exits so), ``workers_exhausted``."""
+
+    until: int | None = None
+    then: str = "finish"
+
+
+@dataclass
+class FakeRuntime:
+    spec: RuntimeSpec
+    script: Script
+    provider: FakeCloud
+    cluster: ClusterHandle
+    key: bytes
+    pid: int
+    step: int = 0
+    started: bool = False
+    code: int | None = None
+    hung: bool = False
+    commits_refused: int = 0
+
+    @property
+    def control(self) -> ControlChannel:
+        return ControlChannel(self.spec.control_url, self.spec.control_options)
+
+    @property
+    def store(self) -> CheckpointStore:
+        return CheckpointStore(self.spec.store_url, region=self.spec.region, key=self.key)
+
+    def poll(self) -> int | None:
+        if self.code is not None or self.hung:
+            return self.code
+        if self.cluster.name in self.provider.dead:
+            self.code = -9
+            return self.code
+        gen, control = self.spec.generation, self.control
+        if self.spec.standby and not control.is_active(gen):
+            control.heartbeat(gen)
+            return None
+        if not self.started:
+            self._start(control)
+            return None
+        total = int(self.spec.job["steps"])
+        until = total if self.script.until is None else self.script.until
+        if self.step < until:
+            self.step = min(until, self.step + self.provider.steps_per_poll)
+            if self.step % self.provider.every == 0 or self.step == until:
+                self._commit(self.step)
+            control.heartbeat(gen)
+            control.progress(gen, step=self.step, total=total, loss=1.0 / self.step)
+            return None
+        return self._end(control, total)
+
+    def _start(self, control: ControlChannel) -> None:
+        lineage = self.spec.fencing_lineage()
+        if self.spec.standby:
+            activation = control.read_activation(self.spec.generation) or {}
+            if activation.get("lineage") is not None:
+                lineage = Lineage.from_plain(activation["lineage"])
+        newest = self.store.latest_verified(self.spec.run_id, lineage=lineage)
+        self.step = 0 if newest is None else newest.step
+        self.started = True
+        control.heartbeat(self.spec.generation)
+        control.event(self.spec.generation, "train_started", restored_step=self.step, pid=self.pid)
+
+    def _commit(self, step: int) -> None:
+        store = self.store
+        entry = store.put(self.spec.run_id, step, "model.pt", f"weights at {step}".encode())
+        try:
+            store.commit(self.spec.run_id, step, self.spec.generation, [entry], fenced=True)
+        except FencedError:
+            self.commits_refused += 1
+
+    def _end(self, control: ControlChannel, total: int) -> int | None:
+        gen, then = self.spec.generation, self.script.then
+        if then == "finish":
+            control.final(gen, final_step=total, metrics={"loss": 1.0 / total})
+            self.code = EXIT_OK
+        elif then == "cluster_lost":
+            self.provider.dead.add(self.cluster.name)
+            self.code = -9
+        elif then == "runtime_lost":
+            self.code = -9
+        elif then == "hang":
+            self.hung = True
+            return None
+        elif then == "user_error":
+            control.event(gen, "user_error", error="ValueError: boom", traceback="Traceback: boom", rank=0)
+            self.code = EXIT_USER_ERROR
+        elif then == "preempted":
+            control.event(gen, "preempted", step=self.step)
+            self.code = EXIT_PREEMPTED
+        elif then == "workers_exhausted":
+            self.code = EXIT_WORKERS_EXHAUSTED
+        else:
+            raise ValueError(f"no such script ending: {then}")
+        control.exited(gen, self.code)
+        return self.code
+
+
+@dataclass
+class FakeCloud:
+    """The Provider protocol over scripts: ``scripts[region]`` is consumed launch by launch."""
+
+    scripts: dict[str, list[Script | ProvisionErrorKind]]
+    name: str = "fake"
+    steps_per_poll: int = 10
+    every: int = 20
+    dead: set[str] = field(default_factory=set)
+    clusters: dict[str, ClusterHandle] = field(default_factory=dict)
+    torn_down: list[str] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+    runtimes: list[FakeRuntime] = field(default_factory=list)
+    _pending: dict[str, Script] = field(default_factory=dict)
+
+    def launch(
+        self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None
+    ) -> ClusterHandle:
+        script = self.scripts.get(region.name) or [Script()]
+        entry = script.pop(0) if len(script) > 1 else script[0]
+        self.launched.append(cluster_name)
+        if isinstance(entry, ProvisionErrorKind):
+            raise ProvisionError(entry, region.name, f"scripted {entry}")
+        handle = ClusterHandle(cluster_name, region.name, self.name, f"fake://{cluster_name}")
+        self.clusters[cluster_name] = handle
+        self._pending[cluster_name] = entry
+        return handle
+
+    def healthy(self, cluster: ClusterHandle) -> bool:
+        return cluster.name in self.clusters and cluster.name not in self.dead
+
+    def start_runtime(self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str) -> FakeRuntime:
+        spec = RuntimeSpec.load(argv[-1])
+        rt = FakeRuntime(
+            spec,
+            self._pending.pop(cluster.name),
+            self,
+            cluster,
+            runkey.parse(env[runkey.ENV]),
+            pid=os.getpid() + 100000 + len(self.runtimes),
+        )
+        self.runtimes.append(rt)
+        return rt
+
+    def processes(self, cluster: ClusterHandle) -> list[int]:
+        return [rt.pid for rt in self.runtimes if rt.cluster.name == cluster.name]
+
+    def teardown(self, cluster: ClusterHandle) -> None:
+        if self.clusters.pop(cluster.name, None) is not None:
+            self.torn_down.append(cluster.name)
+
+    def find(self, cluster_name: str) -> ClusterHandle | None:
+        return self.clusters.get(cluster_name)
