@@ -22,12 +22,10 @@ from orchestrator.runstate.events import (
     Unknown,
     from_json,
     json_is,
-    runtime_kind,
     to_json,
 )
-from orchestrator.runstate.events import (
-    runtime_type as runtime_type,
-)
+from orchestrator.runstate.events import runtime_kind as runtime_kind
+from orchestrator.runstate.events import runtime_type as runtime_type
 from recovery.fsio import fsync_dir
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
@@ -42,16 +40,11 @@ def redact(value: Any) -> Any:
     return value
 
 
-# What the runtime said is journaled under its own namespace ("runtime.<kind>", by
-# "runtime", or "zombie" for an older attempt's): never read back as the controller's
-# own word, whatever kind it claims (orchestrator.runstate.events.RuntimeReport).
-
-
-def controller_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if runtime_kind(e) is None]
-
-
 class Journal:
+    """Every line a typed event (orchestrator.runstate.events). What the runtime said
+    goes under its own namespace ("runtime.<kind>", by "runtime", or "zombie" for an
+    older attempt's) and reads back as a RuntimeReport: never the controller's word."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
