@@ -384,6 +384,7 @@ class FailureDetected(Event):
 class FaultInjected(Event):
     """``extra``: the fault's own detail (seq, during, trigger, region, killed, ...), flat in the line."""
 
+    SPARSE = frozenset({"index", "step"})
     kind: str
     index: int | None = None
     step: int | None = None
