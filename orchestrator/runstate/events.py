@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cache
@@ -676,8 +676,3 @@ def to_json(event: Event) -> dict[str, Any]:
 def payload(event: Event) -> dict[str, Any]:
     """The line's fields without ``ts`` and ``type``: what a ``(type, fields)`` hook takes."""
     return {k: v for k, v in to_json(event).items() if k not in ("ts", "type")}
-
-
-def all_types() -> Iterator[str]:
-    """Every type the controller writes (runtime reports aside)."""
-    return iter(sorted(EVENT_TYPES))
