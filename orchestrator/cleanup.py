@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from orchestrator.journal import Journal
+from orchestrator.runstate.events import Teardown
 from providers.base import ClusterHandle, Provider
 
 
@@ -24,11 +25,16 @@ def run_all(steps: Iterable[Callable[[], object]]) -> None:
         raise first
 
 
-def tear_down(provider: Provider, emit: Callable[..., Any], cluster: ClusterHandle, **why: object) -> None:
+def tear_down(
+    provider: Provider,
+    journal: Journal,
+    cluster: ClusterHandle,
+    reason: str | None = None,
+    purpose: str | None = None,
+) -> None:
     """Tear ``cluster`` down and journal it (``teardown``, with how long it took and
-    ``why``): the one way every part of the controller ends a cluster, so that replay
-    and the sweep after a crash see every one of them the same way. ``emit`` journals
-    (the controller's, or a journal's ``append``)."""
+    why): the one way every part of the controller ends a cluster, so that replay
+    and the sweep after a crash see every one of them the same way."""
     t0 = time.time()
     provider.teardown(cluster)
-    emit("teardown", cluster=cluster.name, seconds=round(time.time() - t0, 3), **why)
+    journal.emit(Teardown(cluster=cluster.name, seconds=round(time.time() - t0, 3), reason=reason, purpose=purpose))

@@ -7,18 +7,26 @@ says; ``action=status`` reads nothing else (and result.json once it exists).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, BinaryIO
 
-from orchestrator.states import RunState
-from recovery.detection import FailureKind
+from orchestrator.runstate.events import (
+    COMMON_FIELDS,
+    Event,
+    EventError,
+    Unknown,
+    from_json,
+    json_is,
+    to_json,
+)
+from orchestrator.runstate.events import runtime_kind as runtime_kind
+from orchestrator.runstate.events import runtime_type as runtime_type
 from recovery.fsio import fsync_dir
-from recovery.policy import Action
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
 
@@ -32,39 +40,30 @@ def redact(value: Any) -> Any:
     return value
 
 
-# What the runtime said is journaled under its own namespace ("runtime.<kind>", by
-# "runtime", or "zombie" for an older attempt's): never read back as the controller's
-# own word, whatever kind it claims. Journals written before the namespace have the
-# bare kind with by=runtime|zombie; they count as runtime events too.
-RUNTIME_PREFIX = "runtime."
-RUNTIME_SOURCES = ("runtime", "zombie")
-
-
-def runtime_type(kind: str) -> str:
-    return RUNTIME_PREFIX + kind
-
-
-def runtime_kind(ev: dict[str, Any]) -> str | None:
-    """The kind a journaled runtime event had on the control channel; None for the controller's."""
-    t = str(ev.get("type", ""))
-    if t.startswith(RUNTIME_PREFIX):
-        return t[len(RUNTIME_PREFIX) :]
-    return t if ev.get("by") in RUNTIME_SOURCES else None
-
-
-def controller_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if runtime_kind(e) is None]
-
-
 class Journal:
+    """Every line a typed event (orchestrator.runstate.events). What the runtime said
+    goes under its own namespace ("runtime.<kind>", by "runtime", or "zombie" for an
+    older attempt's) and reads back as a RuntimeReport: never the controller's word."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._lock = threading.Lock()
 
     def append(self, type_: str, **fields: Any) -> dict[str, Any]:
-        event = {"ts": time.time(), "type": type_, **redact(fields)}
-        line = json.dumps(event, sort_keys=False, default=str)
+        """Journal a ``type_`` event with ``fields``; EventError if it is none this code base
+        writes (an unknown type, a field it does not declare, a value of the wrong type)."""
+        # Through JSON first, as it is written: a tuple is a list, anything else odd a string.
+        line = json.loads(json.dumps({"ts": time.time(), "type": type_, **redact(fields)}, default=str))
+        return to_json(self.emit(from_json(line)))
+
+    def emit(self, event: Event) -> Event:
+        """Journal ``event``, stamped now and with secrets redacted: the event as written."""
+        if isinstance(event, Unknown):
+            raise EventError(f"no event of type {event.type_!r} is declared in orchestrator.runstate.events")
+        # Through JSON and back: what is written is what every reader will parse.
+        line = json.dumps(redact(to_json(replace(event, ts=time.time()))), sort_keys=False, default=str)
+        written = from_json(json.loads(line))
         with self._lock, self._open() as fh:
             # A crash mid-append leaves a last line without its newline; this event
             # must not be glued onto it (read_events drops the torn line, not ours).
@@ -78,7 +77,7 @@ class Journal:
             fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
-        return event
+        return written
 
     def _open(self) -> BinaryIO:
         # 0600 by the create mode (a default ACL overrides the umask); the first line's
@@ -102,42 +101,8 @@ class DamagedFile(Exception):
         self.path = path
 
 
-_NUMBER = (int, float)
-_NONE = type(None)
-_INCIDENT = {"kind": (str,), "from_region": (str,), "failed_at": _NUMBER, "detected_at": _NUMBER}
-# What status, report and replay index in each kind of event (they .get() the rest), and its type.
-EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "transition": {"to": (str,)},
-    "attempt_started": {"generation": (int,), "region": (str,)},
-    "attempt_ended": {"generation": (int,), "region": (str,)},
-    "provisioned": {"cluster": (str,), "region": (str,)},
-    "runtime_started": {"pid": (int,)},
-    "fence": {"generation": (int,), "restored_step": (int,)},
-    "fences_read": {"generation_floor": (int,)},
-    "incident": _INCIDENT,
-    "incident_opened": _INCIDENT,
-    "decision": {"failure": (str,), "action": (str,)},
-    "fault_injected": {"kind": (str,)},
-}
-# Fields any event may carry, typed when present.
-OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
-    "config": (dict,),
-    "generation": (int, _NONE),
-    "step": (int, _NONE),
-    "last_step": (int, _NONE),
-    "restored_step": (int, _NONE),
-    "lost_steps": (int, _NONE),
-    "to_region": (str, _NONE),
-    "rto_s": (*_NUMBER, _NONE),
-    "detected_after_s": (*_NUMBER, _NONE),
-    "lag_s": (*_NUMBER, _NONE),
-}
-# Closed sets an event names: replay turns them back into these enums.
-_CHOICES = {
-    ("transition", "to"): {str(s) for s in RunState},
-    ("decision", "failure"): {str(k) for k in FailureKind},
-    ("decision", "action"): {str(a) for a in Action},
-}
+# The types an incident's optional fields have wherever it is read back (result.json's).
+OPTIONAL_FIELDS = COMMON_FIELDS
 
 
 def shape_problem(obj: Any, required: dict[str, tuple[type, ...]], optional: dict[str, tuple[type, ...]]) -> str | None:
@@ -147,34 +112,20 @@ def shape_problem(obj: Any, required: dict[str, tuple[type, ...]], optional: dic
     for name, types in required.items():
         if name not in obj:
             return f"lacks {name!r}"
-        if not _is(obj[name], types):
+        if not json_is(obj[name], types):
             return f"has {name!r} of type {type(obj[name]).__name__}"
     for name, types in optional.items():
-        if name in obj and not _is(obj[name], types):
+        if name in obj and not json_is(obj[name], types):
             return f"has {name!r} of type {type(obj[name]).__name__}"
     return None
 
 
-def _is(value: Any, types: tuple[type, ...]) -> bool:
-    # JSON's true is not a number here, and NaN/Infinity (which json accepts) are no times.
-    if isinstance(value, bool):
-        return bool in types
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return isinstance(value, types)
-
-
 def event_problem(ev: Any) -> str | None:
     """What makes a journal line no event this project wrote, or None."""
-    problem = shape_problem(ev, {"type": (str,), "ts": _NUMBER}, {})
-    if problem is not None:
-        return problem
-    problem = shape_problem(ev, EVENT_FIELDS.get(ev["type"], {}), OPTIONAL_FIELDS)
-    if problem is not None:
-        return f"({ev['type']}) {problem}"
-    for (kind, name), allowed in _CHOICES.items():
-        if ev["type"] == kind and ev[name] not in allowed:
-            return f"({kind}) has {name!r} {str(ev[name])[:40]!r}, none of {', '.join(sorted(allowed))}"
+    try:
+        from_json(ev)
+    except EventError as exc:
+        return str(exc)
     return None
 
 
@@ -208,13 +159,23 @@ def json_lines(path: str) -> Iterator[tuple[int, Any]]:
                 raise DamagedFile(path, f"line {n} nests too deep to be ours; the file is damaged") from None
 
 
+def _read(path: str) -> Iterator[tuple[dict[str, Any], Event]]:
+    for n, line in json_lines(path):
+        try:
+            event = from_json(line)
+        except EventError as exc:
+            raise DamagedFile(path, f"line {n} {exc}; the journal is damaged or was edited") from None
+        yield line, event
+
+
+def read_typed(path: str) -> Iterator[Event]:
+    """The journal's events, typed; DamagedFile at the first line that parses but is no event."""
+    return (event for _, event in _read(path))
+
+
 def read_events(path: str) -> Iterator[dict[str, Any]]:
-    """The journal's events; DamagedFile at the first line that parses but is no event."""
-    for n, ev in json_lines(path):
-        problem = event_problem(ev)
-        if problem is not None:
-            raise DamagedFile(path, f"line {n} {problem}; the journal is damaged or was edited")
-        yield ev
+    """The journal's lines as they are, each checked to be an event (as read_typed)."""
+    return (line for line, _ in _read(path))
 
 
 def load_json(path: str) -> Any:

@@ -8,15 +8,16 @@ new controller must adopt, tear down and do next.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.incidents import Incident
-from orchestrator.journal import runtime_kind
+from orchestrator.runstate.events import IncidentFields, from_json, payload, to_json
+from orchestrator.runstate.state import RunView, fold
 from orchestrator.states import RunState
-from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage
-from recovery.policy import Action, Decision, History
+from recovery.policy import History
 
 
 @dataclass
@@ -51,93 +52,55 @@ class Replayed:
     last_ts: float = 0.0
 
 
-_INCIDENT_FIELDS = (
-    "kind",
-    "from_region",
-    "to_region",
-    "failed_at",
-    "detected_at",
-    "last_step",
-    "restored_step",
-    "first_step_at",
-    "generation",
-)
+def incident_from(ev: IncidentFields | dict[str, Any]) -> Incident:
+    """The controller's Incident from a journaled one (typed, or its JSON line)."""
+    record = ev if isinstance(ev, IncidentFields) else from_json({"ts": 0.0, "type": "incident", **ev})
+    assert isinstance(record, IncidentFields)
+    return Incident(
+        kind=record.kind,
+        from_region=record.from_region,
+        to_region=record.to_region,
+        failed_at=record.failed_at,
+        detected_at=record.detected_at,
+        last_step=record.last_step,  # type: ignore[arg-type]
+        restored_step=record.restored_step,
+        first_step_at=record.first_step_at,
+        generation=record.generation,  # type: ignore[arg-type]
+    )
 
 
-def incident_from(ev: dict[str, Any]) -> Incident:
-    return Incident(**{k: ev.get(k) for k in _INCIDENT_FIELDS})  # type: ignore[arg-type]
+def replayed(view: RunView) -> Replayed:
+    """The fold as the controller takes it: fresh mutable copies it may change."""
+    op = view.open_attempt
+    return Replayed(
+        run_id=view.run_id,
+        started_at=view.started_at,
+        state=view.state,
+        generation=view.generation,
+        lineage=view.lineage,
+        history=view.history,
+        attempts=[payload(a) for a in view.attempts],
+        incidents=[incident_from(i) for i in view.incidents],
+        pending=None if view.pending is None else incident_from(view.pending),
+        open_attempt=None
+        if op is None
+        else OpenAttempt(
+            op.generation,
+            op.region,
+            cluster=None if op.cluster is None else to_json(op.cluster),
+            runtime_pid=op.runtime_pid,
+            started_at=op.started_at,
+            restored_step=op.restored_step,
+        ),
+        leftover={name: to_json(p) for name, p in view.leftover.items()},
+        launching=list(view.launching),
+        next_region=view.next_region,
+        last_step=view.last_step,
+        finished=view.finished,
+        last_ts=view.last_ts,
+    )
 
 
-def _same(a: Incident, b: Incident) -> bool:
-    return (a.kind, a.generation, a.failed_at) == (b.kind, b.generation, b.failed_at)
-
-
-def replay(events: list[dict[str, Any]]) -> Replayed:
-    r = Replayed()
-    attempts: dict[int, OpenAttempt] = {}
-    ended: set[int] = set()
-    provisioned_gens: set[int] = set()
-    for ev in events:
-        if runtime_kind(ev) is not None:
-            continue  # the runtime's word: a forged transition, fence or teardown changes nothing
-        t = ev.get("type")
-        r.last_ts = max(r.last_ts, float(ev.get("ts", 0.0)))
-        gen = ev.get("generation")
-        if isinstance(gen, int):
-            r.generation = max(r.generation, gen)
-        step = ev.get("step", ev.get("last_step"))
-        if isinstance(step, int) and t in ("fault_injected", "attempt_ended", "incident", "failure_detected"):
-            r.last_step = max(r.last_step, step)
-        if t == "run_started":
-            r.run_id = str(ev.get("run_id", ""))
-            r.started_at = float(ev.get("ts", 0.0))
-        elif t == "transition":
-            r.state = RunState(str(ev["to"]))
-        elif t == "attempt_started":
-            attempts[int(ev["generation"])] = OpenAttempt(
-                int(ev["generation"]), str(ev["region"]), started_at=float(ev["ts"])
-            )
-        elif t == "provisioned":
-            r.leftover[str(ev["cluster"])] = ev
-            g = ev.get("generation")
-            if ev.get("purpose", "attempt") == "attempt" and isinstance(g, int):
-                provisioned_gens.add(g)
-                if g in attempts:
-                    attempts[g].cluster = ev
-        elif t == "provision_failed" and isinstance(ev.get("generation"), int):
-            provisioned_gens.add(int(ev["generation"]))
-        elif t == "teardown":
-            r.leftover.pop(str(ev.get("cluster")), None)
-        elif t == "runtime_started" and isinstance(gen, int) and gen in attempts:
-            attempts[gen].runtime_pid = int(ev["pid"])
-        elif t == "fences_read":
-            # The stores held a fence this high: the next attempt goes above it.
-            r.generation = max(r.generation, int(ev["generation_floor"]))
-        elif t == "fence" and isinstance(gen, int):
-            r.lineage = r.lineage.then(gen, int(ev.get("restored_step", 0)))
-            if gen in attempts:
-                attempts[gen].restored_step = int(ev.get("restored_step", 0))
-        elif t == "attempt_ended":
-            ended.add(int(ev["generation"]))
-            r.attempts.append({k: v for k, v in ev.items() if k not in ("ts", "type")})
-        elif t == "decision":
-            failure = Failure(FailureKind(str(ev["failure"])), str(ev.get("failed_region", "")), "")
-            decision = Decision(Action(str(ev["action"])), ev.get("region"), str(ev.get("reason", "")))
-            r.history = r.history.after(failure, decision, float(ev["ts"]))
-            r.next_region = decision.region
-        elif t == "incident_opened":
-            r.pending = incident_from(ev)
-        elif t == "incident":
-            inc = incident_from(ev)
-            r.incidents.append(inc)
-            if r.pending is not None and _same(r.pending, inc):
-                r.pending = None
-        elif t == "run_finished":
-            r.finished = True
-    open_gens = [g for g in attempts if g not in ended]
-    if open_gens:
-        r.open_attempt = attempts[max(open_gens)]
-    for g in sorted(open_gens):
-        if g not in provisioned_gens:
-            r.launching.append((attempts[g].region, g))
-    return r
+def replay(events: Iterable[dict[str, Any]]) -> Replayed:
+    """What a resumed controller adopts from the journal's lines (orchestrator.runstate's fold)."""
+    return replayed(fold(from_json(ev) for ev in events))

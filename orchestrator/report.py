@@ -12,9 +12,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.journal import controller_events, read_events
+from orchestrator.journal import read_typed
 from orchestrator.losses import read_loss
 from orchestrator.result import read_result
+from orchestrator.runstate.events import FaultInjected, to_json
+from orchestrator.runstate.state import fold
 
 PLOT_NAME = "report.png"
 
@@ -66,57 +68,49 @@ _DECISION_FOR = {"worker_lost": "restart workers in place (Ray Train)", "control
 
 
 def build(run_dir: str) -> Report | None:
-    events = controller_events(list(read_events(os.path.join(run_dir, "journal.jsonl"))))
-    if not events:
-        return None
+    view = fold(e for e in read_typed(os.path.join(run_dir, "journal.jsonl")))
+    if view.first_ts is None:
+        return None  # no word of the controller's
     result = read_result(run_dir)
-    started = next((float(e["ts"]) for e in events if e["type"] == "run_started"), float(events[0]["ts"]))
-    run_id = next((str(e.get("run_id")) for e in events if e["type"] == "run_started"), os.path.basename(run_dir))
-    state = next((str(e["to"]) for e in reversed(events) if e["type"] == "transition"), "PENDING")
-    rep = Report(run_id=run_id, status=(result or {}).get("status", state), result=result)
+    first = view.run_starts[0] if view.run_starts else None
+    started = float(first.ts) if first is not None else view.first_ts
+    run_id = str(first.run_id) if first is not None else os.path.basename(run_dir)
+    rep = Report(run_id=run_id, status=(result or {}).get("status", view.status), result=result)
     rep.reason = (result or {}).get("reason", "")
     rep.traceback = (result or {}).get("error_traceback")
-    rep.faults = [e for e in events if e["type"] == "fault_injected"]
-    rep.attempts = [e for e in events if e["type"] == "attempt_ended"]
-    decisions = [e for e in events if e["type"] == "decision"]
-    incidents = [e for e in events if e["type"] == "incident"]
-    for inc in incidents:
-        failed_at = float(inc["failed_at"])
-        fault = _fault_before(rep.faults, failed_at)
+    rep.faults = [to_json(f) for f in view.faults]
+    rep.attempts = [to_json(a) for a in view.attempts]
+    for inc in view.incidents:
         decision = next(
-            (
-                d
-                for d in decisions
-                if float(d["ts"]) >= float(inc["detected_at"]) - 1e-3 and d.get("failure") == inc["kind"]
-            ),
+            (d for d in view.decisions if float(d.ts) >= float(inc.detected_at) - 1e-3 and d.failure == inc.kind),
             None,
         )
         rep.rows.append(
             Row(
-                at_s=round(failed_at - started, 3),
-                fault=fault,
-                failure=str(inc["kind"]),
-                detected_after_s=inc.get("detected_after_s"),
-                decision=str(decision["action"]) if decision else _DECISION_FOR.get(str(inc["kind"]), "-"),
-                from_region=str(inc["from_region"]),
-                to_region=inc.get("to_region"),
-                restored_step=inc.get("restored_step"),
-                lost_steps=inc.get("lost_steps"),
-                rto_s=inc.get("rto_s"),
+                at_s=round(float(inc.failed_at) - started, 3),
+                fault=_fault_before(view.faults, float(inc.failed_at)),
+                failure=inc.kind,
+                detected_after_s=inc.detected_after_s,
+                decision=str(decision.action) if decision else _DECISION_FOR.get(inc.kind, "-"),
+                from_region=inc.from_region,
+                to_region=inc.to_region,
+                restored_step=inc.restored_step,
+                lost_steps=inc.lost_steps,
+                rto_s=inc.rto_s,
             )
         )
     rep.rows.sort(key=lambda r: r.at_s)
     return rep
 
 
-def _fault_before(faults: list[dict[str, Any]], failed_at: float) -> str:
+def _fault_before(faults: tuple[FaultInjected, ...], failed_at: float) -> str:
     # The fault that caused a failure fired at (or just before) the failure's time.
-    near = [f for f in faults if float(f["ts"]) <= failed_at + 1.0]
+    near = [f for f in faults if float(f.ts) <= failed_at + 1.0]
     if not near:
         return "-"
-    f = max(near, key=lambda f: float(f["ts"]))
-    where = f.get("during") or f.get("trigger") or f"step {f.get('step')}"
-    return f"{f['kind']} ({where})"
+    f = max(near, key=lambda f: float(f.ts))
+    where = f.extra.get("during") or f.extra.get("trigger") or f"step {f.step}"
+    return f"{f.kind} ({where})"
 
 
 def render(rep: Report) -> str:

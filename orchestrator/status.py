@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestrator.journal import read_events, runtime_kind
+from orchestrator.journal import read_typed
 from orchestrator.result import read_result
+from orchestrator.runstate.events import to_json
+from orchestrator.runstate.state import fold
 from orchestrator.wire.control import ControlChannel, run_control_url
 
 
@@ -20,48 +22,27 @@ def _short(url: str | None) -> str:
 
 def summarize(run_dir: str) -> dict[str, Any] | None:
     """The run as the journal (and result.json, once written) tells it."""
-    events = list(read_events(os.path.join(run_dir, "journal.jsonl")))
+    events = list(read_typed(os.path.join(run_dir, "journal.jsonl")))
     result = read_result(run_dir)
     if not events and result is None:
         return None
+    view = fold(events)
     s: dict[str, Any] = {
-        "state": "PENDING",
-        "region": None,
-        "generation": 0,
+        "state": view.status,
+        "region": view.current_region,
+        "generation": view.current_generation,
         "step": None,
         "total": None,
         "last_checkpoint": None,
-        "replications": 0,
-        "last_lag_s": None,
-        "incidents": [],
-        "attempts": [],
-        "skipped": [],
-        "config": {},
+        "replications": view.replications,
+        "last_lag_s": view.last_lag_s,
+        "incidents": [to_json(e) for e in view.incidents],
+        "attempts": [a.as_dict() for a in view.attempt_lines],
+        "skipped": [to_json(e) for e in view.skipped],
+        "config": view.config,
     }
-    for ev in events:
-        t = ev.get("type")
-        kind = runtime_kind(ev)
-        if kind is not None:
-            # The runtime's replications and skips count as the controller's do; nothing
-            # else it says moves the state shown here.
-            t = kind if kind in ("replicated", "checkpoint_skipped") else None
-        if t == "run_started":
-            s["config"] = ev.get("config", {})
-            s["run_id"] = ev.get("run_id")
-        elif t == "transition":
-            s["state"] = ev.get("to")
-        elif t == "attempt_started":
-            s["region"], s["generation"] = ev.get("region"), ev.get("generation")
-            s["attempts"].append({"generation": ev.get("generation"), "region": ev.get("region")})
-        elif t == "replicated":
-            s["replications"] += 1
-            s["last_lag_s"] = ev.get("lag_s")
-        elif t == "incident":
-            s["incidents"].append(ev)
-        elif t == "checkpoint_skipped":
-            s["skipped"].append(ev)
-        elif t == "failure_detected" and s["attempts"]:
-            s["attempts"][-1]["outcome"] = ev.get("kind")
+    if view.run_starts:
+        s["run_id"] = view.run_starts[-1].run_id
     prog = _progress(run_dir, s) if s["generation"] else None
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")

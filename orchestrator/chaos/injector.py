@@ -24,6 +24,15 @@ import psutil
 
 from orchestrator.chaos.proxy import FaultProxy, Mode, Shape
 from orchestrator.chaos.triggers import due_after, due_during, exhausted, in_region
+from orchestrator.runstate.events import (
+    Event,
+    FaultEnded,
+    FaultFailed,
+    FaultInjected,
+    FaultRefused,
+    payload,
+    type_of,
+)
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from providers.base import ClusterHandle, Provider
@@ -213,16 +222,17 @@ class FaultInjector:
         self._mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
         self._refused: set[tuple[int, int, int]] = set()  # (fault, seq, generation) journaled once
 
+    def _say(self, event: Event) -> None:
+        # Typed here, so a fault's line is checked where it is made; the hook takes its JSON.
+        self.on_event(type_of(event), payload(event))
+
     def unreachable_until(self, cluster: ClusterHandle) -> float:
         """Until when a partitioned cluster cannot be reached, so not torn down either."""
         return self._unreachable.get(cluster.name, 0.0)
 
     def _resume(self, index: int, kind: str, pids: list[int], cluster: ClusterHandle) -> None:
         resumed = _signal(pids, signal.SIGCONT)
-        self.on_event(
-            "fault_ended",
-            {"index": index, "kind": kind, "region": cluster.region, "resumed": len(resumed)},
-        )
+        self._say(FaultEnded(index, kind, region=cluster.region, resumed=len(resumed)))
 
     def region_killed_at(self, cluster: ClusterHandle) -> float | None:
         return self._killed.get(cluster.name)
@@ -276,10 +286,7 @@ class FaultInjector:
         if key in self._refused:
             return
         self._refused.add(key)
-        self.on_event(
-            "fault_refused",
-            {"index": index, "seq": req.seq, "request_generation": req.generation, "reason": reason},
-        )
+        self._say(FaultRefused(index, reason, seq=req.seq, request_generation=req.generation))
 
     def timed(
         self, cluster: ClusterHandle, runtime_pid: int | None, generation: int, training_for_s: float | None
@@ -340,7 +347,7 @@ class FaultInjector:
         self.control.chaos_fired(index, count=seq, kind=kind, step=step)
         if kind == "controller_crash":
             detail["pid"] = os.getpid()
-            self.on_event("fault_injected", {"index": index, "kind": kind, "step": step, **detail})
+            self._say(FaultInjected(kind, index=index, step=step, extra=detail))
             os.kill(os.getpid(), signal.SIGKILL)
         if kind in _STORAGE_SHAPES or kind == "torn_checkpoint":
             detail.update(self._storage(index, kind, fault, cluster))
@@ -388,7 +395,7 @@ class FaultInjector:
             pid = pid if isinstance(pid, int) else None
             killed, problem = kill_victim(self.provider, cluster, pid)
             if problem is not None:
-                self.on_event("fault_refused", {"index": index, "kind": kind, "pid": pid, "reason": problem})
+                self._say(FaultRefused(index, problem, kind=kind, pid=pid))
             detail.update(rank=req.get("rank"), killed=killed)
             if problem:
                 detail["refused"] = problem
@@ -403,9 +410,7 @@ class FaultInjector:
 
     def _reclaim(self, index: int, cluster: ClusterHandle) -> None:
         killed = _sigkill(self.provider.processes(cluster))
-        self.on_event(
-            "fault_ended", {"index": index, "kind": "preempt", "region": cluster.region, "reclaimed": len(killed)}
-        )
+        self._say(FaultEnded(index, "preempt", region=cluster.region, reclaimed=len(killed)))
 
     def _disk_full(self, index: int, fault: dict[str, Any], cluster: ClusterHandle) -> dict[str, object]:
         path = str(cluster.info.get("scratch_dir") or "")
@@ -414,7 +419,7 @@ class FaultInjector:
         try:
             fill_scratch(path)
         except OSError as exc:
-            self.on_event("fault_failed", {"index": index, "kind": "disk_full", "reason": str(exc)})
+            self._say(FaultFailed(index, "disk_full", str(exc)))
             return {"failed": str(exc)}
         self._mounts[cluster.name] = path
         duration = float(fault.get("duration_s") or DISK_FULL_S)
@@ -425,7 +430,7 @@ class FaultInjector:
         path = self._mounts.pop(cluster.name, None)
         if path is not None:
             release_scratch(path)
-            self.on_event("fault_ended", {"index": index, "kind": "disk_full", "region": cluster.region})
+            self._say(FaultEnded(index, "disk_full", region=cluster.region))
 
     def _storage(
         self, index: int, kind: str, fault: dict[str, Any], cluster: ClusterHandle | None
@@ -450,7 +455,7 @@ class FaultInjector:
 
     def _heal(self, index: int, kind: str, region: str) -> None:
         self.proxies[region].set(Shape())
-        self.on_event("fault_ended", {"index": index, "kind": kind, "region": region})
+        self._say(FaultEnded(index, kind, region=region))
 
     def _tear(self, index: int, store: CheckpointStore, proxy: FaultProxy, cluster: ClusterHandle) -> None:
         """Wait for an upload caught half way (files, no manifest), then kill the region."""
@@ -468,23 +473,14 @@ class FaultInjector:
                     torn = step
             time.sleep(0.05)
         if torn is None:
-            self.on_event("fault_failed", {"index": index, "kind": "torn_checkpoint", "reason": "no upload seen"})
+            self._say(FaultFailed(index, "torn_checkpoint", "no upload seen"))
             proxy.set(Shape())
             return
         killed = _sigkill(self.provider.processes(cluster))
         self._killed[cluster.name] = time.time()
         proxy.set(Shape())
-        self.on_event(
-            "fault_injected",
-            {
-                "index": index,
-                "kind": "torn_checkpoint",
-                "torn_step": torn,
-                "killed": len(killed),
-                "region": cluster.region,
-                "stage": "kill",
-            },
-        )
+        detail = {"torn_step": torn, "killed": len(killed), "region": cluster.region, "stage": "kill"}
+        self._say(FaultInjected("torn_checkpoint", index=index, extra=detail))
 
 
 def _has_files(store: CheckpointStore, run_id: str, step: int) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from orchestrator.cleanup import run_all
+from orchestrator.runstate.events import Event, to_json
 from orchestrator.standby import StandbyManager
 
 pytestmark = pytest.mark.unit
@@ -49,6 +50,10 @@ class Journal:
 
     def append(self, type_: str, **fields: Any) -> None:
         self.events.append({"type": type_, **fields})
+
+    def emit(self, event: Event) -> Event:
+        self.events.append(to_json(event))
+        return event
 
 
 def test_a_standby_whose_runtime_cannot_start_is_torn_down() -> None:

@@ -37,11 +37,11 @@ def test_append_redacts_secrets_before_they_reach_the_file(tmp_path: Path) -> No
 def test_read_events_skips_a_torn_last_line_and_keeps_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     j = Journal(str(path))
-    j.append("a")
-    j.append("b")
+    j.append("run_started")
+    j.append("run_finished")
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"ts": 1.0, "type": "c", "fie')
-    assert [e["type"] for e in read_events(str(path))] == ["a", "b"]
+    assert [e["type"] for e in read_events(str(path))] == ["run_started", "run_finished"]
 
 
 def test_read_events_of_a_missing_journal_is_empty(tmp_path: Path) -> None:
@@ -51,11 +51,11 @@ def test_read_events_of_a_missing_journal_is_empty(tmp_path: Path) -> None:
 def test_event_appended_after_a_torn_last_line_is_not_lost(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     j = Journal(str(path))
-    j.append("a")
+    j.append("run_key_created")
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"ts": 1.0, "type": "torn", "fie')
     j.append("run_started")
-    assert [e["type"] for e in read_events(str(path))] == ["a", "run_started"]
+    assert [e["type"] for e in read_events(str(path))] == ["run_key_created", "run_started"]
 
 
 def test_redact_replaces_secret_values_at_any_depth_and_keeps_the_rest() -> None:

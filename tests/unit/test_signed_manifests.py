@@ -267,11 +267,11 @@ def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
     from providers.base import ClusterHandle
 
     ctl = _controller()
-    ctl.provider = FakeProvider()
+    ctl.provider = ctl.ctx.provider = FakeProvider()
     save_config(ctl.run_dir, ctl.cfg)
     ctl.journal.append("run_started", run_id=RUN)
     ctl._start_above_fences()
-    runner = AttemptRunner(ctl)
+    runner = AttemptRunner(ctl.ctx)
     runner._fence(1, 0)
     cluster = ClusterHandle("c", "local-a", "fake", "127.0.0.1:1", {})
     runner.start_runtime(cluster, "local-a", 1)
