@@ -14,9 +14,27 @@ from orchestrator.cleanup import run_all, tear_down
 from orchestrator.config import Config, to_plain
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
-from orchestrator.journal import runtime_type
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.resume import AdoptedProcess, Adoption
+from orchestrator.runstate.events import (
+    AttemptAdopted,
+    AttemptEnded,
+    AttemptStarted,
+    CheckpointSkipped,
+    FaultInjected,
+    FaultReleaseFailed,
+    Fence,
+    Provisioned,
+    ProvisionFailed,
+    ProvisionRetry,
+    RestoreCopied,
+    RestoreCopyFailed,
+    RestoreStoreSkipped,
+    RuntimeReport,
+    RuntimeStarted,
+    StandbyActivated,
+    TeardownDeferred,
+)
 from orchestrator.standby import StandbyManager, Warm
 from orchestrator.states import RunState
 from orchestrator.watch import AttemptWatch
@@ -59,7 +77,7 @@ class AttemptRunner:
             stores=lambda: list(ctx.stores.values()),
             run_id=ctx.run_id,
             proxies=ctx.proxies,
-            on_event=lambda type_, fields: ctx.emit(type_, **fields),
+            on_event=ctx.emit,
         )
         self.last_step = 0
         self._sweepers: list[threading.Thread] = []
@@ -100,43 +118,39 @@ class AttemptRunner:
                 backoff=Backoff(PROVISION_BACKOFF_S),
                 retryable=lambda exc: isinstance(exc, ProvisionError) and exc.kind is ProvisionErrorKind.TRANSIENT,
                 on_retry=lambda n, exc, _delay: ctx.emit(
-                    "provision_retry", region=region, error=str(exc)[:500], retry=n, purpose=purpose
+                    ProvisionRetry(region=region, error=str(exc)[:500], retry=n, purpose=purpose)
                 ),
             )
         except ProvisionError as exc:
             ctx.emit(
-                "provision_failed",
-                region=region,
-                kind=str(exc.kind),
-                error=str(exc),
-                purpose=purpose,
-                generation=gen,
+                ProvisionFailed(region=region, kind=str(exc.kind), error=str(exc), purpose=purpose, generation=gen)
             )
             raise
         if purpose == "attempt":
             # Up, nothing on it yet, not journaled: the moment a crash would leave a cluster behind.
             self.journal_faults(self.injector.at_point("provisioning", cluster, region, self.last_step))
         ctx.emit(
-            "provisioned",
-            region=region,
-            cluster=cluster.name,
-            address=cluster.address,
-            provision_s=round(time.time() - t0, 3),
-            purpose=purpose,
-            generation=gen,
-            info=cluster.info,
+            Provisioned(
+                region=region,
+                cluster=cluster.name,
+                address=cluster.address,
+                provision_s=round(time.time() - t0, 3),
+                purpose=purpose,
+                generation=gen,
+                info=cluster.info,
+            )
         )
         return cluster
 
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
-            self.ctx.emit("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctx.emit(fault_event(inj))
             self.ctx.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctx = self.ctx
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
-        ctx.emit("attempt_started", generation=gen, region=region, standby=warm is not None)
+        ctx.emit(AttemptStarted(generation=gen, region=region, standby=warm is not None))
         # Fenced before anything is launched: from the decision on, a zombie of the last
         # attempt (partitioned, still training) can commit nothing past the handover.
         out.restored_step = self._prepare_restore(region)
@@ -149,7 +163,7 @@ class AttemptRunner:
             except ProvisionError as exc:
                 out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
                 out.detected_at = out.ended_at = time.time()
-                ctx.emit("attempt_ended", **out.summary())
+                ctx.emit(AttemptEnded(**out.summary()))
                 return out
         self.cluster = cluster
         try:
@@ -157,7 +171,7 @@ class AttemptRunner:
             if warm is not None:
                 # The standby's workers are up and waiting: this file is their go.
                 ctx.control.activate(gen, lineage=ctx.lineage().to_plain())
-                ctx.emit("standby_activated", region=region, generation=gen, cluster=cluster.name)
+                ctx.emit(StandbyActivated(region=region, generation=gen, cluster=cluster.name))
             else:
                 proc = self.start_runtime(cluster, region, gen)
             # The controller stands a standby up once the run is RUNNING here.
@@ -168,7 +182,7 @@ class AttemptRunner:
             self._teardown(cluster, background=out.failure is not None)
             out.ended_at = ctx.clock()
             self.last_step = out.last_step
-            ctx.emit("attempt_ended", **out.summary())
+            ctx.emit(AttemptEnded(**out.summary()))
         return out
 
     def adopt(self, adoption: Adoption, pending: Incident | None) -> AttemptOutcome:
@@ -182,7 +196,7 @@ class AttemptRunner:
             restored_step=adoption.restored_step,
         )
         cluster = self.cluster = adoption.cluster
-        ctx.emit("attempt_adopted", generation=adoption.generation, region=adoption.region, cluster=cluster.name)
+        ctx.emit(AttemptAdopted(generation=adoption.generation, region=adoption.region, cluster=cluster.name))
         try:
             ctx.replicator.follow(ctx.stores[adoption.region], list(ctx.stores.values()))
             proc = AdoptedProcess(adoption.pid, ctx.control, adoption.generation)
@@ -191,7 +205,7 @@ class AttemptRunner:
             self._teardown(cluster, background=out.failure is not None)
             out.ended_at = ctx.clock()
             self.last_step = out.last_step
-            ctx.emit("attempt_ended", **out.summary())
+            ctx.emit(AttemptEnded(**out.summary()))
         return out
 
     def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
@@ -199,10 +213,10 @@ class AttemptRunner:
         try:
             self.injector.release(cluster)
         except Exception as exc:  # a fault that cannot be undone must not keep the cluster up
-            self.ctx.emit("fault_release_failed", cluster=cluster.name, error=str(exc)[:500])
+            self.ctx.emit(FaultReleaseFailed(cluster=cluster.name, error=str(exc)[:500]))
         wait = self.injector.unreachable_until(cluster) - time.time()
         if wait > 0 and not background:
-            self.ctx.emit("teardown_deferred", cluster=cluster.name, seconds=round(wait, 3))
+            self.ctx.emit(TeardownDeferred(cluster=cluster.name, seconds=round(wait, 3)))
             time.sleep(wait)
         if background:
             t = threading.Thread(target=self._teardown, args=(cluster,), name=f"teardown-{cluster.name}")
@@ -218,10 +232,10 @@ class AttemptRunner:
         others = [s for r, s in ctx.stores.items() if r != region]
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-            ctx.emit("checkpoint_skipped", by="controller", region=store.region, step=step, reason=reason)
+            ctx.emit(CheckpointSkipped(by="controller", region=store.region, step=step, reason=reason))
 
         def store_failed(store: CheckpointStore, error: str) -> None:
-            ctx.emit("restore_store_skipped", by="controller", region=store.region, error=error[:500])
+            ctx.emit(RestoreStoreSkipped(by="controller", region=store.region, error=error[:500]))
 
         best = sync_newest(ctx.run_id, [target, *others], skipped, lineage=ctx.lineage(), on_store_error=store_failed)
         if best is None:
@@ -231,15 +245,10 @@ class AttemptRunner:
             try:
                 r = replicate(src, target, manifest)
             except (StoreError, ReplicationError) as exc:
-                ctx.emit("restore_copy_failed", step=manifest.step, error=str(exc))
+                ctx.emit(RestoreCopyFailed(step=manifest.step, error=str(exc)))
                 return 0
             if r is not None:
-                ctx.emit(
-                    "restore_copied",
-                    step=r.step,
-                    **{"from": r.source, "to": r.target},
-                    copy_s=round(r.copy_s, 3),
-                )
+                ctx.emit(RestoreCopied(step=r.step, from_=r.source, to=r.target, copy_s=round(r.copy_s, 3)))
         return manifest.step
 
     def _fence(self, gen: int, restored: int) -> None:
@@ -257,7 +266,7 @@ class AttemptRunner:
             except Exception as exc:  # an unreachable store: restore's lineage check still holds
                 failed[region] = f"{type(exc).__name__}: {str(exc)[:200]}"
         pool.shutdown(wait=False)
-        ctx.emit("fence", generation=gen, restored_step=restored, stores=done, failed=failed)
+        ctx.emit(Fence(generation=gen, restored_step=restored, stores=tuple(done), failed=failed))
 
     def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
         ctx = self.ctx
@@ -299,7 +308,7 @@ class AttemptRunner:
             env=runkey.to_env(ctx.run_key),
             log_path=os.path.join(attempt_dir, "runtime.log"),
         )
-        ctx.emit("runtime_started", generation=gen, pid=proc.pid, standby=standby)
+        ctx.emit(RuntimeStarted(generation=gen, pid=proc.pid, standby=standby))
         return proc
 
     def scan_zombies(self, current: int) -> None:
@@ -309,7 +318,7 @@ class AttemptRunner:
             for ev in self.ctx.control.read_events(gen, seen):
                 if ev.kind in ("fenced_write", "fenced"):
                     fields = {**ev.fields, "time": ev.time, "generation": ev.generation}
-                    self.ctx.emit(runtime_type(ev.kind), **fields, by="zombie")
+                    self.ctx.emit(RuntimeReport(kind=ev.kind, fields={**fields, "by": "zombie"}))
 
     def _watch(
         self,
@@ -331,6 +340,10 @@ class AttemptRunner:
             scan_zombies=self.scan_zombies,
             journaled=journaled,
         ).run()
+
+
+def fault_event(inj: Injected) -> FaultInjected:
+    return FaultInjected(kind=inj.kind, index=inj.index, step=inj.step, extra=dict(inj.detail))
 
 
 def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from orchestrator.journal import Journal
-from orchestrator.runstate.events import Teardown
+from orchestrator.runstate.events import Event, Teardown
 from providers.base import ClusterHandle, Provider
 
 
@@ -27,14 +26,15 @@ def run_all(steps: Iterable[Callable[[], object]]) -> None:
 
 def tear_down(
     provider: Provider,
-    journal: Journal,
+    emit: Callable[[Event], object],
     cluster: ClusterHandle,
     reason: str | None = None,
     purpose: str | None = None,
 ) -> None:
     """Tear ``cluster`` down and journal it (``teardown``, with how long it took and
     why): the one way every part of the controller ends a cluster, so that replay
-    and the sweep after a crash see every one of them the same way."""
+    and the sweep after a crash see every one of them the same way. ``emit`` journals
+    the event (the controller's, which also applies it to the run's state)."""
     t0 = time.time()
     provider.teardown(cluster)
-    journal.emit(Teardown(cluster=cluster.name, seconds=round(time.time() - t0, 3), reason=reason, purpose=purpose))
+    emit(Teardown(cluster=cluster.name, seconds=round(time.time() - t0, 3), reason=reason, purpose=purpose))

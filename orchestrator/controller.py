@@ -24,18 +24,36 @@ from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
-from orchestrator.replay import incident_from
-from orchestrator.result import RunRecord, write_result
+from orchestrator.result import RunRecord, record_from, write_result
 from orchestrator.resume import Adoption
 from orchestrator.rundir import make_control_dir, make_run_dir
+from orchestrator.runstate.events import (
+    AttemptEnded,
+    ControlInvalid,
+    DecisionMade,
+    Event,
+    FencesRead,
+    IncidentOpened,
+    IncidentRecorded,
+    MultipartAborted,
+    MultipartAbortFailed,
+    ReplicationError,
+    RunFinished,
+    RunKeyCreated,
+    RunResumed,
+    RunStarted,
+    Transition,
+)
+from orchestrator.runstate.events import Replicated as ReplicatedEvent
+from orchestrator.runstate.state import RunView, apply, fold
 from orchestrator.standby import StandbyManager
 from orchestrator.states import RunState, StateMachine
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from providers.base import Provider
-from recovery.detection import Failure, FailureKind
+from recovery.detection import Failure
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
-from recovery.policy import Action, Budgets, Decision, FailurePolicy, History
+from recovery.policy import Action, Budgets, FailurePolicy, History
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError, scan_fences
@@ -94,16 +112,19 @@ class Controller:
         self.sm = StateMachine(self._on_transition)
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
         self.clock = clock
-        self.record = RunRecord(run_id=run_id, started_at=clock())
-        self.history = History()
-        self.lineage = Lineage()
+        self.started_at = clock()
+        # The run's state: only emit() changes it, by applying the event it journals.
+        self.view = RunView()
+        self._state_lock = threading.RLock()
+        # What the workload reported at the end (final.json), for result.json.
+        self.final: dict[str, Any] | None = None
         self._generation = 0
         self._gen_lock = threading.Lock()
         self.replicator = Replicator(
             run_id,
             keep_last=cfg.checkpoint.keep_last,
             on_replicated=self._on_replicated,
-            on_error=lambda msg: self.emit("replication_error", error=msg),
+            on_error=lambda msg: self.emit(ReplicationError(error=msg)),
             lineage=lambda: self.lineage,
         )
         self.ctx = RunContext(
@@ -128,30 +149,29 @@ class Controller:
         self._next: Next | None = None
         self._at: tuple[str, int] | None = None  # the attempt in hand: (region, generation)
 
-    def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Journal one event and let it change the run's state: the one way anything
-        the attempt, the watch or the standby did reaches the controller's state."""
-        event = self.journal.append(type_, **fields)
-        self._apply(event)
-        return event
+    def emit(self, event: Event) -> Event:
+        """Journal ``event`` and apply it to the run's state: the one way anything the
+        attempt, the watch or the standby did reaches the controller's state, and the
+        same ``apply`` that ``action=resume`` folds the journal with."""
+        with self._state_lock:
+            written = self.journal.emit(event)
+            self.view = apply(self.view, written)
+        with self._gen_lock:
+            self._generation = max(self._generation, self.view.generation)
+        return written
 
-    def _apply(self, ev: dict[str, Any]) -> None:
-        """What a journaled event changes in the run's state, exactly as ``replay`` reads
-        it back after a crash (so a resumed controller starts from this very state)."""
-        t = ev["type"]
-        if t == "fence":
-            self.lineage = self.lineage.then(int(ev["generation"]), int(ev["restored_step"]))
-        elif t == "fences_read":
-            with self._gen_lock:
-                self._generation = max(self._generation, int(ev["generation_floor"]))
-        elif t == "attempt_ended":
-            self.record.attempts.append({k: v for k, v in ev.items() if k not in ("ts", "type")})
-        elif t == "incident":
-            self.record.incidents.append(incident_from(ev))
-        elif t == "decision":
-            failure = Failure(FailureKind(str(ev["failure"])), str(ev.get("failed_region", "")), "")
-            decision = Decision(Action(str(ev["action"])), ev.get("region"), str(ev.get("reason", "")))
-            self.history = self.history.after(failure, decision, float(ev["ts"]))
+    @property
+    def lineage(self) -> Lineage:
+        return self.view.lineage
+
+    @property
+    def history(self) -> History:
+        return self.view.history
+
+    @property
+    def record(self) -> RunRecord:
+        """result.json's input: a view of the run's state (and the workload's final report)."""
+        return record_from(self.view, self.run_id, self.final, self.started_at)
 
     def store_options(self, region: str) -> dict[str, Any]:
         return store_options(self.cfg, self.proxies, region)
@@ -165,21 +185,23 @@ class Controller:
     # --- journal listeners ------------------------------------------------------
     def _on_control_invalid(self, invalid: Invalid) -> None:
         # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
-        self.emit("control_invalid", path=invalid.path, reason=invalid.reason)
+        self.emit(ControlInvalid(path=invalid.path, reason=invalid.reason))
 
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
-        self.emit("transition", **{"from": str(prev), "to": str(new)}, **info)
+        self.emit(Transition(to=new, from_=prev, **info))  # type: ignore[arg-type]
         if new is RunState.RUNNING and isinstance(info.get("region"), str):
             self.standby.ensure(str(info["region"]))
 
     def _on_replicated(self, r: Replicated) -> None:
         self.emit(
-            "replicated",
-            step=r.step,
-            **{"from": r.source, "to": r.target},
-            lag_s=round(r.lag_s, 3),
-            copy_s=round(r.copy_s, 3),
-            bytes=r.bytes,
+            ReplicatedEvent(
+                step=r.step,
+                from_=r.source,
+                to=r.target,
+                lag_s=round(r.lag_s, 3),
+                copy_s=round(r.copy_s, 3),
+                bytes=r.bytes,
+            )
         )
         self.progress.replication_lag(r.lag_s)
 
@@ -191,43 +213,47 @@ class Controller:
         cfg = self.cfg
         save_config(self.run_dir, cfg)
         self.emit(
-            "run_started",
-            run_id=self.run_id,
-            pid=os.getpid(),
-            config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
-            candidates=self.candidates,
+            RunStarted(
+                run_id=self.run_id,
+                pid=os.getpid(),
+                config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
+                candidates=tuple(self.candidates),
+            )
         )
         self._start_above_fences()
         return self._drive(self.candidates[0], None)
 
     def resume(self) -> dict[str, Any]:
         """Pick the run up from its journal after the controller died (action=resume)."""
-        from orchestrator.replay import replay
+        from orchestrator.journal import read_typed
+        from orchestrator.replay import replayed
         from orchestrator.resume import crash_incident, journaled_runtime_events, sweep_and_adopt
 
         events = self.journal.events()
-        rp = replay(events)
-        self.record.started_at = rp.started_at or self.record.started_at
-        self.record.attempts = list(rp.attempts)
-        self.record.incidents = list(rp.incidents)
-        self._generation = rp.generation
-        self.lineage = rp.lineage
-        self.history = rp.history
+        # The state the dead controller had: its journal, folded by the same apply.
+        with self._state_lock:
+            self.view = fold(read_typed(self.journal.path))
+        rp = replayed(self.view)
+        self.started_at = rp.started_at or self.started_at
+        with self._gen_lock:
+            self._generation = self.view.generation
         self.sm.state = rp.state
         if self.secret_created:
             # The secret was lost (or the run predates signing): its checkpoints cannot be trusted now.
             self.emit(
-                "run_key_created",
-                reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify",
+                RunKeyCreated(
+                    reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify"
+                )
             )
         if not rp.state.terminal:
             self._start_above_fences()
         self.emit(
-            "run_resumed",
-            pid=os.getpid(),
-            state=str(rp.state),
-            open_attempt=None if rp.open_attempt is None else rp.open_attempt.generation,
-            leftover=sorted(rp.leftover),
+            RunResumed(
+                pid=os.getpid(),
+                state=rp.state,
+                open_attempt=None if rp.open_attempt is None else rp.open_attempt.generation,
+                leftover=tuple(sorted(rp.leftover)),
+            )
         )
         if rp.state.terminal:
             return self._finish_terminal(rp)
@@ -241,18 +267,19 @@ class Controller:
         if op is not None and adopt is None:
             # The open attempt is gone (or was never up): end it, and start again in its region.
             self.emit(
-                "attempt_ended",
-                generation=op.generation,
-                region=op.region,
-                started_at=op.started_at,
-                ended_at=now,
-                restored_step=op.restored_step,
-                last_step=last_step,
-                outcome="controller_lost",
+                AttemptEnded(
+                    generation=op.generation,
+                    region=op.region,
+                    started_at=op.started_at,
+                    ended_at=now,
+                    restored_step=op.restored_step,
+                    last_step=last_step,
+                    outcome="controller_lost",
+                )
             )
             pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
             if rp.pending is None:
-                self.emit("incident_opened", **pending.record())
+                self.emit(IncidentOpened(**pending.record()))  # type: ignore[arg-type]
             if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
                 self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
             return self._drive(op.region, pending)
@@ -261,7 +288,7 @@ class Controller:
             inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
             inc.restored_step = last_step  # the attempt trained on: nothing to restore, nothing lost
             inc.first_step_at = now
-            self.emit("incident", **inc.record())
+            self.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
 
@@ -273,24 +300,23 @@ class Controller:
         scan = scan_fences(list(self.stores.values()), self.run_id)
         floor = first_generation(self._generation, scan.generation)
         self.emit(
-            "fences_read",
-            generation_floor=floor,
-            highest_fence=scan.generation,
-            journaled=self._generation,
-            failed=scan.failed,
+            FencesRead(
+                generation_floor=floor,
+                highest_fence=scan.generation,
+                journaled=self._generation,
+                failed=scan.failed,
+            )
         )
 
     def _finish_terminal(self, rp: Any) -> dict[str, Any]:
         """Died after the verdict: only the result is left to write."""
         last = rp.attempts[-1] if rp.attempts else {}
         gen = int(last.get("generation", rp.generation) or 0)
-        self.record.status = str(rp.state)
-        self.record.region = last.get("region")
         final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
-        self.record.final = None if final is None else final.as_dict()
+        self.final = None if final is None else final.as_dict()
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit("run_finished", status=result["status"], final_step=result["final_step"])
+        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
         return result
 
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
@@ -307,14 +333,14 @@ class Controller:
                 [
                     self.standby.close,
                     lambda: self.runner.close(self._generation),
-                    lambda: self.replicator.stop(drain=self.record.status == "SUCCEEDED"),
+                    lambda: self.replicator.stop(drain=self.view.state is RunState.SUCCEEDED),
                     self._abort_orphaned_uploads,
                     self.progress.close,
                     *(proxy.stop for proxy in self.proxies.values()),
                 ]
             )
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit("run_finished", status=result["status"], final_step=result["final_step"])
+        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
         return result
 
     def step(self) -> bool:
@@ -336,34 +362,32 @@ class Controller:
             self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
             outcome = runner.run(region, generation, pending, warm)
         self._next = None
-        self.record.error_traceback = outcome.error_traceback or self.record.error_traceback
         if pending is not None and pending not in outcome.incidents:
             # This attempt failed before its first step: the incident stays open-ended.
-            self.emit("incident", **pending.record())
+            self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
         if outcome.succeeded:
-            self.record.final = outcome.final
-            self.record.region = region
+            self.final = outcome.final
             self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
-            self.record.status = "SUCCEEDED"
             return True
         assert outcome.failure is not None
         failed = self._incident_for(outcome, region, generation)
         now = self.clock()
         decision = self.policy.make_decision(outcome.failure, self.history, now)
         self.emit(
-            "decision",
-            action=str(decision.action),
-            region=decision.region,
-            reason=decision.reason,
-            failure=str(outcome.failure.kind),
-            failed_region=outcome.failure.region,
+            DecisionMade(
+                action=decision.action,
+                region=decision.region,
+                reason=decision.reason,
+                failure=outcome.failure.kind,
+                failed_region=outcome.failure.region,
+            )
         )
         self.progress.note(_decision_text(decision.action, decision.region))
         if decision.action is Action.GIVE_UP:
             self._fail(decision.reason, region, generation, failed)
             return True
         failed.to_region = decision.region
-        self.emit("incident_opened", **failed.record())
+        self.emit(IncidentOpened(**failed.record()))  # type: ignore[arg-type]
         self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
         region = decision.region or region
         runner.journal_faults(runner.injector.at_point("failover", None, region, runner.last_step))
@@ -378,10 +402,10 @@ class Controller:
             try:
                 aborted = store.abort_orphaned_uploads(self.run_id)
             except StoreError as exc:
-                self.emit("multipart_abort_failed", region=store.region, error=str(exc))
+                self.emit(MultipartAbortFailed(region=store.region, error=str(exc)))
                 continue
             if aborted:
-                self.emit("multipart_aborted", region=store.region, keys=aborted[:10])
+                self.emit(MultipartAborted(region=store.region, keys=tuple(aborted[:10])))
 
     def _incident_for(self, outcome: AttemptOutcome, region: str, generation: int) -> Incident:
         failure: Failure = outcome.failure  # type: ignore[assignment]
@@ -397,10 +421,7 @@ class Controller:
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
-            self.emit("incident", **pending.record())
-        self.record.status = "FAILED"
-        self.record.reason = reason
-        self.record.region = region
+            self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
         if not self.sm.state.terminal:
             self.sm.to(RunState.FAILED, reason=reason, region=region, generation=generation)
 

@@ -24,8 +24,6 @@ class AttemptOutcome:
     restored_step: int | None = None
     incidents: list[Incident] = field(default_factory=list)
     ended_at: float = 0.0
-    # The workload's own traceback, when a user error ended the attempt.
-    error_traceback: str | None = None
 
     def summary(self) -> dict[str, Any]:
         return {

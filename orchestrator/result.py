@@ -10,6 +10,9 @@ from typing import Any
 
 from orchestrator.incidents import Incident
 from orchestrator.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
+from orchestrator.replay import incident_from
+from orchestrator.runstate.events import payload
+from orchestrator.runstate.state import RunView
 from recovery.fsio import write_private
 from recovery.store import CheckpointStore, StoreError
 
@@ -30,6 +33,23 @@ class RunRecord:
     region: str | None = None
     # The workload's own traceback, when a user error ended an attempt.
     error_traceback: str | None = None
+
+
+def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, started_at: float) -> RunRecord:
+    """The run's record as its state has it: the verdict's status, reason and region,
+    every attempt and incident journaled, the workload's traceback."""
+    verdict = view.verdict
+    return RunRecord(
+        run_id=run_id,
+        started_at=view.started_at or started_at,
+        status=str(view.state) if view.state.terminal else "RUNNING",
+        reason=(verdict.reason or "") if verdict is not None else "",
+        attempts=[payload(a) for a in view.attempts],
+        incidents=[incident_from(i) for i in view.incidents],
+        final=final,
+        region=verdict.region if verdict is not None else None,
+        error_traceback=view.error_traceback,
+    )
 
 
 def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:

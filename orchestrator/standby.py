@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from orchestrator.cleanup import tear_down
 from orchestrator.context import RunContext
+from orchestrator.runstate.events import StandbyFailed, StandbyLost, StandbyReady
 from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
 from recovery.policy import History, next_region
 
@@ -86,7 +87,7 @@ class StandbyManager:
             proc = self.start_runtime(cluster, region, gen, standby=True)
         except Exception as exc:
             # Launched and not yet tracked: nothing else would ever tear it down.
-            self.ctx.emit("standby_failed", region=region, generation=gen, error=str(exc)[:500])
+            self.ctx.emit(StandbyFailed(region=region, generation=gen, error=str(exc)[:500]))
             with self._lock:
                 self._target = None
             tear_down(self.ctx.provider, self.ctx.emit, cluster, purpose="standby")
@@ -101,7 +102,7 @@ class StandbyManager:
         if stale:
             self._teardown(warm)
         else:
-            self.ctx.emit("standby_ready", region=region, generation=gen, cluster=cluster.name)
+            self.ctx.emit(StandbyReady(region=region, generation=gen, cluster=cluster.name))
 
     def take(self, region: str) -> Warm | None:
         """The standby, if it stands in ``region`` and is healthy; it is then the caller's."""
@@ -118,7 +119,7 @@ class StandbyManager:
         if warm is not None and self._healthy(warm):
             return warm
         if warm is not None:
-            self.ctx.emit("standby_lost", region=warm.region, generation=warm.generation)
+            self.ctx.emit(StandbyLost(region=warm.region, generation=warm.generation))
             self._teardown(warm)
         return None
 
@@ -127,7 +128,7 @@ class StandbyManager:
         with self._lock:
             warm = self._warm
         if warm is not None and not self._healthy(warm):
-            self.ctx.emit("standby_lost", region=warm.region, generation=warm.generation)
+            self.ctx.emit(StandbyLost(region=warm.region, generation=warm.generation))
             with self._lock:
                 if self._warm is warm:
                     self._warm, self._target = None, None

@@ -15,9 +15,9 @@ from orchestrator.chaos.injector import FaultInjector
 from orchestrator.chaos.kinds import REGION_FAULTS
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
-from orchestrator.journal import runtime_type
 from orchestrator.losses import append_loss
 from orchestrator.outcome import AttemptOutcome
+from orchestrator.runstate.events import FailureDetected, FaultInjected, IncidentRecorded, RuntimeReport
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
@@ -92,7 +92,7 @@ class AttemptWatch:
                 # Its own namespace, and "by" stamped last: whatever kind the runtime
                 # claims, replay never reads it as a controller event.
                 fields = {"region": self.region, **ev.fields, "time": ev.time, "generation": ev.generation}
-                ctx.emit(runtime_type(kind), **fields, by="runtime")
+                ctx.emit(RuntimeReport(kind=kind, fields={**fields, "by": "runtime"}))
             if kind == "replicated" and ev.get("lag_s") is not None:
                 ctx.progress.replication_lag(float(ev.fields["lag_s"]))
             elif kind == "store_fallback" and ev.fields["to"] in ctx.stores:
@@ -101,7 +101,6 @@ class AttemptWatch:
                 ctx.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
             elif kind == "user_error" and self.user_error is None:
                 self.user_error = str(ev.fields["error"])
-                self.out.error_traceback = ev.get("traceback") or self.out.error_traceback
             elif kind == "train_started":
                 self._train_started(ev)
             elif kind == "preempted":
@@ -144,7 +143,7 @@ class AttemptWatch:
                 inc.first_step_at = self.last_progress_at
                 self.open_incidents.remove(inc)
                 self.out.incidents.append(inc)
-                self.ctx.emit("incident", **inc.record())
+                self.ctx.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
         self.ctx.progress.update(self.region, self.gen, prog.as_dict())
 
     def _faults(self) -> None:
@@ -155,7 +154,7 @@ class AttemptWatch:
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.out.last_step = max(self.out.last_step, inj.step)
-            self.ctx.emit("fault_injected", index=inj.index, kind=inj.kind, step=inj.step, **inj.detail)
+            self.ctx.emit(FaultInjected(kind=inj.kind, index=inj.index, step=inj.step, extra=dict(inj.detail)))
             self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
 
     # --- the verdict --------------------------------------------------------------
@@ -206,15 +205,16 @@ class AttemptWatch:
         fault_at = fault_at or self.injector.region_killed_at(self.cluster)
         out.failed_at = fault_at or (hb.time if hb else now)
         ctx.emit(
-            "failure_detected",
-            kind=str(failure.kind),
-            region=self.region,
-            detail=failure.detail,
-            runtime_exit=code,
-            cluster_healthy=healthy,
-            heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
-            detected_after_s=round(now - out.failed_at, 3),
-            last_step=out.last_step,
+            FailureDetected(
+                kind=str(failure.kind),
+                region=self.region,
+                detail=failure.detail,
+                runtime_exit=code,
+                cluster_healthy=healthy,
+                heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
+                detected_after_s=round(now - out.failed_at, 3),
+                last_step=out.last_step,
+            )
         )
         ctx.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
         return True

@@ -30,8 +30,6 @@ from orchestrator.runstate.events import (
     FaultFailed,
     FaultInjected,
     FaultRefused,
-    payload,
-    type_of,
 )
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
@@ -206,7 +204,7 @@ class FaultInjector:
         stores: Callable[[], list[CheckpointStore]],
         run_id: str,
         proxies: dict[str, FaultProxy] | None = None,
-        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        on_event: Callable[[Event], object] | None = None,
     ) -> None:
         self.faults = faults
         self.control = control
@@ -214,7 +212,7 @@ class FaultInjector:
         self.stores = stores
         self.run_id = run_id
         self.proxies = proxies or {}
-        self.on_event = on_event or (lambda type_, fields: None)
+        self.on_event = on_event or (lambda event: None)
         self._timers: list[threading.Timer] = []
         self._killed: dict[str, float] = {}  # cluster name -> when a background fault killed it
         self._unreachable: dict[str, float] = {}  # cluster name -> end of its partition
@@ -223,8 +221,8 @@ class FaultInjector:
         self._refused: set[tuple[int, int, int]] = set()  # (fault, seq, generation) journaled once
 
     def _say(self, event: Event) -> None:
-        # Typed here, so a fault's line is checked where it is made; the hook takes its JSON.
-        self.on_event(type_of(event), payload(event))
+        # Typed here, so a fault's line is checked where it is made.
+        self.on_event(event)
 
     def unreachable_until(self, cluster: ClusterHandle) -> float:
         """Until when a partitioned cluster cannot be reached, so not torn down either."""

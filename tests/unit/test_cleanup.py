@@ -62,7 +62,7 @@ def test_a_standby_whose_runtime_cannot_start_is_torn_down() -> None:
     journal = Journal()
     ctx = SimpleNamespace(
         cfg=SimpleNamespace(recovery=SimpleNamespace(standby=True)),
-        emit=journal.append,
+        emit=journal.emit,
         provider=SimpleNamespace(teardown=lambda c: torn.append(c.name)),
     )
 

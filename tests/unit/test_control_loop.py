@@ -19,6 +19,7 @@ import orchestrator.watch as watch
 from orchestrator.compose import compose
 from orchestrator.controller import Controller
 from orchestrator.replay import replay
+from orchestrator.runstate.events import RunStarted
 from orchestrator.states import RunState
 from providers.base import ProvisionErrorKind
 from recovery.fencing import FencedError
@@ -53,7 +54,7 @@ def _start(ctl: Controller) -> None:
     from orchestrator.controller import Next, save_config
 
     save_config(ctl.run_dir, ctl.cfg)
-    ctl.emit("run_started", run_id=RUN, pid=1, config={}, candidates=ctl.candidates)
+    ctl.emit(RunStarted(run_id=RUN, pid=1, candidates=tuple(ctl.candidates)))
     ctl._start_above_fences()
     ctl._next = Next(ctl.candidates[0])
 

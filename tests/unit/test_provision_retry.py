@@ -41,7 +41,7 @@ def _runner(tmp_path: Path, provider: Flaky) -> tuple[attempt.AttemptRunner, Jou
         cfg=compose([f"home={tmp_path}"]),
         provider=provider,
         control=ControlChannel(f"file://{tmp_path}/control"),
-        emit=journal.append,
+        emit=journal.emit,
     )
     return attempt.AttemptRunner(ctx), journal
 

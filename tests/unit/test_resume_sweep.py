@@ -41,7 +41,7 @@ def _ctl(tmp_path: Path, provider: Provider) -> RunContext:
         cfg=None,  # type: ignore[arg-type]
         provider=provider,  # type: ignore[arg-type]
         control=ControlChannel(f"file://{tmp_path}/control"),
-        emit=journal.append,
+        emit=journal.emit,
     )
 
 

@@ -28,6 +28,7 @@ from orchestrator.context import RunContext
 from orchestrator.journal import Journal, event_problem, read_events, runtime_type
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.replay import replay
+from orchestrator.runstate.events import payload, type_of
 from orchestrator.watch import AttemptWatch
 from orchestrator.wire import schema as wire
 from orchestrator.wire.control import ControlChannel, Invalid
@@ -294,7 +295,7 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
         cfg=SimpleNamespace(recovery=recovery),  # type: ignore[arg-type]
         provider=None,  # type: ignore[arg-type]
         control=control,
-        emit=journal.append,
+        emit=journal.emit,
         progress=progress,  # type: ignore[arg-type]
     )
     out = AttemptOutcome(generation=gen, region="local-a", started_at=0.0)
@@ -405,7 +406,7 @@ def _injector(tmp_path: Path, provider: Any, kind: str = "kill_worker") -> tuple
         provider,
         lambda: [],
         "r",
-        on_event=lambda type_, fields: events.append((type_, fields)),
+        on_event=lambda ev: events.append((type_of(ev), payload(ev))),
     )
     return inj, events
 
