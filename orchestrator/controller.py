@@ -229,10 +229,10 @@ class Controller:
         from orchestrator.replay import replayed
         from orchestrator.resume import crash_incident, journaled_runtime_events, sweep_and_adopt
 
-        events = self.journal.events()
+        events = list(read_typed(self.journal.path))
         # The state the dead controller had: its journal, folded by the same apply.
         with self._state_lock:
-            self.view = fold(read_typed(self.journal.path))
+            self.view = fold(events)
         rp = replayed(self.view)
         self.started_at = rp.started_at or self.started_at
         with self._gen_lock:

@@ -7,6 +7,7 @@ attempt it can adopt, and never starts an attempt while another may still train.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,8 @@ import psutil
 from orchestrator.cleanup import tear_down
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
-from orchestrator.journal import runtime_kind
 from orchestrator.replay import Replayed
+from orchestrator.runstate.events import Event, RuntimeReport
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
 
@@ -58,13 +59,16 @@ class Adoption:
     journaled: frozenset[tuple[str, float]] = field(default_factory=frozenset)
 
 
-def journaled_runtime_events(events: list[dict[str, Any]], generation: int) -> frozenset[tuple[str, float]]:
+def journaled_runtime_events(events: Iterable[Event], generation: int) -> frozenset[tuple[str, float]]:
     """What a crashed controller journaled of an attempt's runtime events: the watch
     that adopts the attempt reads its control channel from the start and skips these."""
     return frozenset(
-        (str(runtime_kind(e)), float(e["time"]))
+        (e.kind, float(e.fields["time"]))
         for e in events
-        if e.get("by") == "runtime" and e.get("generation") == generation and isinstance(e.get("time"), int | float)
+        if isinstance(e, RuntimeReport)
+        and e.fields.get("by") == "runtime"
+        and e.fields.get("generation") == generation
+        and isinstance(e.fields.get("time"), int | float)
     )
 
 
