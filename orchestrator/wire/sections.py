@@ -44,7 +44,7 @@ class AtLeast:
     low: float
 
     def check(self, value: float) -> str | None:
-        return None if value >= self.low else f"expected >= {self.low:g}"
+        return None if value >= self.low else f"expected >= {self.low}"
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Above:
     low: float
 
     def check(self, value: float) -> str | None:
-        return None if value > self.low else f"expected > {self.low:g}"
+        return None if value > self.low else f"expected > {self.low}"
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class AtMost:
     high: float
 
     def check(self, value: float) -> str | None:
-        return None if value <= self.high else f"expected <= {self.high:g}"
+        return None if value <= self.high else f"expected <= {self.high}"
 
 
 @dataclass(frozen=True)
