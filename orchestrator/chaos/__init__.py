@@ -5,7 +5,7 @@
   point takes). Pure and dependency-free: the config, the controller and the runtime
   import it.
 - ``triggers``: when a fault fires (a step, a random step, seconds into an attempt, a
-  point such as an upload or a failover); pure functions over a fault's plain config.
+  point such as an upload or a failover); pure functions over a fault as the runtime spec carries it (``FaultSpec``).
 - ``injector``: the controller's side, which carries faults out (signals to a
   cluster's own processes, bytes flipped in a store, a full disk, a crashed
   controller) and answers the runtime's requests on the control channel.

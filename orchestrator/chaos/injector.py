@@ -33,6 +33,7 @@ from orchestrator.runstate.events import (
 )
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
+from orchestrator.wire.sections import FaultSpec
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore, sha256_hex
 
@@ -183,14 +184,14 @@ def release_scratch(path: str) -> None:
     subprocess.run(["umount", "-l", path], capture_output=True)
 
 
-def _shape(kind: str, fault: dict[str, Any]) -> Shape:
+def _shape(kind: str, fault: FaultSpec) -> Shape:
     mode = Mode.SLOW if kind == "torn_checkpoint" else _STORAGE_SHAPES[kind]
-    kbps = float(fault.get("bandwidth_kbps") or 0)
+    kbps = fault.bandwidth_kbps
     if kind == "torn_checkpoint" and kbps <= 0:
         kbps = 100.0  # slow enough that an upload is caught half way
     return Shape(
         mode=mode,
-        latency_s=float(fault.get("latency_ms") or 0) / 1000,
+        latency_s=fault.latency_ms / 1000,
         bandwidth_bps=kbps * 1000 if kbps > 0 else None,
     )
 
@@ -198,7 +199,7 @@ def _shape(kind: str, fault: dict[str, Any]) -> Shape:
 class FaultInjector:
     def __init__(
         self,
-        faults: list[dict[str, Any]],
+        faults: list[dict[str, Any]] | list[FaultSpec],
         control: ControlChannel,
         provider: Provider,
         stores: Callable[[], list[CheckpointStore]],
@@ -206,7 +207,8 @@ class FaultInjector:
         proxies: dict[str, FaultProxy] | None = None,
         on_event: Callable[[Event], object] | None = None,
     ) -> None:
-        self.faults = faults
+        # The config's faults (validated there), typed as the runtime gets them.
+        self.faults = [FaultSpec.from_plain(f, f"chaos.faults[{i}]") for i, f in enumerate(faults)]
         self.control = control
         self.provider = provider
         self.stores = stores
@@ -327,8 +329,8 @@ class FaultInjector:
         runtime_pid: int | None,
         seq: int,
     ) -> Injected:
-        kind = str(self.faults[index]["kind"])
         fault = self.faults[index]
+        kind = str(fault.kind)
         step = int(req.get("step", 0))  # type: ignore[call-overload]
         now = time.time()
         detail: dict[str, object] = {"seq": seq}
@@ -378,13 +380,13 @@ class FaultInjector:
                 pids = self.provider.processes(cluster)
             detail["stopped"] = len(_signal(pids, signal.SIGSTOP))
             now = time.time()
-            duration = float(fault.get("duration_s") or (PARTITION_S if kind == "partition" else 5.0))
+            duration = fault.duration_s or (PARTITION_S if kind == "partition" else 5.0)
             self._unreachable[cluster.name] = now + duration + ZOMBIE_WINDOW_S
             self._later(duration, self._resume, index, kind, pids, cluster)
             detail["duration_s"] = duration
         elif kind == "preempt":
             # The notice: SIGTERM to the runtime; the machines go when the grace period ends.
-            grace = float(fault.get("grace_s") or 30.0)
+            grace = fault.grace_s
             detail["notified"] = len(_signal([runtime_pid] if runtime_pid else [], signal.SIGTERM))
             detail["grace_s"] = grace
             self._later(grace, self._reclaim, index, cluster)
@@ -410,7 +412,7 @@ class FaultInjector:
         killed = _sigkill(self.provider.processes(cluster))
         self._say(FaultEnded(index, "preempt", region=cluster.region, reclaimed=len(killed)))
 
-    def _disk_full(self, index: int, fault: dict[str, Any], cluster: ClusterHandle) -> dict[str, object]:
+    def _disk_full(self, index: int, fault: FaultSpec, cluster: ClusterHandle) -> dict[str, object]:
         path = str(cluster.info.get("scratch_dir") or "")
         if not path:
             return {"failed": "the cluster has no scratch_dir"}
@@ -420,7 +422,7 @@ class FaultInjector:
             self._say(FaultFailed(index, "disk_full", str(exc)))
             return {"failed": str(exc)}
         self._mounts[cluster.name] = path
-        duration = float(fault.get("duration_s") or DISK_FULL_S)
+        duration = fault.duration_s or DISK_FULL_S
         self._later(duration, self._free_disk, index, cluster)
         return {"path": path, "bytes": DISK_FULL_BYTES, "duration_s": duration}
 
@@ -430,14 +432,12 @@ class FaultInjector:
             release_scratch(path)
             self._say(FaultEnded(index, "disk_full", region=cluster.region))
 
-    def _storage(
-        self, index: int, kind: str, fault: dict[str, Any], cluster: ClusterHandle | None
-    ) -> dict[str, object]:
-        region = str(fault.get("region") or (cluster.region if cluster else ""))
+    def _storage(self, index: int, kind: str, fault: FaultSpec, cluster: ClusterHandle | None) -> dict[str, object]:
+        region = fault.region or (cluster.region if cluster else "")
         proxy = self.proxies[region]
         shape = _shape(kind, fault)
         proxy.set(shape)
-        duration = float(fault.get("duration_s") or 0)
+        duration = fault.duration_s
         if duration > 0 and kind != "torn_checkpoint":
             self._later(duration, self._heal, index, kind, region)
         if kind == "torn_checkpoint":

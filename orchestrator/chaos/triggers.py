@@ -1,4 +1,4 @@
-"""When a fault fires: pure functions over a fault's plain config (what the runtime gets).
+"""When a fault fires: pure functions over a fault as the runtime spec carries it.
 
 Runtime-side triggers (a step, a random step, an upload, a restore) are met by the
 runtime, which then asks the controller to fire the fault (the rendezvous in
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import random as _random
 from functools import lru_cache
-from typing import Any
 
 from orchestrator.chaos.kinds import CONTROLLER_POINTS, RUNTIME_POINTS, STORAGE_FAULTS
+from orchestrator.wire.sections import FaultSpec
 
 __all__ = ["CONTROLLER_POINTS", "RUNTIME_POINTS"]
 
@@ -24,29 +24,26 @@ def random_steps(seed: int, rate: float, total: int) -> frozenset[int]:
     return frozenset(step for step in range(1, total + 1) if rng.random() < rate)
 
 
-def in_region(fault: dict[str, Any], region: str) -> bool:
+def in_region(fault: FaultSpec, region: str) -> bool:
     """A fault aimed at a region fires only there; storage faults name the store instead."""
-    target = fault.get("region")
-    return target is None or fault["kind"] in STORAGE_FAULTS or target == region
+    return fault.region is None or fault.kind in STORAGE_FAULTS or fault.region == region
 
 
-def due_at_step(fault: dict[str, Any], step: int, total: int) -> bool:
-    if fault.get("at_step") is not None:
-        return int(fault["at_step"]) == step
-    rnd = fault.get("random")
-    if rnd is not None:
-        return step in random_steps(int(rnd.get("seed", 0)), float(rnd["rate"]), total)
+def due_at_step(fault: FaultSpec, step: int, total: int) -> bool:
+    if fault.at_step is not None:
+        return fault.at_step == step
+    if fault.random is not None:
+        return step in random_steps(fault.random.seed, fault.random.rate, total)
     return False
 
 
-def due_during(fault: dict[str, Any], point: str) -> bool:
-    return fault.get("during") == point
+def due_during(fault: FaultSpec, point: str) -> bool:
+    return fault.during == point
 
 
-def due_after(fault: dict[str, Any], training_for_s: float | None) -> bool:
-    after = fault.get("after_s")
-    return after is not None and training_for_s is not None and training_for_s >= float(after)
+def due_after(fault: FaultSpec, training_for_s: float | None) -> bool:
+    return fault.after_s is not None and training_for_s is not None and training_for_s >= fault.after_s
 
 
-def exhausted(fault: dict[str, Any], fired: int) -> bool:
-    return fired >= int(fault.get("repeat", 1) or 1)
+def exhausted(fault: FaultSpec, fired: int) -> bool:
+    return fired >= fault.repeat

@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import asdict
 
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
@@ -48,7 +47,14 @@ def _relay_preemption(control: ControlChannel, spec: RuntimeSpec) -> None:
 
 
 def main(argv: list[str]) -> int:
-    spec = RuntimeSpec.load(argv[0])
+    try:
+        spec = RuntimeSpec.load(argv[0])
+    except (OSError, ValueError) as exc:
+        # No control channel without a spec: the reason goes to the runtime's log, one
+        # line; the controller sees the exit code (a spec it wrote that this runtime
+        # cannot read, say from a newer controller, is the platform's failure).
+        print(f"orchestrator.runtime: {exc}", file=sys.stderr)
+        return EXIT_INFRA
     # Out of the environment before any thread or child starts: nothing inherits it.
     try:
         key = runkey.take_from_env()
@@ -90,26 +96,25 @@ def main(argv: list[str]) -> int:
         finally:
             stop.set()
     worker_fn = train_func
-    if spec.job.get("train_func"):
+    if spec.job.train_func:
         # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
         from orchestrator.runtime.func_mode import train_func as worker_fn
+    gpus = spec.trainer.gpus_per_worker
     trainer = TorchTrainer(
         worker_fn,
-        train_loop_config={"spec": asdict(spec), **runkey.share(key)},
+        # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
+        train_loop_config={"spec": spec.to_plain(), **runkey.share(key)},
         scaling_config=ScalingConfig(
-            num_workers=int(spec.trainer["workers"]),
-            use_gpu=float(spec.trainer["gpus_per_worker"]) > 0,
-            resources_per_worker={
-                "CPU": float(spec.trainer["cpus_per_worker"]),
-                **({"GPU": float(spec.trainer["gpus_per_worker"])} if spec.trainer["gpus_per_worker"] else {}),
-            },
+            num_workers=spec.trainer.workers,
+            use_gpu=gpus > 0,
+            resources_per_worker={"CPU": spec.trainer.cpus_per_worker, **({"GPU": gpus} if gpus else {})},
         ),
         # NCCL between GPU workers; gloo on CPUs.
-        torch_config=TorchConfig(backend="nccl" if float(spec.trainer["gpus_per_worker"]) > 0 else "gloo"),
+        torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),
         run_config=RunConfig(
             name=f"{spec.run_id}-g{spec.generation}",
             storage_path=spec.ray_storage_path,
-            failure_config=FailureConfig(max_failures=int(spec.trainer["max_worker_restarts"])),
+            failure_config=FailureConfig(max_failures=spec.trainer.max_worker_restarts),
         ),
         **_datasets(spec),
     )
@@ -130,12 +135,12 @@ def main(argv: list[str]) -> int:
 
 def _datasets(spec: RuntimeSpec) -> dict[str, object]:
     """data.loader=ray_data: the training set as a Ray Data dataset, split by Ray Train."""
-    if spec.data.get("loader") != "ray_data":
+    if spec.data.loader != "ray_data":
         return {}
     from orchestrator.workloads import make_workload
     from orchestrator.workloads.data import DATASET_KEY, data_config, ray_dataset
 
-    workload = make_workload(spec.job, spec.data)
+    workload = make_workload(spec.job.to_plain(), spec.data.to_plain())
     return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from orchestrator.runtime.telemetry import Sampler, summary
+from orchestrator.wire.sections import DataSection, JobSection
 from orchestrator.workloads.data import (
     DATASET_KEY,
     DataMismatch,
@@ -28,21 +29,20 @@ TELEMETRY_INTERVAL_S = 1.0
 class WorkerData:
     def __init__(
         self,
-        spec_data: dict[str, Any],
-        job: dict[str, Any],
+        spec_data: DataSection,
+        job: JobSection,
         workload: Any,
         rank: int,
         world: int,
         accum: int = 1,
     ) -> None:
         self.rank, self.world, self.accum = rank, world, accum
-        self.batch_size = int(job["batch_size"])
-        seed = int(job["seed"])
-        loader = str(spec_data.get("loader", "sharded"))
+        self.batch_size = job.batch_size
+        seed = job.seed
         self.loader: ShardedLoader | RayDataLoader | DatasetLoader
         if callable(getattr(workload, "dataset", None)):
             self.loader = DatasetLoader(workload.dataset(), rank, world, seed, self.batch_size, accum)
-        elif loader == "ray_data":
+        elif spec_data.loader == "ray_data":
             import ray.train
 
             self.loader = RayDataLoader(
@@ -52,7 +52,7 @@ class WorkerData:
                 world,
                 seed,
                 self.batch_size,
-                int(spec_data.get("shuffle_buffer_rows", 2048)),
+                spec_data.shuffle_buffer_rows,
             )
         else:
             self.loader = ShardedLoader(workload, rank, world, seed, self.batch_size)

@@ -286,7 +286,7 @@ class FuncRun(WorkerAttempt):
     def _run(self) -> None:
         from orchestrator.workloads import train_function
 
-        fn = train_function(str(self.spec.job["train_func"]))  # a module that fails to import: a user error
+        fn = train_function(self.spec.job.train_func)  # a module that fails to import: a user error
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
         self.wait_until_active()
@@ -297,7 +297,7 @@ class FuncRun(WorkerAttempt):
             )
         self._t_start = time.time()
         with routed_through(self):
-            call_user_function(fn, dict(self.spec.job.get("params") or {}))
+            call_user_function(fn, dict(self.spec.job.params))
         if self.rank == 0:
             self.finish()
 
@@ -322,7 +322,7 @@ class FuncRun(WorkerAttempt):
         self.flush_losses()
         self.checkpointer.wait()
         elapsed = max(time.time() - self._t_start, 1e-9)
-        total = int(self.spec.job["steps"])
+        total = self.spec.job.steps
         self.control.progress(
             self.gen,
             step=self.count,
@@ -360,9 +360,7 @@ class FuncRun(WorkerAttempt):
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
         any_checkpoint, notice = self._agree(mine is not None)
         self.preempting = self.preempting or notice
-        plan = plan_report(
-            self.count, any_checkpoint, self.preempting, bool(self.spec.checkpoint.get("async_upload", True))
-        )
+        plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         if plan.commit:
             per_rank = self._gather(mine)
             self.count = plan.step
@@ -420,9 +418,7 @@ class FuncRun(WorkerAttempt):
         self._digests = {name: sha256_hex(data) for name, data in files.items()}
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(
-            step, files, extra={"world_size": self.world, "train_func": str(self.spec.job["train_func"])}
-        )
+        self.checkpointer.submit(step, files, extra={"world_size": self.world, "train_func": self.spec.job.train_func})
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
@@ -439,7 +435,7 @@ class FuncRun(WorkerAttempt):
         self.control.progress(
             self.gen,
             step=self.count,
-            total=int(self.spec.job["steps"]),
+            total=self.spec.job.steps,
             loss=_number(self.metrics.get("loss")),
             steps_per_s=(self.count - self.restored) / max(now - self._t_start, 1e-9),
             last_checkpoint=self.last_checkpoint,

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from orchestrator.chaos.triggers import exhausted, in_region
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import FaultSpec
 
 WAIT_S = 60.0
 POLL_S = 0.05
 
 
-def armed(control: ControlChannel, index: int, fault: dict[str, Any], region: str) -> bool:
+def armed(control: ControlChannel, index: int, fault: FaultSpec, region: str) -> bool:
     """Whether fault ``index`` may still fire in ``region``: aimed here and not used up."""
     return in_region(fault, region) and not exhausted(fault, control.fired_count(index))
 
@@ -28,7 +28,7 @@ def armed(control: ControlChannel, index: int, fault: dict[str, Any], region: st
 def meet(
     control: ControlChannel,
     index: int,
-    fault: dict[str, Any],
+    fault: FaultSpec,
     *,
     step: int,
     rank: int,
@@ -43,7 +43,7 @@ def meet(
     control.chaos_request(
         index,
         seq=seq,
-        kind=fault["kind"],
+        kind=str(fault.kind),
         step=step,
         rank=rank,
         pid=os.getpid(),

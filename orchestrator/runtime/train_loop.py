@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_at_step
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.weights import weights_sha256
@@ -32,6 +33,7 @@ from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_
     run_worker,
 )
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
@@ -82,10 +84,10 @@ def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> 
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def worker_device(trainer: dict[str, Any]) -> torch.device:
+def worker_device(trainer: TrainerSection) -> torch.device:
     """Ray Train's device for this worker with trainer.gpus_per_worker > 0, else the CPU;
     on a GPU, deterministic kernels (exact resume needs them)."""
-    if not float(trainer.get("gpus_per_worker") or 0) > 0:
+    if not trainer.gpus_per_worker > 0:
         return torch.device("cpu")
     from ray.train.torch import get_device
 
@@ -130,16 +132,16 @@ class _Loop(WorkerAttempt):
 
         super().__init__(spec, rank, world, control)
         trainer = spec.trainer
-        torch.set_num_threads(int(trainer.get("torch_threads", 1)))
+        torch.set_num_threads(trainer.torch_threads)
         self.device = worker_device(trainer)
-        self.accum = int(trainer.get("grad_accum_steps", 1))
-        self.clip = float(trainer.get("grad_clip_norm", 0.0))
-        self.autocast = resolve_autocast(str(trainer.get("autocast", "none")), self.device)
-        seed = int(spec.job["seed"])
+        self.accum = trainer.grad_accum_steps
+        self.clip = trainer.grad_clip_norm
+        self.autocast = resolve_autocast(trainer.autocast, self.device)
+        seed = spec.job.seed
         torch.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed)
-        self.workload = make_workload(spec.job, spec.data)
+        self.workload = make_workload(spec.job.to_plain(), spec.data.to_plain())
         # The data loader (data.loader, or the workload's dataset()) and this worker's telemetry.
         self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum)
         self.model = self.workload.model().to(self.device)
@@ -171,7 +173,7 @@ class _Loop(WorkerAttempt):
         if self._upload_fault_armed():
             self._upload_staged.clear()
         self.checkpointer.submit(step, files, extra={"world_size": self.world})
-        if not self.spec.checkpoint.get("async_upload", True):
+        if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
     def parts(self) -> dict[str, Stateful]:
@@ -225,17 +227,17 @@ class _Loop(WorkerAttempt):
 
     # --- chaos --------------------------------------------------------------------
     def chaos_hook(self, step: int) -> None:
-        total = int(self.spec.job["steps"])
+        total = self.spec.job.steps
         due = [i for i, fault in enumerate(self.spec.faults) if due_at_step(fault, step, total)]
         if not due:
             return
         self.quiesce()
         for i in due:
             fault = self.spec.faults[i]
-            victim = self.world - 1 if fault["kind"] == "kill_worker" else 0
+            victim = self.world - 1 if fault.kind == FaultKind.KILL_WORKER else 0
             if self.rank != victim or not self._armed(i, fault):
                 continue
-            if fault.get("random") is not None and step in self.control.fired_steps(i):
+            if fault.random is not None and step in self.control.fired_steps(i):
                 continue  # a random fault strikes a step once, also when the step is replayed
             self._rendezvous(i, fault, step)
 
@@ -275,9 +277,7 @@ class _Loop(WorkerAttempt):
         if self.rank == 0:
             self.flush_losses()
             self.checkpointer.wait()
-            self.control.progress(
-                self.gen, step=step, total=int(self.spec.job["steps"]), last_checkpoint=self.last_checkpoint
-            )
+            self.control.progress(self.gen, step=step, total=self.spec.job.steps, last_checkpoint=self.last_checkpoint)
             self.control.event(self.gen, "preempted", step=step, checkpoint=self.last_checkpoint)
         raise Preempted(step)
 
@@ -307,8 +307,8 @@ class _Loop(WorkerAttempt):
                 device=str(self.device),
             )
         ddp = wrap(self.model)
-        total = int(self.spec.job["steps"])
-        interval = int(self.spec.checkpoint["interval_steps"])
+        total = self.spec.job.steps
+        interval = self.spec.checkpoint.interval_steps
         last_report = 0.0
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")

@@ -75,6 +75,7 @@ from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import HpoSection, JobSection
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
@@ -93,6 +94,13 @@ STANDBY_POLL_S = 0.05
 KEEP_TRIAL_CHECKPOINTS = 2
 
 
+def search_of(spec: RuntimeSpec) -> HpoSection:
+    """The spec's hpo section: a search has one (the driver starts a search only then)."""
+    if spec.hpo is None:
+        raise ValueError("runtime spec: hpo: missing; a search needs it")
+    return spec.hpo
+
+
 # --- the trial ---------------------------------------------------------------------------------
 
 
@@ -106,19 +114,19 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
     retry within this attempt) or else from the snapshot's (``resume``), if any."""
     from orchestrator.workloads import make_workload
 
-    hpo = runtime["hpo"]
+    hpo: HpoSection = runtime["hpo"]
+    job: JobSection = runtime["job"]
     index = int(config[INDEX])
     trial_id = trial_key(index)
     values = runtime["configs"][index]
-    job = {**runtime["job"], **values}
     control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
     gen = int(runtime["generation"])
     torch.set_num_threads(1)
-    seed = int(job["seed"])
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-    workload = make_workload(job, runtime["data"])
+    torch.manual_seed(job.seed)
+    random.seed(job.seed)
+    np.random.seed(job.seed)
+    # The trial's values (job keys: lr, hidden_size, batch_size) over the job's.
+    workload = make_workload({**job.to_plain(), **values}, runtime["data"].to_plain())
     model = workload.model()
     optimizer = workload.optimizer(model)
     parts: dict[str, bytes] | None = resume.get(trial_id)
@@ -137,10 +145,10 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
         control.event(gen, "trial_restored", trial_id=trial_id, iteration=start, pid=os.getpid())
     else:
         control.event(gen, "trial_started", trial_id=trial_id, config=values)
-    spi = int(hpo["steps_per_iteration"])
+    spi = hpo.steps_per_iteration
     sampler = Sampler(rank=0).start()
     try:
-        for it in range(start + 1, int(hpo["max_t"]) + 1):
+        for it in range(start + 1, hpo.max_t + 1):
             # Steps (it-1)*spi+1 .. it*spi: the data position is the iteration.
             for step in range((it - 1) * spi + 1, it * spi + 1):
                 x, y = workload.batch(step, 0, 1)
@@ -277,20 +285,20 @@ class SearchDriver:
         rungs: AshaRungs | None,
     ):
         self.spec, self.control, self.gen = spec, control, spec.generation
-        self.hpo: dict[str, Any] = dict(spec.hpo or {})
+        self.hpo = search_of(spec)
         self.configs, self.plan, self.rungs = configs, plan, rungs
         self.checkpointer = AsyncCheckpointer(
             spec_stores(spec, runkey.require()),
             spec.run_id,
             spec.generation,
-            int(spec.checkpoint["keep_last"]),
+            spec.checkpoint.keep_last,
             outage_s=spec.store_outage_s,
             on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
             replicate=True,
             lineage=spec.fencing_lineage(),
         )
         self.restored_step, self.restored_url = restored_step, restored_url
-        self.total = max_search_steps(len(configs), int(self.hpo["max_t"]))
+        self.total = max_search_steps(len(configs), self.hpo.max_t)
         self.last_snapshot_step = restored_step
         self.last_snapshot_t = 0.0
         self.dirty = False
@@ -323,7 +331,7 @@ class SearchDriver:
         if not force and now - self.last_report < PROGRESS_EVERY_S:
             return
         self.last_report = now
-        best = best_of(records, self.hpo["metric"], self.hpo["mode"])
+        best = best_of(records, self.hpo.metric, self.hpo.mode)
         workers = []
         for t in trials:
             tele = (t.last_result or {}).get("telemetry")
@@ -339,15 +347,14 @@ class SearchDriver:
             trials=counts(records),
             best=None
             if best is None
-            else {"metric": self.hpo["metric"], "value": best.metrics[self.hpo["metric"]], "trial_id": best.trial_id},
+            else {"metric": self.hpo.metric, "value": best.metrics[self.hpo.metric], "trial_id": best.trial_id},
             telemetry=summary(workers) if workers else None,
         )
 
     def chaos(self, step: int) -> None:
         """Faults name a search step: met here, in the driver, as the train loop meets a step."""
         for i, fault in enumerate(self.spec.faults):
-            at = fault.get("at_step")
-            if at is None or step < int(at):
+            if fault.at_step is None or step < fault.at_step:
                 continue
             if not rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
@@ -360,7 +367,7 @@ class SearchDriver:
 
     # --- snapshots ------------------------------------------------------------------------
     def maybe_snapshot(self, trials: list[Any]) -> None:
-        if self.dirty and time.monotonic() - self.last_snapshot_t >= float(self.hpo["snapshot_interval_s"]):
+        if self.dirty and time.monotonic() - self.last_snapshot_t >= self.hpo.snapshot_interval_s:
             self.snapshot(trials)
 
     def _checkpoint_files(self, trial: Any, record: TrialRecord) -> dict[str, bytes] | None:
@@ -426,8 +433,8 @@ def _restore(
         return 0, None, None
     store, manifest = best
     m: Manifest = manifest
-    hpo = spec.hpo or {}
-    snapshot = unpack(store.read(m, ARCHIVE), configs, int(hpo["max_t"]), _rung_list(hpo))
+    hpo = search_of(spec)
+    snapshot = unpack(store.read(m, ARCHIVE), configs, hpo.max_t, _rung_list(hpo))
     recorded = {t.trial_id: t.checkpoint_iteration for t in snapshot.trials}
     for trial_id, parts in snapshot.checkpoints.items():
         try:
@@ -441,10 +448,10 @@ def _restore(
     return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot
 
 
-def _rung_list(hpo: dict[str, Any]) -> list[int] | None:
-    if hpo["scheduler"] != "asha":
+def _rung_list(hpo: HpoSection) -> list[int] | None:
+    if hpo.scheduler != "asha":
         return None
-    return asha_rungs(int(hpo["max_t"]), int(hpo["grace_period"]), int(hpo["reduction_factor"]))
+    return asha_rungs(hpo.max_t, hpo.grace_period, hpo.reduction_factor)
 
 
 def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
@@ -460,26 +467,26 @@ def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
     }
     trainable = tune.with_resources(
         tune.with_parameters(trial_func, runtime=runtime, resume=driver.plan.checkpoints),
-        {"cpu": float(hpo["cpus_per_trial"])},
+        {"cpu": hpo.cpus_per_trial},
     )
     scheduler: Any = FIFOScheduler()
     if driver.rungs is not None:
-        scheduler = StableASHA(driver.rungs, hpo["metric"], int(hpo["max_t"]))
+        scheduler = StableASHA(driver.rungs, hpo.metric, hpo.max_t)
     return tune.Tuner(
         trainable,
         param_space={INDEX: tune.grid_search(driver.plan.run)},
         tune_config=tune.TuneConfig(
-            metric=hpo["metric"],
-            mode=hpo["mode"],
+            metric=hpo.metric,
+            mode=hpo.mode,
             num_samples=1,
-            max_concurrent_trials=int(hpo["max_concurrent"]),
+            max_concurrent_trials=hpo.max_concurrent,
             scheduler=scheduler,
         ),
         run_config=tune.RunConfig(
             name=EXPERIMENT,
             storage_path=scratch,
             callbacks=[SearchCallback()],
-            failure_config=tune.FailureConfig(max_failures=int(spec.trainer["max_worker_restarts"])),
+            failure_config=tune.FailureConfig(max_failures=spec.trainer.max_worker_restarts),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=KEEP_TRIAL_CHECKPOINTS),
             verbose=0,
         ),
@@ -488,14 +495,14 @@ def _tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
 
 def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     """The search, from the newest snapshot if there is one; an exit code for the controller."""
-    hpo = dict(spec.hpo or {})
+    hpo = search_of(spec)
     # Tune's CSV/JSON/TensorBoard loggers: our records are the snapshots and the control channel.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     if spec.standby:
         control.event(spec.generation, "workers_ready", pid=os.getpid(), standby=True)
         while not control.is_active(spec.generation):
             time.sleep(STANDBY_POLL_S)
-    configs = sample_configs(hpo["search_space"], int(hpo["num_samples"]), int(spec.job["seed"]))
+    configs = sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
     try:
         restored_step, restored_url, snapshot = _restore(spec, control, configs)
     except SnapshotError as exc:
@@ -504,9 +511,9 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     control.event(
         spec.generation, "train_started", restored_step=restored_step, restored_from=restored_url, pid=os.getpid()
     )
-    plan = resume_plan(snapshot, len(configs), bool(hpo["resume_errored"]), bool(hpo["restart_errored"]))
+    plan = resume_plan(snapshot, len(configs), hpo.resume_errored, hpo.restart_errored)
     rungs = _rung_list(hpo)
-    asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, int(hpo["reduction_factor"]), hpo["mode"]))
+    asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
     driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha)
     _DRIVERS.append(driver)
     results: list[Any] = []
@@ -547,7 +554,7 @@ def _finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, re
     except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"final snapshot not committed: {exc}"[:1000])
         return EXIT_INFRA
-    best = best_of(ordered, hpo["metric"], hpo["mode"])
+    best = best_of(ordered, hpo.metric, hpo.mode)
     if best is None:
         control.event(spec.generation, "user_error", rank=0, error="every trial of the search errored")
         return EXIT_USER_ERROR
@@ -566,14 +573,14 @@ def _finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, re
         final_checkpoint=driver.last_checkpoint,
         best_trial={
             **best.to_json(),
-            "metric": hpo["metric"],
-            "mode": hpo["mode"],
-            "value": best.metrics[hpo["metric"]],
+            "metric": hpo.metric,
+            "mode": hpo.mode,
+            "value": best.metrics[hpo.metric],
         },
         trials=[r.to_json() for r in ordered],
         search={
-            "scheduler": hpo["scheduler"],
-            "max_t": int(hpo["max_t"]),
+            "scheduler": hpo.scheduler,
+            "max_t": hpo.max_t,
             "rungs": _rung_list(hpo) or [],
             "snapshots": driver.snapshots,
         },

@@ -21,11 +21,13 @@ from typing import Any
 
 import torch
 
+from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_during
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
@@ -118,7 +120,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     """A Ray Train worker's entry: build the worker with ``make`` and run it; a user's
     error goes to the controller with its traceback, the platform's are left to Ray
     Train and the controller."""
-    spec = RuntimeSpec(**config["spec"])
+    spec = RuntimeSpec.from_plain(config["spec"])
     runkey.from_config(config)
     import ray.train
 
@@ -148,10 +150,7 @@ def spec_stores(spec: RuntimeSpec, key: bytes) -> list[CheckpointStore]:
     """The attempt's stores, primary first, each holding the run's key (it signs and trusts)."""
     return [
         CheckpointStore(spec.store_url, region=spec.region, storage_options=spec.store_options, key=key),
-        *[
-            CheckpointStore(f["url"], region=f["region"], storage_options=f.get("options") or {}, key=key)
-            for f in spec.fallback_stores
-        ],
+        *[CheckpointStore(f.url, region=f.region, storage_options=f.options, key=key) for f in spec.fallback_stores],
     ]
 
 
@@ -200,7 +199,7 @@ class WorkerAttempt:
             [self.store, *self.fallbacks],
             spec.run_id,
             spec.generation,
-            int(spec.checkpoint["keep_last"]),
+            spec.checkpoint.keep_last,
             outage_s=spec.store_outage_s,
             on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
             replicate=True,
@@ -299,14 +298,14 @@ class WorkerAttempt:
             return stores.index(store), m.to_json()
 
     # --- chaos --------------------------------------------------------------------
-    def _rendezvous(self, i: int, fault: dict[str, Any], step: int, during: str | None = None) -> None:
+    def _rendezvous(self, i: int, fault: FaultSpec, step: int, during: str | None = None) -> None:
         """Ask the controller to fire fault ``i`` now, and wait until it has."""
         self.flush_losses()  # what the fault may cut short is plotted up to here
         rendezvous.meet(self.control, i, fault, step=step, rank=self.rank, generation=self.gen, during=during)
-        if fault["kind"] == "user_error":
+        if fault.kind == FaultKind.USER_ERROR:
             raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
-    def _armed(self, i: int, fault: dict[str, Any]) -> bool:
+    def _armed(self, i: int, fault: FaultSpec) -> bool:
         return rendezvous.armed(self.control, i, fault, self.spec.region)
 
     def _upload_hook(self, step: int) -> None:

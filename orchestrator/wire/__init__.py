@@ -1,7 +1,8 @@
 """What crosses between the controller and a cluster, and nothing else.
 
 - ``spec``: the runtime spec, the controller's orders to an attempt (written once,
-  read by ``python -m orchestrator.runtime SPEC`` on the cluster).
+  read by ``python -m orchestrator.runtime SPEC`` on the cluster), its sections typed
+  and checked in ``sections``.
 - ``control``: the control channel, small JSON objects under the control URL
   (heartbeat, progress, events, final, exit code, preemption notices, the chaos
   rendezvous), each generation in a folder of its own.
@@ -9,6 +10,7 @@
   nothing from the channel that has not passed it.
 
 Both sides import this package; it imports nothing of either (only ``recovery``'s
-lineage and file helpers), so the controller's code never reaches a cluster and
-the cluster's code never reaches the controller's state.
+lineage and file helpers, and the fault kinds of ``orchestrator.chaos.kinds``, pure
+constants both sides name), so the controller's code never reaches a cluster and the
+cluster's code never reaches the controller's state.
 """

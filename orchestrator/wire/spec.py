@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any
 
+from orchestrator.wire.sections import (
+    Above,
+    AtLeast,
+    CheckpointSection,
+    DataSection,
+    FallbackStore,
+    FaultSpec,
+    HpoSection,
+    JobSection,
+    TrainerSection,
+    field_types,
+    read,
+    to_plain,
+)
 from recovery.fencing import Lineage
 
 # Every process of a cluster that runs the runtime gets these (the provider sets
@@ -21,30 +35,35 @@ TRAIN_ENV = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeSpec:
+    """The controller's orders to one attempt. Built from plain JSON (``load``, or a
+    Ray Train worker's config) or by the controller, whose sections may come as plain
+    dicts: every field is read against its type here (see ``sections``), so a spec
+    that exists is one the runtime can trust, and a bad one is one line naming its key."""
+
     run_id: str
-    generation: int
+    generation: Annotated[int, AtLeast(1)]
     region: str
     store_url: str
     control_url: str
     ray_address: str
     ray_storage_path: str
-    job: dict[str, Any]
-    trainer: dict[str, Any]
-    checkpoint: dict[str, Any]
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    heartbeat_interval_s: float = 1.0
+    job: JobSection
+    trainer: TrainerSection
+    checkpoint: CheckpointSection
+    faults: list[FaultSpec] = field(default_factory=list)
+    heartbeat_interval_s: Annotated[float, Above(0)] = 1.0
     store_options: dict[str, Any] = field(default_factory=dict)
     # Where to commit when the primary store fails longer than store_outage_s, in order.
-    fallback_stores: list[dict[str, Any]] = field(default_factory=list)
-    store_outage_s: float = 15.0
+    fallback_stores: list[FallbackStore] = field(default_factory=list)
+    store_outage_s: Annotated[float, Above(0)] = 15.0
     # A warm standby: start everything, then wait for the controller's activation.
     standby: bool = False
     # data.* (the loader, its shuffle buffer, the synthetic set's shape and cache folder).
-    data: dict[str, Any] = field(default_factory=dict)
+    data: DataSection = field(default_factory=DataSection)
     # hpo.* plus recovery.resume_errored / restart_errored when the job is a search; None: train once.
-    hpo: dict[str, Any] | None = None
+    hpo: HpoSection | None = None
     # The node's local scratch disk (a copy of the newest checkpoint lives there).
     scratch_dir: str | None = None
     # fsspec options for the control channel (endpoint, timeouts; never credentials).
@@ -55,6 +74,10 @@ class RuntimeSpec:
     lineage: list[list[int]] | None = None
 
     def __post_init__(self) -> None:
+        hints = field_types(RuntimeSpec)
+        for f in fields(self):
+            # Frozen, and still the place where plain values become typed ones.
+            object.__setattr__(self, f.name, read(f.name, getattr(self, f.name), hints[f.name]))
         if self.lineage is None:
             return
         try:
@@ -69,6 +92,18 @@ class RuntimeSpec:
     def fencing_lineage(self) -> Lineage | None:
         return None if self.lineage is None else Lineage.from_plain(self.lineage)
 
+    def to_plain(self) -> dict[str, Any]:
+        """The spec as JSON: the file, and a Ray Train worker's config (plain, picklable)."""
+        out: dict[str, Any] = to_plain(self)
+        return out
+
+    @staticmethod
+    def from_plain(plain: Any) -> RuntimeSpec:
+        """A spec from its JSON; ValueError (one line, naming the key) when it is not one:
+        an unknown key (a newer controller's) or a missing one is refused, as a bad value is."""
+        spec: RuntimeSpec = read("", plain, RuntimeSpec)
+        return spec
+
     def dump(self, path: str) -> None:
         from recovery.storage import refuse_secret
 
@@ -77,15 +112,19 @@ class RuntimeSpec:
             {
                 "store_url": self.store_url,
                 "store_options": self.store_options,
-                "fallback_stores": self.fallback_stores,
+                "fallback_stores": to_plain(self.fallback_stores),
                 "control_url": self.control_url,
                 "control_options": self.control_options,
             },
         )
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(asdict(self), fh, indent=1)
+            json.dump(self.to_plain(), fh, indent=1)
 
     @staticmethod
     def load(path: str) -> RuntimeSpec:
         with open(path, encoding="utf-8") as fh:
-            return RuntimeSpec(**json.load(fh))
+            try:
+                plain = json.load(fh)
+            except ValueError as exc:  # not JSON, or not UTF-8
+                raise ValueError(f"runtime spec: not JSON ({exc})") from None
+        return RuntimeSpec.from_plain(plain)

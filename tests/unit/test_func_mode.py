@@ -17,7 +17,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +233,7 @@ def events(spec: RuntimeSpec, type_: str) -> list[dict[str, Any]]:
 
 
 def run_worker(spec: RuntimeSpec) -> None:
-    func_mode.train_func({"spec": asdict(spec)})
+    func_mode.train_func({"spec": spec.to_plain()})
 
 
 def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_newest(
@@ -325,7 +325,7 @@ def test_an_exception_from_the_function_is_a_user_error_with_its_traceback(
 
 def test_a_function_that_does_not_import_is_a_user_error(ray_worker: LocalTrainFnUtils, tmp_path: Path) -> None:
     spec = make_spec(tmp_path, 1, {})
-    spec.job["train_func"] = "no_such_module_here:train_func"
+    spec = replace(spec, job=replace(spec.job, train_func="no_such_module_here:train_func"))
     with pytest.raises(Exception, match="no_such_module_here"):
         run_worker(spec)
     assert "no_such_module_here" in events(spec, "user_error")[0]["error"]
@@ -361,7 +361,7 @@ def test_during_checkpoint_upload_meets_the_injector_before_the_function_goes_on
 ) -> None:
     trace = tmp_path / "trace"
     spec = make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)})
-    spec.faults = [{"kind": "kill_region", "during": "checkpoint_upload", "repeat": 1}]
+    spec = replace(spec, faults=[{"kind": "kill_region", "during": "checkpoint_upload", "repeat": 1}])
     store = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     seen: list[tuple[ChaosRequest, bool]] = []
     with injector(ControlChannel(spec.control_url), lambda req: seen.append((req, trace.exists()))):
@@ -379,7 +379,7 @@ def test_during_restore_meets_the_injector_once_a_checkpoint_is_chosen(
     trace = tmp_path / "trace"
     run_worker(make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)}, async_upload=False))
     spec = make_spec(tmp_path, 2, {"epochs": 3, "trace": str(trace)})
-    spec.faults = [{"kind": "kill_region", "during": "restore", "repeat": 1}]
+    spec = replace(spec, faults=[{"kind": "kill_region", "during": "restore", "repeat": 1}])
     seen: list[ChaosRequest] = []
     with injector(ControlChannel(spec.control_url), seen.append):
         run_worker(spec)

@@ -11,9 +11,10 @@ import pytest
 
 from orchestrator.runtime import rendezvous
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import FaultSpec
 
 pytestmark = pytest.mark.unit
-FAULT = {"kind": "kill_region", "at_step": 7, "region": "a", "repeat": 2}
+FAULT = FaultSpec.from_plain({"kind": "kill_region", "at_step": 7, "region": "a", "repeat": 2})
 
 
 def test_the_runtime_waits_until_the_controller_fires_the_fault(tmp_path: Path) -> None:

@@ -206,7 +206,7 @@ def test_a_runtime_spec_cannot_carry_a_credential(tmp_path, field: dict[str, obj
         "control_url": "file:///tmp/c",
         "ray_address": "",
         "ray_storage_path": "",
-        "job": {},
+        "job": {"name": "t"},
         "trainer": {},
         "checkpoint": {},
     }

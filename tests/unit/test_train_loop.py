@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def test_a_fault_at_a_step_waits_for_rank_0s_commit_on_every_rank(tmp_path: Path
     import torch.distributed as dist
 
     s = spec(tmp_path, "quiesce", 1)
-    s.faults = [{"kind": "kill_worker", "at_step": 41}]
+    s = replace(s, faults=[{"kind": "kill_worker", "at_step": 41}])
     loop = _Loop(s, rank=0, world=2, control=ControlChannel(s.control_url))
     calls: list[str] = []
     monkeypatch.setattr(loop.checkpointer, "wait", lambda *a, **k: calls.append("commit"))
@@ -208,7 +209,7 @@ def test_a_fault_during_an_upload_lands_before_the_next_step_trains(tmp_path: Pa
     import time
 
     s = spec(tmp_path, "upload-fault", 1)
-    s.faults = [{"kind": "kill_worker", "during": "checkpoint_upload"}]
+    s = replace(s, faults=[{"kind": "kill_worker", "during": "checkpoint_upload"}])
     control = ControlChannel(s.control_url)
     loop = _Loop(s, rank=0, world=1, control=control)
     trained: list[int] = []

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestrator.chaos.triggers import due_after, due_at_step, due_during, exhausted, in_region, random_steps
 from orchestrator.compose import compose
 from orchestrator.config import ConfigError
+from orchestrator.wire.sections import FaultSpec
 
 
 def test_random_steps_are_drawn_once_from_the_seed() -> None:
@@ -17,29 +20,34 @@ def test_random_steps_are_drawn_once_from_the_seed() -> None:
     assert random_steps(1, 1.0, 5) == {1, 2, 3, 4, 5}
 
 
+def fault(**plain: Any) -> FaultSpec:
+    return FaultSpec.from_plain(plain)
+
+
 def test_at_step_and_random_faults_are_due_at_their_steps_only() -> None:
-    assert due_at_step({"kind": "kill_region", "at_step": 60}, 60, 500)
-    assert not due_at_step({"kind": "kill_region", "at_step": 60}, 61, 500)
-    rnd = {"kind": "kill_worker", "random": {"seed": 3, "rate": 0.1}}
+    assert due_at_step(fault(kind="kill_region", at_step=60), 60, 500)
+    assert not due_at_step(fault(kind="kill_region", at_step=60), 61, 500)
+    rnd = fault(kind="kill_worker", random={"seed": 3, "rate": 0.1})
     steps = random_steps(3, 0.1, 500)
     assert all(due_at_step(rnd, s, 500) == (s in steps) for s in range(1, 501))
-    assert not due_at_step({"kind": "preempt", "after_s": 2.0}, 60, 500)
+    assert not due_at_step(fault(kind="preempt", after_s=2.0), 60, 500)
 
 
 def test_after_s_during_and_repeat() -> None:
-    timed = {"kind": "preempt", "after_s": 2.0}
+    timed = fault(kind="preempt", after_s=2.0)
     assert not due_after(timed, None) and not due_after(timed, 1.9) and due_after(timed, 2.0)
-    assert due_during({"kind": "kill_region", "during": "restore"}, "restore")
-    assert not due_during({"kind": "kill_region", "during": "restore"}, "checkpoint_upload")
-    assert not exhausted({"kind": "x", "repeat": 2}, 1) and exhausted({"kind": "x", "repeat": 2}, 2)
-    assert exhausted({"kind": "x"}, 1)
+    assert due_during(fault(kind="kill_region", during="restore"), "restore")
+    assert not due_during(fault(kind="kill_region", during="restore"), "checkpoint_upload")
+    twice = fault(kind="kill_region", at_step=5, repeat=2)
+    assert not exhausted(twice, 1) and exhausted(twice, 2)
+    assert exhausted(fault(kind="kill_region", at_step=5), 1)
 
 
 def test_a_fault_aimed_at_a_region_fires_only_there_but_storage_faults_name_the_store() -> None:
-    assert in_region({"kind": "kill_region", "region": "local-b"}, "local-b")
-    assert not in_region({"kind": "kill_region", "region": "local-b"}, "local-a")
-    assert in_region({"kind": "kill_region"}, "local-a")
-    assert in_region({"kind": "storage_outage", "region": "local-b"}, "local-a")
+    assert in_region(fault(kind="kill_region", region="local-b"), "local-b")
+    assert not in_region(fault(kind="kill_region", region="local-b"), "local-a")
+    assert in_region(fault(kind="kill_region"), "local-a")
+    assert in_region(fault(kind="storage_outage", region="local-b"), "local-a")
 
 
 def test_new_kinds_and_triggers_compose_from_the_command_line() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,6 @@ def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_tra
     """What a Ray Train worker does with it (the same entry the cluster runs, in Ray's local mode):
     the controller gets a user_error event carrying the workload's own traceback, and the
     exception goes on up (Ray Train fails the attempt; the policy does not fail over)."""
-    from dataclasses import asdict
 
     from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
     from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
@@ -201,12 +201,12 @@ def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_tra
     # SkyPilot leaves sys.tracebacklimit at 0 after an exception passes its UX wrapper
     monkeypatch.setattr(sys, "tracebacklimit", 0, raising=False)
     s = spec(tmp_path, "bug", 1)
-    s.job = {**s.job, "params": {**s.job["params"], "fail_at_call": 11}}
+    s = replace(s, job=replace(s.job, params={**s.job.params, "fail_at_call": 11}))
     before = ray_fn_utils._train_fn_utils
     ray_fn_utils.set_train_fn_utils(LocalTrainFnUtils(experiment_name="unit"))
     try:
         with pytest.raises(ValueError, match="tinywork: bad batch at call 11"):
-            train_func({"spec": asdict(s)})
+            train_func({"spec": s.to_plain()})
     finally:
         ray_fn_utils.set_train_fn_utils(before)
     (err,) = [e for e in ControlChannel(s.control_url).read_events(1, set()) if e["type"] == "user_error"]

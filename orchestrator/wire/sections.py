@@ -1,0 +1,320 @@
+"""The runtime spec's sections, typed: what the runtime reads of the run's config.
+
+Each section mirrors a config dataclass of the controller's (``orchestrator/config.py``:
+JobConfig, TrainerConfig, ...) field for field, with the same defaults, but is not
+imported from there: the config is the controller's, and the wire imports neither side.
+``tests/unit/test_spec_sections.py`` holds the two in step.
+
+A section is built from the plain JSON the controller wrote (``from_plain``) and checked
+on the way in, as anything that crosses a boundary: every value of its field's type
+(a bool is not an integer, numbers are finite, integers within int64), closed sets
+closed, ranges kept, no key this runtime does not read (a newer controller's spec is
+refused by name rather than half understood), and no required key missing. A bad one
+raises ValueError, one line that names the key: ``runtime spec: job.steps: ...``.
+``to_plain`` gives the JSON back, key for key.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+# Pure vocabulary that both sides share (a leaf module): the wire may import it.
+from orchestrator.chaos.kinds import DURING, FaultKind
+
+DATA_LOADERS = ("sharded", "ray_data")
+# auto: bf16 on a GPU that has it, none elsewhere.
+AUTOCAST = ("none", "auto", "bf16", "fp16")
+HPO_METRICS = ("accuracy", "eval_loss")
+HPO_MODES = ("max", "min")
+HPO_SCHEDULERS = ("asha", "fifo")
+INT64 = (-(2**63), 2**63 - 1)
+# numpy's seeds are 32-bit unsigned.
+MAX_SEED = 2**32 - 1
+
+
+# --- what a field's annotation may say beyond its type ------------------------------------------
+@dataclass(frozen=True)
+class AtLeast:
+    low: float
+
+    def check(self, value: float) -> str | None:
+        return None if value >= self.low else f"expected >= {self.low}"
+
+
+@dataclass(frozen=True)
+class Above:
+    low: float
+
+    def check(self, value: float) -> str | None:
+        return None if value > self.low else f"expected > {self.low}"
+
+
+@dataclass(frozen=True)
+class AtMost:
+    high: float
+
+    def check(self, value: float) -> str | None:
+        return None if value <= self.high else f"expected <= {self.high}"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    allowed: tuple[str, ...]
+
+    def check(self, value: str) -> str | None:
+        return None if value in self.allowed else f"allowed: {', '.join(self.allowed)}"
+
+
+Count = Annotated[int, AtLeast(1)]
+NonNegativeInt = Annotated[int, AtLeast(0)]
+Positive = Annotated[float, Above(0)]
+NonNegative = Annotated[float, AtLeast(0)]
+Seed = Annotated[int, AtLeast(0), AtMost(MAX_SEED)]
+
+
+# --- the sections --------------------------------------------------------------------------------
+S = TypeVar("S", bound="Section")
+
+
+class Section:
+    """A frozen dataclass read from and written to plain JSON."""
+
+    # Where it sits in the spec (the error messages' key).
+    KEY: typing.ClassVar[str] = ""
+
+    @classmethod
+    def from_plain(cls: type[S], plain: Any, key: str | None = None) -> S:
+        out: S = read(key or cls.KEY, plain, cls)
+        return out
+
+    def to_plain(self) -> dict[str, Any]:
+        return to_plain(self)
+
+
+@dataclass(frozen=True)
+class JobSection(Section):
+    KEY = "job"
+    name: str
+    workload: str = ""
+    train_func: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    code_dir: str = ""
+    steps: Count = 300
+    seed: Seed = 0
+    batch_size: Count = 64
+    lr: Positive = 0.01
+    hidden_size: Count = 256
+    eval_fraction: Annotated[float, Above(0), AtMost(1)] = 0.25
+
+
+@dataclass(frozen=True)
+class TrainerSection(Section):
+    KEY = "trainer"
+    workers: Count = 2
+    cpus_per_worker: Positive = 1.0
+    gpus_per_worker: NonNegative = 0.0
+    max_worker_restarts: NonNegativeInt = 3
+    grad_accum_steps: Count = 1
+    grad_clip_norm: NonNegative = 0.0
+    autocast: Annotated[str, OneOf(AUTOCAST)] = "none"
+    torch_threads: Count = 1
+
+
+@dataclass(frozen=True)
+class CheckpointSection(Section):
+    KEY = "checkpoint"
+    interval_steps: Count = 20
+    keep_last: Count = 3
+    async_upload: bool = True
+
+
+@dataclass(frozen=True)
+class DataSection(Section):
+    KEY = "data"
+    loader: Annotated[str, OneOf(DATA_LOADERS)] = "sharded"
+    shuffle_buffer_rows: Count = 2048
+    samples: Count = 200_000
+    features: Count = 256
+    # Resolved by the controller (its home's data folder when the config leaves it empty).
+    cache_dir: str = ""
+
+
+@dataclass(frozen=True)
+class HpoSection(Section):
+    """hpo.* plus recovery.resume_errored / restart_errored (what happens to errored trials)."""
+
+    KEY = "hpo"
+    enabled: bool = False
+    metric: Annotated[str, OneOf(HPO_METRICS)] = "accuracy"
+    mode: Annotated[str, OneOf(HPO_MODES)] = "max"
+    num_samples: Count = 6
+    max_concurrent: Count = 2
+    cpus_per_trial: Positive = 1.0
+    scheduler: Annotated[str, OneOf(HPO_SCHEDULERS)] = "asha"
+    max_t: Count = 6
+    grace_period: Count = 2
+    reduction_factor: Annotated[int, AtLeast(2)] = 2
+    steps_per_iteration: Count = 20
+    search_space: dict[str, str] = field(default_factory=dict)
+    snapshot_interval_s: NonNegative = 1.0
+    resume_errored: bool = True
+    restart_errored: bool = False
+
+
+@dataclass(frozen=True)
+class RandomTrigger(Section):
+    KEY = "random"
+    rate: Annotated[float, Above(0), AtMost(1)]
+    seed: Seed = 0
+
+
+@dataclass(frozen=True)
+class FaultSpec(Section):
+    """A chaos fault (chaos.faults[i]): its kind, its trigger, and how it lands."""
+
+    KEY = "faults"
+    kind: FaultKind
+    at_step: Count | None = None
+    after_s: Positive | None = None
+    during: Annotated[str, OneOf(DURING)] | None = None
+    random: RandomTrigger | None = None
+    repeat: Count = 1
+    region: str | None = None
+    duration_s: NonNegative = 0.0
+    latency_ms: NonNegative = 0.0
+    bandwidth_kbps: NonNegative = 0.0
+    grace_s: Positive = 30.0
+
+
+@dataclass(frozen=True)
+class FallbackStore(Section):
+    """A store to commit to when the primary one fails (the next regions', in order)."""
+
+    KEY = "fallback_stores"
+    region: str
+    url: str
+    # fsspec options (endpoint, timeouts; never credentials: the spec refuses them).
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# --- reading plain JSON against an annotation ----------------------------------------------------
+T = TypeVar("T")
+
+
+def read(key: str, value: Any, hint: Any) -> Any:
+    """``value`` (plain JSON, or already of its type) as ``hint`` says; ValueError naming ``key``."""
+    if typing.get_origin(hint) is Annotated:
+        base, *marks = typing.get_args(hint)
+        out = read(key, value, base)
+        for mark in marks:
+            if out is not None and (why := mark.check(out)) is not None:
+                _fail(key, value, why)
+        return out
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        # The spec's unions are all ``X | None``.
+        return read(key, value, next(a for a in typing.get_args(hint) if a is not type(None)))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and is_dataclass(hint):
+        return value if isinstance(value, hint) else _read_dataclass(key, value, hint)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        allowed = [m.value for m in hint]
+        if value not in allowed:
+            _fail(key, value, f"allowed: {', '.join(map(str, allowed))}")
+        return hint(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            _fail(key, value, "expected a mapping")
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if bad is not None:
+            _fail(key, bad, "expected string keys")
+        return {k: read(_at(key, _key(k)), v, args[1]) for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            _fail(key, value, "expected a list")
+        return [read(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if hint is bool:
+        if not isinstance(value, bool):
+            _fail(key, value, "expected true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(key, value, "expected an integer")
+        if not INT64[0] <= value <= INT64[1]:
+            _fail(key, value, "expected an integer within int64")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            _fail(key, value, "expected a number")
+        if not INT64[0] <= value <= INT64[1] or not math.isfinite(value):
+            _fail(key, value, "expected a finite number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            _fail(key, value, "expected a string")
+        return value
+    raise TypeError(f"{key}: no reader for {hint!r}")  # a field this module declared wrongly
+
+
+def _read_dataclass(key: str, value: Any, cls: type[T]) -> T:
+    if not isinstance(value, dict):
+        _fail(key, value, "expected a mapping")
+    known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    unknown = next((k for k in value if k not in known), None)
+    if unknown is not None:
+        # A newer controller's key: refused by name, not half understood.
+        raise ValueError(f"runtime spec: {_at(key, _key(unknown))}: unknown key; this runtime reads {', '.join(known)}")
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in value and f.default is MISSING and f.default_factory is MISSING:
+            raise ValueError(f"runtime spec: {_at(key, f.name)}: missing (required)")
+    hints = field_types(cls)
+    return cls(**{name: read(_at(key, name), v, hints[name]) for name, v in value.items()})
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """A dataclass's field annotations, resolved (``Annotated`` marks kept)."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def to_plain(obj: Any) -> Any:
+    """A section (or anything holding sections) as JSON: enums by value, dataclasses as dicts."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_plain(v) for v in obj]
+    return obj
+
+
+def _fail(key: str, value: Any, why: str) -> typing.NoReturn:
+    raise ValueError(f"runtime spec: {key or 'the file'}: got {_show(value)}; {why}")
+
+
+def _at(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name
+
+
+def _key(name: Any) -> str:
+    return _show(name)[1:-1] if isinstance(name, str) else _show(name)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A value for a one-line message: repr (newlines escaped), cut to ``limit``."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        return "a number of thousands of digits"
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
