@@ -70,7 +70,7 @@ class FakeRuntime:
         if not self.started:
             self._start(control)
             return None
-        total = int(self.spec.job["steps"])
+        total = self.spec.job.steps
         until = total if self.script.until is None else self.script.until
         if self.step < until:
             self.step = min(until, self.step + self.provider.steps_per_poll)

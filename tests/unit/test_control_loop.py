@@ -23,6 +23,7 @@ from orchestrator.runstate.events import RunStarted
 from orchestrator.states import RunState
 from providers.base import ProvisionErrorKind
 from recovery.fencing import FencedError
+from recovery.store import CheckpointStore
 
 pytestmark = pytest.mark.unit
 RUN = "loop"
@@ -192,11 +193,10 @@ def test_each_attempt_is_fenced_before_its_cluster_exists_and_a_zombie_cannot_co
     (fence2,) = [e for e in _events(ctl, "fence") if e["generation"] == 2]
     assert sorted(fence2["stores"]) == ["local-a", "local-b", "local-c"] and fence2["restored_step"] == 40
     # The hung attempt wakes up and tries to commit past the handover: every store refuses.
-    zombie.hung = False
-    for store_url in ("local-a", "local-b"):
-        zombie.spec.store_url = f"file://{tmp_path}/stores/{store_url}"
+    for region in ("local-a", "local-b"):
+        store = CheckpointStore(f"file://{tmp_path}/stores/{region}", region=region, key=zombie.key)
         with pytest.raises(FencedError):
-            zombie.store.commit(RUN, 50, 1, [zombie.store.put(RUN, 50, "model.pt", b"late")], fenced=True)
+            store.commit(RUN, 50, 1, [store.put(RUN, 50, "model.pt", b"late")], fenced=True)
     assert ctl.lineage.to_plain() == [[1, 0], [2, 40]]
 
 
