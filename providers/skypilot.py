@@ -294,14 +294,14 @@ def classify(exc: BaseException) -> Classified:
     region), precheck (credentials, quota, config: fail fast), transient (retry)."""
     from sky import exceptions as e
 
-    text = _first_line(exc)
+    text = first_line(exc)
     name = type(exc).__name__
     if isinstance(exc, e.ResourcesUnavailableError):
         # SkyPilot's own failover history says why each placement was refused.
         history = list(getattr(exc, "failover_history", None) or [])
         if history and all(_is_precheck(h) for h in history):
             cause = history[-1]
-            return Classified(ProvisionErrorKind.PRECHECK, f"{type(cause).__name__}: {_first_line(cause)}")
+            return Classified(ProvisionErrorKind.PRECHECK, f"{type(cause).__name__}: {first_line(cause)}")
         if _mentions_quota(text):
             return Classified(ProvisionErrorKind.PRECHECK, f"quota: {text}")
         return Classified(ProvisionErrorKind.NO_CAPACITY, f"{name}: {text}")
@@ -331,7 +331,7 @@ def _is_precheck(exc: BaseException) -> bool:
     )
     if isinstance(exc, precheck):
         return True
-    return _mentions_quota(_first_line(exc))
+    return _mentions_quota(first_line(exc))
 
 
 def _mentions_quota(text: str) -> bool:
@@ -348,7 +348,8 @@ def _retryable(exc: BaseException) -> bool:
     ) or isinstance(exc, (ConnectionError, TimeoutError))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first line without SkyPilot's colour codes (plan shows the optimizer's, too)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
@@ -371,7 +372,7 @@ def precheck(regions: dict[str, RegionConfig]) -> None:
             try:
                 ok, reason = cls.check_credentials(clouds.CloudCapability.COMPUTE)
             except Exception as exc:  # a broken SDK install is a reason not to launch
-                ok, reason = False, f"{type(exc).__name__}: {_first_line(exc)}"
+                ok, reason = False, f"{type(exc).__name__}: {first_line(exc)}"
             checked[cloud] = (bool(ok), _reason_text(reason))
         ok, reason = checked[cloud]
         if not ok:
@@ -479,7 +480,7 @@ class SkyPilotProvider:
             backoff=Backoff(SDK_BACKOFF_S),
             retryable=_retryable,
             on_retry=lambda _n, exc, delay: self._say(
-                f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s"
+                f"{what}: {type(exc).__name__}: {first_line(exc)}; retrying in {delay:g}s"
             ),
         )
 
@@ -572,7 +573,7 @@ class SkyPilotProvider:
             task = build_task(config, secrets)
         except Exception as exc:
             self._forget(cluster_name)
-            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, f"task: {_first_line(exc)}") from None
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, f"task: {first_line(exc)}") from None
         self._say(f"launching {sky_name} on {handle.info['infra']} (region {region.name})")
         t0 = time.monotonic()
         try:
@@ -778,7 +779,7 @@ class SkyPilotProvider:
                 lambda: sky.get(sky.status([sky_name], refresh=sky.StatusRefreshMode.FORCE)),
             )
         except Exception as exc:  # unknown: keep the last answer
-            self._say(f"status of {sky_name}: {type(exc).__name__}: {_first_line(exc)}")
+            self._say(f"status of {sky_name}: {type(exc).__name__}: {first_line(exc)}")
             with self._lock:
                 return self._health.get(cluster.name, (0.0, True))[1]
         up = any(_status_of(r) == "UP" for r in records)
