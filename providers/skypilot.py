@@ -40,7 +40,7 @@ from recovery.retry import Backoff, Deadline, retrying
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
-    from providers.regions import RegionConfig
+    from orchestrator.config import RegionConfig, TrainerConfig
 
 T = TypeVar("T")
 
@@ -132,8 +132,9 @@ def _sky() -> Any:
 # --- configuration ------------------------------------------------------------------
 
 
-def validate_region(name: str, rc: RegionConfig) -> None:
-    """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key."""
+def validate_region(name: str, rc: RegionConfig, trainer: TrainerConfig | None) -> None:
+    """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key.
+    ``trainer``: the run's, for a region the run may use (None: one it will not)."""
     from orchestrator.errors import ConfigError
 
     key = f"cloud.regions.{name}"
@@ -150,6 +151,12 @@ def validate_region(name: str, rc: RegionConfig) -> None:
         raise ConfigError(f"{key}.disk_size", f"got {rc.disk_size}; expected GB >= 0 (0: SkyPilot's default)")
     if rc.accelerators and not re.fullmatch(r"[A-Za-z0-9_.-]+(:\d+(\.\d+)?)?", rc.accelerators):
         raise ConfigError(f"{key}.accelerators", f"got {rc.accelerators!r}; expected NAME or NAME:COUNT, e.g. A10G:1")
+    if trainer is not None and trainer.gpus_per_worker > 0 and not rc.accelerators:
+        raise ConfigError(
+            f"{key}.accelerators",
+            f"trainer.gpus_per_worker={trainer.gpus_per_worker:g} needs GPUs on the nodes; set the "
+            "region's accelerators (e.g. A10G:1) or trainer.gpus_per_worker=0",
+        )
 
 
 def cloud_of(rc: RegionConfig) -> str:
