@@ -154,7 +154,8 @@ def _typed(plain: dict[str, Any]) -> Config:
     try:
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), plain))
     except OmegaConfBaseException as exc:
-        raise _refusal(exc, plain, (plain.get("chaos") or {}).get("faults")) from None
+        chaos = plain.get("chaos")
+        raise _refusal(exc, plain, chaos.get("faults") if isinstance(chaos, dict) else None) from None
     assert isinstance(cfg, Config)
     for region in cfg.cloud.regions.values():
         region.store = _normalize_store(region.store)
@@ -233,6 +234,8 @@ def _refusal(exc: BaseException, plain: dict[str, Any] | None, faults: Any) -> C
         return ConfigError(key, "is required but has no value; set it with " + key + "=...")
     if isinstance(exc, ValidationError):
         value = getattr(exc, "value", None)
+        if value is None and plain is not None and key in plain:
+            value = plain[key]  # OmegaConf keeps no value for a section that is no mapping
         allowed = _allowed(exc)
         if allowed is not None:
             return ConfigError(key, f"got {show(value)}; allowed: {', '.join(allowed)}")
@@ -389,8 +392,15 @@ def _expected_type(message: str) -> str:
         ("bool", "true or false"),
         ("str", "a string"),
     ):
-        if f"to {word}" in lowered or f"type {word}" in lowered:
+        if f"to {word}" in lowered or f"type {word}" in lowered or f"type '{word}'" in lowered:
             return text
+    if "is not optional" in lowered:
+        return "a value (the key cannot be null)"
+    # A section, a region or a fault given as something else than a mapping of its keys.
+    if "subclass of" in lowered or "to dict[" in lowered:
+        return "a mapping of its keys"
+    if "listconfig" in lowered or "to list[" in lowered:
+        return "a list"
     return _first_line_text(message)
 
 

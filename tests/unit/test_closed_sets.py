@@ -119,3 +119,20 @@ def test_a_skypilot_region_without_accelerators_is_refused_when_the_run_wants_gp
     err = refused(["cloud=aws", "trainer.gpus_per_worker=1"])
     assert err.key.startswith("cloud.regions.") and err.key.endswith(".accelerators")
     assert "trainer.gpus_per_worker=1" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (lambda d: d.update(chaos="x"), "chaos: got 'x'; expected a mapping of its keys"),
+        (lambda d: d["chaos"].update(faults="x"), "chaos.faults: got 'x'; expected a list"),
+        (lambda d: d["chaos"].update(faults=[5]), "chaos.faults[0]: got 5; expected a mapping of its keys"),
+        (lambda d: d["job"].update(lr=None), "job.lr: got None; expected a number"),
+    ],
+)
+def test_a_saved_config_of_the_wrong_shape_is_one_line_naming_the_key(edit, line: str) -> None:
+    d = json.loads(json.dumps(to_plain(compose(["run_id=r1"]))))
+    edit(d)
+    with pytest.raises(ConfigError) as info:
+        config_from_plain(d)
+    assert str(info.value) == line
