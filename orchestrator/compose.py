@@ -12,19 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import (
-    ChaosConfig,
-    CheckpointConfig,
-    CloudConfig,
+    READ_ONLY_ACTIONS,
     Config,
     ConfigError,
-    DataConfig,
     FaultConfig,
-    HpoConfig,
-    JobConfig,
-    RandomTrigger,
-    RecoveryConfig,
     RegionConfig,
-    TrainerConfig,
     show,
     validate,
 )
@@ -64,9 +56,17 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(plain, dict)
-    _check_keys(plain, Config, "")
     _settle_code(plain["job"], overrides)
-    return validate(_typed(plain))
+    return _validated(_typed(plain))
+
+
+def _validated(cfg: Config) -> Config:
+    from providers.registry import check_regions
+
+    validate(cfg)
+    if cfg.action not in READ_ONLY_ACTIONS:
+        check_regions(cfg)
+    return cfg
 
 
 # Hydra settings that mean something here: where to look for the user's config groups.
@@ -144,88 +144,39 @@ def _settle_code(job: dict[str, Any], overrides: list[str]) -> None:
         job["name"] = safe or job["name"]
 
 
-def _check_keys(node: Any, schema: Any, prefix: str) -> None:
-    """Keys added with '+' pass Hydra's struct check; they must still be ones we know."""
-    import typing
-    from dataclasses import fields, is_dataclass
+def _typed(plain: dict[str, Any]) -> Config:
+    """A plain mapping of the config's keys as a Config: OmegaConf, merging it into the schema,
+    converts each value to its field's type and refuses a wrong type, a value outside a
+    closed set and an unknown key (ConfigError naming it)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    if not (is_dataclass(schema) and isinstance(node, dict)):
-        return
-    hints = typing.get_type_hints(schema)
-    names = {f.name for f in fields(schema)}
-    for key, value in node.items():
-        full = f"{prefix}{key}"
-        if key not in names:
-            raise ConfigError(full, _unknown_key_message(full))
-        t = hints[key]
-        origin, args = typing.get_origin(t), typing.get_args(t)
-        expected = "a mapping" if origin is dict or is_dataclass(t) else "a list" if origin is list else None
-        if expected and value is not None and not isinstance(value, dict if expected == "a mapping" else list):
-            raise ConfigError(full, f"got {type(value).__name__}; expected {expected}")
-        if origin is dict and isinstance(value, dict):
-            for name, item in value.items():
-                _check_keys(item, args[1], f"{full}.{name}.")
-        elif origin is list and isinstance(value, list):
-            for i, item in enumerate(value):
-                _check_keys(item, args[0], f"{full}[{i}].")
-        else:
-            _check_keys(value, t, f"{full}.")
-
-
-def _typed(d: dict[str, Any]) -> Config:
-    cloud = d["cloud"]
-    regions = {
-        name: RegionConfig(
-            **{
-                **r,
-                "store": _normalize_store(r["store"]),
-                "storage_options": dict(r.get("storage_options") or {}),
-            }
-        )
-        for name, r in cloud["regions"].items()
-    }
-    return Config(
-        job=JobConfig(**d["job"]),
-        trainer=TrainerConfig(**d["trainer"]),
-        checkpoint=CheckpointConfig(**d["checkpoint"]),
-        cloud=CloudConfig(
-            name=cloud["name"],
-            provider=cloud["provider"],
-            regions=regions,
-            candidates=list(cloud["candidates"]),
-            provision_timeout_s=cloud.get("provision_timeout_s", 60.0),
-            control_store=None if cloud.get("control_store") is None else _normalize_store(cloud["control_store"]),
-            control_options=dict(cloud.get("control_options") or {}),
-        ),
-        recovery=RecoveryConfig(**d["recovery"]),
-        chaos=ChaosConfig(faults=[_fault(f) for f in d["chaos"]["faults"]], supervise=d["chaos"]["supervise"]),
-        data=DataConfig(**d["data"]),
-        hpo=HpoConfig(**{**d["hpo"], "search_space": dict(d["hpo"].get("search_space") or {})}),
-        action=d["action"],
-        run_id=None if d["run_id"] is None else str(d["run_id"]),
-        home=_normalize_home(d["home"]),
-        progress=d["progress"],
-    )
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), plain))
+    except OmegaConfBaseException as exc:
+        chaos = plain.get("chaos")
+        raise _refusal(exc, plain, chaos.get("faults") if isinstance(chaos, dict) else None) from None
+    assert isinstance(cfg, Config)
+    for region in cfg.cloud.regions.values():
+        region.store = _normalize_store(region.store)
+    if cfg.cloud.control_store is not None:
+        cfg.cloud.control_store = _normalize_store(cfg.cloud.control_store)
+    cfg.home = _normalize_home(cfg.home)
+    return cfg
 
 
 def config_from_plain(d: Any) -> Config:
     """A config saved with ``to_plain`` (a run's config.json), typed and validated again:
     a damaged or edited file is a ConfigError naming the key, like a bad command line."""
+    from dataclasses import fields
+
     if not isinstance(d, dict):
         raise ConfigError("config", f"got {type(d).__name__}; expected a mapping of the config's keys")
-    _check_keys(d, Config, "")
-    try:
-        cfg = _typed(d)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0]), "is missing") from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ConfigError("config", f"a section is not a mapping of its keys ({_first_line(exc)})") from None
-    return validate(cfg)
-
-
-def _fault(f: dict[str, Any]) -> FaultConfig:
-    rnd = f.get("random")
-    return FaultConfig(**{**f, "random": None if rnd is None else RandomTrigger(**rnd)})
+    # to_plain wrote every key: one missing is damage, not a default to fill in.
+    for f in fields(Config):
+        if f.name not in d:
+            raise ConfigError(f.name, "is missing")
+    return _validated(_typed(d))
 
 
 def _normalize_store(url: str) -> str:
@@ -245,13 +196,7 @@ def _normalize_home(home: Any) -> Any:
 
 def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
     from hydra.errors import MissingConfigException, OverrideParseException
-    from omegaconf.errors import (
-        ConfigAttributeError,
-        ConfigKeyError,
-        MissingMandatoryValue,
-        OmegaConfBaseException,
-        ValidationError,
-    )
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
     chain = _chain(exc)
     for e in chain:
@@ -268,22 +213,104 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
             return _unparsable(overrides, e)
     for e in chain:
         if isinstance(e, OmegaConfBaseException) and getattr(e, "full_key", None):
-            key = str(e.full_key)
-            if isinstance(e, (ConfigAttributeError, ConfigKeyError)) and " not in " in str(e):
-                key = _qualify(key, str(e))
-                parts = key.split(".")
-                if parts[:2] == ["cloud", "regions"] and len(parts) >= 3:
-                    region_key = ".".join(parts[:3])
-                    return ConfigError(region_key, _unknown_region_message(parts[2], overrides))
-                return ConfigError(key, _unknown_key_message(key))
-            if isinstance(e, MissingMandatoryValue):
-                return ConfigError(key, "is required but has no value; set it with " + key + "=...")
-            if isinstance(e, ValidationError):
-                value = getattr(e, "value", None)
-                expected = _expected_type(str(e))
-                return ConfigError(key, f"got {value!r}; expected {expected}")
-            return ConfigError(key, _first_line(e))
+            parts = str(e.full_key).split(".")
+            # Hydra refuses a key under cloud.regions that names no region of the cloud.
+            if isinstance(e, (ConfigAttributeError, ConfigKeyError)) and parts[:2] == ["cloud", "regions"]:
+                if len(parts) >= 3:
+                    return ConfigError(".".join(parts[:3]), _unknown_region_message(parts[2], overrides))
+            return _refusal(e, None, _faults_given(overrides))
     return ConfigError("config", _first_line(exc))
+
+
+def _refusal(exc: BaseException, plain: dict[str, Any] | None, faults: Any) -> ConfigError:
+    """OmegaConf's refusal of a value or key, as one line naming the full key: the value
+    given and the type or the closed set's values expected."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
+
+    key = _full_key(exc, plain, faults)
+    if isinstance(exc, (ConfigAttributeError, ConfigKeyError)) and " not in " in str(exc):
+        return ConfigError(key, _unknown_key_message(key))
+    if isinstance(exc, MissingMandatoryValue):
+        return ConfigError(key, "is required but has no value; set it with " + key + "=...")
+    if isinstance(exc, ValidationError):
+        value = getattr(exc, "value", None)
+        if value is None and plain is not None and key in plain:
+            value = plain[key]  # OmegaConf keeps no value for a section that is no mapping
+        allowed = _allowed(exc)
+        if allowed is not None:
+            return ConfigError(key, f"got {show(value)}; allowed: {', '.join(allowed)}")
+        return ConfigError(key, f"got {show(value)}; expected {_expected_type(str(exc))}")
+    return ConfigError(key, _first_line(exc))
+
+
+def _full_key(exc: BaseException, plain: dict[str, Any] | None, faults: Any) -> str:
+    """The key from the config's root. OmegaConf names a key inside a list element relative
+    to the element (the index is found by typing the given faults one at a time), and a
+    section that is no mapping by no key at all."""
+    import typing
+    from dataclasses import fields, is_dataclass
+
+    from orchestrator.config import RandomTrigger
+
+    key = str(getattr(exc, "full_key", "") or "")
+    schema = getattr(exc, "object_type", None)
+    if schema in (FaultConfig, RandomTrigger) and not key.startswith("chaos."):
+        where = "chaos.faults[]"
+        for i, item in enumerate(faults if isinstance(faults, list) else []):
+            if _refused(FaultConfig, item):
+                where = f"chaos.faults[{i}]"
+                break
+        inner = f"random.{key}" if schema is RandomTrigger and not key.startswith("random") else key
+        return f"{where}.{inner}" if inner else where
+    if not key and schema is Config and isinstance(plain, dict):
+        hints = typing.get_type_hints(Config)
+        for f in fields(Config):
+            if is_dataclass(hints[f.name]) and f.name in plain and not isinstance(plain[f.name], dict):
+                return f.name
+    return key or "config"
+
+
+def _refused(schema: type, item: Any) -> bool:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), item))
+    except OmegaConfBaseException:
+        return True
+    return False
+
+
+def _faults_given(overrides: list[str]) -> Any:
+    """The faults a chaos.faults=[...] override gives, as Hydra parses them (None: none given)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for o in overrides:
+        if o.partition("=")[0].lstrip("+~") == "chaos.faults":
+            try:
+                return OverridesParser.create().parse_overrides([o])[0].value()
+            except Exception:
+                return None
+    return None
+
+
+def _allowed(exc: BaseException) -> list[str] | None:
+    """A closed set's values, when the refused key is typed by one (an enum)."""
+    import types
+    import typing
+    from dataclasses import is_dataclass
+    from enum import Enum
+
+    schema = getattr(exc, "object_type", None)
+    leaf = str(getattr(exc, "key", None) or str(getattr(exc, "full_key", "")).rpartition(".")[2])
+    if not is_dataclass(schema):
+        return None
+    hint = typing.get_type_hints(schema).get(leaf)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next((a for a in typing.get_args(hint) if a is not type(None)), None)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return [str(m.value) for m in hint]
+    return None
 
 
 def _unparsable(overrides: list[str], exc: BaseException) -> ConfigError:
@@ -305,30 +332,6 @@ def _unparsable(overrides: list[str], exc: BaseException) -> ConfigError:
                 "key='value'",
             )
     return ConfigError("command line", f"cannot parse an override: {_first_line(exc)}")
-
-
-_SCHEMA_PREFIX = {
-    "JobConfig": "job",
-    "TrainerConfig": "trainer",
-    "CheckpointConfig": "checkpoint",
-    "CloudConfig": "cloud",
-    "RecoveryConfig": "recovery",
-    "ChaosConfig": "chaos",
-    "DataConfig": "data",
-    "HpoConfig": "hpo",
-    "FaultConfig": "chaos.faults[]",
-    "RandomTrigger": "chaos.faults[].random",
-}
-
-
-def _qualify(key: str, message: str) -> str:
-    # Inside a list element OmegaConf reports the key relative to the element.
-    if "." in key:
-        return key
-    for schema, prefix in _SCHEMA_PREFIX.items():
-        if f"'{schema}'" in message:
-            return f"{prefix}.{key}"
-    return key
 
 
 def _unknown_region_message(region: str, overrides: list[str]) -> str:
@@ -389,8 +392,15 @@ def _expected_type(message: str) -> str:
         ("bool", "true or false"),
         ("str", "a string"),
     ):
-        if f"to {word}" in lowered or f"type {word}" in lowered:
+        if f"to {word}" in lowered or f"type {word}" in lowered or f"type '{word}'" in lowered:
             return text
+    if "is not optional" in lowered:
+        return "a value (the key cannot be null)"
+    # A section, a region or a fault given as something else than a mapping of its keys.
+    if "subclass of" in lowered or "to dict[" in lowered:
+        return "a mapping of its keys"
+    if "listconfig" in lowered or "to list[" in lowered:
+        return "a list"
     return _first_line_text(message)
 
 

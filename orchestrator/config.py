@@ -1,19 +1,22 @@
 """Typed configuration: the schemas Hydra validates against, and the checks it cannot do.
 
-Hydra's DictConfig is converted to these dataclasses once, at the entry point;
-nothing below the entry point sees a DictConfig.
+Hydra's DictConfig is converted to these dataclasses once, at the entry point, by
+OmegaConf (types, closed sets, unknown keys); nothing below the entry point sees a
+DictConfig. A provider's own checks of its regions live with the provider
+(providers/registry.py), so this module imports none.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum, StrEnum
 from typing import Any
 
 from omegaconf import MISSING
 
-from orchestrator.chaos.kinds import AT_POINT, DURING, FAULT_KINDS, STEP_TRIGGERS, STORAGE_FAULTS
+from orchestrator.chaos.kinds import AT_POINT, DURING, STEP_TRIGGERS, STORAGE_FAULTS, During, FaultKind
 from orchestrator.chaos.kinds import SEARCH_FAULTS as HPO_FAULTS
 from orchestrator.errors import ConfigError
 from orchestrator.hpo import (
@@ -23,16 +26,58 @@ from orchestrator.hpo import (
     validate_search_space,
 )
 from orchestrator.workloads import JOB_KEY_WORKLOADS
-from providers.regions import RegionConfig
-from providers.registry import check_region
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
-ACTIONS = ("run", "status", "resume", "report", "plan")
-DATA_LOADERS = ("sharded", "ray_data")
-# auto: bf16 on a GPU that has it, none elsewhere.
-AUTOCAST = ("none", "auto", "bf16", "fp16")
-HPO_SCHEDULERS = ("asha", "fifo")
-HPO_MODES = ("max", "min")
+
+# The closed sets. Member names equal their values: OmegaConf reads an enum-typed field by
+# member name, and a StrEnum member compares (and hashes) equal to its value, so code
+# that asks cfg.hpo.scheduler == "asha" reads on.
+class Action(StrEnum):
+    run = "run"
+    status = "status"
+    resume = "resume"
+    report = "report"
+    plan = "plan"
+
+
+# Actions that read a run's files and launch nothing: they get only the checks of what they read.
+READ_ONLY_ACTIONS = (Action.status, Action.report)
+
+
+class ProviderKind(StrEnum):
+    """cloud.provider: providers/registry.py's PROVIDERS, one each."""
+
+    local = "local"
+    skypilot = "skypilot"
+
+
+class Autocast(StrEnum):
+    none = "none"
+    auto = "auto"  # bf16 on a GPU that has it, none elsewhere
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class Loader(StrEnum):
+    sharded = "sharded"
+    ray_data = "ray_data"
+
+
+class Metric(StrEnum):
+    accuracy = "accuracy"
+    eval_loss = "eval_loss"
+
+
+class Mode(StrEnum):
+    max = "max"
+    min = "min"
+
+
+class Scheduler(StrEnum):
+    asha = "asha"
+    fifo = "fifo"
+
+
 # Names that become folders, file names and cluster names: a run id is at most
 # MAX_RUN_ID characters, and a generated one is the job's name plus 21.
 MAX_RUN_ID = 100
@@ -92,7 +137,7 @@ class TrainerConfig:
     # torch's intra-op threads per worker.
     grad_accum_steps: int = 1
     grad_clip_norm: float = 0.0
-    autocast: str = "none"
+    autocast: Autocast = Autocast.none
     torch_threads: int = 1
 
 
@@ -105,9 +150,36 @@ class CheckpointConfig:
 
 
 @dataclass
+class RegionConfig:
+    """A region as the run's config describes it (cloud.regions.<name>), for every provider."""
+
+    store: str = MISSING
+    num_cpus: int = 2
+    # cloud.provider=local: GPUs the region's Ray cluster offers (of this machine's).
+    num_gpus: int = 0
+    # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
+    # op_timeout_s...). Never credentials: those come from the environment.
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    # SkyPilot regions (cloud.provider=skypilot): where and on what; see conf/cloud/aws.yaml.
+    # infra: "aws/us-east-1", "gcp/us-central1", "slurm/<cluster in ~/.slurm/config>", "k8s/<context>".
+    infra: str = ""
+    instance_type: str = ""
+    cpus: str = ""  # SkyPilot's syntax: "4", "4+"
+    memory: str = ""  # GB, "16", "16+"
+    accelerators: str = ""  # "A10G:1"
+    use_spot: bool = False
+    disk_size: int = 0  # GB; 0: SkyPilot's default
+    num_nodes: int = 1
+    # Commands run once on the nodes (install the project), and the Python that runs the
+    # runtime there; empty: the provider's defaults (a venv built from constraints.txt).
+    setup: str = ""
+    python: str = ""
+
+
+@dataclass
 class CloudConfig:
     name: str = MISSING
-    provider: str = MISSING
+    provider: ProviderKind = MISSING
     regions: dict[str, RegionConfig] = field(default_factory=dict)
     # Ordered failover preference; empty means every region, in mapping order.
     candidates: list[str] = field(default_factory=list)
@@ -125,7 +197,7 @@ class CloudConfig:
 class DataConfig:
     # sharded: each worker reads its own rows in-process; ray_data: a Ray Data dataset
     # split by Ray Train (get_dataset_shard + iter_torch_batches).
-    loader: str = "sharded"
+    loader: Loader = Loader.sharded
     # ray_data: rows in each worker's local shuffle buffer (seeded per epoch).
     shuffle_buffer_rows: int = 2048
     # workload=synthetic: the generated data set (deterministic from job.seed), cached on disk.
@@ -139,12 +211,12 @@ class DataConfig:
 class HpoConfig:
     # A Ray Tune search over the job instead of one training run.
     enabled: bool = False
-    metric: str = "accuracy"
-    mode: str = "max"
+    metric: Metric = Metric.accuracy
+    mode: Mode = Mode.max
     num_samples: int = 6
     max_concurrent: int = 2
     cpus_per_trial: float = 1.0
-    scheduler: str = "asha"
+    scheduler: Scheduler = Scheduler.asha
     # Trial iterations (one iteration = steps_per_iteration training steps, then an evaluation
     # and a checkpoint); ASHA stops trials at rungs grace_period * reduction_factor**k.
     max_t: int = 6
@@ -188,13 +260,13 @@ class RandomTrigger:
 
 @dataclass
 class FaultConfig:
-    kind: str = MISSING
+    kind: FaultKind = MISSING
     # When, exactly one of: at a training step; this many seconds into each attempt's
     # training; during checkpoint_upload | restore | provisioning | failover; or at
     # random steps ({seed, rate}).
     at_step: int | None = None
     after_s: float | None = None
-    during: str | None = None
+    during: During | None = None
     random: RandomTrigger | None = None
     # How many times it may fire: a trigger that comes round again (a replayed step,
     # the next attempt) fires it again until then.
@@ -228,7 +300,7 @@ class Config:
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
     data: DataConfig = field(default_factory=DataConfig)
     hpo: HpoConfig = field(default_factory=HpoConfig)
-    action: str = "run"
+    action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"
     # Print a live progress line while the run goes on.
@@ -245,18 +317,17 @@ class Config:
 def validate(cfg: Config) -> Config:
     """Checks the schema cannot express. Raises ConfigError naming the first bad key.
 
-    Every action gets the checks of what it reads or writes (types, home, run_id);
-    run, plan and resume get all of them, before anything is written or launched."""
-    check_types(cfg)
-    if cfg.action not in ACTIONS:
-        raise ConfigError("action", f"got {show(cfg.action)}; allowed: {', '.join(ACTIONS)}")
+    Every action gets the checks of what it reads or writes (bounds, home, run_id);
+    run, plan and resume get all of them, before anything is written or launched
+    (and the provider's checks of its regions: providers.registry.check_regions)."""
+    check_bounds(cfg)
     _validate_home(cfg.home)
     if cfg.run_id is not None:
         _validate_name("run_id", cfg.run_id, MAX_RUN_ID)
-    if cfg.action in ("status", "resume", "report"):
+    if cfg.action in (*READ_ONLY_ACTIONS, Action.resume):
         if not cfg.run_id:
             raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
-        if cfg.action != "resume":
+        if cfg.action in READ_ONLY_ACTIONS:
             return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
     _validate_job(cfg)
@@ -278,8 +349,6 @@ def validate(cfg: Config) -> Config:
     _positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
     if not cfg.trainer.grad_clip_norm >= 0:
         raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
-    if cfg.trainer.autocast not in AUTOCAST:
-        raise ConfigError("trainer.autocast", f"got {cfg.trainer.autocast!r}; allowed: {', '.join(AUTOCAST)}")
     _positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
     if cfg.checkpoint.keep_last < 2:
         raise ConfigError(
@@ -295,64 +364,29 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
-def check_types(cfg: Config) -> None:
-    """Every value of the type its field declares, integers within int64 and numbers
-    finite. Hydra checks types on the command line; a config.json read back for a resume
-    had no such check, and no value beyond int64 or an inf/nan is meant anywhere."""
-    _check_fields(cfg, "")
+def check_bounds(cfg: Config) -> None:
+    """Integers within int64 and numbers finite, in every field. OmegaConf checks each
+    value's type (on the command line and in a config.json read back); no value beyond
+    int64 or an inf/nan is meant anywhere, and OmegaConf takes both."""
+    _check_bounds(cfg, "")
 
 
-def _check_fields(obj: Any, prefix: str) -> None:
-    import typing
-    from dataclasses import fields
-
-    hints = typing.get_type_hints(type(obj))
-    for f in fields(obj):
-        _check_value(f"{prefix}{f.name}", getattr(obj, f.name), hints[f.name])
-
-
-def _check_value(key: str, value: Any, hint: Any) -> None:
-    import types
-    import typing
-    from dataclasses import is_dataclass
-
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        if value is None:
-            return
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))  # our unions are X | None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if is_dataclass(hint):
-        if not isinstance(value, hint):
-            raise ConfigError(key, f"got {show(value)}; expected a mapping of {hint.__name__} keys")
-        _check_fields(value, f"{key}.")
-    elif origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(key, f"got {show(value)}; expected a mapping")
+def _check_bounds(value: Any, key: str) -> None:
+    if is_dataclass(value):
+        for f in fields(value):
+            _check_bounds(getattr(value, f.name), f"{key}.{f.name}" if key else f.name)
+    # Free-form mappings (job.params, storage_options) are their readers' to check.
+    elif isinstance(value, dict):
         for name, item in value.items():
-            _check_value(f"{key}.{name}", item, args[1])
-    elif origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(key, f"got {show(value)}; expected a list")
+            if is_dataclass(item):
+                _check_bounds(item, f"{key}.{name}")
+    elif isinstance(value, list):
         for i, item in enumerate(value):
-            _check_value(f"{key}[{i}]", item, args[0])
-    elif hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(key, f"got {show(value)}; expected true or false")
-    elif hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(key, f"got {show(value)}; expected an integer")
-        if not INT64[0] <= value <= INT64[1]:
-            raise ConfigError(key, f"got {show(value)}; expected an integer within int64 (|x| < 2**63)")
-    elif hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(key, f"got {show(value)}; expected a number")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(key, f"got {value}; expected a finite number")
-        if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
-            raise ConfigError(key, f"got {show(value)}; expected a number within int64 (|x| < 2**63)")
-    elif hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(key, f"got {show(value)}; expected a string")
+            _check_bounds(item, f"{key}[{i}]")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+        raise ConfigError(key, f"got {show(value)}; expected an integer within int64 (|x| < 2**63)")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"got {value}; expected a finite number")
 
 
 def _validate_home(home: str) -> None:
@@ -471,7 +505,6 @@ def _validate_cloud(cfg: Config) -> None:
         _validate_options(f"cloud.regions.{name}.storage_options", region.storage_options)
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
         _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
-        check_region(cloud.provider, name, region)
     if cloud.control_store is not None:
         _validate_url(
             "cloud.control_store", cloud.control_store, "s3://bucket/control (the controller and the clusters reach it)"
@@ -488,7 +521,6 @@ def _validate_cloud(cfg: Config) -> None:
             raise ConfigError("cloud.candidates", f"{name!r} is listed twice")
         seen.add(name)
     need = cfg.trainer.workers * cfg.trainer.cpus_per_worker
-    gpus = cfg.trainer.workers * cfg.trainer.gpus_per_worker
     for name in cfg.candidate_regions():
         have = cloud.regions[name].num_cpus
         if need > have:
@@ -497,19 +529,6 @@ def _validate_cloud(cfg: Config) -> None:
                 f"{cfg.trainer.workers} workers x {cfg.trainer.cpus_per_worker} CPUs need {need:g} "
                 f"CPUs but region {name!r} has {have}; lower trainer.workers or "
                 "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
-            )
-        if cloud.provider == "skypilot" and gpus > 0 and not cloud.regions[name].accelerators:
-            raise ConfigError(
-                f"cloud.regions.{name}.accelerators",
-                f"trainer.gpus_per_worker={cfg.trainer.gpus_per_worker:g} needs GPUs on the nodes; set the "
-                "region's accelerators (e.g. A10G:1) or trainer.gpus_per_worker=0",
-            )
-        if cloud.provider == "local" and gpus > cloud.regions[name].num_gpus:
-            raise ConfigError(
-                "trainer.gpus_per_worker",
-                f"{cfg.trainer.workers} workers x {cfg.trainer.gpus_per_worker} GPUs need {gpus:g} GPUs but "
-                f"region {name!r} offers {cloud.regions[name].num_gpus}; set cloud.regions.{name}.num_gpus "
-                "(this machine's GPUs) or lower trainer.gpus_per_worker",
             )
 
 
@@ -539,8 +558,6 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
 
 
 def _validate_data(data: DataConfig) -> None:
-    if data.loader not in DATA_LOADERS:
-        raise ConfigError("data.loader", f"got {data.loader!r}; allowed: {', '.join(DATA_LOADERS)}")
     _positive_int("data.shuffle_buffer_rows", data.shuffle_buffer_rows)
     _positive_int("data.samples", data.samples)
     _positive_int("data.features", data.features)
@@ -550,12 +567,6 @@ def _validate_hpo(cfg: Config) -> None:
     hpo = cfg.hpo
     if not hpo.enabled:
         return
-    if hpo.mode not in HPO_MODES:
-        raise ConfigError("hpo.mode", f"got {hpo.mode!r}; allowed: {', '.join(HPO_MODES)}")
-    if hpo.metric not in ("accuracy", "eval_loss"):
-        raise ConfigError("hpo.metric", f"got {hpo.metric!r}; allowed: accuracy, eval_loss")
-    if hpo.scheduler not in HPO_SCHEDULERS:
-        raise ConfigError("hpo.scheduler", f"got {hpo.scheduler!r}; allowed: {', '.join(HPO_SCHEDULERS)}")
     for key in ("num_samples", "max_concurrent", "max_t", "grace_period", "steps_per_iteration"):
         _positive_int(f"hpo.{key}", getattr(hpo, key))
     if hpo.reduction_factor < 2:
@@ -592,11 +603,6 @@ def total_steps(cfg: Config) -> int:
 
 def _validate_chaos(cfg: Config) -> None:
     for i, fault in enumerate(cfg.chaos.faults):
-        if fault.kind not in FAULT_KINDS:
-            raise ConfigError(
-                f"chaos.faults[{i}].kind",
-                f"got {fault.kind!r}; allowed: {', '.join(FAULT_KINDS)}",
-            )
         if cfg.hpo.enabled and fault.kind not in HPO_FAULTS:
             raise ConfigError(
                 f"chaos.faults[{i}].kind",
@@ -676,8 +682,6 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         )
     if fault.during is None:
         return
-    if fault.during not in DURING:
-        raise ConfigError(f"{key}.during", f"got {fault.during!r}; allowed: {', '.join(DURING)}")
     allowed = AT_POINT.get(fault.during)
     if allowed is not None and fault.kind not in allowed:
         raise ConfigError(
@@ -735,7 +739,12 @@ def show(value: Any, limit: int = 60) -> str:
 
 
 def to_plain(obj: Any) -> Any:
-    """A dataclass tree as JSON-able dicts (for specs and the journal)."""
-    from dataclasses import asdict, is_dataclass
+    """A dataclass tree as JSON-able dicts (for specs and the journal), a closed set's
+    member as its plain string: the runtime and readers of config.json know no enums."""
+    from dataclasses import asdict
 
-    return asdict(obj) if is_dataclass(obj) else obj
+    return asdict(obj, dict_factory=_plain_items) if is_dataclass(obj) else obj
+
+
+def _plain_items(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: v.value if isinstance(v, Enum) else v for k, v in items}

@@ -13,13 +13,25 @@ import itertools
 import math
 import random
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from orchestrator.errors import ConfigError
 
-# Job keys a trial may vary, and the distributions it may draw them from.
+# Job keys a trial may vary, and the distributions it may draw them from: the first word
+# of an hpo.search_space value (a string, so parsed here rather than typed by OmegaConf).
 HPO_SEARCHABLE = ("lr", "hidden_size", "batch_size")
-HPO_DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "randint")
+
+
+class Distribution(StrEnum):
+    choice = "choice"
+    grid = "grid"
+    uniform = "uniform"
+    loguniform = "loguniform"
+    randint = "randint"
+
+
+HPO_DISTRIBUTIONS = tuple(Distribution)
 
 # Trial states as Tune names them.
 TERMINATED, ERROR = "TERMINATED", "ERROR"
@@ -40,7 +52,7 @@ def trial_count(space: dict[str, str], num_samples: int) -> int:
     n = num_samples
     for key, text in space.items():
         kind, args = parse_distribution(key, text)
-        if kind == "grid":
+        if kind == Distribution.grid:
             n *= len(args)
     return n
 
@@ -58,7 +70,7 @@ def sample_configs(space: dict[str, str], num_samples: int, seed: int) -> list[d
     rebuilds the list from the run's config and never reads it back from a store."""
     rng = random.Random(seed)
     parsed = {key: parse_distribution(key, text) for key, text in space.items()}
-    grids = {key: args for key, (kind, args) in parsed.items() if kind == "grid"}
+    grids = {key: args for key, (kind, args) in parsed.items() if kind == Distribution.grid}
     out: list[dict[str, int | float]] = []
     for _ in range(num_samples):
         for combo in itertools.product(*grids.values()):
@@ -67,11 +79,11 @@ def sample_configs(space: dict[str, str], num_samples: int, seed: int) -> list[d
             for key, (kind, args) in parsed.items():
                 if key in fixed:
                     config[key] = fixed[key]
-                elif kind == "choice":
+                elif kind == Distribution.choice:
                     config[key] = rng.choice(args)
-                elif kind == "uniform":
+                elif kind == Distribution.uniform:
                     config[key] = rng.uniform(float(args[0]), float(args[1]))
-                elif kind == "loguniform":
+                elif kind == Distribution.loguniform:
                     config[key] = math.exp(rng.uniform(math.log(args[0]), math.log(args[1])))
                 else:  # randint: high excluded, as Tune's
                     config[key] = rng.randrange(int(args[0]), int(args[1]))
@@ -133,7 +145,7 @@ def asha_rungs(max_t: int, grace_period: int, reduction_factor: int) -> list[int
     return rungs
 
 
-def parse_distribution(key: str, text: str) -> tuple[str, list[int | float]]:
+def parse_distribution(key: str, text: str) -> tuple[Distribution, list[int | float]]:
     """``"loguniform 0.01 0.2"`` -> ("loguniform", [0.01, 0.2]); ConfigError naming the key."""
     where = f"hpo.search_space.{key}"
     parts = str(text).split()
@@ -144,7 +156,7 @@ def parse_distribution(key: str, text: str) -> tuple[str, list[int | float]]:
             + ", ".join(HPO_DISTRIBUTIONS)
             + " (e.g. 'loguniform 0.01 0.2', 'choice 32 64 128')",
         )
-    kind, args = parts[0], []
+    kind, args = Distribution(parts[0]), []
     for raw in parts[1:]:
         try:
             args.append(int(raw) if raw.lstrip("-").isdigit() else float(raw))
@@ -152,10 +164,10 @@ def parse_distribution(key: str, text: str) -> tuple[str, list[int | float]]:
             raise ConfigError(where, f"got {raw!r} in {text!r}; expected numbers") from None
     if not args:
         raise ConfigError(where, f"got {text!r}; {kind} needs numbers after it")
-    if kind in ("uniform", "loguniform", "randint"):
+    if kind in (Distribution.uniform, Distribution.loguniform, Distribution.randint):
         if len(args) != 2 or not args[0] < args[1]:
             raise ConfigError(where, f"got {text!r}; {kind} takes two numbers, low < high")
-        if kind == "loguniform" and args[0] <= 0:
+        if kind == Distribution.loguniform and args[0] <= 0:
             raise ConfigError(where, f"got {text!r}; loguniform needs low > 0")
     for value in args:
         if key in ("hidden_size", "batch_size") and (not isinstance(value, int) or value < 1):
@@ -184,13 +196,13 @@ def param_space(space: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, text in space.items():
         kind, args = parse_distribution(key, text)
-        if kind == "choice":
+        if kind == Distribution.choice:
             out[key] = tune.choice(args)
-        elif kind == "grid":
+        elif kind == Distribution.grid:
             out[key] = tune.grid_search(args)
-        elif kind == "uniform":
+        elif kind == Distribution.uniform:
             out[key] = tune.uniform(*args)
-        elif kind == "loguniform":
+        elif kind == Distribution.loguniform:
             out[key] = tune.loguniform(*args)
         else:
             out[key] = tune.randint(int(args[0]), int(args[1]))

@@ -118,9 +118,9 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
                 with _quiet():
                     best = optimize_task(config)
             except Exception as exc:
-                from providers.skypilot import _first_line
+                from providers.skypilot import first_line
 
-                p.unavailable = f"{type(exc).__name__}: {_first_line(exc)}"
+                p.unavailable = f"{type(exc).__name__}: {first_line(exc)}"
                 placements.append(p)
                 continue
             p.cloud_region = best.region

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -30,9 +31,30 @@ from providers.base import (
 from providers.procs import MARKER, kill_all, marked
 from recovery.fsio import write_private
 
+if TYPE_CHECKING:
+    from orchestrator.config import RegionConfig, TrainerConfig
+
 READY_LINE = "Ray runtime started"
 TOKEN_NAME = "auth_token"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
+
+
+def validate_region(name: str, region: RegionConfig, trainer: TrainerConfig | None) -> None:
+    """A local region offers the GPUs of this machine it is given (num_gpus), no more;
+    ``trainer``: the run's, for a region the run may use (None: one it will not)."""
+    from orchestrator.errors import ConfigError
+
+    if trainer is None:
+        return
+    gpus = trainer.workers * trainer.gpus_per_worker
+    if gpus > region.num_gpus:
+        raise ConfigError(
+            "trainer.gpus_per_worker",
+            f"{trainer.workers} workers x {trainer.gpus_per_worker} GPUs need {gpus:g} GPUs but "
+            f"region {name!r} offers {region.num_gpus}; set cloud.regions.{name}.num_gpus "
+            "(this machine's GPUs) or lower trainer.gpus_per_worker",
+        )
+
 
 # Loopback only (Ray otherwise binds and advertises the external address), and token
 # auth on: another user of this machine reaches 127.0.0.1 too, and an open GCS runs

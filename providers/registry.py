@@ -35,19 +35,25 @@ PROVIDERS: dict[str, Callable[[str | None, Any, Any], Provider]] = {"local": _lo
 
 
 # Checks a provider makes of its regions at config time (no SDK, no credentials): the
-# function's "module:name", imported only when a run's cloud uses that provider.
-REGION_CHECKS = {"skypilot": "providers.skypilot:validate_region"}
+# function's "module:name", imported only when a run's cloud uses that provider, called
+# as f(name, region, trainer) for each of cloud.regions, with the run's TrainerConfig for
+# a region the run may use and None for the others.
+REGION_CHECKS = {"local": "providers.local:validate_region", "skypilot": "providers.skypilot:validate_region"}
 
 
-def check_region(provider: str, name: str, region: Any) -> None:
-    """The provider's own checks of ``cloud.regions.<name>`` (ConfigError naming the key)."""
-    target = REGION_CHECKS.get(provider)
+def check_regions(cfg: Any) -> None:
+    """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key);
+    the config's checks (orchestrator.config.validate) know no provider."""
+    target = REGION_CHECKS.get(cfg.cloud.provider)
     if target is None:
         return
     import importlib
 
     module, func = target.split(":")
-    getattr(importlib.import_module(module), func)(name, region)
+    check = getattr(importlib.import_module(module), func)
+    candidates = cfg.candidate_regions()
+    for name, region in cfg.cloud.regions.items():
+        check(name, region, cfg.trainer if name in candidates else None)
 
 
 class UnknownProvider(KeyError):

@@ -40,7 +40,7 @@ from recovery.retry import Backoff, Deadline, retrying
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
-    from providers.regions import RegionConfig
+    from orchestrator.config import RegionConfig, TrainerConfig
 
 T = TypeVar("T")
 
@@ -132,8 +132,9 @@ def _sky() -> Any:
 # --- configuration ------------------------------------------------------------------
 
 
-def validate_region(name: str, rc: RegionConfig) -> None:
-    """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key."""
+def validate_region(name: str, rc: RegionConfig, trainer: TrainerConfig | None) -> None:
+    """Checks of a SkyPilot region that need no SkyPilot; ConfigError names the key.
+    ``trainer``: the run's, for a region the run may use (None: one it will not)."""
     from orchestrator.errors import ConfigError
 
     key = f"cloud.regions.{name}"
@@ -150,6 +151,12 @@ def validate_region(name: str, rc: RegionConfig) -> None:
         raise ConfigError(f"{key}.disk_size", f"got {rc.disk_size}; expected GB >= 0 (0: SkyPilot's default)")
     if rc.accelerators and not re.fullmatch(r"[A-Za-z0-9_.-]+(:\d+(\.\d+)?)?", rc.accelerators):
         raise ConfigError(f"{key}.accelerators", f"got {rc.accelerators!r}; expected NAME or NAME:COUNT, e.g. A10G:1")
+    if trainer is not None and trainer.gpus_per_worker > 0 and not rc.accelerators:
+        raise ConfigError(
+            f"{key}.accelerators",
+            f"trainer.gpus_per_worker={trainer.gpus_per_worker:g} needs GPUs on the nodes; set the "
+            "region's accelerators (e.g. A10G:1) or trainer.gpus_per_worker=0",
+        )
 
 
 def cloud_of(rc: RegionConfig) -> str:
@@ -294,14 +301,14 @@ def classify(exc: BaseException) -> Classified:
     region), precheck (credentials, quota, config: fail fast), transient (retry)."""
     from sky import exceptions as e
 
-    text = _first_line(exc)
+    text = first_line(exc)
     name = type(exc).__name__
     if isinstance(exc, e.ResourcesUnavailableError):
         # SkyPilot's own failover history says why each placement was refused.
         history = list(getattr(exc, "failover_history", None) or [])
         if history and all(_is_precheck(h) for h in history):
             cause = history[-1]
-            return Classified(ProvisionErrorKind.PRECHECK, f"{type(cause).__name__}: {_first_line(cause)}")
+            return Classified(ProvisionErrorKind.PRECHECK, f"{type(cause).__name__}: {first_line(cause)}")
         if _mentions_quota(text):
             return Classified(ProvisionErrorKind.PRECHECK, f"quota: {text}")
         return Classified(ProvisionErrorKind.NO_CAPACITY, f"{name}: {text}")
@@ -331,7 +338,7 @@ def _is_precheck(exc: BaseException) -> bool:
     )
     if isinstance(exc, precheck):
         return True
-    return _mentions_quota(_first_line(exc))
+    return _mentions_quota(first_line(exc))
 
 
 def _mentions_quota(text: str) -> bool:
@@ -348,7 +355,8 @@ def _retryable(exc: BaseException) -> bool:
     ) or isinstance(exc, (ConnectionError, TimeoutError))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first line without SkyPilot's colour codes (plan shows the optimizer's, too)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
@@ -371,7 +379,7 @@ def precheck(regions: dict[str, RegionConfig]) -> None:
             try:
                 ok, reason = cls.check_credentials(clouds.CloudCapability.COMPUTE)
             except Exception as exc:  # a broken SDK install is a reason not to launch
-                ok, reason = False, f"{type(exc).__name__}: {_first_line(exc)}"
+                ok, reason = False, f"{type(exc).__name__}: {first_line(exc)}"
             checked[cloud] = (bool(ok), _reason_text(reason))
         ok, reason = checked[cloud]
         if not ok:
@@ -479,7 +487,7 @@ class SkyPilotProvider:
             backoff=Backoff(SDK_BACKOFF_S),
             retryable=_retryable,
             on_retry=lambda _n, exc, delay: self._say(
-                f"{what}: {type(exc).__name__}: {_first_line(exc)}; retrying in {delay:g}s"
+                f"{what}: {type(exc).__name__}: {first_line(exc)}; retrying in {delay:g}s"
             ),
         )
 
@@ -572,7 +580,7 @@ class SkyPilotProvider:
             task = build_task(config, secrets)
         except Exception as exc:
             self._forget(cluster_name)
-            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, f"task: {_first_line(exc)}") from None
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, region.name, f"task: {first_line(exc)}") from None
         self._say(f"launching {sky_name} on {handle.info['infra']} (region {region.name})")
         t0 = time.monotonic()
         try:
@@ -778,7 +786,7 @@ class SkyPilotProvider:
                 lambda: sky.get(sky.status([sky_name], refresh=sky.StatusRefreshMode.FORCE)),
             )
         except Exception as exc:  # unknown: keep the last answer
-            self._say(f"status of {sky_name}: {type(exc).__name__}: {_first_line(exc)}")
+            self._say(f"status of {sky_name}: {type(exc).__name__}: {first_line(exc)}")
             with self._lock:
                 return self._health.get(cluster.name, (0.0, True))[1]
         up = any(_status_of(r) == "UP" for r in records)

@@ -5,57 +5,68 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+# Member names equal their values: OmegaConf reads an enum-typed config field by member
+# name, so "kill_region" in a YAML file or on the command line must name a member.
 class FaultKind(StrEnum):
-    KILL_REGION = "kill_region"  # every process of the region's cluster, SIGKILL
-    KILL_WORKER = "kill_worker"  # one training worker (Ray Train restarts it in place)
-    KILL_HEAD = "kill_head"  # the cluster's head: the region is lost
-    HANG_REGION = "hang_region"  # SIGSTOP the cluster: no heartbeat, no exit
-    PARTITION = "partition"  # the runtime cannot reach the control channel
-    PARTITION_REGION = "partition_region"  # nor its store: a zombie keeps training
-    PREEMPT = "preempt"  # a preemption notice: checkpoint, stop, resume elsewhere
-    CONTROLLER_CRASH = "controller_crash"  # SIGKILL to the controller; action=resume goes on
-    CORRUPT_CHECKPOINT = "corrupt_checkpoint"  # a byte flipped in the newest checkpoint
-    USER_ERROR = "user_error"  # the workload raises
-    DISK_FULL = "disk_full"  # the scratch filesystem fills up
-    STORAGE_OUTAGE = "storage_outage"  # the store refuses connections
-    STORAGE_HANG = "storage_hang"  # the store accepts and never answers
-    STORAGE_SLOW = "storage_slow"  # the store answers slowly
-    TORN_CHECKPOINT = "torn_checkpoint"  # an upload cut mid-way
+    kill_region = "kill_region"  # every process of the region's cluster, SIGKILL
+    kill_worker = "kill_worker"  # one training worker (Ray Train restarts it in place)
+    kill_head = "kill_head"  # the cluster's head: the region is lost
+    hang_region = "hang_region"  # SIGSTOP the cluster: no heartbeat, no exit
+    partition = "partition"  # the runtime cannot reach the control channel
+    partition_region = "partition_region"  # nor its store: a zombie keeps training
+    preempt = "preempt"  # a preemption notice: checkpoint, stop, resume elsewhere
+    controller_crash = "controller_crash"  # SIGKILL to the controller; action=resume goes on
+    corrupt_checkpoint = "corrupt_checkpoint"  # a byte flipped in the newest checkpoint
+    user_error = "user_error"  # the workload raises
+    disk_full = "disk_full"  # the scratch filesystem fills up
+    storage_outage = "storage_outage"  # the store refuses connections
+    storage_hang = "storage_hang"  # the store accepts and never answers
+    storage_slow = "storage_slow"  # the store answers slowly
+    torn_checkpoint = "torn_checkpoint"  # an upload cut mid-way
 
 
 FAULT_KINDS = tuple(FaultKind)
 STORAGE_FAULTS = (
-    FaultKind.STORAGE_OUTAGE,
-    FaultKind.STORAGE_HANG,
-    FaultKind.STORAGE_SLOW,
-    FaultKind.TORN_CHECKPOINT,
+    FaultKind.storage_outage,
+    FaultKind.storage_hang,
+    FaultKind.storage_slow,
+    FaultKind.torn_checkpoint,
 )
 # Faults whose time is the failure's time, when one of them ended the attempt.
 REGION_FAULTS = (
-    FaultKind.KILL_REGION,
-    FaultKind.KILL_HEAD,
-    FaultKind.HANG_REGION,
-    FaultKind.PARTITION,
-    FaultKind.PARTITION_REGION,
-    FaultKind.PREEMPT,
+    FaultKind.kill_region,
+    FaultKind.kill_head,
+    FaultKind.hang_region,
+    FaultKind.partition,
+    FaultKind.partition_region,
+    FaultKind.preempt,
 )
 # A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
-SEARCH_FAULTS = (FaultKind.KILL_REGION, FaultKind.HANG_REGION, FaultKind.PARTITION_REGION)
+SEARCH_FAULTS = (FaultKind.kill_region, FaultKind.hang_region, FaultKind.partition_region)
 
 # Triggers: a step (exact, through the runtime's rendezvous), or a point. Runtime-side
 # points are met by the runtime; controller-side ones by the controller itself.
 STEP_TRIGGERS = ("at_step", "random")
-RUNTIME_POINTS = ("checkpoint_upload", "restore")
-CONTROLLER_POINTS = ("provisioning", "failover")
-DURING = (*RUNTIME_POINTS, *CONTROLLER_POINTS)
+
+
+class During(StrEnum):
+    checkpoint_upload = "checkpoint_upload"
+    restore = "restore"
+    provisioning = "provisioning"
+    failover = "failover"
+
+
+RUNTIME_POINTS = (During.checkpoint_upload, During.restore)
+CONTROLLER_POINTS = (During.provisioning, During.failover)
+DURING = tuple(During)
 # What can happen at a controller-side point, where no runtime is training yet.
 AT_POINT = {
-    "provisioning": (
-        FaultKind.KILL_REGION,
-        FaultKind.KILL_HEAD,
-        FaultKind.CONTROLLER_CRASH,
-        FaultKind.CORRUPT_CHECKPOINT,
+    During.provisioning: (
+        FaultKind.kill_region,
+        FaultKind.kill_head,
+        FaultKind.controller_crash,
+        FaultKind.corrupt_checkpoint,
         *STORAGE_FAULTS,
     ),
-    "failover": (FaultKind.CONTROLLER_CRASH, FaultKind.CORRUPT_CHECKPOINT, *STORAGE_FAULTS),
+    During.failover: (FaultKind.controller_crash, FaultKind.corrupt_checkpoint, *STORAGE_FAULTS),
 }
