@@ -234,7 +234,7 @@ class _Loop(WorkerAttempt):
         self.quiesce()
         for i in due:
             fault = self.spec.faults[i]
-            victim = self.world - 1 if fault.kind == FaultKind.KILL_WORKER else 0
+            victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
             if self.rank != victim or not self._armed(i, fault):
                 continue
             if fault.random is not None and step in self.control.fired_steps(i):

@@ -302,7 +302,7 @@ class WorkerAttempt:
         """Ask the controller to fire fault ``i`` now, and wait until it has."""
         self.flush_losses()  # what the fault may cut short is plotted up to here
         rendezvous.meet(self.control, i, fault, step=step, rank=self.rank, generation=self.gen, during=during)
-        if fault.kind == FaultKind.USER_ERROR:
+        if fault.kind == FaultKind.user_error:
             raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
     def _armed(self, i: int, fault: FaultSpec) -> bool:
