@@ -25,6 +25,7 @@ from orchestrator.hpo import (
     trial_count,
     validate_search_space,
 )
+from orchestrator.wire.sections import Autocast, Loader, Metric, Mode, Scheduler
 from orchestrator.workloads import JOB_KEY_WORKLOADS
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
@@ -49,33 +50,6 @@ class ProviderKind(StrEnum):
 
     local = "local"
     skypilot = "skypilot"
-
-
-class Autocast(StrEnum):
-    none = "none"
-    auto = "auto"  # bf16 on a GPU that has it, none elsewhere
-    bf16 = "bf16"
-    fp16 = "fp16"
-
-
-class Loader(StrEnum):
-    sharded = "sharded"
-    ray_data = "ray_data"
-
-
-class Metric(StrEnum):
-    accuracy = "accuracy"
-    eval_loss = "eval_loss"
-
-
-class Mode(StrEnum):
-    max = "max"
-    min = "min"
-
-
-class Scheduler(StrEnum):
-    asha = "asha"
-    fifo = "fifo"
 
 
 # Names that become folders, file names and cluster names: a run id is at most

@@ -21,18 +21,48 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Annotated, Any, TypeVar
 
 # Pure vocabulary that both sides share (a leaf module): the wire may import it.
 from orchestrator.chaos.kinds import DURING, FaultKind
 
-DATA_LOADERS = ("sharded", "ray_data")
-# auto: bf16 on a GPU that has it, none elsewhere.
-AUTOCAST = ("none", "auto", "bf16", "fp16")
-HPO_METRICS = ("accuracy", "eval_loss")
-HPO_MODES = ("max", "min")
-HPO_SCHEDULERS = ("asha", "fifo")
+
+# The closed sets of the config that cross to the cluster (the config types its fields
+# with these). Member names equal their values: OmegaConf reads an enum-typed field by
+# member name, and a StrEnum member compares equal to its value.
+class Autocast(StrEnum):
+    none = "none"
+    auto = "auto"  # bf16 on a GPU that has it, none elsewhere
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class Loader(StrEnum):
+    sharded = "sharded"
+    ray_data = "ray_data"
+
+
+class Metric(StrEnum):
+    accuracy = "accuracy"
+    eval_loss = "eval_loss"
+
+
+class Mode(StrEnum):
+    max = "max"
+    min = "min"
+
+
+class Scheduler(StrEnum):
+    asha = "asha"
+    fifo = "fifo"
+
+
+DATA_LOADERS = tuple(str(x) for x in Loader)
+AUTOCAST = tuple(str(x) for x in Autocast)
+HPO_METRICS = tuple(str(x) for x in Metric)
+HPO_MODES = tuple(str(x) for x in Mode)
+HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
 INT64 = (-(2**63), 2**63 - 1)
 # numpy's seeds are 32-bit unsigned.
 MAX_SEED = 2**32 - 1
