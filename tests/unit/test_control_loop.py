@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fakecloud import FakeCloud, Script
 
+import orchestrator.attempt as attempt
 import orchestrator.watch as watch
 from orchestrator.compose import compose
 from orchestrator.controller import Controller
@@ -112,19 +113,23 @@ KINDS = [
     (ProvisionErrorKind.NO_CAPACITY, "no_capacity", "failover", "local-b"),
     (ProvisionErrorKind.TIMEOUT, "provision_timeout", "failover", "local-b"),
     (ProvisionErrorKind.PRECHECK, "precheck", "give_up", None),
+    # Transient errors are retried twice in the attempt; the third is the region's.
+    ([ProvisionErrorKind.TRANSIENT] * 3, "provision_error", "failover", "local-b"),
 ]
 
 
 @pytest.mark.parametrize(("first", "failure", "action", "region"), KINDS, ids=[k[1] for k in KINDS])
 def test_each_failure_kind_meets_the_policy_and_the_run_goes_on_where_it_says(
-    tmp_path: Path, first: Any, failure: str, action: str, region: str | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: Any, failure: str, action: str, region: str | None
 ) -> None:
-    cloud = FakeCloud({"local-a": [first, Script()], "local-b": [Script()]})
+    monkeypatch.setattr(attempt, "PROVISION_BACKOFF_S", 0.0)
+    firsts = first if isinstance(first, list) else [first]
+    cloud = FakeCloud({"local-a": [*firsts, Script()], "local-b": [Script()]})
     ctl = _controller(tmp_path, cloud)
     _start(ctl)
     assert ctl.step() is (action == "give_up")
     # One launch each: only a transient provisioning error is retried (a timeout is the region's).
-    assert [n for n in cloud.launched if n.endswith("-g1")] == [f"{RUN}-local-a-g1"]
+    assert [n for n in cloud.launched if n.endswith("-g1")] == [f"{RUN}-local-a-g1"] * len(firsts)
     (decision,) = _events(ctl, "decision")
     assert (decision["failure"], decision["action"], decision["region"]) == (failure, action, region)
     if action == "give_up":
@@ -179,6 +184,22 @@ def test_a_region_that_failed_recently_is_skipped_and_restarts_have_their_own_bu
     assert ctl.sm.state is RunState.FAILED and "recovery.max_restarts_on_errors=1" in ctl.record.reason
     assert ctl.record.error_traceback == "Traceback: boom"
     assert ctl.history.restarts_on_errors == 1 and ctl.history.failovers == 0
+
+
+def test_preemptions_have_their_own_budget_and_leave_no_region_held_against(tmp_path: Path) -> None:
+    notice = Script(20, "preempted")
+    cloud = FakeCloud({"local-a": [notice], "local-b": [notice], "local-c": [notice]})
+    ctl = _controller(tmp_path, cloud, "recovery.max_preemptions=2", "recovery.max_failovers=0")
+    _start(ctl)
+    # Preemptions move the run on even with no failover budget: they are counted apart.
+    assert ctl.step() is False and ctl._next.region == "local-b"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl._next.region == "local-c"  # type: ignore[union-attr]
+    assert ctl.step() is True
+    assert ctl.sm.state is RunState.FAILED and "recovery.max_preemptions=2" in ctl.record.reason
+    assert ctl.history.preemptions == 2 and ctl.history.failovers == 0 and not ctl.history.region_failed_at
+    # Each attempt restored the step its predecessor committed on notice.
+    assert [a["restored_step"] for a in ctl.record.attempts] == [0, 20, 20]
+    assert _live(ctl) == _replayed(ctl)
 
 
 def test_each_attempt_is_fenced_before_its_cluster_exists_and_a_zombie_cannot_commit_after(tmp_path: Path) -> None:
