@@ -1,6 +1,6 @@
 """A run's state rebuilt from its journal, for ``action=resume``. Pure: events in, state out.
 
-The journal is the controller's state (DESIGN invariant 5): every decision,
+The journal is the controller's state: every decision,
 generation, fence, attempt and cluster is in it. A controller killed at any point
 leaves a journal whose last event is some prefix of a run; ``replay`` says what a
 new controller must adopt, tear down and do next.

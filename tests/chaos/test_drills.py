@@ -32,6 +32,11 @@ def test_the_controller_crash_drill_runs_from_the_cli_and_ends_with_its_report(o
     run, r = _drill(orch_home, "controller_crash", baseline)
     assert "resuming it" in run.stderr
     assert [i["kind"] for i in r["incidents"]] == ["controller_lost"]
+    # Adopted: the attempt trained on while no controller watched; no second cluster,
+    # nothing lost.
+    assert r["attempts"] == 1 and len(run.events("provisioned")) == 1
+    assert run.events("attempt_adopted")[0]["generation"] == 1
+    assert r["incidents"][0]["lost_steps"] == 0
     nothing_left(before, orch_home)
 
 

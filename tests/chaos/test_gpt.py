@@ -1,5 +1,6 @@
-"""job=gpt, the LLM-shaped built-in, under a preemption and a lost region: it ends with
-exactly the weights of its uninterrupted run, and its held-out loss fell."""
+"""job=gpt, the LLM-shaped built-in, under a preemption and a lost region (its head
+killed: the kill_head fault's real run): it ends with exactly the weights of its
+uninterrupted run, and its held-out loss fell."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_base
         orch_home,
         "gpt-faults",
         *JOB,
-        "chaos.faults=[{kind:preempt,at_step:50,grace_s:15},{kind:kill_region,at_step:90}]",
+        "chaos.faults=[{kind:preempt,at_step:50,grace_s:15},{kind:kill_head,at_step:90}]",
         "recovery.region_cooldown_s=0",
         timeout=600,
     )

@@ -48,19 +48,16 @@ MATRIX = {
         ),
         4,
     ),
-    "kill_head": (_faults("{kind:kill_head,at_step:101}", "{kind:kill_head,during:checkpoint_upload}"), 2),
     # A timed trigger: a second into the attempt's training, wherever it is.
     "hang_region": (_faults("{kind:hang_region,after_s:1}"), 1),
-    # A notice before the first checkpoint, during an upload and during a restore, one
-    # region each (else the upload of the first notice's checkpoint meets the second):
-    # nothing lost.
+    # A notice during an upload, then one during the restore that follows, one region
+    # each: nothing lost. (Notices at a step: test_gpt, test_train_func, test_user_workload.)
     "preempt": (
         _faults(
-            "{kind:preempt,at_step:20,grace_s:15}",
-            "{kind:preempt,during:checkpoint_upload,region:local-b,grace_s:15}",
-            "{kind:preempt,during:restore,region:local-c,grace_s:15}",
+            "{kind:preempt,during:checkpoint_upload,region:local-a,grace_s:15}",
+            "{kind:preempt,during:restore,region:local-b,grace_s:15}",
         ),
-        3,
+        2,
     ),
 }
 
@@ -152,8 +149,9 @@ def test_user_error_twice_in_a_row_fails_with_the_workload_traceback(orch_home):
     assert r["status"] == "FAILED"
     assert "recovery.max_restarts_on_errors=1" in r["reason"]
     assert "InjectedUserError" in r["error_traceback"] and "Traceback" in r["error_traceback"]
-    # Retried in place once, never failed over.
+    # Retried in place once, from the checkpoint before the error, never failed over.
     assert {a["region"] for a in r["attempt_history"]} == {"local-a"}
+    assert [a["restored_step"] for a in r["attempt_history"]] == [0, 50]
     assert [d["action"] for d in run.events("decision")] == ["restart_in_place", "give_up"]
     assert [e["to"] for e in run.events("transition")][-1] == "FAILED"
     assert "InjectedUserError" in (run.run_dir / "report.txt").read_text()
