@@ -21,7 +21,6 @@ from orchestrator.runstate.events import (
     AttemptEnded,
     AttemptStarted,
     CheckpointSkipped,
-    FaultInjected,
     FaultReleaseFailed,
     Fence,
     Provisioned,
@@ -144,7 +143,7 @@ class AttemptRunner:
 
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
-            self.ctx.emit(fault_event(inj))
+            self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
@@ -340,10 +339,6 @@ class AttemptRunner:
             scan_zombies=self.scan_zombies,
             journaled=journaled,
         ).run()
-
-
-def fault_event(inj: Injected) -> FaultInjected:
-    return FaultInjected(kind=inj.kind, index=inj.index, step=inj.step, extra=dict(inj.detail))
 
 
 def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:

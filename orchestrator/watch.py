@@ -17,7 +17,7 @@ from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
 from orchestrator.losses import append_loss
 from orchestrator.outcome import AttemptOutcome
-from orchestrator.runstate.events import FailureDetected, FaultInjected, IncidentRecorded, RuntimeReport
+from orchestrator.runstate.events import FailureDetected, IncidentRecorded, RuntimeReport
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
@@ -154,7 +154,7 @@ class AttemptWatch:
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.out.last_step = max(self.out.last_step, inj.step)
-            self.ctx.emit(FaultInjected(kind=inj.kind, index=inj.index, step=inj.step, extra=dict(inj.detail)))
+            self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
 
     # --- the verdict --------------------------------------------------------------

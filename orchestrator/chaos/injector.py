@@ -46,6 +46,10 @@ class Injected:
     at: float
     detail: dict[str, object]
 
+    def event(self) -> FaultInjected:
+        """The journal's ``fault_injected`` for a fault the controller carried out."""
+        return FaultInjected(self.kind, index=self.index, step=self.step, extra=dict(self.detail))
+
 
 def _signal(pids: list[int], sig: int) -> list[int]:
     done = []
