@@ -96,7 +96,10 @@ class Controller:
         self.proxies = start_proxies(cfg)
         self.stores = {
             r: CheckpointStore(
-                cfg.cloud.regions[r].store, region=r, storage_options=self.store_options(r), key=self.run_key
+                cfg.cloud.regions[r].store,
+                region=r,
+                storage_options=store_options(cfg, self.proxies, r),
+                key=self.run_key,
             )
             for r in self.candidates
         }
@@ -173,9 +176,6 @@ class Controller:
         """result.json's input: a view of the run's state (and the workload's final report)."""
         return record_from(self.view, self.run_id, self.final, self.started_at)
 
-    def store_options(self, region: str) -> dict[str, Any]:
-        return store_options(self.cfg, self.proxies, region)
-
     def _alloc_generation(self) -> int:
         # Monotonic across attempts and standbys: a standby that is never used burns its number.
         with self._gen_lock:
@@ -204,9 +204,6 @@ class Controller:
             )
         )
         self.progress.replication_lag(r.lag_s)
-
-    def cluster_name(self, region: str, generation: int) -> str:
-        return self.ctx.cluster_name(region, generation)
 
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
