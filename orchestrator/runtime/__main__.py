@@ -74,9 +74,10 @@ def main(argv: list[str]) -> int:
     os.environ.update(TRAIN_ENV)  # the cluster has them too: see AttemptRunner.launch
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchConfig
 
     from orchestrator.runtime.train_loop import train_func
+    from orchestrator.runtime.trainer import make_trainer
 
     try:
         ray.init(
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> int:
         # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
         from orchestrator.runtime.func_mode import train_func as worker_fn
     gpus = spec.trainer.gpus_per_worker
-    trainer = TorchTrainer(
+    trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
         train_loop_config={"spec": spec.to_plain(), **runkey.share(key)},

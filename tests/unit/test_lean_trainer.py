@@ -1,0 +1,67 @@
+"""The attempt's TorchTrainer starts none of the helper actors an attempt's cluster has no use for."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_pinned_ray_gets_the_lean_trainer() -> None:
+    # A Ray upgrade that moves the hooks falls back to the stock trainer: this says so here.
+    from orchestrator.runtime import trainer
+
+    assert trainer.LEAN
+
+
+def _callbacks(**kwargs: object) -> list[str]:
+    from ray.train import ScalingConfig
+
+    from orchestrator.runtime.trainer import make_trainer
+
+    t = make_trainer(lambda: None, scaling_config=ScalingConfig(num_workers=2), **kwargs)
+    return [type(c).__name__ for c in t._create_default_callbacks()]
+
+
+def test_no_placement_group_cleaner_and_no_dataset_manager_without_datasets() -> None:
+    names = _callbacks()
+    assert "PlacementGroupCleanerCallback" not in names and "DatasetsCallback" not in names
+    # What the worker group needs stays: the process group (gloo/NCCL) and the accelerators.
+    assert {"BackendSetupCallback", "AcceleratorSetupCallback"} <= set(names)
+
+
+def test_a_ray_data_loader_keeps_its_dataset_manager() -> None:
+    import ray
+
+    # A dataset factory (Ray Train calls it on the cluster): nothing starts Ray here.
+    names = _callbacks(datasets={"train": lambda: None})
+    assert not ray.is_initialized()
+    assert "DatasetsCallback" in names and "PlacementGroupCleanerCallback" not in names
+
+
+def test_a_fixed_worker_group_never_asks_the_autoscaling_coordinator() -> None:
+    from ray.train import ScalingConfig
+    from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+
+    from orchestrator.runtime import trainer
+
+    seen: dict[str, object] = {}
+
+    class Probe(trainer.LeanTorchTrainer):
+        def _initialize_and_run_controller(self, **kwargs: object) -> object:
+            return super()._initialize_and_run_controller(**kwargs)
+
+    # The swap happens on the way to Ray's own method: catch what reaches it.
+    base = trainer.TorchTrainer._initialize_and_run_controller
+    try:
+        trainer.TorchTrainer._initialize_and_run_controller = lambda self, **kw: seen.update(kw)  # type: ignore[method-assign]
+        Probe(lambda: None, scaling_config=ScalingConfig(num_workers=2))._initialize_and_run_controller(
+            scaling_policy=FixedScalingPolicy(ScalingConfig(num_workers=2))
+        )
+    finally:
+        trainer.TorchTrainer._initialize_and_run_controller = base  # type: ignore[method-assign]
+    policy = seen["scaling_policy"]
+    assert isinstance(policy, trainer.UncoordinatedPolicy)
+    policy.after_controller_start(None)  # no coordinator actor, no error
+    assert policy._coordinator_client is None
+    assert policy.make_decision_for_non_running_worker_group().num_workers == 2
