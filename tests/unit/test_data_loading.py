@@ -51,6 +51,17 @@ def test_sharded_indices_are_the_batches_digits_always_used() -> None:
     assert not set(a.tolist()) & set(b.tolist())
 
 
+def test_digits_are_read_from_scikit_learns_file_exactly_as_its_loader_reads_them() -> None:
+    from sklearn.datasets import load_digits
+
+    from orchestrator.workloads.digits import digits_arrays
+
+    x, y = digits_arrays()
+    want_x, want_y = load_digits(return_X_y=True)
+    assert x.shape == (1797, 64) and x.dtype == want_x.dtype and y.dtype == want_y.dtype
+    assert np.array_equal(x, want_x) and np.array_equal(y, want_y)
+
+
 def test_positions_and_what_a_resume_needs() -> None:
     pos = DataPosition.after("sharded", 25, seed=0, steps_per_epoch=10)
     assert (pos.epoch, pos.batch_index, pos.step) == (2, 5, 25)
