@@ -45,6 +45,7 @@ def ray_pids() -> set[int]:
             or name.startswith("ray::")
             or cmd.startswith("ray::")
             or "bin/ray start" in cmd
+            or "providers.raystart" in cmd
             or "orchestrator.runtime" in cmd
         ):
             out.add(p.pid)
