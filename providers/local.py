@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from orchestrator.config import RegionConfig, TrainerConfig
 
 READY_LINE = "Ray runtime started"
+# What a runtime driver imports first (providers/warm.py): imported while the cluster starts.
+PRELOAD = ("ray.train.torch",)
 TOKEN_NAME = "auth_token"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
@@ -95,6 +98,9 @@ class LocalProvider:
 
     def __init__(self, state_dir: str | None = None, code_dir: str = "") -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
+        # Per cluster, an interpreter importing PRELOAD while the cluster starts, until
+        # start_runtime hands it the runtime to run (providers/warm.py).
+        self._warm: dict[str, subprocess.Popen[bytes]] = {}
         # One JSON record per live cluster, written before anything else is known of it.
         self.state_dir = state_dir
         # job.code_dir: first on the PYTHONPATH of the clusters' processes. It must reach
@@ -181,7 +187,9 @@ class LocalProvider:
             )
         }
         argv = [
-            os.path.join(os.path.dirname(sys.executable), "ray"),
+            sys.executable,
+            "-m",
+            "providers.raystart",  # Ray's own `ray`, without its Serve import
             "start",
             "--head",
             "--block",
@@ -209,6 +217,7 @@ class LocalProvider:
             )
         self._heads[cluster_name] = head
         handle.info["head_pid"] = head.pid
+        self._start_warm(handle)
         self._record(handle)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -239,9 +248,59 @@ class LocalProvider:
             return False
         return _port_open(int(cluster.info["port"]))
 
+    def _start_warm(self, handle: ClusterHandle) -> None:
+        with open(os.path.join(handle.info["base_dir"], "warm.log"), "wb") as log:
+            try:
+                warm = subprocess.Popen(
+                    [sys.executable, "-m", "providers.warm", *PRELOAD],
+                    env=self.cluster_env(handle),
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError:
+                return  # the runtime starts cold
+        self._warm[handle.name] = warm
+        handle.info["warm_pid"] = warm.pid
+
+    def _hand_to_warm(
+        self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
+    ) -> RuntimeProcess | None:
+        """The cluster's warm interpreter, now running ``argv``; None if it cannot."""
+        warm = self._warm.pop(cluster.name, None)
+        if warm is None or warm.stdin is None:
+            return None
+        if warm.poll() is not None or argv[:2] != [sys.executable, "-m"] or len(argv) < 3:
+            self._drop_warm(warm)
+            return None
+        order = {"module": argv[2], "args": argv[3:], "env": env, "log": os.path.abspath(log_path)}
+        try:
+            warm.stdin.write(json.dumps(order).encode() + b"\n")
+            warm.stdin.close()
+        except OSError:
+            self._drop_warm(warm)
+            return None
+        return warm
+
+    @staticmethod
+    def _drop_warm(warm: subprocess.Popen[bytes]) -> None:
+        try:
+            os.killpg(warm.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if warm.stdin is not None:
+            warm.stdin.close()
+        warm.wait(timeout=10)
+
     def start_runtime(
         self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
     ) -> RuntimeProcess:
+        warm = self._hand_to_warm(cluster, argv, env, log_path)
+        if warm is not None:
+            cluster.info.setdefault("runtime_pids", []).append(warm.pid)
+            self._record(cluster)
+            return warm
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -256,9 +315,9 @@ class LocalProvider:
         return proc
 
     def _sessions(self, cluster: ClusterHandle) -> frozenset[int]:
-        # Both were started with start_new_session: their pid is their session's id.
-        head = cluster.info.get("head_pid")
-        return frozenset([*([int(head)] if head else []), *cluster.info.get("runtime_pids", [])])
+        # All were started with start_new_session: their pid is their session's id.
+        started = [cluster.info.get("head_pid"), cluster.info.get("warm_pid")]
+        return frozenset([*(int(p) for p in started if p), *cluster.info.get("runtime_pids", [])])
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return marked(cluster.name, self._sessions(cluster))
@@ -267,6 +326,9 @@ class LocalProvider:
         # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a
         # graceful exit (checkpoints are committed or they are not), so SIGKILL.
         kill_all(cluster.name, self._sessions(cluster))
+        warm = self._warm.pop(cluster.name, None)
+        if warm is not None:
+            self._drop_warm(warm)
         head = self._heads.pop(cluster.name, None)
         if head is not None:
             head.wait(timeout=10)

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,23 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
         assert provider.healthy(cluster)
         host, _port = cluster.address.split(":")
         assert host == "127.0.0.1"
+        # A `python -m` runtime runs in the interpreter that imported Ray Train while the
+        # cluster started (providers/warm.py); any other command line starts cold.
+        log = tmp_path / "rt.log"
         runtime = provider.start_runtime(
-            cluster, [sys.executable, "-c", "import time; time.sleep(120)"], {}, str(tmp_path / "rt.log")
+            cluster, [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"], {"K": "v"}, str(log)
         )
+        assert runtime.pid == cluster.info["warm_pid"]
+        deadline = time.monotonic() + 60
+        while "Serving HTTP on 127.0.0.1" not in (log.read_text() if log.exists() else ""):
+            assert runtime.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        cold = provider.start_runtime(
+            cluster, [sys.executable, "-c", "import time; time.sleep(120)"], {}, str(tmp_path / "cold.log")
+        )
+        assert cold.pid != runtime.pid
         pids = set(provider.processes(cluster))
-        assert runtime.pid in pids
+        assert {runtime.pid, cold.pid} <= pids
         assert len(pids) >= 3  # ray start, gcs_server, raylet at least
         _only_its_token_connects(provider, cluster, tmp_path)
         _private(cluster)
@@ -36,7 +49,7 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
     assert not os.path.exists(cluster.info["base_dir"])
     assert provider.processes(cluster) == []
     assert not provider.healthy(cluster)
-    assert runtime.poll() is not None
+    assert runtime.poll() is not None and cold.poll() is not None
     provider.teardown(cluster)  # already gone: not an error
     assert not wait_no_new_ray(before)
 
