@@ -189,29 +189,13 @@ def _new_run_id(cfg: object) -> str:
     return f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"  # type: ignore[attr-defined]
 
 
-def _lock(run_dir: str) -> object | None:
-    """One controller per run: the lock goes with the process, a SIGKILL included."""
-    import fcntl
-
-    from orchestrator.rundir import make_run_dir
-
-    make_run_dir(run_dir)
-    fd = os.open(os.path.join(run_dir, "controller.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    fh = os.fdopen(fd, "a")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        return None
-    return fh
-
-
 def _resume(cli: object) -> int:
     from orchestrator.compose import config_from_plain
     from orchestrator.config import Config, ConfigError
     from orchestrator.controller import CONFIG_NAME, Controller
     from orchestrator.journal import load_json, read_events
     from orchestrator.result import read_result
+    from orchestrator.rundir import lock_controller
     from providers.registry import get_provider
     from recovery.signing import SigningError
 
@@ -237,7 +221,7 @@ def _resume(cli: object) -> int:
     for _ in read_events(os.path.join(run_dir, "journal.jsonl")):
         pass
     cfg.progress = cli.progress
-    lock = _lock(run_dir)
+    lock = lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
@@ -266,6 +250,7 @@ def _run(cfg: object) -> int:
     from orchestrator.config import Config
     from orchestrator.controller import Controller
     from orchestrator.preflight import PreflightError, preflight
+    from orchestrator.rundir import lock_controller
     from providers.registry import UnknownProvider, get_provider
     from recovery.signing import SigningError
 
@@ -284,7 +269,7 @@ def _run(cfg: object) -> int:
         f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
         file=sys.stderr,
     )
-    lock = _lock(run_dir)
+    lock = lock_controller(run_dir)
     if lock is None:
         return error(f"run_id: run {run_id!r} is running under another controller")
     _interruptible()
