@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import IO, Any
 
 import pytest
 
+from orchestrator.__main__ import main
 from orchestrator.journal import DamagedFile, Journal, read_typed
 from orchestrator.result import read_result, record_from, write_result
 from orchestrator.rundir import LOCK_NAME, controller_alive, lock_controller
@@ -42,6 +45,7 @@ from orchestrator.status import live_progress, summarize
 from orchestrator.wire.control import ControlChannel, run_control_url
 
 pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = {"job": {"name": "digits", "steps": 500}, "cloud": {"name": "local"}}
 
 
@@ -107,6 +111,29 @@ def test_a_control_store_the_journal_names_wrongly_is_no_live_step_not_a_crash(t
     assert live_progress(str(run_dir), view_of(run_dir)) is None
     s = summarize(str(run_dir))
     assert s is not None and s["step"] is None
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def test_action_list_needs_no_run_id_and_takes_a_format(tmp_path: Path) -> None:
+    from orchestrator.compose import compose
+    from orchestrator.config import Action, OutputFormat
+
+    cfg = compose(["action=list", f"home={tmp_path}"])
+    assert (cfg.action, cfg.format, cfg.run_id) == (Action.list, OutputFormat.table, None)
+    assert compose(["action=list", "format=json", f"home={tmp_path}"]).format is OutputFormat.json
+
+
+def test_a_config_json_from_before_format_existed_still_resumes(tmp_path: Path) -> None:
+    import json
+
+    from orchestrator.compose import compose, config_from_plain
+    from orchestrator.config import OutputFormat, to_plain
+
+    saved = to_plain(compose(["run_id=r1", f"home={tmp_path}"]))
+    del saved["format"]
+    assert config_from_plain(json.loads(json.dumps(saved))).format is OutputFormat.table
 
 
 # --- a row from a run's view (pure) -----------------------------------------------------------
@@ -452,3 +479,69 @@ def test_a_runs_folder_that_is_a_file_is_damage_named_by_its_path(tmp_path: Path
     with pytest.raises(DamagedFile) as info:
         list_runs(str(tmp_path))
     assert info.value.path == str(tmp_path / "runs")
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_main_prints_json_and_an_empty_home_in_one_line(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["action=list", f"home={home}", "format=json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in rows][:3] == ["bad-result", "bad-line", "running"]
+    assert set(rows[0]) == {
+        "run_id",
+        "job",
+        "status",
+        "region",
+        "step",
+        "total",
+        "incidents",
+        "started_at",
+        "duration_s",
+        "reason",
+    }
+    empty = home.parent / "empty-home"
+    assert main(["action=list", f"home={empty}"]) == 0
+    out = capsys.readouterr().out
+    assert out == no_runs(str(empty)) + "\n"
+    assert not empty.exists(), "listing an empty home must not create it"
+
+
+def test_main_refuses_a_runs_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "runs").write_text("x")
+    assert main(["action=list", f"home={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}/runs: is a file")
+
+
+def test_the_real_command_lists_every_kind_of_run_without_ray(home: Path, tmp_path: Path) -> None:
+    # A ray that cannot be imported: the listing must neither start nor need a cluster.
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('action=list imported ray')\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "action=list", f"home={home}"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), str(REPO)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("RUN ID")
+    status = {line.split()[0]: line.split()[2] for line in lines[1:10]}
+    assert status == {
+        "bad-result": UNREADABLE,
+        "bad-line": UNREADABLE,
+        "running": "RUNNING",
+        "died": CONTROLLER_DIED,
+        "failed": "FAILED",
+        "succeeded": "SUCCEEDED",
+        "a-file": UNREADABLE,
+        "empty": EMPTY,
+        "journal-folder": UNREADABLE,
+    }
+    assert "died: its controller died; continue it with action=resume run_id=died" in lines
