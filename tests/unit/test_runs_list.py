@@ -43,6 +43,7 @@ from orchestrator.runstate.state import RunView, fold
 from orchestrator.states import RunState
 from orchestrator.status import live_progress, summarize
 from orchestrator.wire.control import ControlChannel, run_control_url
+from tests.unit.test_fuzz_inputs import JOURNAL_DAMAGE, RESULT_DAMAGE
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -457,6 +458,26 @@ def test_every_run_is_a_row_newest_first_and_damage_stops_nothing(home: Path) ->
     assert reasons["journal-folder"] == "journal.jsonl: is a folder, not a file"
     assert reasons["a-file"] == "is a file, not a run folder; move it aside"
     assert all("\n" not in r.reason for r in rows.values())
+
+
+DAMAGE_CASES = [
+    *[("journal.jsonl", d, v) for d, v in JOURNAL_DAMAGE.items()],
+    *[("result.json", d, v) for d, v in RESULT_DAMAGE.items()],
+]
+
+
+@pytest.mark.parametrize(("name", "damage", "data"), DAMAGE_CASES, ids=[f"{n}-{d}" for n, d, _ in DAMAGE_CASES])
+def test_each_damage_that_status_refuses_is_one_unreadable_row_naming_the_file(
+    tmp_path: Path, name: str, damage: str, data: bytes
+) -> None:
+    run_dir = started(tmp_path, "r1")
+    started(tmp_path, "r2")
+    with (run_dir / name).open("ab" if name == "journal.jsonl" else "wb") as fh:
+        fh.write(data)
+    rows = {r.run_id: r for r in list_runs(str(tmp_path))}
+    assert rows["r1"].status == UNREADABLE and rows["r2"].status == CONTROLLER_DIED
+    assert rows["r1"].reason.startswith(f"{name}: ") and "\n" not in rows["r1"].reason
+    assert len(render_table(list(rows.values())).splitlines()) == 6  # header, 2 rows, a gap, 2 reasons
 
 
 def test_a_finished_row_agrees_with_action_status(home: Path) -> None:
