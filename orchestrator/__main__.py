@@ -14,16 +14,18 @@ USAGE = """usage: python -m orchestrator [GROUP=OPTION ...] [KEY=VALUE ...]
   cloud=local                where it may run; regions in failover order (conf/cloud/)
   recovery=default           failure detection and budgets (conf/recovery/)
   chaos=none                 faults to inject, or chaos.faults='[{kind:kill_region,at_step:60}]'
-  action=run|status|report|resume|plan
+  action=run|status|report|resume|plan|list
                              run a job (default); show run_id=<id>; print its incident
                              report (and write report.png); pick up a run whose
                              controller died; show placements and cost, write the
-                             SkyPilot task YAML, launch nothing
+                             SkyPilot task YAML, launch nothing; list every run under home
   run_id=<id>  home=<dir>    name the run; where journals, results and local stores live
+  format=table|json          how action=list prints (json: one flat object per run)
 
 examples:
   python -m orchestrator job=digits
   python -m orchestrator job=digits trainer.workers=1 checkpoint.interval_steps=50
+  python -m orchestrator action=list
   python -m orchestrator action=status run_id=digits-20261130-120000-ab12
   python -m orchestrator job=digits chaos=region_outage
   python -m orchestrator action=report run_id=digits-20261130-120000-ab12
@@ -91,12 +93,17 @@ def main(argv: list[str] | None = None) -> int:
             return _report(cfg.home_path, str(cfg.run_id))
         if cfg.action == "resume":
             return _resume(cfg)
+        if cfg.action == "list":
+            return _list(cfg.home_path, str(cfg.format))
     except DamagedFile as exc:
         return error(f"{exc}; restore it from a copy or move it aside")
     if cfg.action == "plan":
         from orchestrator.plan import main as plan
 
         return plan(cfg)
+    if cfg.action != "run":
+        # An action added to the schema and not dispatched above must not start a run.
+        return error(f"action: {cfg.action!s} is not handled by python -m orchestrator")
     if (
         cfg.chaos.supervise
         and any(f.kind == "controller_crash" for f in cfg.chaos.faults)
@@ -189,29 +196,13 @@ def _new_run_id(cfg: object) -> str:
     return f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"  # type: ignore[attr-defined]
 
 
-def _lock(run_dir: str) -> object | None:
-    """One controller per run: the lock goes with the process, a SIGKILL included."""
-    import fcntl
-
-    from orchestrator.rundir import make_run_dir
-
-    make_run_dir(run_dir)
-    fd = os.open(os.path.join(run_dir, "controller.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    fh = os.fdopen(fd, "a")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        return None
-    return fh
-
-
 def _resume(cli: object) -> int:
     from orchestrator.compose import config_from_plain
     from orchestrator.config import Config, ConfigError
     from orchestrator.controller import CONFIG_NAME, Controller
     from orchestrator.journal import load_json, read_events
     from orchestrator.result import read_result
+    from orchestrator.rundir import lock_controller
     from providers.registry import get_provider
     from recovery.signing import SigningError
 
@@ -237,7 +228,7 @@ def _resume(cli: object) -> int:
     for _ in read_events(os.path.join(run_dir, "journal.jsonl")):
         pass
     cfg.progress = cli.progress
-    lock = _lock(run_dir)
+    lock = lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
@@ -262,10 +253,27 @@ def _status(home: str, run_id: str) -> int:
     return 0
 
 
+def _list(home: str, fmt: str) -> int:
+    import shutil
+
+    from orchestrator.runs_list import list_runs, no_runs, render_json, render_table
+
+    rows = list_runs(home)
+    if fmt == "json":
+        print(render_json(rows))
+    elif not rows:
+        print(no_runs(home))
+    else:
+        # On a terminal the notes under the table are cut to its width; piped, they stay whole.
+        print(render_table(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    return 0
+
+
 def _run(cfg: object) -> int:
     from orchestrator.config import Config
     from orchestrator.controller import Controller
     from orchestrator.preflight import PreflightError, preflight
+    from orchestrator.rundir import lock_controller
     from providers.registry import UnknownProvider, get_provider
     from recovery.signing import SigningError
 
@@ -284,7 +292,7 @@ def _run(cfg: object) -> int:
         f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
         file=sys.stderr,
     )
-    lock = _lock(run_dir)
+    lock = lock_controller(run_dir)
     if lock is None:
         return error(f"run_id: run {run_id!r} is running under another controller")
     _interruptible()

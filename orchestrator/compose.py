@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import (
+    DISPLAY_KEYS,
     READ_ONLY_ACTIONS,
     Config,
     ConfigError,
@@ -174,7 +175,7 @@ def config_from_plain(d: Any) -> Config:
         raise ConfigError("config", f"got {type(d).__name__}; expected a mapping of the config's keys")
     # to_plain wrote every key: one missing is damage, not a default to fill in.
     for f in fields(Config):
-        if f.name not in d:
+        if f.name not in d and f.name not in DISPLAY_KEYS:
             raise ConfigError(f.name, "is missing")
     return _validated(_typed(d))
 

@@ -39,10 +39,20 @@ class Action(StrEnum):
     resume = "resume"
     report = "report"
     plan = "plan"
+    list = "list"
 
 
-# Actions that read a run's files and launch nothing: they get only the checks of what they read.
-READ_ONLY_ACTIONS = (Action.status, Action.report)
+# Actions that read runs' files and launch nothing: they get only the checks of what they read.
+READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list)
+# Actions about one run, which run_id names.
+ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume)
+
+
+class OutputFormat(StrEnum):
+    """format: how action=list prints the runs."""
+
+    table = "table"
+    json = "json"
 
 
 class ProviderKind(StrEnum):
@@ -279,6 +289,8 @@ class Config:
     home: str = "~/.orchestrator"
     # Print a live progress line while the run goes on.
     progress: bool = True
+    # action=list: a table for people, or a JSON list (one flat object per run) for scripts.
+    format: OutputFormat = OutputFormat.table
 
     @property
     def home_path(self) -> str:
@@ -286,6 +298,11 @@ class Config:
 
     def candidate_regions(self) -> list[str]:
         return list(self.cloud.candidates) or list(self.cloud.regions)
+
+
+# Keys that shape what this command prints, not the run: the journal's copy of the config
+# leaves them out, and a config.json may lack them (one written before format existed).
+DISPLAY_KEYS = ("progress", "format")
 
 
 def validate(cfg: Config) -> Config:
@@ -298,11 +315,17 @@ def validate(cfg: Config) -> Config:
     _validate_home(cfg.home)
     if cfg.run_id is not None:
         _validate_name("run_id", cfg.run_id, MAX_RUN_ID)
-    if cfg.action in (*READ_ONLY_ACTIONS, Action.resume):
-        if not cfg.run_id:
-            raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
-        if cfg.action in READ_ONLY_ACTIONS:
-            return cfg
+    if cfg.action in ONE_RUN_ACTIONS and not cfg.run_id:
+        raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
+    if cfg.action is Action.list and cfg.run_id is not None:
+        raise ConfigError(
+            "run_id", "action=list shows every run under home; drop run_id, or use action=status run_id=<id>"
+        )
+    if cfg.format is not OutputFormat.table and cfg.action is not Action.list:
+        value = cfg.format.value
+        raise ConfigError("format", f"got {value!r}; only action=list takes it: drop format={value}")
+    if cfg.action in READ_ONLY_ACTIONS:
+        return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
     _validate_job(cfg)
     _bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)

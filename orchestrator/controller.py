@@ -18,7 +18,7 @@ from typing import Any
 from orchestrator.attempt import AttemptRunner
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.cleanup import run_all
-from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
+from orchestrator.config import DISPLAY_KEYS, STORAGE_FAULTS, Config, proxy_target, to_plain
 from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
@@ -213,7 +213,7 @@ class Controller:
             RunStarted(
                 run_id=self.run_id,
                 pid=os.getpid(),
-                config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
+                config={k: v for k, v in to_plain(cfg).items() if k not in DISPLAY_KEYS},
                 candidates=tuple(self.candidates),
             )
         )

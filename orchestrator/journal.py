@@ -99,6 +99,7 @@ class DamagedFile(Exception):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
+        self.problem = problem
 
 
 # The types an incident's optional fields have wherever it is read back (result.json's).

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+from typing import IO
 
 from recovery.fsio import make_dirs
 
 CONTROL_DIR = "control"
+LOCK_NAME = "controller.lock"
 _DEFAULT_ACL = "system.posix_acl_default"
 _ACCESS_ACL = "system.posix_acl_access"
 # No ACL there, or a filesystem (or kernel) without them: nothing to take away.
@@ -68,3 +71,38 @@ def _drop_default_acl(path: str) -> None:
     with contextlib.suppress(OSError):
         os.removexattr(path, _ACCESS_ACL)
     os.chmod(path, 0o711)
+
+
+def lock_controller(run_dir: str) -> IO[str] | None:
+    """One controller per run: the lock on ``run_dir``'s controller.lock, held while the
+    returned file stays open, or None when another process holds it. It goes with the
+    process, a SIGKILL included, so a held lock is a live controller."""
+    make_run_dir(run_dir)
+    fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fh = os.fdopen(fd, "a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
+def controller_alive(run_dir: str) -> bool | None:
+    """Whether a controller holds the run's lock now; None when that cannot be told (the
+    lock file cannot be opened). Creates nothing. The probe holds a shared lock for an
+    instant: a controller taking the lock in that instant is told another one runs."""
+    try:
+        fh = open(os.path.join(run_dir, LOCK_NAME), "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # no controller ever locked this run
+    except OSError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        return False

@@ -8,7 +8,7 @@ from typing import Any
 from orchestrator.journal import read_typed
 from orchestrator.result import read_result
 from orchestrator.runstate.events import to_json
-from orchestrator.runstate.state import fold
+from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.control import ControlChannel, run_control_url
 
 
@@ -43,7 +43,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     }
     if view.run_starts:
         s["run_id"] = view.run_starts[-1].run_id
-    prog = _progress(run_dir, s) if s["generation"] else None
+    prog = live_progress(run_dir, view)
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
         s["last_checkpoint"] = prog.get("last_checkpoint")
@@ -104,14 +104,19 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _progress(run_dir: str, s: dict[str, Any]) -> dict[str, Any] | None:
-    """The live step, from the run's control channel (wherever cloud.control_store put it)."""
-    cloud = _section(s["config"], "cloud")
-    url = run_control_url(cloud.get("control_store"), s.get("run_id") or os.path.basename(run_dir), run_dir)
+def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
+    """The live step of the run's newest attempt, from its control channel (wherever
+    cloud.control_store put it); None before an attempt started or when it cannot be read."""
+    if not view.current_generation:
+        return None
+    cloud = _section(view.config, "cloud")
     try:
-        prog = ControlChannel(url, cloud.get("control_options") or {}).read_progress(int(s["generation"]))
+        url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
+        prog = ControlChannel(url, cloud.get("control_options") or {}).read_progress(view.current_generation)
         return None if prog is None else prog.as_dict()
-    except Exception:  # an unreachable control store: status still shows what the journal says
+    # An unreachable control store, or one the journal's copy of the config names
+    # wrongly (it is for display): status still shows what the journal says.
+    except Exception:
         return None
 
 

@@ -19,6 +19,7 @@ from orchestrator.config import (
     Loader,
     Metric,
     Mode,
+    OutputFormat,
     ProviderKind,
     Scheduler,
     to_plain,
@@ -43,6 +44,7 @@ def refused(overrides: list[str]) -> ConfigError:
 
 CASES = [
     (["action=explode"], "action", "explode", Action),
+    (["action=list", "format=xml"], "format", "xml", OutputFormat),
     (["cloud.provider=bogus"], "cloud.provider", "bogus", ProviderKind),
     (["trainer.autocast=fp8"], "trainer.autocast", "fp8", Autocast),
     (["data.loader=torch"], "data.loader", "torch", Loader),

@@ -103,7 +103,7 @@ def refused(box: Sandbox, args: list[str], capsys: pytest.CaptureFixture[str], n
 # Every action takes a run_id; these would be a folder outside home, an option, a name
 # too long for a file system, or nothing.
 BAD_NAMES = ["../../outside/x", f"{OUTSIDE}/x", "..", "-rf", "a" * 500, ""]
-ACTIONS = ["run", "status", "report", "resume", "plan"]
+ACTIONS = ["run", "status", "report", "resume", "plan", "list"]
 OTHER_BAD_NAMES = ["a/b", ".hidden", "x;rm -rf y", "é"]
 NAME_CASES = [
     *[([f"action={a}", f"run_id='{n}'"], "error: run_id:") for a in ACTIONS for n in BAD_NAMES],
@@ -157,6 +157,7 @@ SECRET_CASES = [
 HOME_CASES = [
     *[(["run_id=r1", f"home='{h}'"], "error: home:") for h in ["", " ", f"{OUTSIDE}/afile", f"{OUTSIDE}/afile/below"]],
     *[(["action=status", "run_id=r1", f"home='{h}'"], "error: home:") for h in ["", f"{OUTSIDE}/afile"]],
+    *[(["action=list", f"home='{h}'"], "error: home:") for h in ["", f"{OUTSIDE}/afile"]],
 ]
 
 UNHONOURED_CASES = [
@@ -190,6 +191,9 @@ OTHER_CASES = [
     (["--config-dir", f"{OUTSIDE}/nope"], "error: --config-dir:"),
     (["job.params.hidden=64"], "error: job.params.hidden:"),
     (["action=status"], "error: run_id:"),
+    (["action=list", "run_id=r1"], "error: run_id:"),
+    (["action=status", "run_id=r1", "format=json"], "error: format:"),
+    (["action=list", "format=yaml"], "error: format:"),
     (["run_id=a\nb"], "error: run_id:"),
     (["digits"], "error: digits:"),
     (["chaos.faults=[{kind:explode,at_step:5}]"], "error: chaos.faults[0].kind:"),

@@ -48,7 +48,7 @@ def test_a_name_that_is_no_plain_name_is_refused(name: str) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("action", ["run", "status", "report", "resume", "plan"])
+@pytest.mark.parametrize("action", ["run", "status", "report", "resume", "plan", "list"])
 def test_a_run_id_that_is_a_path_is_refused_for_every_action(action: str) -> None:
     assert refused([f"action={action}", "run_id='../../x'"]).key == "run_id"
 
