@@ -74,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = compose(config_dir_overrides(args))
         if cfg.action in ("run", "plan"):
+            from orchestrator.config import check_notify_program
             from orchestrator.usercode import check_user_code
 
             check_user_code(cfg)
+            check_notify_program(cfg.notify)
         if cfg.action == "run":
             _refuse_finished(cfg)
             _refuse_unfinished(cfg)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
+import shutil
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum, StrEnum
 from typing import Any
@@ -264,6 +266,51 @@ class ChaosConfig:
     supervise: bool = True
 
 
+# The longest notify.timeout_s: the end of a run waits for its last notification up to this long.
+MAX_NOTIFY_TIMEOUT_S = 60.0
+NOTIFY_SCHEMES = ("http", "https")
+
+
+@dataclass
+class NotifyConfig:
+    """Who hears of the run's incidents, failovers and end (README "Notifications")."""
+
+    # A program and its arguments, split into words as a shell would (shlex; no shell runs
+    # it, so no pipes or redirections): each notification's JSON on its stdin, and
+    # ORCHESTRATOR_RUN_ID, ORCHESTRATOR_EVENT, ORCHESTRATOR_STATUS, ORCHESTRATOR_JOB in its
+    # environment. A string like cloud.regions.<name>.setup and .python. null: none.
+    command: str | None = None
+    # An http:// or https:// URL that gets each notification as a JSON POST. Its path and
+    # query may carry a token: the journal names it by scheme and host only. null: none.
+    webhook: str | None = None
+    # Each delivery's deadline, in seconds: a command still running is killed, a server
+    # that has not answered is left; either is journaled (notify_failed) and the run goes on.
+    timeout_s: float = 5.0
+
+    def argv(self) -> list[str]:
+        """The command as the words it runs (empty: no command)."""
+        return shlex.split(self.command) if self.command else []
+
+    def endpoint(self) -> str | None:
+        """The webhook as the journal names it: scheme and host (and port), never path or query."""
+        return None if self.webhook is None else webhook_endpoint(self.webhook)
+
+
+def webhook_endpoint(url: str) -> str:
+    """``scheme://host[:port]`` of a URL: what may be shown of one that may carry a token."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
 @dataclass
 class Config:
     job: JobConfig = field(default_factory=JobConfig)
@@ -274,6 +321,7 @@ class Config:
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
     data: DataConfig = field(default_factory=DataConfig)
     hpo: HpoConfig = field(default_factory=HpoConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
     action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"
@@ -335,6 +383,7 @@ def validate(cfg: Config) -> Config:
     _validate_data(cfg.data)
     _validate_hpo(cfg)
     _validate_chaos(cfg)
+    _validate_notify(cfg.notify)
     return cfg
 
 
@@ -566,6 +615,82 @@ def _validate_hpo(cfg: Config) -> None:
             "hpo.num_samples",
             f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
         )
+
+
+def _validate_notify(notify: NotifyConfig) -> None:
+    """Targets that could never work are refused before the run starts, not found out at
+    its first incident. No message shows the webhook's URL or the command's arguments:
+    a token may be in either."""
+    if notify.webhook is not None:
+        _validate_webhook(notify.webhook)
+    if notify.command is not None:
+        try:
+            argv = notify.argv()
+        except ValueError as exc:
+            raise ConfigError(
+                "notify.command", f"cannot be split into words ({exc}); close its quotes, or null for none"
+            ) from None
+        if not argv:
+            raise ConfigError(
+                "notify.command", "is empty; give a program and its arguments, e.g. 'python3 notify.py', or null"
+            )
+    if not notify.timeout_s > 0:
+        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds > 0")
+    if notify.timeout_s > MAX_NOTIFY_TIMEOUT_S:
+        raise ConfigError(
+            "notify.timeout_s",
+            f"got {notify.timeout_s}; at most {MAX_NOTIFY_TIMEOUT_S:g} (the end of a run waits for its last "
+            "notification up to this long)",
+        )
+
+
+def check_notify_program(notify: NotifyConfig) -> None:
+    """notify.command's program can be run here: checked for a new run (with the user's
+    code), not in validate, since a resume must not be refused for what only
+    notifications need (a failing command is journaled then, never fatal)."""
+    argv = notify.argv()
+    if argv and shutil.which(argv[0]) is None:
+        raise ConfigError(
+            "notify.command",
+            f"{show(argv[0])} is not a program that can be run (on PATH, or a path to an executable file)",
+        )
+
+
+def _validate_webhook(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    key = "notify.webhook"
+    if not url.strip():
+        raise ConfigError(key, "is empty; give an http:// or https:// URL, or null for none")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ConfigError(key, "holds a space or a control character; percent-encode it")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError as exc:
+        raise ConfigError(
+            key, f"is no URL that can be read ({_no_url_in(exc, url)}); expected https://host/path"
+        ) from None
+    scheme = parts.scheme.lower()
+    if "://" in url and scheme not in NOTIFY_SCHEMES:
+        raise ConfigError(
+            key, f"got a URL of scheme {show(scheme)}; expected http:// or https:// (it receives a JSON POST)"
+        )
+    if scheme not in NOTIFY_SCHEMES or not parts.netloc:
+        raise ConfigError(key, "is no absolute URL; expected an http:// or https:// URL (it receives a JSON POST)")
+    if "@" in parts.netloc:
+        raise ConfigError(
+            key,
+            "holds a user name or password ('user:pass@'), which is never sent; put the token in the URL's "
+            "path or query, which only this run's config.json keeps",
+        )
+    if not parts.hostname:
+        raise ConfigError(key, f"got {scheme}:// with no host; expected {scheme}://host/path")
+
+
+def _no_url_in(exc: ValueError, url: str) -> str:
+    # urllib's message, without the URL should it quote it (a token may be in it).
+    return str(exc).replace(url, "...")
 
 
 def total_steps(cfg: Config) -> int:

@@ -195,7 +195,29 @@ OTHER_CASES = [
     (["chaos.faults=[{kind:explode,at_step:5}]"], "error: chaos.faults[0].kind:"),
 ]
 
-CLI_CASES = NAME_CASES + NUMBER_CASES + STORE_CASES + SECRET_CASES + HOME_CASES + UNHONOURED_CASES + OTHER_CASES
+# A notifier that could never work; none of the messages may show the token.
+NOTIFY_CASES = [
+    *[
+        ([f"notify.webhook='{url}'"], "error: notify.webhook:")
+        for url in [
+            "ftp://hooks.example.com/T0K3N",
+            "hooks.example.com/T0K3N",
+            "",
+            "https://bot:T0K3N@hooks.example.com/x",
+            "https://hooks.example.com:0x50/T0K3N",
+            "javascript:alert(T0K3N)",
+        ]
+    ],
+    *[
+        ([f"notify.command={cmd}"], "error: notify.command:")
+        for cmd in ["''", "'  '", '"curl -H \'Authorization: T0K3N"', "'no-such-program-zz --token T0K3N'"]
+    ],
+    *[([f"notify.timeout_s={t}"], "error: notify.timeout_s:") for t in ["-1", "0", "nan", "1e9"]],
+]
+
+CLI_CASES = (
+    NAME_CASES + NUMBER_CASES + STORE_CASES + SECRET_CASES + HOME_CASES + UNHONOURED_CASES + OTHER_CASES + NOTIFY_CASES
+)
 
 
 @pytest.mark.parametrize(("args", "names"), CLI_CASES, ids=[" ".join(a)[:60] for a, _ in CLI_CASES])
@@ -203,7 +225,8 @@ def test_a_malformed_command_line_is_one_line_and_exit_2(
     sandbox: Sandbox, capsys: pytest.CaptureFixture[str], args: list[str], names: str
 ) -> None:
     (sandbox.outside / "afile").write_text("a file where a folder is expected")
-    refused(sandbox, args, capsys, names)
+    line = refused(sandbox, args, capsys, names)
+    assert "T0K3N" not in line
 
 
 # --- damaged run files ----------------------------------------------------------------------
