@@ -1,0 +1,402 @@
+"""Notifications (orchestrator/notify.py): which events make one and what it says, event by
+event; delivery to a real HTTP server on 127.0.0.1 and to a real command, in order and
+bounded, failures in one line without the URL's secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import notify
+from orchestrator.config import NotifyConfig
+from orchestrator.notify import CommandTarget, DeliveryError, Notifier, WebhookTarget, notification
+from orchestrator.runstate import events as E
+from orchestrator.runstate.state import RunView, fold
+from orchestrator.states import RunState
+from recovery.detection import FailureKind
+from recovery.policy import Action
+from tests.unit.test_runstate import SAMPLES
+
+pytestmark = pytest.mark.unit
+RUN = "notified"
+TOKEN = "T0K3N-s3cr3t"
+KEYS = {
+    "run_id",
+    "kind",
+    "job",
+    "status",
+    "regions",
+    "step",
+    "rto_s",
+    "failure",
+    "reason",
+    "restored_step",
+    "lost_steps",
+    "time",
+    "ts",
+}
+
+
+# --- which events notify, and what they say ------------------------------------------------------
+
+
+def _running_in(region: str, generation: int = 1, *more: E.Event) -> RunView:
+    return fold(
+        [
+            E.RunStarted(run_id=RUN, ts=100.0),
+            E.Transition(RunState.PROVISIONING, RunState.PENDING, region=region, generation=generation, ts=101.0),
+            E.AttemptStarted(generation, region, ts=101.0),
+            E.Transition(RunState.RUNNING, RunState.PROVISIONING, region=region, generation=generation, ts=102.0),
+            *more,
+        ]
+    )
+
+
+def _notes(event: E.Event, view: RunView) -> dict[str, Any] | None:
+    # The controller hands each event over with the view it leads to.
+    from orchestrator.runstate.state import apply
+
+    note = notification(event, apply(view, event), RUN, "digits")
+    if note is not None:
+        assert set(note) == KEYS
+        assert json.loads(json.dumps(note)) == note
+    return note
+
+
+def test_a_failure_detected_is_an_incident_with_its_kind_and_one_line_of_why() -> None:
+    event = E.FailureDetected(
+        "cluster_lost", region="local-a", detail="the cluster's head is gone\nmore", last_step=60, ts=1_700_000_000.5
+    )
+    note = _notes(event, _running_in("local-a"))
+    assert note == {
+        "run_id": RUN,
+        "kind": "incident",
+        "job": "digits",
+        "status": "RUNNING",
+        "regions": ["local-a"],
+        "step": 60,
+        "rto_s": None,
+        "failure": "cluster_lost",
+        "reason": "the cluster's head is gone",
+        "restored_step": None,
+        "lost_steps": None,
+        "time": "2023-11-14T22:13:20.500Z",
+        "ts": 1_700_000_000.5,
+    }
+
+
+def test_a_launch_that_failed_is_an_incident_in_the_policys_words_and_a_standbys_is_none() -> None:
+    view = fold([E.RunStarted(run_id=RUN), E.Transition(RunState.PROVISIONING, RunState.PENDING, region="local-a")])
+    failed = E.ProvisionFailed("local-a", kind="timeout", error="not up within 60s\ntrace", purpose="attempt")
+    note = _notes(failed, view)
+    assert note is not None
+    assert (note["kind"], note["status"], note["failure"], note["reason"]) == (
+        "incident",
+        "PROVISIONING",
+        "provision_timeout",
+        "not up within 60s",
+    )
+    assert _notes(E.ProvisionFailed("local-b", kind="no_capacity", error="none", purpose="standby"), view) is None
+
+
+def test_a_failover_is_told_when_its_incident_closes_with_the_regions_and_the_rto() -> None:
+    recorded = E.IncidentRecorded(
+        kind="cluster_lost",
+        from_region="local-a",
+        to_region="local-b",
+        failed_at=110.0,
+        detected_at=110.5,
+        last_step=60,
+        restored_step=50,
+        first_step_at=125.0,
+        generation=1,
+        rto_s=15.0,
+        lost_steps=10,
+        ts=125.1,
+    )
+    note = _notes(recorded, _running_in("local-b", 2))
+    assert note is not None
+    assert {k: note[k] for k in ("kind", "status", "regions", "step", "rto_s", "failure", "restored_step")} == {
+        "kind": "failover",
+        "status": "RUNNING",
+        "regions": ["local-a", "local-b"],
+        "step": 60,
+        "rto_s": 15.0,
+        "failure": "cluster_lost",
+        "restored_step": 50,
+    }
+    assert note["lost_steps"] == 10 and note["reason"] is None
+    # The new region failed before its first step: the move is told, with no RTO.
+    never = E.IncidentRecorded(kind="preempted", from_region="local-a", to_region="local-b", failed_at=1, detected_at=2)
+    assert _notes(never, _running_in("local-b", 2)) is not None
+    assert _notes(never, _running_in("local-b", 2))["rto_s"] is None  # type: ignore[index]
+
+
+def test_a_restart_in_place_is_no_news_twice_but_a_recovery_nothing_else_announced_is() -> None:
+    view = _running_in("local-a")
+    restart = E.IncidentRecorded(
+        kind="runtime_lost", from_region="local-a", to_region="local-a", failed_at=1, detected_at=2
+    )
+    assert _notes(restart, view) is None
+    for kind in ("worker_lost", "controller_lost"):
+        recorded = E.IncidentRecorded(
+            kind=kind, from_region="local-a", to_region="local-a", failed_at=1, detected_at=2, rto_s=3.5
+        )
+        note = _notes(recorded, view)
+        assert note is not None
+        assert (note["kind"], note["regions"], note["failure"], note["rto_s"]) == ("incident", ["local-a"], kind, 3.5)
+        assert note["reason"]
+
+
+def test_the_runs_end_is_succeeded_or_failed_with_the_verdicts_reason() -> None:
+    done = _running_in("local-b", 2, E.Transition(RunState.SUCCEEDED, RunState.RUNNING, region="local-b"))
+    note = _notes(E.RunFinished(status="SUCCEEDED", final_step=300), done)
+    assert note is not None
+    assert (note["kind"], note["status"], note["regions"], note["step"], note["reason"]) == (
+        "succeeded",
+        "SUCCEEDED",
+        ["local-b"],
+        300,
+        None,
+    )
+    why = "recovery.max_failovers=2 spent"
+    lost = _running_in("local-c", 3, E.Transition(RunState.FAILED, RunState.RUNNING, reason=why, region="local-c"))
+    note = _notes(E.RunFinished(status="FAILED", final_step=120), lost)
+    assert note is not None
+    assert (note["kind"], note["status"], note["regions"], note["reason"]) == ("failed", "FAILED", ["local-c"], why)
+    # Interrupted before any attempt: no region to name.
+    early = fold([E.RunStarted(run_id=RUN), E.Transition(RunState.FAILED, RunState.PENDING, reason="interrupted")])
+    assert _notes(E.RunFinished(status="FAILED", final_step=0), early)["regions"] == []  # type: ignore[index]
+
+
+def test_no_other_event_makes_a_notification() -> None:
+    view = _running_in("a")
+    makes = {E.type_of(e) for e in SAMPLES if _notes(e, view) is not None}
+    assert makes == {"failure_detected", "provision_failed", "incident", "run_finished"}
+    assert _notes(E.DecisionMade(Action.FAILOVER, FailureKind.CLUSTER_LOST, region="b"), view) is None
+    assert _notes(E.NotifyFailed("webhook", "incident", "HTTP 500"), view) is None
+
+
+# --- delivery to a real server and a real command --------------------------------------------------
+
+
+@dataclass
+class Hook:
+    """An HTTP server on 127.0.0.1 that records every request; ``mode`` says how it answers."""
+
+    server: ThreadingHTTPServer
+    mode: str = "ok"
+    got: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def url(self, path: str = f"/services/{TOKEN}?token={TOKEN}") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def notes(self) -> list[dict[str, Any]]:
+        return [json.loads(r["body"]) for r in self.got]
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hook]:
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    box: list[Hook] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            h = box[0]
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            h.got.append({"method": "POST", "path": self.path, "type": self.headers.get("Content-Type"), "body": body})
+            if h.mode == "hang":
+                h.release.wait(30)
+                return
+            if h.mode == "redirect":
+                self.send_response(302)
+                self.send_header("Location", f"http://127.0.0.1:{h.port}/elsewhere")
+            else:
+                self.send_response(500 if h.mode == "error" else 204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    box.append(Hook(server))
+    thread = threading.Thread(target=server.serve_forever, name="test-hook", daemon=True)
+    thread.start()
+    try:
+        yield box[0]
+    finally:
+        box[0].release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections: bound, never listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()
+
+
+RECORDER = """\
+import json, os, sys
+data = sys.stdin.read()
+names = ("ORCHESTRATOR_RUN_ID", "ORCHESTRATOR_EVENT", "ORCHESTRATOR_STATUS", "ORCHESTRATOR_JOB")
+env = {k: os.environ.get(k) for k in names}
+with open(sys.argv[1], "a") as fh:
+    fh.write(json.dumps({"stdin": data, "env": env, "argv": sys.argv[2:]}) + "\\n")
+sys.exit(int(os.environ.get("RECORDER_EXIT", "0")))
+"""
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> tuple[str, Path]:
+    """(notify.command, the file it appends each call to): a real program writing its stdin and env."""
+    script = tmp_path / "notify_recorder.py"
+    script.write_text(RECORDER)
+    out = tmp_path / "calls.jsonl"
+    return f"{sys.executable} {script} {out} --token {TOKEN}", out
+
+
+def _calls(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+
+
+NOTE = {"run_id": RUN, "kind": "incident", "job": "digits", "status": "RUNNING"}
+
+
+def test_a_command_gets_the_json_on_stdin_and_the_essentials_in_its_environment(recorder: tuple[str, Path]) -> None:
+    command, out = recorder
+    target = CommandTarget(NotifyConfig(command=command).argv())
+    assert target.endpoint == os.path.basename(sys.executable)
+    target.deliver(NOTE, json.dumps(NOTE).encode(), 10.0)
+    (call,) = _calls(out)
+    assert json.loads(call["stdin"]) == NOTE and call["argv"] == ["--token", TOKEN]
+    assert call["env"] == {
+        "ORCHESTRATOR_RUN_ID": RUN,
+        "ORCHESTRATOR_EVENT": "incident",
+        "ORCHESTRATOR_STATUS": "RUNNING",
+        "ORCHESTRATOR_JOB": "digits",
+    }
+
+
+def test_a_command_that_fails_hangs_or_is_missing_is_one_line_without_its_arguments(
+    tmp_path: Path, recorder: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command, _ = recorder
+    monkeypatch.setenv("RECORDER_EXIT", "3")
+    with pytest.raises(DeliveryError, match=r"^exited with status 3$"):
+        CommandTarget(NotifyConfig(command=command).argv()).deliver(NOTE, b"{}", 10.0)
+    with pytest.raises(DeliveryError, match=r"^cannot start no-such-program-zz: No such file"):
+        CommandTarget(["no-such-program-zz", TOKEN]).deliver(NOTE, b"{}", 10.0)
+    # It hangs, and so does what it started: both are gone at the deadline.
+    pids = tmp_path / "pids"
+    hang = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    t0 = time.monotonic()
+    with pytest.raises(DeliveryError, match=r"^still running after 1\.5s; killed$"):
+        CommandTarget([sys.executable, "-c", hang, TOKEN]).deliver(NOTE, b"{}", 1.5)
+    assert time.monotonic() - t0 < 5
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_webhook_gets_a_json_post_and_its_errors_never_show_the_url(hook: Hook, refusing_port: int) -> None:
+    body = json.dumps(NOTE).encode()
+    target = WebhookTarget(hook.url(), NotifyConfig(webhook=hook.url()).endpoint() or "")
+    target.deliver(NOTE, body, 5.0)
+    (req,) = hook.got
+    assert (req["method"], req["path"], req["type"]) == ("POST", f"/services/{TOKEN}?token={TOKEN}", "application/json")
+    assert json.loads(req["body"]) == NOTE
+    assert target.endpoint == f"http://127.0.0.1:{hook.port}" and TOKEN not in repr(target)
+    for mode, words in [("error", "HTTP 500"), ("redirect", "HTTP 302"), ("hang", "no answer within 0.5s")]:
+        hook.mode = mode
+        t0 = time.monotonic()
+        with pytest.raises(DeliveryError) as err:
+            target.deliver(NOTE, body, 0.5)
+        assert time.monotonic() - t0 < 3
+        assert str(err.value).startswith(words) and TOKEN not in str(err.value)
+    # The redirect was not followed.
+    assert not any(r["path"] == "/elsewhere" for r in hook.got)
+    refused = f"http://127.0.0.1:{refusing_port}/services/{TOKEN}?token={TOKEN}"
+    with pytest.raises(DeliveryError, match=r"^connection refused$"):
+        WebhookTarget(refused, "x").deliver(NOTE, body, 5.0)
+
+
+def test_offering_never_waits_for_a_hanging_target_and_the_end_waits_a_bounded_time(hook: Hook) -> None:
+    hook.mode = "hang"
+    failed: list[E.NotifyFailed] = []
+    notifier = Notifier(NotifyConfig(webhook=hook.url(), timeout_s=0.5), RUN, "digits", failed=failed.append)
+    view = _running_in("local-a")
+    t0 = time.monotonic()
+    for step in (10, 20, 30):
+        notifier.offer(E.FailureDetected("runtime_lost", region="local-a", last_step=step, ts=1.0), view)
+    notifier.offer(E.RunFinished(status="SUCCEEDED", final_step=60), view)
+    assert time.monotonic() - t0 < 0.2
+    notifier.close()
+    # Two deliveries' time (0.5 s each) and a little: each notification is accounted for
+    # once, timed out while the run went on or given up on at its end.
+    assert time.monotonic() - t0 < 2.5
+    assert sorted((f.target, f.notification) for f in failed) == [("webhook", "incident")] * 3 + [
+        ("webhook", "succeeded")
+    ]
+    assert [f.error for f in failed[:2]] == ["no answer within 0.5s"] * 2
+    assert {f.error.split(" (")[0] for f in failed[2:]} <= {
+        "no answer within 0.5s",
+        "no answer yet when the run ended",
+        "not sent: the run ended before its turn came",
+    }
+    assert all(f.endpoint == f"http://127.0.0.1:{hook.port}" for f in failed)
+    notifier.offer(E.RunFinished(status="SUCCEEDED"), view)  # after close: nothing, no error
+    assert len(failed) == 4
+
+
+def test_a_target_that_keeps_everyone_waiting_holds_a_bounded_backlog(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notify, "QUEUE_MAX", 2)
+    hook.mode = "hang"
+    failed: list[E.NotifyFailed] = []
+    notifier = Notifier(NotifyConfig(webhook=hook.url(), timeout_s=0.3), RUN, "digits", failed=failed.append)
+    for _ in range(4):
+        notifier.offer(E.FailureDetected("cluster_lost", region="a", ts=1.0), _running_in("a"))
+    assert [f.error for f in failed] == ["not sent: 2 notifications already wait for this target"] * 2
+    notifier.close()
+    assert len(failed) == 4
