@@ -22,6 +22,7 @@ from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
 from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
+from orchestrator.notify import Notifier, shown
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
 from orchestrator.result import RunRecord, record_from, write_result
@@ -37,6 +38,7 @@ from orchestrator.runstate.events import (
     IncidentRecorded,
     MultipartAborted,
     MultipartAbortFailed,
+    NotifyFailed,
     ReplicationError,
     RunFinished,
     RunKeyCreated,
@@ -81,6 +83,8 @@ class Controller:
         if not cfg.cloud.control_store:
             make_control_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+        # Told every event emit() journals; delivers in the background (orchestrator/notify.py).
+        self.notifier = Notifier(cfg.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
         # The run's secret stays in its folder (0600); attempts get the key derived from
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         secret, self.secret_created = load_or_create_secret(self.run_dir)
@@ -159,6 +163,8 @@ class Controller:
         with self._state_lock:
             written = self.journal.emit(event)
             self.view = apply(self.view, written)
+            # Under the lock, so notifications leave in the journal's order; offer never waits.
+            self.notifier.offer(written, self.view)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
         return written
@@ -187,6 +193,10 @@ class Controller:
         # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
         self.emit(ControlInvalid(path=invalid.path, reason=invalid.reason))
 
+    def _on_notify_failed(self, failed: NotifyFailed) -> None:
+        self.emit(failed)
+        self.progress.note(f"notify: {failed.target} {failed.endpoint} failed ({failed.error})")
+
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
         self.emit(Transition(to=new, from_=prev, **info))  # type: ignore[arg-type]
         if new is RunState.RUNNING and isinstance(info.get("region"), str):
@@ -213,7 +223,9 @@ class Controller:
             RunStarted(
                 run_id=self.run_id,
                 pid=os.getpid(),
-                config={k: v for k, v in to_plain(cfg).items() if k != "progress"},
+                # The webhook's URL and the command's arguments may hold a token: config.json
+                # keeps them (for a resume), the journal only what shown() leaves.
+                config={**{k: v for k, v in to_plain(cfg).items() if k != "progress"}, "notify": shown(cfg.notify)},
                 candidates=tuple(self.candidates),
             )
         )
@@ -313,8 +325,15 @@ class Controller:
         self.final = None if final is None else final.as_dict()
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        self._finished(result)
         return result
+
+    def _finished(self, result: dict[str, Any]) -> None:
+        """The run's last event, then its notification's delivery (bounded: notify.timeout_s)."""
+        try:
+            self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        finally:
+            self.notifier.close()
 
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
@@ -337,7 +356,7 @@ class Controller:
                 ]
             )
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        self._finished(result)
         return result
 
     def step(self) -> bool:

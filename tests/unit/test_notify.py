@@ -1,9 +1,13 @@
 """Notifications (orchestrator/notify.py): which events make one and what it says, event by
 event; delivery to a real HTTP server on 127.0.0.1 and to a real command, in order and
-bounded, failures in one line without the URL's secret."""
+bounded; and whole runs of the controller's loop over the scripted provider
+(tests/fakecloud.py) that notify a server and a command of an incident, a failover and
+the end, or meet a webhook that hangs or refuses, and end exactly as they would without
+one, the failures journaled as ``notify_failed`` without the URL's secret."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -17,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakecloud import FakeCloud, Script
 
+import orchestrator.watch as watch
 from orchestrator import notify
+from orchestrator.compose import compose
 from orchestrator.config import NotifyConfig
+from orchestrator.controller import Controller
 from orchestrator.notify import CommandTarget, DeliveryError, Notifier, WebhookTarget, notification
 from orchestrator.runstate import events as E
 from orchestrator.runstate.state import RunView, fold
@@ -400,3 +408,155 @@ def test_a_target_that_keeps_everyone_waiting_holds_a_bounded_backlog(
     assert [f.error for f in failed] == ["not sent: 2 notifications already wait for this target"] * 2
     notifier.close()
     assert len(failed) == 4
+
+
+# --- whole runs ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "POLL_S", 0.002)
+    monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
+
+
+def _run(home: Path, cloud: FakeCloud, *overrides: str) -> tuple[Controller, dict[str, Any]]:
+    cfg = compose(
+        [
+            f"home={home}",
+            f"run_id={RUN}",
+            "progress=false",
+            "job.steps=60",
+            "recovery.heartbeat_interval_s=0.05",
+            "recovery.heartbeat_timeout_s=0.3",
+            *overrides,
+        ]
+    )
+    ctl = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    return ctl, ctl.run()
+
+
+def _failover_then_success() -> FakeCloud:
+    return FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+
+
+def _files_with(root: Path, secret: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and secret in p.read_text("latin-1"))
+
+
+def _outcome(ctl: Controller, result: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        result["status"],
+        result["final_step"],
+        [(a["region"], a["outcome"], a["restored_step"]) for a in ctl.record.attempts],
+        [(i.kind, i.from_region, i.to_region, i.lost_steps) for i in ctl.record.incidents],
+    )
+
+
+def test_a_run_with_an_incident_a_failover_and_success_tells_a_server_and_a_command(
+    tmp_path: Path, hook: Hook, recorder: tuple[str, Path]
+) -> None:
+    command, out = recorder
+    ctl, result = _run(
+        tmp_path / "home",
+        _failover_then_success(),
+        f"notify.webhook='{hook.url()}'",
+        f"notify.command='{command}'",
+    )
+    assert result["status"] == "SUCCEEDED"
+    notes = hook.notes()
+    assert [n["kind"] for n in notes] == ["incident", "failover", "succeeded"]
+    assert [json.loads(c["stdin"]) for c in _calls(out)] == notes
+    assert [(c["env"]["ORCHESTRATOR_EVENT"], c["env"]["ORCHESTRATOR_STATUS"]) for c in _calls(out)] == [
+        ("incident", "RUNNING"),
+        ("failover", "RUNNING"),
+        ("succeeded", "SUCCEEDED"),
+    ]
+    assert all(r["path"] == f"/services/{TOKEN}?token={TOKEN}" and r["type"] == "application/json" for r in hook.got)
+    incident, failover, succeeded = notes
+    assert {k: incident[k] for k in ("run_id", "job", "status", "regions", "step", "failure")} == {
+        "run_id": RUN,
+        "job": "digits",
+        "status": "RUNNING",
+        "regions": ["local-a"],
+        "step": 40,
+        "failure": "cluster_lost",
+    }
+    assert incident["reason"] and incident["rto_s"] is None
+    (recorded,) = result["incidents"]
+    assert failover["regions"] == ["local-a", "local-b"] and failover["restored_step"] == 40
+    # The RTO result.json and the incident report give: from the failure to the first step in local-b.
+    assert failover["rto_s"] == recorded["rto_s"] and failover["rto_s"] > 0
+    assert (succeeded["regions"], succeeded["step"], succeeded["status"]) == (["local-b"], 60, "SUCCEEDED")
+    assert not [e for e in ctl.journal.events() if e["type"] == "notify_failed"]
+    # The journal's copy of the config names the webhook by scheme and host, the command by its program.
+    (started,) = [e for e in ctl.journal.events() if e["type"] == "run_started"]
+    assert started["config"]["notify"] == {
+        "command": os.path.basename(sys.executable) + " ...",
+        "webhook": f"http://127.0.0.1:{hook.port}",
+        "timeout_s": 5.0,
+    }
+    # Only config.json (0600, for a resume) holds the token.
+    assert _files_with(tmp_path / "home", TOKEN) == [f"runs/{RUN}/config.json"]
+
+
+def test_a_run_that_fails_tells_of_each_incident_the_failover_and_the_failure(
+    tmp_path: Path, hook: Hook, recorder: tuple[str, Path]
+) -> None:
+    command, out = recorder
+    ctl, result = _run(
+        tmp_path / "home",
+        FakeCloud({"local-a": [Script(20, "cluster_lost")], "local-b": [Script(40, "cluster_lost")]}),
+        "recovery.max_failovers=1",
+        f"notify.webhook='{hook.url()}'",
+        f"notify.command='{command}'",
+    )
+    assert result["status"] == "FAILED"
+    notes = hook.notes()
+    assert [(n["kind"], n["regions"]) for n in notes] == [
+        ("incident", ["local-a"]),
+        ("failover", ["local-a", "local-b"]),
+        ("incident", ["local-b"]),
+        ("failed", ["local-b"]),
+    ]
+    assert [json.loads(c["stdin"]) for c in _calls(out)] == notes
+    failed = notes[-1]
+    assert failed["status"] == "FAILED" and "recovery.max_failovers=1" in failed["reason"]
+    assert failed["reason"] == ctl.record.reason
+    assert not [e for e in ctl.journal.events() if e["type"] == "notify_failed"]
+
+
+@pytest.mark.parametrize("trouble", ["hang", "refuse"])
+def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journaled_without_its_secret(
+    tmp_path: Path, hook: Hook, refusing_port: int, trouble: str
+) -> None:
+    plain_ctl, plain = _run(tmp_path / "plain", _failover_then_success())
+    if trouble == "hang":
+        hook.mode = "hang"
+        url, timeout_s = hook.url(), 1.5
+    else:
+        url, timeout_s = f"http://127.0.0.1:{refusing_port}/services/{TOKEN}?token={TOKEN}", 5.0
+    home = tmp_path / "home"
+    t0 = time.monotonic()
+    ctl, result = _run(home, _failover_then_success(), f"notify.webhook='{url}'", f"notify.timeout_s={timeout_s}")
+    took = time.monotonic() - t0
+    assert _outcome(ctl, result) == _outcome(plain_ctl, plain)
+    events = ctl.journal.events()
+    failed = [e for e in events if e["type"] == "notify_failed"]
+    assert sorted(f["notification"] for f in failed) == ["failover", "incident", "succeeded"]
+    endpoint = f"http://127.0.0.1:{hook.port if trouble == 'hang' else refusing_port}"
+    assert all(f["target"] == "webhook" and f["endpoint"] == endpoint for f in failed)
+    if trouble == "refuse":
+        assert [f["error"] for f in failed] == ["connection refused"] * 3
+    else:
+        # Nothing waited for the server: the run ended long before two of its deadlines passed
+        # (each notification before the end would have cost 1.5 s), and its end waited at most two.
+        ts = {e["type"]: e["ts"] for e in events}
+        assert ts["run_finished"] - ts["failure_detected"] < 2 * timeout_s
+        assert took < 2 * timeout_s + 0.5 + 5
+        assert {f["error"].split(" (")[0] for f in failed} <= {
+            "no answer within 1.5s",
+            "no answer yet when the run ended",
+            "not sent: the run ended before its turn came",
+        }
+    assert _files_with(home, TOKEN) == [f"runs/{RUN}/config.json"]
+    assert _files_with(home, "services") == [f"runs/{RUN}/config.json"]
