@@ -560,3 +560,41 @@ def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journ
         }
     assert _files_with(home, TOKEN) == [f"runs/{RUN}/config.json"]
     assert _files_with(home, "services") == [f"runs/{RUN}/config.json"]
+
+
+def test_a_resumed_controller_tells_what_is_left_and_nothing_twice(tmp_path: Path, hook: Hook) -> None:
+    home = tmp_path / "home"
+    cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script(50, "runtime_lost"), Script()]})
+    cfg = compose(
+        [
+            f"home={home}",
+            f"run_id={RUN}",
+            "progress=false",
+            "job.steps=60",
+            "recovery.heartbeat_interval_s=0.05",
+            "recovery.heartbeat_timeout_s=0.3",
+            f"notify.webhook='{hook.url()}'",
+        ]
+    )
+    from orchestrator.controller import Next, save_config
+
+    ctl = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    save_config(ctl.run_dir, cfg)
+    ctl.emit(E.RunStarted(run_id=RUN, pid=1, candidates=tuple(ctl.candidates)))
+    ctl._start_above_fences()
+    ctl._next = Next(ctl.candidates[0])
+    assert ctl.step() is False  # local-a lost: failover to local-b
+    assert ctl.step() is False  # local-b's driver lost: restart in place
+    deadline = time.monotonic() + 10
+    while len(hook.got) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # The controller dies here; a new one resumes the run from its journal.
+    ctl.runner.close(ctl._generation)
+    resumed = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert resumed.resume()["status"] == "SUCCEEDED"
+    assert [(n["kind"], n["regions"], n["failure"]) for n in hook.notes()] == [
+        ("incident", ["local-a"], "cluster_lost"),
+        ("failover", ["local-a", "local-b"], "cluster_lost"),
+        ("incident", ["local-b"], "runtime_lost"),
+        ("succeeded", ["local-b"], None),
+    ]
