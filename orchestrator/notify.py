@@ -465,8 +465,11 @@ class Notifier:
         for sender in self._senders:
             sender.stop()
         deadline = time.monotonic() + 2 * self.timeout_s + 0.5
-        for sender in self._senders:
-            sender.thread.join(max(0.0, deadline - time.monotonic()))
+        try:
+            for sender in self._senders:
+                sender.thread.join(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            pass  # Ctrl-C while the finished run waits: stop waiting, say what was not sent
         for sender in self._senders:
             if sender.thread.is_alive():
                 sender.abandon()
