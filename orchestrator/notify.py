@@ -58,6 +58,7 @@ from providers.base import ProvisionErrorKind
 QUEUE_MAX = 16
 # A reason or an error, cut to one line of at most this many characters.
 LINE_MAX = 300
+NOT_SENT = "not sent: the run ended before its turn came"
 # Of a webhook's answer, read at most this much (and ignored): its status is what counts.
 ANSWER_MAX = 64 * 1024
 
@@ -366,7 +367,12 @@ class _Sender:
         while (item := self._queue.get()) is not None:
             note, body = item
             with self._lock:
-                self._current = note
+                # Taken just as the run's end gave up waiting: abandon() did not see it.
+                late = self._abandoned
+                self._current = None if late else note
+            if late:
+                self._fail(note, NOT_SENT)
+                return
             error = None
             try:
                 self.target.deliver(note, body, self.timeout_s)
@@ -411,7 +417,7 @@ class _Sender:
             except queue.Empty:
                 break
             if item is not None:
-                self._fail(item[0], "not sent: the run ended before its turn came")
+                self._fail(item[0], NOT_SENT)
         self._queue.put(None)  # the stop it drained: the thread ends once its delivery does
 
 
@@ -424,18 +430,15 @@ class Notifier:
         run_id: str,
         job: str,
         failed: Callable[[NotifyFailed], object],
-        targets: list[Target] | None = None,
     ) -> None:
         self.run_id = run_id
         self.job = job
         self.timeout_s = cfg.timeout_s
-        if targets is None:
-            targets = []
-            if cfg.command is not None:
-                targets.append(CommandTarget(cfg.argv()))
-            if cfg.webhook is not None:
-                targets.append(WebhookTarget(cfg.webhook, cfg.endpoint() or ""))
-        self._failed = failed
+        targets: list[Target] = []
+        if cfg.command is not None:
+            targets.append(CommandTarget(cfg.argv()))
+        if cfg.webhook is not None:
+            targets.append(WebhookTarget(cfg.webhook, cfg.endpoint() or ""))
         self._senders = [_Sender(t, cfg.timeout_s, failed) for t in targets]
         self._closed = False
 

@@ -410,6 +410,21 @@ def test_a_target_that_keeps_everyone_waiting_holds_a_bounded_backlog(
     assert len(failed) == 4
 
 
+def test_a_bug_in_building_a_notification_costs_that_notification_not_the_run(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise KeyError("regions")
+
+    monkeypatch.setattr(notify, "notification", broken)
+    failed: list[E.NotifyFailed] = []
+    notifier = Notifier(NotifyConfig(webhook=hook.url()), RUN, "digits", failed=failed.append)
+    notifier.offer(E.RunFinished(status="SUCCEEDED"), _running_in("a"))
+    notifier.close()
+    assert [(f.notification, f.error) for f in failed] == [("run_finished", "KeyError while building it")]
+    assert hook.got == []
+
+
 # --- whole runs ---------------------------------------------------------------------------------------
 
 
