@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = compose(config_dir_overrides(args))
         if cfg.action in ("run", "plan"):
-            from orchestrator.config import check_notify_program
+            from orchestrator.config import check_notify_program, notify_from_env
             from orchestrator.usercode import check_user_code
 
             check_user_code(cfg)
+            # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
+            cfg.notify = notify_from_env(cfg.notify)
             check_notify_program(cfg.notify)
         if cfg.action == "run":
             _refuse_finished(cfg)

@@ -17,6 +17,7 @@ from orchestrator.config import (
     ConfigError,
     FaultConfig,
     RegionConfig,
+    refuse_kept,
     show,
     validate,
 )
@@ -57,7 +58,9 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
         GlobalHydra.instance().clear()
     assert isinstance(plain, dict)
     _settle_code(plain["job"], overrides)
-    return _validated(_typed(plain))
+    cfg = _typed(plain)
+    refuse_kept(cfg.notify)
+    return _validated(cfg)
 
 
 def _validated(cfg: Config) -> Config:

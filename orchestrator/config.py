@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum, StrEnum
 from typing import Any
@@ -269,6 +271,14 @@ class ChaosConfig:
 # The longest notify.timeout_s: the end of a run waits for its last notification up to this long.
 MAX_NOTIFY_TIMEOUT_S = 60.0
 NOTIFY_SCHEMES = ("http", "https")
+# notify.webhook=env:VARNAME: the URL is read from the environment variable VARNAME at the
+# run's start, so that it is never typed on a command line (or kept in a shell's history).
+NOTIFY_ENV = "env:"
+# How a run's config.json names a notify target it does not hold whole: this prefix, then
+# what may be shown of it (the webhook's scheme://host[:port], the command's program). The
+# whole value is in the run's notify.secret (0600; orchestrator/notify_secret.py).
+NOTIFY_KEPT = "notify.secret:"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -278,10 +288,13 @@ class NotifyConfig:
     # A program and its arguments, split into words as a shell would (shlex; no shell runs
     # it, so no pipes or redirections): each notification's JSON on its stdin, and
     # ORCHESTRATOR_RUN_ID, ORCHESTRATOR_EVENT, ORCHESTRATOR_STATUS, ORCHESTRATOR_JOB in its
-    # environment. A string like cloud.regions.<name>.setup and .python. null: none.
+    # environment. A string like cloud.regions.<name>.setup and .python. null: none. Its
+    # arguments may carry a token: the run keeps it whole in notify.secret only.
     command: str | None = None
-    # An http:// or https:// URL that gets each notification as a JSON POST. Its path and
-    # query may carry a token: the journal names it by scheme and host only. null: none.
+    # An http:// or https:// URL that gets each notification as a JSON POST, or env:VARNAME
+    # to read it from the environment at the run's start. Its path and query may carry a
+    # token: the run keeps it whole in notify.secret only; config.json and the journal name
+    # it by scheme and host. null: none.
     webhook: str | None = None
     # Each delivery's deadline, in seconds: a command still running is killed, a server
     # that has not answered is left; either is journaled (notify_failed) and the run goes on.
@@ -293,7 +306,30 @@ class NotifyConfig:
 
     def endpoint(self) -> str | None:
         """The webhook as the journal names it: scheme and host (and port), never path or query."""
-        return None if self.webhook is None else webhook_endpoint(self.webhook)
+        if self.webhook is None:
+            return None
+        if self.webhook.startswith((NOTIFY_KEPT, NOTIFY_ENV)):
+            return kept_shown(self.webhook) or self.webhook  # env:VARNAME names no secret
+        return webhook_endpoint(self.webhook)
+
+    def kept(self) -> bool:
+        """Whether a target is named as kept in the run's notify.secret (a config.json read back)."""
+        return any(kept_shown(v) is not None for v in (self.command, self.webhook))
+
+
+def kept_shown(value: str | None) -> str | None:
+    """What a config.json shows of a notify target kept in notify.secret; None if ``value``
+    is no such name (a target given whole, or none)."""
+    if value is None or not value.startswith(NOTIFY_KEPT):
+        return None
+    return value[len(NOTIFY_KEPT) :]
+
+
+def env_name(value: str | None) -> str | None:
+    """VARNAME of notify.webhook=env:VARNAME; None for anything else."""
+    if value is None or not value.startswith(NOTIFY_ENV):
+        return None
+    return value[len(NOTIFY_ENV) :]
 
 
 def webhook_endpoint(url: str) -> str:
@@ -383,7 +419,7 @@ def validate(cfg: Config) -> Config:
     _validate_data(cfg.data)
     _validate_hpo(cfg)
     _validate_chaos(cfg)
-    _validate_notify(cfg.notify)
+    validate_notify(cfg.notify)
     return cfg
 
 
@@ -617,13 +653,20 @@ def _validate_hpo(cfg: Config) -> None:
         )
 
 
-def _validate_notify(notify: NotifyConfig) -> None:
+def validate_notify(notify: NotifyConfig) -> None:
     """Targets that could never work are refused before the run starts, not found out at
     its first incident. No message shows the webhook's URL or the command's arguments:
     a token may be in either."""
-    if notify.webhook is not None:
+    if env_name(notify.webhook) is not None:
+        _validate_env_name(str(env_name(notify.webhook)))
+    elif kept_shown(notify.webhook) is not None:
+        _validate_kept_webhook(str(kept_shown(notify.webhook)))
+    elif notify.webhook is not None:
         _validate_webhook(notify.webhook)
-    if notify.command is not None:
+    if kept_shown(notify.command) is not None:
+        if not str(kept_shown(notify.command)).strip():
+            raise ConfigError("notify.command", f"{NOTIFY_KEPT!r} names no program; expected {NOTIFY_KEPT}PROGRAM")
+    elif notify.command is not None:
         try:
             argv = notify.argv()
         except ValueError as exc:
@@ -642,6 +685,72 @@ def _validate_notify(notify: NotifyConfig) -> None:
             f"got {notify.timeout_s}; at most {MAX_NOTIFY_TIMEOUT_S:g} (the end of a run waits for its last "
             "notification up to this long)",
         )
+
+
+def _validate_env_name(name: str) -> None:
+    if not _ENV_NAME.fullmatch(name):
+        raise ConfigError(
+            "notify.webhook",
+            # Not shown: a URL given as env:https://... would be.
+            "names no environment variable after env:; expected env:VARNAME (letters, digits and _, "
+            "not starting with a digit)",
+        )
+
+
+def _validate_kept_webhook(shown: str) -> None:
+    """``notify.secret:scheme://host[:port]``: a config.json's name for a webhook kept in
+    the run's notify.secret. Anything more (a path, a query) is refused, unshown: a token
+    may have been written there by hand."""
+    try:
+        _validate_webhook(shown)
+        whole = webhook_endpoint(shown) == shown
+    except ConfigError:
+        whole = False
+    if not whole:
+        raise ConfigError(
+            "notify.webhook",
+            f"names a webhook kept in notify.secret by more or less than its scheme and host; expected "
+            f"{NOTIFY_KEPT}https://host",
+        )
+
+
+def refuse_kept(notify: NotifyConfig) -> None:
+    """A ``notify.secret:`` name is a run's config.json's to write, never a user's to give:
+    a new run has no notify.secret to take the target from."""
+    for key, value in (("notify.webhook", notify.webhook), ("notify.command", notify.command)):
+        if kept_shown(value) is not None:
+            given = "the URL, or env:VARNAME" if key == "notify.webhook" else "the command"
+            raise ConfigError(
+                key,
+                f"{NOTIFY_KEPT}... is how a run's config.json names a target kept in the run's notify.secret; "
+                f"give {given}",
+            )
+
+
+def notify_from_env(notify: NotifyConfig, environ: Mapping[str, str] | None = None) -> NotifyConfig:
+    """``notify`` with notify.webhook=env:VARNAME replaced by the URL in VARNAME, at the run's
+    start; ConfigError naming notify.webhook and VARNAME (never the value) if VARNAME is unset
+    or holds no http:// or https:// URL. Anything else is returned as it is."""
+    from dataclasses import replace
+
+    name = env_name(notify.webhook)
+    if name is None:
+        return notify
+    env = os.environ if environ is None else environ
+    url = env.get(name)
+    if url is None:
+        raise ConfigError(
+            "notify.webhook",
+            f"{NOTIFY_ENV}{name}: the environment variable {name} is not set; export it with the webhook's URL",
+        )
+    try:
+        _validate_webhook(url)
+    except ConfigError as exc:
+        why = str(exc).removeprefix("notify.webhook: ")
+        raise ConfigError(
+            "notify.webhook", f"{NOTIFY_ENV}{name}: {name} holds no usable http:// or https:// URL ({why})"
+        ) from None
+    return replace(notify, webhook=url)
 
 
 def check_notify_program(notify: NotifyConfig) -> None:
@@ -682,7 +791,7 @@ def _validate_webhook(url: str) -> None:
         raise ConfigError(
             key,
             "holds a user name or password ('user:pass@'), which is never sent; put the token in the URL's "
-            "path or query, which only this run's config.json keeps",
+            "path or query, which only this run's notify.secret keeps",
         )
     if not parts.hostname:
         raise ConfigError(key, f"got {scheme}:// with no host; expected {scheme}://host/path")
