@@ -215,6 +215,7 @@ def _resume(cli: object) -> int:
     from orchestrator.config import Config, ConfigError
     from orchestrator.controller import CONFIG_NAME, Controller
     from orchestrator.journal import load_json, read_events
+    from orchestrator.notify_secret import NotifySecretError
     from orchestrator.result import read_result
     from providers.registry import get_provider
     from recovery.signing import SigningError
@@ -248,7 +249,7 @@ def _resume(cli: object) -> int:
     _interruptible()
     try:
         ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
-    except SigningError as exc:
+    except (SigningError, NotifySecretError) as exc:
         return error(str(exc))
     result = ctl.resume()
     return _finish(cfg, run_id, result)

@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator import notify_secret
 from orchestrator.attempt import AttemptRunner
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.cleanup import run_all
-from orchestrator.config import STORAGE_FAULTS, Config, proxy_target, to_plain
+from orchestrator.config import STORAGE_FAULTS, Config, NotifyConfig, notify_from_env, proxy_target, to_plain
 from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
@@ -39,6 +40,7 @@ from orchestrator.runstate.events import (
     MultipartAborted,
     MultipartAbortFailed,
     NotifyFailed,
+    NotifyOff,
     ReplicationError,
     RunFinished,
     RunKeyCreated,
@@ -83,8 +85,11 @@ class Controller:
         if not cfg.cloud.control_store:
             make_control_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+        # notify.* whole: a new run's as given (env:VARNAME read), a resumed one's taken back
+        # from notify.secret; a target that file cannot give is off (notify_off, on resume).
+        self.notify, self.notify_lost = notify_secret.load(self.run_dir, notify_from_env(cfg.notify))
         # Told every event emit() journals; delivers in the background (orchestrator/notify.py).
-        self.notifier = Notifier(cfg.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
+        self.notifier = Notifier(self.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
         # The run's secret stays in its folder (0600); attempts get the key derived from
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         secret, self.secret_created = load_or_create_secret(self.run_dir)
@@ -197,6 +202,17 @@ class Controller:
         self.emit(failed)
         self.progress.note(f"notify: {failed.target} {failed.endpoint} failed ({failed.error})")
 
+    def _notify_off(self) -> None:
+        """Say which notify targets notify.secret could not give: journaled, and one line each."""
+        for lost in self.notify_lost:
+            self.emit(NotifyOff(target=lost.target, reason=lost.reason, endpoint=lost.endpoint))
+            print(
+                f"warning: run {self.run_id}: notify.{lost.target} ({lost.endpoint}) is off: {lost.reason}",
+                file=self.progress.stream,
+                flush=True,
+            )
+        self.notify_lost = []
+
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
         self.emit(Transition(to=new, from_=prev, **info))  # type: ignore[arg-type]
         if new is RunState.RUNNING and isinstance(info.get("region"), str):
@@ -218,17 +234,18 @@ class Controller:
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
-        save_config(self.run_dir, cfg)
+        save_config(self.run_dir, cfg, self.notify)
         self.emit(
             RunStarted(
                 run_id=self.run_id,
                 pid=os.getpid(),
-                # The webhook's URL and the command's arguments may hold a token: config.json
+                # The webhook's URL and the command's arguments may hold a token: notify.secret
                 # keeps them (for a resume), the journal only what shown() leaves.
-                config={**{k: v for k, v in to_plain(cfg).items() if k != "progress"}, "notify": shown(cfg.notify)},
+                config={**{k: v for k, v in to_plain(cfg).items() if k != "progress"}, "notify": shown(self.notify)},
                 candidates=tuple(self.candidates),
             )
         )
+        self._notify_off()
         self._start_above_fences()
         return self._drive(self.candidates[0], None)
 
@@ -254,6 +271,7 @@ class Controller:
                     reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify"
                 )
             )
+        self._notify_off()
         if not rp.state.terminal:
             self._start_above_fences()
         self.emit(
@@ -449,9 +467,12 @@ def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
     return run_control_url(cfg.cloud.control_store, run_id, run_dir)
 
 
-def save_config(run_dir: str, cfg: Config) -> None:
-    """The run's whole config, for action=resume (credentials are refused in configs,
-    and checked once more here, before they would reach the disk)."""
+def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -> None:
+    """The run's config, for action=resume (credentials are refused in configs, and checked
+    once more here, before they would reach the disk). Its notify targets go whole to the
+    run's notify.secret (0600), written first, and config.json names each by what may be
+    shown of it (orchestrator/notify_secret.py). ``notify``: cfg.notify with env:VARNAME
+    read (read here when not given)."""
     import json
 
     from recovery.storage import refuse_secret
@@ -467,7 +488,10 @@ def save_config(run_dir: str, cfg: Config) -> None:
             "control_options": cfg.cloud.control_options,
         },
     )
-    write_private(os.path.join(run_dir, CONFIG_NAME), json.dumps(to_plain(cfg), indent=1).encode())
+    notify = notify_from_env(cfg.notify) if notify is None else notify
+    notify_secret.save(run_dir, notify)
+    plain = {**to_plain(cfg), "notify": to_plain(notify_secret.kept(notify))}
+    write_private(os.path.join(run_dir, CONFIG_NAME), json.dumps(plain, indent=1).encode())
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

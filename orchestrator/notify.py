@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from orchestrator.attempt import PROVISION_FAILURE
-from orchestrator.config import NotifyConfig
+from orchestrator.config import NotifyConfig, env_name
 from orchestrator.runstate.events import (
     Event,
     FailureDetected,
@@ -434,6 +434,9 @@ class Notifier:
         self.run_id = run_id
         self.job = job
         self.timeout_s = cfg.timeout_s
+        if cfg.kept() or env_name(cfg.webhook) is not None:
+            # A name, not a target: never run notify.secret:PROGRAM or post to env:VARNAME.
+            raise ValueError("notify targets are taken from notify.secret and the environment before a Notifier")
         targets: list[Target] = []
         if cfg.command is not None:
             targets.append(CommandTarget(cfg.argv()))

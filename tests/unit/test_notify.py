@@ -3,7 +3,9 @@ event; delivery to a real HTTP server on 127.0.0.1 and to a real command, in ord
 bounded; and whole runs of the controller's loop over the scripted provider
 (tests/fakecloud.py) that notify a server and a command of an incident, a failover and
 the end, or meet a webhook that hangs or refuses, and end exactly as they would without
-one, the failures journaled as ``notify_failed`` without the URL's secret."""
+one, the failures journaled as ``notify_failed`` without the URL's secret. The targets'
+secrets are in no file of the run but notify.secret (0600): a resumed controller reads
+them back from there, and goes on without those a missing or damaged one cannot give."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from orchestrator.compose import compose
 from orchestrator.config import NotifyConfig
 from orchestrator.controller import Controller
 from orchestrator.notify import CommandTarget, DeliveryError, Notifier, WebhookTarget, notification
+from orchestrator.notify_secret import NOTIFY_SECRET
 from orchestrator.runstate import events as E
 from orchestrator.runstate.state import RunView, fold
 from orchestrator.states import RunState
@@ -434,12 +437,12 @@ def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
 
 
-def _run(home: Path, cloud: FakeCloud, *overrides: str) -> tuple[Controller, dict[str, Any]]:
+def _run(home: Path, cloud: FakeCloud, *overrides: str, progress: bool = False) -> tuple[Controller, dict[str, Any]]:
     cfg = compose(
         [
             f"home={home}",
             f"run_id={RUN}",
-            "progress=false",
+            f"progress={progress}",
             "job.steps=60",
             "recovery.heartbeat_interval_s=0.05",
             "recovery.heartbeat_timeout_s=0.3",
@@ -510,8 +513,8 @@ def test_a_run_with_an_incident_a_failover_and_success_tells_a_server_and_a_comm
         "webhook": f"http://127.0.0.1:{hook.port}",
         "timeout_s": 5.0,
     }
-    # Only config.json (0600, for a resume) holds the token.
-    assert _files_with(tmp_path / "home", TOKEN) == [f"runs/{RUN}/config.json"]
+    # Only notify.secret (0600, for a resume) holds the token.
+    assert _files_with(tmp_path / "home", TOKEN) == [f"runs/{RUN}/{NOTIFY_SECRET}"]
 
 
 def test_a_run_that_fails_tells_of_each_incident_the_failover_and_the_failure(
@@ -573,13 +576,20 @@ def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journ
             "no answer yet when the run ended",
             "not sent: the run ended before its turn came",
         }
-    assert _files_with(home, TOKEN) == [f"runs/{RUN}/config.json"]
-    assert _files_with(home, "services") == [f"runs/{RUN}/config.json"]
+    assert _files_with(home, TOKEN) == [f"runs/{RUN}/{NOTIFY_SECRET}"]
+    assert _files_with(home, "services") == [f"runs/{RUN}/{NOTIFY_SECRET}"]
 
 
-def test_a_resumed_controller_tells_what_is_left_and_nothing_twice(tmp_path: Path, hook: Hook) -> None:
-    home = tmp_path / "home"
-    cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script(50, "runtime_lost"), Script()]})
+def _config_read_back(home: Path) -> Any:
+    """The run's config as action=resume reads it: config.json, through config_from_plain."""
+    from orchestrator.compose import config_from_plain
+
+    return config_from_plain(json.loads((home / "runs" / RUN / "config.json").read_text()))
+
+
+def _interrupted(home: Path, cloud: FakeCloud, hook: Hook, *overrides: str, calls: Path | None = None) -> Controller:
+    """A controller that started the run (config.json and notify.secret written as at a run's
+    start), failed over from local-a, restarted in place in local-b, then died."""
     cfg = compose(
         [
             f"home={home}",
@@ -588,7 +598,7 @@ def test_a_resumed_controller_tells_what_is_left_and_nothing_twice(tmp_path: Pat
             "job.steps=60",
             "recovery.heartbeat_interval_s=0.05",
             "recovery.heartbeat_timeout_s=0.3",
-            f"notify.webhook='{hook.url()}'",
+            *overrides,
         ]
     )
     from orchestrator.controller import Next, save_config
@@ -601,11 +611,33 @@ def test_a_resumed_controller_tells_what_is_left_and_nothing_twice(tmp_path: Pat
     assert ctl.step() is False  # local-a lost: failover to local-b
     assert ctl.step() is False  # local-b's driver lost: restart in place
     deadline = time.monotonic() + 10
-    while len(hook.got) < 3 and time.monotonic() < deadline:
+    while (len(hook.got) < 3 or (calls is not None and len(_calls(calls)) < 3)) and time.monotonic() < deadline:
         time.sleep(0.02)
     # The controller dies here; a new one resumes the run from its journal.
     ctl.runner.close(ctl._generation)
-    resumed = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    return ctl
+
+
+def _cloud_for_resume() -> FakeCloud:
+    return FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script(50, "runtime_lost"), Script()]})
+
+
+def test_a_resumed_controller_tells_what_is_left_and_nothing_twice_to_the_targets_notify_secret_keeps(
+    tmp_path: Path, hook: Hook, recorder: tuple[str, Path]
+) -> None:
+    command, out = recorder
+    home = tmp_path / "home"
+    cloud = _cloud_for_resume()
+    _interrupted(home, cloud, hook, f"notify.webhook='{hook.url()}'", f"notify.command='{command}'", calls=out)
+    # config.json names the targets, notify.secret holds them: the resumed controller reads
+    # its config as action=resume does, and its targets back from notify.secret.
+    cfg = _config_read_back(home)
+    assert (cfg.notify.webhook, cfg.notify.command) == (
+        f"notify.secret:http://127.0.0.1:{hook.port}",
+        f"notify.secret:{sys.executable}",
+    )
+    printed = io.StringIO()
+    resumed = Controller(cfg, cloud, RUN, out=printed)  # type: ignore[arg-type]
     assert resumed.resume()["status"] == "SUCCEEDED"
     assert [(n["kind"], n["regions"], n["failure"]) for n in hook.notes()] == [
         ("incident", ["local-a"], "cluster_lost"),
@@ -613,3 +645,283 @@ def test_a_resumed_controller_tells_what_is_left_and_nothing_twice(tmp_path: Pat
         ("incident", ["local-b"], "runtime_lost"),
         ("succeeded", ["local-b"], None),
     ]
+    # The resumed controller posted to the whole URL, and ran the command with its arguments.
+    assert [r["path"] for r in hook.got] == [f"/services/{TOKEN}?token={TOKEN}"] * 4
+    assert [c["argv"] for c in _calls(out)] == [["--token", TOKEN]] * 4
+    assert [json.loads(c["stdin"])["kind"] for c in _calls(out)] == ["incident", "failover", "incident", "succeeded"]
+    assert not [e for e in resumed.journal.events() if e["type"] in ("notify_off", "notify_failed")]
+    assert printed.getvalue() == ""
+    assert _files_with(home, TOKEN) == [f"runs/{RUN}/{NOTIFY_SECRET}"]
+
+
+def test_the_token_is_in_no_file_but_notify_secret_nor_in_the_progress_output(
+    tmp_path: Path, hook: Hook, refusing_port: int, recorder: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command, out = recorder
+    monkeypatch.setenv("RECORDER_EXIT", "3")  # the command fails: noted on the progress line
+    home = tmp_path / "home"
+    refused = f"http://127.0.0.1:{refusing_port}/services/{TOKEN}?token={TOKEN}"
+    ctl, result = _run(
+        home,
+        _failover_then_success(),
+        f"notify.webhook='{refused}'",
+        f"notify.command='{command}'",
+        progress=True,
+    )
+    assert result["status"] == "SUCCEEDED"
+    assert len(_calls(out)) == 3  # the command got its arguments, whole
+    run_dir = home / "runs" / RUN
+    secret = run_dir / NOTIFY_SECRET
+    assert _files_with(home, TOKEN) == [f"runs/{RUN}/{NOTIFY_SECRET}"]
+    assert _files_with(home, "services") == [f"runs/{RUN}/{NOTIFY_SECRET}"]
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert json.loads(secret.read_text()) == {"version": 1, "run_id": RUN, "command": command, "webhook": refused}
+    # config.json names each target by what may be shown of it, and reads back as it is.
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["notify"] == {
+        "command": f"notify.secret:{sys.executable}",
+        "webhook": f"notify.secret:http://127.0.0.1:{refusing_port}",
+        "timeout_s": 5.0,
+    }
+    from orchestrator.compose import config_from_plain
+    from orchestrator.config import to_plain
+
+    assert to_plain(config_from_plain(saved)) == saved
+    for name in ("config.json", "journal.jsonl", "result.json"):
+        text = (run_dir / name).read_text()
+        assert TOKEN not in text and "services" not in text and "--token" not in text, name
+    # The progress output said what failed, by the webhook's host and the command's program.
+    printed = ctl.progress.stream.getvalue()  # type: ignore[attr-defined]
+    assert f"notify: webhook http://127.0.0.1:{refusing_port} failed (connection refused)" in printed
+    assert f"notify: command {os.path.basename(sys.executable)} failed (exited with status 3)" in printed
+    assert TOKEN not in printed and "services" not in printed and "--token" not in printed
+
+
+def _damage(secret: Path, how: str) -> None:
+    if how == "missing":
+        secret.unlink()
+    elif how == "garbage":
+        secret.write_bytes(b'{"version": 1, "webh')
+    elif how == "another-host":
+        data = json.loads(secret.read_text())
+        data["webhook"] = f"http://localhost:1/services/{TOKEN}"
+        secret.write_text(json.dumps(data))
+    else:
+        raise AssertionError(how)
+
+
+# What the resumed controller journals and says, per damage: each target it cannot have.
+LOST = {
+    "missing": [
+        ("command", "no notify.secret in the run's folder"),
+        ("webhook", "no notify.secret in the run's folder"),
+    ],
+    "garbage": [
+        ("command", "notify.secret is damaged (not the JSON a run writes)"),
+        ("webhook", "notify.secret is damaged (not the JSON a run writes)"),
+    ],
+    "another-host": [("webhook", "notify.secret's webhook is not the one config.json names")],
+}
+
+
+@pytest.mark.parametrize("how", list(LOST))
+def test_a_resume_whose_notify_secret_is_missing_or_damaged_goes_on_without_those_targets_and_says_why(
+    tmp_path: Path, hook: Hook, recorder: tuple[str, Path], how: str
+) -> None:
+    command, out = recorder
+    home = tmp_path / "home"
+    cloud = _cloud_for_resume()
+    _interrupted(home, cloud, hook, f"notify.webhook='{hook.url()}'", f"notify.command='{command}'", calls=out)
+    before_hook, before_calls = len(hook.got), len(_calls(out))
+    assert (before_hook, before_calls) == (3, 3)
+    _damage(home / "runs" / RUN / NOTIFY_SECRET, how)
+    printed = io.StringIO()
+    resumed = Controller(_config_read_back(home), cloud, RUN, out=printed)  # type: ignore[arg-type]
+    assert resumed.resume()["status"] == "SUCCEEDED"  # never the run's concern
+    off = [e for e in resumed.journal.events() if e["type"] == "notify_off"]
+    endpoints = {"command": sys.executable, "webhook": f"http://127.0.0.1:{hook.port}"}
+    assert [(e["target"], e["reason"]) for e in off] == LOST[how]
+    assert all(e["endpoint"] == endpoints[e["target"]] for e in off)
+    # Journaled before the resume itself, and said in one line each.
+    types = [e["type"] for e in resumed.journal.events()]
+    assert types.index("notify_off") < types.index("run_resumed")
+    assert printed.getvalue().splitlines() == [
+        f"warning: run {RUN}: notify.{target} ({endpoints[target]}) is off: {reason}" for target, reason in LOST[how]
+    ]
+    # The targets that are off heard nothing more; the command, when notify.secret gave it, did.
+    assert len(hook.got) == before_hook
+    after = [json.loads(c["stdin"])["kind"] for c in _calls(out)[before_calls:]]
+    assert after == (["succeeded"] if how == "another-host" else [])
+    assert not [e for e in resumed.journal.events() if e["type"] == "notify_failed"]
+    assert TOKEN not in printed.getvalue()
+    assert TOKEN not in (home / "runs" / RUN / "journal.jsonl").read_text()
+
+
+def test_a_resume_refuses_a_notify_secret_others_can_read_as_it_refuses_such_a_run_secret(
+    tmp_path: Path, hook: Hook
+) -> None:
+    from orchestrator.controller import save_config
+    from orchestrator.notify_secret import NotifySecretError
+
+    home = tmp_path / "home"
+    cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false", f"notify.webhook='{hook.url()}'"])
+    first = Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    save_config(first.run_dir, cfg)
+    secret = home / "runs" / RUN / NOTIFY_SECRET
+    secret.chmod(0o644)
+    with pytest.raises(NotifySecretError) as err:
+        Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert str(err.value) == f"{secret}: readable by others (mode 644); chmod 600 it"
+    secret.chmod(0o600)
+    again = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert again.notify.webhook == hook.url() and again.notify_lost == []
+
+
+def test_a_config_json_from_before_notifications_resumes_with_none(tmp_path: Path) -> None:
+    from orchestrator.controller import save_config
+
+    home = tmp_path / "home"
+    cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false"])
+    first = Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    save_config(first.run_dir, cfg)
+    path = home / "runs" / RUN / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["notify"]
+    path.write_text(json.dumps(saved))
+    ctl = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert (ctl.notify.command, ctl.notify.webhook, ctl.notify_lost) == (None, None, [])
+    assert not (home / "runs" / RUN / NOTIFY_SECRET).exists()
+
+
+def test_a_webhook_taken_from_the_environment_is_told_and_kept_like_one_given_whole(
+    tmp_path: Path, hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_TEST_HOOK_URL", hook.url())
+    home = tmp_path / "home"
+    ctl, result = _run(home, _failover_then_success(), "notify.webhook=env:ORCH_TEST_HOOK_URL")
+    assert result["status"] == "SUCCEEDED"
+    assert [n["kind"] for n in hook.notes()] == ["incident", "failover", "succeeded"]
+    assert all(r["path"] == f"/services/{TOKEN}?token={TOKEN}" for r in hook.got)
+    assert _files_with(home, TOKEN) == [f"runs/{RUN}/{NOTIFY_SECRET}"]
+    # What the run keeps is the URL read at its start: a resume needs no environment variable.
+    monkeypatch.delenv("ORCH_TEST_HOOK_URL")
+    assert _config_read_back(home).notify.webhook == f"notify.secret:http://127.0.0.1:{hook.port}"
+    again = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert again.notify.webhook == hook.url()
+    (started,) = [e for e in ctl.journal.events() if e["type"] == "run_started"]
+    assert started["config"]["notify"]["webhook"] == f"http://127.0.0.1:{hook.port}"
+
+
+def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_path: Path) -> None:
+    from orchestrator.config import ConfigError
+
+    cfg = compose([f"home={tmp_path}", f"run_id={RUN}", "notify.webhook=env:ORCH_TEST_NO_SUCH_HOOK"])
+    with pytest.raises(ConfigError) as err:
+        Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    assert err.value.key == "notify.webhook" and "ORCH_TEST_NO_SUCH_HOOK is not set" in str(err.value)
+
+
+# --- notify.secret, file by file -------------------------------------------------------------------
+
+
+def _kept_run(tmp_path: Path) -> tuple[Path, NotifyConfig]:
+    """A run folder whose notify.secret was written, and notify.* as its config.json names it."""
+    from orchestrator import notify_secret
+
+    run_dir = tmp_path / RUN
+    run_dir.mkdir()
+    whole = NotifyConfig(command=f"notify.sh --token {TOKEN}", webhook=f"https://hooks.example.com/s/{TOKEN}?t={TOKEN}")
+    notify_secret.save(str(run_dir), whole)
+    return run_dir, notify_secret.kept(whole)
+
+
+def test_notify_secret_gives_back_what_it_was_given_and_config_json_names_it_by_what_may_be_shown(
+    tmp_path: Path,
+) -> None:
+    from orchestrator import notify_secret
+
+    run_dir, named = _kept_run(tmp_path)
+    assert (named.command, named.webhook) == ("notify.secret:notify.sh", "notify.secret:https://hooks.example.com")
+    assert notify_secret.kept(named) == named
+    got, lost = notify_secret.load(str(run_dir), named)
+    assert (got.command, got.webhook, lost) == (
+        f"notify.sh --token {TOKEN}",
+        f"https://hooks.example.com/s/{TOKEN}?t={TOKEN}",
+        [],
+    )
+    assert (run_dir / NOTIFY_SECRET).stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in run_dir.iterdir()] == [NOTIFY_SECRET]  # no temporary file left
+    # A target given whole (a fresh run's) is taken as it is; none kept: no file is read.
+    whole = NotifyConfig(webhook="https://h.example.com/x")
+    assert notify_secret.load(str(tmp_path / "nowhere"), whole) == (whole, [])
+    # Nothing to keep: no file.
+    notify_secret.save(str(tmp_path), NotifyConfig())
+    assert not (tmp_path / NOTIFY_SECRET).exists()
+    with pytest.raises(ValueError, match="env:VARNAME"):
+        notify_secret.save(str(tmp_path), NotifyConfig(webhook="env:HOOK"))
+    # A run with nothing to keep leaves none from before.
+    notify_secret.save(str(run_dir), NotifyConfig())
+    assert not (run_dir / NOTIFY_SECRET).exists()
+
+
+SECRET_DAMAGE: dict[str, tuple[Any, list[tuple[str, str]]]] = {
+    "empty": (b"", [("command", "damaged"), ("webhook", "damaged")]),
+    "not-json": (b"\xff\xfe garbage", [("command", "damaged"), ("webhook", "damaged")]),
+    "a-list": ([1, 2], [("command", "damaged"), ("webhook", "damaged")]),
+    "another-version": ({"version": 2}, [("command", "damaged"), ("webhook", "damaged")]),
+    "another-run": ({"run_id": "other"}, [("command", "another run's"), ("webhook", "another run's")]),
+    "no-webhook": ({"webhook": None}, [("webhook", "holds no webhook")]),
+    "webhook-not-a-string": ({"webhook": 5}, [("webhook", "damaged (not one a run can use)")]),
+    "webhook-ftp": ({"webhook": f"ftp://hooks.example.com/{TOKEN}"}, [("webhook", "not one a run can use")]),
+    "webhook-kept": ({"webhook": "notify.secret:https://hooks.example.com"}, [("webhook", "not one a run can use")]),
+    "webhook-env": ({"webhook": "env:HOOK"}, [("webhook", "not one a run can use")]),
+    "webhook-elsewhere": ({"webhook": f"https://evil.example.com/{TOKEN}"}, [("webhook", "not the one config.json")]),
+    "command-other-program": ({"command": f"sh -c {TOKEN}"}, [("command", "not the one config.json")]),
+    "command-unclosed-quote": ({"command": "notify.sh 'x"}, [("command", "not one a run can use")]),
+    "too-long": (b"{" + b" " * 70_000 + b"}", [("command", "damaged"), ("webhook", "damaged")]),
+}
+
+
+@pytest.mark.parametrize("how", list(SECRET_DAMAGE))
+def test_a_damaged_notify_secret_costs_the_targets_it_cannot_give_and_never_shows_a_value(
+    tmp_path: Path, how: str
+) -> None:
+    from orchestrator import notify_secret
+
+    run_dir, named = _kept_run(tmp_path)
+    path = run_dir / NOTIFY_SECRET
+    damage, expected = SECRET_DAMAGE[how]
+    if isinstance(damage, bytes):
+        path.write_bytes(damage)
+    elif isinstance(damage, dict):
+        path.write_text(json.dumps({**json.loads(path.read_text()), **damage}))
+    else:
+        path.write_text(json.dumps(damage))
+    got, lost = notify_secret.load(str(run_dir), named)
+    assert [(x.target, x.endpoint) for x in lost] == [
+        (t, {"command": "notify.sh", "webhook": "https://hooks.example.com"}[t]) for t, _ in expected
+    ]
+    for off, (_, words) in zip(lost, expected, strict=True):
+        assert words in off.reason and TOKEN not in off.reason and "\n" not in off.reason
+    for target in ("command", "webhook"):
+        assert getattr(got, target) is None if target in {t for t, _ in expected} else TOKEN in getattr(got, target)
+
+
+@pytest.mark.parametrize("what", ["folder", "fifo", "link"])
+def test_a_notify_secret_that_is_no_plain_file_is_never_followed_or_waited_on(tmp_path: Path, what: str) -> None:
+    from orchestrator import notify_secret
+
+    run_dir, named = _kept_run(tmp_path)
+    path = run_dir / NOTIFY_SECRET
+    real = tmp_path / "elsewhere.json"
+    real.write_bytes(path.read_bytes())
+    real.chmod(0o600)
+    path.unlink()
+    if what == "folder":
+        path.mkdir()
+    elif what == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.symlink_to(real)
+    got, lost = notify_secret.load(str(run_dir), named)
+    assert (got.command, got.webhook) == (None, None) and [x.target for x in lost] == ["command", "webhook"]
