@@ -76,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = compose(config_dir_overrides(args))
         if cfg.action in ("run", "plan"):
+            from orchestrator.config import check_notify_program, notify_from_env
             from orchestrator.usercode import check_user_code
 
             check_user_code(cfg)
+            # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
+            cfg.notify = notify_from_env(cfg.notify)
+            check_notify_program(cfg.notify)
         if cfg.action == "run":
             _refuse_finished(cfg)
             _refuse_unfinished(cfg)
@@ -201,6 +205,7 @@ def _resume(cli: object) -> int:
     from orchestrator.config import Config, ConfigError
     from orchestrator.controller import CONFIG_NAME, Controller
     from orchestrator.journal import load_json, read_events
+    from orchestrator.notify_secret import NotifySecretError
     from orchestrator.result import read_result
     from orchestrator.rundir import lock_controller
     from providers.registry import get_provider
@@ -235,7 +240,7 @@ def _resume(cli: object) -> int:
     _interruptible()
     try:
         ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
-    except SigningError as exc:
+    except (SigningError, NotifySecretError) as exc:
         return error(str(exc))
     result = ctl.resume()
     return _finish(cfg, run_id, result)

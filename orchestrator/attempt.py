@@ -51,7 +51,7 @@ FENCE_WAIT_S = 5.0
 PROVISION_RETRIES = 2
 PROVISION_BACKOFF_S = 1.0
 
-_PROVISION_FAILURE = {
+PROVISION_FAILURE = {
     ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
     ProvisionErrorKind.PRECHECK: FailureKind.PRECHECK,
     ProvisionErrorKind.TRANSIENT: FailureKind.PROVISION_ERROR,
@@ -160,7 +160,7 @@ class AttemptRunner:
             try:
                 cluster = self.launch(region, gen)
             except ProvisionError as exc:
-                out.failure = Failure(_PROVISION_FAILURE[exc.kind], region, str(exc))
+                out.failure = Failure(PROVISION_FAILURE[exc.kind], region, str(exc))
                 out.detected_at = out.ended_at = time.time()
                 ctx.emit(AttemptEnded(**out.summary()))
                 return out

@@ -18,6 +18,7 @@ from orchestrator.config import (
     ConfigError,
     FaultConfig,
     RegionConfig,
+    refuse_kept,
     show,
     validate,
 )
@@ -58,7 +59,9 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
         GlobalHydra.instance().clear()
     assert isinstance(plain, dict)
     _settle_code(plain["job"], overrides)
-    return _validated(_typed(plain))
+    cfg = _typed(plain)
+    refuse_kept(cfg.notify)
+    return _validated(cfg)
 
 
 def _validated(cfg: Config) -> Config:
@@ -166,6 +169,10 @@ def _typed(plain: dict[str, Any]) -> Config:
     return cfg
 
 
+# Top-level sections a run's config.json from before them lacks: it reads with their defaults.
+ADDED_SINCE = ("notify",)
+
+
 def config_from_plain(d: Any) -> Config:
     """A config saved with ``to_plain`` (a run's config.json), typed and validated again:
     a damaged or edited file is a ConfigError naming the key, like a bad command line."""
@@ -173,9 +180,10 @@ def config_from_plain(d: Any) -> Config:
 
     if not isinstance(d, dict):
         raise ConfigError("config", f"got {type(d).__name__}; expected a mapping of the config's keys")
-    # to_plain wrote every key: one missing is damage, not a default to fill in.
+    # to_plain wrote every key: one missing is damage, not a default to fill in, except
+    # a section added since, which a run from before it lacks.
     for f in fields(Config):
-        if f.name not in d and f.name not in DISPLAY_KEYS:
+        if f.name not in d and f.name not in DISPLAY_KEYS and f.name not in ADDED_SINCE:
             raise ConfigError(f.name, "is missing")
     return _validated(_typed(d))
 

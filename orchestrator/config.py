@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum, StrEnum
 from typing import Any
@@ -274,6 +278,85 @@ class ChaosConfig:
     supervise: bool = True
 
 
+# The longest notify.timeout_s: the end of a run waits for its last notification up to this long.
+MAX_NOTIFY_TIMEOUT_S = 60.0
+NOTIFY_SCHEMES = ("http", "https")
+# notify.webhook=env:VARNAME: the URL is read from the environment variable VARNAME at the
+# run's start, so that it is never typed on a command line (or kept in a shell's history).
+NOTIFY_ENV = "env:"
+# How a run's config.json names a notify target it does not hold whole: this prefix, then
+# what may be shown of it (the webhook's scheme://host[:port], the command's program). The
+# whole value is in the run's notify.secret (0600; orchestrator/notify_secret.py).
+NOTIFY_KEPT = "notify.secret:"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class NotifyConfig:
+    """Who hears of the run's incidents, failovers and end (README "Notifications")."""
+
+    # A program and its arguments, split into words as a shell would (shlex; no shell runs
+    # it, so no pipes or redirections): each notification's JSON on its stdin, and
+    # ORCHESTRATOR_RUN_ID, ORCHESTRATOR_EVENT, ORCHESTRATOR_STATUS, ORCHESTRATOR_JOB in its
+    # environment. A string like cloud.regions.<name>.setup and .python. null: none. Its
+    # arguments may carry a token: the run keeps it whole in notify.secret only.
+    command: str | None = None
+    # An http:// or https:// URL that gets each notification as a JSON POST, or env:VARNAME
+    # to read it from the environment at the run's start. Its path and query may carry a
+    # token: the run keeps it whole in notify.secret only; config.json and the journal name
+    # it by scheme and host. null: none.
+    webhook: str | None = None
+    # Each delivery's deadline, in seconds: a command still running is killed, a server
+    # that has not answered is left; either is journaled (notify_failed) and the run goes on.
+    timeout_s: float = 5.0
+
+    def argv(self) -> list[str]:
+        """The command as the words it runs (empty: no command)."""
+        return shlex.split(self.command) if self.command else []
+
+    def endpoint(self) -> str | None:
+        """The webhook as the journal names it: scheme and host (and port), never path or query."""
+        if self.webhook is None:
+            return None
+        if self.webhook.startswith((NOTIFY_KEPT, NOTIFY_ENV)):
+            return kept_shown(self.webhook) or self.webhook  # env:VARNAME names no secret
+        return webhook_endpoint(self.webhook)
+
+    def kept(self) -> bool:
+        """Whether a target is named as kept in the run's notify.secret (a config.json read back)."""
+        return any(kept_shown(v) is not None for v in (self.command, self.webhook))
+
+
+def kept_shown(value: str | None) -> str | None:
+    """What a config.json shows of a notify target kept in notify.secret; None if ``value``
+    is no such name (a target given whole, or none)."""
+    if value is None or not value.startswith(NOTIFY_KEPT):
+        return None
+    return value[len(NOTIFY_KEPT) :]
+
+
+def env_name(value: str | None) -> str | None:
+    """VARNAME of notify.webhook=env:VARNAME; None for anything else."""
+    if value is None or not value.startswith(NOTIFY_ENV):
+        return None
+    return value[len(NOTIFY_ENV) :]
+
+
+def webhook_endpoint(url: str) -> str:
+    """``scheme://host[:port]`` of a URL: what may be shown of one that may carry a token."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
 @dataclass
 class Config:
     job: JobConfig = field(default_factory=JobConfig)
@@ -284,6 +367,7 @@ class Config:
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
     data: DataConfig = field(default_factory=DataConfig)
     hpo: HpoConfig = field(default_factory=HpoConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
     action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"
@@ -358,6 +442,7 @@ def validate(cfg: Config) -> Config:
     _validate_data(cfg.data)
     _validate_hpo(cfg)
     _validate_chaos(cfg)
+    validate_notify(cfg.notify)
     return cfg
 
 
@@ -589,6 +674,155 @@ def _validate_hpo(cfg: Config) -> None:
             "hpo.num_samples",
             f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
         )
+
+
+def validate_notify(notify: NotifyConfig) -> None:
+    """Targets that could never work are refused before the run starts, not found out at
+    its first incident. No message shows the webhook's URL or the command's arguments:
+    a token may be in either."""
+    if env_name(notify.webhook) is not None:
+        _validate_env_name(str(env_name(notify.webhook)))
+    elif kept_shown(notify.webhook) is not None:
+        _validate_kept_webhook(str(kept_shown(notify.webhook)))
+    elif notify.webhook is not None:
+        _validate_webhook(notify.webhook)
+    if kept_shown(notify.command) is not None:
+        if not str(kept_shown(notify.command)).strip():
+            raise ConfigError("notify.command", f"{NOTIFY_KEPT!r} names no program; expected {NOTIFY_KEPT}PROGRAM")
+    elif notify.command is not None:
+        try:
+            argv = notify.argv()
+        except ValueError as exc:
+            raise ConfigError(
+                "notify.command", f"cannot be split into words ({exc}); close its quotes, or null for none"
+            ) from None
+        if not argv:
+            raise ConfigError(
+                "notify.command", "is empty; give a program and its arguments, e.g. 'python3 notify.py', or null"
+            )
+    if not notify.timeout_s > 0:
+        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds > 0")
+    if notify.timeout_s > MAX_NOTIFY_TIMEOUT_S:
+        raise ConfigError(
+            "notify.timeout_s",
+            f"got {notify.timeout_s}; at most {MAX_NOTIFY_TIMEOUT_S:g} (the end of a run waits for its last "
+            "notification up to this long)",
+        )
+
+
+def _validate_env_name(name: str) -> None:
+    if not _ENV_NAME.fullmatch(name):
+        raise ConfigError(
+            "notify.webhook",
+            # Not shown: a URL given as env:https://... would be.
+            "names no environment variable after env:; expected env:VARNAME (letters, digits and _, "
+            "not starting with a digit)",
+        )
+
+
+def _validate_kept_webhook(shown: str) -> None:
+    """``notify.secret:scheme://host[:port]``: a config.json's name for a webhook kept in
+    the run's notify.secret. Anything more (a path, a query) is refused, unshown: a token
+    may have been written there by hand."""
+    try:
+        _validate_webhook(shown)
+        whole = webhook_endpoint(shown) == shown
+    except ConfigError:
+        whole = False
+    if not whole:
+        raise ConfigError(
+            "notify.webhook",
+            f"names a webhook kept in notify.secret by more or less than its scheme and host; expected "
+            f"{NOTIFY_KEPT}https://host",
+        )
+
+
+def refuse_kept(notify: NotifyConfig) -> None:
+    """A ``notify.secret:`` name is a run's config.json's to write, never a user's to give:
+    a new run has no notify.secret to take the target from."""
+    for key, value in (("notify.webhook", notify.webhook), ("notify.command", notify.command)):
+        if kept_shown(value) is not None:
+            given = "the URL, or env:VARNAME" if key == "notify.webhook" else "the command"
+            raise ConfigError(
+                key,
+                f"{NOTIFY_KEPT}... is how a run's config.json names a target kept in the run's notify.secret; "
+                f"give {given}",
+            )
+
+
+def notify_from_env(notify: NotifyConfig, environ: Mapping[str, str] | None = None) -> NotifyConfig:
+    """``notify`` with notify.webhook=env:VARNAME replaced by the URL in VARNAME, at the run's
+    start; ConfigError naming notify.webhook and VARNAME (never the value) if VARNAME is unset
+    or holds no http:// or https:// URL. Anything else is returned as it is."""
+    from dataclasses import replace
+
+    name = env_name(notify.webhook)
+    if name is None:
+        return notify
+    env = os.environ if environ is None else environ
+    url = env.get(name)
+    if url is None:
+        raise ConfigError(
+            "notify.webhook",
+            f"{NOTIFY_ENV}{name}: the environment variable {name} is not set; export it with the webhook's URL",
+        )
+    try:
+        _validate_webhook(url)
+    except ConfigError as exc:
+        why = str(exc).removeprefix("notify.webhook: ")
+        raise ConfigError(
+            "notify.webhook", f"{NOTIFY_ENV}{name}: {name} holds no usable http:// or https:// URL ({why})"
+        ) from None
+    return replace(notify, webhook=url)
+
+
+def check_notify_program(notify: NotifyConfig) -> None:
+    """notify.command's program can be run here: checked for a new run (with the user's
+    code), not in validate, since a resume must not be refused for what only
+    notifications need (a failing command is journaled then, never fatal)."""
+    argv = notify.argv()
+    if argv and shutil.which(argv[0]) is None:
+        raise ConfigError(
+            "notify.command",
+            f"{show(argv[0])} is not a program that can be run (on PATH, or a path to an executable file)",
+        )
+
+
+def _validate_webhook(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    key = "notify.webhook"
+    if not url.strip():
+        raise ConfigError(key, "is empty; give an http:// or https:// URL, or null for none")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ConfigError(key, "holds a space or a control character; percent-encode it")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError as exc:
+        raise ConfigError(
+            key, f"is no URL that can be read ({_no_url_in(exc, url)}); expected https://host/path"
+        ) from None
+    scheme = parts.scheme.lower()
+    if "://" in url and scheme not in NOTIFY_SCHEMES:
+        raise ConfigError(
+            key, f"got a URL of scheme {show(scheme)}; expected http:// or https:// (it receives a JSON POST)"
+        )
+    if scheme not in NOTIFY_SCHEMES or not parts.netloc:
+        raise ConfigError(key, "is no absolute URL; expected an http:// or https:// URL (it receives a JSON POST)")
+    if "@" in parts.netloc:
+        raise ConfigError(
+            key,
+            "holds a user name or password ('user:pass@'), which is never sent; put the token in the URL's "
+            "path or query, which only this run's notify.secret keeps",
+        )
+    if not parts.hostname:
+        raise ConfigError(key, f"got {scheme}:// with no host; expected {scheme}://host/path")
+
+
+def _no_url_in(exc: ValueError, url: str) -> str:
+    # urllib's message, without the URL should it quote it (a token may be in it).
+    return str(exc).replace(url, "...")
 
 
 def total_steps(cfg: Config) -> int:

@@ -15,13 +15,23 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator import notify_secret
 from orchestrator.attempt import AttemptRunner
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.cleanup import run_all
-from orchestrator.config import DISPLAY_KEYS, STORAGE_FAULTS, Config, proxy_target, to_plain
+from orchestrator.config import (
+    DISPLAY_KEYS,
+    STORAGE_FAULTS,
+    Config,
+    NotifyConfig,
+    notify_from_env,
+    proxy_target,
+    to_plain,
+)
 from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
+from orchestrator.notify import Notifier, shown
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
 from orchestrator.result import RunRecord, record_from, write_result
@@ -37,6 +47,8 @@ from orchestrator.runstate.events import (
     IncidentRecorded,
     MultipartAborted,
     MultipartAbortFailed,
+    NotifyFailed,
+    NotifyOff,
     ReplicationError,
     RunFinished,
     RunKeyCreated,
@@ -81,6 +93,11 @@ class Controller:
         if not cfg.cloud.control_store:
             make_control_dir(self.run_dir)
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+        # notify.* whole: a new run's as given (env:VARNAME read), a resumed one's taken back
+        # from notify.secret; a target that file cannot give is off (notify_off, on resume).
+        self.notify, self.notify_lost = notify_secret.load(self.run_dir, notify_from_env(cfg.notify))
+        # Told every event emit() journals; delivers in the background (orchestrator/notify.py).
+        self.notifier = Notifier(self.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
         # The run's secret stays in its folder (0600); attempts get the key derived from
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         secret, self.secret_created = load_or_create_secret(self.run_dir)
@@ -159,6 +176,8 @@ class Controller:
         with self._state_lock:
             written = self.journal.emit(event)
             self.view = apply(self.view, written)
+            # Under the lock, so notifications leave in the journal's order; offer never waits.
+            self.notifier.offer(written, self.view)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
         return written
@@ -187,6 +206,21 @@ class Controller:
         # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
         self.emit(ControlInvalid(path=invalid.path, reason=invalid.reason))
 
+    def _on_notify_failed(self, failed: NotifyFailed) -> None:
+        self.emit(failed)
+        self.progress.note(f"notify: {failed.target} {failed.endpoint} failed ({failed.error})")
+
+    def _notify_off(self) -> None:
+        """Say which notify targets notify.secret could not give: journaled, and one line each."""
+        for lost in self.notify_lost:
+            self.emit(NotifyOff(target=lost.target, reason=lost.reason, endpoint=lost.endpoint))
+            print(
+                f"warning: run {self.run_id}: notify.{lost.target} ({lost.endpoint}) is off: {lost.reason}",
+                file=self.progress.stream,
+                flush=True,
+            )
+        self.notify_lost = []
+
     def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
         self.emit(Transition(to=new, from_=prev, **info))  # type: ignore[arg-type]
         if new is RunState.RUNNING and isinstance(info.get("region"), str):
@@ -208,15 +242,21 @@ class Controller:
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
-        save_config(self.run_dir, cfg)
+        save_config(self.run_dir, cfg, self.notify)
         self.emit(
             RunStarted(
                 run_id=self.run_id,
                 pid=os.getpid(),
-                config={k: v for k, v in to_plain(cfg).items() if k not in DISPLAY_KEYS},
+                # The webhook's URL and the command's arguments may hold a token: notify.secret
+                # keeps them (for a resume), the journal only what shown() leaves.
+                config={
+                    **{k: v for k, v in to_plain(cfg).items() if k not in DISPLAY_KEYS},
+                    "notify": shown(self.notify),
+                },
                 candidates=tuple(self.candidates),
             )
         )
+        self._notify_off()
         self._start_above_fences()
         return self._drive(self.candidates[0], None)
 
@@ -242,6 +282,7 @@ class Controller:
                     reason="no run.secret in the run's folder: a new one was made; earlier checkpoints do not verify"
                 )
             )
+        self._notify_off()
         if not rp.state.terminal:
             self._start_above_fences()
         self.emit(
@@ -313,8 +354,15 @@ class Controller:
         self.final = None if final is None else final.as_dict()
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        self._finished(result)
         return result
+
+    def _finished(self, result: dict[str, Any]) -> None:
+        """The run's last event, then its notification's delivery (bounded: notify.timeout_s)."""
+        try:
+            self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        finally:
+            self.notifier.close()
 
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
@@ -337,7 +385,7 @@ class Controller:
                 ]
             )
         result = write_result(self.run_dir, self.record, self.stores)
-        self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
+        self._finished(result)
         return result
 
     def step(self) -> bool:
@@ -430,9 +478,12 @@ def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
     return run_control_url(cfg.cloud.control_store, run_id, run_dir)
 
 
-def save_config(run_dir: str, cfg: Config) -> None:
-    """The run's whole config, for action=resume (credentials are refused in configs,
-    and checked once more here, before they would reach the disk)."""
+def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -> None:
+    """The run's config, for action=resume (credentials are refused in configs, and checked
+    once more here, before they would reach the disk). Its notify targets go whole to the
+    run's notify.secret (0600), written first, and config.json names each by what may be
+    shown of it (orchestrator/notify_secret.py). ``notify``: cfg.notify with env:VARNAME
+    read (read here when not given)."""
     import json
 
     from recovery.storage import refuse_secret
@@ -448,7 +499,10 @@ def save_config(run_dir: str, cfg: Config) -> None:
             "control_options": cfg.cloud.control_options,
         },
     )
-    write_private(os.path.join(run_dir, CONFIG_NAME), json.dumps(to_plain(cfg), indent=1).encode())
+    notify = notify_from_env(cfg.notify) if notify is None else notify
+    notify_secret.save(run_dir, notify)
+    plain = {**to_plain(cfg), "notify": to_plain(notify_secret.kept(notify))}
+    write_private(os.path.join(run_dir, CONFIG_NAME), json.dumps(plain, indent=1).encode())
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

@@ -467,6 +467,34 @@ class MultipartAbortFailed(Event):
     error: str
 
 
+@_event("notify_failed")
+@dataclass(frozen=True)
+class NotifyFailed(Event):
+    """A notification that did not reach its target (orchestrator/notify.py); the run went on.
+    Changes nothing of the run's state."""
+
+    target: str  # command | webhook
+    # incident | failover | succeeded | failed (the journaled type, should building it have failed)
+    notification: str
+    error: str  # one line
+    # The webhook's scheme and host, or the command's program: never a URL's path or query,
+    # never the command's arguments (a token may be in either).
+    endpoint: str | None = None
+
+
+@_event("notify_off")
+@dataclass(frozen=True)
+class NotifyOff(Event):
+    """A resumed controller could not take a notify target from the run's notify.secret
+    (missing, damaged, another run's): no notifications go to it (orchestrator/notify_secret.py);
+    the run goes on. Changes nothing of the run's state."""
+
+    target: str  # command | webhook
+    reason: str  # one line, never a value from the file
+    # What config.json shows of the target: the webhook's scheme and host, or the command's program.
+    endpoint: str | None = None
+
+
 @dataclass(frozen=True)
 class RuntimeReport(Event):
     """What the runtime (or a fenced older attempt, ``by="zombie"``) reported, as it came."""

@@ -199,7 +199,44 @@ OTHER_CASES = [
     (["chaos.faults=[{kind:explode,at_step:5}]"], "error: chaos.faults[0].kind:"),
 ]
 
-CLI_CASES = NAME_CASES + NUMBER_CASES + STORE_CASES + SECRET_CASES + HOME_CASES + UNHONOURED_CASES + OTHER_CASES
+# A notifier that could never work; none of the messages may show the token.
+NOTIFY_CASES = [
+    *[
+        ([f"notify.webhook='{url}'"], "error: notify.webhook:")
+        for url in [
+            "ftp://hooks.example.com/T0K3N",
+            "hooks.example.com/T0K3N",
+            "",
+            "https://bot:T0K3N@hooks.example.com/x",
+            "https://hooks.example.com:0x50/T0K3N",
+            "javascript:alert(T0K3N)",
+        ]
+    ],
+    *[
+        ([f"notify.command={cmd}"], "error: notify.command:")
+        for cmd in ["''", "'  '", '"curl -H \'Authorization: T0K3N"', "'no-such-program-zz --token T0K3N'"]
+    ],
+    *[([f"notify.timeout_s={t}"], "error: notify.timeout_s:") for t in ["-1", "0", "nan", "1e9"]],
+    # A webhook read from an environment variable that is not set (for a run or a plan), or no name.
+    *[
+        (
+            [f"action={a}", "notify.webhook=env:ORCH_FUZZ_NO_SUCH_HOOK"],
+            "error: notify.webhook: env:ORCH_FUZZ_NO_SUCH_HOOK",
+        )
+        for a in ("run", "plan")
+    ],
+    *[
+        ([f"notify.webhook='env:{name}'"], "error: notify.webhook: names no environment variable after env:")
+        for name in ("1HOOK", "https://hooks.example.com/T0K3N")
+    ],
+    # How a run's config.json names a target kept in its notify.secret: not a user's to give.
+    (["notify.webhook='notify.secret:https://hooks.example.com'"], "error: notify.webhook: notify.secret:..."),
+    (["notify.command='notify.secret:notify.sh'"], "error: notify.command: notify.secret:..."),
+]
+
+CLI_CASES = (
+    NAME_CASES + NUMBER_CASES + STORE_CASES + SECRET_CASES + HOME_CASES + UNHONOURED_CASES + OTHER_CASES + NOTIFY_CASES
+)
 
 
 @pytest.mark.parametrize(("args", "names"), CLI_CASES, ids=[" ".join(a)[:60] for a, _ in CLI_CASES])
@@ -207,7 +244,22 @@ def test_a_malformed_command_line_is_one_line_and_exit_2(
     sandbox: Sandbox, capsys: pytest.CaptureFixture[str], args: list[str], names: str
 ) -> None:
     (sandbox.outside / "afile").write_text("a file where a folder is expected")
-    refused(sandbox, args, capsys, names)
+    line = refused(sandbox, args, capsys, names)
+    assert "T0K3N" not in line
+
+
+@pytest.mark.parametrize("value", [None, "ftp://hooks.example.com/T0K3N", "hooks.example.com/T0K3N", ""])
+def test_a_webhook_environment_variable_unset_or_holding_no_url_is_one_line_naming_it_never_its_value(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        monkeypatch.delenv("ORCH_FUZZ_HOOK", raising=False)
+    else:
+        monkeypatch.setenv("ORCH_FUZZ_HOOK", value)
+    line = refused(
+        sandbox, ["notify.webhook=env:ORCH_FUZZ_HOOK"], capsys, "error: notify.webhook: env:ORCH_FUZZ_HOOK: "
+    )
+    assert "T0K3N" not in line and "ORCH_FUZZ_HOOK " in line
 
 
 # --- damaged run files ----------------------------------------------------------------------

@@ -254,3 +254,163 @@ def test_a_home_given_by_interpolation_is_left_to_hydra(tmp_path: Path, monkeypa
     monkeypatch.setenv("ORCH_TEST_HOME", str(tmp_path / "h"))
     cfg = compose(["home=${oc.env:ORCH_TEST_HOME}"])
     assert cfg.cloud.regions["local-a"].store == f"file://{tmp_path}/h/stores/local-a"
+
+
+# --- notifications --------------------------------------------------------------------------
+
+SECRET = "hunter2"
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "words"),
+    [
+        (f"notify.webhook='ftp://hooks.example.com/{SECRET}'", "notify.webhook", "scheme 'ftp'"),
+        (f"notify.webhook='file:///tmp/{SECRET}'", "notify.webhook", "scheme 'file'"),
+        (f"notify.webhook='hooks.example.com/services/{SECRET}'", "notify.webhook", "no absolute URL"),
+        ("notify.webhook=''", "notify.webhook", "empty"),
+        (f"notify.webhook='https://bot:{SECRET}@hooks.example.com/x'", "notify.webhook", "user name or password"),
+        (f"notify.webhook='https://hooks.example.com:99999/{SECRET}'", "notify.webhook", "Port out of range"),
+        (f"notify.webhook='http://[::1/{SECRET}'", "notify.webhook", "no URL that can be read"),
+        (f"notify.webhook='https://hooks.example.com/a {SECRET}'", "notify.webhook", "space"),
+        ("notify.command=''", "notify.command", "empty"),
+        ("notify.command='   '", "notify.command", "empty"),
+        (f'notify.command="notify.sh --token \'{SECRET}"', "notify.command", "No closing quotation"),
+        ("notify.timeout_s=-1", "notify.timeout_s", "> 0"),
+        ("notify.timeout_s=0", "notify.timeout_s", "> 0"),
+        ("notify.timeout_s=inf", "notify.timeout_s", "finite"),
+        ("notify.timeout_s=3600", "notify.timeout_s", "at most 60"),
+        ("notify.timeout_s=soon", "notify.timeout_s", "a number"),
+        ("notify.webhook=[1]", "notify.webhook", "a string"),
+        ("notify.hook=x", "notify.hook", "allowed under 'notify': command, webhook, timeout_s"),
+    ],
+)
+def test_a_notifier_that_could_never_work_is_refused_by_its_key_without_its_secret(
+    override: str, key: str, words: str
+) -> None:
+    err = refused([override])
+    assert err.key == key
+    assert words in str(err)
+    assert SECRET not in str(err)
+
+
+def test_notifications_are_off_by_default_and_take_a_url_with_a_token_and_a_command_line() -> None:
+    assert to_plain(compose([]).notify) == {"command": None, "webhook": None, "timeout_s": 5.0}
+    url = f"https://hooks.example.com:8443/services/T1/B2/{SECRET}?token={SECRET}&x=1"
+    cfg = compose(
+        [f"notify.webhook='{url}'", "notify.command='python3 \"my notify.py\" --to ops'", "notify.timeout_s=2"]
+    )
+    assert cfg.notify.webhook == url and cfg.notify.endpoint() == "https://hooks.example.com:8443"
+    assert cfg.notify.argv() == ["python3", "my notify.py", "--to", "ops"]
+    assert compose(["notify.webhook='http://[::1]:8080/x'"]).notify.endpoint() == "http://[::1]:8080"
+
+
+def test_a_notify_program_that_does_not_exist_is_refused_for_a_new_run_only(tmp_path: Path) -> None:
+    from orchestrator.config import check_notify_program
+
+    cfg = compose([f"notify.command='no-such-program-zz --token {SECRET}'"])
+    with pytest.raises(ConfigError) as info:
+        check_notify_program(cfg.notify)
+    assert info.value.key == "notify.command" and "no-such-program-zz" in str(info.value)
+    assert SECRET not in str(info.value)
+    script = tmp_path / "notify.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o700)
+    check_notify_program(compose([f"notify.command='{script} --to ops'"]).notify)
+    check_notify_program(compose(["notify.command='python3 -c pass'"]).notify)
+    # A resume reads the saved config without asking: the program may have moved since.
+    d = saved()
+    d["notify"] = {"command": "no-such-program-zz", "webhook": None, "timeout_s": 5.0}
+    assert config_from_plain(d).notify.command == "no-such-program-zz"
+
+
+def test_a_saved_config_from_before_notifications_reads_back_without_them() -> None:
+    d = saved()
+    del d["notify"]
+    assert config_from_plain(d).notify.webhook is None
+
+
+def test_a_webhook_named_by_an_environment_variable_is_read_at_the_runs_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.config import notify_from_env
+
+    url = f"https://hooks.example.com/services/{SECRET}?token={SECRET}"
+    cfg = compose(["notify.webhook=env:ORCH_TEST_HOOK_URL"])
+    assert cfg.notify.webhook == "env:ORCH_TEST_HOOK_URL"
+    monkeypatch.setenv("ORCH_TEST_HOOK_URL", url)
+    read = notify_from_env(cfg.notify)
+    assert read.webhook == url and read.endpoint() == "https://hooks.example.com"
+    assert cfg.notify.webhook == "env:ORCH_TEST_HOOK_URL"  # the config it was given is left as it was
+    assert notify_from_env(read) == read  # nothing more to read
+    monkeypatch.delenv("ORCH_TEST_HOOK_URL")
+    with pytest.raises(ConfigError) as info:
+        notify_from_env(cfg.notify)
+    assert str(info.value) == (
+        "notify.webhook: env:ORCH_TEST_HOOK_URL: the environment variable ORCH_TEST_HOOK_URL is not set; "
+        "export it with the webhook's URL"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (f"ftp://hooks.example.com/{SECRET}", "scheme 'ftp'"),
+        ("", "empty"),
+        (f"hooks.example.com/services/{SECRET}", "no absolute URL"),
+        (f"https://bot:{SECRET}@hooks.example.com/x", "user name or password"),
+        (f"https://hooks.example.com/a {SECRET}", "space"),
+        ("env:ORCH_TEST_OTHER", "no absolute URL"),
+        ("notify.secret:https://hooks.example.com", "scheme 'notify.secret'"),
+    ],
+)
+def test_an_environment_variable_that_holds_no_webhook_url_is_refused_naming_it_not_its_value(
+    monkeypatch: pytest.MonkeyPatch, value: str, words: str
+) -> None:
+    from orchestrator.config import notify_from_env
+
+    monkeypatch.setenv("ORCH_TEST_HOOK_URL", value)
+    with pytest.raises(ConfigError) as info:
+        notify_from_env(compose(["notify.webhook=env:ORCH_TEST_HOOK_URL"]).notify)
+    text = str(info.value)
+    assert info.value.key == "notify.webhook" and "\n" not in text
+    assert text.startswith("notify.webhook: env:ORCH_TEST_HOOK_URL: ORCH_TEST_HOOK_URL holds no usable")
+    assert words in text and SECRET not in text
+
+
+@pytest.mark.parametrize("name", ["", "1HOOK", "HOOK-URL", "HOOK URL", "HOOK$", f"https://hooks.example.com/{SECRET}"])
+def test_env_with_no_variable_name_is_refused_without_showing_it(name: str) -> None:
+    err = refused([f"notify.webhook='env:{name}'"])
+    assert err.key == "notify.webhook" and "names no environment variable" in str(err)
+    assert SECRET not in str(err)
+
+
+def test_a_config_json_names_kept_targets_which_read_back_and_a_command_line_may_not_give() -> None:
+    d = saved()
+    d["notify"] = {
+        "command": "notify.secret:/opt/ops/page.py",
+        "webhook": "notify.secret:https://hooks.example.com:8443",
+        "timeout_s": 5.0,
+    }
+    cfg = config_from_plain(d)
+    assert cfg.notify.kept() and cfg.notify.endpoint() == "https://hooks.example.com:8443"
+    assert to_plain(cfg.notify) == d["notify"]
+    # A name with more than scheme and host, or none, is damage; it is never shown (a token may be in it).
+    for webhook in (
+        f"notify.secret:https://hooks.example.com/services/{SECRET}",
+        f"notify.secret:https://hooks.example.com?t={SECRET}",
+        "notify.secret:",
+        f"notify.secret:ftp://{SECRET}.example.com",
+    ):
+        d["notify"]["webhook"] = webhook
+        with pytest.raises(ConfigError) as info:
+            config_from_plain(d)
+        assert info.value.key == "notify.webhook" and SECRET not in str(info.value)
+    d["notify"]["webhook"] = None
+    d["notify"]["command"] = "notify.secret: "
+    with pytest.raises(ConfigError, match="names no program"):
+        config_from_plain(d)
+    # On a command line (or in a user's config) such a name is refused: there is no notify.secret to read.
+    for override, key in (
+        ("notify.webhook='notify.secret:https://hooks.example.com'", "notify.webhook"),
+        ("notify.command='notify.secret:notify.sh'", "notify.command"),
+    ):
+        err = refused([override])
+        assert err.key == key and "how a run's config.json names a target kept in" in str(err)

@@ -82,7 +82,7 @@ def test_a_launch_past_its_deadline_fails_over_after_one_timeout_not_three(tmp_p
         runner.launch("local-a", 1)
     assert err.value.kind is ProvisionErrorKind.TIMEOUT and provider.launches == 1
     assert [e["type"] for e in journal.events()] == ["provision_failed"]
-    assert attempt._PROVISION_FAILURE[err.value.kind] is FailureKind.PROVISION_TIMEOUT
+    assert attempt.PROVISION_FAILURE[err.value.kind] is FailureKind.PROVISION_TIMEOUT
     failure = Failure(FailureKind.PROVISION_TIMEOUT, "local-a", str(err.value))
     decision = decide(failure, ["local-a", "local-b"], History(), Budgets(2, 0, 600.0), now=0.0)
     assert (decision.action, decision.region) == (Action.FAILOVER, "local-b")

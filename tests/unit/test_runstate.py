@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,8 @@ SAMPLES: list[E.Event] = [
     E.StandbyActivated("b", 3, cluster="r-b-g3"),
     E.MultipartAborted("a", keys=("k1", "k2")),
     E.MultipartAbortFailed("a", "denied"),
+    E.NotifyFailed("webhook", "failover", "HTTP 500 Internal Server Error", endpoint="https://hooks.example.com"),
+    E.NotifyOff("webhook", "no notify.secret in the run's folder", endpoint="https://hooks.example.com"),
     E.RuntimeReport("train_started", {"restored_step": 0, "generation": 1, "time": 3.0, "by": "runtime"}),
     E.RuntimeReport("transition", {"to": "SUCCEEDED", "by": "runtime"}, legacy=True),
     E.Unknown("from_the_future", {"anything": [1, 2]}),
@@ -256,6 +258,18 @@ def test_apply_never_changes_the_view_it_is_given() -> None:
     assert view.leftover and view.started
     with pytest.raises(TypeError):
         view.leftover["x"] = view.leftover[next(iter(view.leftover))]  # type: ignore[index]
+
+
+def test_a_failed_notification_moves_only_the_clock() -> None:
+    view = fold(E.from_json(e) for e in _journey())
+    failed = E.NotifyFailed("command", "succeeded", "exited with status 1", endpoint="notify.sh", ts=view.last_ts + 5)
+    assert apply(view, failed) == replace(view, last_ts=view.last_ts + 5)
+
+
+def test_a_notify_target_turned_off_moves_only_the_clock() -> None:
+    view = fold(E.from_json(e) for e in _journey())
+    off = E.NotifyOff("command", "notify.secret is another run's", endpoint="notify.sh", ts=view.last_ts + 5)
+    assert apply(view, off) == replace(view, last_ts=view.last_ts + 5)
 
 
 def test_open_attempt_and_launching_come_from_apply_alone() -> None:
