@@ -204,7 +204,13 @@ class StoreFnUtils(ray_fn_utils.TrainFnUtils):
         consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
         timeout_s: float | None = None,
     ) -> Any:
-        return self.inner.get_all_reported_checkpoints(consistency_mode=consistency_mode, timeout_s=timeout_s)
+        # Ray never holds this run's checkpoints (each report hands it none), so its list
+        # would be empty: refused by name rather than answered wrongly.
+        raise RuntimeError(
+            "ray.train.get_all_reported_checkpoints() is not available under job.train_func: the run's "
+            "checkpoints live in its stores, verified on restore; ray.train.get_checkpoint() returns the "
+            "newest one that verifies"
+        )
 
     def get_dataset_shard(self, dataset_info: Any) -> Any:
         return self.inner.get_dataset_shard(dataset_info)

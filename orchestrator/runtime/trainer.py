@@ -15,24 +15,48 @@ them do nothing for us:
 - the dataset manager, which Ray Train starts even when the trainer has no datasets
   (it is kept when ``data.loader=ray_data`` passes one).
 
-They are dropped through two of the trainer's own hooks. Should a Ray release move
-them, ``make_trainer`` falls back to the stock trainer: slower, never wrong.
+They are dropped through two of the trainer's own hooks.
+
+Ray Train's controller, too, is an actor of its own: one more process that imports
+torch and Ray Train (5 s of a core) before the first worker is even asked for. Here
+it runs in the driver instead, which has both imported already and does nothing but
+wait for it: the same ``TrainController``, its same loop (worker group start, polling,
+restarts within ``trainer.max_worker_restarts``), on the driver's event loop. What it
+gives up: the workers get no handle on the controller, which only
+``ray.train.get_all_reported_checkpoints()`` uses (a ``job.train_func`` function is
+told so in one line: its checkpoints go through the run's stores), and the
+controller dies with the driver, as the actor did (it was the driver's).
+
+Should a Ray release move any of these hooks, ``make_trainer`` falls back to the
+stock trainer: slower, never wrong.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ray.train.torch import TorchTrainer
 
 try:
+    from ray.runtime_context import RuntimeContext
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+    from ray.train.v2._internal.execution.controller.controller import TrainController
     from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+    from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 except ImportError:  # another Ray: the stock trainer
     LEAN = False
 else:
-    LEAN = all(hasattr(TorchTrainer, m) for m in ("_create_default_callbacks", "_initialize_and_run_controller"))
+    LEAN = (
+        all(hasattr(TorchTrainer, m) for m in ("_create_default_callbacks", "_initialize_and_run_controller"))
+        and hasattr(WorkerGroup, "_init_train_context_on_workers")
+        and getattr(TrainController, "worker_group_cls", None) is WorkerGroup
+        and asyncio.iscoroutinefunction(getattr(TrainController, "run", None))
+        and isinstance(RuntimeContext.__dict__.get("current_actor"), property)
+    )
 
 
 def make_trainer(*args: Any, **kwargs: Any) -> TorchTrainer:
@@ -67,4 +91,27 @@ if LEAN:
         def _initialize_and_run_controller(self, **kwargs: Any) -> Any:
             if type(kwargs.get("scaling_policy")) is FixedScalingPolicy:
                 kwargs["scaling_policy"] = UncoordinatedPolicy(kwargs["scaling_policy"].scaling_config)
-            return super()._initialize_and_run_controller(**kwargs)
+            controller = DriverController(**kwargs)
+            asyncio.run(controller.run())
+            return controller.get_result()
+
+    @contextmanager
+    def _no_controller_actor() -> Iterator[None]:
+        """The worker group hands the workers ``current_actor``, which outside an actor
+        raises: for the span of that call it is None (see the module's docstring)."""
+        actor = RuntimeContext.__dict__["current_actor"]
+        RuntimeContext.current_actor = property(lambda _: None)  # type: ignore[assignment,method-assign]
+        try:
+            yield
+        finally:
+            RuntimeContext.current_actor = actor  # type: ignore[method-assign]
+
+    class DriverWorkerGroup(WorkerGroup):
+        def _init_train_context_on_workers(self, *args: Any, **kwargs: Any) -> Any:
+            with _no_controller_actor():
+                return super()._init_train_context_on_workers(*args, **kwargs)
+
+    class DriverController(TrainController):
+        """Ray Train's controller, run in the driver's process rather than as an actor."""
+
+        worker_group_cls = DriverWorkerGroup

@@ -198,6 +198,13 @@ def test_every_spelling_of_report_reaches_the_sink_and_ray_gets_the_metrics_alon
     assert ray_fn_utils.get_train_fn_utils() is ray_worker
 
 
+def test_all_reported_checkpoints_is_refused_by_name_not_answered_empty(ray_worker: LocalTrainFnUtils) -> None:
+    import ray.train
+
+    with routed_through(Sink()), pytest.raises(RuntimeError, match=r"get_all_reported_checkpoints.*get_checkpoint"):
+        ray.train.get_all_reported_checkpoints()
+
+
 def test_ray_s_utils_come_back_when_the_function_raises(ray_worker: LocalTrainFnUtils) -> None:
     with pytest.raises(RuntimeError), routed_through(Sink()):
         assert isinstance(ray_fn_utils.get_train_fn_utils(), StoreFnUtils)

@@ -47,21 +47,55 @@ def test_a_fixed_worker_group_never_asks_the_autoscaling_coordinator() -> None:
 
     seen: dict[str, object] = {}
 
-    class Probe(trainer.LeanTorchTrainer):
-        def _initialize_and_run_controller(self, **kwargs: object) -> object:
-            return super()._initialize_and_run_controller(**kwargs)
+    class Probe:
+        def __init__(self, **kwargs: object) -> None:
+            seen.update(kwargs)
 
-    # The swap happens on the way to Ray's own method: catch what reaches it.
-    base = trainer.TorchTrainer._initialize_and_run_controller
+        async def run(self) -> None:
+            pass
+
+        def get_result(self) -> str:
+            return "result"
+
+    # The swap happens on the way to the controller: catch what reaches it.
+    base = trainer.DriverController
     try:
-        trainer.TorchTrainer._initialize_and_run_controller = lambda self, **kw: seen.update(kw)  # type: ignore[method-assign]
-        Probe(lambda: None, scaling_config=ScalingConfig(num_workers=2))._initialize_and_run_controller(
-            scaling_policy=FixedScalingPolicy(ScalingConfig(num_workers=2))
-        )
+        trainer.DriverController = Probe  # type: ignore[assignment,misc]
+        got = trainer.LeanTorchTrainer(
+            lambda: None, scaling_config=ScalingConfig(num_workers=2)
+        )._initialize_and_run_controller(scaling_policy=FixedScalingPolicy(ScalingConfig(num_workers=2)))
     finally:
-        trainer.TorchTrainer._initialize_and_run_controller = base  # type: ignore[method-assign]
+        trainer.DriverController = base  # type: ignore[misc]
+    assert got == "result"
     policy = seen["scaling_policy"]
     assert isinstance(policy, trainer.UncoordinatedPolicy)
     policy.after_controller_start(None)  # no coordinator actor, no error
     assert policy._coordinator_client is None
     assert policy.make_decision_for_non_running_worker_group().num_workers == 2
+
+
+def test_the_controller_runs_in_the_driver_with_the_same_loop() -> None:
+    # Ray Train's own controller class and loop, only hosted by the driver: what it
+    # decides (start, poll, restart within max_failures) is Ray's, unchanged.
+    from ray.train.v2._internal.execution.controller.controller import TrainController
+    from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
+
+    from orchestrator.runtime import trainer
+
+    assert issubclass(trainer.DriverController, TrainController)
+    assert trainer.DriverController.run is TrainController.run
+    assert issubclass(trainer.DriverController.worker_group_cls, WorkerGroup)
+
+
+def test_workers_get_no_controller_handle_and_the_driver_keeps_its_context() -> None:
+    from ray.runtime_context import RuntimeContext
+
+    from orchestrator.runtime.trainer import _no_controller_actor
+
+    before = RuntimeContext.__dict__["current_actor"]
+    with _no_controller_actor():
+        assert RuntimeContext.current_actor.fget(None) is None  # type: ignore[attr-defined]
+    assert RuntimeContext.__dict__["current_actor"] is before
+    with pytest.raises(KeyError), _no_controller_actor():
+        raise KeyError("restored on the way out too")
+    assert RuntimeContext.__dict__["current_actor"] is before
