@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from support import REPO
+from support import REPO, wait_for_ci_setup
 
 SETUP = REPO / ".ci" / "slurm" / "setup"
 IN_NS = REPO / ".ci" / "slurm" / "in-ns"
@@ -61,6 +61,9 @@ def slurm_up() -> str | None:
         return "nsenter or .ci/slurm/setup missing"
     if os.geteuid() != 0:
         return "the Slurm set-up needs root"
+    waited = wait_for_ci_setup()
+    if waited:
+        return waited
     check = subprocess.run(["bash", str(SETUP), "--check"], capture_output=True, timeout=60)
     if check.returncode != 0:
         return "the one-node Slurm cluster is not up: run .ci/slurm/setup (.ci/run does)"

@@ -31,6 +31,25 @@ def skip_unless_strict(why: str) -> None:
     pytest.skip(why)
 
 
+# CI installs its packages and brings the Slurm cluster up in the background, beside the
+# install and the first tests, then writes the file this names (see .ci/run).
+CI_SETUP_DONE_ENV = "ORCH_CI_SETUP_DONE"
+
+
+def wait_for_ci_setup(timeout_s: float = 1200.0) -> str | None:
+    """Wait for CI's background set-up to end; None once it has (or where none runs),
+    else why a test that needs it cannot run."""
+    done = os.environ.get(CI_SETUP_DONE_ENV)
+    if not done:
+        return None
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(done):
+        if time.monotonic() > deadline:
+            return f"CI's set-up (packages, Slurm) did not end within {timeout_s:.0f} s ({CI_SETUP_DONE_ENV}={done})"
+        time.sleep(2.0)
+    return None
+
+
 def ray_pids() -> set[int]:
     """Every Ray process on the machine, by name or process title."""
     out = set()

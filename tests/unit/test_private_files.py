@@ -18,7 +18,7 @@ from orchestrator.journal import Journal
 from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from orchestrator.wire.control import ControlChannel
 from recovery.fsio import make_dirs, write_private
-from support import skip_unless_strict
+from support import skip_unless_strict, wait_for_ci_setup
 
 pytestmark = pytest.mark.unit
 
@@ -97,6 +97,9 @@ def _as_nobody(script: str) -> subprocess.CompletedProcess[str]:
 def acl_shared() -> Iterator[Path]:
     """A shared folder like the on-prem set-up's: sticky, world-writable, with a default
     ACL that gives another user (here: nobody) everything created below it."""
+    waited = wait_for_ci_setup()  # CI installs acl in the background
+    if waited:
+        skip_unless_strict(waited)
     if os.geteuid() != 0 or not shutil.which("setfacl") or not shutil.which("setpriv"):
         skip_unless_strict("needs root, setfacl (package acl) and setpriv to act as another user")
     top = Path(tempfile.mkdtemp(prefix="orch-acl-", dir="/tmp"))
