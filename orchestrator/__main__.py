@@ -35,6 +35,8 @@ examples:
 """
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
+# A run stopped by Ctrl-C or SIGTERM (status INTERRUPTED): 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 MAX_RESUMES = 10
 
 
@@ -43,8 +45,8 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def _interruptible() -> None:
-    """SIGINT and SIGTERM end the run cleanly (FAILED, checkpoints kept, clusters torn
-    down). SIGINT explicitly: a shell starting us in the background sets it to ignored,
+    """SIGINT and SIGTERM end the run cleanly (INTERRUPTED, checkpoints kept, clusters
+    torn down; action=resume goes on). SIGINT explicitly: a shell starting us in the background sets it to ignored,
     and Python then installs no handler of its own."""
     signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -219,7 +221,7 @@ def _resume(cli: object) -> int:
     except FileNotFoundError:
         return error(f"run_id: no run named {run_id!r} under {cli.home_path} to resume")
     done = read_result(run_dir)
-    if done is not None:
+    if done is not None and done["status"] != "INTERRUPTED":
         print(f"run {run_id} already finished ({done['status']}); nothing to resume", file=sys.stderr)
         return 0 if done["status"] == "SUCCEEDED" else 1
     try:
@@ -318,6 +320,12 @@ def _refuse_finished(cfg: object) -> None:
     if cfg.run_id is None:
         return
     done = read_result(os.path.join(cfg.home_path, "runs", cfg.run_id))
+    if done is not None and done["status"] == "INTERRUPTED":
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} was interrupted; go on with it: python -m orchestrator action=resume "
+            f"run_id={cfg.run_id}, or omit run_id for a new run",
+        )
     if done is not None:
         raise ConfigError(
             "run_id",
@@ -384,7 +392,17 @@ def _finish(cfg: object, run_id: str, result: dict[str, object]) -> int:
         if done is not None:
             print(done[0])
             print(f"plot: {done[1]}")
+    if result["status"] == "INTERRUPTED":
+        print(f"interrupted: go on from the newest checkpoint with: {resume_command(cfg, run_id)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def resume_command(cfg: object, run_id: str) -> str:
+    """The command that takes ``run_id`` on, with the home it lives under."""
+    import shlex
+
+    return f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(str(cfg.home_path))}"  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from orchestrator.journal import Journal
 from orchestrator.notify import Notifier, shown
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
-from orchestrator.result import RunRecord, record_from, write_result
+from orchestrator.result import RunRecord, record_from, withdraw_result, write_result
 from orchestrator.resume import Adoption
 from orchestrator.rundir import make_control_dir, make_run_dir
 from orchestrator.runstate.events import (
@@ -295,13 +295,29 @@ class Controller:
         )
         if rp.state.terminal:
             return self._finish_terminal(rp)
-        adopt = sweep_and_adopt(self.ctx, rp)
+        adopt = sweep_and_adopt(self.ctx, rp, may_adopt=rp.state is not RunState.INTERRUPTED)
         if adopt is not None:
             adopt = replace(adopt, journaled=journaled_runtime_events(events, adopt.generation))
         now = self.clock()
         op = rp.open_attempt
         progress = self.control.read_progress(op.generation) if op is not None else None
         last_step = max(rp.last_step, 0 if progress is None else progress.step)
+        if rp.state is RunState.INTERRUPTED:
+            if op is not None:
+                # Interrupted mid-launch: that attempt never ended in the journal.
+                self.emit(
+                    AttemptEnded(
+                        generation=op.generation,
+                        region=op.region,
+                        started_at=op.started_at,
+                        ended_at=now,
+                        restored_step=op.restored_step,
+                        last_step=last_step,
+                        outcome="interrupted",
+                    )
+                )
+            withdraw_result(self.run_dir)
+            return self._drive(self._resumed_region(rp), rp.pending)
         if op is not None and adopt is None:
             # The open attempt is gone (or was never up): end it, and start again in its region.
             self.emit(
@@ -329,6 +345,14 @@ class Controller:
             self.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
+
+    def _resumed_region(self, rp: Any) -> str:
+        """Where an interrupted run goes on: the failover it was in the middle of, else the
+        region it was interrupted in (while still a candidate), else the first candidate."""
+        if rp.pending is not None and rp.next_region in self.candidates:
+            return str(rp.next_region)
+        at = self.view.current_region
+        return at if at in self.candidates else self.candidates[0]
 
     def _start_above_fences(self) -> None:
         """Raise the next generation above every fence the stores hold, before any attempt:
@@ -372,7 +396,7 @@ class Controller:
                 pass
         except KeyboardInterrupt:
             at_region, at_generation = self._at or (region, self._generation)
-            self._fail("interrupted (SIGINT/SIGTERM); checkpoints are kept", at_region, at_generation, None)
+            self._interrupted(at_region, at_generation)
         finally:
             run_all(
                 [
@@ -464,6 +488,12 @@ class Controller:
             generation=generation,
         )
 
+    def _interrupted(self, region: str, generation: int) -> None:
+        """Ctrl-C or SIGTERM: the run stops (its clusters are torn down on the way out) and
+        waits for action=resume, which starts it again from its newest verified checkpoint."""
+        if not self.sm.state.stopped:
+            self.sm.to(RunState.INTERRUPTED, reason=INTERRUPTED_REASON, region=region, generation=generation)
+
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
             self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
@@ -472,6 +502,7 @@ class Controller:
 
 
 CONFIG_NAME = "config.json"
+INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoints kept; action=resume goes on"
 
 
 def control_url(cfg: Config, run_id: str, run_dir: str) -> str:

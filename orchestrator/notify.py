@@ -68,6 +68,7 @@ class NotificationKind(StrEnum):
     failover = "failover"
     succeeded = "succeeded"
     failed = "failed"
+    interrupted = "interrupted"  # Ctrl-C or SIGTERM: waits for action=resume
 
 
 # Incidents that no failure_detected or provision_failed announced: heard of when recorded.
@@ -125,7 +126,7 @@ def notification(event: Event, view: RunView, run_id: str, job: str) -> dict[str
         status = event.status or view.status
         succeeded = status == "SUCCEEDED"
         return _note(
-            NotificationKind.succeeded if succeeded else NotificationKind.failed,
+            _END_KINDS.get(str(status), NotificationKind.failed),
             event,
             view,
             run_id,
@@ -136,6 +137,13 @@ def notification(event: Event, view: RunView, run_id: str, job: str) -> dict[str
             reason=None if succeeded else view.reason,
         )
     return None
+
+
+_END_KINDS = {
+    "SUCCEEDED": NotificationKind.succeeded,
+    "FAILED": NotificationKind.failed,
+    "INTERRUPTED": NotificationKind.interrupted,
+}
 
 
 def _note(

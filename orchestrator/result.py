@@ -42,7 +42,7 @@ def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, starte
     return RunRecord(
         run_id=run_id,
         started_at=view.started_at or started_at,
-        status=str(view.state) if view.state.terminal else "RUNNING",
+        status=str(view.state) if view.state.stopped else "RUNNING",
         reason=(verdict.reason or "") if verdict is not None else "",
         attempts=[payload(a) for a in view.attempts],
         incidents=[incident_from(i) for i in view.incidents],
@@ -111,6 +111,15 @@ def write_result(run_dir: str, record: RunRecord, stores: dict[str, CheckpointSt
     return result
 
 
+def withdraw_result(run_dir: str) -> None:
+    """An interrupted run taken on again is not ended any more: its result.json goes
+    (the journal keeps the interruption) until the run ends again and writes a new one."""
+    try:
+        os.unlink(os.path.join(run_dir, RESULT_NAME))
+    except FileNotFoundError:
+        pass
+
+
 _NUMBER = (int, float)
 _NONE = type(None)
 # What status, report and a new run with the same run_id take from result.json.
@@ -129,7 +138,8 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "checkpoint_sha256": (str, _NONE),
     "error_traceback": (str, _NONE),
 }
-FINAL_STATES = ("SUCCEEDED", "FAILED")
+# INTERRUPTED: stopped by Ctrl-C or SIGTERM, waiting for action=resume.
+FINAL_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED")
 
 
 def read_result(run_dir: str) -> dict[str, Any] | None:

@@ -82,13 +82,14 @@ def handle_of(ctx: RunContext, provisioned: dict[str, Any]) -> ClusterHandle:
     )
 
 
-def sweep_and_adopt(ctx: RunContext, rp: Replayed) -> Adoption | None:
+def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Adoption | None:
     """Tear down everything left running but the open attempt, which is adopted if
     its cluster is healthy and its driver alive, or if its driver has ended and said
-    how; otherwise it is torn down too."""
+    how; otherwise it is torn down too. An interrupted run adopts nothing (``may_adopt``):
+    it was stopped on purpose, and goes on in a new attempt."""
     adopt: Adoption | None = None
     op = rp.open_attempt
-    if op is not None and op.cluster is not None and op.runtime_pid is not None:
+    if may_adopt and op is not None and op.cluster is not None and op.runtime_pid is not None:
         handle = handle_of(ctx, op.cluster)
         # Still training, or already ended with a word (success, preemption, user error):
         # either way the attempt's own outcome stands and the watch takes it from there.

@@ -113,6 +113,8 @@ def row_from(
     if result is not None:
         # Ended: result.json is the word on status, step, incidents and duration.
         reason = result.get("reason") if result["status"] == "FAILED" else None
+        if result["status"] == "INTERRUPTED":
+            reason = f"interrupted; continue it with action=resume run_id={run_id}"
         return replace(
             base,
             status=str(result["status"]),

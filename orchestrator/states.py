@@ -13,19 +13,30 @@ class RunState(StrEnum):
     RECOVERING = "RECOVERING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
+    # Stopped by Ctrl-C or SIGTERM: clusters torn down, checkpoints kept; action=resume
+    # takes it on from its newest verified checkpoint.
+    INTERRUPTED = "INTERRUPTED"
 
     @property
     def terminal(self) -> bool:
         return self in (RunState.SUCCEEDED, RunState.FAILED)
 
+    @property
+    def stopped(self) -> bool:
+        """No controller carries the run on: it ended, or waits for action=resume."""
+        return self.terminal or self is RunState.INTERRUPTED
 
+
+_STOP = frozenset({RunState.FAILED, RunState.INTERRUPTED})
 ALLOWED: dict[RunState, frozenset[RunState]] = {
-    RunState.PENDING: frozenset({RunState.PROVISIONING, RunState.FAILED}),
-    RunState.PROVISIONING: frozenset({RunState.RUNNING, RunState.RECOVERING, RunState.FAILED}),
-    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.RECOVERING, RunState.FAILED}),
-    RunState.RECOVERING: frozenset({RunState.PROVISIONING, RunState.FAILED}),
+    RunState.PENDING: frozenset({RunState.PROVISIONING}) | _STOP,
+    RunState.PROVISIONING: frozenset({RunState.RUNNING, RunState.RECOVERING}) | _STOP,
+    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.RECOVERING}) | _STOP,
+    RunState.RECOVERING: frozenset({RunState.PROVISIONING}) | _STOP,
     RunState.SUCCEEDED: frozenset(),
     RunState.FAILED: frozenset(),
+    # action=resume: a new attempt, or the verdict a resume can reach before one.
+    RunState.INTERRUPTED: frozenset({RunState.PROVISIONING, RunState.FAILED}),
 }
 
 

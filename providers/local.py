@@ -183,7 +183,6 @@ class LocalProvider:
                 "--dashboard-agent-grpc-port",
                 "--metrics-export-port",
                 "--runtime-env-agent-port",
-                "--ray-client-server-port",
             )
         }
         argv = [
@@ -199,6 +198,11 @@ class LocalProvider:
             f"--num-gpus={region.num_gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--include-dashboard=false",
+            # Two of the head's daemons an attempt's cluster never uses, 2.5 s of a core
+            # per cluster: Ray Client's server (drivers connect by the GCS address), and
+            # the autoscaler's monitor (a local cluster is one fixed node).
+            "--no-ray-client",  # providers.raystart's own
+            "--no-monitor",
             # The driver connects with log_to_driver=False: nobody reads the streamed logs
             # (workers' own files stay under the temp dir).
             "--include-log-monitor=false",

@@ -29,7 +29,8 @@ class Script:
     """Train to ``until`` (None: the job's steps), then ``then``: ``finish``,
     ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
     cluster stays), ``hang`` (heartbeats stop), ``user_error``, ``preempted``
-    (commits, then exits so), ``workers_exhausted``."""
+    (commits, then exits so), ``workers_exhausted``, ``interrupt`` (Ctrl-C reaches the
+    controller, as SIGINT raises KeyboardInterrupt wherever its main thread is)."""
 
     until: int | None = None
     then: str = "finish"
@@ -122,6 +123,8 @@ class FakeRuntime:
             self.code = EXIT_PREEMPTED
         elif then == "workers_exhausted":
             self.code = EXIT_WORKERS_EXHAUSTED
+        elif then == "interrupt":
+            raise KeyboardInterrupt
         else:
             raise ValueError(f"no such script ending: {then}")
         control.exited(gen, self.code)

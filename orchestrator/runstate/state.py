@@ -120,7 +120,7 @@ class RunView:
     faults: tuple[FaultInjected, ...] = ()
     decisions: tuple[DecisionMade, ...] = ()
     # --- what the result needs ---
-    verdict: Transition | None = None  # the transition into a terminal state
+    verdict: Transition | None = None  # the transition into a terminal state, or INTERRUPTED
     error_traceback: str | None = None  # the workload's, from its first user_error in an attempt
     user_errors: frozenset[int] = frozenset()  # generations whose first user_error was read
 
@@ -191,7 +191,10 @@ def _run_started(v: RunView, e: RunStarted) -> RunView:
 
 
 def _transition(v: RunView, e: Transition) -> RunView:
-    return replace(v, state=e.to, verdict=e if e.to.terminal else v.verdict)
+    # An interruption is the verdict until a resume carries the run on.
+    resumed = v.state is RunState.INTERRUPTED
+    verdict = e if e.to.stopped else None if resumed else v.verdict
+    return replace(v, state=e.to, verdict=verdict, finished=v.finished and not resumed)
 
 
 def _attempt_started(v: RunView, e: AttemptStarted) -> RunView:

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
@@ -42,6 +43,10 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
         pids = set(provider.processes(cluster))
         assert {runtime.pid, cold.pid} <= pids
         assert len(pids) >= 3  # ray start, gcs_server, raylet at least
+        # Neither Ray Client's server nor the autoscaler's monitor: a fixed one-node
+        # cluster that drivers reach by its GCS address uses neither.
+        cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in pids if psutil.pid_exists(p)]
+        assert not [c for c in cmdlines if "ray.util.client.server" in c or "autoscaler/_private/monitor.py" in c]
         _only_its_token_connects(provider, cluster, tmp_path)
         _private(cluster)
     finally:
@@ -61,7 +66,9 @@ def _only_its_token_connects(provider: LocalProvider, cluster: ClusterHandle, tm
     """Ray's token auth is on: a driver with the cluster's environment connects, one
     without the token, with token auth off, or with another token is refused."""
     code = CONNECT.format(cluster.address)
-    env = provider.cluster_env(cluster)
+    # One try at the GCS, not Ray's 20 (a second each): the cluster is up, so the right
+    # token connects at the first, and a refusal is the token's, not a slow start's.
+    env = {**provider.cluster_env(cluster), "RAY_gcs_server_port_wait_time_s": "1"}
     ok = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "connected" in ok.stdout, ok.stderr[-2000:]
     other = tmp_path / "other_token"

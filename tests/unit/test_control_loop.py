@@ -20,6 +20,7 @@ import orchestrator.watch as watch
 from orchestrator.compose import compose
 from orchestrator.controller import Controller
 from orchestrator.replay import replay
+from orchestrator.result import read_result
 from orchestrator.runstate.events import RunStarted
 from orchestrator.states import RunState
 from providers.base import ProvisionErrorKind
@@ -245,6 +246,71 @@ def test_a_crashed_controller_resumes_from_exactly_the_state_its_journal_holds(t
     assert [a["region"] for a in resumed.record.attempts] == ["local-a", "local-b", "local-b"]
     assert resumed.record.attempts[2]["restored_step"] == 40
     assert _live(resumed) == _replayed(resumed) and rp.finished
+
+
+def test_ctrl_c_leaves_the_run_interrupted_and_resume_goes_on_from_its_newest_checkpoint(tmp_path: Path) -> None:
+    cloud = FakeCloud({"local-a": [Script(40, "interrupt"), Script()]})
+    ctl = _controller(tmp_path, cloud)
+    result = ctl.run()
+    assert result["status"] == "INTERRUPTED" and "action=resume" in result["reason"]
+    assert result["incidents"] == [] and result["final_checkpoint"], "checkpoints are kept"
+    assert cloud.torn_down == [f"{RUN}-local-a-g1"] and not cloud.clusters
+    assert [e["status"] for e in _events(ctl, "run_finished")] == ["INTERRUPTED"]
+    assert _live(ctl) == _replayed(ctl)
+    assert read_result(ctl.run_dir)["status"] == "INTERRUPTED"  # type: ignore[index]
+    del ctl
+    resumed = _controller(tmp_path, cloud)
+    result = resumed.resume()
+    # Taken on where it stopped: no incident (nothing failed), the checkpoint at the stop restored.
+    assert result["status"] == "SUCCEEDED" and result["final_step"] == 60 and result["incidents"] == []
+    assert [(a["region"], a["generation"], a["restored_step"], a["outcome"]) for a in resumed.record.attempts] == [
+        ("local-a", 1, 0, "interrupted"),
+        ("local-a", 2, 40, "succeeded"),
+    ]
+    assert [e["to"] for e in _events(resumed, "transition")] == [
+        "PROVISIONING",
+        "RUNNING",
+        "INTERRUPTED",
+        "PROVISIONING",
+        "RUNNING",
+        "SUCCEEDED",
+    ]
+    assert [e["status"] for e in _events(resumed, "run_finished")] == ["INTERRUPTED", "SUCCEEDED"]
+    assert _live(resumed) == _replayed(resumed) and replay(resumed.journal.events()).finished
+
+
+def test_an_interrupted_failover_goes_on_to_the_region_it_was_failing_over_to(tmp_path: Path) -> None:
+    cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script(0, "interrupt"), Script()]})
+    ctl = _controller(tmp_path, cloud)
+    assert ctl.run()["status"] == "INTERRUPTED"
+    assert replay(ctl.journal.events()).pending is not None, "the failover's incident is still open"
+    del ctl
+    resumed = _controller(tmp_path, cloud)
+    result = resumed.resume()
+    assert result["status"] == "SUCCEEDED"
+    assert [(a["region"], a["outcome"]) for a in resumed.record.attempts] == [
+        ("local-a", "cluster_lost"),
+        ("local-b", "interrupted"),
+        ("local-b", "succeeded"),
+    ]
+    (incident,) = result["incidents"]
+    assert (incident["kind"], incident["from_region"], incident["to_region"]) == ("cluster_lost", "local-a", "local-b")
+    assert incident["restored_step"] == 40
+    assert _live(resumed) == _replayed(resumed)
+
+
+def test_an_interrupted_run_is_not_reused_by_a_new_run_and_resumes_only_once(tmp_path: Path) -> None:
+    cloud = FakeCloud({"local-a": [Script(20, "interrupt"), Script()]})
+    assert _controller(tmp_path, cloud).run()["status"] == "INTERRUPTED"
+    from orchestrator.__main__ import _refuse_finished
+    from orchestrator.config import ConfigError
+
+    cfg = compose([f"home={tmp_path}", f"run_id={RUN}"])
+    with pytest.raises(ConfigError, match=f"interrupted; go on with it: .* action=resume run_id={RUN}"):
+        _refuse_finished(cfg)
+    assert _controller(tmp_path, cloud).resume()["status"] == "SUCCEEDED"
+    with pytest.raises(ConfigError, match="already finished \\(SUCCEEDED\\)"):
+        _refuse_finished(cfg)
 
 
 def test_a_standby_is_activated_on_failover_and_restores_the_newest_checkpoint(tmp_path: Path) -> None:

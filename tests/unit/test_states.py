@@ -35,6 +35,9 @@ def test_failover_path_reaches_succeeded_and_the_listener_sees_every_transition(
         (S.PROVISIONING, S.SUCCEEDED),
         (S.RECOVERING, S.RUNNING),
         (S.RUNNING, S.PROVISIONING),
+        (S.INTERRUPTED, S.RUNNING),
+        (S.INTERRUPTED, S.SUCCEEDED),
+        (S.INTERRUPTED, S.RECOVERING),
     ],
 )
 def test_illegal_transition_raises_and_changes_nothing(start: RunState, new: RunState) -> None:
@@ -55,11 +58,20 @@ def test_nothing_leaves_a_terminal_state(end: RunState, new: RunState) -> None:
 
 
 @pytest.mark.parametrize("start", [S.PENDING, S.PROVISIONING, S.RUNNING, S.RECOVERING])
-def test_every_live_state_can_fail(start: RunState) -> None:
+@pytest.mark.parametrize("stop", [S.FAILED, S.INTERRUPTED])
+def test_every_live_state_can_fail_or_be_interrupted(start: RunState, stop: RunState) -> None:
     sm = StateMachine(state=start)
-    sm.to(S.FAILED, reason="x")
-    assert sm.state is S.FAILED
+    sm.to(stop, reason="x")
+    assert sm.state is stop
 
 
-def test_only_succeeded_and_failed_are_terminal() -> None:
+def test_an_interrupted_run_resumes_into_a_new_attempt_and_can_be_interrupted_again() -> None:
+    sm = StateMachine(state=S.RUNNING)
+    for new in (S.INTERRUPTED, S.PROVISIONING, S.RUNNING, S.INTERRUPTED, S.PROVISIONING, S.RUNNING, S.SUCCEEDED):
+        sm.to(new)
+    assert sm.state is S.SUCCEEDED
+
+
+def test_only_succeeded_and_failed_are_terminal_and_interrupted_is_stopped() -> None:
     assert {s for s in RunState if s.terminal} == {S.SUCCEEDED, S.FAILED}
+    assert {s for s in RunState if s.stopped} == {S.SUCCEEDED, S.FAILED, S.INTERRUPTED}
