@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-INSTALL_HINT = "the SkyPilot provider needs SkyPilot: pip install -c constraints.txt -e '.[skypilot]'"
+INSTALL_HINT = (
+    "the SkyPilot provider needs SkyPilot: pip install -c constraints.txt -e '.[aws]' for AWS, "
+    "'.[gcp]' for GCP, '.[skypilot]' for Slurm or Kubernetes"
+)
 # infra prefixes SkyPilot takes, and the cloud each stands for (sky.clouds class names).
 INFRA_CLOUDS = {"aws": "AWS", "gcp": "GCP", "slurm": "Slurm", "k8s": "Kubernetes", "kubernetes": "Kubernetes"}
 # The project on the nodes: SkyPilot syncs the workdir to ~/sky_workdir.
@@ -65,12 +68,26 @@ CODE_PATH = (
     'export PYTHONPATH="$(eval echo "$ORCH_CODE_DIR")${PYTHONPATH:+:$PYTHONPATH}"; fi'
 )
 DEFAULT_PYTHON = "~/orch-venv/bin/python"
-# A venv from the project's pins; torch's local version (+cpu) lives on another index,
-# so the default lets pip choose the build for the node (CUDA on a GPU machine).
-DEFAULT_SETUP = (
-    "set -e; python3 -m venv ~/orch-venv; grep -v '^torch==' constraints.txt > ~/orch-constraints.txt; "
-    "~/orch-venv/bin/pip install -q -c ~/orch-constraints.txt ."
-)
+# The project's extra (pyproject.toml) whose filesystem a store of this scheme needs on
+# the nodes: the runtime commits to it and reads its replicas from there.
+STORE_EXTRAS = {"s3://": "s3", "gs://": "gcs", "gcs://": "gcs"}
+
+
+def node_extras(store_urls: Iterable[str]) -> tuple[str, ...]:
+    """The extras a node's venv needs for the run's stores and control store."""
+    urls = [u for u in store_urls if u]
+    return tuple(sorted({extra for scheme, extra in STORE_EXTRAS.items() if any(u.startswith(scheme) for u in urls)}))
+
+
+def default_setup(extras: Iterable[str] = ()) -> str:
+    """A venv from the project's pins, with the extras the stores need. torch is pinned
+    without a local label (no ``+cpu``), so each node gets its index's build of it: CUDA
+    on a GPU machine from the default index."""
+    names = ",".join(extras)
+    target = f"'.[{names}]'" if names else "."
+    return f"set -e; python3 -m venv ~/orch-venv; ~/orch-venv/bin/pip install -q -c constraints.txt {target}"
+
+
 # Environment variables that are credentials: passed as SkyPilot secrets, never as envs.
 SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.IGNORECASE)
 # Store credentials of the controller's environment the runtime needs on the nodes, by the
@@ -232,6 +249,7 @@ def task_config(
     ray_port: int = 6390,
     secret_names: tuple[str, ...] = (),
     code_dir: str = "",
+    extras: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The SkyPilot task for one region, as the YAML ``sky launch`` takes. Secrets appear
     by name only (null values: ``sky launch --secret NAME`` supplies them). ``code_dir``
@@ -253,7 +271,7 @@ def task_config(
         "num_nodes": rc.num_nodes,
         "resources": resources_config(rc),
         "envs": envs,
-        "setup": rc.setup or DEFAULT_SETUP,
+        "setup": rc.setup or default_setup(extras),
         "run": RUN_SCRIPT,
     }
     if code_dir:
@@ -444,6 +462,7 @@ class SkyPilotProvider:
         # and the control store: credentials go where one of them needs them, nowhere else.
         stores = [str(getattr(rc, "store", "")) for rc in regions.values()]
         self.forward = forwarded_secrets([*stores, control_store or ""])
+        self.extras = node_extras([*stores, control_store or ""])
         self.state_dir = state_dir
         self.workdir = workdir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         # job.code_dir: the user's code, synced to every cluster this provider launches.
@@ -540,6 +559,7 @@ class SkyPilotProvider:
             ray_port=random.randint(20000, 29999),
             secret_names=tuple(sorted(secrets)),
             code_dir=self.code_dir,
+            extras=self.extras,
         )
         return config, secrets
 
