@@ -305,32 +305,12 @@ class Controller:
         if rp.state is RunState.INTERRUPTED:
             if op is not None:
                 # Interrupted mid-launch: that attempt never ended in the journal.
-                self.emit(
-                    AttemptEnded(
-                        generation=op.generation,
-                        region=op.region,
-                        started_at=op.started_at,
-                        ended_at=now,
-                        restored_step=op.restored_step,
-                        last_step=last_step,
-                        outcome="interrupted",
-                    )
-                )
+                self._end_open_attempt(op, now, last_step, "interrupted")
             withdraw_result(self.run_dir)
             return self._drive(self._resumed_region(rp), rp.pending)
         if op is not None and adopt is None:
             # The open attempt is gone (or was never up): end it, and start again in its region.
-            self.emit(
-                AttemptEnded(
-                    generation=op.generation,
-                    region=op.region,
-                    started_at=op.started_at,
-                    ended_at=now,
-                    restored_step=op.restored_step,
-                    last_step=last_step,
-                    outcome="controller_lost",
-                )
-            )
+            self._end_open_attempt(op, now, last_step, "controller_lost")
             pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
             if rp.pending is None:
                 self.emit(IncidentOpened(**pending.record()))  # type: ignore[arg-type]
@@ -345,6 +325,19 @@ class Controller:
             self.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
+
+    def _end_open_attempt(self, op: Any, now: float, last_step: int, outcome: str) -> None:
+        self.emit(
+            AttemptEnded(
+                generation=op.generation,
+                region=op.region,
+                started_at=op.started_at,
+                ended_at=now,
+                restored_step=op.restored_step,
+                last_step=last_step,
+                outcome=outcome,
+            )
+        )
 
     def _resumed_region(self, rp: Any) -> str:
         """Where an interrupted run goes on: the failover it was in the middle of, else the
