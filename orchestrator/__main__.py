@@ -323,8 +323,8 @@ def _refuse_finished(cfg: object) -> None:
     if done is not None and done["status"] == "INTERRUPTED":
         raise ConfigError(
             "run_id",
-            f"run {cfg.run_id!r} was interrupted; go on with it: python -m orchestrator action=resume "
-            f"run_id={cfg.run_id}, or omit run_id for a new run",
+            f"run {cfg.run_id!r} was interrupted; go on with it: {resume_command(cfg, cfg.run_id)}, "
+            "or omit run_id for a new run",
         )
     if done is not None:
         raise ConfigError(

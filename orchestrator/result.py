@@ -138,8 +138,9 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "checkpoint_sha256": (str, _NONE),
     "error_traceback": (str, _NONE),
 }
-# INTERRUPTED: stopped by Ctrl-C or SIGTERM, waiting for action=resume.
-FINAL_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED")
+# The statuses a result.json may hold: the run ended, or (INTERRUPTED) it stopped on
+# Ctrl-C or SIGTERM and waits for action=resume.
+RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED")
 
 
 def read_result(run_dir: str) -> dict[str, Any] | None:
@@ -150,8 +151,8 @@ def read_result(run_dir: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     problem = shape_problem(result, RESULT_FIELDS, RESULT_OPTIONAL)
-    if problem is None and result["status"] not in FINAL_STATES:
-        problem = f"has status {str(result['status'])[:40]!r}, none of {', '.join(FINAL_STATES)}"
+    if problem is None and result["status"] not in RESULT_STATES:
+        problem = f"has status {str(result['status'])[:40]!r}, none of {', '.join(RESULT_STATES)}"
     if problem is None:
         problem = next(
             (
