@@ -178,6 +178,7 @@ class Controller:
             self.view = apply(self.view, written)
             # Under the lock, so notifications leave in the journal's order; offer never waits.
             self.notifier.offer(written, self.view)
+        self.progress.event(written)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
         return written

@@ -1,13 +1,112 @@
-"""The live progress line: region, step/total, steps/s, last checkpoint, replication lag."""
+"""What the terminal shows while a run goes on: one live progress line (region, step/total,
+steps/s, ETA, last checkpoint, replication lag) and, before it and during each failover,
+one status line per start-up phase, so that nobody waits in silence."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Any, TextIO
 
 from orchestrator.hpo import progress_text as search_text
+from orchestrator.runstate.events import (
+    AttemptAdopted,
+    AttemptStarted,
+    DecisionMade,
+    Event,
+    FailureDetected,
+    Fence,
+    Provisioned,
+    ProvisionRetry,
+    RestoreCopied,
+    RuntimeReport,
+    RuntimeStarted,
+    StandbyActivated,
+)
 
 NON_TTY_EVERY_S = 5.0
+# A progress line older than this belongs to a phase that has ended (the attempt failed, a
+# failover began): a status line does not reprint it under itself.
+STALE_S = 3.0
+
+
+def eta_text(step: int, total: Any, rate: float) -> str:
+    """Time left at the current rate, as h:mm:ss or m:ss; empty while it cannot be told."""
+    if not isinstance(total, int) or rate <= 0 or step >= total:
+        return ""
+    left = round((total - step) / rate)
+    h, rest = divmod(left, 3600)
+    m, s = divmod(rest, 60)
+    return f"ETA {h}:{m:02d}:{s:02d}" if h else f"ETA {m}:{s:02d}"
+
+
+def line_text(region: str, generation: int, prog: dict[str, Any], lag: float | None, width: int | None) -> str:
+    """The progress line, cut to ``width`` columns by dropping its least useful parts first
+    (telemetry, the search, replication lag, the checkpoint, the loss, the ETA): a line
+    that wraps leaves a stale row behind each redraw. ``None``: no limit (a log file)."""
+    ckpt = prog.get("last_checkpoint")
+    ckpt_name = ckpt.rstrip("/").rsplit("/", 1)[-1] if ckpt else "none"
+    rate = float(prog.get("steps_per_s") or 0.0)
+    loss = prog.get("loss")
+    step = int(prog.get("step", 0) or 0)
+    total = prog.get("total", "?")
+    eta = eta_text(step, total, rate)
+    # (text, rank): the lowest rank goes first when the line must be cut.
+    parts = [
+        (f"[{region} g{generation}] step {step}/{total}", 9),
+        (f"  {rate:6.1f} steps/s", 8),
+        (f"  {eta}" if eta else "", 7),
+        (f"  loss {float(loss):.4f}" if loss is not None else "", 6),
+        (f"  ckpt {ckpt_name}", 5),
+        (f"  repl lag {lag:.2f}s" if lag is not None else "", 3),
+        (search_text(prog), 4),
+        (telemetry_text(prog.get("telemetry")), 1),
+    ]
+    kept = [p for p in parts if p[0]]
+    while width is not None and len(kept) > 1 and sum(len(t) for t, _ in kept) > width:
+        kept.remove(min(kept, key=lambda p: p[1]))
+    text = "".join(t for t, _ in kept)
+    return text if width is None else text[:width]
+
+
+def startup_text(ev: Event) -> str | None:
+    """The status line a start-up phase or a restore prints, or None for events that have
+    their own line elsewhere (failures, decisions, chaos) or none at all."""
+    if isinstance(ev, AttemptStarted):
+        if ev.standby:
+            return f"attempt {ev.generation} in {ev.region}: activating the warm standby"
+        return f"attempt {ev.generation} in {ev.region}: provisioning a cluster"
+    if isinstance(ev, AttemptAdopted):
+        return f"attempt {ev.generation} in {ev.region}: adopted (cluster {ev.cluster} still running)"
+    if isinstance(ev, ProvisionRetry):
+        return f"provisioning in {ev.region} failed ({ev.error}); retry {ev.retry}"
+    if isinstance(ev, Provisioned) and ev.purpose == "attempt":
+        took = f" in {ev.provision_s:.1f}s" if ev.provision_s is not None else ""
+        return f"cluster {ev.cluster} up{took}; starting the runtime"
+    if isinstance(ev, StandbyActivated):
+        return f"standby {ev.cluster} activated in {ev.region}"
+    if isinstance(ev, RestoreCopied):
+        return f"restoring step {ev.step}: copied from {ev.from_}'s store to {ev.to}'s"
+    if isinstance(ev, Fence) and ev.restored_step > 0:
+        return f"restoring from step {ev.restored_step} (the newest checkpoint that verifies)"
+    if isinstance(ev, RuntimeStarted) and not ev.standby:
+        return "runtime started; connecting to Ray"
+    if isinstance(ev, RuntimeReport):
+        return _runtime_text(ev.kind, ev.fields)
+    return None
+
+
+def _runtime_text(kind: str, fields: dict[str, Any]) -> str | None:
+    if kind == "driver_connected":
+        return "connected to Ray; starting the workers"
+    if kind == "workers_started":
+        return "workers started; loading data and the checkpoint"
+    if kind == "train_started":
+        restored = fields.get("restored_step")
+        if isinstance(restored, int) and restored > 0:
+            return f"training from step {restored}"
+        return "training from step 0"
+    return None
 
 
 class ProgressLine:
@@ -17,29 +116,26 @@ class ProgressLine:
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self._lag: float | None = None
         self._last_text = ""
+        self._last_update = 0.0
         self._last_print = 0.0
         self._last_ckpt: str | None = None
         self._drawn = False
+        self._attempt_t0: float | None = None
 
     def replication_lag(self, lag_s: float) -> None:
         self._lag = lag_s
+
+    def width(self) -> int | None:
+        if not self.tty:
+            return None
+        # One column short: a line that fills the last column wraps on some terminals.
+        return max(20, shutil.get_terminal_size((120, 24)).columns - 1)
 
     def update(self, region: str, generation: int, prog: dict[str, Any]) -> None:
         if not self.enabled:
             return
         ckpt = prog.get("last_checkpoint")
-        ckpt_name = ckpt.rstrip("/").rsplit("/", 1)[-1] if ckpt else "none"
-        rate = float(prog.get("steps_per_s") or 0.0)
-        loss = prog.get("loss")
-        text = (
-            f"[{region} g{generation}] step {prog.get('step', 0)}/{prog.get('total', '?')}"
-            f"  {rate:6.1f} steps/s"
-            + (f"  loss {float(loss):.4f}" if loss is not None else "")
-            + f"  ckpt {ckpt_name}"
-            + (f"  repl lag {self._lag:.2f}s" if self._lag is not None else "")
-            + search_text(prog)
-            + telemetry_text(prog.get("telemetry"))
-        )
+        text = line_text(region, generation, prog, self._lag, self.width())
         now = time.time()
         if self.tty:
             self.stream.write("\r\033[K" + text)
@@ -51,15 +147,31 @@ class ProgressLine:
             self._last_print = now
         self._last_ckpt = ckpt
         self._last_text = text
+        self._last_update = now
+
+    def event(self, ev: Event) -> None:
+        """A journaled event: its status line, if it has one."""
+        text = startup_text(ev)
+        if isinstance(ev, AttemptStarted | AttemptAdopted | FailureDetected | DecisionMade):
+            self._last_text = ""  # that attempt's line is history now: never reprinted
+        now = time.time()
+        if isinstance(ev, AttemptStarted | AttemptAdopted):
+            self._attempt_t0 = now
+        elif text is not None and self._attempt_t0 is not None:
+            text += f"  (+{now - self._attempt_t0:.1f}s)"
+        if text is not None:
+            self.note(text)
 
     def note(self, message: str) -> None:
         if not self.enabled:
             return
         if self.tty and self._drawn:
             self.stream.write("\r\033[K")
+            self._drawn = False
         self.stream.write(f"-- {message}\n")
-        if self.tty and self._last_text:
+        if self.tty and self._last_text and time.time() - self._last_update < STALE_S:
             self.stream.write(self._last_text)
+            self._drawn = True
         self.stream.flush()
 
     def close(self) -> None:
