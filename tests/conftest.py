@@ -20,6 +20,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, tier))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The install resolution's downloads take minutes: started now, beside the tests
+    before it, unless CI started it before the suite (tests/resolution.py)."""
+    import os
+    import tempfile
+
+    import resolution
+
+    if os.environ.get(resolution.CI_DIR_ENV) or not any(i.get_closest_marker("install") for i in session.items):
+        return
+    out = pathlib.Path(tempfile.mkdtemp(prefix="orch-resolve-"))
+    resolution.started = (out, resolution.start(out))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import resolution
+
+    if resolution.started is not None and resolution.started[1] is not None and resolution.started[1].poll() is None:
+        resolution.started[1].kill()
+        resolution.started[1].wait()
+
+
 @pytest.fixture(scope="session")
 def orch_home(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return tmp_path_factory.mktemp("orchestrator-home")

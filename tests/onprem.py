@@ -25,6 +25,9 @@ SHARED = Path(os.environ.get("ORCH_ONPREM_SHARED", "/srv/orchestrator"))
 SKY_CONFIG = Path("/var/lib/orch-slurm/sky-config.yaml")
 # A SkyPilot run here: the API server's start, two launches and teardowns at most.
 RUN_TIMEOUT_S = 900
+# CI's cloud for this cluster lives beside its set-up, not among the project's configs
+# (conf/cloud/onprem.yaml is the template for a user's own cluster).
+CLOUD = (f'hydra.searchpath=["file://{REPO / ".ci" / "slurm" / "conf"}"]', "cloud=ci_slurm")
 
 
 @dataclass

@@ -36,7 +36,7 @@ def _newest_step(checkpoints: Path) -> int:
 def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     onprem, example_baseline, example_project
 ) -> None:
-    from onprem import RUN_TIMEOUT_S
+    from onprem import CLOUD, RUN_TIMEOUT_S
     from support import REPO, run_example
 
     run_id = "onprem-scancel"
@@ -57,7 +57,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
     run = run_example(
-        example_project, onprem.home, run_id, "cloud=onprem", code_dir=True, env=onprem.env, timeout=RUN_TIMEOUT_S
+        example_project, onprem.home, run_id, *CLOUD, code_dir=True, env=onprem.env, timeout=RUN_TIMEOUT_S
     )
     killer.join(timeout=5)
 

@@ -75,7 +75,7 @@ def bash(script: str, home: Path, env: dict[str, str] | None = None) -> subproce
 
 
 def onprem_region(**changes: Any) -> Any:
-    rc = compose(["cloud=onprem"]).cloud.regions["orch-slurm-a"]
+    rc = compose(["cloud=onprem"]).cloud.regions["slurm-a"]
     for key, value in changes.items():
         setattr(rc, key, value)
     return rc
@@ -85,14 +85,14 @@ def onprem_region(**changes: Any) -> Any:
 
 
 def test_without_code_dir_the_task_is_as_before() -> None:
-    rc = onprem_region()
-    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO))
+    rc = onprem_region(setup="echo a shared environment")
+    config = task_config("slurm-a", rc, "c", workdir=str(REPO))
     assert "file_mounts" not in config
     assert "ORCH_CODE_DIR" not in config["envs"]
     assert config["setup"] == rc.setup
 
 
-@pytest.mark.parametrize(("cloud", "region"), [("onprem", "orch-slurm-a"), ("aws", "us-east-1")])
+@pytest.mark.parametrize(("cloud", "region"), [("onprem", "slurm-a"), ("aws", "us-east-1")])
 def test_code_dir_is_a_file_mount_that_skypilots_schema_takes(cloud: str, region: str, project: Path) -> None:
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
     from providers.skypilot import build_task
@@ -111,7 +111,7 @@ def test_code_dir_is_a_file_mount_that_skypilots_schema_takes(cloud: str, region
 
 def test_a_relative_code_dir_is_mounted_from_its_absolute_path(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project.parent)
-    config = task_config("orch-slurm-a", onprem_region(), "c", workdir=str(REPO), code_dir="proj")
+    config = task_config("slurm-a", onprem_region(), "c", workdir=str(REPO), code_dir="proj")
     assert config["file_mounts"] == {"~/sky_code": str(project)}
 
 
@@ -131,7 +131,7 @@ def _node(tmp_path: Path, requirements: str | None) -> tuple[Path, Path]:
 def test_the_setup_installs_requirements_into_the_runtime_python(tmp_path: Path) -> None:
     home, py = _node(tmp_path, "# pinned by us\nnumpy>=1.24\n")
     rc = onprem_region(setup="echo region-setup", python=str(py))
-    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    config = task_config("slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
     out = bash(config["setup"], home, config["envs"])
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("region-setup")
@@ -143,7 +143,7 @@ def test_the_setup_installs_requirements_into_the_runtime_python(tmp_path: Path)
 def test_the_setup_runs_no_pip_without_requirements(tmp_path: Path, requirements: str | None) -> None:
     home, py = _node(tmp_path, requirements)
     rc = onprem_region(setup="echo region-setup", python=str(py))
-    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    config = task_config("slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
     out = bash(config["setup"], home, config["envs"])
     assert out.returncode == 0, out.stderr
     assert not (py.parent / "calls.txt").exists(), "pip ran for a requirements.txt that names nothing"
@@ -152,7 +152,7 @@ def test_the_setup_runs_no_pip_without_requirements(tmp_path: Path, requirements
 def test_the_example_requirements_install_nothing(tmp_path: Path) -> None:
     home, py = _node(tmp_path, (EXAMPLE / "requirements.txt").read_text())
     rc = onprem_region(setup="true", python=str(py))
-    config = task_config("orch-slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
+    config = task_config("slurm-a", rc, "c", workdir=str(REPO), code_dir=str(tmp_path))
     assert bash(config["setup"], home, config["envs"]).returncode == 0
     assert not (py.parent / "calls.txt").exists()
 
