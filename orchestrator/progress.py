@@ -88,7 +88,7 @@ def startup_text(ev: Event) -> str | None:
     if isinstance(ev, RestoreCopied):
         return f"restoring step {ev.step}: copied from {ev.from_}'s store to {ev.to}'s"
     if isinstance(ev, Fence) and ev.restored_step > 0:
-        return f"restoring from step {ev.restored_step} (the newest checkpoint that verifies)"
+        return f"newest checkpoint that verifies: step {ev.restored_step}; this attempt restores it"
     if isinstance(ev, RuntimeStarted) and not ev.standby:
         return "runtime started; connecting to Ray"
     if isinstance(ev, RuntimeReport):

@@ -97,7 +97,7 @@ def test_every_start_up_phase_has_its_line() -> None:
         "provisioning in local-b failed (no capacity); retry 1",
         "cluster r-local-b-g2 up in 6.0s; starting the runtime",
         "restoring step 150: copied from local-a's store to local-b's",
-        "restoring from step 150 (the newest checkpoint that verifies)",
+        "newest checkpoint that verifies: step 150; this attempt restores it",
         "runtime started; connecting to Ray",
         "connected to Ray; starting the workers",
         "workers started; loading data and the checkpoint",
