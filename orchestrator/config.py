@@ -233,6 +233,10 @@ class RecoveryConfig:
     standby: bool = False
     # A store that fails this long makes the runtime commit to the next region's store.
     store_outage_s: float = 15.0
+    # Health checks in a row not UP (or failing) that, with no heartbeat within the lease,
+    # are a lost cluster; fewer, or any with fresh heartbeats, are glitches (journaled).
+    # A definitive answer (the cluster's record gone, its allocation gone) needs one.
+    health_failures_to_lose: int = 3
     # A search resumed in another region: errored trials continue from their last
     # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
     resume_errored: bool = True
@@ -268,6 +272,8 @@ class FaultConfig:
     bandwidth_kbps: float = 0.0
     # preempt: the notice's grace period before the machines are reclaimed.
     grace_s: float = 30.0
+    # status_flap: how many of the provider's health checks in a row fail.
+    count: int = 1
 
 
 @dataclass
@@ -629,6 +635,7 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
         raise ConfigError("recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0")
     if rec.store_outage_s <= 0:
         raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
+    _positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
     if rec.region_cooldown_s < 0:
         raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
     if rec.resume_errored and rec.restart_errored:
@@ -903,6 +910,8 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
     if fault.grace_s <= 0:
         raise ConfigError(f"{key}.grace_s", f"got {fault.grace_s}; expected seconds > 0")
+    if fault.count < 1:
+        raise ConfigError(f"{key}.count", f"got {fault.count}; expected an integer >= 1 (health checks that fail)")
     if fault.kind == "user_error" and (fault.after_s is not None or fault.during not in (None, "restore")):
         raise ConfigError(
             key, "user_error is raised by the workload itself: trigger it with at_step, random or during: restore"

@@ -19,7 +19,7 @@ from orchestrator.incidents import Incident
 from orchestrator.replay import Replayed
 from orchestrator.runstate.events import Event, RuntimeReport
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle
+from providers.base import ClusterHandle, Health
 
 
 class AdoptedProcess:
@@ -94,7 +94,9 @@ def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Ad
         # Still training, or already ended with a word (success, preemption, user error):
         # either way the attempt's own outcome stands and the watch takes it from there.
         ended = ctx.control.read_exit(op.generation) is not None
-        if ended or (_alive(op.runtime_pid) and ctx.provider.healthy(handle)):
+        # A check that is not UP once is no reason to end an attempt still training: the
+        # watch that adopts it judges the cluster as any watch does (hysteresis).
+        if ended or (_alive(op.runtime_pid) and ctx.provider.health(handle).health is not Health.GONE):
             adopt = Adoption(op.generation, op.region, handle, op.runtime_pid, op.restored_step)
     for name, provisioned in rp.leftover.items():
         if adopt is not None and name == adopt.cluster.name:

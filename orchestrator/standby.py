@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from orchestrator.cleanup import tear_down
 from orchestrator.context import RunContext
 from orchestrator.runstate.events import StandbyFailed, StandbyLost, StandbyReady
-from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
+from providers.base import ClusterHandle, Health, ProvisionError, RuntimeProcess
 from recovery.policy import History, next_region
 
 
@@ -143,7 +143,8 @@ class StandbyManager:
         self._drop()
 
     def _healthy(self, warm: Warm) -> bool:
-        return warm.proc.poll() is None and self.ctx.provider.healthy(warm.cluster)
+        # Dropped only for a cluster gone for sure: a check that is not UP once is a glitch.
+        return warm.proc.poll() is None and self.ctx.provider.health(warm.cluster).health is not Health.GONE
 
     def _drop(self) -> None:
         with self._lock:

@@ -2,7 +2,9 @@
 
 Each poll folds what the runtime reported into the journal and the open
 incidents, lets the fault injector act, then asks ``classify`` whether the
-attempt has failed (and how) or succeeded.
+attempt has failed (and how) or succeeded. A health check that is not UP while
+heartbeats are fresh is a glitch, journaled; a connection to the runtime that
+ends without the runtime's word while heartbeats are fresh is re-attached.
 """
 
 from __future__ import annotations
@@ -17,13 +19,33 @@ from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
 from orchestrator.losses import append_loss
 from orchestrator.outcome import AttemptOutcome
-from orchestrator.runstate.events import FailureDetected, IncidentRecorded, RuntimeReport
+from orchestrator.runstate.events import (
+    FailureDetected,
+    HealthGlitch,
+    IncidentRecorded,
+    RuntimeReattached,
+    RuntimeReport,
+)
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
-from recovery.detection import EXIT_OK, HEALTH_SETTLE_S, Lease, Observation, classify, confirm_health
+from recovery.detection import (
+    EXIT_OK,
+    HEALTH_SETTLE_S,
+    Health,
+    HealthCheck,
+    Lease,
+    Observation,
+    classify,
+    confirm_health,
+    health_glitch,
+    may_reattach,
+)
 
 POLL_S = 0.2
 ZOMBIE_SCAN_EVERY = 10  # polls
+# A connection that keeps failing (a head unreachable over ssh) is tried again this often,
+# while the heartbeat lease still vouches for the runtime.
+REATTACH_EVERY_S = 1.0
 
 
 class AttemptWatch:
@@ -54,7 +76,14 @@ class AttemptWatch:
         self.out = out
         self.pending = pending
         self.gen, self.region = out.generation, out.region
-        self.lease = Lease(ctx.cfg.recovery.heartbeat_interval_s, ctx.cfg.recovery.heartbeat_timeout_s)
+        rec = ctx.cfg.recovery
+        self.lease = Lease(
+            rec.heartbeat_interval_s, rec.heartbeat_timeout_s, failures_to_lose=rec.health_failures_to_lose
+        )
+        # Health checks not UP in a row, counted once per look of the provider's.
+        self.failed_checks = 0
+        self.last_look: float | None = None
+        self.next_reattach_at = 0.0
         self.seen: set[str] = set()
         self.open_incidents: list[Incident] = [pending] if pending is not None else []
         self.train_starts = 0
@@ -158,38 +187,95 @@ class AttemptWatch:
             self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
 
     # --- the verdict --------------------------------------------------------------
-    def _settled_health(self) -> bool:
+    def _health(self) -> HealthCheck:
+        """The provider's health check (through the injector: chaos status_flap); a check
+        that raises is one that could not tell."""
+        provider, cluster = self.ctx.provider, self.cluster
+        try:
+            return self.injector.health(cluster, lambda: provider.health(cluster))
+        except Exception as exc:
+            return HealthCheck(Health.NOT_UP, time.time(), f"the health check raised {type(exc).__name__}: {exc}"[:300])
+
+    def _look(self) -> tuple[HealthCheck, bool]:
+        """The health check, counted into the streak of failed ones; whether it is a new look."""
+        check = self._health()
+        new = check.at != self.last_look
+        if new:
+            self.last_look = check.at
+            self.failed_checks = 0 if check.health is Health.UP else self.failed_checks + 1
+        return check, new
+
+    def _settled_health(self, check: HealthCheck) -> HealthCheck:
         """The cluster's health once a dying node has had time to show it."""
         deadline = time.monotonic() + HEALTH_SETTLE_S
-        while time.monotonic() < deadline:
-            if not self.ctx.provider.healthy(self.cluster):
-                return False
+        while check.health is Health.UP and time.monotonic() < deadline:
             time.sleep(0.1)
-        return self.ctx.provider.healthy(self.cluster)
+            check, _ = self._look()
+        return check
+
+    def _runtime_exit(self, heartbeat_age_s: float | None) -> int | None:
+        """The runtime's exit status, or None while it runs as far as can be told. The
+        runtime's word on the control channel is its status; a connection that ended
+        without it, while heartbeats are fresh, is re-attached (``may_reattach``)."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        word = self.ctx.control.read_exit(self.gen)
+        if word is not None:
+            return word
+        if not may_reattach(word, heartbeat_age_s, self.lease):
+            return code
+        now = time.monotonic()
+        if now < self.next_reattach_at:
+            return None  # between tries the lease vouches for the runtime
+        self.next_reattach_at = now + REATTACH_EVERY_S
+        try:
+            new = self.ctx.provider.reattach(self.cluster, self.proc)
+        except Exception as exc:  # no new connection now: tried again while the lease holds
+            self.ctx.progress.note(f"re-attaching to the runtime in {self.region}: {type(exc).__name__}: {exc}")
+            return None
+        if new is None:
+            return code  # the runtime is known to be gone: the connection's status is its
+        self.ctx.emit(
+            RuntimeReattached(
+                region=self.region,
+                generation=self.gen,
+                connection_exit=code,
+                pid=new.pid,
+                heartbeat_age_s=None if heartbeat_age_s is None else round(heartbeat_age_s, 3),
+            )
+        )
+        self.ctx.progress.note(f"connection to the runtime in {self.region} lost (status {code}): re-attached")
+        self.proc = new
+        return None
 
     def _verdict(self) -> bool:
         """True once the attempt has succeeded or failed (``out`` says which)."""
         ctx, out = self.ctx, self.out
         now = ctx.clock()
         hb = ctx.control.read_heartbeat(self.gen)
-        code = self.proc.poll()
+        heartbeat_age = None if hb is None else now - hb.time
+        code = self._runtime_exit(heartbeat_age)
         if code is not None:
             # Its last words (a user error's traceback, a preemption's step) were written
             # before it exited, maybe after this poll's read of the events.
             self._events()
-        healthy = ctx.provider.healthy(self.cluster)
+        check, new_look = self._look()
         obs = Observation(
             runtime_exit=code,
-            cluster_healthy=healthy,
-            heartbeat_age_s=None if hb is None else now - hb.time,
+            health=check.health,
+            heartbeat_age_s=heartbeat_age,
             running_for_s=now - self.started,
             user_error=self.user_error,
+            failed_checks=self.failed_checks,
         )
         if confirm_health(obs):
-            healthy = self._settled_health()
+            check = self._settled_health(check)
             now = ctx.clock()  # detected once the cluster's state is known
-            obs = replace(obs, cluster_healthy=healthy)
+            obs = replace(obs, health=check.health, failed_checks=self.failed_checks)
         failure = classify(obs, self.region, self.lease)
+        if failure is None and new_look and health_glitch(obs, self.lease):
+            self._glitch(check, obs)
         if failure is None and code == EXIT_OK:
             out.succeeded = True
             final = ctx.control.read_final(self.gen)
@@ -210,11 +296,31 @@ class AttemptWatch:
                 region=self.region,
                 detail=failure.detail,
                 runtime_exit=code,
-                cluster_healthy=healthy,
+                cluster_healthy=obs.health is Health.UP,
                 heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
                 detected_after_s=round(now - out.failed_at, 3),
                 last_step=out.last_step,
+                health=str(obs.health),
+                failed_checks=obs.failed_checks,
             )
         )
         ctx.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
         return True
+
+    def _glitch(self, check: HealthCheck, obs: Observation) -> None:
+        # A streak longer than the count that could lose the cluster says no more than
+        # that count did: journaled up to it, so a long one does not flood the journal.
+        if obs.failed_checks > self.lease.failures_to_lose:
+            return
+        self.ctx.emit(
+            HealthGlitch(
+                region=self.region,
+                generation=self.gen,
+                health=str(check.health),
+                detail=check.detail or None,
+                failed_checks=obs.failed_checks,
+                heartbeat_age_s=None if obs.heartbeat_age_s is None else round(obs.heartbeat_age_s, 3),
+            )
+        )
+        if obs.failed_checks == 1:
+            self.ctx.progress.note(f"health check of {self.region} not UP ({check.detail}); heartbeats fresh: going on")

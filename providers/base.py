@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+# What health() answers, defined beside the rules that read it (re-exported for providers).
+from recovery.detection import Health as Health
+from recovery.detection import HealthCheck as HealthCheck
+
 
 class ProvisionErrorKind(StrEnum):
     NO_CAPACITY = "no_capacity"  # try the next region
@@ -56,12 +60,20 @@ class Provider(Protocol):
         """A ready cluster whose processes all see ``env``, or ProvisionError saying
         whether another region may help."""
 
-    def healthy(self, cluster: ClusterHandle) -> bool: ...
+    def health(self, cluster: ClusterHandle) -> HealthCheck:
+        """How the cluster looks: GONE only when the provider is sure (its record gone or
+        terminated, the allocation gone, the head's process ended); NOT_UP when it is not
+        UP or the provider could not tell. Never blocks for long: the watch asks often."""
 
     def start_runtime(
         self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
     ) -> RuntimeProcess:
         """Start the runtime driver where it can reach the cluster; part of the region."""
+
+    def reattach(self, cluster: ClusterHandle, proc: RuntimeProcess) -> RuntimeProcess | None:
+        """A new connection to the runtime that ``proc`` ran, now that ``proc`` (the
+        connection) ended without the runtime's word; None when the runtime is known
+        to be gone, so ``proc``'s status is the runtime's."""
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         """Every process of the cluster, the runtime's included (for fault injection)."""

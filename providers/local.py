@@ -24,6 +24,8 @@ import psutil
 
 from providers.base import (
     ClusterHandle,
+    Health,
+    HealthCheck,
     ProvisionError,
     ProvisionErrorKind,
     RegionSpec,
@@ -40,6 +42,8 @@ READY_LINE = "Ray runtime started"
 PRELOAD = ("ray.train.torch",)
 TOKEN_NAME = "auth_token"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
+# What a cut connection answers: ssh's status when it loses its session.
+CONNECTION_LOST = 255
 
 
 def validate_region(name: str, region: RegionConfig, trainer: TrainerConfig | None) -> None:
@@ -90,6 +94,20 @@ def _port_open(port: int) -> bool:
         return False
 
 
+class LocalRuntime:
+    """The runtime's process as the controller holds it. On this machine the handle is
+    the connection (what the ssh session is to a cloud's head): chaos ``ssh_drop`` cuts
+    it, and it answers as a lost ssh session does while the process trains on."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.cut = False
+
+    def poll(self) -> int | None:
+        return CONNECTION_LOST if self.cut else self.proc.poll()
+
+
 class LocalProvider:
     name = "local"
     # Its clusters' processes are this machine's: a pid the runtime names can be checked
@@ -101,6 +119,8 @@ class LocalProvider:
         # Per cluster, an interpreter importing PRELOAD while the cluster starts, until
         # start_runtime hands it the runtime to run (providers/warm.py).
         self._warm: dict[str, subprocess.Popen[bytes]] = {}
+        # Per cluster, the connections to its runtimes handed out (ssh_drop cuts them).
+        self._connections: dict[str, list[LocalRuntime]] = {}
         # One JSON record per live cluster, written before anything else is known of it.
         self.state_dir = state_dir
         # job.code_dir: first on the PYTHONPATH of the clusters' processes. It must reach
@@ -243,14 +263,18 @@ class LocalProvider:
             f"cluster not ready after {timeout_s:g}s (recovery.provision_timeout_s); see {log_path}",
         )
 
-    def healthy(self, cluster: ClusterHandle) -> bool:
+    def health(self, cluster: ClusterHandle) -> HealthCheck:
+        now = time.time()
         head = self._heads.get(cluster.name)
         if head is not None:
             if head.poll() is not None:
-                return False
+                return HealthCheck(Health.GONE, now, f"the head's process exited ({head.returncode})")
         elif not _running(int(cluster.info.get("head_pid", -1))):
-            return False
-        return _port_open(int(cluster.info["port"]))
+            return HealthCheck(Health.GONE, now, "the head's process is gone")
+        port = int(cluster.info["port"])
+        if not _port_open(port):
+            return HealthCheck(Health.NOT_UP, now, f"the head's port {port} does not answer")
+        return HealthCheck(Health.UP, now)
 
     def _start_warm(self, handle: ClusterHandle) -> None:
         with open(os.path.join(handle.info["base_dir"], "warm.log"), "wb") as log:
@@ -304,7 +328,7 @@ class LocalProvider:
         if warm is not None:
             cluster.info.setdefault("runtime_pids", []).append(warm.pid)
             self._record(cluster)
-            return warm
+            return self._connect(cluster, warm)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -316,7 +340,26 @@ class LocalProvider:
             )
         cluster.info.setdefault("runtime_pids", []).append(proc.pid)
         self._record(cluster)
-        return proc
+        return self._connect(cluster, proc)
+
+    def _connect(self, cluster: ClusterHandle, proc: subprocess.Popen[bytes]) -> LocalRuntime:
+        conn = LocalRuntime(proc)
+        self._connections.setdefault(cluster.name, []).append(conn)
+        return conn
+
+    def reattach(self, cluster: ClusterHandle, proc: RuntimeProcess) -> RuntimeProcess | None:
+        """The runtime is this controller's child: a new handle on it while it runs."""
+        if isinstance(proc, LocalRuntime) and proc.proc.poll() is None:
+            return self._connect(cluster, proc.proc)
+        return None
+
+    def cut_connection(self, cluster: ClusterHandle) -> int:
+        """chaos ssh_drop: cut the controller's connections to the cluster's running
+        runtimes (their processes untouched); how many were cut."""
+        live = [c for c in self._connections.get(cluster.name, []) if not c.cut and c.proc.poll() is None]
+        for conn in live:
+            conn.cut = True
+        return len(live)
 
     def _sessions(self, cluster: ClusterHandle) -> frozenset[int]:
         # All were started with start_new_session: their pid is their session's id.
@@ -333,6 +376,7 @@ class LocalProvider:
         warm = self._warm.pop(cluster.name, None)
         if warm is not None:
             self._drop_warm(warm)
+        self._connections.pop(cluster.name, None)
         head = self._heads.pop(cluster.name, None)
         if head is not None:
             head.wait(timeout=10)

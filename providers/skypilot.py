@@ -4,7 +4,9 @@ A region's cluster is one SkyPilot cluster running one long job, the task built 
 :func:`task_config`: its set-up installs the project on the nodes, its run command starts
 Ray (the head on rank 0, the other nodes joining it) and then stays up until ``sky.down``.
 The runtime driver is started on the head through the SSH configuration SkyPilot writes
-for the cluster, so its exit status comes back as the local ``ssh``'s.
+for the cluster, detached from that ssh session (its own session, its log and exit status
+in files on the node), which then follows it: the runtime's exit status comes back as the
+local ``ssh``'s, and a lost session is re-attached by a new ssh that follows it again.
 
 SkyPilot is imported lazily: ``cloud=local`` needs none of it. Every SDK call goes through
 :meth:`SkyPilotProvider._sdk`, the one place where transient SkyPilot errors are retried;
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.base import (
     ClusterHandle,
+    Health,
+    HealthCheck,
     ProvisionError,
     ProvisionErrorKind,
     RegionSpec,
@@ -229,6 +233,63 @@ def kill_script(pid: int, node_dir: str) -> str:
     )
 
 
+# The follower's status when the runtime has ended without leaving its status (killed
+# together with the shell that waits for it); ssh's own when it fails or loses the head.
+RUNTIME_GONE = 98
+SSH_FAILED = 255
+
+
+def runtime_files(remote_spec: str) -> tuple[str, str, str]:
+    """(pid file, status file, log) of the runtime started with ``remote_spec``, on the head."""
+    stem = remote_spec.removesuffix(".json")
+    return f"{stem}.pid", f"{stem}.status", f"{stem}.log"
+
+
+def start_script(command: str, remote_spec: str) -> str:
+    """The shell on the head that starts the runtime (``command``) so that it outlives the
+    connection starting it: under a shell in a session of its own that waits for it, its
+    output to a log on the node, its pid and then its exit status to files there; then
+    this connection follows it (``follow_script``) from the log's start."""
+    pid, status, log = (shlex.quote(p) for p in runtime_files(remote_spec))
+    waiter = (
+        f"{command} < /dev/null >> {log} 2>&1 & echo $! > {pid}.tmp; mv {pid}.tmp {pid}; "
+        f"wait $!; echo $? > {status}.tmp; mv {status}.tmp {status}"
+    )
+    start = f": >> {log}; setsid -w bash -c {shlex.quote(waiter)} < /dev/null > /dev/null 2>&1 & "
+    return start + follow_script(remote_spec, from_start=True)
+
+
+def follow_script(remote_spec: str, from_start: bool = False) -> str:
+    """The shell on the head that follows the runtime started with ``remote_spec``: its
+    log streamed (from the start, or from now on for a connection re-attached) until it
+    ends, then its exit status as this shell's; RUNTIME_GONE when it left none. The
+    runtime's own pid is followed: its waiting shell reaps it at once."""
+    pid, status, log = (shlex.quote(p) for p in runtime_files(remote_spec))
+    return (
+        f"set +e; for _ in $(seq 30); do [ -s {pid} ] && break; sleep 0.1; done; "
+        f"p=$(cat {pid} 2>/dev/null) || exit {RUNTIME_GONE}; "
+        f'tail -n {"+1" if from_start else "0"} -s 0.5 --pid="$p" -f {log}; '
+        f'for _ in $(seq 10); do [ -s {status} ] && exit "$(cat {status})"; sleep 0.1; done; '
+        f"exit {RUNTIME_GONE}"
+    )
+
+
+def runtime_status(code: int) -> int:
+    """The runtime's status from its follower's: a signal's 128+N (the waiting shell's
+    way of saying it) as -N, the way the local provider reports it."""
+    return -(code - 128) if 128 < code <= 128 + 64 else code
+
+
+def sky_health(statuses: list[str]) -> Health:
+    """SkyPilot's statuses of a cluster after a forced refresh: no record, or a stopped
+    cluster, is gone for sure; INIT (a node or Ray not answering) may pass."""
+    if any(s == "UP" for s in statuses):
+        return Health.UP
+    if not statuses or all(s == "STOPPED" for s in statuses):
+        return Health.GONE
+    return Health.NOT_UP
+
+
 def split_secrets(env: dict[str, str], forward: Iterable[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """(envs, secrets): credentials go to SkyPilot secrets, which SkyPilot never writes
     to its task records or logs; the rest are plain task envs. ``forward``: variables
@@ -419,24 +480,38 @@ def _reason_text(reason: Any) -> str:
 
 
 class SshRuntime:
-    """The runtime driver on the head node, seen through the local ssh that runs it.
+    """The runtime driver on the head node, seen through the local ssh that follows it
+    (``start_script``, ``follow_script``): its exit status is the runtime's, unless the
+    ssh itself failed or was killed (``connection_failed``), which says nothing of the
+    runtime: the controller re-attaches (``SkyPilotProvider.reattach``).
 
     When ssh ends with an error, poll() first asks SkyPilot (forced refresh) whether the
     cluster is still there, so the controller hears "cluster lost" rather than "driver
     lost on a healthy cluster" after an allocation is cancelled."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], on_error: Callable[[], None]) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], on_error: Callable[[], object], remote_spec: str, log_path: str
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
+        self.remote_spec = remote_spec
+        self.log_path = log_path
         self._on_error = on_error
         self._checked = False
 
+    @property
+    def connection_failed(self) -> bool:
+        code = self.proc.returncode
+        return code is not None and (code < 0 or code == SSH_FAILED)
+
     def poll(self) -> int | None:
         code = self.proc.poll()
-        if code not in (None, 0) and not self._checked:
+        if code is None:
+            return None
+        if code != 0 and not self._checked:
             self._checked = True
             self._on_error()
-        return code
+        return code if self.connection_failed else runtime_status(code)
 
 
 # --- the provider ---------------------------------------------------------------------
@@ -468,7 +543,9 @@ class SkyPilotProvider:
         # job.code_dir: the user's code, synced to every cluster this provider launches.
         self.code_dir = code_dir
         self.out = out or sys.stderr
-        self._health: dict[str, tuple[float, bool]] = {}
+        self._health: dict[str, HealthCheck] = {}
+        # Per cluster, the ssh connections following its runtimes (ssh_drop cuts them).
+        self._connections: dict[str, list[SshRuntime]] = {}
         self._pollers: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}
@@ -620,7 +697,7 @@ class SkyPilotProvider:
             raise
         self._say(f"{sky_name} is up in {time.monotonic() - t0:.0f}s; Ray at {handle.address} on its head")
         with self._lock:
-            self._health[cluster_name] = (time.monotonic(), True)
+            self._health[cluster_name] = HealthCheck(Health.UP, time.time(), "launched")
         self._record(handle)
         return handle
 
@@ -705,6 +782,9 @@ class SkyPilotProvider:
             "ServerAliveInterval=5",
             "-o",
             "ServerAliveCountMax=3",
+            # A head that does not answer: a re-attach gives up in bounded time.
+            "-o",
+            "ConnectTimeout=20",
             sky_name,
             f"bash --login -c {shlex.quote(command)}",
         ]
@@ -765,7 +845,8 @@ class SkyPilotProvider:
         reads = "".join(f"IFS= read -r {k}; export {k}; " for k in hidden)
         command = (
             f"set -e; mkdir -p {cluster.info['node_dir']}; {reads}cat > {remote_spec}; {code_path}"
-            f"export RAY_AUTH_MODE=token {exports}; exec {python} {module_args} {remote_spec}"
+            f"export RAY_AUTH_MODE=token {exports}; "
+            + start_script(f"{python} {module_args} {remote_spec}", remote_spec)
         )
         with open(spec_path, "rb") as fh:
             payload = "".join(f"{hidden[k]}\n" for k in hidden).encode() + fh.read()
@@ -783,38 +864,81 @@ class SkyPilotProvider:
             proc.stdin.close()
         except BrokenPipeError:
             pass  # ssh died at once: its exit status says why
+        self._watch(cluster)
+        return self._connected(cluster, proc, remote_spec, log_path)
+
+    def _connected(
+        self, cluster: ClusterHandle, proc: subprocess.Popen[bytes], remote_spec: str, log_path: str
+    ) -> SshRuntime:
         cluster.info.setdefault("runtime_pids", []).append(proc.pid)
         self._record(cluster)
-        self._watch(cluster)
-        return SshRuntime(proc, lambda: self._refresh(cluster))
+        conn = SshRuntime(proc, lambda: self._refresh(cluster), remote_spec, log_path)
+        with self._lock:
+            self._connections.setdefault(cluster.name, []).append(conn)
+        return conn
+
+    def reattach(self, cluster: ClusterHandle, proc: RuntimeProcess) -> RuntimeProcess | None:
+        """A new ssh following the runtime, when ``proc``'s ssh failed or was killed (its
+        status is none of the runtime's); None when ``proc`` ended with the runtime's
+        status, or is no connection of ours."""
+        if not isinstance(proc, SshRuntime) or not proc.connection_failed:
+            return None
+        self._say(f"{cluster.info.get('sky_cluster', cluster.name)}: re-attaching to the runtime")
+        with open(proc.log_path, "ab") as log:
+            follower = subprocess.Popen(
+                self._ssh_argv(cluster, self._remote(cluster, follow_script(proc.remote_spec))),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self._connected(cluster, follower, proc.remote_spec, proc.log_path)
+
+    def cut_connection(self, cluster: ClusterHandle) -> int:
+        """chaos ssh_drop: SIGKILL the local ssh sessions following the cluster's runtimes
+        (the runtime on the head is not theirs to end); how many were cut."""
+        with self._lock:
+            live = [c for c in self._connections.get(cluster.name, []) if c.proc.poll() is None]
+        for conn in live:
+            try:
+                os.killpg(conn.proc.pid, 9)
+            except ProcessLookupError:
+                pass
+        return len(live)
 
     # -- health ------------------------------------------------------------------------
-    def _refresh(self, cluster: ClusterHandle) -> bool:
-        """Ask SkyPilot, with a forced refresh: a record that is gone, or not UP, is a lost
-        cluster. On Slurm the allocation's state is asked first (squeue on the login node):
-        right after an scancel SkyPilot may still say UP for a few seconds."""
+    def _refresh(self, cluster: ClusterHandle) -> HealthCheck:
+        """Ask SkyPilot, with a forced refresh: a record that is gone (or stopped) is a lost
+        cluster; one that is not UP, or a refresh that fails, is a check that failed
+        (``sky_health``). On Slurm the allocation's state is asked first (squeue on the login
+        node): right after an scancel SkyPilot may still say UP for a few seconds."""
         sky = _sky()
         sky_name = cluster.info["sky_cluster"]
         if self._allocation_running(cluster) is False:
             self._say(f"{sky_name}: gone (its Slurm allocation is no longer running)")
-            with self._lock:
-                self._health[cluster.name] = (time.monotonic(), False)
-            return False
+            return self._saw(cluster, Health.GONE, "its Slurm allocation is no longer running")
         try:
             records = self._sdk(
                 "sky.status",
                 lambda: sky.get(sky.status([sky_name], refresh=sky.StatusRefreshMode.FORCE)),
             )
-        except Exception as exc:  # unknown: keep the last answer
-            self._say(f"status of {sky_name}: {type(exc).__name__}: {first_line(exc)}")
-            with self._lock:
-                return self._health.get(cluster.name, (0.0, True))[1]
-        up = any(_status_of(r) == "UP" for r in records)
-        if not up:
-            self._say(f"{sky_name}: gone after a forced refresh ({[_status_of(r) for r in records] or 'no record'})")
+        except Exception as exc:  # could not tell: a failed check, not a lost cluster
+            why = f"{type(exc).__name__}: {first_line(exc)}"
+            self._say(f"status of {sky_name}: {why}")
+            return self._saw(cluster, Health.NOT_UP, f"sky.status failed: {why}")
+        statuses = [_status_of(r) for r in records]
+        health = sky_health(statuses)
+        if health is Health.GONE:
+            self._say(f"{sky_name}: gone after a forced refresh ({statuses or 'no record'})")
+        elif health is Health.NOT_UP:
+            self._say(f"{sky_name}: not UP after a forced refresh ({statuses})")
+        return self._saw(cluster, health, f"sky.status: {statuses or 'no record'}")
+
+    def _saw(self, cluster: ClusterHandle, health: Health, detail: str) -> HealthCheck:
+        check = HealthCheck(health, time.time(), detail)
         with self._lock:
-            self._health[cluster.name] = (time.monotonic(), up)
-        return up
+            self._health[cluster.name] = check
+        return check
 
     def _allocation_running(self, cluster: ClusterHandle) -> bool | None:
         """On Slurm: is the cluster's allocation RUNNING? None when not Slurm or unknown."""
@@ -848,19 +972,18 @@ class SkyPilotProvider:
 
         def loop() -> None:
             while not stop.wait(HEALTH_INTERVAL_S):
-                if not self._refresh(cluster):
+                if self._refresh(cluster).health is Health.GONE:
                     return
 
         threading.Thread(target=loop, name=f"sky-health-{cluster.name}", daemon=True).start()
 
-    def healthy(self, cluster: ClusterHandle) -> bool:
+    def health(self, cluster: ClusterHandle) -> HealthCheck:
         """The last answer of SkyPilot's forced refresh (refreshed in the background, and
-        at once when the runtime's ssh fails); never blocks the controller's watch loop."""
+        at once when the runtime's ssh fails), with the time it was asked; never blocks
+        the controller's watch loop."""
         with self._lock:
             seen = self._health.get(cluster.name)
-        if seen is None:
-            return self._refresh(cluster)
-        return seen[1]
+        return self._refresh(cluster) if seen is None else seen
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         """The local ends of the cluster: the ssh processes running its runtime."""
@@ -891,7 +1014,8 @@ class SkyPilotProvider:
                 raise
         self._sweep_slurm(cluster)
         with self._lock:
-            self._health[cluster.name] = (time.monotonic(), False)
+            self._health[cluster.name] = HealthCheck(Health.GONE, time.time(), "torn down")
+            self._connections.pop(cluster.name, None)
         self._tokens.pop(cluster.name, None)
         self._forget(cluster.name)
 

@@ -14,7 +14,7 @@ EXIT_PREEMPTED = 6  # a preemption notice: the step's checkpoint is committed
 
 
 class FailureKind(StrEnum):
-    CLUSTER_LOST = "cluster_lost"  # the provider says the cluster is gone
+    CLUSTER_LOST = "cluster_lost"  # gone for sure, or failing its health checks with no heartbeat
     LEASE_EXPIRED = "lease_expired"  # no heartbeat within the lease: hung or partitioned
     RUNTIME_LOST = "runtime_lost"  # the driver died, the cluster is still up
     USER_ERROR = "user_error"  # the workload raised
@@ -34,15 +34,37 @@ class Failure:
     detail: str = ""
 
 
+class Health(StrEnum):
+    """A provider's answer about a cluster. Only GONE is a verdict on its own."""
+
+    UP = "up"
+    # Not UP, or the provider could not tell (its call failed): a glitch while the
+    # runtime's heartbeats are fresh, a loss once they stop and it lasts.
+    NOT_UP = "not_up"
+    # Definitive: the provider's record is gone or terminated, the Slurm allocation is
+    # gone from squeue, the head's process has ended.
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    health: Health
+    # When the provider looked: an answer it kept from an earlier look keeps that
+    # look's time, so one failed look is counted once however often it is read.
+    at: float
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class Observation:
     """One look at a running attempt."""
 
-    runtime_exit: int | None  # None while the driver runs
-    cluster_healthy: bool
+    runtime_exit: int | None  # None while the driver runs (or its connection is re-attached)
+    health: Health
     heartbeat_age_s: float | None  # None before the first heartbeat
     running_for_s: float  # since the runtime started
     user_error: str | None = None  # a user_error event from the workers
+    failed_checks: int = 0  # consecutive health checks not UP, the newest included
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,51 @@ class Lease:
     timeout_s: float
     # Before the first heartbeat the driver is still starting (imports, Ray connect).
     startup_grace_s: float = 120.0
+    # recovery.health_failures_to_lose: failed health checks in a row that, with the
+    # lease stale, are a lost cluster (fewer are glitches).
+    failures_to_lose: int = 3
+
+
+def lease_stale(obs: Observation, lease: Lease) -> bool:
+    """No heartbeat within the lease (or none at all past the start-up grace)."""
+    if obs.heartbeat_age_s is None:
+        return obs.running_for_s > lease.startup_grace_s
+    return obs.heartbeat_age_s > lease.timeout_s
+
+
+def died_unexpectedly(code: int | None) -> bool:
+    """The driver ended without a verdict of its own (a signal, an infra exit)."""
+    return code is not None and code not in (EXIT_OK, EXIT_USER_ERROR, EXIT_PREEMPTED)
+
+
+def cluster_lost(obs: Observation, lease: Lease) -> str | None:
+    """Why the cluster is lost, or None. A definitive answer is a loss at once; a
+    check that is not UP (or failed) is one only with the driver dead, or after
+    ``lease.failures_to_lose`` of them in a row with the heartbeat lease stale."""
+    if obs.health is Health.GONE:
+        return "the provider says the cluster is gone"
+    if obs.health is Health.UP:
+        return None
+    if died_unexpectedly(obs.runtime_exit):
+        return "the runtime driver died and the cluster's health check is not UP"
+    if obs.failed_checks >= lease.failures_to_lose and lease_stale(obs, lease):
+        return f"{obs.failed_checks} health checks in a row not UP, and no heartbeat within the lease"
+    return None
+
+
+def health_glitch(obs: Observation, lease: Lease) -> bool:
+    """A health check that is not UP and, on its own, nothing more: journaled, not acted on."""
+    return obs.health is Health.NOT_UP and cluster_lost(obs, lease) is None
+
+
+def may_reattach(exit_word: int | None, heartbeat_age_s: float | None, lease: Lease) -> bool:
+    """The controller's connection to the runtime (the ssh session following it; on the
+    local provider its process handle) ended: is that maybe the connection's end alone?
+    The runtime's own word on the control channel (its exit status, written last) says
+    it ended; without one, a fresh heartbeat says it may be training still: follow it
+    anew rather than restart it. Before the first heartbeat, or with the lease stale,
+    the connection's status is taken as the runtime's."""
+    return exit_word is None and heartbeat_age_s is not None and heartbeat_age_s <= lease.timeout_s
 
 
 # A driver that dies with its node dies first: the node's own signs of death (the
@@ -65,13 +132,7 @@ def confirm_health(obs: Observation) -> bool:
     looked healthy: read at once, a region lost with everything on it passes for a
     lost driver, and the run restarts in the region it should leave.
     """
-    code = obs.runtime_exit
-    return (
-        code is not None
-        and code not in (EXIT_OK, EXIT_USER_ERROR, EXIT_PREEMPTED)
-        and obs.cluster_healthy
-        and obs.user_error is None
-    )
+    return died_unexpectedly(obs.runtime_exit) and obs.health is Health.UP and obs.user_error is None
 
 
 def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
@@ -80,8 +141,9 @@ def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
         return None
     if obs.user_error is not None:
         return Failure(FailureKind.USER_ERROR, region, obs.user_error)
-    if not obs.cluster_healthy:
-        return Failure(FailureKind.CLUSTER_LOST, region, "the cluster's head is gone")
+    lost = cluster_lost(obs, lease)
+    if lost is not None:
+        return Failure(FailureKind.CLUSTER_LOST, region, lost)
     if obs.runtime_exit is not None:
         code = obs.runtime_exit
         if code == EXIT_USER_ERROR:

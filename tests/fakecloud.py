@@ -2,6 +2,8 @@
 (``Controller.step()``) without Ray: each launch in a region takes the next entry of
 that region's script, a ``ProvisionErrorKind`` (the launch fails so) or a ``Script``
 (what the runtime then does, step by step, one batch of steps per poll of the watch).
+The controller holds a runtime through a ``FakeConnection`` (what ssh is to a cloud's
+head): ``cut_connection`` (chaos ssh_drop) cuts it and the runtime trains on.
 
 The scripted runtime is honest where the controller's decisions depend on it: it
 restores the newest checkpoint in its region's store that verifies and is on the
@@ -13,12 +15,13 @@ control channel (heartbeat, progress, events, final, exit code).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
-from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import ClusterHandle, Health, HealthCheck, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
 from recovery.fencing import FencedError, Lineage
 from recovery.store import CheckpointStore
@@ -28,7 +31,9 @@ from recovery.store import CheckpointStore
 class Script:
     """Train to ``until`` (None: the job's steps), then ``then``: ``finish``,
     ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
-    cluster stays), ``hang`` (heartbeats stop), ``user_error``, ``preempted``
+    cluster stays), ``hang`` (heartbeats stop), ``unreachable`` (heartbeats stop and
+    the provider can no longer tell: its health checks answer NOT_UP, never GONE),
+    ``user_error``, ``preempted``
     (commits, then exits so), ``workers_exhausted``, ``interrupt`` (Ctrl-C reaches the
     controller, as SIGINT raises KeyboardInterrupt wherever its main thread is)."""
 
@@ -115,6 +120,10 @@ class FakeRuntime:
         elif then == "hang":
             self.hung = True
             return None
+        elif then == "unreachable":
+            self.provider.unreachable.add(self.cluster.name)
+            self.hung = True
+            return None
         elif then == "user_error":
             control.event(gen, "user_error", error="ValueError: boom", traceback="Traceback: boom", rank=0)
             self.code = EXIT_USER_ERROR
@@ -131,6 +140,25 @@ class FakeRuntime:
         return self.code
 
 
+# What a cut connection answers: ssh's status when it loses its session.
+CONNECTION_LOST = 255
+
+
+@dataclass
+class FakeConnection:
+    """The controller's hold on a scripted runtime: polling it runs the script."""
+
+    runtime: FakeRuntime
+    cut: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.runtime.pid
+
+    def poll(self) -> int | None:
+        return CONNECTION_LOST if self.cut else self.runtime.poll()
+
+
 @dataclass
 class FakeCloud:
     """The Provider protocol over scripts: ``scripts[region]`` is consumed launch by launch."""
@@ -140,6 +168,8 @@ class FakeCloud:
     steps_per_poll: int = 10
     every: int = 20
     dead: set[str] = field(default_factory=set)
+    unreachable: set[str] = field(default_factory=set)
+    connections: list[FakeConnection] = field(default_factory=list)
     clusters: dict[str, ClusterHandle] = field(default_factory=dict)
     torn_down: list[str] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
@@ -159,10 +189,32 @@ class FakeCloud:
         self._pending[cluster_name] = entry
         return handle
 
-    def healthy(self, cluster: ClusterHandle) -> bool:
-        return cluster.name in self.clusters and cluster.name not in self.dead
+    def health(self, cluster: ClusterHandle) -> HealthCheck:
+        if cluster.name not in self.clusters or cluster.name in self.dead:
+            return HealthCheck(Health.GONE, time.time(), "no such cluster")
+        if cluster.name in self.unreachable:
+            return HealthCheck(Health.NOT_UP, time.time(), "does not answer")
+        return HealthCheck(Health.UP, time.time())
 
-    def start_runtime(self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str) -> FakeRuntime:
+    def reattach(self, cluster: ClusterHandle, proc: object) -> FakeConnection | None:
+        if not isinstance(proc, FakeConnection) or proc.runtime.code is not None:
+            return None
+        return self._connect(proc.runtime)
+
+    def cut_connection(self, cluster: ClusterHandle) -> int:
+        live = [c for c in self.connections if c.runtime.cluster.name == cluster.name and not c.cut]
+        for conn in live:
+            conn.cut = True
+        return len(live)
+
+    def _connect(self, runtime: FakeRuntime) -> FakeConnection:
+        conn = FakeConnection(runtime)
+        self.connections.append(conn)
+        return conn
+
+    def start_runtime(
+        self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str
+    ) -> FakeConnection:
         spec = RuntimeSpec.load(argv[-1])
         rt = FakeRuntime(
             spec,
@@ -173,7 +225,7 @@ class FakeCloud:
             pid=os.getpid() + 100000 + len(self.runtimes),
         )
         self.runtimes.append(rt)
-        return rt
+        return self._connect(rt)
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return [rt.pid for rt in self.runtimes if rt.cluster.name == cluster.name]

@@ -34,8 +34,12 @@ from orchestrator.runstate.events import (
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.sections import FaultSpec
-from providers.base import ClusterHandle, Provider
+from providers.base import ClusterHandle, Health, HealthCheck, Provider
 from recovery.store import CheckpointStore, sha256_hex
+
+
+class FlappedCheck(RuntimeError):
+    """A health check failed by chaos status_flap (as a provider's call can fail)."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,7 @@ class FaultInjector:
         self._timed: set[tuple[int, int]] = set()  # (fault, generation) fired by after_s
         self._mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
         self._refused: set[tuple[int, int, int]] = set()  # (fault, seq, generation) journaled once
+        self._flaps: dict[str, tuple[int, int]] = {}  # cluster name -> (fault, health checks left to fail)
 
     def _say(self, event: Event) -> None:
         # Typed here, so a fault's line is checked where it is made.
@@ -237,6 +242,25 @@ class FaultInjector:
     def _resume(self, index: int, kind: str, pids: list[int], cluster: ClusterHandle) -> None:
         resumed = _signal(pids, signal.SIGCONT)
         self._say(FaultEnded(index, kind, region=cluster.region, resumed=len(resumed)))
+
+    def health(self, cluster: ClusterHandle, check: Callable[[], HealthCheck]) -> HealthCheck:
+        """The provider's health check of ``cluster`` (``check``), unless a status_flap is
+        failing it: then, in turn, an answer that is not UP and a check that raises (the
+        two ways a real one fails), until the fault's ``count`` is spent."""
+        flap = self._flaps.get(cluster.name)
+        if flap is None:
+            return check()
+        index, left = flap
+        count = self.faults[index].count
+        if left > 1:
+            self._flaps[cluster.name] = (index, left - 1)
+        else:
+            del self._flaps[cluster.name]
+            self._say(FaultEnded(index, "status_flap", region=cluster.region))
+        nth = count - left + 1
+        if nth % 2 == 0:
+            raise FlappedCheck(f"chaos status_flap: health check {nth} of {count} failed")
+        return HealthCheck(Health.NOT_UP, time.time(), f"chaos status_flap: health check {nth} of {count} not UP")
 
     def region_killed_at(self, cluster: ClusterHandle) -> float | None:
         return self._killed.get(cluster.name)
@@ -408,9 +432,23 @@ class FaultInjector:
             detail["rank"] = req.get("rank")
         elif kind == "disk_full":
             detail.update(self._disk_full(index, fault, cluster))
+        elif kind == "status_flap":
+            # Its next health checks fail; the cluster itself is untouched.
+            self._flaps[cluster.name] = (index, fault.count)
+            detail["count"] = fault.count
+        elif kind == "ssh_drop":
+            detail.update(self._cut(index, cluster))
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
+
+    def _cut(self, index: int, cluster: ClusterHandle) -> dict[str, object]:
+        cut = getattr(self.provider, "cut_connection", None)
+        if not callable(cut):
+            why = f"provider {getattr(self.provider, 'name', '?')} has no connection to the runtime to cut"
+            self._say(FaultFailed(index, "ssh_drop", why))
+            return {"failed": why}
+        return {"cut": cut(cluster)}
 
     def _reclaim(self, index: int, cluster: ClusterHandle) -> None:
         killed = _sigkill(self.provider.processes(cluster))

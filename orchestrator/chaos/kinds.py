@@ -23,6 +23,8 @@ class FaultKind(StrEnum):
     storage_hang = "storage_hang"  # the store accepts and never answers
     storage_slow = "storage_slow"  # the store answers slowly
     torn_checkpoint = "torn_checkpoint"  # an upload cut mid-way
+    status_flap = "status_flap"  # the provider's health check fails `count` times, the cluster fine
+    ssh_drop = "ssh_drop"  # the controller's connection to the runtime is cut; the runtime lives
 
 
 FAULT_KINDS = tuple(FaultKind)

@@ -377,6 +377,36 @@ class FailureDetected(Event):
     heartbeat_age_s: float | None = None
     detected_after_s: float | None = None
     last_step: int | None = None
+    # The provider's last health check (recovery.detection.Health) and how many in a row were not UP.
+    health: str | None = None
+    failed_checks: int | None = None
+
+
+@_event("health_glitch")
+@dataclass(frozen=True)
+class HealthGlitch(Event):
+    """A health check that was not UP (or failed) while the attempt's heartbeats were
+    fresh: journaled, nothing more (recovery.detection.health_glitch)."""
+
+    region: str
+    generation: int
+    health: str
+    detail: str | None = None
+    failed_checks: int | None = None
+    heartbeat_age_s: float | None = None
+
+
+@_event("runtime_reattached")
+@dataclass(frozen=True)
+class RuntimeReattached(Event):
+    """The controller's connection to the runtime ended without the runtime's word while
+    its heartbeats were fresh: a new connection follows it (recovery.detection.may_reattach)."""
+
+    region: str
+    generation: int
+    connection_exit: int | None = None
+    pid: int | None = None
+    heartbeat_age_s: float | None = None
 
 
 @_event("fault_injected")

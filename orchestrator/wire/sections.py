@@ -220,6 +220,7 @@ class FaultSpec(Section):
     latency_ms: NonNegative = 0.0
     bandwidth_kbps: NonNegative = 0.0
     grace_s: Positive = 30.0
+    count: Count = 1
 
 
 @dataclass(frozen=True)

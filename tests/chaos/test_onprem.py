@@ -25,6 +25,7 @@ import pytest
 pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 
 SCANCEL_AFTER_STEP = 200
+FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
 
@@ -57,7 +58,16 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
     run = run_example(
-        example_project, onprem.home, run_id, *CLOUD, code_dir=True, env=onprem.env, timeout=RUN_TIMEOUT_S
+        example_project,
+        onprem.home,
+        run_id,
+        *CLOUD,
+        # Before the scancel: three of SkyPilot's health checks in a row fail while the
+        # runtime's heartbeats are fresh, which is no loss.
+        f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}}]",
+        code_dir=True,
+        env=onprem.env,
+        timeout=RUN_TIMEOUT_S,
     )
     killer.join(timeout=5)
 
@@ -72,6 +82,11 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # The provider saw the cluster gone (the allocation no longer running, or SkyPilot's
     # record gone after a forced refresh), not a driver that died on a healthy cluster.
     assert f"skypilot: {run_id}-orch-slurm-a-g1: gone" in run.stderr
+    # The flap before it: glitches journaled, one attempt until the scancel (the one incident).
+    flapped = [g for g in run.events("health_glitch") if "status_flap" in (g.get("detail") or "")]
+    assert [(g["region"], g["failed_checks"]) for g in flapped] == [("orch-slurm-a", n) for n in (1, 2, 3)]
+    assert [f["kind"] for f in run.events("failure_detected")] == ["cluster_lost"]
+    assert [a["region"] for a in run.result["attempt_history"]] == ["orch-slurm-a", "orch-slurm-b"]
     # The same weights as the local provider's uninterrupted run of the same project.
     assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
     assert run.result["final_step"] == 600

@@ -38,7 +38,11 @@ def test_passing_store_faults_training_goes_on_and_commits_where_it_should(orch_
     """A slow store, a short outage and a hung store, one after another in one run (each
     ends before the next starts): training never waits on the store, snapshots taken
     during a slow upload replace each other, failed uploads are retried (a hung call is
-    bounded by the client's timeouts) and commit again to the same store once it is back."""
+    bounded by the client's timeouts) and commit again to the same store once it is back.
+    Between them, faults of the controller's view that must pass too: three health checks
+    in a row failing (status_flap) while heartbeats are fresh are glitches, and a dropped
+    connection to the runtime (ssh_drop) is re-attached; neither fails anything over nor
+    restarts it."""
     before = ray_pids()
     run = orchestrate(
         orch_home,
@@ -48,13 +52,22 @@ def test_passing_store_faults_training_goes_on_and_commits_where_it_should(orch_
         "recovery.store_outage_s=30",
         *QUICK_A,
         "chaos.faults=[{kind:storage_slow,at_step:300,bandwidth_kbps:800,duration_s:5},"
-        "{kind:storage_outage,at_step:1000,duration_s:3},{kind:storage_hang,at_step:1500,duration_s:4}]",
+        "{kind:storage_outage,at_step:1000,duration_s:3},{kind:storage_hang,at_step:1500,duration_s:4},"
+        "{kind:status_flap,at_step:600,count:3},{kind:ssh_drop,at_step:800}]",
         env=cloud_stores["env"],
     )
     r = _ok(run, reference)
     kinds = [e["kind"] for e in run.events("fault_injected")]
-    assert {"storage_slow", "storage_outage", "storage_hang"} <= set(kinds), kinds
+    assert {"storage_slow", "storage_outage", "storage_hang", "status_flap", "ssh_drop"} <= set(kinds), kinds
     assert r["incidents"] == [] and r["region"] == "local-a"
+    # One attempt, no failover, no restart: the flap's checks were glitches, the runtime re-attached.
+    assert r["attempts"] == 1 and not run.events("failure_detected") and not run.events("decision")
+    flapped = [g for g in run.events("health_glitch") if "status_flap" in (g.get("detail") or "")]
+    assert [g["failed_checks"] for g in flapped] == [1, 2, 3], run.events("health_glitch")
+    (cut,) = [e for e in run.events("fault_injected") if e["kind"] == "ssh_drop"]
+    assert cut["cut"] == 1
+    (again,) = run.events("runtime_reattached")
+    assert again["connection_exit"] == 255 and again["generation"] == 1
     assert run.events("upload_superseded"), "snapshots taken during a slow upload replace each other"
     assert run.events("upload_retry"), "uploads must have failed during the outage and the hang"
     assert run.events("upload_recovered"), "and committed again once the store was back"

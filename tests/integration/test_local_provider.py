@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
 from providers.local import TOKEN_NAME, LocalProvider
 from support import ray_pids, wait_no_new_ray
 
@@ -22,7 +22,7 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
     provider = LocalProvider()
     cluster = provider.launch(RegionSpec("local-x", f"file://{tmp_path}/store", 2), "t-launch", timeout_s=60)
     try:
-        assert provider.healthy(cluster)
+        assert provider.health(cluster).health is Health.UP
         host, _port = cluster.address.split(":")
         assert host == "127.0.0.1"
         # A `python -m` runtime runs in the interpreter that imported Ray Train while the
@@ -53,7 +53,7 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
         provider.teardown(cluster)
     assert not os.path.exists(cluster.info["base_dir"])
     assert provider.processes(cluster) == []
-    assert not provider.healthy(cluster)
+    assert provider.health(cluster).health is Health.GONE
     assert runtime.poll() is not None and cold.poll() is not None
     provider.teardown(cluster)  # already gone: not an error
     assert not wait_no_new_ray(before)

@@ -324,14 +324,14 @@ def test_gcp_launch_and_teardown(tmp_path: Path) -> None:
 
 
 def _launch_and_teardown(cloud: str, region: str, tmp_path: Path) -> None:
-    from providers.base import RegionSpec
+    from providers.base import Health, RegionSpec
 
     cfg = compose([f"cloud={cloud}"])
     provider = SkyPilotProvider(cfg.cloud.regions, state_dir=str(tmp_path / "clusters"))
     rc = cfg.cloud.regions[region]
     handle = provider.launch(RegionSpec(region, rc.store, rc.num_cpus), f"orch-test-{cloud}", 1800)
     try:
-        assert provider.healthy(handle)
+        assert provider.health(handle).health is Health.UP
     finally:
         provider.teardown(handle)
     provider.teardown(handle)  # idempotent

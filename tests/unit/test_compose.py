@@ -65,6 +65,19 @@ def test_chaos_fault_list_on_the_command_line_parses_to_typed_faults() -> None:
     assert cfg.chaos.faults == [FaultConfig(kind="kill_region", at_step=60)]
 
 
+def test_status_flap_and_ssh_drop_compose_from_the_command_line_and_reach_the_runtimes_spec() -> None:
+    from orchestrator.config import to_plain
+    from orchestrator.wire.sections import FaultSpec
+
+    cfg = compose(["chaos.faults=[{kind:status_flap,at_step:5,count:3},{kind:ssh_drop,after_s:2}]"])
+    assert cfg.chaos.faults == [
+        FaultConfig(kind="status_flap", at_step=5, count=3),
+        FaultConfig(kind="ssh_drop", after_s=2.0),
+    ]
+    specs = [FaultSpec.from_plain(to_plain(f), f"faults[{i}]") for i, f in enumerate(cfg.chaos.faults)]
+    assert [(str(f.kind), f.count) for f in specs] == [("status_flap", 3), ("ssh_drop", 1)]
+
+
 def test_fault_on_the_last_step_of_the_job_is_allowed() -> None:
     cfg = compose(["job.steps=60", "chaos.faults=[{kind:corrupt_checkpoint,at_step:60}]"])
     assert cfg.chaos.faults[0].at_step == cfg.job.steps
@@ -93,6 +106,23 @@ def test_typo_in_a_fault_field_names_it_and_suggests_at_step() -> None:
     err = config_error(["chaos.faults=[{kind:kill_region,atstep:60}]"])
     assert err.key.endswith("atstep")
     assert "at_step" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "words"),
+    [
+        (
+            "chaos.faults=[{kind:status_flap,at_step:5,count:0}]",
+            "chaos.faults[0].count",
+            "got 0; expected an integer >= 1",
+        ),
+        ("recovery.health_failures_to_lose=0", "recovery.health_failures_to_lose", "got 0; expected an integer >= 1"),
+        ("chaos.faults=[{kind:ssh_drop,during:provisioning}]", "chaos.faults[0].during", "needs a running attempt"),
+    ],
+)
+def test_a_bad_hysteresis_count_or_flap_names_its_key(override: str, key: str, words: str) -> None:
+    err = config_error([override])
+    assert err.key == key and words in str(err) and "\n" not in str(err)
 
 
 def test_value_of_the_wrong_type_names_the_key_and_the_expected_type() -> None:

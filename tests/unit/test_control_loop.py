@@ -332,3 +332,61 @@ def test_a_standby_is_activated_on_failover_and_restores_the_newest_checkpoint(t
     ctl.standby.close()
     ctl.runner.close(ctl._generation)
     assert not cloud.clusters
+
+
+# --- hysteresis: glitches pass, losses are still found within the lease ---------------------
+
+
+def test_a_flapping_health_check_with_fresh_heartbeats_is_one_attempt_and_glitches_journaled(tmp_path: Path) -> None:
+    # A few steps a poll: training lasts while the flap's checks are answered.
+    cloud = FakeCloud({}, steps_per_poll=3)
+    ctl = _controller(tmp_path, cloud, "chaos.faults=[{kind:status_flap,after_s:0.01,count:4}]")
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED" and result["attempts"] == 1 and result["incidents"] == []
+    assert not _events(ctl, "failure_detected") and not _events(ctl, "decision")
+    glitches = _events(ctl, "health_glitch")
+    # Not UP, then raising, in turn; counted in a row; the fourth is past the count that
+    # could lose a cluster (recovery.health_failures_to_lose=3), so not journaled again.
+    assert [(g["failed_checks"], g["health"]) for g in glitches] == [(1, "not_up"), (2, "not_up"), (3, "not_up")]
+    assert "not UP" in glitches[0]["detail"] and "raised FlappedCheck" in glitches[1]["detail"]
+    assert all(g["heartbeat_age_s"] < 0.3 for g in glitches)
+    assert [e["kind"] for e in _events(ctl, "fault_ended")] == ["status_flap"]
+    assert _live(ctl) == _replayed(ctl)
+
+
+def test_a_cluster_that_stops_answering_is_lost_within_the_lease_not_at_its_first_failed_check(
+    tmp_path: Path,
+) -> None:
+    cloud = FakeCloud({"local-a": [Script(40, "unreachable")], "local-b": [Script()]})
+    ctl = _controller(tmp_path, cloud)
+    _start(ctl)
+    assert ctl.step() is False
+    (failure,) = _events(ctl, "failure_detected")
+    assert (failure["kind"], failure["health"]) == ("cluster_lost", "not_up")
+    assert failure["failed_checks"] >= 3 and failure["heartbeat_age_s"] > 0.3
+    assert "health checks in a row not UP" in failure["detail"]
+    # Found once the lease (0.3 s) ran out, not before, not long after.
+    assert 0.3 <= failure["detected_after_s"] < 1.0
+    # While the heartbeats were fresh the failed checks were glitches (the first three journaled).
+    assert [g["failed_checks"] for g in _events(ctl, "health_glitch")] == [1, 2, 3]
+    (decision,) = _events(ctl, "decision")
+    assert (decision["action"], decision["region"]) == ("failover", "local-b")
+    assert ctl.step() is True and ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.record.attempts[1]["restored_step"] == 40
+    assert _live(ctl) == _replayed(ctl)
+
+
+def test_a_dropped_connection_to_the_runtime_is_reattached_and_the_run_goes_on(tmp_path: Path) -> None:
+    cloud = FakeCloud({}, steps_per_poll=3)
+    ctl = _controller(tmp_path, cloud, "chaos.faults=[{kind:ssh_drop,after_s:0.01}]")
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED" and result["attempts"] == 1 and result["incidents"] == []
+    assert result["final_step"] == 60
+    assert not _events(ctl, "failure_detected") and not _events(ctl, "decision")
+    (fault,) = _events(ctl, "fault_injected")
+    assert (fault["kind"], fault["cut"]) == ("ssh_drop", 1)
+    (again,) = _events(ctl, "runtime_reattached")
+    assert (again["generation"], again["connection_exit"], again["pid"]) == (1, 255, cloud.runtimes[0].pid)
+    # One runtime, followed by a second connection: nothing was restarted.
+    assert len(cloud.runtimes) == 1 and len(cloud.connections) == 2 and cloud.connections[0].cut
+    assert _live(ctl) == _replayed(ctl)

@@ -10,7 +10,7 @@ from orchestrator.journal import Journal
 from orchestrator.replay import OpenAttempt, Replayed
 from orchestrator.resume import sweep_and_adopt
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle
+from providers.base import ClusterHandle, Health, HealthCheck
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process
 
@@ -18,13 +18,13 @@ DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process
 class Provider:
     name = "fake"
 
-    def __init__(self, healthy: bool = True, records: dict[str, ClusterHandle] | None = None) -> None:
-        self._healthy = healthy
+    def __init__(self, health: Health = Health.UP, records: dict[str, ClusterHandle] | None = None) -> None:
+        self._health = health
         self.records = records or {}
         self.torn_down: list[str] = []
 
-    def healthy(self, cluster: ClusterHandle) -> bool:
-        return self._healthy
+    def health(self, cluster: ClusterHandle) -> HealthCheck:
+        return HealthCheck(self._health, 1.0)
 
     def find(self, name: str) -> ClusterHandle | None:
         return self.records.get(name)
@@ -63,8 +63,19 @@ def test_a_live_attempt_is_adopted_and_everything_else_torn_down(tmp_path: Path)
     assert provider.torn_down == ["r-local-b-g1"]
 
 
+def test_a_live_attempt_on_a_cluster_whose_check_fails_once_is_adopted_one_gone_for_sure_is_not(
+    tmp_path: Path,
+) -> None:
+    # A check that is not UP is a glitch to the watch that adopts it, not a reason to end it.
+    glitch = Provider(Health.NOT_UP)
+    assert sweep_and_adopt(_ctl(tmp_path / "a", glitch), _replayed(os.getpid())) is not None
+    gone = Provider(Health.GONE)
+    assert sweep_and_adopt(_ctl(tmp_path / "b", gone), _replayed(os.getpid())) is None
+    assert sorted(gone.torn_down) == ["r-local-a-g2", "r-local-b-g1"]
+
+
 def test_an_attempt_that_ended_with_a_word_is_adopted_for_its_outcome(tmp_path: Path) -> None:
-    provider = Provider(healthy=False)
+    provider = Provider(Health.GONE)
     ctl = _ctl(tmp_path, provider)
     ctl.control.exited(2, 0)
     adopted = sweep_and_adopt(ctl, _replayed(DEAD_PID))

@@ -3,12 +3,14 @@ replicated or counted by retention; the run's secret stays in its 0600 file."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import secrets
 import stat
 import subprocess
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -324,7 +326,8 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     from providers.skypilot import SkyPilotProvider
 
     py = tmp_path / "python"
-    py.write_text(f'#!/bin/sh\necho "key=${ENV}"\necho "spec=$(cat "$3")"\n')
+    # The key's digest, not the key: the runtime's output lands in a log on the node.
+    py.write_text(f'#!/bin/sh\necho "key=$(printf %s "${ENV}" | sha256sum | cut -c1-64)"\necho "spec=$(cat "$3")"\n')
     py.chmod(0o755)
     node = tmp_path / "node"
     cluster = ClusterHandle(
@@ -342,6 +345,7 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
 
     provider = SkyPilotProvider.__new__(SkyPilotProvider)
     provider._tokens, provider._token_key = {}, None
+    provider._lock, provider._connections = threading.Lock(), {}
     monkeypatch.setattr(SkyPilotProvider, "_record", lambda self, c: None)
     monkeypatch.setattr(SkyPilotProvider, "_watch", lambda self, c: None)
     monkeypatch.setattr(SkyPilotProvider, "_ssh_argv", lambda self, c, command: ["ssh", command])
@@ -357,7 +361,8 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     # What ssh would run on the head, run here with what it would read on stdin.
     out = subprocess.run(["bash", "-c", command], input=stdin.getvalue(), capture_output=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.decode().splitlines() == [f"key={TEST_KEY.hex()}", 'spec={"run_id": "x"}']
+    digest = hashlib.sha256(TEST_KEY.hex().encode()).hexdigest()
+    assert out.stdout.decode().splitlines() == [f"key={digest}", 'spec={"run_id": "x"}']
     assert not any(TEST_KEY.hex().encode() in p.read_bytes() for p in node.rglob("*") if p.is_file())
 
 

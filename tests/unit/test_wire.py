@@ -288,7 +288,7 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
         on_invalid=lambda inv: journal.append("control_invalid", path=inv.path, reason=inv.reason),
     )
     progress = SimpleNamespace(replication_lag=lambda lag: None, note=lambda text: None, update=lambda *a: None)
-    recovery = SimpleNamespace(heartbeat_interval_s=1.0, heartbeat_timeout_s=5.0)
+    recovery = SimpleNamespace(heartbeat_interval_s=1.0, heartbeat_timeout_s=5.0, health_failures_to_lose=3)
     ctx = RunContext(
         run_id="r",
         run_dir=str(tmp_path / "run"),
