@@ -41,17 +41,18 @@ def _register() -> None:
 
 def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     """Overrides (KEY=VALUE, GROUP=OPTION) to a validated Config, or ConfigError."""
-    from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
+
+    from orchestrator import compose_cache
 
     _register()
     refuse_unhonoured(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            raw = hydra_compose(config_name="config", overrides=_free_form(_absolute_home(overrides)))
+            raw = compose_cache.compose("config", _free_form(_absolute_home(overrides)))
         plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
     except Exception as exc:
         raise _translate(exc, overrides) from None
@@ -155,8 +156,10 @@ def _typed(plain: dict[str, Any]) -> Config:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    from orchestrator.compose_cache import schema
+
     try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), plain))
+        cfg = OmegaConf.to_object(OmegaConf.merge(schema(Config), plain))
     except OmegaConfBaseException as exc:
         chaos = plain.get("chaos")
         raise _refusal(exc, plain, chaos.get("faults") if isinstance(chaos, dict) else None) from None
