@@ -232,9 +232,11 @@ def ray_drain() -> RayDrain | None:
         return None
     state = getattr(getattr(ray, "_private", None), "state", None)
     draining = getattr(getattr(state, "state", None), "get_draining_nodes", None)
-    if draining is None:
+    try:
+        node_id = ray.get_runtime_context().get_node_id()
+    except Exception:  # no node to name: nothing to watch, and nothing to stop the worker for
         return None
-    return RayDrain(ray.get_runtime_context().get_node_id(), draining)
+    return None if draining is None else RayDrain(node_id, draining)
 
 
 # --- watching ----------------------------------------------------------------------------------
