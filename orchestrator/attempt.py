@@ -297,6 +297,7 @@ class AttemptRunner:
             data=runtime_data(cfg),
             hpo=runtime_hpo(cfg),
             lineage=ctx.lineage().to_plain(),
+            preemption_notice=runtime_notice(cfg, region),
         )
         spec_path = os.path.join(attempt_dir, "spec.json")
         spec.dump(spec_path)
@@ -352,6 +353,12 @@ def runtime_data(cfg: Config) -> dict[str, Any]:
     data = to_plain(cfg.data)
     data["cache_dir"] = cfg.data.cache_dir or os.path.join(cfg.home_path, "data")
     return data
+
+
+def runtime_notice(cfg: Config, region: str) -> dict[str, str]:
+    """The region's preemption notice for its runtime: auto resolved by the region's infra."""
+    rc = cfg.cloud.regions[region]
+    return {"source": rc.notice_source().value, "url": rc.preemption_notice_url}
 
 
 def runtime_hpo(cfg: Config) -> dict[str, Any] | None:

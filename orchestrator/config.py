@@ -29,7 +29,7 @@ from orchestrator.hpo import (
     trial_count,
     validate_search_space,
 )
-from orchestrator.wire.sections import Autocast, Loader, Metric, Mode, Scheduler
+from orchestrator.wire.sections import Autocast, Loader, Metric, Mode, NoticeSource, Scheduler
 from orchestrator.workloads import JOB_KEY_WORKLOADS
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
@@ -57,6 +57,16 @@ class OutputFormat(StrEnum):
 
     table = "table"
     json = "json"
+
+
+class PreemptionNotice(StrEnum):
+    """cloud.regions.<name>.preemption_notice: NoticeSource's members, and auto (by the
+    region's infra: aws/... is aws, gcp/... is gcp, anything else none)."""
+
+    auto = "auto"
+    none = "none"
+    aws = "aws"
+    gcp = "gcp"
 
 
 class ProviderKind(StrEnum):
@@ -162,6 +172,20 @@ class RegionConfig:
     # runtime there; empty: the provider's defaults (a venv built from constraints.txt).
     setup: str = ""
     python: str = ""
+    # Where the nodes hear of their reclaim ahead of it, polled every second: aws (IMDSv2's
+    # spot/instance-action), gcp (the metadata server's instance/preempted), none, or auto
+    # (by infra: aws/... aws, gcp/... gcp, anything else none). A notice makes the workers
+    # checkpoint at an agreed step and stop; the run resumes elsewhere.
+    preemption_notice: PreemptionNotice = PreemptionNotice.auto
+    # The metadata service's base URL (http://host[:port]); empty: the cloud's own.
+    preemption_notice_url: str = ""
+
+    def notice_source(self) -> NoticeSource:
+        """preemption_notice with auto resolved."""
+        if self.preemption_notice is not PreemptionNotice.auto:
+            return NoticeSource(self.preemption_notice.value)
+        cloud = self.infra.split("/", 1)[0].lower()
+        return NoticeSource(cloud) if cloud in (NoticeSource.aws, NoticeSource.gcp) else NoticeSource.none
 
 
 @dataclass
@@ -593,6 +617,7 @@ def _validate_cloud(cfg: Config) -> None:
         _validate_options(f"cloud.regions.{name}.storage_options", region.storage_options)
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
         _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
+        validate_notice(name, region)
     if cloud.control_store is not None:
         _validate_url(
             "cloud.control_store", cloud.control_store, "s3://bucket/control (the controller and the clusters reach it)"
@@ -618,6 +643,44 @@ def _validate_cloud(cfg: Config) -> None:
                 f"CPUs but region {name!r} has {have}; lower trainer.workers or "
                 "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
             )
+
+
+def validate_notice(name: str, region: RegionConfig) -> None:
+    """A region's preemption_notice_url: only where the region watches for a notice, and a
+    plain-http base URL (what the runtime asks, without a proxy, with short timeouts)."""
+    from urllib.parse import urlsplit
+
+    key = f"cloud.regions.{name}.preemption_notice_url"
+    url = region.preemption_notice_url
+    if not url:
+        return
+    if region.notice_source() is NoticeSource.none:
+        raise ConfigError(
+            key,
+            f"is set but region {name!r} watches for no notice (preemption_notice resolves to none); "
+            f"set cloud.regions.{name}.preemption_notice=aws or gcp, or drop the URL",
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError:
+        parts = None
+    if parts is not None and "@" in parts.netloc:
+        # Not shown: what precedes the @ may be a password.
+        raise ConfigError(key, "holds a user name or password ('user:pass@'); the metadata service takes none")
+    if (
+        parts is None
+        or parts.scheme != "http"
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or any(c.isspace() or not c.isprintable() for c in url)
+    ):
+        raise ConfigError(
+            key,
+            f"got {show(url)}; expected the metadata service's base URL, http://host[:port] "
+            "(plain http, no query or fragment), e.g. http://169.254.169.254",
+        )
 
 
 def _validate_recovery(rec: RecoveryConfig) -> None:

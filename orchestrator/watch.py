@@ -135,6 +135,10 @@ class AttemptWatch:
             elif kind == "preempted":
                 # Committed at this step: nothing after it was lost.
                 self.out.last_step = max(self.out.last_step, int(ev.fields["step"]))
+            elif kind == "preemption_notice":
+                # The cloud's (or Ray's) notice is when the preemption began; a drill's
+                # injection, journaled before the runtime relays it, stays the earlier.
+                self.kill_times.setdefault("preempt", ev.time)
 
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1

@@ -129,6 +129,9 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     control = ControlChannel(spec.control_url, spec.control_options)
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())
+    stop_watch = threading.Event()
+    if ctx.get_local_rank() == 0:
+        watch_node(spec, control, rank, stop_watch)
     try:
         make(spec, rank, world, control).run()
     except Stopped:
@@ -144,6 +147,33 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
                 traceback=full_traceback(exc)[-8000:],
             )
         raise
+    finally:
+        stop_watch.set()
+
+
+def watch_node(spec: RuntimeSpec, control: ControlChannel, rank: int, stop: threading.Event) -> None:
+    """One worker per node watches the node's own notices: the cloud's instance metadata
+    (the region's preemption_notice) and Ray's drain of the node. A notice goes where the
+    driver's SIGTERM relay puts one: preempt.json, which rank 0's watch reads."""
+    from orchestrator.runtime import notices
+
+    sources: list[notices.Source] = []
+    cloud = notices.metadata_source(spec.preemption_notice.source, spec.preemption_notice.url)
+    if cloud is not None:
+        sources.append(cloud)
+    drain = notices.ray_drain()
+    if drain is not None:
+        sources.append(drain)
+
+    def notice(n: notices.Notice) -> None:
+        fields = {"source": n.source, "action": n.action, "deadline": n.deadline, "rank": rank, "pid": os.getpid()}
+        control.preempt_notice(spec.generation, **fields)
+        control.event(spec.generation, "preemption_notice", **fields)
+
+    def invalid(reason: str) -> None:
+        control.event(spec.generation, "preemption_notice_invalid", reason=reason, rank=rank)
+
+    notices.NodeWatch(sources, notice, invalid, stop).start()
 
 
 def spec_stores(spec: RuntimeSpec, key: bytes) -> list[CheckpointStore]:

@@ -44,6 +44,7 @@ EVENT_KINDS = frozenset(
         "multipart_aborted",
         "preempted",
         "preemption_notice",
+        "preemption_notice_invalid",
         "replicated",
         "replication_failed",
         "restore_store_skipped",

@@ -58,11 +58,20 @@ class Scheduler(StrEnum):
     fifo = "fifo"
 
 
+class NoticeSource(StrEnum):
+    """Where a node hears of its reclaim ahead of it (README "Preemption notices")."""
+
+    none = "none"
+    aws = "aws"  # IMDSv2: spot/instance-action
+    gcp = "gcp"  # the metadata server: instance/preempted
+
+
 DATA_LOADERS = tuple(str(x) for x in Loader)
 AUTOCAST = tuple(str(x) for x in Autocast)
 HPO_METRICS = tuple(str(x) for x in Metric)
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
+NOTICE_SOURCES = tuple(str(x) for x in NoticeSource)
 INT64 = (-(2**63), 2**63 - 1)
 # numpy's seeds are 32-bit unsigned.
 MAX_SEED = 2**32 - 1
@@ -221,6 +230,21 @@ class FaultSpec(Section):
     bandwidth_kbps: NonNegative = 0.0
     grace_s: Positive = 30.0
     count: Count = 1
+
+
+@dataclass(frozen=True)
+class NoticeSection(Section):
+    """The region's preemption notice (cloud.regions.<name>.preemption_notice and
+    .preemption_notice_url), resolved by the controller: auto is never sent."""
+
+    KEY = "preemption_notice"
+    source: Annotated[str, OneOf(NOTICE_SOURCES)] = "none"
+    # The metadata service's base URL, http://host[:port][/prefix]; empty: the cloud's own.
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith("http://"):
+            _fail(f"{self.KEY}.url", self.url, "expected http://host[:port] (the metadata service speaks plain http)")
 
 
 @dataclass(frozen=True)

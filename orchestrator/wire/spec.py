@@ -15,6 +15,7 @@ from orchestrator.wire.sections import (
     FaultSpec,
     HpoSection,
     JobSection,
+    NoticeSection,
     TrainerSection,
     field_types,
     read,
@@ -72,6 +73,8 @@ class RuntimeSpec:
     # restored_step], ...]: what the runtime may restore (a standby gets a newer one
     # with its activation). None: a spec from before it carried one; the stores' fence decides.
     lineage: list[list[int]] | None = None
+    # Where this region's nodes hear of their reclaim (the cloud's instance metadata).
+    preemption_notice: NoticeSection = field(default_factory=NoticeSection)
 
     def __post_init__(self) -> None:
         hints = field_types(RuntimeSpec)

@@ -1,12 +1,15 @@
 """job=gpt, the LLM-shaped built-in, under a preemption and a lost region (its head
 killed: the kill_head fault's real run): it ends with exactly the weights of its
-uninterrupted run, and its held-out loss fell."""
+uninterrupted run, and its held-out loss fell. The preemption is AWS's spot
+interruption notice, as IMDSv2 serves it (a metadata server on 127.0.0.1 that the
+region's preemption_notice_url names), heard by the runtime's own watch."""
 
 from __future__ import annotations
 
 import pytest
 
 from invariants import journal_consistent, nothing_left
+from servers import MetadataServer
 from support import orchestrate, ray_pids
 
 STEPS = 120
@@ -58,14 +61,20 @@ def _manifest(url: str) -> dict:
 
 def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_baseline) -> None:
     before = ray_pids()
-    run = orchestrate(
-        orch_home,
-        "gpt-faults",
-        *JOB,
-        "chaos.faults=[{kind:preempt,at_step:50,grace_s:15},{kind:kill_head,at_step:90}]",
-        "recovery.region_cooldown_s=0",
-        timeout=600,
-    )
+    with MetadataServer("aws") as imds:
+        # The notice once the first attempt (local-a) reports step 30; the kill at 90 lands
+        # in the next region. No chaos fault: only the runtime's watch of the server hears it.
+        imds.notice_at_step(orch_home / "runs" / "gpt-faults" / "control" / "g1" / "progress.json", 30)
+        run = orchestrate(
+            orch_home,
+            "gpt-faults",
+            *JOB,
+            "cloud.regions.local-a.preemption_notice=aws",
+            f"cloud.regions.local-a.preemption_notice_url={imds.endpoint}",
+            "chaos.faults=[{kind:kill_head,at_step:90}]",
+            "recovery.region_cooldown_s=0",
+            timeout=600,
+        )
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
     assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS
@@ -75,5 +84,14 @@ def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_base
     assert kinds == ["preempted", "cluster_lost"], r["incidents"]
     lost = [inc["lost_steps"] for inc in r["incidents"]]
     assert lost[0] == 0 and lost[1] <= 20, lost  # preempt: none; kill at 90: since the commit of 80
+    # IMDSv2's way: a token, then the notice asked for with it; the runtime heard "terminate".
+    methods = [(m, path) for m, path, _ in imds.requests]
+    assert methods[0] == ("PUT", "/latest/api/token") and ("GET", "/latest/meta-data/spot/instance-action") in methods
+    (notice,) = run.events("preemption_notice")
+    assert (notice["source"], notice["action"], notice["generation"]) == ("aws", "terminate", 1), notice
+    assert r["incidents"][0]["failed_at"] == notice["time"]  # the preemption began with the notice
+    assert not run.events("preemption_notice_invalid")
+    (preempted,) = run.events("preempted")
+    assert preempted["step"] >= 30 and r["incidents"][0]["restored_step"] == preempted["step"]
     journal_consistent(run)
     nothing_left(before, orch_home)

@@ -18,6 +18,7 @@ import pytest
 from invariants import journal_consistent
 from providers.procs import marked
 from recovery.manifest import Manifest
+from servers import MetadataServer
 from support import Run, orchestrate
 
 # Each fault lands FAULT_AFTER_S into its attempt's training: after a few checkpoints
@@ -26,6 +27,9 @@ from support import Run, orchestrate
 EPOCHS = 40
 SLEEP_S = 0.4
 FAULT_AFTER_S = 6.0
+# local-a's metadata server gives GCP's preemption notice once the function has reported
+# this many checkpoints (a few seconds into its training, as FAULT_AFTER_S).
+NOTICE_AT = 5
 # Each region's cluster takes 1-2 minutes to start on a loaded 2-core machine.
 RUN_TIMEOUT_S = 540
 
@@ -121,7 +125,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def run_function(home: Path, run_id: str, code: Path, out: Path, fault: str) -> Run:
+def run_function(home: Path, run_id: str, code: Path, out: Path, fault: str, *overrides: str) -> Run:
     return orchestrate(
         home,
         run_id,
@@ -132,6 +136,7 @@ def run_function(home: Path, run_id: str, code: Path, out: Path, fault: str) -> 
         f"job.params.out={out}",
         "trainer.workers=2",
         f"chaos.faults=[{fault}]",
+        *overrides,
         env={"PYTHONPATH": str(code)},
         timeout=RUN_TIMEOUT_S,
     )
@@ -141,13 +146,24 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     orch_home, user_code, tmp_path
 ):
     """One run, three attempts: preempted in local-a (stopped after its next checkpoint,
-    nothing lost), then local-b killed outright (resumed from the newest verified one)."""
+    nothing lost), then local-b killed outright (resumed from the newest verified one).
+    The preemption is GCP's: local-a's metadata server (on 127.0.0.1, as GCP's answers)
+    turns instance/preempted TRUE once the function has reported NOTICE_AT checkpoints,
+    and only the runtime's own watch of it hears that."""
     out = tmp_path / "last_metrics.json"
-    faults = (
-        f"{{kind:preempt,after_s:{FAULT_AFTER_S},grace_s:30,region:local-a}},"
-        f"{{kind:kill_region,after_s:{FAULT_AFTER_S},region:local-b}}"
-    )
-    run = run_function(orch_home, "train-func-faults", user_code, out, faults)
+    faults = f"{{kind:kill_region,after_s:{FAULT_AFTER_S},region:local-b}}"
+    with MetadataServer("gcp") as metadata:
+        progress = orch_home / "runs" / "train-func-faults" / "control" / "g1" / "progress.json"
+        metadata.notice_at_step(progress, NOTICE_AT)
+        run = run_function(
+            orch_home,
+            "train-func-faults",
+            user_code,
+            out,
+            faults,
+            "cloud.regions.local-a.preemption_notice=gcp",
+            f"cloud.regions.local-a.preemption_notice_url={metadata.endpoint}",
+        )
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
     assert r is not None and r["status"] == "SUCCEEDED", r
@@ -162,7 +178,11 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     # checkpoint committed, and the next attempt restored exactly that one.
     (preempted,) = run.events("preempted")
     step = preempted["step"]
-    assert 0 < step < EPOCHS and preempted["checkpoint"].endswith(f"/checkpoints/step-{step}")
+    assert NOTICE_AT <= step < EPOCHS and preempted["checkpoint"].endswith(f"/checkpoints/step-{step}")
+    (notice,) = run.events("preemption_notice")
+    assert (notice["source"], notice["action"], notice["generation"]) == ("gcp", "preempted", 1), notice
+    assert {h["metadata-flavor"] for _, _, h in metadata.requests} == {"Google"}
+    assert not run.events("preemption_notice_invalid")
     ended = next(e for e in run.events("attempt_ended") if e["generation"] == 1)
     assert ended["outcome"] == "preempted", ended
     assert started[1]["restored_step"] == step
