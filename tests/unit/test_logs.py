@@ -390,6 +390,18 @@ def test_a_missing_attempt_or_rank_names_the_key_and_what_there_is(
     assert str(err.value) == message
 
 
+def test_the_command_prints_the_log_or_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.__main__ import main
+
+    _run(tmp_path)
+    assert main(["action=logs", "run_id=r", f"home={tmp_path}", "attempt=1", "rank=0"]) == 0
+    assert capsys.readouterr().out == "zero says hi\n"
+    assert main(["action=logs", "run_id=r", f"home={tmp_path}", "attempt=1", "rank=7"]) == 2
+    assert capsys.readouterr().err == "error: rank: attempt 1 has no rank 7; it has ranks 0, 1 and the driver\n"
+
+
 def test_a_missing_run_or_a_run_with_no_attempt_yet_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^run_id: no run named 'r' under "):
         _show(tmp_path / "runs" / "r")
