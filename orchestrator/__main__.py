@@ -14,13 +14,18 @@ USAGE = """usage: python -m orchestrator [GROUP=OPTION ...] [KEY=VALUE ...]
   cloud=local                where it may run; regions in failover order (conf/cloud/)
   recovery=default           failure detection and budgets (conf/recovery/)
   chaos=none                 faults to inject, or chaos.faults='[{kind:kill_region,at_step:60}]'
-  action=run|status|report|resume|plan|list
+  action=run|status|report|resume|plan|list|logs
                              run a job (default); show run_id=<id>; print its incident
                              report (and write report.png); pick up a run whose
                              controller died; show placements and cost, write the
-                             SkyPilot task YAML, launch nothing; list every run under home
+                             SkyPilot task YAML, launch nothing; list every run under home;
+                             print an attempt's driver and rank logs
   run_id=<id>  home=<dir>    name the run; where journals, results and local stores live
   format=table|json          how action=list prints (json: one flat object per run)
+  attempt=N rank=R|driver follow=true
+                             which logs action=logs prints (default: the newest attempt,
+                             its driver and every rank), and whether to follow the run
+  show_logs=true             a run prints its driver's and ranks' output as it comes
 
 examples:
   python -m orchestrator job=digits
@@ -30,6 +35,7 @@ examples:
   python -m orchestrator job=digits chaos=region_outage
   python -m orchestrator action=report run_id=digits-20261130-120000-ab12
   python -m orchestrator action=resume run_id=digits-20261130-120000-ab12
+  python -m orchestrator action=logs run_id=digits-20261130-120000-ab12 attempt=2 rank=0
   python -m orchestrator job=digits cloud=multi action=plan
   python -m orchestrator job=digits cloud=onprem       # SkyPilot over Slurm (.ci/slurm/setup)
 """
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             return _resume(cfg)
         if cfg.action == "list":
             return _list(cfg.home_path, str(cfg.format))
+        if cfg.action == "logs":
+            return _logs(cfg)
     except DamagedFile as exc:
         return error(f"{exc}; restore it from a copy or move it aside")
     if cfg.action == "plan":
@@ -193,7 +201,14 @@ def _supervise(cfg: object, args: list[str]) -> int:
         if code != -signal.SIGKILL:
             return code
         print(f"supervisor: the controller of run {run_id} was killed; resuming it", file=sys.stderr)
-        argv = [*base, "action=resume", f"run_id={run_id}", f"home={cfg.home_path}", f"progress={cfg.progress}"]
+        argv = [
+            *base,
+            "action=resume",
+            f"run_id={run_id}",
+            f"home={cfg.home_path}",
+            f"progress={cfg.progress}",
+            f"show_logs={cfg.show_logs}",
+        ]
     print(f"error: run {run_id}: the controller died {MAX_RESUMES + 1} times; giving up", file=sys.stderr)
     return 1
 
@@ -234,7 +249,7 @@ def _resume(cli: object) -> int:
     # The journal is the run's state: read whole before anything is locked, torn down or launched.
     for _ in read_events(os.path.join(run_dir, "journal.jsonl")):
         pass
-    cfg.progress = cli.progress
+    cfg.progress, cfg.show_logs = cli.progress, cli.show_logs
     lock = lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
@@ -257,6 +272,27 @@ def _status(home: str, run_id: str) -> int:
         hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
         return error(f"run_id: no run named {run_id!r}{hint}")
     print(render(run_id, s))
+    return 0
+
+
+def _logs(cfg: object) -> int:
+    from orchestrator.config import Config, ConfigError
+    from orchestrator.logs import follow, show
+
+    assert isinstance(cfg, Config)
+    run_dir = os.path.join(cfg.home_path, "runs", str(cfg.run_id))
+    try:
+        if cfg.follow:
+            follow(run_dir, str(cfg.run_id), cfg.attempt, cfg.rank, sys.stdout)
+        else:
+            show(run_dir, str(cfg.run_id), cfg.attempt, cfg.rank, sys.stdout)
+    except ConfigError as exc:
+        return error(str(exc))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # Ctrl-C ends a follow: nothing to clean up
+    except BrokenPipeError:
+        # `action=logs ... | head`: the reader left; so do we, quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -14,8 +14,10 @@ from orchestrator.cleanup import run_all, tear_down
 from orchestrator.config import Config, to_plain
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
+from orchestrator.logs import LiveLogs
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.resume import AdoptedProcess, Adoption
+from orchestrator.rundir import DRIVER_LOG, attempt_dir
 from orchestrator.runstate.events import (
     AttemptAdopted,
     AttemptEnded,
@@ -69,6 +71,7 @@ class AttemptRunner:
         self.ctx = ctx
         self.standby = standby
         self.cluster: ClusterHandle | None = None
+        self.cluster_generation = 0  # the attempt self.cluster runs
         self.injector = FaultInjector(
             [to_plain(f) for f in ctx.cfg.chaos.faults],
             ctx.control,
@@ -87,11 +90,11 @@ class AttemptRunner:
     def close(self, generation: int = 0) -> None:
         """Tear down what is still up, wait for background sweeps, and journal what the
         attempts before ``generation`` (the newest the run allocated) still did."""
-        cluster = self.cluster
+        cluster, gen = self.cluster, self.cluster_generation
         run_all(
             [
                 self.injector.close,
-                *([lambda: self._teardown(cluster)] if cluster is not None else []),
+                *([lambda: self._teardown(cluster, gen)] if cluster is not None else []),
                 *(t.join for t in self._sweepers),
                 lambda: self.scan_zombies(generation + 1) if generation > 1 else None,
             ]
@@ -164,7 +167,7 @@ class AttemptRunner:
                 out.detected_at = out.ended_at = time.time()
                 ctx.emit(AttemptEnded(**out.summary()))
                 return out
-        self.cluster = cluster
+        self.cluster, self.cluster_generation = cluster, gen
         try:
             ctx.replicator.follow(ctx.stores[region], list(ctx.stores.values()))
             if warm is not None:
@@ -178,7 +181,7 @@ class AttemptRunner:
             self._watch(cluster, proc, out, pending)
         finally:
             # A failed cluster is swept in the background: the failover must not wait for it.
-            self._teardown(cluster, background=out.failure is not None)
+            self._teardown(cluster, gen, background=out.failure is not None)
             out.ended_at = ctx.clock()
             self.last_step = out.last_step
             ctx.emit(AttemptEnded(**out.summary()))
@@ -195,19 +198,21 @@ class AttemptRunner:
             restored_step=adoption.restored_step,
         )
         cluster = self.cluster = adoption.cluster
+        self.cluster_generation = adoption.generation
         ctx.emit(AttemptAdopted(generation=adoption.generation, region=adoption.region, cluster=cluster.name))
         try:
             ctx.replicator.follow(ctx.stores[adoption.region], list(ctx.stores.values()))
             proc = AdoptedProcess(adoption.pid, ctx.control, adoption.generation)
             self._watch(cluster, proc, out, pending, journaled=adoption.journaled)
         finally:
-            self._teardown(cluster, background=out.failure is not None)
+            self._teardown(cluster, adoption.generation, background=out.failure is not None)
             out.ended_at = ctx.clock()
             self.last_step = out.last_step
             ctx.emit(AttemptEnded(**out.summary()))
         return out
 
-    def _teardown(self, cluster: ClusterHandle, background: bool = False) -> None:
+    def _teardown(self, cluster: ClusterHandle, gen: int, background: bool = False) -> None:
+        """Tear the attempt's cluster down, its ranks' logs kept in the attempt's folder first."""
         self.cluster = None
         try:
             self.injector.release(cluster)
@@ -218,11 +223,17 @@ class AttemptRunner:
             self.ctx.emit(TeardownDeferred(cluster=cluster.name, seconds=round(wait, 3)))
             time.sleep(wait)
         if background:
-            t = threading.Thread(target=self._teardown, args=(cluster,), name=f"teardown-{cluster.name}")
+            t = threading.Thread(target=self._teardown, args=(cluster, gen), name=f"teardown-{cluster.name}")
             t.start()
             self._sweepers.append(t)
             return
-        tear_down(self.ctx.provider, self.ctx.emit, cluster)
+        tear_down(
+            self.ctx.provider,
+            self.ctx.emit,
+            cluster,
+            logs_to=attempt_dir(self.ctx.run_dir, gen),
+            generation=gen,
+        )
 
     def _prepare_restore(self, region: str) -> int:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
@@ -270,8 +281,8 @@ class AttemptRunner:
     def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
         ctx = self.ctx
         cfg = ctx.cfg
-        attempt_dir = os.path.join(ctx.run_dir, "attempts", f"g{gen}")
-        os.makedirs(attempt_dir, exist_ok=True)
+        folder = attempt_dir(ctx.run_dir, gen)
+        os.makedirs(folder, exist_ok=True)
         spec = RuntimeSpec(
             run_id=ctx.run_id,
             generation=gen,
@@ -286,7 +297,7 @@ class AttemptRunner:
             control_url=ctx.control.url,
             control_options=ctx.control.options,
             ray_address=cluster.address,
-            ray_storage_path=os.path.join(ray_storage_root(cluster.info, attempt_dir), "train"),
+            ray_storage_path=os.path.join(ray_storage_root(cluster.info, folder), "train"),
             job=to_plain(cfg.job),
             trainer=to_plain(cfg.trainer),
             checkpoint=to_plain(cfg.checkpoint),
@@ -294,19 +305,20 @@ class AttemptRunner:
             heartbeat_interval_s=cfg.recovery.heartbeat_interval_s,
             standby=standby,
             scratch_dir=cluster.info.get("scratch_dir"),
+            log_dir=cluster.info.get("log_dir"),
             data=runtime_data(cfg),
             hpo=runtime_hpo(cfg),
             lineage=ctx.lineage().to_plain(),
             preemption_notice=runtime_notice(cfg, region),
         )
-        spec_path = os.path.join(attempt_dir, "spec.json")
+        spec_path = os.path.join(folder, "spec.json")
         spec.dump(spec_path)
         proc = ctx.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
             # The run's key: in the driver's environment only (orchestrator/wire/runkey.py).
             env=runkey.to_env(ctx.run_key),
-            log_path=os.path.join(attempt_dir, "runtime.log"),
+            log_path=os.path.join(folder, DRIVER_LOG),
         )
         ctx.emit(RuntimeStarted(generation=gen, pid=proc.pid, standby=standby))
         return proc
@@ -329,17 +341,39 @@ class AttemptRunner:
         journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> None:
         standby = self.standby
-        AttemptWatch(
-            self.ctx,
-            self.injector,
-            cluster,
-            proc,
-            out,
-            pending,
-            tick=standby.check if standby is not None else lambda: None,
-            scan_zombies=self.scan_zombies,
-            journaled=journaled,
-        ).run()
+        live = self._live_logs(cluster, out.generation)
+
+        def tick() -> None:
+            if standby is not None:
+                standby.check()
+            if live is not None:
+                live.poll()
+
+        try:
+            AttemptWatch(
+                self.ctx,
+                self.injector,
+                cluster,
+                proc,
+                out,
+                pending,
+                tick=tick,
+                scan_zombies=self.scan_zombies,
+                journaled=journaled,
+            ).run()
+        finally:
+            if live is not None:
+                live.poll(final=True)
+
+    def _live_logs(self, cluster: ClusterHandle, gen: int) -> LiveLogs | None:
+        """show_logs=true: the attempt's output as it comes; the ranks' files where they
+        are on this machine (the local provider's), the driver's log always."""
+        ctx = self.ctx
+        if not ctx.cfg.show_logs:
+            return None
+        here = getattr(ctx.provider, "local_processes", False) and cluster.info.get("log_dir")
+        driver = os.path.join(attempt_dir(ctx.run_dir, gen), DRIVER_LOG)
+        return LiveLogs(gen, driver, str(here) if here else None, ctx.progress.log)
 
 
 def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:

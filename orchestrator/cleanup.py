@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from orchestrator.runstate.events import Event, Teardown
+from orchestrator.runstate.events import Event, LogsKept, Teardown
+from orchestrator.wire.logfiles import KeptLogs
 from providers.base import ClusterHandle, Provider
 
 
@@ -30,11 +31,41 @@ def tear_down(
     cluster: ClusterHandle,
     reason: str | None = None,
     purpose: str | None = None,
+    logs_to: str | None = None,
+    generation: int | None = None,
 ) -> None:
     """Tear ``cluster`` down and journal it (``teardown``, with how long it took and
     why): the one way every part of the controller ends a cluster, so that replay
     and the sweep after a crash see every one of them the same way. ``emit`` journals
-    the event (the controller's, which also applies it to the run's state)."""
+    the event (the controller's, which also applies it to the run's state).
+
+    ``logs_to``: the attempt's folder, where the ranks' logs are copied first (journaled
+    as ``logs_kept``, with why none were when they could not be)."""
+    if logs_to is not None:
+        kept = keep_logs(provider, cluster, logs_to)
+        emit(
+            LogsKept(
+                cluster=cluster.name,
+                generation=generation,
+                ranks=kept.ranks,
+                bytes=kept.bytes,
+                cut=kept.cut,
+                error=kept.error,
+            )
+        )
     t0 = time.time()
     provider.teardown(cluster)
     emit(Teardown(cluster=cluster.name, seconds=round(time.time() - t0, 3), reason=reason, purpose=purpose))
+
+
+def keep_logs(provider: Provider, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
+    """The provider's copy of the cluster's rank logs; a failure to copy is what was
+    kept (nothing, and why), never a reason to leave the cluster up."""
+    keep = getattr(provider, "keep_logs", None)
+    if keep is None:
+        return KeptLogs(error=f"provider {provider.name} keeps no logs")
+    try:
+        kept = keep(cluster, dest_dir)
+    except Exception as exc:
+        return KeptLogs(error=f"{type(exc).__name__}: {exc}"[:500])
+    return kept if isinstance(kept, KeptLogs) else KeptLogs(error=f"provider {provider.name} kept no logs")

@@ -44,12 +44,15 @@ class Action(StrEnum):
     report = "report"
     plan = "plan"
     list = "list"
+    logs = "logs"
 
 
 # Actions that read runs' files and launch nothing: they get only the checks of what they read.
-READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list)
+READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs)
 # Actions about one run, which run_id names.
-ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume)
+ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs)
+# Actions that run the job and print its progress (and, with show_logs, its output).
+RUNNING_ACTIONS = (Action.run, Action.resume)
 
 
 class OutputFormat(StrEnum):
@@ -405,6 +408,13 @@ class Config:
     progress: bool = True
     # action=list: a table for people, or a JSON list (one flat object per run) for scripts.
     format: OutputFormat = OutputFormat.table
+    # action=logs: the attempt (default: the newest), the log ("driver" or a rank number;
+    # default: the driver's and every rank's), and whether to follow the run to its end.
+    attempt: int | None = None
+    rank: str | None = None
+    follow: bool = False
+    # action=run and resume: print the driver's and the ranks' output live, above the progress line.
+    show_logs: bool = False
 
     @property
     def home_path(self) -> str:
@@ -416,7 +426,7 @@ class Config:
 
 # Keys that shape what this command prints, not the run: the journal's copy of the config
 # leaves them out, and a config.json may lack them (one written before format existed).
-DISPLAY_KEYS = ("progress", "format")
+DISPLAY_KEYS = ("progress", "format", "attempt", "rank", "follow", "show_logs")
 
 
 def validate(cfg: Config) -> Config:
@@ -438,6 +448,7 @@ def validate(cfg: Config) -> Config:
     if cfg.format is not OutputFormat.table and cfg.action is not Action.list:
         value = cfg.format.value
         raise ConfigError("format", f"got {value!r}; only action=list takes it: drop format={value}")
+    validate_logs_keys(cfg)
     if cfg.action in READ_ONLY_ACTIONS:
         return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
@@ -474,6 +485,22 @@ def validate(cfg: Config) -> Config:
     _validate_chaos(cfg)
     validate_notify(cfg.notify)
     return cfg
+
+
+def validate_logs_keys(cfg: Config) -> None:
+    """attempt, rank and follow belong to action=logs; show_logs to a run (or resume)."""
+    given = {"attempt": cfg.attempt is not None, "rank": cfg.rank is not None, "follow": cfg.follow}
+    for key, is_given in given.items():
+        if is_given and cfg.action is not Action.logs:
+            raise ConfigError(key, f"only action=logs takes it: drop {key}=..., or add action=logs run_id=<id>")
+    if cfg.show_logs and cfg.action not in RUNNING_ACTIONS:
+        raise ConfigError(
+            "show_logs", f"prints a running job's output; action={cfg.action} runs none: use action=logs run_id=<id>"
+        )
+    if cfg.attempt is not None and not 1 <= cfg.attempt <= INT64[1]:
+        raise ConfigError("attempt", f"got {show(cfg.attempt)}; expected an attempt number >= 1 (see action=status)")
+    if cfg.rank is not None and not (cfg.rank == "driver" or re.fullmatch(r"0|[1-9][0-9]{0,5}", cfg.rank)):
+        raise ConfigError("rank", f"got {show(cfg.rank)}; expected a rank number (0, 1, ...) or driver")
 
 
 def check_bounds(cfg: Config) -> None:

@@ -25,6 +25,8 @@ class Progress(Protocol):
 
     def note(self, text: str) -> None: ...
 
+    def log(self, line: str) -> None: ...
+
     def update(self, region: str, generation: int, prog: dict[str, Any]) -> None: ...
 
     def replication_lag(self, lag_s: float) -> None: ...
@@ -38,6 +40,9 @@ class Follower(Protocol):
 
 class _Quiet:
     def note(self, text: str) -> None:
+        pass
+
+    def log(self, line: str) -> None:
         pass
 
     def update(self, region: str, generation: int, prog: dict[str, Any]) -> None:

@@ -174,6 +174,16 @@ class ProgressLine:
             self._drawn = True
         self.stream.flush()
 
+    def log(self, line: str) -> None:
+        """A line of the job's own output (show_logs=true), above the progress line;
+        printed with the progress line off too (show_logs asked for it)."""
+        if self.tty and self._drawn and self.enabled:
+            self.stream.write("\r\033[K")
+        self.stream.write(line + "\n")
+        if self.tty and self._last_text and self.enabled:
+            self.stream.write(self._last_text)
+        self.stream.flush()
+
     def close(self) -> None:
         if self.enabled and self.tty and self._drawn:
             self.stream.write("\n")

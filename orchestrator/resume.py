@@ -17,6 +17,7 @@ from orchestrator.cleanup import tear_down
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
 from orchestrator.replay import Replayed
+from orchestrator.rundir import attempt_dir
 from orchestrator.runstate.events import Event, RuntimeReport
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health
@@ -101,7 +102,9 @@ def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Ad
     for name, provisioned in rp.leftover.items():
         if adopt is not None and name == adopt.cluster.name:
             continue
-        _teardown(ctx, handle_of(ctx, provisioned), "left running by the crashed controller")
+        gen = provisioned.get("generation")
+        why = "left running by the crashed controller"
+        _teardown(ctx, handle_of(ctx, provisioned), why, gen if isinstance(gen, int) else None)
     for region, gen in rp.launching:
         name = ctx.cluster_name(region, gen)
         handle = ctx.provider.find(name)
@@ -110,8 +113,10 @@ def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Ad
     return adopt
 
 
-def _teardown(ctx: RunContext, handle: ClusterHandle, why: str) -> None:
-    tear_down(ctx.provider, ctx.emit, handle, reason=why)
+def _teardown(ctx: RunContext, handle: ClusterHandle, why: str, generation: int | None = None) -> None:
+    # A cluster of a known attempt keeps its ranks' logs in the attempt's folder first.
+    logs_to = None if generation is None else attempt_dir(ctx.run_dir, generation)
+    tear_down(ctx.provider, ctx.emit, handle, reason=why, logs_to=logs_to, generation=generation)
 
 
 def crash_incident(rp: Replayed, region: str, generation: int, now: float, last_step: int) -> Incident:

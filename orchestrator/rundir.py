@@ -23,6 +23,10 @@ from recovery.fsio import make_dirs
 
 CONTROL_DIR = "control"
 LOCK_NAME = "controller.lock"
+# Each attempt's folder: attempts/g<generation>/ holds its runtime spec, the driver's
+# log and, once its cluster is torn down, the copies of its ranks' logs.
+ATTEMPTS_DIR = "attempts"
+DRIVER_LOG = "runtime.log"
 _DEFAULT_ACL = "system.posix_acl_default"
 _ACCESS_ACL = "system.posix_acl_access"
 # No ACL there, or a filesystem (or kernel) without them: nothing to take away.
@@ -55,6 +59,10 @@ def make_control_dir(run_dir: str) -> str:
     os.setxattr(control, _DEFAULT_ACL, inherited)
     os.setxattr(control, _ACCESS_ACL, inherited)
     return control
+
+
+def attempt_dir(run_dir: str, generation: int) -> str:
+    return os.path.join(run_dir, ATTEMPTS_DIR, f"g{int(generation)}")
 
 
 def _drop_default_acl(path: str) -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from orchestrator.wire.logfiles import KeptLogs
+
 # What health() answers, defined beside the rules that read it (re-exported for providers).
 from recovery.detection import Health as Health
 from recovery.detection import HealthCheck as HealthCheck
@@ -77,6 +79,11 @@ class Provider(Protocol):
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         """Every process of the cluster, the runtime's included (for fault injection)."""
+
+    def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
+        """Copy the ranks' log files of the cluster's log folder (``info["log_dir"]``) to
+        ``dest_dir`` on this machine, each capped (orchestrator/wire/logfiles.py); called
+        before teardown. What cannot be reached is said in ``error``, never raised."""
 
     def teardown(self, cluster: ClusterHandle) -> None:
         """Leave nothing behind. A cluster that is already gone is not an error."""

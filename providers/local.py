@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from orchestrator.wire import logfiles
+from orchestrator.wire.logfiles import KeptLogs
 from providers.base import (
     ClusterHandle,
     Health,
@@ -191,9 +193,12 @@ class LocalProvider:
                 "log": log_path,
                 "env": dict(env or {}),
                 "scratch_dir": os.path.join(base, "scratch"),
+                # Each Ray Train worker's output (rank-<R>.log), kept before teardown.
+                "log_dir": os.path.join(base, logfiles.LOG_DIR),
             },
         )
         os.mkdir(handle.info["scratch_dir"], 0o700)
+        os.mkdir(handle.info["log_dir"], 0o700)
         ports = {
             flag: free_port()
             for flag in (
@@ -224,7 +229,7 @@ class LocalProvider:
             "--no-ray-client",  # providers.raystart's own
             "--no-monitor",
             # The driver connects with log_to_driver=False: nobody reads the streamed logs
-            # (workers' own files stay under the temp dir).
+            # (each training worker writes its own rank-<R>.log in the cluster's log_dir).
             "--include-log-monitor=false",
             "--disable-usage-stats",
             f"--temp-dir={temp_dir}",
@@ -368,6 +373,14 @@ class LocalProvider:
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return marked(cluster.name, self._sessions(cluster))
+
+    def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
+        # On this machine: whatever the cluster's processes wrote is there until teardown,
+        # a region killed by chaos (kill_region) included.
+        log_dir = cluster.info.get("log_dir")
+        if not log_dir:
+            return KeptLogs(error=f"cluster {cluster.name} has no log folder (started by an older version)")
+        return logfiles.keep(str(log_dir), dest_dir)
 
     def teardown(self, cluster: ClusterHandle) -> None:
         # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from secrets import token_hex
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from orchestrator.wire import logfiles
+from orchestrator.wire.logfiles import KeptLogs
 from providers.base import (
     ClusterHandle,
     Health,
@@ -102,6 +104,10 @@ SDK_ATTEMPTS = 3
 SDK_BACKOFF_S = 2.0
 # How often a cluster's health is asked of SkyPilot (a forced refresh takes seconds).
 HEALTH_INTERVAL_S = 15.0
+# Fetching a node's logs before teardown: an unreachable node is given up on quickly
+# (the teardown waits for it), a reachable one has time to send its capped files.
+LOGS_CONNECT_S = 10
+LOGS_TIMEOUT_S = 120.0
 READY_TIMEOUT_S = 120.0
 
 # The task's run command: Ray on every node, then stay up until sky down. The head
@@ -664,6 +670,8 @@ class SkyPilotProvider:
                 "node_dir": config["envs"]["ORCH_NODE_DIR"],
                 "temp_dir": config["envs"]["ORCH_NODE_DIR"],
                 "scratch_dir": config["envs"]["ORCH_NODE_DIR"] + "/scratch",
+                # On every node: each Ray Train worker's rank-<R>.log, fetched before teardown.
+                "log_dir": f"{config['envs']['ORCH_NODE_DIR']}/{logfiles.LOG_DIR}",
                 "python": config["envs"]["ORCH_PYTHON"],
                 "num_nodes": config["num_nodes"],
                 "env": {k: v for k, v in config["envs"].items() if not k.startswith("ORCH_")},
@@ -749,13 +757,14 @@ class SkyPilotProvider:
         )
 
     # -- ssh to the head ------------------------------------------------------------------
-    def _remote(self, handle: ClusterHandle, command: str) -> str:
-        """``command`` as it must run to be on the head, in the project's synced copy.
+    def _remote(self, handle: ClusterHandle, command: str, node: int = 0) -> str:
+        """``command`` as it must run to be on the head (or node ``node`` of the cluster),
+        in the project's synced copy.
 
         A cloud VM is what ssh reaches. On Slurm, ssh reaches the login node: the command
         goes into the cluster's allocation with ``srun --overlap`` (as SkyPilot's own
-        command runner does), with HOME the cluster's folder where SkyPilot synced the
-        project; an allocation that is gone ends it with status 97."""
+        command runner does; ``--relative`` picks the node), with HOME the cluster's folder
+        where SkyPilot synced the project; an allocation that is gone ends it with status 97."""
         in_workdir = f"cd {REMOTE_WORKDIR}; {command}"
         name = handle.info.get("name_on_cloud")
         if not str(handle.info.get("infra", "")).startswith("slurm/") or not name:
@@ -766,12 +775,17 @@ class SkyPilotProvider:
             'id=$(squeue -h -u "$(id -un)" --name="$name" -o %i | head -n1); '
             '[ -n "$id" ] || { echo "no Slurm allocation named $name" >&2; exit 97; }; '
             'SKY_CLUSTER_HOME="$HOME/.sky_clusters/$name" '
-            f'exec srun --unbuffered --overlap --jobid="$id" --nodes=1 --ntasks=1 bash -c {shlex.quote(inner)}'
+            f'exec srun --unbuffered --overlap --jobid="$id" --nodes=1 --ntasks=1 '
+            f"{f'--relative={int(node)} ' if node else ''}bash -c {shlex.quote(inner)}"
         )
 
-    def _ssh_argv(self, handle: ClusterHandle, command: str) -> list[str]:
+    def _ssh_argv(self, handle: ClusterHandle, command: str, node: int = 0, connect_timeout_s: int = 0) -> list[str]:
         sky_name = handle.info["sky_cluster"]
         config = os.path.expanduser(f"~/.sky/generated/ssh/{sky_name}")
+        # SkyPilot's SSH configuration names the head after the cluster, node i > 0
+        # <cluster>-worker<i>; on Slurm every node is reached through the login node.
+        on_slurm = str(handle.info.get("infra", "")).startswith("slurm/")
+        host = sky_name if node == 0 or on_slurm else f"{sky_name}-worker{int(node)}"
         return [
             "ssh",
             "-F",
@@ -782,10 +796,10 @@ class SkyPilotProvider:
             "ServerAliveInterval=5",
             "-o",
             "ServerAliveCountMax=3",
-            # A head that does not answer: a re-attach gives up in bounded time.
+            # A head that does not answer: a re-attach (or a log fetch) gives up in bounded time.
             "-o",
-            "ConnectTimeout=20",
-            sky_name,
+            f"ConnectTimeout={int(connect_timeout_s) or 20}",
+            host,
             f"bash --login -c {shlex.quote(command)}",
         ]
 
@@ -990,6 +1004,56 @@ class SkyPilotProvider:
         import psutil
 
         return [pid for pid in cluster.info.get("runtime_pids", []) if psutil.pid_exists(pid)]
+
+    # -- logs ------------------------------------------------------------------------------
+    def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
+        """Each node's rank logs, packed and capped on the node (``python -m
+        orchestrator.wire.logfiles pack``) and streamed back over ssh, written to
+        ``dest_dir``. A cluster SkyPilot last saw gone is not asked: its nodes, and the
+        logs on their disks, went with it."""
+        log_dir = cluster.info.get("log_dir")
+        if not log_dir or "sky_cluster" not in cluster.info:
+            return KeptLogs(error=f"cluster {cluster.name} has no log folder (started by an older version)")
+        with self._lock:
+            seen = self._health.get(cluster.name)
+        if seen is not None and not seen[1]:
+            return KeptLogs(error=f"cluster {cluster.name} was lost; its nodes' logs went with it")
+        parts: dict[int, list[bytes]] = {}
+        problems: list[str] = []
+        cut = 0
+        for node in range(max(1, int(cluster.info.get("num_nodes", 1)))):
+            try:
+                fetched = self._fetch_logs(cluster, str(log_dir), node)
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                problems.append(f"node {node}: {first_line(exc)}")
+                continue
+            for rank, (data, cut_on_node) in fetched.items():
+                parts.setdefault(rank, []).append(data)
+                cut += cut_on_node
+        # A rank Ray Train restarted on another node wrote on both: its parts in node
+        # order, capped as one log when together they are over the cap.
+        files: dict[int, bytes] = {}
+        for rank, pieces in parts.items():
+            files[rank], cut_here = logfiles.capped(b"".join(pieces)) if len(pieces) > 1 else (pieces[0], 0)
+            cut += cut_here
+        kept = logfiles.write_kept(dest_dir, files, cut)
+        if problems:
+            return KeptLogs(kept.ranks, kept.bytes, kept.cut, error="; ".join(problems)[:500])
+        return kept
+
+    def _fetch_logs(self, cluster: ClusterHandle, log_dir: str, node: int) -> dict[int, bytes]:
+        python = cluster.info.get("python", DEFAULT_PYTHON)
+        command = f"{python} -m orchestrator.wire.logfiles pack {shlex.quote(log_dir)}"
+        done = subprocess.run(
+            self._ssh_argv(cluster, self._remote(cluster, command, node), node=node, connect_timeout_s=LOGS_CONNECT_S),
+            capture_output=True,
+            timeout=LOGS_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode != 0:
+            tail = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise OSError(f"ssh exited {done.returncode}: {tail[:200]}")
+        return logfiles.unpack(done.stdout)
 
     # -- teardown --------------------------------------------------------------------------
     def teardown(self, cluster: ClusterHandle) -> None:

@@ -18,8 +18,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from orchestrator.wire import runkey
+from orchestrator.wire import logfiles, runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.logfiles import KeptLogs
 from orchestrator.wire.spec import RuntimeSpec
 from providers.base import ClusterHandle, Health, HealthCheck, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
@@ -96,6 +97,10 @@ class FakeRuntime:
         newest = self.store.latest_verified(self.spec.run_id, lineage=lineage)
         self.step = 0 if newest is None else newest.step
         self.started = True
+        if self.spec.log_dir:
+            # What a worker's output is to a real cluster: rank 0's line in its log folder.
+            with open(os.path.join(self.spec.log_dir, logfiles.rank_file(0)), "a", encoding="utf-8") as fh:
+                fh.write(f"fake rank 0: attempt {self.spec.generation} restored step {self.step}\n")
         control.heartbeat(self.spec.generation)
         control.event(self.spec.generation, "train_started", restored_step=self.step, pid=self.pid)
 
@@ -174,6 +179,8 @@ class FakeCloud:
     torn_down: list[str] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     runtimes: list[FakeRuntime] = field(default_factory=list)
+    # A folder for each cluster's log folder (its ranks' files); None: clusters keep no logs.
+    log_root: str | None = None
     _pending: dict[str, Script] = field(default_factory=dict)
 
     def launch(
@@ -185,6 +192,9 @@ class FakeCloud:
         if isinstance(entry, ProvisionErrorKind):
             raise ProvisionError(entry, region.name, f"scripted {entry}")
         handle = ClusterHandle(cluster_name, region.name, self.name, f"fake://{cluster_name}")
+        if self.log_root is not None:
+            handle.info["log_dir"] = os.path.join(self.log_root, cluster_name)
+            os.makedirs(handle.info["log_dir"])
         self.clusters[cluster_name] = handle
         self._pending[cluster_name] = entry
         return handle
@@ -229,6 +239,13 @@ class FakeCloud:
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return [rt.pid for rt in self.runtimes if rt.cluster.name == cluster.name]
+
+    def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
+        """As a cloud's: a cluster that was lost took its nodes' disks, and their logs, with it."""
+        if cluster.name in self.dead:
+            return KeptLogs(error=f"cluster {cluster.name} was lost; its nodes' logs went with it")
+        log_dir = cluster.info.get("log_dir")
+        return logfiles.keep(log_dir, dest_dir) if log_dir else KeptLogs()
 
     def teardown(self, cluster: ClusterHandle) -> None:
         if self.clusters.pop(cluster.name, None) is not None:

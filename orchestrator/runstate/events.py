@@ -250,6 +250,21 @@ class Teardown(Event):
     purpose: str | None = None
 
 
+@_event("logs_kept")
+@dataclass(frozen=True)
+class LogsKept(Event):
+    """What was kept of an attempt's rank logs before its cluster went: the ranks, the
+    bytes written, the bytes cut by the cap, and why none were kept (``error``)."""
+
+    SPARSE = frozenset({"error"})
+    cluster: str
+    generation: int | None = None
+    ranks: tuple[int, ...] | None = None
+    bytes: int | None = None
+    cut: int | None = None
+    error: str | None = None
+
+
 @_event("teardown_deferred")
 @dataclass(frozen=True)
 class TeardownDeferred(Event):

@@ -23,7 +23,7 @@ import torch
 
 from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_during
-from orchestrator.runtime import rendezvous
+from orchestrator.runtime import rank_log, rendezvous
 from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
@@ -126,6 +126,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    rank_log.capture(spec.log_dir, rank, spec.generation)
     control = ControlChannel(spec.control_url, spec.control_options)
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())

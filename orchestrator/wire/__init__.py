@@ -8,6 +8,8 @@
   rendezvous), each generation in a folder of its own.
 - ``schema``: a schema per object the runtime writes; the controller believes
   nothing from the channel that has not passed it.
+- ``logfiles``: the ranks' log files on a node (their names, the cap of a kept copy,
+  the tar stream a node's files travel to the controller in).
 
 Both sides import this package; it imports nothing of either (only ``recovery``'s
 lineage and file helpers, and the fault kinds of ``orchestrator.chaos.kinds``, pure

@@ -30,6 +30,9 @@ from recovery.fencing import Lineage
 TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    # Ray Train sends a worker's print through its logger as well as to stdout: both land
+    # in the rank's log (orchestrator/runtime/rank_log.py), so each line would show twice.
+    "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",
     "OMP_NUM_THREADS": "1",
     # Deterministic cuBLAS (exact resume on GPUs); read when CUDA starts, ignored on CPUs.
     "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
@@ -67,6 +70,9 @@ class RuntimeSpec:
     hpo: HpoSection | None = None
     # The node's local scratch disk (a copy of the newest checkpoint lives there).
     scratch_dir: str | None = None
+    # The node's folder where each Ray Train worker appends its stdout and stderr
+    # (rank-<R>.log, orchestrator/wire/logfiles.py). None: the workers' output stays Ray's.
+    log_dir: str | None = None
     # fsspec options for the control channel (endpoint, timeouts; never credentials).
     control_options: dict[str, Any] = field(default_factory=dict)
     # The controller's fencing lineage when it started this attempt, [[generation,

@@ -1,11 +1,13 @@
 """A user's own workload class, from a folder outside the repository that only PYTHONPATH
-names, under real faults: it ends with exactly the weights of its own uninterrupted run.
+names, under real faults: it ends with exactly the weights of its own uninterrupted run,
+and what it printed and logged is in each attempt's rank logs after the clusters are gone.
 (A bug in its loss() is a user error with its traceback: tests/unit/test_user_loop.py
 drives the worker's entry in Ray's local mode; the CLI's side of a user error is
 tests/chaos/test_matrix.py's.)"""
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
@@ -80,3 +82,31 @@ def test_kill_worker_preempt_and_kill_region_end_with_the_uninterrupted_weights(
     assert r["region"] == "local-c"
     journal_consistent(run)
     nothing_left(before, orch_home)
+    _prints_are_in_each_attempts_rank_logs(run)
+
+
+def _prints_are_in_each_attempts_rank_logs(run) -> None:
+    """The workload's print and logging reach every attempt's rank logs, kept before each
+    cluster went (the lost region's too: on this machine its files outlive its processes),
+    as action=logs shows them (its function, in-process: the command line's own path is
+    tests/unit/test_logs.py's); each restore it printed is in the attempt and ranks that did it."""
+    from orchestrator.logs import show
+
+    r = run.result
+    kept = {e["generation"]: (e["ranks"], e.get("error")) for e in run.events("logs_kept")}
+    assert kept == {a["generation"]: ([0, 1], None) for a in r["attempt_history"]}, kept
+    in_place = [inc["restored_step"] for inc in r["incidents"] if inc["kind"] == "worker_lost"]
+    for a in r["attempt_history"]:
+        # Attempt 1 restored nothing at its start, then once when Ray Train restarted its
+        # workers after kill_worker (in place, same attempt, same rank files).
+        restores = [*([a["restored_step"]] if a["restored_step"] else []), *(in_place if a["generation"] == 1 else [])]
+        assert restores, a
+        for rank in (0, 1):
+            out = io.StringIO()
+            show(str(run.run_dir), run.run_dir.name, a["generation"], str(rank), out)
+            text = out.getvalue()
+            assert f"--- orchestrator: attempt {a['generation']}, rank {rank}, pid " in text, text[-2000:]
+            assert "tinywork: print reached the log" in text and "tinywork: logging reached the log" in text
+            for step in restores:
+                # Two micro-batches a step: the workload's own loss() count at that checkpoint.
+                assert text.count(f"tinywork: restored after {2 * step} loss() calls\n") == 1, text[-2000:]

@@ -63,6 +63,8 @@ SAMPLES: list[E.Event] = [
     E.Teardown("r-a-g1", seconds=0.25, reason="left running"),
     E.Teardown("r-b-g3", seconds=0.5, purpose="standby"),
     E.TeardownDeferred("r-a-g1", seconds=3.0),
+    E.LogsKept("r-a-g1", generation=1, ranks=(0, 1), bytes=2048, cut=0),
+    E.LogsKept("r-b-g2", generation=2, ranks=(), bytes=0, cut=0, error="cluster r-b-g2 was lost"),
     E.FaultReleaseFailed("r-a-g1", "busy"),
     E.CheckpointSkipped(region="a", step=40, reason="bad digest", by="controller"),
     E.RestoreStoreSkipped(region="b", error="timeout", by="controller"),
