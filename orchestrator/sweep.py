@@ -237,12 +237,18 @@ def summary_row(planned: Planned, code: int | None, now: float | None = None) ->
     )
 
 
+# result.json's metrics that are a final loss: a train function's own, else the held-out one.
+LOSS_METRICS = ("loss", "eval_loss")
+
+
 def fmt_loss(result: dict[str, Any] | None) -> str:
-    """The run's final loss (result.json's metrics.loss), or '-'."""
-    loss = result["metrics"].get("loss") if result is not None else None
-    if isinstance(loss, bool) or not isinstance(loss, int | float) or not math.isfinite(loss):
-        return "-"
-    return f"{loss:.4g}"
+    """The run's final loss (result.json's metrics: loss, else eval_loss), or '-'."""
+    metrics = result["metrics"] if result is not None else {}
+    for key in LOSS_METRICS:
+        loss = metrics.get(key)
+        if isinstance(loss, int | float) and not isinstance(loss, bool) and math.isfinite(loss):
+            return f"{loss:.4g}"
+    return "-"
 
 
 def render_summary(keys: tuple[str, ...], rows: list[SummaryRow], stopped: bool) -> str:

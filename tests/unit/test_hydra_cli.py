@@ -447,6 +447,21 @@ def test_a_sweep_whose_last_run_is_refused_launches_nothing(
     assert capsys.readouterr().err.startswith("error: job.lr: got -1.0")
 
 
+@pytest.mark.parametrize(
+    ("metrics", "shown"),
+    [
+        ({"loss": 0.5, "eval_loss": 0.7}, "0.5"),
+        ({"accuracy": 0.96, "eval_loss": 0.12415723}, "0.1242"),
+        ({"loss": float("nan"), "eval_loss": 0.2}, "0.2"),
+        ({"loss": True}, "-"),
+        ({}, "-"),
+    ],
+)
+def test_the_final_loss_is_the_runs_own_else_the_held_out_one(metrics: dict[str, object], shown: str) -> None:
+    assert sweep.fmt_loss({"metrics": metrics}) == shown
+    assert sweep.fmt_loss(None) == "-"
+
+
 def test_the_exit_status_is_1_when_a_run_did_not_succeed() -> None:
     row = sweep.SummaryRow("a", (), "FAILED", "-", "-", "-")
     ok = sweep.SummaryRow("b", (), "SUCCEEDED", "-", "-", "-")
