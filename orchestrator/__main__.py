@@ -8,37 +8,6 @@ import signal
 import sys
 import time
 
-USAGE = """usage: python -m orchestrator [GROUP=OPTION ...] [KEY=VALUE ...]
-
-  job=digits                 the workload (conf/job/)
-  cloud=local                where it may run; regions in failover order (conf/cloud/)
-  recovery=default           failure detection and budgets (conf/recovery/)
-  chaos=none                 faults to inject, or chaos.faults='[{kind:kill_region,at_step:60}]'
-  action=run|status|report|resume|plan|list|logs
-                             run a job (default); show run_id=<id>; print its incident
-                             report (and write report.png); pick up a run whose
-                             controller died; show placements and cost, write the
-                             SkyPilot task YAML, launch nothing; list every run under home;
-                             print an attempt's driver and rank logs
-  run_id=<id>  home=<dir>    name the run; where journals, results and local stores live
-  format=table|json          how action=list prints (json: one flat object per run)
-  attempt=N rank=R|driver follow=true
-                             which logs action=logs prints (default: the newest attempt,
-                             its driver and every rank), and whether to follow the run
-  show_logs=true             a run prints its driver's and ranks' output as it comes
-
-examples:
-  python -m orchestrator job=digits
-  python -m orchestrator job=digits trainer.workers=1 checkpoint.interval_steps=50
-  python -m orchestrator action=list
-  python -m orchestrator action=status run_id=digits-20261130-120000-ab12
-  python -m orchestrator job=digits chaos=region_outage
-  python -m orchestrator action=report run_id=digits-20261130-120000-ab12
-  python -m orchestrator action=resume run_id=digits-20261130-120000-ab12
-  python -m orchestrator action=logs run_id=digits-20261130-120000-ab12 attempt=2 rank=0
-  python -m orchestrator job=digits cloud=multi action=plan
-  python -m orchestrator job=digits cloud=onprem       # SkyPilot over Slurm (.ci/slurm/setup)
-"""
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
 # A run stopped by Ctrl-C or SIGTERM (status INTERRUPTED): 128 + SIGINT, as a shell reports it.
@@ -74,26 +43,27 @@ def _register_stack_dump() -> None:
 def main(argv: list[str] | None = None) -> int:
     _register_stack_dump()
     args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in args):
-        print(USAGE)
+    from orchestrator.cli import HELP_WORDS
+
+    if any(a in HELP_WORDS for a in args):
+        from orchestrator.usage import usage
+
+        print(usage())
         return 0
+    from orchestrator.cli import parse_args
     from orchestrator.compose import compose
     from orchestrator.config import ConfigError
     from orchestrator.journal import DamagedFile
 
     try:
-        cfg = compose(config_dir_overrides(args))
+        opts = parse_args(args)
+        if opts.multirun:
+            return _sweep(opts)
+        if opts.cfg is not None or opts.info is not None:
+            return _show(opts)
+        cfg = compose(opts.overrides)
         if cfg.action in ("run", "plan"):
-            from orchestrator.config import check_notify_program, notify_from_env
-            from orchestrator.usercode import check_user_code
-
-            check_user_code(cfg)
-            # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
-            cfg.notify = notify_from_env(cfg.notify)
-            check_notify_program(cfg.notify)
-        if cfg.action == "run":
-            _refuse_finished(cfg)
-            _refuse_unfinished(cfg)
+            check_new_run(cfg)
     except ConfigError as exc:
         return error(str(exc))
     except DamagedFile as exc:
@@ -135,32 +105,80 @@ def error(message: str) -> int:
 
 
 def config_dir_overrides(args: list[str]) -> list[str]:
-    """Hydra's ``--config-dir DIR`` (``-cd DIR``): the user's own config folder, searched
-    after ours (``job=mine`` finds ``DIR/job/mine.yaml``). The same as the override
-    ``hydra.searchpath=[file://DIR]``, which is taken as it is."""
-    from orchestrator.config import ConfigError
+    """The overrides of a command line, ``--config-dir DIR`` among them as Hydra's
+    ``hydra.searchpath=[file://DIR]`` (orchestrator.cli)."""
+    from orchestrator.cli import parse_args
 
-    out: list[str] = []
-    dirs: list[str] = []
-    it = iter(args)
-    for a in it:
-        if a in ("--config-dir", "-cd"):
-            value = next(it, None)
-            if value is None:
-                raise ConfigError("--config-dir", "needs a folder: --config-dir ~/proj/conf")
-            dirs.append(value)
-        elif a.startswith("--config-dir="):
-            dirs.append(a.split("=", 1)[1])
-        else:
-            out.append(a)
-    for d in dirs:
-        path = os.path.abspath(os.path.expanduser(d))
-        if not os.path.isdir(path):
-            raise ConfigError("--config-dir", f"{d!r} is not a folder; give the folder that holds job/NAME.yaml")
-    if dirs:
-        paths = ",".join(f"'file://{os.path.abspath(os.path.expanduser(d))}'" for d in dirs)
-        out.append(f"hydra.searchpath=[{paths}]")
-    return out
+    return parse_args(args).overrides
+
+
+def check_new_run(cfg: object) -> None:
+    """What a new run (or plan) needs beyond its config, before anything is written or
+    launched: the user's code imports, notify's targets can be reached, and run_id names
+    no run that exists. ConfigError naming the key."""
+    from orchestrator.config import Config, check_notify_program, notify_from_env
+    from orchestrator.usercode import check_user_code
+
+    assert isinstance(cfg, Config)
+    check_user_code(cfg)
+    # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
+    cfg.notify = notify_from_env(cfg.notify)
+    check_notify_program(cfg.notify)
+    if cfg.action == "run":
+        _refuse_finished(cfg)
+        _refuse_unfinished(cfg)
+
+
+def _show(opts: object) -> int:
+    """--cfg (the config as YAML) or --info (where configs come from): launch nothing."""
+    from orchestrator.cli import Options
+    from orchestrator.compose import compose_full
+    from orchestrator.showcfg import cfg_yaml
+    from orchestrator.usage import info
+
+    assert isinstance(opts, Options)
+    composed = compose_full(opts.overrides)
+    text = cfg_yaml(composed, opts.cfg) if opts.cfg is not None else info(composed, str(opts.info))
+    print(text.rstrip("\n"))
+    return 0
+
+
+def _sweep(opts: object) -> int:
+    """-m: every run of the sweep composed and checked, then run one after another
+    (orchestrator/sweep.py); with --cfg, each run's config printed instead."""
+    from pathlib import Path
+
+    from orchestrator import sweep
+    from orchestrator.cli import Options
+    from orchestrator.compose import CONF_DIR, compose_full, config_groups
+    from orchestrator.config import Action, ConfigError
+    from orchestrator.showcfg import cfg_yaml
+
+    assert isinstance(opts, Options)
+    dirs = [CONF_DIR, *(Path(d) for d in opts.config_dirs)]
+    swept = sweep.expand(opts.overrides, lambda group: config_groups(dirs).get(group, []))
+    plan: list[sweep.Planned] = []
+    shown: list[str] = []
+    for i, run in enumerate(sweep.named(swept)):
+        composed = compose_full(list(run))
+        cfg = composed.config
+        values = swept.values(i)
+        if opts.cfg is not None:
+            given = " ".join(f"{k}={v}" for k, v in zip(swept.keys, values, strict=True))
+            shown.append(f"# run {i + 1} of {len(swept.runs)}: {given}\n{cfg_yaml(composed, opts.cfg)}")
+            continue
+        if cfg.action is not Action.run:
+            raise ConfigError("action", f"a sweep (-m) starts runs (action=run); got action={cfg.action}: drop -m")
+        check_new_run(cfg)
+        run_id = cfg.run_id or _new_run_id(cfg)
+        while any(p.run_id == run_id for p in plan):
+            run_id = _new_run_id(cfg)
+        overrides = run if cfg.run_id else (*run, f"run_id={run_id}")
+        plan.append(sweep.Planned(tuple(overrides), cfg, run_id, values))
+    if opts.cfg is not None:
+        print("---\n".join(shown).rstrip("\n"))
+        return 0
+    return sweep.run_sweep(plan, swept.keys, sweep.runner())
 
 
 def _report(home: str, run_id: str) -> int:

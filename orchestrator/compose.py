@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,47 @@ def _register() -> None:
 
 def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     """Overrides (KEY=VALUE, GROUP=OPTION) to a validated Config, or ConfigError."""
+    return compose_full(overrides, conf_dir).config
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A composed config with what Hydra chose on the way: each config group's option
+    (``hydra.runtime.choices``, Hydra's own groups left out) and the config search path
+    (``file://`` folders and ``structured://``), in the order searched."""
+
+    config: Config
+    choices: dict[str, str]
+    searchpath: list[str]
+
+
+def compose_full(overrides: list[str], conf_dir: Path = CONF_DIR) -> Composed:
+    """compose(), with what Hydra chose on the way (--cfg and --info show it)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
 
     from orchestrator import compose_cache
 
     _register()
     refuse_unhonoured(overrides)
+    refuse_sweeps(overrides)
+    given, additions = split_region_additions(_free_form(_absolute_home(overrides)))
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            raw = compose_cache.compose("config", _free_form(_absolute_home(overrides)))
+            raw = compose_cache.compose("config", given, keep_hydra=True)
+        runtime = raw.hydra.runtime
+        order = [g for g, _ in primary_defaults(conf_dir)]
+        picked = {str(g): str(o) for g, o in runtime.choices.items() if not str(g).startswith("hydra/")}
+        choices = {g: picked[g] for g in sorted(picked, key=lambda g: order.index(g) if g in order else len(order))}
+        searchpath = [f"{s.schema}://{s.path}" for s in runtime.config_sources if s.provider != "hydra"]
+        with open_dict(raw):
+            del raw["hydra"]
+        _add_regions(raw, additions)
         plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
+    except ConfigError:
+        raise
     except Exception as exc:
         raise _translate(exc, overrides) from None
     finally:
@@ -62,7 +91,43 @@ def compose(overrides: list[str], conf_dir: Path = CONF_DIR) -> Config:
     _settle_code(plain["job"], overrides)
     cfg = _typed(plain)
     refuse_kept(cfg.notify)
-    return _validated(cfg)
+    return Composed(_validated(cfg), choices, searchpath)
+
+
+def primary_defaults(conf_dir: Path = CONF_DIR) -> list[tuple[str, str | None]]:
+    """conf/config.yaml's defaults list, in order: (group, its default option) for a
+    config group, (name, None) for a config (the schema base_config, _self_)."""
+    from omegaconf import OmegaConf
+
+    out: list[tuple[str, str | None]] = []
+    for entry in OmegaConf.to_container(OmegaConf.load(conf_dir / "config.yaml"))["defaults"]:  # type: ignore[index]
+        if isinstance(entry, dict):
+            ((group, option),) = entry.items()
+            out.append((str(group), str(option)))
+        else:
+            out.append((str(entry), None))
+    return out
+
+
+def config_groups(dirs: list[Path]) -> dict[str, list[str]]:
+    """Each config group found in ``dirs`` (searched in order, as Hydra searches them) and
+    its options: GROUP/OPTION.yaml. The primary config's groups come first, in its order."""
+    found: dict[str, set[str]] = {}
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for group in sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+            options = {f.stem for f in group.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file()}
+            if options:
+                found.setdefault(group.name, set()).update(options)
+    order = [g for g, option in primary_defaults() if option is not None]
+    ranked = sorted(found, key=lambda g: (order.index(g) if g in order else len(order), g))
+    return {g: sorted(found[g]) for g in ranked}
+
+
+def searched_dirs(searchpath: list[str]) -> list[Path]:
+    """The folders of a config search path (its ``file://`` entries)."""
+    return [Path(s[len("file://") :]) for s in searchpath if s.startswith("file://")]
 
 
 def _validated(cfg: Config) -> Config:
@@ -76,26 +141,160 @@ def _validated(cfg: Config) -> Config:
 
 # Hydra settings that mean something here: where to look for the user's config groups.
 HONOURED_HYDRA = ("hydra.searchpath",)
+# Why the others are refused (by the longest prefix): each would seem to work and do
+# nothing, since Hydra composes the config here and runs nothing.
+_RUN_FILES = (
+    "a run keeps its files under <home>/runs/<run_id> (Hydra makes no output folder here, and the working "
+    "directory is never changed); set home=<dir>"
+)
+_LOGS = "Hydra logs nothing here: a run's events are in <home>/runs/<run_id>/journal.jsonl"
+_LAUNCHER = "a sweep (-m) runs its runs one after another on this machine, with no launcher plugin"
+_SWEEPER = "a sweep (-m) takes its values from the command line (KEY=a,b, range(), choice()), with no sweeper plugin"
+HYDRA_REFUSALS: dict[str, str] = {
+    "hydra.run": _RUN_FILES,
+    "hydra.sweep": "each run of a sweep keeps its files under <home>/runs/<run_id>, as any run; set home=<dir>",
+    "hydra.output_subdir": "a run's config is <home>/runs/<run_id>/config.json; Hydra writes no .hydra folder here",
+    "hydra.job.chdir": "the working directory is never changed; a run keeps its files under <home>/runs/<run_id>",
+    "hydra.mode": "run a sweep with -m (--multirun)",
+    "hydra.launcher": _LAUNCHER,
+    "hydra/launcher": _LAUNCHER,
+    "hydra.sweeper": _SWEEPER,
+    "hydra/sweeper": _SWEEPER,
+    "hydra.verbose": _LOGS,
+    "hydra.job_logging": _LOGS,
+    "hydra/job_logging": _LOGS,
+    "hydra.hydra_logging": _LOGS,
+    "hydra/hydra_logging": _LOGS,
+}
+_HYDRA_OTHER = "this command composes the config with Hydra and runs nothing through it; remove it"
+
+
+def hydra_refusal(key: str) -> str | None:
+    """Why the Hydra setting ``key`` (``hydra.x.y`` or the group ``hydra/x``) is refused;
+    None for a key that is no Hydra setting, or one honoured here."""
+    if key in HONOURED_HYDRA or not (key == "hydra" or key.startswith(("hydra.", "hydra/"))):
+        return None
+    for prefix in sorted(HYDRA_REFUSALS, key=len, reverse=True):
+        if key == prefix or key.startswith((prefix + ".", prefix + "/")):
+            return f"a Hydra setting this command does not honour: {HYDRA_REFUSALS[prefix]}"
+    return f"a Hydra setting this command does not honour: {_HYDRA_OTHER}"
 
 
 def refuse_unhonoured(overrides: list[str]) -> None:
     """Options and Hydra settings this command does not act on are refused, not ignored:
-    ``hydra.run.dir`` or ``--multirun`` would seem to work and do nothing (runs live
-    under ``home``; we compose, Hydra runs nothing)."""
+    ``hydra.run.dir`` would seem to work and do nothing (runs live under ``home``; we
+    compose, Hydra runs nothing). Options are taken off the command line before
+    (orchestrator.cli); one left here is none of them."""
+    from orchestrator.cli import OPTIONS_LINE
+
     for o in overrides:
         if o.startswith("-"):
-            raise ConfigError(
-                o.split("=", 1)[0],
-                "not an option of python -m orchestrator; options are --config-dir DIR and --help, "
-                "settings are KEY=VALUE",
-            )
+            raise ConfigError(o.split("=", 1)[0], f"not an option of python -m orchestrator; {OPTIONS_LINE}")
         key = o.partition("=")[0].lstrip("+~")
-        if (key == "hydra" or key.startswith("hydra.")) and key not in HONOURED_HYDRA:
+        why = hydra_refusal(key)
+        if why is not None:
+            raise ConfigError(key, why)
+
+
+def refuse_sweeps(overrides: list[str]) -> None:
+    """A sweep's value (``a,b``, ``range()``, ``choice()``...) outside ``-m``: Hydra's own
+    refusal ("Ambiguous value") names no way out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for o in overrides:
+        try:
+            (parsed,) = parser.parse_overrides([o])
+        except OverrideParseException:
+            continue  # Hydra's compose refuses it, naming the key
+        if parsed.is_sweep_override():
+            key = parsed.get_key_element().lstrip("+~")
+            value = o.partition("=")[2]
             raise ConfigError(
                 key,
-                "a Hydra setting this command does not honour (it composes the config and runs nothing "
-                "through Hydra): runs and their logs live under home=<dir>; remove it",
+                f"{show(value)} is a sweep; add -m to run one run per value, or quote it for one string "
+                f"({key}='{value}'), or bracket it for a list ({key}=[{value}])",
             )
+
+
+# cloud.regions.<name>.<field>: with '+', a region the cloud has not (Hydra's '+' adds a key,
+# and every region has each of these already). A free-form mapping's key ('+' adds one to
+# storage_options) says nothing of the region.
+_REGION_FIELDS = frozenset(f.name for f in fields(RegionConfig) if f.name != "storage_options")
+
+
+def split_region_additions(overrides: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """The overrides Hydra composes, and those of each region the command line adds: every
+    override of ``cloud.regions.<name>.*`` for a name one of them adds with
+    ``+cloud.regions.<name>.<field>=...``. Hydra cannot add a key to a mapping of typed
+    regions; ``_add_regions`` does, after composing."""
+    added: set[str] = set()
+    for o in overrides:
+        key = o.partition("=")[0]
+        parts = key.split(".")
+        if key.startswith("+") and not key.startswith("++") and _region_key(key) and parts[3] in _REGION_FIELDS:
+            added.add(parts[2])
+    given: list[str] = []
+    additions: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.partition("=")[0]
+        region = key.lstrip("+~").split(".")[2] if _region_key(key) else None
+        if region in added and not key.startswith("~"):
+            additions.setdefault(region, []).append(o)
+        else:
+            given.append(o)
+    return given, additions
+
+
+def _region_key(key: str) -> bool:
+    parts = key.lstrip("+~").split(".")
+    return len(parts) >= 4 and parts[:2] == ["cloud", "regions"] and all(parts)
+
+
+def _add_regions(raw: Any, additions: dict[str, list[str]]) -> None:
+    """Each added region into the composed config: the fields given, the others at
+    RegionConfig's defaults (a provider's own checks name a field it cannot do without,
+    such as a SkyPilot region's infra)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
+
+    from orchestrator.compose_cache import schema
+
+    parser = OverridesParser.create()
+    regions = raw.cloud.regions
+    for name, given in additions.items():
+        if name in regions:
+            key = next(o.partition("=")[0] for o in given if o.startswith("+")).lstrip("+")
+            raise ConfigError(
+                key,
+                f"{name!r} is a region of cloud {raw.cloud.name} already; set its keys without '+': {key}=...",
+            )
+        node: dict[str, Any] = {}
+        for o in given:
+            parsed = parser.parse_overrides([o])[0]
+            *path, leaf = parsed.key_or_group.split(".")[3:]
+            at = node
+            for part in path:
+                at = at.setdefault(part, {})
+                if not isinstance(at, dict):
+                    raise ConfigError(parsed.key_or_group, "sets a key inside a value that is no mapping")
+            at[leaf] = parsed.value()
+        if "store" not in node:
+            raise ConfigError(
+                f"cloud.regions.{name}.store",
+                f"{name!r} is not a region of cloud {raw.cloud.name}; a region added needs its store: "
+                f"+cloud.regions.{name}.store=URL",
+            )
+        try:
+            typed = OmegaConf.merge(schema(RegionConfig), node)
+        except OmegaConfBaseException as exc:
+            # OmegaConf names the key from the region: named here from the config's root.
+            exc.full_key = f"cloud.regions.{name}.{exc.full_key}"
+            raise _refusal(exc, None, None) from None
+        with open_dict(regions):
+            regions[name] = typed
 
 
 def _absolute_home(overrides: list[str]) -> list[str]:
@@ -222,7 +421,10 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
                 f"got {given!r}; allowed: {allowed}" if given else f"{_first_line(e)}",
             )
         if isinstance(e, OverrideParseException):
-            return _unparsable(overrides, e)
+            return unparsable(overrides, e)
+        region = _unknown_region_merged(e, chain)
+        if region is not None:
+            return ConfigError(f"cloud.regions.{region}", _unknown_region_message(region, overrides))
     for e in chain:
         if isinstance(e, OmegaConfBaseException) and getattr(e, "full_key", None):
             parts = str(e.full_key).split(".")
@@ -232,6 +434,23 @@ def _translate(exc: BaseException, overrides: list[str]) -> ConfigError:
                     return ConfigError(".".join(parts[:3]), _unknown_region_message(parts[2], overrides))
             return _refusal(e, None, _faults_given(overrides))
     return ConfigError("config", _first_line(exc))
+
+
+def _unknown_region_merged(e: BaseException, chain: list[BaseException]) -> str | None:
+    """The region an override under cloud.regions.<name> names when Hydra could not merge it
+    because the cloud has no such region (OmegaConf then names the region alone)."""
+    from hydra.errors import ConfigCompositionException
+
+    marker = "Error merging override "
+    if not isinstance(e, ConfigCompositionException) or not str(e).startswith(marker):
+        return None
+    key = str(e)[len(marker) :].partition("=")[0]
+    if not _region_key(key):
+        return None
+    region = key.lstrip("+~").split(".")[2]
+    if any(getattr(x, "full_key", None) == region for x in chain):
+        return region
+    return None
 
 
 def _refusal(exc: BaseException, plain: dict[str, Any] | None, faults: Any) -> ConfigError:
@@ -325,7 +544,7 @@ def _allowed(exc: BaseException) -> list[str] | None:
     return None
 
 
-def _unparsable(overrides: list[str], exc: BaseException) -> ConfigError:
+def unparsable(overrides: list[str], exc: BaseException) -> ConfigError:
     """The override Hydra could not parse, named by its key."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException

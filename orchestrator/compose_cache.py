@@ -90,9 +90,10 @@ def schema(cls: type) -> Any:
     return node
 
 
-def compose(config_name: str, overrides: list[str]) -> Any:
-    """``hydra.compose(config_name, overrides)`` under the initialized GlobalHydra: the
-    same config (without the ``hydra`` node) or the same exception."""
+def compose(config_name: str, overrides: list[str], keep_hydra: bool = False) -> Any:
+    """``hydra.compose(config_name, overrides, return_hydra_config=keep_hydra)`` under the
+    initialized GlobalHydra: the same config (with the ``hydra`` node only if
+    ``keep_hydra``: its runtime.choices and config_sources) or the same exception."""
     from hydra import compose as hydra_compose
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
@@ -102,13 +103,13 @@ def compose(config_name: str, overrides: list[str]) -> Any:
 
     loader = getattr(GlobalHydra.instance().hydra, "config_loader", None)
     if not supported() or type(loader) is not ConfigLoaderImpl:
-        return hydra_compose(config_name=config_name, overrides=overrides)
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=keep_hydra)
     try:
         cfg = _load_configuration(loader, config_name, overrides)
     except OmegaConfBaseException as e:
         # As ConfigLoaderImpl.load_configuration wraps it.
         raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
-    if "hydra" in cfg:
+    if "hydra" in cfg and not keep_hydra:
         with open_dict(cfg):
             del cfg["hydra"]
     return cfg

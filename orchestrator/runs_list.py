@@ -217,12 +217,16 @@ def _cut(line: str, width: int | None) -> str:
     return line[: max(0, width - 1)] + "…"
 
 
+def columns(table: list[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as aligned columns, two spaces apart (a sweep's summary is one too)."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+
+
 def render_table(rows: list[RunRow], width: int | None = None) -> str:
     """The rows as aligned columns, then one line per row that has a reason. ``width``
     (a terminal's) cuts those lines to fit; the table itself is never cut."""
-    table = [HEADER, *(cells(r) for r in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    lines = columns([HEADER, *(cells(r) for r in rows)])
     notes = [f"{printable(r.run_id)}: {printable(r.reason)}" for r in rows if r.reason]
     if notes:
         lines.append("")

@@ -1,22 +1,47 @@
-"""Both data loaders resume exactly: an interrupted run ends with its own uninterrupted run's weights."""
+"""Both data loaders resume exactly: an interrupted run ends with its own uninterrupted run's weights.
+(The ray_data pair is one sweep, -m, which also proves a sweep's runs and summary for real.)"""
 
 from __future__ import annotations
 
 import io
+import json
+import re
 
 import pytest
 import torch
 
-from support import orchestrate, ray_pids, wait_no_new_ray
+from support import Run, orchestrate, ray_pids, wait_no_new_ray
+
+KILL_REGION = "[{kind:kill_region,at_step:120}]"
 
 
 @pytest.fixture(scope="module")
-def ray_data_baseline(orch_home):
+def ray_data_runs(orch_home) -> list[Run]:
+    """The ray_data loader's uninterrupted run, then the same job losing its region at
+    step 120: one sweep (-m), two runs one after the other, each with its own run id."""
     before = ray_pids()
-    run = orchestrate(orch_home, "ray-data", "data=ray_data")
-    assert run.returncode == 0, run.stderr[-3000:]
+    sweep = orchestrate(orch_home, "ray-data", "-m", "data=ray_data", f"chaos.faults=[],{KILL_REGION}")
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert not wait_no_new_ray(before)
-    return run
+    runs = []
+    for run_id in ("ray-data-0", "ray-data-1"):
+        run_dir = orch_home / "runs" / run_id
+        runs.append(Run(0, sweep.stdout, sweep.stderr, run_dir, json.loads((run_dir / "result.json").read_text())))
+    # The summary at the end names both runs with the value each was given, and its result.
+    table = sweep.stdout.rstrip().splitlines()[-5:]
+    assert table[-1] == "sweep: 2 runs, 2 succeeded", sweep.stdout[-3000:]
+    assert re.match(r"RUN ID +chaos\.faults +STATUS +STEP +LOSS +DURATION$", table[0]), table
+    for line, value, run in zip(table[1:3], ("[]", KILL_REGION), runs, strict=True):
+        loss = f"{run.result['metrics']['eval_loss']:.4g}"
+        assert re.match(rf"{run.run_dir.name} +{re.escape(value)} +SUCCEEDED +500/500 +{re.escape(loss)} +\d", line), (
+            table
+        )
+    return runs
+
+
+@pytest.fixture(scope="module")
+def ray_data_baseline(ray_data_runs: list[Run]) -> Run:
+    return ray_data_runs[0]
 
 
 def test_ray_data_trains_to_accuracy_with_its_own_weights(ray_data_baseline, baseline):
@@ -27,19 +52,14 @@ def test_ray_data_trains_to_accuracy_with_its_own_weights(ray_data_baseline, bas
     assert r["weights_sha256"] != baseline.result["weights_sha256"]
 
 
-def test_ray_data_kill_region_resumes_exactly(orch_home, ray_data_baseline):
-    before = ray_pids()
-    run = orchestrate(
-        orch_home, "ray-data-kill-region", "data=ray_data", "chaos.faults=[{kind:kill_region,at_step:120}]"
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_ray_data_kill_region_resumes_exactly(ray_data_runs):
+    baseline, run = ray_data_runs
     r = run.result
     assert r["status"] == "SUCCEEDED" and r["region"] == "local-b"
     (inc,) = r["incidents"]
     assert inc["kind"] == "cluster_lost" and inc["restored_step"] == 100
-    assert r["weights_sha256"] == ray_data_baseline.result["weights_sha256"]
+    assert r["weights_sha256"] == baseline.result["weights_sha256"]
     assert r["metrics"]["accuracy"] >= 0.95
-    assert not wait_no_new_ray(before)
 
 
 def test_sharded_checkpoints_carry_the_data_position_and_telemetry_is_per_worker(baseline, orch_home):

@@ -170,12 +170,24 @@ UNHONOURED_CASES = [
         ("+hydra.foo=1", "hydra.foo"),
         ("hydra.mode=MULTIRUN", "hydra.mode"),
         ("hydra.verbose=true", "hydra.verbose"),
-        ("--multirun", "--multirun"),
-        ("-m", "-m"),
-        ("--cfg=job", "--cfg"),
-        ("--info", "--info"),
+        ("hydra/launcher=joblib", "hydra/launcher"),
+        ("--cfg=yaml", "--cfg"),
+        ("--cfg", "--cfg"),
+        ("--info=plugins", "--info"),
         ("--hydra-help", "--hydra-help"),
+        ("--shell-completion", "--shell-completion"),
+        ("-sc", "-sc"),
+        ("--config-name=x", "--config-name"),
+        ("--multi-run", "--multi-run"),
+        ("job.lr=0.03,0.05", "job.lr"),
     ]
+] + [
+    # A sweep (-m) refused before its first run launches.
+    (["-m", "job.lr=0.03,-1"], "error: job.lr:"),
+    (["-m", "job.lr=interval(0,1)"], "error: job.lr:"),
+    (["-m", "run_id=a,a"], "error: run_id:"),
+    (["-m", "job.lr=0.1,0.2", "action=list"], "error: action:"),
+    (["-m", "--info"], "error: --info:"),
 ]
 
 OTHER_CASES = [
