@@ -25,6 +25,7 @@ ACTIONS: dict[Action, str] = {
     Action.resume: "go on with a run stopped by Ctrl-C, or whose controller died",
     Action.plan: "show placements and cost, write the SkyPilot task YAML, launch nothing",
     Action.list: "list every run under home (format=table|json)",
+    Action.logs: "print an attempt's driver and rank logs (attempt=N rank=R|driver follow=true)",
 }
 OPTIONS = (
     ("--config-dir DIR, -cd DIR", "your own config groups (DIR/job/NAME.yaml, ...), searched after ours"),
@@ -50,8 +51,9 @@ EXAMPLES = (
     "python -m orchestrator action=list",
     "python -m orchestrator action=status run_id=digits-20261130-120000-ab12",
     "python -m orchestrator action=resume run_id=digits-20261130-120000-ab12",
+    "python -m orchestrator action=logs run_id=digits-20261130-120000-ab12 attempt=2 rank=0",
     "python -m orchestrator job=digits cloud=multi action=plan",
-    "python -m orchestrator job=digits cloud=onprem       # SkyPilot over Slurm (.ci/slurm/setup)",
+    "python -m orchestrator job=digits cloud=onprem       # your Slurm cluster (conf/cloud/onprem.yaml)",
 )
 TOP_LEVEL = "(top level)"
 
