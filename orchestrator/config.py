@@ -364,6 +364,16 @@ def webhook_endpoint(url: str) -> str:
 
 
 @dataclass
+class MetricsConfig:
+    """Where a run's numbers go besides result.json (README "Metrics")."""
+
+    # TensorBoard event files under <home>/runs/<run_id>/tensorboard/, written by the
+    # controller from what the run reports: loss, steps/s, telemetry, final metrics,
+    # replication lag and a marker at each incident.
+    tensorboard: bool = True
+
+
+@dataclass
 class Config:
     job: JobConfig = field(default_factory=JobConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -374,6 +384,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     hpo: HpoConfig = field(default_factory=HpoConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"
