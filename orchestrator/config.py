@@ -179,6 +179,10 @@ class CloudConfig:
     # only clusters on this machine (local, on-prem here) can reach.
     control_store: str | None = None
     control_options: dict[str, Any] = field(default_factory=dict)
+    # Each cluster's Ray dashboard, bound to 127.0.0.1 on the head (the cluster's own
+    # machine: reach a cloud's through ssh -L); its URL is printed and journaled.
+    # false: no dashboard (the processes and the CPU it takes are left out).
+    dashboard: bool = False
 
 
 @dataclass

@@ -112,18 +112,32 @@ def _loopback(ip: str) -> bool:
     return (mapped or addr).is_loopback
 
 
-def test_only_loopback_listeners(tmp_path):
+def test_only_loopback_listeners_with_the_dashboard_on(tmp_path):
+    """cloud.dashboard=true: the dashboard (and every other process of the cluster)
+    listens on loopback only, answers HTTP there, and its API wants the cluster's token."""
+    import urllib.error
+    import urllib.request
+
     import psutil
 
-    provider = LocalProvider()
+    provider = LocalProvider(dashboard=True)
     cluster = provider.launch(RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60)
     try:
         pids = set(provider.processes(cluster))
-        bad = [
-            (c.laddr, c.pid)
-            for c in psutil.net_connections(kind="inet")
-            if c.pid in pids and c.status == psutil.CONN_LISTEN and not _loopback(c.laddr.ip)
-        ]
-        assert bad == []
+        listening = [c for c in psutil.net_connections(kind="inet") if c.pid in pids and c.status == psutil.CONN_LISTEN]
+        assert [(c.laddr, c.pid) for c in listening if not _loopback(c.laddr.ip)] == []
+        url = cluster.info["dashboard"]
+        port = int(url.rsplit(":", 1)[1])
+        assert url == f"http://127.0.0.1:{port}" and port in {c.laddr.port for c in listening}
+        with urllib.request.urlopen(url + "/", timeout=10) as page:
+            assert page.status == 200 and b"<html" in page.read(4096).lower()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url + "/api/version", timeout=10)
+        assert refused.value.code == 401
+        token = (Path(cluster.info["base_dir"]) / TOKEN_NAME).read_text()
+        assert str(Path(cluster.info["base_dir"]) / TOKEN_NAME) in cluster.info["dashboard_access"]
+        asked = urllib.request.Request(url + "/api/version", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(asked, timeout=10) as version:
+            assert version.status == 200
     finally:
         provider.teardown(cluster)
