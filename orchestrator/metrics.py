@@ -13,9 +13,9 @@ shows the last written: no zigzag back to the earlier attempt's values. Incident
 markers at the step the run went on from, and a table of every incident so far (each
 table holds the ones before it, so whichever TensorBoard keeps at a step tells them all).
 
-A writer that fails (a full disk, a folder it cannot create) stops, says so once
-(``failed``: the controller journals ``tensorboard_failed``), and the run goes on;
-offering it a record never waits.
+A writer that fails (a full disk, a folder it cannot create) stops; one that falls
+behind drops what it cannot queue. Either is said once (``failed``: the controller
+journals ``tensorboard_failed``) and the run goes on; offering a record never waits.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.journal import DamagedFile
 from orchestrator.losses import last_loss_step
 from orchestrator.runstate.events import (
     Event,
@@ -302,17 +303,17 @@ class TensorBoardWriter:
         self,
         folder: str,
         failed: Callable[[str], object],
-        seen: Callable[[], dict[str, int]] = dict,
+        seen: dict[str, int] | None = None,
         close_s: float = CLOSE_S,
     ) -> None:
         self.folder = folder
         self._failed = failed
-        self._seen = seen
-        self._curves = Curves()
+        self._curves = Curves(seen)
         self._close_s = close_s
         self._queue: queue.Queue[Any] = queue.Queue(QUEUE_MAX)
         self._lock = threading.Lock()
         self._off = False
+        self._closed = False
         self._told = False
         self._dropped = 0
         self._file: EventFile | None = None
@@ -343,10 +344,6 @@ class TensorBoardWriter:
 
     # --- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
-        try:
-            self._curves = Curves(self._seen())
-        except Exception:
-            pass  # an unreadable loss.jsonl: its points may be written twice, nothing worse
         while True:
             batch = [self._queue.get()]
             while len(batch) < 256:
@@ -402,13 +399,16 @@ class TensorBoardWriter:
         self._failed(line if len(line) <= ERROR_MAX else line[: ERROR_MAX - 3] + "...")
 
     def close(self) -> None:
-        """Write what is queued (waiting at most ``close_s``) and close the file."""
-        if self._off:
+        """Write what is queued (waiting at most ``close_s``) and close the file; a writer
+        that stopped is waited for until it has said why."""
+        if self._closed:
             return
-        try:
-            self._queue.put(_STOP, timeout=self._close_s)
-        except queue.Full:
-            pass
+        self._closed = True
+        if not self._off:
+            try:
+                self._queue.put(_STOP, timeout=self._close_s)
+            except queue.Full:
+                pass
         self._thread.join(self._close_s)
         self._off = True
         if self._thread.is_alive():
@@ -418,12 +418,11 @@ class TensorBoardWriter:
 def tensorboard_writer(run_dir: str, failed: Callable[[str], object]) -> TensorBoardWriter:
     """The run's writer. A resumed controller's adopted attempt reports its loss series
     again from its start: the steps loss.jsonl already has are not written twice."""
-
-    def seen() -> dict[str, int]:
+    try:
         step = last_loss_step(run_dir)
-        return {} if step is None else {LOSS: step + 1}
-
-    return TensorBoardWriter(os.path.join(run_dir, TB_DIR), failed, seen=seen)
+    except DamagedFile:
+        step = None  # its points may be written twice, nothing worse
+    return TensorBoardWriter(os.path.join(run_dir, TB_DIR), failed, seen=None if step is None else {LOSS: step + 1})
 
 
 class NoMetrics:

@@ -5,6 +5,7 @@ would be started); the local provider's real clusters are in tests/integration."
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.compose import compose
+from orchestrator.compose import compose, config_from_plain
+from orchestrator.config import to_plain
 from orchestrator.controller import Controller
 from providers.base import ClusterHandle, RegionSpec
 from providers.local import dashboard_flags
@@ -31,11 +33,15 @@ def test_ray_starts_without_a_dashboard_unless_asked_and_then_on_loopback_only()
     assert dashboard_flags(8265) == ["--include-dashboard=true", "--dashboard-host=127.0.0.1", "--dashboard-port=8265"]
 
 
-def test_the_key_reaches_both_providers(tmp_path: Path) -> None:
-    on = compose(["cloud=aws", "cloud.dashboard=true"])
-    assert compose(["cloud=aws"]).cloud.dashboard is False
+def test_the_key_reaches_both_providers_and_a_config_from_before_it_resumes(tmp_path: Path) -> None:
+    on = compose(["cloud=aws", "cloud.dashboard=true", "run_id=r1"])
     assert get_provider("local", str(tmp_path), on.cloud, on.job).dashboard is True  # type: ignore[attr-defined]
     assert get_provider("skypilot", str(tmp_path), on.cloud, on.job).dashboard is True  # type: ignore[attr-defined]
+    # A run's config.json from before cloud.dashboard and metrics: no dashboard, TensorBoard on.
+    saved = json.loads(json.dumps(to_plain(on)))
+    del saved["cloud"]["dashboard"], saved["metrics"]
+    back = config_from_plain(saved)
+    assert back.cloud.dashboard is False and back.metrics.tensorboard is True
 
 
 def _run_script(tmp_path: Path, envs: dict[str, str], rank: str = "0") -> tuple[list[str], Path]:

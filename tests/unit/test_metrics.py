@@ -255,6 +255,8 @@ def test_a_resumed_controller_does_not_write_its_adopted_attempts_points_twice(t
     writer.losses([[s, 1.0] for s in range(5, 45, 5)], at=1.0)  # the attempt's series, read again
     writer.close()
     assert shown(tmp_path / "tensorboard").steps(LOSS) == [35, 40]
+    (tmp_path / "damaged" / "loss.jsonl").mkdir(parents=True)  # unreadable: the series starts afresh
+    assert tensorboard_writer(str(tmp_path / "damaged"), lambda e: None)._curves.last == {}
 
 
 def test_a_writer_that_cannot_write_says_so_once_and_the_run_goes_on(tmp_path: Path) -> None:
