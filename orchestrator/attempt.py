@@ -142,6 +142,11 @@ class AttemptRunner:
                 info=cluster.info,
             )
         )
+        if cluster.info.get("dashboard"):
+            access = cluster.info.get("dashboard_access")
+            ctx.progress.note(
+                f"Ray dashboard of {cluster.name}: {cluster.info['dashboard']}" + (f" ({access})" if access else "")
+            )
         return cluster
 
     def journal_faults(self, fired: list[Injected]) -> None:

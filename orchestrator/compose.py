@@ -372,7 +372,7 @@ def _typed(plain: dict[str, Any]) -> Config:
 
 
 # Top-level sections a run's config.json from before them lacks: it reads with their defaults.
-ADDED_SINCE = ("notify",)
+ADDED_SINCE = ("notify", "metrics")
 
 
 def config_from_plain(d: Any) -> Config:

@@ -206,6 +206,10 @@ class CloudConfig:
     # only clusters on this machine (local, on-prem here) can reach.
     control_store: str | None = None
     control_options: dict[str, Any] = field(default_factory=dict)
+    # Each cluster's Ray dashboard, bound to 127.0.0.1 on the head (the cluster's own
+    # machine: reach a cloud's through ssh -L); its URL is printed and journaled.
+    # false: no dashboard (the processes and the CPU it takes are left out).
+    dashboard: bool = False
 
 
 @dataclass
@@ -391,6 +395,16 @@ def webhook_endpoint(url: str) -> str:
 
 
 @dataclass
+class MetricsConfig:
+    """Where a run's numbers go besides result.json (README "Metrics")."""
+
+    # TensorBoard event files under <home>/runs/<run_id>/tensorboard/, written by the
+    # controller from what the run reports: loss, steps/s, telemetry, final metrics,
+    # replication lag and a marker at each incident.
+    tensorboard: bool = True
+
+
+@dataclass
 class Config:
     job: JobConfig = field(default_factory=JobConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -401,6 +415,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     hpo: HpoConfig = field(default_factory=HpoConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"

@@ -32,6 +32,14 @@ class Progress(Protocol):
     def replication_lag(self, lag_s: float) -> None: ...
 
 
+class Metrics(Protocol):
+    """The run's TensorBoard writer (orchestrator/metrics.py) as the watch feeds it."""
+
+    def losses(self, points: list[Any], at: float) -> None: ...
+
+    def progress(self, prog: dict[str, Any]) -> None: ...
+
+
 class Follower(Protocol):
     """The replicator, as the attempt sees it: which store to copy from now."""
 
@@ -52,6 +60,14 @@ class _Quiet:
         pass
 
 
+class _Unwritten:
+    def losses(self, points: list[Any], at: float) -> None:
+        pass
+
+    def progress(self, prog: dict[str, Any]) -> None:
+        pass
+
+
 class _Still:
     def follow(self, source: CheckpointStore, stores: list[CheckpointStore]) -> None:
         pass
@@ -69,6 +85,7 @@ class RunContext:
     stores: dict[str, CheckpointStore] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=_Quiet)
+    metrics: Metrics = field(default_factory=_Unwritten)
     replicator: Follower = field(default_factory=_Still)
     # Fault proxies in front of the regions' stores (region -> FaultProxy), when a storage fault is configured.
     proxies: dict[str, Any] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from orchestrator.config import (
 from orchestrator.context import RunContext, store_options
 from orchestrator.incidents import Incident
 from orchestrator.journal import Journal
+from orchestrator.metrics import NoMetrics, TensorBoardWriter, tensorboard_writer
 from orchestrator.notify import Notifier, shown
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.progress import ProgressLine
@@ -54,6 +55,7 @@ from orchestrator.runstate.events import (
     RunKeyCreated,
     RunResumed,
     RunStarted,
+    TensorBoardFailed,
     Transition,
 )
 from orchestrator.runstate.events import Replicated as ReplicatedEvent
@@ -131,6 +133,11 @@ class Controller:
         )
         self.sm = StateMachine(self._on_transition)
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
+        # Told every event emit() journals, and the watch's loss series and progress;
+        # writes in the background (orchestrator/metrics.py).
+        self.metrics: TensorBoardWriter | NoMetrics = (
+            tensorboard_writer(self.run_dir, self._on_tensorboard_failed) if cfg.metrics.tensorboard else NoMetrics()
+        )
         self.clock = clock
         self.started_at = clock()
         # The run's state: only emit() changes it, by applying the event it journals.
@@ -157,6 +164,7 @@ class Controller:
             stores=self.stores,
             candidates=self.candidates,
             progress=self.progress,
+            metrics=self.metrics,
             replicator=self.replicator,
             proxies=self.proxies,
             run_key=self.run_key,
@@ -178,6 +186,7 @@ class Controller:
             self.view = apply(self.view, written)
             # Under the lock, so notifications leave in the journal's order; offer never waits.
             self.notifier.offer(written, self.view)
+            self.metrics.event(written, self.view)
         self.progress.event(written)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
@@ -210,6 +219,10 @@ class Controller:
     def _on_notify_failed(self, failed: NotifyFailed) -> None:
         self.emit(failed)
         self.progress.note(f"notify: {failed.target} {failed.endpoint} failed ({failed.error})")
+
+    def _on_tensorboard_failed(self, error: str) -> None:
+        self.emit(TensorBoardFailed(error=error))
+        self.progress.note(f"tensorboard: {error}; the run goes on without it")
 
     def _notify_off(self) -> None:
         """Say which notify targets notify.secret could not give: journaled, and one line each."""
@@ -376,11 +389,15 @@ class Controller:
         return result
 
     def _finished(self, result: dict[str, Any]) -> None:
-        """The run's last event, then its notification's delivery (bounded: notify.timeout_s)."""
+        """The run's last event, then its notification's delivery (bounded: notify.timeout_s)
+        and the TensorBoard files' last records (bounded: metrics.CLOSE_S)."""
         try:
             self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
         finally:
-            self.notifier.close()
+            try:
+                self.notifier.close()
+            finally:
+                self.metrics.close()
 
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
@@ -430,6 +447,8 @@ class Controller:
             self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
         if outcome.succeeded:
             self.final = outcome.final
+            if outcome.final is not None:
+                self.metrics.final(outcome.final)
             self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
             return True
         assert outcome.failure is not None

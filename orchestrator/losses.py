@@ -28,3 +28,13 @@ def read_loss(run_dir: str) -> list[dict[str, Any]]:
         if shape_problem(p, _POINT, {}) is None
     }
     return list(points.values())
+
+
+def last_loss_step(run_dir: str) -> int | None:
+    """The step of the last point appended: where the series written so far ends."""
+    last = None
+    for _, p in json_lines(os.path.join(run_dir, LOSS_NAME)):
+        # A diverged loss (NaN) is a point too: only its step counts here.
+        if shape_problem(p, {"step": (int,)}, {}) is None:
+            last = int(p["step"])
+    return last

@@ -116,6 +116,7 @@ class AttemptWatch:
                 # The plot's series: its own file, not the journal.
                 for step, loss in ev.fields["points"]:
                     append_loss(ctx.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
+                ctx.metrics.losses(ev.fields["points"], ev.time)
                 continue
             if (kind, ev.time) not in self.journaled:
                 # Its own namespace, and "by" stamped last: whatever kind the runtime
@@ -178,6 +179,7 @@ class AttemptWatch:
                 self.out.incidents.append(inc)
                 self.ctx.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
         self.ctx.progress.update(self.region, self.gen, prog.as_dict())
+        self.ctx.metrics.progress(prog.as_dict())
 
     def _faults(self) -> None:
         injector = self.injector

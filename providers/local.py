@@ -116,7 +116,7 @@ class LocalProvider:
     # against processes() and signalled (chaos kill_worker).
     local_processes = True
 
-    def __init__(self, state_dir: str | None = None, code_dir: str = "") -> None:
+    def __init__(self, state_dir: str | None = None, code_dir: str = "", dashboard: bool = False) -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
         # Per cluster, an interpreter importing PRELOAD while the cluster starts, until
         # start_runtime hands it the runtime to run (providers/warm.py).
@@ -128,6 +128,9 @@ class LocalProvider:
         # job.code_dir: first on the PYTHONPATH of the clusters' processes. It must reach
         # the cluster itself: a Ray worker takes its environment from its raylet.
         self.code_dir = code_dir
+        # cloud.dashboard: each cluster's Ray dashboard, on 127.0.0.1 (its URL in the
+        # cluster's info, which the journal's provisioned event carries).
+        self.dashboard = dashboard
 
     def _record(self, handle: ClusterHandle) -> None:
         if self.state_dir is None:
@@ -199,6 +202,10 @@ class LocalProvider:
         )
         os.mkdir(handle.info["scratch_dir"], 0o700)
         os.mkdir(handle.info["log_dir"], 0o700)
+        dashboard_port = free_port() if self.dashboard else None
+        if dashboard_port is not None:
+            handle.info["dashboard"] = f"http://127.0.0.1:{dashboard_port}"
+            handle.info["dashboard_access"] = f"its token: {os.path.join(base, TOKEN_NAME)}"
         ports = {
             flag: free_port()
             for flag in (
@@ -222,7 +229,7 @@ class LocalProvider:
             f"--num-cpus={region.num_cpus}",
             f"--num-gpus={region.num_gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
-            "--include-dashboard=false",
+            *dashboard_flags(dashboard_port),
             # Two of the head's daemons an attempt's cluster never uses, 2.5 s of a core
             # per cluster: Ray Client's server (drivers connect by the GCS address), and
             # the autoscaler's monitor (a local cluster is one fixed node).
@@ -396,6 +403,14 @@ class LocalProvider:
         if cluster.info.get("temp_dir"):
             shutil.rmtree(_base_dir(cluster), ignore_errors=True)
         self._forget(cluster)
+
+
+def dashboard_flags(port: int | None) -> list[str]:
+    """``ray start``'s dashboard flags: none (``port`` None), or the dashboard on
+    127.0.0.1:``port`` only (Ray binds it to every address unless told)."""
+    if port is None:
+        return ["--include-dashboard=false"]
+    return ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={port}"]
 
 
 def _base_dir(cluster: ClusterHandle) -> str:

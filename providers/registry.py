@@ -15,6 +15,7 @@ def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
     return LocalProvider(
         state_dir=os.path.join(home, "clusters") if home else None,
         code_dir=getattr(job, "code_dir", "") or "",
+        dashboard=bool(getattr(cloud, "dashboard", False)),
     )
 
 
@@ -28,6 +29,7 @@ def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
         # job.code_dir: synced to every node and first on their PYTHONPATH.
         code_dir=getattr(job, "code_dir", "") or "",
         control_store=getattr(cloud, "control_store", None),
+        dashboard=bool(getattr(cloud, "dashboard", False)),
     )
 
 

@@ -131,7 +131,14 @@ __CODE_PATH__
 common=(--node-ip-address="$ip" --num-cpus="$ORCH_NUM_CPUS" --num-gpus="${SKYPILOT_NUM_GPUS_PER_NODE:-0}"
         --disable-usage-stats)
 if [ "${SKYPILOT_NODE_RANK:-0}" = 0 ]; then
-  "$py" -m ray.scripts.scripts start --head --port="$ORCH_RAY_PORT" --include-dashboard=false \
+  dashboard=(--include-dashboard=false)
+  if [ -n "${ORCH_DASHBOARD_PORT:-}" ]; then
+    # cloud.dashboard: on the head's loopback only (ssh -L reaches it), and the cluster's
+    # token, which the dashboard asks for, where the node's user alone reads it.
+    dashboard=(--include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port="$ORCH_DASHBOARD_PORT")
+    (umask 077; printf '%s' "${RAY_AUTH_TOKEN:-}" > "$ORCH_NODE_DIR/auth_token")
+  fi
+  "$py" -m ray.scripts.scripts start --head --port="$ORCH_RAY_PORT" "${dashboard[@]}" \
     --temp-dir="$ORCH_NODE_DIR/ray" "${common[@]}"
   touch "$ORCH_NODE_DIR/ray-ready"
 else
@@ -317,11 +324,13 @@ def task_config(
     secret_names: tuple[str, ...] = (),
     code_dir: str = "",
     extras: tuple[str, ...] = (),
+    dashboard_port: int | None = None,
 ) -> dict[str, Any]:
     """The SkyPilot task for one region, as the YAML ``sky launch`` takes. Secrets appear
     by name only (null values: ``sky launch --secret NAME`` supplies them). ``code_dir``
     (``job.code_dir``): a folder of this machine synced to ``REMOTE_CODE_DIR`` on every
-    node, its requirements installed by the set-up, first on the nodes' PYTHONPATH."""
+    node, its requirements installed by the set-up, first on the nodes' PYTHONPATH.
+    ``dashboard_port`` (``cloud.dashboard``): the head's Ray dashboard on 127.0.0.1 there."""
     envs = dict(env or {})
     envs.update(
         {
@@ -332,6 +341,8 @@ def task_config(
             "ORCH_PYTHON": rc.python or DEFAULT_PYTHON,
         }
     )
+    if dashboard_port is not None:
+        envs["ORCH_DASHBOARD_PORT"] = str(dashboard_port)
     config: dict[str, Any] = {
         "name": sky_cluster_name(cluster_name),
         "workdir": workdir,
@@ -348,6 +359,18 @@ def task_config(
     if secret_names:
         config["secrets"] = dict.fromkeys(secret_names)
     return config
+
+
+def dashboard_info(sky_name: str, port: int, node_dir: str) -> dict[str, str]:
+    """What a cluster's info says of its dashboard (cloud.dashboard): the URL on the head's
+    loopback, and how to reach it from here (a port forward) with the token it asks for."""
+    return {
+        "dashboard": f"http://127.0.0.1:{port}",
+        "dashboard_access": (
+            f"forward it with ssh -N -L {port}:127.0.0.1:{port} {sky_name}, then open http://127.0.0.1:{port}; "
+            f"its token: ssh {sky_name} cat {node_dir}/auth_token"
+        ),
+    }
 
 
 def stdin_env(env: dict[str, str]) -> dict[str, str]:
@@ -537,8 +560,11 @@ class SkyPilotProvider:
         out: Any = None,
         code_dir: str = "",
         control_store: str | None = None,
+        dashboard: bool = False,
     ) -> None:
         self.regions = regions
+        # cloud.dashboard: each cluster's Ray dashboard on its head's loopback.
+        self.dashboard = dashboard
         # Every cluster's runtime writes its own store, the others (replicas, fallbacks)
         # and the control store: credentials go where one of them needs them, nowhere else.
         stores = [str(getattr(rc, "store", "")) for rc in regions.values()]
@@ -633,16 +659,18 @@ class SkyPilotProvider:
     ) -> tuple[dict[str, Any], dict[str, str]]:
         rc = self.regions[region]
         envs, secrets = split_secrets(dict(env or {}), self.forward)
+        ray_port, dashboard_port = random.sample(range(20000, 30000), 2)
         config = task_config(
             region,
             rc,
             cluster_name,
             envs,
             workdir=self.workdir,
-            ray_port=random.randint(20000, 29999),
+            ray_port=ray_port,
             secret_names=tuple(sorted(secrets)),
             code_dir=self.code_dir,
             extras=self.extras,
+            dashboard_port=dashboard_port if self.dashboard else None,
         )
         return config, secrets
 
@@ -679,6 +707,10 @@ class SkyPilotProvider:
                 "code_dir": config["envs"].get("ORCH_CODE_DIR", ""),
             },
         )
+        if "ORCH_DASHBOARD_PORT" in config["envs"]:
+            handle.info.update(
+                dashboard_info(sky_name, int(config["envs"]["ORCH_DASHBOARD_PORT"]), handle.info["node_dir"])
+            )
         # Recorded before SkyPilot hears of it: a crashed controller finds it to tear down.
         self._record(handle)
         try:
@@ -704,6 +736,8 @@ class SkyPilotProvider:
             self.teardown(handle)
             raise
         self._say(f"{sky_name} is up in {time.monotonic() - t0:.0f}s; Ray at {handle.address} on its head")
+        if "dashboard" in handle.info:
+            self._say(f"Ray dashboard on its head at {handle.info['dashboard']}: {handle.info['dashboard_access']}")
         with self._lock:
             self._health[cluster_name] = HealthCheck(Health.UP, time.time(), "launched")
         self._record(handle)

@@ -540,6 +540,16 @@ class NotifyOff(Event):
     endpoint: str | None = None
 
 
+@_event("tensorboard_failed")
+@dataclass(frozen=True)
+class TensorBoardFailed(Event):
+    """The run's TensorBoard files stopped (a write failed, or fell behind) at this point
+    (orchestrator/metrics.py); the run went on. Journaled once per controller. Changes
+    nothing of the run's state."""
+
+    error: str  # one line
+
+
 @dataclass(frozen=True)
 class RuntimeReport(Event):
     """What the runtime (or a fenced older attempt, ``by="zombie"``) reported, as it came."""

@@ -7,6 +7,8 @@ for every failure kind is unit-tested step by step (tests/unit/test_control_loop
 
 from __future__ import annotations
 
+import pytest
+
 from support import orchestrate, ray_pids, wait_no_new_ray
 
 
@@ -34,3 +36,20 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
     torn_down = {e["cluster"] for e in run.events("teardown")}
     assert provisioned <= torn_down
     assert not wait_no_new_ray(before)
+    _tensorboard_marks_the_incident(run, inc)
+
+
+def _tensorboard_marks_the_incident(run, inc):
+    """The TensorBoard files as TensorBoard reads them: one loss curve to the last step
+    (the replayed steps after the restore written over the lost ones), and a marker at
+    the step the run went on from."""
+    from tbread import shown
+
+    tb = shown(run.run_dir / "tensorboard")
+    restored = inc["restored_step"]
+    assert tb.restarts == [1, restored + 1]
+    assert tb.steps("train/loss") == list(range(5, 501, 5))
+    assert tb.scalars["incidents/count"] == [(restored, 1.0)]
+    assert tb.scalars["incidents/rto_s"] == [(restored, pytest.approx(inc["rto_s"]))]
+    (table,) = tb.texts["incidents"][-1:]
+    assert table[0] == restored and f"| 1 | {inc['kind']} | local-a | local-b |" in table[1]

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support import REPO, env_for, orchestrate, ray_pids, wait_no_new_ray
 
 RESULT_FIELDS = (
@@ -62,6 +64,19 @@ def test_journal_tells_the_lifecycle_and_replication(baseline):
         steps = sorted(p.name for p in (home / "stores" / region / "baseline" / "checkpoints").iterdir())
         assert len(steps) <= 3, (region, steps)
         assert "step-500" in steps, (region, steps)
+
+
+def test_tensorboard_holds_the_loss_curve_to_the_last_step_and_the_final_metrics(baseline):
+    from tbread import shown
+
+    tb = shown(baseline.run_dir / "tensorboard")
+    assert tb.restarts == [1]
+    assert tb.steps("train/loss") == list(range(5, 501, 5))
+    (accuracy,) = tb.scalars["final/accuracy"]
+    assert accuracy == (500, pytest.approx(baseline.result["metrics"]["accuracy"]))
+    assert tb.steps("train/steps_per_s")[-1] == 500 and "telemetry/cpu_percent" in tb.scalars
+    assert tb.steps("replication/lag_s") and "incidents" not in tb.texts
+    assert tb.texts["run"] == [(500, "**SUCCEEDED** at step 500")]
 
 
 def test_status_action_prints_a_readable_summary(baseline, orch_home):

@@ -1,4 +1,5 @@
-"""The local provider against real Ray: launch, health, runtime, teardown that leaves nothing."""
+"""The local provider against real Ray: launch, health, runtime, listeners on loopback only
+(the dashboard's too), teardown that leaves nothing."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from providers.local import TOKEN_NAME, LocalProvider
 from support import ray_pids, wait_no_new_ray
 
 
-def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
+def test_launch_health_runtime_loopback_dashboard_and_idempotent_teardown(tmp_path):
+    """One cluster, launched with cloud.dashboard on (the default's processes and the
+    dashboard's), checked from its start to a teardown that leaves nothing."""
     before = ray_pids()
-    provider = LocalProvider()
+    provider = LocalProvider(dashboard=True)
     cluster = provider.launch(RegionSpec("local-x", f"file://{tmp_path}/store", 2), "t-launch", timeout_s=60)
     try:
         assert provider.health(cluster).health is Health.UP
@@ -48,6 +51,7 @@ def test_launch_health_runtime_and_idempotent_teardown(tmp_path):
         cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in pids if psutil.pid_exists(p)]
         assert not [c for c in cmdlines if "ray.util.client.server" in c or "autoscaler/_private/monitor.py" in c]
         _only_its_token_connects(provider, cluster, tmp_path)
+        _only_loopback_listeners_and_the_dashboard_wants_the_token(provider, cluster)
         _private(cluster)
     finally:
         provider.teardown(cluster)
@@ -112,18 +116,25 @@ def _loopback(ip: str) -> bool:
     return (mapped or addr).is_loopback
 
 
-def test_only_loopback_listeners(tmp_path):
-    import psutil
+def _only_loopback_listeners_and_the_dashboard_wants_the_token(provider: LocalProvider, cluster: ClusterHandle) -> None:
+    """Every process of the cluster listens on loopback only; the dashboard answers HTTP
+    there, and its API wants the cluster's token."""
+    import urllib.error
+    import urllib.request
 
-    provider = LocalProvider()
-    cluster = provider.launch(RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-loopback", timeout_s=60)
-    try:
-        pids = set(provider.processes(cluster))
-        bad = [
-            (c.laddr, c.pid)
-            for c in psutil.net_connections(kind="inet")
-            if c.pid in pids and c.status == psutil.CONN_LISTEN and not _loopback(c.laddr.ip)
-        ]
-        assert bad == []
-    finally:
-        provider.teardown(cluster)
+    pids = set(provider.processes(cluster))
+    listening = [c for c in psutil.net_connections(kind="inet") if c.pid in pids and c.status == psutil.CONN_LISTEN]
+    assert [(c.laddr, c.pid) for c in listening if not _loopback(c.laddr.ip)] == []
+    url = cluster.info["dashboard"]
+    port = int(url.rsplit(":", 1)[1])
+    assert url == f"http://127.0.0.1:{port}" and port in {c.laddr.port for c in listening}
+    with urllib.request.urlopen(url + "/", timeout=10) as page:
+        assert page.status == 200 and b"<html" in page.read(4096).lower()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url + "/api/version", timeout=10)
+    assert refused.value.code == 401
+    token_path = Path(cluster.info["base_dir"]) / TOKEN_NAME
+    assert str(token_path) in cluster.info["dashboard_access"]
+    asked = urllib.request.Request(url + "/api/version", headers={"Authorization": f"Bearer {token_path.read_text()}"})
+    with urllib.request.urlopen(asked, timeout=10) as version:
+        assert version.status == 200
