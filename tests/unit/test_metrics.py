@@ -42,23 +42,9 @@ from orchestrator.metrics import (
 )
 from orchestrator.runstate import events as E
 from orchestrator.runstate.state import RunView, fold
+from tests.unit.test_runstate import INCIDENT
 
 pytestmark = pytest.mark.unit
-
-INCIDENT: dict[str, Any] = {
-    "kind": "cluster_lost",
-    "from_region": "local-a",
-    "failed_at": 110.0,
-    "detected_at": 110.5,
-    "to_region": "local-b",
-    "last_step": 60,
-    "restored_step": 50,
-    "first_step_at": 125.0,
-    "generation": 1,
-    "detected_after_s": 0.5,
-    "lost_steps": 10,
-    "rto_s": 15.0,
-}
 
 
 # --- the file format -----------------------------------------------------------------------
@@ -268,7 +254,8 @@ def test_a_writer_that_cannot_write_says_so_once_and_the_run_goes_on(tmp_path: P
 
     started = time.monotonic()
     failures = _written(tmp_path, feed)
-    assert time.monotonic() - started < 2
+    # Bounded on a busy 2-core machine too: far from what retrying every write would take.
+    assert time.monotonic() - started < 5
     assert len(failures) == 1 and failures[0].startswith("stopped: FileExistsError") and "\n" not in failures[0]
 
 
@@ -283,7 +270,8 @@ def test_a_stuck_disk_never_holds_the_run_up(tmp_path: Path, monkeypatch: pytest
         writer.losses([[s, 1.0]], at=1.0)
         writer.event(E.Replicated(step=s, lag_s=0.1), RunView())
     writer.close()
-    assert time.monotonic() - started < 2
+    # The stuck flush alone would hold it 10 s; a busy machine may take a few seconds.
+    assert time.monotonic() - started < 5
     release.set()
     assert len(failures) == 1 and "not written within 0.3 s" in failures[0]
 
