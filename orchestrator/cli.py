@@ -85,8 +85,31 @@ def parse_args(args: list[str]) -> Options:
         raise ConfigError("--info", "shows where configs come from, the same for every run of a sweep; drop -m")
     opts.config_dirs = [_folder(d) for d in dirs]
     if opts.config_dirs:
-        opts.overrides.append(f"hydra.searchpath=[{','.join(repr('file://' + d) for d in opts.config_dirs)}]")
+        # One search path: a hydra.searchpath given too is kept after --config-dir's
+        # folders, not replaced by them (the last override of a key wins in Hydra).
+        paths = ["file://" + d for d in opts.config_dirs]
+        keep = []
+        for o in opts.overrides:
+            if o.partition("=")[0].lstrip("+~") == "hydra.searchpath":
+                paths += _listed(o)
+            else:
+                keep.append(o)
+        opts.overrides = [*keep, f"hydra.searchpath=[{','.join(repr(p) for p in paths)}]"]
     return opts
+
+
+def _listed(override: str) -> list[str]:
+    """The folders of a ``hydra.searchpath=[...]`` override, read by Hydra's own parser."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        value = OverridesParser.create().parse_override(override).value()
+    except HydraException as exc:
+        raise ConfigError("hydra.searchpath", f"cannot be read: {str(exc).splitlines()[0]}") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("hydra.searchpath", "expected a list of folders: hydra.searchpath=[file:///path]")
+    return list(value)
 
 
 def _folder(d: str) -> str:

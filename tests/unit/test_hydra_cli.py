@@ -509,3 +509,14 @@ def compose_stub(tmp_path: Path) -> Config:
     cfg = Config()
     cfg.home = str(tmp_path / "home")
     return cfg
+
+
+def test_config_dir_and_a_given_search_path_are_searched_together(tmp_path: Path) -> None:
+    from orchestrator.cli import parse_args
+
+    mine, more = tmp_path / "mine", tmp_path / "more"
+    mine.mkdir()
+    opts = parse_args(["--config-dir", str(mine), f'hydra.searchpath=["file://{more}"]', "job=digits"])
+    (searchpath,) = [o for o in opts.overrides if o.startswith("hydra.searchpath=")]
+    assert searchpath == f"hydra.searchpath=['file://{mine}','file://{more}']"
+    assert opts.overrides[0] == "job=digits"
