@@ -111,7 +111,7 @@ class AttemptRunner:
             # retrying it would keep the run there for a multiple of that before failing over.
             cluster = retrying(
                 lambda: ctx.provider.launch(
-                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus),
+                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus, spec_r.node_count()),
                     ctx.cluster_name(region, gen),
                     ctx.cfg.recovery.provision_timeout_s,
                     env=TRAIN_ENV,
@@ -315,6 +315,8 @@ class AttemptRunner:
             hpo=runtime_hpo(cfg),
             lineage=ctx.lineage().to_plain(),
             preemption_notice=runtime_notice(cfg, region),
+            nodes=cfg.cloud.regions[region].node_count(),
+            node_wait_s=cfg.recovery.node_replace_timeout_s,
         )
         spec_path = os.path.join(folder, "spec.json")
         spec.dump(spec_path)

@@ -128,6 +128,10 @@ class JobConfig:
 @dataclass
 class TrainerConfig:
     workers: int = 2
+    # Elastic resume: the fewest workers a run may go on with, after a node is lost
+    # in its region or in a failover region with fewer CPUs or GPUs (0: trainer.workers,
+    # no elasticity). The global batch stays that of trainer.workers workers.
+    min_workers: int = 0
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
     # Ray Train restarts the worker group in place this many times (FailureConfig).
@@ -140,6 +144,12 @@ class TrainerConfig:
     grad_clip_norm: float = 0.0
     autocast: Autocast = Autocast.none
     torch_threads: int = 1
+
+    def min_world(self) -> int:
+        """min_workers with its default (0: workers) resolved."""
+        from recovery.elastic import min_world
+
+        return min_world(self.workers, self.min_workers)
 
 
 @dataclass
@@ -155,9 +165,12 @@ class RegionConfig:
     """A region as the run's config describes it (cloud.regions.<name>), for every provider."""
 
     store: str = MISSING
+    # Per node: the head and each worker node offer num_cpus CPUs and num_gpus GPUs.
     num_cpus: int = 2
     # cloud.provider=local: GPUs the region's Ray cluster offers (of this machine's).
     num_gpus: int = 0
+    # The cluster's Ray nodes, the head included (SkyPilot regions may say num_nodes).
+    nodes: int = 1
     # fsspec options for the store (endpoint_url, config_kwargs, requests_timeout,
     # op_timeout_s...). Never credentials: those come from the environment.
     storage_options: dict[str, Any] = field(default_factory=dict)
@@ -170,6 +183,7 @@ class RegionConfig:
     accelerators: str = ""  # "A10G:1"
     use_spot: bool = False
     disk_size: int = 0  # GB; 0: SkyPilot's default
+    # SkyPilot's name for nodes: either may be given; if both are, they must agree.
     num_nodes: int = 1
     # Commands run once on the nodes (install the project), and the Python that runs the
     # runtime there; empty: the provider's defaults (a venv built from constraints.txt).
@@ -182,6 +196,10 @@ class RegionConfig:
     preemption_notice: PreemptionNotice = PreemptionNotice.auto
     # The metadata service's base URL (http://host[:port]); empty: the cloud's own.
     preemption_notice_url: str = ""
+
+    def node_count(self) -> int:
+        """nodes, or SkyPilot's num_nodes where only that is given."""
+        return self.nodes if self.nodes != 1 else self.num_nodes
 
     def notice_source(self) -> NoticeSource:
         """preemption_notice with auto resolved."""
@@ -268,6 +286,10 @@ class RecoveryConfig:
     # are a lost cluster; fewer, or any with fresh heartbeats, are glitches (journaled).
     # A definitive answer (the cluster's record gone, its allocation gone) needs one.
     health_failures_to_lose: int = 3
+    # A lost node (not the head) is replaced within this many seconds, the run staying in
+    # its region; past it the run goes on with the workers that fit (trainer.min_workers)
+    # or fails over. 0: never wait for a replacement.
+    node_replace_timeout_s: float = 60.0
     # A search resumed in another region: errored trials continue from their last
     # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
     resume_errored: bool = True
@@ -305,6 +327,10 @@ class FaultConfig:
     grace_s: float = 30.0
     # status_flap: how many of the provider's health checks in a row fail.
     count: int = 1
+    # kill_node / hang_node: which node (1 ..., the head is 0, which kill_head takes);
+    # null: one drawn from seed among the cluster's worker nodes.
+    node: int | None = None
+    seed: int = 0
 
 
 @dataclass
@@ -477,6 +503,7 @@ def validate(cfg: Config) -> Config:
     if not 0.0 < cfg.job.eval_fraction < 1.0:
         raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
     _positive_int("trainer.workers", cfg.trainer.workers)
+    _validate_min_workers(cfg)
     if cfg.trainer.cpus_per_worker <= 0:
         raise ConfigError("trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0")
     if cfg.trainer.gpus_per_worker < 0:
@@ -658,6 +685,13 @@ def _validate_cloud(cfg: Config) -> None:
         _validate_url(f"cloud.regions.{name}.store", region.store, "file:///path or s3://bucket/prefix")
         _validate_options(f"cloud.regions.{name}.storage_options", region.storage_options)
         _positive_int(f"cloud.regions.{name}.num_cpus", region.num_cpus)
+        _positive_int(f"cloud.regions.{name}.nodes", region.nodes)
+        _positive_int(f"cloud.regions.{name}.num_nodes", region.num_nodes)
+        if region.nodes != 1 and region.num_nodes != 1 and region.nodes != region.num_nodes:
+            raise ConfigError(
+                f"cloud.regions.{name}.nodes",
+                f"got {region.nodes} but num_nodes is {region.num_nodes}; they name the same count, give one",
+            )
         _non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
         validate_notice(name, region)
     if cloud.control_store is not None:
@@ -675,16 +709,68 @@ def _validate_cloud(cfg: Config) -> None:
         if name in seen:
             raise ConfigError("cloud.candidates", f"{name!r} is listed twice")
         seen.add(name)
-    need = cfg.trainer.workers * cfg.trainer.cpus_per_worker
-    for name in cfg.candidate_regions():
-        have = cloud.regions[name].num_cpus
-        if need > have:
-            raise ConfigError(
-                "trainer.workers",
-                f"{cfg.trainer.workers} workers x {cfg.trainer.cpus_per_worker} CPUs need {need:g} "
-                f"CPUs but region {name!r} has {have}; lower trainer.workers or "
-                "trainer.cpus_per_worker, or raise cloud.regions.<name>.num_cpus",
-            )
+    # CPUs only here: each provider's validate_region checks GPUs its own way.
+    fits = {name: region_workers(cloud.regions[name], cfg.trainer, gpus=False) for name in cfg.candidate_regions()}
+    least = cfg.trainer.min_world()
+    if fits and max(fits.values()) < least:
+        name = max(fits, key=lambda n: fits[n])
+        region = cloud.regions[name]
+        raise ConfigError(
+            "trainer.workers",
+            f"{least} workers x {cfg.trainer.cpus_per_worker:g} CPUs (trainer.min_workers, or trainer.workers) "
+            f"fit in no candidate region: the largest, {name!r}, has {region.node_count()} node(s) of "
+            f"{region.num_cpus} CPUs; lower trainer.workers or trainer.cpus_per_worker, or raise "
+            "cloud.regions.<name>.num_cpus or .nodes",
+        )
+
+
+def region_workers(region: RegionConfig, trainer: TrainerConfig, gpus: bool = True) -> int:
+    """Workers the region fits: its nodes, each of num_cpus CPUs and num_gpus GPUs
+    (SkyPilot's: its accelerators' count); ``gpus`` False: by CPUs alone."""
+    from recovery.elastic import capacity
+
+    per_node = region.num_gpus if region.num_gpus or not region.accelerators else _accelerator_count(region.accelerators)
+    return capacity(
+        region.node_count(),
+        region.num_cpus,
+        per_node,
+        trainer.cpus_per_worker,
+        trainer.gpus_per_worker if gpus else 0.0,
+    )
+
+
+def _accelerator_count(accelerators: str) -> float:
+    # SkyPilot's "A10G:1" per node; a bad one is its validate_region's to refuse.
+    try:
+        return float(accelerators.rsplit(":", 1)[1]) if ":" in accelerators else 1.0
+    except ValueError:
+        return 0.0
+
+
+def _validate_min_workers(cfg: Config) -> None:
+    trainer = cfg.trainer
+    if not 0 <= trainer.min_workers <= trainer.workers:
+        raise ConfigError(
+            "trainer.min_workers",
+            f"got {trainer.min_workers}; expected 1 to trainer.workers ({trainer.workers}), or 0 for trainer.workers",
+        )
+    if trainer.min_world() == trainer.workers:
+        return
+    if cfg.job.train_func:
+        raise ConfigError(
+            "trainer.min_workers",
+            "an elastic world needs the built-in training loop (job.workload), which keeps the global batch "
+            "across world sizes; a Ray Train function (job.train_func) splits its batches itself: leave "
+            "trainer.min_workers at 0",
+        )
+    if cfg.data.loader != "sharded":
+        raise ConfigError(
+            "trainer.min_workers",
+            f"data.loader={cfg.data.loader} splits the data by Ray's own world size; an elastic world "
+            "(trainer.min_workers < trainer.workers) needs data.loader=sharded",
+        )
+    if cfg.hpo.enabled:
+        raise ConfigError("trainer.min_workers", "a search (hpo.enabled) trains trials in-process; leave it at 0")
 
 
 def validate_notice(name: str, region: RegionConfig) -> None:
@@ -741,6 +827,10 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     if rec.store_outage_s <= 0:
         raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
     _positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
+    if not rec.node_replace_timeout_s >= 0:
+        raise ConfigError(
+            "recovery.node_replace_timeout_s", f"got {rec.node_replace_timeout_s}; expected >= 0 (0: no replacement)"
+        )
     if rec.region_cooldown_s < 0:
         raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
     if rec.resume_errored and rec.restart_errored:

@@ -32,8 +32,9 @@ class ProvisionError(Exception):
 class RegionSpec:
     name: str
     store: str
-    num_cpus: int
-    num_gpus: int = 0
+    num_cpus: int  # per node
+    num_gpus: int = 0  # per node
+    nodes: int = 1  # the head and nodes - 1 worker nodes
 
 
 @dataclass

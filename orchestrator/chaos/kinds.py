@@ -25,6 +25,8 @@ class FaultKind(StrEnum):
     torn_checkpoint = "torn_checkpoint"  # an upload cut mid-way
     status_flap = "status_flap"  # the provider's health check fails `count` times, the cluster fine
     ssh_drop = "ssh_drop"  # the controller's connection to the runtime is cut; the runtime lives
+    kill_node = "kill_node"  # every process of one worker node (not the head), SIGKILL
+    hang_node = "hang_node"  # SIGSTOP one worker node: its workers stall, its processes stay
 
 
 FAULT_KINDS = tuple(FaultKind)

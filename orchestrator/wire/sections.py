@@ -156,6 +156,8 @@ class JobSection(Section):
 class TrainerSection(Section):
     KEY = "trainer"
     workers: Count = 2
+    # 0: workers (no elasticity); see orchestrator/config.py.
+    min_workers: NonNegativeInt = 0
     cpus_per_worker: Positive = 1.0
     gpus_per_worker: NonNegative = 0.0
     max_worker_restarts: NonNegativeInt = 3
@@ -230,6 +232,9 @@ class FaultSpec(Section):
     bandwidth_kbps: NonNegative = 0.0
     grace_s: Positive = 30.0
     count: Count = 1
+    # kill_node / hang_node: the node's index (1 ..., the head is 0); None: drawn from seed.
+    node: Count | None = None
+    seed: NonNegativeInt = 0
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,11 @@ class RuntimeSpec:
     lineage: list[list[int]] | None = None
     # Where this region's nodes hear of their reclaim (the cloud's instance metadata).
     preemption_notice: NoticeSection = field(default_factory=NoticeSection)
+    # The region's Ray nodes (the workers spread over them) and how long a worker group
+    # that lost a node waits for its replacement before it goes on with the workers that
+    # fit (recovery.node_replace_timeout_s).
+    nodes: Annotated[int, AtLeast(1)] = 1
+    node_wait_s: Annotated[float, AtLeast(0)] = 60.0
 
     def __post_init__(self) -> None:
         hints = field_types(RuntimeSpec)

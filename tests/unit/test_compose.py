@@ -199,19 +199,42 @@ def test_status_without_a_run_id_asks_for_run_id() -> None:
     assert err.key == "run_id"
 
 
-def test_more_workers_than_a_region_has_cpus_names_trainer_workers_and_the_region() -> None:
+def test_more_workers_than_any_region_fits_names_trainer_workers_and_the_largest_region() -> None:
     err = config_error(["trainer.workers=3"])
     assert err.key == "trainer.workers"
-    assert "'local-a' has 2" in str(err)
+    assert "the largest, 'local-a', has 1 node(s) of 2 CPUs" in str(err)
+    # Nodes count: two nodes of 2 CPUs fit the three workers.
+    assert compose(["trainer.workers=3", "cloud.regions.local-a.nodes=2"]).trainer.workers == 3
 
 
-def test_cpu_check_covers_only_the_candidate_regions() -> None:
+def test_a_region_too_small_for_the_run_is_left_to_the_policy_when_another_fits() -> None:
+    # The failover skips it (and journals why); only a run no candidate fits is refused.
     small_a = ["trainer.workers=3", "cloud.regions.local-b.num_cpus=3", "cloud.regions.local-c.num_cpus=3"]
-    assert config_error(small_a).key == "trainer.workers"
-    assert compose([*small_a, "cloud.candidates=[local-b,local-c]"]).candidate_regions() == [
-        "local-b",
-        "local-c",
-    ]
+    assert compose(small_a).candidate_regions() == ["local-a", "local-b", "local-c"]
+    assert config_error([*small_a, "cloud.candidates=[local-a]"]).key == "trainer.workers"
+
+
+def test_min_workers_bounds_and_what_an_elastic_world_needs() -> None:
+    assert compose(["trainer.min_workers=1"]).trainer.min_world() == 1
+    assert compose([]).trainer.min_world() == 2
+    assert config_error(["trainer.min_workers=3"]).key == "trainer.min_workers"
+    assert config_error(["trainer.min_workers=-1"]).key == "trainer.min_workers"
+    # One worker fits in 1-CPU regions: an elastic run may start there, a fixed one not.
+    one_cpu = [f"cloud.regions.{r}.num_cpus=1" for r in ("local-a", "local-b", "local-c")]
+    assert compose([*one_cpu, "trainer.min_workers=1"]).trainer.workers == 2
+    assert config_error(one_cpu).key == "trainer.workers"
+    err = config_error(["trainer.min_workers=1", "data.loader=ray_data"])
+    assert err.key == "trainer.min_workers" and "data.loader=sharded" in str(err)
+
+
+def test_nodes_and_num_nodes_name_one_count() -> None:
+    cfg = compose(["cloud.regions.local-a.nodes=2"])
+    assert cfg.cloud.regions["local-a"].node_count() == 2
+    assert config_error(["cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_nodes=3"]).key == (
+        "cloud.regions.local-a.nodes"
+    )
+    assert config_error(["cloud.regions.local-a.nodes=0"]).key == "cloud.regions.local-a.nodes"
+    assert config_error(["recovery.node_replace_timeout_s=-1"]).key == "recovery.node_replace_timeout_s"
 
 
 # --- keys added with '+' and unknown regions ---------------------------------------------
