@@ -729,7 +729,9 @@ def region_workers(region: RegionConfig, trainer: TrainerConfig, gpus: bool = Tr
     (SkyPilot's: its accelerators' count); ``gpus`` False: by CPUs alone."""
     from recovery.elastic import capacity
 
-    per_node = region.num_gpus if region.num_gpus or not region.accelerators else _accelerator_count(region.accelerators)
+    per_node = float(region.num_gpus)
+    if not per_node and region.accelerators:
+        per_node = _accelerator_count(region.accelerators)
     return capacity(
         region.node_count(),
         region.num_cpus,
