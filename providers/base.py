@@ -48,6 +48,15 @@ class ClusterHandle:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NodeCheck:
+    """How one Ray node of a cluster looks (``Provider.nodes``)."""
+
+    index: int  # 0 is the head; worker nodes 1 ..
+    health: Health  # UP; NOT_UP (stopped, or not answering); GONE (its processes ended)
+    detail: str = ""
+
+
 class RuntimeProcess(Protocol):
     pid: int
 
@@ -80,6 +89,19 @@ class Provider(Protocol):
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         """Every process of the cluster, the runtime's included (for fault injection)."""
+
+    def nodes(self, cluster: ClusterHandle) -> list[NodeCheck]:
+        """Each worker node's health (index >= 1; the head's is ``health``); [] where the
+        provider cannot tell one node from another. Never blocks for long."""
+
+    def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
+        """Every process of worker node ``index`` on this machine (chaos kill_node,
+        hang_node); [] where they are not this machine's."""
+
+    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
+        """Worker node ``index`` anew, joined to the cluster, within ``timeout_s``: what is
+        left of the old one is killed first (a hung node must not come back). ProvisionError
+        when it cannot (the run then goes on with fewer workers, or fails over)."""
 
     def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
         """Copy the ranks' log files of the cluster's log folder (``info["log_dir"]``) to
