@@ -16,6 +16,11 @@ class Incident:
     restored_step: int | None = None
     first_step_at: float | None = None
     generation: int = 0
+    # node_lost only (orchestrator/nodewatch.py).
+    node: int | None = None
+    world_size_before: int | None = None
+    world_size_after: int | None = None
+    replace_s: float | None = None
 
     @property
     def detected_after_s(self) -> float:

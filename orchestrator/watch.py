@@ -18,6 +18,7 @@ from orchestrator.chaos.kinds import REGION_FAULTS
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
 from orchestrator.losses import append_loss
+from orchestrator.nodewatch import NodeWatch
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.runstate.events import (
     FailureDetected,
@@ -93,19 +94,24 @@ class AttemptWatch:
         self.started = ctx.clock()
         self.last_progress_at = self.started
         self.polls = 0
+        self.nodes = NodeWatch(ctx, cluster, self.region, self.gen)
 
     def run(self) -> None:
-        while True:
-            self._events()
-            self._progress()
-            self.tick()
-            self.polls += 1
-            if self.polls % ZOMBIE_SCAN_EVERY == 0:
-                self.scan_zombies(self.gen)
-            self._faults()
-            if self._verdict():
-                return
-            time.sleep(POLL_S)
+        try:
+            while True:
+                self._events()
+                self._progress()
+                self.tick()
+                self.polls += 1
+                if self.polls % ZOMBIE_SCAN_EVERY == 0:
+                    self.scan_zombies(self.gen)
+                self._faults()
+                self.nodes.poll()
+                if self._verdict():
+                    return
+                time.sleep(POLL_S)
+        finally:
+            self.nodes.close()
 
     # --- what the runtime said ----------------------------------------------------
     def _events(self) -> None:
@@ -144,11 +150,36 @@ class AttemptWatch:
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
         restored = int(ev.fields["restored_step"])
+        world = ev.fields.get("world_size")
+        world = int(world) if isinstance(world, int) else None
+        before, self.nodes.world = self.nodes.world, world
         if self.train_starts == 1:
             self.train_started_at = ev.time
             self.out.restored_step = restored
             if self.pending is not None:
                 self.pending.restored_step = restored
+            return
+        loss = self.nodes.unrecorded()
+        if loss is not None:
+            # The worker group restarted after a node's loss: on its replacement, or on fewer workers.
+            loss.recorded = True
+            failed_at = self.kill_times.pop("kill_node", None) or self.kill_times.pop("hang_node", None)
+            self.open_incidents.append(
+                Incident(
+                    kind="node_lost",
+                    from_region=self.region,
+                    to_region=self.region,
+                    failed_at=failed_at or loss.at,
+                    detected_at=loss.at,
+                    last_step=self.out.last_step,
+                    restored_step=restored,
+                    generation=self.gen,
+                    node=loss.node,
+                    world_size_before=loss.world_before if loss.world_before is not None else before,
+                    world_size_after=world,
+                    replace_s=loss.replace_s,
+                )
+            )
             return
         # Ray Train restarted the worker group in place.
         self.open_incidents.append(
@@ -274,6 +305,7 @@ class AttemptWatch:
             running_for_s=now - self.started,
             user_error=self.user_error,
             failed_checks=self.failed_checks,
+            nodes_short=self.nodes.short,
         )
         if confirm_health(obs):
             check = self._settled_health(check)

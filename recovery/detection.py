@@ -21,6 +21,8 @@ class FailureKind(StrEnum):
     PREEMPTED = "preempted"  # a preemption notice, honoured: checkpointed and stopped
     CONTROLLER_LOST = "controller_lost"  # the controller died; a resumed one found this attempt gone
     WORKERS_EXHAUSTED = "workers_exhausted"  # Ray Train used up its in-place restarts
+    # A worker node lost, not replaced in time, and too few workers left (trainer.min_workers).
+    NODE_LOST = "node_lost"
     NO_CAPACITY = "no_capacity"  # provisioning: try another region
     PROVISION_ERROR = "provision_error"  # provisioning: a transient error, retries used up
     PROVISION_TIMEOUT = "provision_timeout"  # provisioning: not up within recovery.provision_timeout_s
@@ -65,6 +67,8 @@ class Observation:
     running_for_s: float  # since the runtime started
     user_error: str | None = None  # a user_error event from the workers
     failed_checks: int = 0  # consecutive health checks not UP, the newest included
+    # Why the region can no longer train: nodes lost, not replaced, too few workers left.
+    nodes_short: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,13 @@ def may_reattach(exit_word: int | None, heartbeat_age_s: float | None, lease: Le
     return exit_word is None and heartbeat_age_s is not None and heartbeat_age_s <= lease.timeout_s
 
 
+def node_lost(health: Health, streak: int, failures_to_lose: int) -> bool:
+    """A worker node is lost when its processes ended (GONE), or when it was not UP for
+    ``failures_to_lose`` looks in a row (a hung node: stopped, not answering). Its
+    region goes on: the head's health is the cluster's, judged by ``cluster_lost``."""
+    return health is Health.GONE or (health is Health.NOT_UP and streak >= failures_to_lose)
+
+
 # A driver that dies with its node dies first: the node's own signs of death (the
 # head's process reaped, its port closed) lag by a moment, longer under load.
 HEALTH_SETTLE_S = 2.0
@@ -144,6 +155,8 @@ def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
     lost = cluster_lost(obs, lease)
     if lost is not None:
         return Failure(FailureKind.CLUSTER_LOST, region, lost)
+    if obs.nodes_short is not None:
+        return Failure(FailureKind.NODE_LOST, region, obs.nodes_short)
     if obs.runtime_exit is not None:
         code = obs.runtime_exit
         if code == EXIT_USER_ERROR:

@@ -44,3 +44,27 @@ def shards(rank: int, world: int, workers: int) -> list[int]:
     if not 0 <= rank < world <= workers:
         raise ValueError(f"rank {rank} of a world of {world} with {workers} logical shards")
     return list(range(rank, workers, world))
+
+
+def decide_world(
+    fits_now: int,
+    word_fits: int | None,
+    wait_until: float,
+    now: float,
+    workers: int,
+    min_workers: int,
+) -> int | None:
+    """The world a worker group (re)starts with, or None to wait.
+
+    ``fits_now``: workers the cluster's live nodes fit, as Ray sees them (a node that
+    died moments ago may still count); ``word_fits`` and ``wait_until``: the
+    controller's word on the region's nodes (None: no word), which knows a node lost
+    before Ray does and whether a replacement is coming: until ``wait_until`` the group
+    waits for it, and the exact run goes on at the full world. Past it, the run goes on
+    with what fits, if at least ``min_workers``; otherwise it waits (the controller
+    fails the region over).
+    """
+    if now < wait_until:
+        return None
+    fits = fits_now if word_fits is None else min(fits_now, word_fits)
+    return world_size(fits, workers, min_workers)

@@ -63,6 +63,7 @@ _REGION_FAILURES = frozenset(
         FailureKind.CLUSTER_LOST,
         FailureKind.LEASE_EXPIRED,
         FailureKind.WORKERS_EXHAUSTED,
+        FailureKind.NODE_LOST,
         FailureKind.NO_CAPACITY,
         FailureKind.PROVISION_ERROR,
         FailureKind.PROVISION_TIMEOUT,

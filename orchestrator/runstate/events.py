@@ -352,6 +352,8 @@ class DecisionMade(Event):
 class IncidentFields(Event):
     """orchestrator.incidents.Incident.record(): the incident and its RTO/RPO."""
 
+    SPARSE = frozenset({"node", "world_size_before", "world_size_after", "replace_s"})
+
     kind: str
     from_region: str
     failed_at: float
@@ -364,6 +366,12 @@ class IncidentFields(Event):
     detected_after_s: float | None = None
     lost_steps: int | None = None
     rto_s: float | None = None
+    # node_lost: which node, the world before and after, the replacement's time (None:
+    # not replaced, the run went on with fewer workers).
+    node: int | None = None
+    world_size_before: int | None = None
+    world_size_after: int | None = None
+    replace_s: float | None = None
 
     def same_incident(self, other: IncidentFields) -> bool:
         return (self.kind, self.generation, self.failed_at) == (other.kind, other.generation, other.failed_at)
@@ -422,6 +430,45 @@ class RuntimeReattached(Event):
     connection_exit: int | None = None
     pid: int | None = None
     heartbeat_age_s: float | None = None
+
+
+@_event("node_lost")
+@dataclass(frozen=True)
+class NodeLost(Event):
+    """A worker node of the attempt's cluster gone (its processes ended) or not UP for
+    recovery.health_failures_to_lose looks in a row; the region itself goes on."""
+
+    region: str
+    generation: int
+    node: int
+    health: str
+    detail: str | None = None
+    # Workers the region's nodes fit without it, and the world the attempt trained with.
+    fits: int | None = None
+    world_size: int | None = None
+    replacing: bool | None = None
+
+
+@_event("node_replaced")
+@dataclass(frozen=True)
+class NodeReplaced(Event):
+    region: str
+    generation: int
+    node: int
+    replace_s: float
+
+
+@_event("node_replace_failed")
+@dataclass(frozen=True)
+class NodeReplaceFailed(Event):
+    """No replacement within recovery.node_replace_timeout_s (or the provider cannot
+    replace one node): the run goes on with what fits, or fails the region over."""
+
+    region: str
+    generation: int
+    node: int
+    error: str
+    fits: int | None = None
 
 
 @_event("fault_injected")

@@ -101,6 +101,11 @@ def main(argv: list[str]) -> int:
         # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
         from orchestrator.runtime.func_mode import train_func as worker_fn
     gpus = spec.trainer.gpus_per_worker
+    world = None
+    if spec.nodes > 1 or spec.trainer.min_workers not in (0, spec.trainer.workers):
+        from orchestrator.runtime.world import WorldPolicy
+
+        world = WorldPolicy(spec, control)
     trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
@@ -109,7 +114,10 @@ def main(argv: list[str]) -> int:
             num_workers=spec.trainer.workers,
             use_gpu=gpus > 0,
             resources_per_worker={"CPU": spec.trainer.cpus_per_worker, **({"GPU": gpus} if gpus else {})},
+            # One worker per node where it can: a lost node is then one worker's loss.
+            placement_strategy="SPREAD" if spec.nodes > 1 else "PACK",
         ),
+        world=world,
         # NCCL between GPU workers; gloo on CPUs.
         torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),
         run_config=RunConfig(

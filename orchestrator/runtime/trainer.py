@@ -34,17 +34,21 @@ stock trainer: slower, never wrong.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ray.train.torch import TorchTrainer
 
+from orchestrator.runtime.world import WAIT_POLL_S
+
 try:
     from ray.runtime_context import RuntimeContext
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
     from ray.train.v2._internal.execution.controller.controller import TrainController
+    from ray.train.v2._internal.execution.scaling_policy import NoopDecision, ResizeDecision
     from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
     from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 except ImportError:  # another Ray: the stock trainer
@@ -59,9 +63,13 @@ else:
     )
 
 
-def make_trainer(*args: Any, **kwargs: Any) -> TorchTrainer:
-    """A ``TorchTrainer(*args, **kwargs)``, lean where this Ray allows it."""
-    return (LeanTorchTrainer if LEAN else TorchTrainer)(*args, **kwargs)
+def make_trainer(*args: Any, world: Any = None, **kwargs: Any) -> TorchTrainer:
+    """A ``TorchTrainer(*args, **kwargs)``, lean where this Ray allows it. ``world``: a
+    ``WorldPolicy`` (orchestrator/runtime/world.py) that sizes each worker group; the
+    stock trainer (another Ray) keeps the fixed ``num_workers``."""
+    trainer = (LeanTorchTrainer if LEAN else TorchTrainer)(*args, **kwargs)
+    trainer._orchestrator_world = world  # type: ignore[attr-defined]
+    return trainer
 
 
 if LEAN:
@@ -81,6 +89,22 @@ if LEAN:
         def _cancel_resource_request(self) -> None:
             pass
 
+    class SizedPolicy(UncoordinatedPolicy):
+        """Each worker group as large as the run's WorldPolicy says; while it says wait,
+        the controller's loop asks again (it would spin: the wait is here)."""
+
+        def __init__(self, scaling_config: Any, world: Any) -> None:
+            super().__init__(scaling_config)
+            self.world = world
+
+        def make_decision_for_non_running_worker_group(self) -> Any:
+            size = self.world.decide()
+            if size is None:
+                time.sleep(WAIT_POLL_S)
+                return NoopDecision()
+            per_worker = self.scaling_config._resources_per_worker_not_none
+            return ResizeDecision(num_workers=size, resources_per_worker=per_worker)
+
     class LeanTorchTrainer(TorchTrainer):
         def _create_default_callbacks(self) -> list[Any]:
             drop: tuple[type, ...] = (PlacementGroupCleanerCallback,)
@@ -90,7 +114,9 @@ if LEAN:
 
         def _initialize_and_run_controller(self, **kwargs: Any) -> Any:
             if type(kwargs.get("scaling_policy")) is FixedScalingPolicy:
-                kwargs["scaling_policy"] = UncoordinatedPolicy(kwargs["scaling_policy"].scaling_config)
+                config = kwargs["scaling_policy"].scaling_config
+                world = getattr(self, "_orchestrator_world", None)
+                kwargs["scaling_policy"] = UncoordinatedPolicy(config) if world is None else SizedPolicy(config, world)
             controller = DriverController(**kwargs)
             asyncio.run(controller.run())
             return controller.get_result()

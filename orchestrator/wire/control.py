@@ -254,6 +254,16 @@ class ControlChannel:
     def read_preempt(self, gen: int) -> wire.PreemptNotice | None:
         return self._read(self._path(f"g{gen}", "preempt.json"), wire.parse_preempt, gen)
 
+    # --- the region's nodes, as the controller knows them -------------------------
+    def nodes_word(self, gen: int, fits: int, wait_until: float, lost: list[int]) -> None:
+        self._put(
+            self._path(f"g{gen}", "nodes.json"),
+            {"time": time.time(), "generation": gen, "fits": fits, "wait_until": wait_until, "lost": lost},
+        )
+
+    def read_nodes_word(self, gen: int) -> wire.NodesWord | None:
+        return self._read(self._path(f"g{gen}", "nodes.json"), wire.parse_nodes_word, gen)
+
     # --- the driver's exit, readable by a controller that did not start it -------
     def exited(self, gen: int, code: int) -> None:
         self._put(self._path(f"g{gen}", "exit.json"), {"time": time.time(), "generation": gen, "code": code})

@@ -38,6 +38,7 @@ EVENT_KINDS = frozenset(
         "checkpoint_skipped",
         "driver_connected",
         "driver_started",
+        "world_waiting",
         "fenced",
         "fenced_write",
         "losses",
@@ -393,6 +394,31 @@ def parse_final(obj: Any) -> Final:
     rest = {k: v for k, v in obj.items() if k not in ("time", "generation", "final_step")}
     _check_fields(rest, _FINAL_FIELDS)
     return Final(time=time_, generation=generation, final_step=final_step, fields=rest)
+
+
+@dataclass(frozen=True)
+class NodesWord:
+    """The controller's word to a runtime on its region's nodes (recovery.elastic.decide_world)."""
+
+    time: float
+    generation: int
+    fits: int  # workers the region's live (or replaced) nodes fit
+    wait_until: float  # a replacement is coming until then (0: none)
+    lost: tuple[int, ...]  # the nodes lost and not (yet) replaced
+
+
+def parse_nodes_word(obj: Any) -> NodesWord:
+    obj = _dict(obj, "")
+    lost = obj.get("lost", [])
+    if not isinstance(lost, list) or len(lost) > 1024:
+        raise WireError("lost: expected a list of node indices")
+    return NodesWord(
+        time=_time(_require(obj, "time")),
+        generation=_int(_require(obj, "generation"), "generation", low=1),
+        fits=_int(_require(obj, "fits"), "fits", low=0, high=1 << 20),
+        wait_until=_number(_require(obj, "wait_until"), "wait_until", low=0.0),
+        lost=tuple(_int(i, "lost", low=0, high=1 << 20) for i in lost),
+    )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from orchestrator.chaos.injector import FaultInjector, victim_problem
+from orchestrator.config import RegionConfig, TrainerConfig
 from orchestrator.context import RunContext
 from orchestrator.journal import Journal, event_problem, read_events, runtime_type
 from orchestrator.outcome import AttemptOutcome
@@ -288,11 +289,14 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
         on_invalid=lambda inv: journal.append("control_invalid", path=inv.path, reason=inv.reason),
     )
     progress = SimpleNamespace(replication_lag=lambda lag: None, note=lambda text: None, update=lambda *a: None)
-    recovery = SimpleNamespace(heartbeat_interval_s=1.0, heartbeat_timeout_s=5.0, health_failures_to_lose=3)
+    recovery = SimpleNamespace(
+        heartbeat_interval_s=1.0, heartbeat_timeout_s=5.0, health_failures_to_lose=3, node_replace_timeout_s=60.0
+    )
+    cloud = SimpleNamespace(regions={"local-a": RegionConfig(store="file:///unused")})
     ctx = RunContext(
         run_id="r",
         run_dir=str(tmp_path / "run"),
-        cfg=SimpleNamespace(recovery=recovery),  # type: ignore[arg-type]
+        cfg=SimpleNamespace(recovery=recovery, cloud=cloud, trainer=TrainerConfig()),  # type: ignore[arg-type]
         provider=None,  # type: ignore[arg-type]
         control=control,
         emit=journal.emit,
