@@ -50,6 +50,7 @@ from orchestrator.runstate.events import (
     MultipartAbortFailed,
     NotifyFailed,
     NotifyOff,
+    RegionSkipped,
     ReplicationError,
     RunFinished,
     RunKeyCreated,
@@ -67,7 +68,7 @@ from providers.base import Provider
 from recovery.detection import Failure
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
-from recovery.policy import Action, Budgets, FailurePolicy, History
+from recovery.policy import Action, Budgets, FailurePolicy, History, passed_over
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError, scan_fences
@@ -129,8 +130,11 @@ class Controller:
                 max_restarts_on_errors=cfg.recovery.max_restarts_on_errors,
                 region_cooldown_s=cfg.recovery.region_cooldown_s,
                 max_preemptions=cfg.recovery.max_preemptions,
+                too_small=too_small(cfg, self.candidates),
             ),
         )
+        # Config validation leaves at least one candidate the run fits in.
+        self.first_region = next(r for r in self.candidates if r not in self.policy.budgets.too_small)
         self.sm = StateMachine(self._on_transition)
         self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
         # Told every event emit() journals, and the watch's loss series and progress;
@@ -272,7 +276,9 @@ class Controller:
         )
         self._notify_off()
         self._start_above_fences()
-        return self._drive(self.candidates[0], None)
+        for region in passed_over(self.candidates, "", self.first_region, self.policy.budgets.too_small):
+            self.emit(RegionSkipped(region=region, reason=self.policy.budgets.too_small[region]))
+        return self._drive(self.first_region, None)
 
     def resume(self) -> dict[str, Any]:
         """Pick the run up from its journal after the controller died (action=resume)."""
@@ -331,7 +337,7 @@ class Controller:
             if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
                 self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
             return self._drive(op.region, pending)
-        region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.candidates[0]
+        region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.first_region
         if adopt is not None:
             inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
             inc.restored_step = last_step  # the attempt trained on: nothing to restore, nothing lost
@@ -359,7 +365,7 @@ class Controller:
         if rp.pending is not None and rp.next_region in self.candidates:
             return str(rp.next_region)
         at = self.view.current_region
-        return at if at in self.candidates else self.candidates[0]
+        return at if at in self.candidates else self.first_region
 
     def _start_above_fences(self) -> None:
         """Raise the next generation above every fence the stores hold, before any attempt:
@@ -516,6 +522,23 @@ class Controller:
 
 CONFIG_NAME = "config.json"
 INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoints kept; action=resume goes on"
+
+
+def too_small(cfg: Config, candidates: list[str]) -> dict[str, str]:
+    """Candidate regions fewer workers fit in than trainer.min_workers, by why."""
+    from orchestrator.config import region_workers
+    from recovery.elastic import world_size
+
+    out = {}
+    for name in candidates:
+        rc = cfg.cloud.regions[name]
+        fits = region_workers(rc, cfg.trainer)
+        if world_size(fits, cfg.trainer.workers, cfg.trainer.min_workers) is None:
+            out[name] = (
+                f"{fits} worker(s) fit ({rc.node_count()} node(s) of {rc.num_cpus} CPUs), fewer than "
+                f"{cfg.trainer.min_world()} (trainer.min_workers)"
+            )
+    return out
 
 
 def control_url(cfg: Config, run_id: str, run_dir: str) -> str:

@@ -27,6 +27,9 @@ class Budgets:
     max_restarts_on_errors: int
     region_cooldown_s: float
     max_preemptions: int = 10
+    # Regions the run cannot train in, by why (fewer workers fit than trainer.min_workers):
+    # never chosen; a decision that passes one over says so.
+    too_small: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,19 +75,49 @@ _REGION_FAILURES = frozenset(
 
 
 def next_region(
-    candidates: list[str], current: str, failed_at: dict[str, float], now: float, cooldown_s: float
+    candidates: list[str],
+    current: str,
+    failed_at: dict[str, float],
+    now: float,
+    cooldown_s: float,
+    too_small: dict[str, str] | None = None,
 ) -> str | None:
-    """The first candidate after ``current`` (in preference order, wrapping) not failed recently."""
+    """The first candidate after ``current`` (in preference order, wrapping) not failed
+    recently and not too small for the run."""
     if current in candidates:
         i = candidates.index(current)
         order = candidates[i + 1 :] + candidates[:i]
     else:
         order = list(candidates)
     for region in order:
+        if too_small and region in too_small:
+            continue
         t = failed_at.get(region)
         if t is None or now - t >= cooldown_s:
             return region
     return None
+
+
+def passed_over(candidates: list[str], current: str, target: str | None, too_small: dict[str, str]) -> list[str]:
+    """The too-small regions between ``current`` and ``target`` in preference order: what
+    a decision skipped for their size (all of them when there is no target)."""
+    if current in candidates:
+        i = candidates.index(current)
+        order = candidates[i + 1 :] + candidates[:i]
+    else:
+        order = list(candidates)
+    skipped = []
+    for region in order:
+        if region == target:
+            break
+        if region in too_small:
+            skipped.append(region)
+    return skipped
+
+
+def _skips(candidates: list[str], current: str, target: str | None, too_small: dict[str, str]) -> str:
+    skipped = passed_over(candidates, current, target, too_small)
+    return "".join(f"; skipped {r}: {too_small[r]}" for r in skipped)
 
 
 def decide(failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float) -> Decision:
@@ -118,15 +151,17 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
         return Decision(Action.RESTART_IN_PLACE, failure.region, "driver lost, cluster healthy")
     failed = dict(history.region_failed_at)
     failed[failure.region] = now
-    target = next_region(candidates, failure.region, failed, now, budgets.region_cooldown_s)
+    small = budgets.too_small
+    target = next_region(candidates, failure.region, failed, now, budgets.region_cooldown_s, small)
+    skips = _skips(candidates, failure.region, target, small)
     if target is None:
         return Decision(
             Action.GIVE_UP,
             None,
             f"{kind} in {failure.region} and every other candidate region failed within "
-            f"recovery.region_cooldown_s={budgets.region_cooldown_s:g}",
+            f"recovery.region_cooldown_s={budgets.region_cooldown_s:g}{skips}",
         )
-    return Decision(Action.FAILOVER, target, f"{kind} in {failure.region}: {failure.detail}")
+    return Decision(Action.FAILOVER, target, f"{kind} in {failure.region}: {failure.detail}{skips}")
 
 
 def _after_preemption(
@@ -141,10 +176,12 @@ def _after_preemption(
             f"preempted in {failure.region} after {history.preemptions} preemptions "
             f"(recovery.max_preemptions={budgets.max_preemptions})",
         )
-    target = next_region(candidates, failure.region, history.region_failed_at, now, budgets.region_cooldown_s)
+    small = budgets.too_small
+    target = next_region(candidates, failure.region, history.region_failed_at, now, budgets.region_cooldown_s, small)
+    skips = _skips(candidates, failure.region, target, small)
     if target is None:
-        return Decision(Action.RESTART_IN_PLACE, failure.region, "preempted; no other region is healthy")
-    return Decision(Action.FAILOVER, target, f"preempted in {failure.region}: checkpointed on notice")
+        return Decision(Action.RESTART_IN_PLACE, failure.region, f"preempted; no other region is healthy{skips}")
+    return Decision(Action.FAILOVER, target, f"preempted in {failure.region}: checkpointed on notice{skips}")
 
 
 class FailurePolicy:

@@ -432,6 +432,16 @@ class RuntimeReattached(Event):
     heartbeat_age_s: float | None = None
 
 
+@_event("region_skipped")
+@dataclass(frozen=True)
+class RegionSkipped(Event):
+    """A candidate region the run cannot train in (fewer workers fit than trainer.min_workers),
+    passed over at the start; a failover that passes one over says so in its decision."""
+
+    region: str
+    reason: str
+
+
 @_event("node_lost")
 @dataclass(frozen=True)
 class NodeLost(Event):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recovery.detection import Failure, FailureKind
-from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, next_region
+from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, decide, next_region, passed_over
 
 K = FailureKind
 CANDIDATES = ["a", "b", "c"]
@@ -138,3 +138,26 @@ def test_a_lost_controller_costs_no_failover() -> None:
     failure = Failure(K.CONTROLLER_LOST, "a", "")
     h = History().after(failure, Decision(Action.RESTART_IN_PLACE, "a", ""), 0.0)
     assert (h.failovers, h.region_failed_at) == (0, {})
+
+
+def test_a_region_too_small_for_min_workers_is_skipped_and_the_decision_says_so() -> None:
+    small = {"b": "1 worker(s) fit (1 node(s) of 1 CPUs), fewer than 2 (trainer.min_workers)"}
+    budgets = Budgets(max_failovers=3, max_restarts_on_errors=1, region_cooldown_s=600.0, too_small=small)
+    lost = Failure(FailureKind.CLUSTER_LOST, "a", "head gone")
+    d = decide(lost, ["a", "b", "c"], History(), budgets, now=100.0)
+    assert d.action is Action.FAILOVER and d.region == "c"
+    assert "skipped b: 1 worker(s) fit" in d.reason
+    # Nothing else fits: the run gives up, naming the skipped region too.
+    d = decide(lost, ["a", "b"], History(), budgets, now=100.0)
+    assert d.action is Action.GIVE_UP and "skipped b" in d.reason
+    # Without the limit the small region is the next, as before.
+    d = decide(lost, ["a", "b", "c"], History(), Budgets(3, 1, 600.0), now=100.0)
+    assert d.region == "b" and "skipped" not in d.reason
+    assert passed_over(["a", "b", "c"], "", "c", small) == ["b"]
+
+
+def test_a_node_lost_with_too_few_workers_left_is_a_region_failure() -> None:
+    f = Failure(FailureKind.NODE_LOST, "a", "node(s) [1] lost and not replaced")
+    d = decide(f, ["a", "b"], History(), Budgets(3, 1, 600.0), now=5.0)
+    assert d.action is Action.FAILOVER and d.region == "b"
+    assert History().after(f, d, 5.0).region_failed_at == {"a": 5.0}

@@ -91,6 +91,7 @@ SAMPLES: list[E.Event] = [
     ),
     E.HealthGlitch("a", 1, "not_up", detail="sky.status failed", failed_checks=2, heartbeat_age_s=0.4),
     E.RuntimeReattached("a", 1, connection_exit=255, pid=4343, heartbeat_age_s=0.3),
+    E.RegionSkipped("b", "1 worker(s) fit (1 node(s) of 1 CPUs), fewer than 2 (trainer.min_workers)"),
     E.NodeLost("a", 1, 1, "gone", detail="its raylet exited", fits=1, world_size=2, replacing=True),
     E.NodeReplaced("a", 1, 1, replace_s=3.2),
     E.NodeReplaceFailed("a", 1, 1, "region a: node 1 not up after 60s", fits=1),
