@@ -57,6 +57,7 @@ def line_text(region: str, generation: int, prog: dict[str, Any], lag: float | N
         (f"  {rate:6.1f} steps/s", 8),
         (f"  {eta}" if eta else "", 7),
         (f"  loss {float(loss):.4f}" if loss is not None else "", 6),
+        (world_text(prog), 5),
         (f"  ckpt {ckpt_name}", 5),
         (f"  repl lag {lag:.2f}s" if lag is not None else "", 3),
         (search_text(prog), 4),
@@ -67,6 +68,18 @@ def line_text(region: str, generation: int, prog: dict[str, Any], lag: float | N
         kept.remove(min(kept, key=lambda p: p[1]))
     text = "".join(t for t, _ in kept)
     return text if width is None else text[:width]
+
+
+def world_text(prog: dict[str, Any]) -> str:
+    """The worker group's size against the run's, and the region's live nodes, where
+    either can change (a multi-node region, an elastic run); empty otherwise."""
+    world, workers, nodes = prog.get("world_size"), prog.get("workers"), prog.get("nodes")
+    parts = []
+    if isinstance(world, int) and isinstance(workers, int) and (world != workers or nodes):
+        parts.append(f"{world}/{workers} workers")
+    if nodes:
+        parts.append(f"{nodes} nodes")
+    return "  " + ", ".join(parts) if parts else ""
 
 
 def startup_text(ev: Event) -> str | None:

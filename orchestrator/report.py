@@ -15,7 +15,7 @@ from typing import Any
 from orchestrator.journal import read_typed
 from orchestrator.losses import read_loss
 from orchestrator.result import read_result
-from orchestrator.runstate.events import FaultInjected, to_json
+from orchestrator.runstate.events import FaultInjected, RuntimeReport, to_json
 from orchestrator.runstate.state import fold
 
 PLOT_NAME = "report.png"
@@ -47,6 +47,8 @@ class Report:
     result: dict[str, Any] | None = None
     reason: str = ""
     traceback: str | None = None
+    # (step the worker group started from, its world size), in order: where it changed.
+    worlds: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -64,11 +66,28 @@ class Report:
         }
 
 
-_DECISION_FOR = {"worker_lost": "restart workers in place (Ray Train)", "controller_lost": "resume (action=resume)"}
+_DECISION_FOR = {
+    "worker_lost": "restart workers in place (Ray Train)",
+    "controller_lost": "resume (action=resume)",
+    "node_lost": "restart workers in place (replacement node, or the nodes left)",
+}
+
+
+def world_sizes(events: list[Any]) -> list[tuple[int, int]]:
+    """Each worker group's start (the step it restored) and size, from the runtime's
+    train_started reports: the world-size-over-steps series (empty: none reported it)."""
+    out: list[tuple[int, int]] = []
+    for ev in events:
+        if isinstance(ev, RuntimeReport) and ev.kind == "train_started" and ev.fields.get("by") == "runtime":
+            size, step = ev.fields.get("world_size"), ev.fields.get("restored_step")
+            if isinstance(size, int) and isinstance(step, int):
+                out.append((step, size))
+    return out
 
 
 def build(run_dir: str) -> Report | None:
-    view = fold(e for e in read_typed(os.path.join(run_dir, "journal.jsonl")))
+    events = list(read_typed(os.path.join(run_dir, "journal.jsonl")))
+    view = fold(events)
     if view.first_ts is None:
         return None  # no word of the controller's
     result = read_result(run_dir)
@@ -80,6 +99,7 @@ def build(run_dir: str) -> Report | None:
     rep.traceback = (result or {}).get("error_traceback")
     rep.faults = [to_json(f) for f in view.faults]
     rep.attempts = [to_json(a) for a in view.attempts]
+    rep.worlds = world_sizes(events)
     for inc in view.incidents:
         decision = next(
             (d for d in view.decisions if float(d.ts) >= float(inc.detected_at) - 1e-3 and d.failure == inc.kind),
@@ -166,9 +186,19 @@ def plot(run_dir: str, rep: Report) -> str:
     points = read_loss(run_dir)
     regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
-    fig, (ax, band) = plt.subplots(
-        2, 1, figsize=(10, 5.5), sharex=True, gridspec_kw={"height_ratios": [5, 1]}, constrained_layout=True
+    # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
+    changed = len({w for _, w in rep.worlds}) > 1
+    fig, axes = plt.subplots(
+        3 if changed else 2,
+        1,
+        figsize=(10, 7 if changed else 5.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [5, 1.5, 1] if changed else [5, 1]},
+        constrained_layout=True,
     )
+    ax, band = axes[0], axes[-1]
+    if changed:
+        _world_panel(axes[1], rep.worlds, max((int(a.get("last_step") or 0) for a in rep.attempts), default=0))
     by_gen: dict[int, list[dict[str, Any]]] = {}
     for p in points:
         by_gen.setdefault(int(p["generation"]), []).append(p)
@@ -201,6 +231,16 @@ def plot(run_dir: str, rep: Report) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _world_panel(ax: Any, worlds: list[tuple[int, int]], last_step: int) -> None:
+    """World size against step: each worker group's size from the step it restored."""
+    steps = [s for s, _ in worlds] + [max(last_step, worlds[-1][0])]
+    sizes = [w for _, w in worlds] + [worlds[-1][1]]
+    ax.step(steps, sizes, where="post", color="purple", lw=1.2)
+    ax.set_ylabel("workers")
+    ax.set_ylim(0, max(sizes) + 1)
+    ax.set_yticks(sorted(set(sizes)))
 
 
 def _mark(ax: Any, step: int, text: str, colour: str, style: str, top: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.journal import read_typed
 from orchestrator.result import read_result
-from orchestrator.runstate.events import to_json
+from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport, to_json
 from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.control import ControlChannel, run_control_url
 
@@ -43,6 +43,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     }
     if view.run_starts:
         s["run_id"] = view.run_starts[-1].run_id
+    s["world"] = world_now(events, view.current_generation)
     prog = live_progress(run_dir, view)
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
@@ -54,6 +55,56 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s
+
+
+def world_now(events: list[Event], generation: int | None) -> dict[str, Any]:
+    """The newest attempt's worker group (its size, the run's) and its lost nodes."""
+    world: dict[str, Any] = {"world_size": None, "workers": None, "lost_nodes": []}
+    lost: set[int] = set()
+    for ev in events:
+        if getattr(ev, "generation", None) != generation and not isinstance(ev, RuntimeReport):
+            continue
+        if isinstance(ev, RuntimeReport) and ev.kind == "train_started":
+            if ev.fields.get("generation") == generation:
+                world["world_size"] = ev.fields.get("world_size")
+                world["workers"] = ev.fields.get("workers")
+        elif isinstance(ev, NodeLost):
+            lost.add(ev.node)
+        elif isinstance(ev, NodeReplaced):
+            lost.discard(ev.node)
+    world["lost_nodes"] = sorted(lost)
+    return world
+
+
+def _nodes_line(s: dict[str, Any], cloud: dict[str, Any]) -> str | None:
+    """``nodes`` per region and the worker group's size, where the run has either to show."""
+    regions = cloud.get("regions") if isinstance(cloud.get("regions"), dict) else {}
+    counts = {}
+    for name, rc in regions.items():
+        n = rc.get("nodes", 1) if isinstance(rc, dict) else 1
+        n = n if isinstance(n, int) and n != 1 else (rc.get("num_nodes", 1) if isinstance(rc, dict) else 1)
+        counts[name] = n if isinstance(n, int) else 1
+    world = s.get("world") or {}
+    size, workers, lost = world.get("world_size"), world.get("workers"), world.get("lost_nodes") or []
+    if all(n == 1 for n in counts.values()) and (size is None or size == workers):
+        return None
+    here = s.get("region")
+    shown = []
+    for name, n in counts.items():
+        text = f"{name} {n}"
+        if name == here and lost:
+            text = f"{name} {n - len(lost)}/{n} (lost: {', '.join(map(str, lost))})"
+        shown.append(text)
+    group = f"{size}/{workers} workers" if size is not None and workers is not None else "-"
+    return f"world      {group}   nodes {', '.join(shown)}"
+
+
+def _incident_extra(i: dict[str, Any]) -> str:
+    if i.get("kind") != "node_lost":
+        return ""
+    replaced = i.get("replace_s")
+    how = f"replaced in {replaced:.1f}s" if isinstance(replaced, int | float) else "not replaced"
+    return f"  node {i.get('node')}, {how}, world {i.get('world_size_before', '?')}->{i.get('world_size_after', '?')}"
 
 
 def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -73,6 +124,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
         f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
+        *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
         f"checkpoint {_short(s['last_checkpoint'])}",
         f"replicas   {s['replications']} copies"
         + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
@@ -97,7 +149,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
             lines.append(
                 f"  {i['kind']:<17}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
                 f"{_fmt_s(i.get('detected_after_s')):>9}{i.get('restored_step', '-')!s:>9}"
-                f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}"
+                f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}{_incident_extra(i)}"
             )
     else:
         lines.append("incidents  none")

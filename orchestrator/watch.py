@@ -209,7 +209,12 @@ class AttemptWatch:
                 self.open_incidents.remove(inc)
                 self.out.incidents.append(inc)
                 self.ctx.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
-        self.ctx.progress.update(self.region, self.gen, prog.as_dict())
+        shown = prog.as_dict()
+        if self.nodes.count > 1:
+            shown["nodes"] = f"{self.nodes.count - len(self.nodes.missing())}/{self.nodes.count}"
+        if "workers" not in shown:
+            shown["workers"] = self.ctx.cfg.trainer.workers
+        self.ctx.progress.update(self.region, self.gen, shown)
         self.ctx.metrics.progress(prog.as_dict())
 
     def _faults(self) -> None:

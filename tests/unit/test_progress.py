@@ -157,3 +157,12 @@ def test_off_means_silent() -> None:
     line.note("x")
     line.close()
     assert out.getvalue() == ""
+
+
+def test_the_line_shows_the_world_and_the_nodes_where_they_can_change() -> None:
+    from orchestrator.progress import world_text
+
+    assert world_text({"world_size": 2, "workers": 2}) == ""
+    assert world_text({"world_size": 1, "workers": 2}) == "  1/2 workers"
+    assert world_text({"world_size": 2, "workers": 2, "nodes": "2/2"}) == "  2/2 workers, 2/2 nodes"
+    assert world_text({"workers": 2, "nodes": "1/2"}) == "  1/2 nodes"

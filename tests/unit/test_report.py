@@ -103,3 +103,28 @@ def test_write_makes_the_text_and_a_png(tmp_path: Path) -> None:
 
 def test_no_journal_no_report(tmp_path: Path) -> None:
     assert build(str(tmp_path)) is None
+
+
+def test_the_world_size_over_steps_gets_its_own_panel_where_it_changed(tmp_path: Path) -> None:
+    def started(ts: float, gen: int, restored: int, world: int) -> dict:
+        return {
+            "ts": ts,
+            "type": "runtime.train_started",
+            "by": "runtime",
+            "generation": gen,
+            "region": "local-a",
+            "restored_step": restored,
+            "world_size": world,
+            "workers": 2,
+        }
+
+    events = [*_events(), started(101.0, 1, 0, 2), started(112.0, 1, 40, 1), started(125.0, 2, 50, 1)]
+    _journal(tmp_path, events)
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.worlds == [(0, 2), (40, 1), (50, 1)]
+    _, path = write(str(tmp_path))
+    assert Path(path).stat().st_size > 0
+    # A run whose world never changed keeps the two panels (and no series is made up).
+    _journal(tmp_path, [*_events(), started(101.0, 1, 0, 2)])
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.worlds == [(0, 2)]

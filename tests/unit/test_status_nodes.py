@@ -1,0 +1,38 @@
+"""action=status on a multi-node or elastic run: the world size and the nodes per region."""
+
+from __future__ import annotations
+
+from orchestrator.runstate.events import NodeLost, NodeReplaced, RuntimeReport
+from orchestrator.status import _incident_extra, _nodes_line, world_now
+
+CLOUD = {"regions": {"local-a": {"nodes": 2}, "local-b": {"nodes": 1}}}
+
+
+def started(gen: int, world: int) -> RuntimeReport:
+    return RuntimeReport(
+        kind="train_started", fields={"generation": gen, "world_size": world, "workers": 2, "by": "runtime"}
+    )
+
+
+def test_the_newest_attempts_world_and_its_lost_nodes() -> None:
+    events = [started(1, 2), NodeLost("local-a", 1, 1, "gone"), started(1, 1)]
+    world = world_now(events, 1)
+    assert world == {"world_size": 1, "workers": 2, "lost_nodes": [1]}
+    line = _nodes_line({"world": world, "region": "local-a"}, CLOUD)
+    assert line == "world      1/2 workers   nodes local-a 1/2 (lost: 1), local-b 1"
+    replaced = world_now([*events, NodeReplaced("local-a", 1, 1, 3.2), started(1, 2)], 1)
+    assert replaced["lost_nodes"] == [] and replaced["world_size"] == 2
+    # Another attempt's losses are not this one's.
+    assert world_now(events, 2)["lost_nodes"] == []
+
+
+def test_single_node_fixed_runs_show_no_world_line() -> None:
+    assert _nodes_line({"world": world_now([started(1, 2)], 1), "region": "a"}, {"regions": {"a": {}}}) is None
+
+
+def test_a_node_lost_incident_names_the_node_the_replacement_and_the_world() -> None:
+    row = {"kind": "node_lost", "node": 1, "replace_s": 3.25, "world_size_before": 2, "world_size_after": 2}
+    assert _incident_extra(row) == "  node 1, replaced in 3.2s, world 2->2"
+    row = {"kind": "node_lost", "node": 1, "replace_s": None, "world_size_before": 2, "world_size_after": 1}
+    assert _incident_extra(row) == "  node 1, not replaced, world 2->1"
+    assert _incident_extra({"kind": "cluster_lost"}) == ""
