@@ -36,6 +36,7 @@ from providers.base import (
     ClusterHandle,
     Health,
     HealthCheck,
+    NodeCheck,
     ProvisionError,
     ProvisionErrorKind,
     RegionSpec,
@@ -108,29 +109,48 @@ HEALTH_INTERVAL_S = 15.0
 # (the teardown waits for it), a reachable one has time to send its capped files.
 LOGS_CONNECT_S = 10
 LOGS_TIMEOUT_S = 120.0
-READY_TIMEOUT_S = 120.0
+
+# How long the head waits for every node of a multi-node cluster to join its Ray (and a
+# worker node for the head to answer) before it gives up with a line saying which joined.
+NODE_JOIN_TIMEOUT_S = 120.0
+# launch() waits this long for the head's ray-ready: its Ray, then every node's.
+READY_TIMEOUT_S = NODE_JOIN_TIMEOUT_S + 60.0
 
 # The task's run command: Ray on every node, then stay up until sky down. The head
-# writes $ORCH_NODE_DIR/ray-ready, which launch() waits for.
+# writes $ORCH_NODE_DIR/ray-ready once every node has joined (launch() waits for it), or
+# $ORCH_NODE_DIR/ray-failed with the reason. What a real cluster alone knows comes from
+# the environment: SkyPilot's SKYPILOT_NODE_RANK / _NODE_IPS / _NUM_NODES, and
+# ORCH_RAY_NODE_ARGS (more `ray start` flags; tests running several nodes on one machine
+# give each its own ports) and ORCH_NODE_JOIN_S.
 RUN_SCRIPT = r"""set -euo pipefail
 mkdir -p "$ORCH_NODE_DIR/scratch"
-# Token auth: RAY_AUTH_TOKEN is the cluster's own, a SkyPilot secret (never in the task's envs).
+rm -f "$ORCH_NODE_DIR/ray-ready" "$ORCH_NODE_DIR/ray-failed"
+# Token auth: RAY_AUTH_TOKEN is the cluster's own, a SkyPilot secret (never in the task's
+# envs), on every node: the workers join the head with it.
 export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 RAY_TMPDIR="$ORCH_NODE_DIR"
-if [ "${SKYPILOT_NUM_NODES:-1}" = 1 ]; then
+nodes=${SKYPILOT_NUM_NODES:-1}
+rank=${SKYPILOT_NODE_RANK:-0}
+if [ "$nodes" = 1 ]; then
   # One node: everything on loopback.
   export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
   ip=127.0.0.1; head=127.0.0.1
 else
-  ip=$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")
+  # SkyPilot's convention: the nodes' IPs one a line in rank order, the head's first.
+  ip=$(echo "$SKYPILOT_NODE_IPS" | sed -n "$((rank + 1))p")
   head=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
 fi
 py=$(eval echo "$ORCH_PYTHON")
+join_s=${ORCH_NODE_JOIN_S:-__JOIN_S__}
 # job.code_dir: Ray's workers inherit the raylet's environment, so the user's code is
 # importable in every worker.
 __CODE_PATH__
 common=(--node-ip-address="$ip" --num-cpus="$ORCH_NUM_CPUS" --num-gpus="${SKYPILOT_NUM_GPUS_PER_NODE:-0}"
         --disable-usage-stats)
-if [ "${SKYPILOT_NODE_RANK:-0}" = 0 ]; then
+if [ -n "${ORCH_RAY_NODE_ARGS:-}" ]; then
+  read -r -a more <<< "$ORCH_RAY_NODE_ARGS"
+  common+=("${more[@]}")
+fi
+if [ "$rank" = 0 ]; then
   dashboard=(--include-dashboard=false)
   if [ -n "${ORCH_DASHBOARD_PORT:-}" ]; then
     # cloud.dashboard: on the head's loopback only (ssh -L reaches it), and the cluster's
@@ -140,15 +160,26 @@ if [ "${SKYPILOT_NODE_RANK:-0}" = 0 ]; then
   fi
   "$py" -m ray.scripts.scripts start --head --port="$ORCH_RAY_PORT" "${dashboard[@]}" \
     --temp-dir="$ORCH_NODE_DIR/ray" "${common[@]}"
+  if [ "$nodes" != 1 ]; then
+    # Every node in before the runtime starts: a worker group placed on part of the
+    # cluster would be a smaller run than the one asked for.
+    "$py" -m providers.sky_nodes wait "$head:$ORCH_RAY_PORT" "$nodes" "$join_s" \
+      --failed="$ORCH_NODE_DIR/ray-failed" --key="cloud.regions.${ORCH_REGION:-<name>}.nodes"
+  fi
   touch "$ORCH_NODE_DIR/ray-ready"
 else
-  for _ in $(seq 120); do
-    "$py" -m ray.scripts.scripts start --address="$head:$ORCH_RAY_PORT" "${common[@]}" && break
-    sleep 1
-  done
+  # As SkyPilot's own Ray template: wait for the head to answer, then join it.
+  "$py" -m providers.sky_nodes wait "$head:$ORCH_RAY_PORT" 1 "$join_s"
+  # --block: this node's Ray lives as long as this command (sky down ends it with the
+  # job). When it ends (a Ray process of the node died), the command stays: a node's
+  # command that fails fails SkyPilot's job, which cancels every node's, the head's
+  # included; the run's runtime sees the node gone and goes on with the workers that fit.
+  status=0
+  "$py" -m ray.scripts.scripts start --address="$head:$ORCH_RAY_PORT" --block "${common[@]}" || status=$?
+  echo "orchestrator: Ray on node $rank ($ip) ended with status $status; it stays out of the cluster" >&2
 fi
 exec sleep infinity
-""".replace("__CODE_PATH__", CODE_PATH)
+""".replace("__CODE_PATH__", CODE_PATH).replace("__JOIN_S__", f"{NODE_JOIN_TIMEOUT_S:g}")
 
 
 class SkyPilotMissing(ImportError):
@@ -244,6 +275,17 @@ def kill_script(pid: int, node_dir: str) -> str:
         f"p={int(pid)}; tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qxF {wanted} "
         f"|| exit {NOT_OURS}; kill -9 $p"
     )
+
+
+# The head's probe when its run command wrote ray-failed (some nodes never joined).
+NODES_MISSING = 4
+
+
+def ready_probe(node_dir: str) -> str:
+    """The shell on the head that exits 0 once ray-ready is there, NODES_MISSING with the
+    head's line when ray-failed is (RUN_SCRIPT), 1 while neither is."""
+    ready, failed = shlex.quote(f"{node_dir}/ray-ready"), shlex.quote(f"{node_dir}/ray-failed")
+    return f"test -f {ready} && exit 0; test -f {failed} && {{ cat {failed}; exit {NODES_MISSING}; }}; exit 1"
 
 
 # The follower's status when the runtime has ended without leaving its status (killed
@@ -346,7 +388,7 @@ def task_config(
     config: dict[str, Any] = {
         "name": sky_cluster_name(cluster_name),
         "workdir": workdir,
-        "num_nodes": rc.num_nodes,
+        "num_nodes": rc.node_count(),
         "resources": resources_config(rc),
         "envs": envs,
         "setup": rc.setup or default_setup(extras),
@@ -778,17 +820,25 @@ class SkyPilotProvider:
             raise result["error"]
 
     def _wait_ready(self, handle: ClusterHandle, timeout_s: float) -> None:
-        ready = f"{handle.info['node_dir']}/ray-ready"
+        """The head's ray-ready (its Ray up and, on a multi-node cluster, every node
+        joined), or ProvisionError: with the head's own line (ray-failed) when some nodes
+        never joined, TIMEOUT with what is known otherwise."""
         wait_s = min(timeout_s, READY_TIMEOUT_S)
         deadline = Deadline(wait_s)
+        probe_cmd = ready_probe(handle.info["node_dir"])
         while not deadline.expired:
-            probe = self._ssh(handle, self._remote(handle, f"test -f {ready}"), check=False, timeout_s=30)
+            probe = self._ssh(handle, self._remote(handle, probe_cmd), check=False, timeout_s=30)
             if probe.returncode == 0:
                 return
+            if probe.returncode == NODES_MISSING:
+                why = (probe.stdout.strip().splitlines() or ["the nodes did not all join"])[-1]
+                raise ProvisionError(ProvisionErrorKind.TIMEOUT, handle.region, why)
             time.sleep(1.0)
-        raise ProvisionError(
-            ProvisionErrorKind.TIMEOUT, handle.region, f"Ray did not start on the head within {wait_s:g}s"
-        )
+        nodes = int(handle.info.get("num_nodes", 1))
+        what = "Ray did not start on the head"
+        if nodes > 1:
+            what += f" and its {nodes - 1} other node(s)"
+        raise ProvisionError(ProvisionErrorKind.TIMEOUT, handle.region, f"{what} within {wait_s:g}s")
 
     # -- ssh to the head ------------------------------------------------------------------
     def _remote(self, handle: ClusterHandle, command: str, node: int = 0) -> str:
@@ -1038,6 +1088,30 @@ class SkyPilotProvider:
         import psutil
 
         return [pid for pid in cluster.info.get("runtime_pids", []) if psutil.pid_exists(pid)]
+
+    # -- nodes -------------------------------------------------------------------------
+    def nodes(self, cluster: ClusterHandle) -> list[NodeCheck]:
+        """[]: SkyPilot answers for a cluster as a whole (``sky.status``), and asking each
+        node over ssh would take seconds a node; the runtime sees a lost node through
+        Ray Train (its worker group fails) and the cluster's loss through ``health``."""
+        return []
+
+    def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
+        """[]: a node's processes are on its own machine, never this one's to signal."""
+        return []
+
+    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
+        """Always ProvisionError(NO_CAPACITY): SkyPilot launches and tears down whole
+        clusters and has no call that adds one node to a running one, so a lost node is
+        not replaced in place; the run goes on with the workers that fit
+        (trainer.min_workers) or fails over to another region."""
+        raise ProvisionError(
+            ProvisionErrorKind.NO_CAPACITY,
+            cluster.region,
+            f"node {index} of {cluster.info.get('sky_cluster', cluster.name)} cannot be replaced: SkyPilot "
+            "launches and tears down whole clusters, not one node of a running one; the run goes on with the "
+            "workers that fit (trainer.min_workers) or fails over",
+        )
 
     # -- logs ------------------------------------------------------------------------------
     def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:

@@ -88,7 +88,8 @@ def test_without_the_key_no_dashboard_and_no_token_file_and_workers_never_start_
     (call,), node = _run_script(tmp_path / "off", envs)
     assert "--include-dashboard=false" in call and "--dashboard-host" not in call
     assert not (node / "auth_token").exists()
-    (call,), _ = _run_script(tmp_path / "worker", {**envs, "ORCH_DASHBOARD_PORT": "22000"}, "1")
+    # A worker node waits for the head (providers.sky_nodes), then joins it.
+    (_wait, call), _ = _run_script(tmp_path / "worker", {**envs, "ORCH_DASHBOARD_PORT": "22000"}, "1")
     assert call.startswith("-m ray.scripts.scripts start --address=10.0.0.1:21000 ") and "dashboard" not in call
 
 
