@@ -113,7 +113,7 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
             path = os.path.join(out_dir, f"{i:02d}-{region}.yaml")
             with open(path, "w", encoding="utf-8") as fh:
                 yaml.safe_dump(config, fh, sort_keys=False)
-            p = Placement(i, region, rc.infra, use_spot=rc.use_spot, num_nodes=rc.num_nodes, yaml_path=path)
+            p = Placement(i, region, rc.infra, use_spot=rc.use_spot, num_nodes=rc.node_count(), yaml_path=path)
             try:
                 with _quiet():
                     best = optimize_task(config)
@@ -127,7 +127,7 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
             p.instance_type = best.instance_type
             acc = best.accelerators or {}
             p.accelerators = ",".join(f"{k}:{v:g}" for k, v in acc.items()) or None
-            p.hourly_cost = float(best.get_cost(3600)) * rc.num_nodes
+            p.hourly_cost = float(best.get_cost(3600)) * rc.node_count()
             placements.append(p)
     return placements
 
