@@ -320,7 +320,13 @@ class _Loop(WorkerAttempt):
         if self.rank == 0:
             self.flush_losses()
             self.checkpointer.wait()
-            self.control.progress(self.gen, step=step, total=self.spec.job.steps, last_checkpoint=self.last_checkpoint)
+            self.control.progress(
+                self.gen,
+                step=step,
+                total=self.spec.job.steps,
+                last_checkpoint=self.last_checkpoint,
+                world_size=self.world,
+            )
             self.control.event(self.gen, "preempted", step=step, checkpoint=self.last_checkpoint)
         raise Preempted(step)
 
@@ -449,6 +455,7 @@ class _Loop(WorkerAttempt):
             steps_per_s=(total - first_step + 1) / elapsed,
             last_checkpoint=self.last_checkpoint,
             telemetry=self.data.telemetry,
+            world_size=self.world,
         )
         self.control.final(
             self.gen,
