@@ -151,8 +151,9 @@ def train(s: RuntimeSpec, world: int, crash_at: int | None = None) -> dict[str, 
     else:
         # fork: the ranks start at once (spawn would import torch again, seconds each).
         ctx = multiprocessing.get_context("fork")
-        root = str(Path(s.ray_storage_path).parent)
-        procs = [ctx.Process(target=_rank_main, args=(s, r, world, crash_at, root)) for r in range(world)]
+        root = Path(s.ray_storage_path).parent
+        root.mkdir(parents=True, exist_ok=True)  # the ranks meet in a file there
+        procs = [ctx.Process(target=_rank_main, args=(s, r, world, crash_at, str(root))) for r in range(world)]
         for p in procs:
             p.start()
         deadline = time.monotonic() + RANK_DEADLINE_S
@@ -322,6 +323,17 @@ def test_a_world_of_one_ends_close_to_the_full_world_of_two(tmp_path: Path, full
     assert at_one["world_size"] == 1 and at_two["world_size"] == 2
     progress = ControlChannel(s.control_url).read_progress(1)
     assert progress is not None and progress["world_size"] == 1
+
+
+def test_a_world_of_two_trains_three_logical_workers_close_to_three(tmp_path: Path) -> None:
+    """Uneven shares: rank 0 trains shards 0 and 2 (one under DDP's no_sync), rank 1 shard 1;
+    the scale 2/3 is not exact in floating point, unlike 1/2."""
+    three = spec(tmp_path / "three", "digits", workers=3)
+    two = spec(tmp_path / "two", "digits", workers=3)
+    assert train(three, world=3) is not None and train(two, world=2) is not None
+    w3, w2 = final_weights(tmp_path / "three"), final_weights(tmp_path / "two")
+    assert distance(w2, w3) <= TOL_PARAM
+    assert abs(held_out_loss("digits", two, w2) - held_out_loss("digits", two, w3)) <= TOL_LOSS
 
 
 def test_a_run_that_loses_a_worker_mid_way_resumes_at_one_and_ends_close(tmp_path: Path, full: Any) -> None:
