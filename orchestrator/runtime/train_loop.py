@@ -243,7 +243,8 @@ class _Loop(WorkerAttempt):
         if saved_workers != self.workers:
             raise UserCodeError(
                 f"checkpoint step {m.step} was written by a run of trainer.workers={saved_workers}, this run has "
-                f"{self.workers}; a resume needs the same trainer.workers (trainer.min_workers lets fewer train it)"
+                f"{self.workers}; resume it with trainer.workers={saved_workers} (trainer.min_workers lets fewer "
+                "workers train it)"
             )
         files = self._verified if self.rank == 0 else {}
         self._verified = {}

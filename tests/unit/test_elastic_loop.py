@@ -408,7 +408,7 @@ def test_a_checkpoint_of_another_trainer_workers_is_refused_by_name(tmp_path: Pa
     _, crashed = at_one
     root = _copy(crashed, tmp_path / "run")
     s = spec(root, "tiny", workers=1, generation=2)
-    with pytest.raises(UserCodeError, match=r"trainer.workers=2, this run has 1; a resume needs the same"):
+    with pytest.raises(UserCodeError, match=r"trainer.workers=2, this run has 1; resume it with trainer.workers=2 "):
         _Loop(s, rank=0, world=1, control=ControlChannel(s.control_url)).run(wrap=lambda m: m)
 
 
