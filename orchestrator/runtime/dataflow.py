@@ -3,6 +3,12 @@
 One object per worker that the training loop asks for batches, for the data
 position to put in a checkpoint (and to check on restore), and for telemetry,
 gathered from every rank at each checkpoint (the ranks already meet there).
+
+Elastic worlds: the data is always cut for the run's logical world (``trainer.workers``,
+L). A worker of a smaller world (w) trains the logical shards ``recovery.elastic.shards``
+gives it, taking for each shard the micro-batches its logical rank would take: the
+global batch, the epoch length and the data position depend on L alone, so a step is
+the same samples at every w. At w == L each worker has its own shard alone.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from orchestrator.workloads.data import (
     ShardedLoader,
     check_resumable,
 )
+from recovery.elastic import shards
 
 TELEMETRY_INTERVAL_S = 1.0
 
@@ -35,38 +42,57 @@ class WorkerData:
         rank: int,
         world: int,
         accum: int = 1,
+        workers: int | None = None,
     ) -> None:
         self.rank, self.world, self.accum = rank, world, accum
+        self.workers = world if workers is None else workers
+        # The logical ranks (of ``workers``) whose micro-batches this worker trains.
+        self.shards = shards(rank, world, self.workers)
         self.batch_size = job.batch_size
         seed = job.seed
-        self.loader: ShardedLoader | RayDataLoader | DatasetLoader
+        self.loaders: list[ShardedLoader | RayDataLoader | DatasetLoader]
         if callable(getattr(workload, "dataset", None)):
-            self.loader = DatasetLoader(workload.dataset(), rank, world, seed, self.batch_size, accum)
+            items = workload.dataset()
+            self.loaders = [DatasetLoader(items, s, self.workers, seed, self.batch_size, accum) for s in self.shards]
         elif spec_data.loader == "ray_data":
             import ray.train
 
-            self.loader = RayDataLoader(
-                ray.train.get_dataset_shard(DATASET_KEY),
-                workload.train_size(),
-                rank,
-                world,
-                seed,
-                self.batch_size,
-                spec_data.shuffle_buffer_rows,
-            )
+            if self.shards != [rank]:
+                # config.py refuses trainer.min_workers < trainer.workers with ray_data.
+                raise ValueError(f"data.loader=ray_data splits by Ray's world ({world}), not by {self.workers}")
+            self.loaders = [
+                RayDataLoader(
+                    ray.train.get_dataset_shard(DATASET_KEY),
+                    workload.train_size(),
+                    rank,
+                    world,
+                    seed,
+                    self.batch_size,
+                    spec_data.shuffle_buffer_rows,
+                )
+            ]
         else:
-            self.loader = ShardedLoader(workload, rank, world, seed, self.batch_size)
+            self.loaders = [ShardedLoader(workload, s, self.workers, seed, self.batch_size) for s in self.shards]
+        # Every shard's loader stands at the same position: the first one speaks for all.
+        self.loader = self.loaders[0]
         self.sampler = Sampler(rank, TELEMETRY_INTERVAL_S)
         self._started = False
         self.telemetry: dict[str, Any] | None = None
 
     # --- batches ---------------------------------------------------------------------
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches this worker trains per optimizer step: ``accum`` for each of its shards."""
+        return len(self.shards) * self.accum
+
     def batch(self, step: int, micro: int = 0) -> Any:
-        """Micro-batch ``micro`` (0-based) of optimizer step ``step`` (1-based)."""
+        """Micro-batch ``micro`` (0-based, below ``micro_batches``) of optimizer step ``step``
+        (1-based): shard by shard, each shard's ``accum`` micro-batches in order."""
         if not self._started:
             self.sampler.start()  # measured from the first batch, not from start-up
             self._started = True
-        b = self.loader.batch((step - 1) * self.accum + micro + 1)
+        shard, m = divmod(micro, self.accum)
+        b = self.loaders[shard].batch((step - 1) * self.accum + m + 1)
         self.sampler.count(rows(b))
         return b
 
@@ -102,7 +128,8 @@ class WorkerData:
 
     def close(self) -> None:
         self.sampler.stop()
-        self.loader.close()
+        for loader in self.loaders:
+            loader.close()
 
 
 def rows(batch: Any) -> int:

@@ -5,6 +5,12 @@ seed, the data position (the step), model + optimizer + per-rank RNG states in
 every checkpoint, and a restore that only takes checkpoints that verify. Ray
 Train re-runs this function after an in-cluster worker failure; it then
 restores from the store, which is the only truth.
+
+Elastic worlds: the run's logical world is ``trainer.workers`` (L); Ray Train may
+start it with any w from ``trainer.min_workers`` to L. The global batch stays L's:
+each worker trains its logical shards (``recovery.elastic.shards``), accumulating
+their gradients, scaled so that DDP's mean over w ranks is the mean over all L
+shards. At w == L the arithmetic is exactly the fixed-world one.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from orchestrator.wire.sections import TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
+from recovery.elastic import min_world
 
 # Ranks agree on a preemption notice every this many steps (one tiny all-reduce):
 # all of them must checkpoint the same step.
@@ -121,6 +128,28 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def elastic_share(world: int, workers: int, accum: int) -> float:
+    """What one micro-batch's loss is scaled by in a world of ``world`` workers training
+    ``workers`` logical shards of ``accum`` micro-batches each: DDP's mean over the
+    ``world`` ranks is then the mean over all ``workers * accum`` micro-batches."""
+    return world / (workers * accum)
+
+
+def saved_worlds(extra: dict[str, Any], workers: int) -> tuple[int, int]:
+    """A checkpoint's (world size, logical world) from its manifest's extra. One written
+    before elastic worlds has no ``workers``: its world was its logical world."""
+    world = int(extra.get("world_size", workers))
+    return world, int(extra.get("workers", world))
+
+
+def rng_file(rank: int, saved_world: int, saved: set[str]) -> str:
+    """The RNG state rank ``rank`` restores: its own when the checkpoint has it; after a
+    change of world size the state of rank ``rank % saved_world`` stands in (so a grown
+    world's new ranks start from a saved rank's state, deterministically)."""
+    own = f"rng-rank{rank}.pt"
+    return own if own in saved else f"rng-rank{rank % max(1, saved_world)}.pt"
+
+
 def train_func(config: dict[str, Any]) -> None:
     """What every Ray Train worker runs for a workload class (job.workload)."""
     run_worker(config, _Loop)
@@ -135,6 +164,14 @@ class _Loop(WorkerAttempt):
         torch.set_num_threads(trainer.torch_threads)
         self.device = worker_device(trainer)
         self.accum = trainer.grad_accum_steps
+        # The logical world: the global batch, the data's shards and the checkpoints' L.
+        self.workers = trainer.workers
+        lowest = min_world(trainer.workers, trainer.min_workers)
+        if not lowest <= world <= trainer.workers:
+            raise ValueError(
+                f"Ray Train started {world} workers; this run trains with trainer.min_workers ({lowest}) "
+                f"to trainer.workers ({trainer.workers})"
+            )
         self.clip = trainer.grad_clip_norm
         self.autocast = resolve_autocast(trainer.autocast, self.device)
         seed = spec.job.seed
@@ -143,7 +180,7 @@ class _Loop(WorkerAttempt):
         np.random.seed(seed)
         self.workload = make_workload(spec.job.to_plain(), spec.data.to_plain())
         # The data loader (data.loader, or the workload's dataset()) and this worker's telemetry.
-        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum)
+        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum, self.workers)
         self.model = self.workload.model().to(self.device)
         self.optimizer = self.workload.optimizer(self.model)
         make_scheduler = getattr(self.workload, "scheduler", None)
@@ -168,11 +205,17 @@ class _Loop(WorkerAttempt):
         for name, part in self.parts().items():
             files[f"{name}.pt"] = _dumps(part.state_dict())
         files["state.pt"] = _dumps(
-            {"step": step, "data_position": step, "data": self.data.position(step).to_json(), "world_size": self.world}
+            {
+                "step": step,
+                "data_position": step,
+                "data": self.data.position(step).to_json(),
+                "world_size": self.world,
+                "workers": self.workers,
+            }
         )
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(step, files, extra={"world_size": self.world})
+        self.checkpointer.submit(step, files, extra={"world_size": self.world, "workers": self.workers})
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
@@ -196,11 +239,12 @@ class _Loop(WorkerAttempt):
         if chosen is None:
             return 0
         source, m = chosen
-        saved_world = int(m.extra.get("world_size", self.world))
-        if saved_world != self.world:
+        saved_world, saved_workers = saved_worlds(m.extra, self.workers)
+        if saved_workers != self.workers:
             raise UserCodeError(
-                f"checkpoint step {m.step} was written by {saved_world} workers, this run has "
-                f"{self.world}; an exact resume needs the same trainer.workers"
+                f"checkpoint step {m.step} was written by a run of trainer.workers={saved_workers}, this run has "
+                f"{self.workers}; resume it with trainer.workers={saved_workers} (trainer.min_workers lets fewer "
+                "workers train it)"
             )
         files = self._verified if self.rank == 0 else {}
         self._verified = {}
@@ -216,7 +260,7 @@ class _Loop(WorkerAttempt):
                     f"({', '.join(sorted(saved))}); an exact resume needs the same workload and trainer options"
                 )
             part.load_state_dict(_loads(read(f"{name}.pt")))
-        set_rng_state(_loads(read(f"rng-rank{self.rank}.pt")), self.device)
+        set_rng_state(_loads(read(rng_file(self.rank, saved_world, saved))), self.device)
         state = _loads(read("state.pt"))
         try:
             self.data.check_restored(state, int(state["data_position"]))
@@ -277,7 +321,13 @@ class _Loop(WorkerAttempt):
         if self.rank == 0:
             self.flush_losses()
             self.checkpointer.wait()
-            self.control.progress(self.gen, step=step, total=self.spec.job.steps, last_checkpoint=self.last_checkpoint)
+            self.control.progress(
+                self.gen,
+                step=step,
+                total=self.spec.job.steps,
+                last_checkpoint=self.last_checkpoint,
+                world_size=self.world,
+            )
             self.control.event(self.gen, "preempted", step=step, checkpoint=self.last_checkpoint)
         raise Preempted(step)
 
@@ -305,6 +355,8 @@ class _Loop(WorkerAttempt):
                 restored_from=self._restored_url,
                 pid=os.getpid(),
                 device=str(self.device),
+                world_size=self.world,
+                workers=self.workers,
             )
         ddp = wrap(self.model)
         total = self.spec.job.steps
@@ -330,6 +382,7 @@ class _Loop(WorkerAttempt):
                     last_checkpoint=self.last_checkpoint,
                     restored_step=restored,
                     telemetry=self.data.telemetry,
+                    world_size=self.world,
                 )
                 self.flush_losses()
                 last_report = now
@@ -342,21 +395,33 @@ class _Loop(WorkerAttempt):
             self.finish(total, t_start, first_step)
 
     def train_step(self, ddp: torch.nn.Module, step: int) -> torch.Tensor:
-        """One optimizer step over ``grad_accum_steps`` micro-batches: autocast around the
-        forward pass, clipping by total norm, the fp16 scaler, then the scheduler.
-        Returns the step's loss (the mean over its micro-batches)."""
+        """One optimizer step over ``grad_accum_steps`` micro-batches per logical shard this
+        worker trains: autocast around the forward pass, clipping by total norm, the fp16
+        scaler, then the scheduler. Returns the step's loss (the mean over this worker's
+        micro-batches)."""
         self.optimizer.zero_grad(set_to_none=True)
         total: torch.Tensor | None = None
-        for micro in range(self.accum):
+        micros = self.data.micro_batches
+        # Below the full world a worker trains several shards: each micro-batch's share of the
+        # mean over all L * accum of them, times w, since DDP divides the sum of w ranks by w.
+        # At w == L the fixed-world arithmetic stays as it was, bit for bit.
+        elastic = self.world != self.workers
+        share = elastic_share(self.world, self.workers, self.accum)
+        for micro in range(micros):
             batch = to_device(self.data.batch(step, micro), self.device)
             # DDP all-reduces gradients on the last micro-batch only.
-            last = micro == self.accum - 1 or not hasattr(ddp, "no_sync")
+            last = micro == micros - 1 or not hasattr(ddp, "no_sync")
             with contextlib.nullcontext() if last else ddp.no_sync():
                 with self._autocast():
                     loss = self.workload.loss(ddp, batch)
-                if self.accum > 1:
-                    loss = loss / self.accum
-                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+                if elastic:
+                    scaled = loss * share
+                    loss = loss.detach() / micros  # reported: this worker's mean
+                elif self.accum > 1:
+                    scaled = loss = loss / self.accum
+                else:
+                    scaled = loss
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
@@ -391,6 +456,7 @@ class _Loop(WorkerAttempt):
             steps_per_s=(total - first_step + 1) / elapsed,
             last_checkpoint=self.last_checkpoint,
             telemetry=self.data.telemetry,
+            world_size=self.world,
         )
         self.control.final(
             self.gen,
@@ -399,6 +465,7 @@ class _Loop(WorkerAttempt):
             weights_sha256=weights_sha256(self.model.state_dict()),
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(total - first_step + 1) / elapsed,
+            world_size=self.world,
             # Gathered from every rank at the final checkpoint.
             telemetry=self.data.telemetry,
         )

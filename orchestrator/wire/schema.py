@@ -197,6 +197,11 @@ def _nonneg_or_none(value: Any, name: str) -> int | None:
     return _opt(_int, value, name)
 
 
+def _world_or_none(value: Any, name: str) -> int | None:
+    """A world size (workers training now): at least one; absent from files written before it."""
+    return _opt(lambda v, n: _int(v, n, low=1), value, name)
+
+
 def _number_or_none(value: Any, name: str) -> float | None:
     return _opt(_number, value, name)
 
@@ -266,6 +271,7 @@ _PROGRESS_FIELDS: dict[str, Any] = {
     "loss": lambda v, n: _opt(_any_number, v, n),
     "steps_per_s": _number_or_none,
     "last_checkpoint": _str_or_none,
+    "world_size": _world_or_none,
 }
 
 
@@ -298,6 +304,7 @@ _EVENT_FIELDS: dict[str, Any] = {
     "restored_step": _nonneg_or_none,
     "lost_steps": _nonneg_or_none,
     "rank": _nonneg_or_none,
+    "world_size": _world_or_none,
     "pid": lambda v, n: _opt(_pid, v, n),
     "to_region": _str_or_none,
     "region": _str_or_none,
@@ -368,6 +375,7 @@ _FINAL_FIELDS: dict[str, Any] = {
     "weights_sha256": _str_or_none,
     "checkpoint_sha256": _str_or_none,
     "train_steps_per_s": _number_or_none,
+    "world_size": _world_or_none,
     "telemetry": lambda v, n: _opt(_dict, v, n),
     "best_trial": lambda v, n: _opt(_dict, v, n),
     "search": lambda v, n: _opt(_dict, v, n),

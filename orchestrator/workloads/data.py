@@ -22,6 +22,11 @@ stands after ``n`` of them.
   re-opens the epoch and skips the batches already trained on.
 
 The data position (loader, epoch, batch index, seed) goes into every checkpoint.
+
+``rank`` and ``world`` are logical: the run's ``trainer.workers`` shards, whatever
+number of workers trains them (an elastic world builds one loader per shard it
+trains, see ``runtime/dataflow.py``), so the epoch length and the position are the
+same at every world size.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_a_fault_at_a_step_waits_for_rank_0s_commit_on_every_rank(tmp_path: Path
     import torch.distributed as dist
 
     s = spec(tmp_path, "quiesce", 1)
-    s = replace(s, faults=[{"kind": "kill_worker", "at_step": 41}])
+    s = replace(s, trainer=replace(s.trainer, workers=2), faults=[{"kind": "kill_worker", "at_step": 41}])
     loop = _Loop(s, rank=0, world=2, control=ControlChannel(s.control_url))
     calls: list[str] = []
     monkeypatch.setattr(loop.checkpointer, "wait", lambda *a, **k: calls.append("commit"))
