@@ -1,0 +1,114 @@
+"""Multi-node regions: a lost node replaced in place, a hung one, an elastic resume.
+
+Real Ray nodes on this machine (a region of two nodes of one CPU each, one worker on
+each), real faults (``kill_node``: SIGKILL to every process of worker node 1;
+``hang_node``: SIGSTOP to them), and the uninterrupted digits run's weights as the
+measure: a node replaced in time leaves the weights exact; a run that goes on with
+fewer workers ends close to them, and bitwise equal to its own continuation at that
+world size.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import torch
+
+from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
+from support import Run, orchestrate, ray_pids
+
+TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
+# local-b: one node of one CPU, one worker: too small for a fixed world of two.
+ONE_CPU_B = ("cloud.regions.local-b.num_cpus=1",)
+# What an elastic resume may move the weights by (tests/unit/test_elastic_loop.py measures
+# the loop's own; README "Elastic resume"): the largest parameter difference and the
+# held-out loss's.
+TOL_PARAM = 1e-4
+TOL_LOSS = 1e-4
+
+
+def _faults(*faults: str) -> str:
+    return "chaos.faults=[" + ",".join(faults) + "]"
+
+
+def final_params(run: Run) -> dict[str, torch.Tensor]:
+    url = run.result["final_checkpoint"]  # type: ignore[index]
+    data = (Path(urlsplit(url).path) / "model.pt").read_bytes()
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def max_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+def test_lost_and_hung_nodes_are_replaced_in_place_exactly_and_a_too_small_region_is_skipped(orch_home, baseline):
+    before = ray_pids()
+    faults = _faults(
+        "{kind:kill_node,at_step:120}", "{kind:hang_node,at_step:220,node:1}", "{kind:kill_region,at_step:320}"
+    )
+    run = orchestrate(orch_home, "nodes-replaced", *TWO_NODES, *ONE_CPU_B, faults, timeout=600)
+    r = survived(run, baseline)  # the uninterrupted run's weights: nothing moved them
+    assert [len(fired(run, k)) for k in ("kill_node", "hang_node", "kill_region")] == [1, 1, 1]
+    assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")] == [
+        (1, "gone", True),
+        (1, "not_up", True),
+    ]
+    assert len(run.events("node_replaced")) == 2
+    lost = [i for i in r["incidents"] if i["kind"] == "node_lost"]
+    assert len(lost) == 2, r["incidents"]
+    for inc in lost:
+        # In place, at the full world, on the replacement: at most one interval lost.
+        assert (inc["from_region"], inc["to_region"]) == ("local-a", "local-a"), inc
+        assert (inc["world_size_before"], inc["world_size_after"]) == (2, 2), inc
+        assert inc["replace_s"] is not None and inc["rto_s"] is not None, inc
+        assert 0 <= inc["lost_steps"] <= INTERVAL, inc
+    # The region lost: local-b (one worker fits, trainer.min_workers is 2) is passed over.
+    (region,) = [i for i in r["incidents"] if i["kind"] == "cluster_lost"]
+    assert region["to_region"] == "local-c", region
+    (decision,) = run.events("decision")
+    assert decision["region"] == "local-c" and "skipped local-b: 1 worker(s) fit" in decision["reason"], decision
+    assert {e["world_size"] for e in run.events("runtime.train_started")} == {2}
+    from orchestrator.status import render, summarize
+
+    text = render("nodes-replaced", summarize(str(run.run_dir)))
+    assert "world      2/2 workers" in text and "node 1, replaced in" in text, text
+    assert (run.run_dir / "report.png").exists()
+    journal_consistent(run)
+    nothing_left(before, orch_home)
+
+
+def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_node_region(orch_home, baseline):
+    before = ray_pids()
+    elastic = (
+        *TWO_NODES,
+        *ONE_CPU_B,
+        "cloud.candidates=[local-a,local-b]",
+        "trainer.min_workers=1",
+        "recovery.node_replace_timeout_s=0",
+    )
+    node = "{kind:kill_node,at_step:120}"
+    run = orchestrate(orch_home, "nodes-elastic", *elastic, _faults(node, "{kind:kill_region,at_step:320}"))
+    # Its own continuation at one worker: the same loss of a node, no region lost.
+    same = orchestrate(orch_home, "nodes-elastic-ref", *elastic, _faults(node))
+    for done in (run, same):
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.result is not None and done.result["status"] == "SUCCEEDED", done.result
+    r = run.result
+    assert r is not None
+    (lost,) = [i for i in r["incidents"] if i["kind"] == "node_lost"]
+    assert (lost["world_size_before"], lost["world_size_after"], lost["replace_s"]) == (2, 1, None), lost
+    assert run.events("node_lost")[0]["replacing"] is False
+    (region,) = [i for i in r["incidents"] if i["kind"] == "cluster_lost"]
+    assert (region["from_region"], region["to_region"]) == ("local-a", "local-b"), region
+    worlds = [(e["region"], e["world_size"], e["workers"]) for e in run.events("runtime.train_started")]
+    assert worlds == [("local-a", 2, 2), ("local-a", 1, 2), ("local-b", 1, 2)], worlds
+    # Resumed in local-b at the world it had: bitwise its own uninterrupted continuation.
+    assert r["weights_sha256"] == same.result["weights_sha256"]  # type: ignore[index]
+    # Close to the run that never shrank (reduction order moves the last bits).
+    assert max_distance(final_params(run), final_params(baseline)) <= TOL_PARAM
+    assert abs(r["metrics"]["eval_loss"] - baseline.result["metrics"]["eval_loss"]) <= TOL_LOSS  # type: ignore[index]
+    journal_consistent(run)
+    nothing_left(before, orch_home)
