@@ -57,6 +57,7 @@ class WorldPolicy:
         self.fits = fits or (lambda: live_fits(trainer.cpus_per_worker, trainer.gpus_per_worker))
         self.clock = clock
         self.starts = 0  # worker groups started so far
+        self.started_at = 0.0  # when the last one was
         self.asked_at: float | None = None  # when this (re)start began asking
         self.said_waiting: str | None = None
 
@@ -66,7 +67,8 @@ class WorldPolicy:
             self.asked_at = now
         word = self.control.read_nodes_word(self.spec.generation)
         restart = self.starts > 0
-        if restart and self.spec.nodes > 1 and (word is None or word.time < self.asked_at):
+        # A word written since the last group started speaks of what that group met.
+        if restart and self.spec.nodes > 1 and (word is None or word.time < self.started_at):
             if now < self.asked_at + WORD_SETTLE_S:
                 return None  # a node may have died that Ray still counts
         trainer = self.spec.trainer
@@ -83,6 +85,7 @@ class WorldPolicy:
             self._waiting(fits, word, now)
             return None
         self.starts += 1
+        self.started_at = now
         self.asked_at, self.said_waiting = None, None
         return world
 

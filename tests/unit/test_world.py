@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,10 @@ def test_decide_world_waits_for_a_replacement_then_takes_what_fits() -> None:
 
 
 class Clock:
+    """Now, as the controller's words are dated (time.time), moved by hand."""
+
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.now = time.time()
 
     def __call__(self) -> float:
         return self.now
@@ -97,3 +100,26 @@ def test_a_one_node_region_never_waits_for_a_word(tmp_path: Path) -> None:
     assert world.decide() == 1  # a failover region that fits one worker: elastic from the start
     clock.now += WORD_SETTLE_S / 10
     assert world.decide() == 1
+
+
+def test_a_word_written_during_the_last_group_is_taken_at_once(tmp_path: Path) -> None:
+    fits = [2]
+    world, control, clock = policy(tmp_path, nodes=2, min_workers=1, fits=fits)
+    assert world.decide() == 2
+    clock.now += 5
+    # The controller saw the node die before Ray Train's restart asked: no settling wait.
+    control.nodes_word(1, fits=1, wait_until=0.0, lost=[1])
+    clock.now += 1
+    assert world.decide() == 1
+
+
+def test_a_word_from_before_the_last_group_is_not_taken_for_news(tmp_path: Path) -> None:
+    fits = [2]
+    world, control, clock = policy(tmp_path, nodes=2, min_workers=1, fits=fits)
+    control.nodes_word(1, fits=2, wait_until=0.0, lost=[])  # an earlier loss, replaced
+    clock.now += 10
+    assert world.decide() == 2
+    clock.now += 5
+    assert world.decide() is None  # a new failure: the old word says nothing of it
+    clock.now += WORD_SETTLE_S
+    assert world.decide() == 2  # no word came: Ray's view
