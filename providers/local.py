@@ -452,7 +452,8 @@ class LocalProvider:
             if int(rec["index"]) == index:
                 return dict(rec)
         count = len(cluster.info.get("nodes", []))
-        raise ValueError(f"cluster {cluster.name} has no worker node {index} (its worker nodes: 1..{count})")
+        has = f"its worker nodes: 1..{count}" if count else "it has none"
+        raise ValueError(f"cluster {cluster.name} has no worker node {index} ({has})")
 
     def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
         rec = self._node_record(cluster, index)
@@ -472,7 +473,10 @@ class LocalProvider:
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         # What is left of the old node goes first: a hung node must never wake up beside
         # its replacement (its workers would come back to a group that moved on).
-        self._kill_node(cluster, index)
+        try:
+            self._kill_node(cluster, index)
+        except RuntimeError as exc:  # a process that survives SIGKILL (stuck in the kernel)
+            raise ProvisionError(ProvisionErrorKind.TRANSIENT, cluster.region, str(exc)) from None
         rec = self._start_node(cluster, index)
         self._set_node(cluster, rec)
         deadline = time.monotonic() + timeout_s

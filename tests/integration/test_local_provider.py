@@ -89,8 +89,9 @@ def _until(done, timeout_s: float = 60.0) -> bool:
 def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: ClusterHandle, tmp_path: Path) -> None:
     """Ray sees two nodes; node 1's processes (its raylet among them, the head's none)
     SIGKILLed is GONE, to this provider and to one that only read the cluster's record
-    (a resumed controller); replaced, it is UP and Ray sees two alive nodes again, the
-    new one in the old one's place; SIGSTOPped, it is NOT_UP (the teardown's to end)."""
+    (a resumed controller); a replacement past its time is a TIMEOUT; replaced, it is
+    UP and Ray sees two alive nodes again, the new one in the old one's place;
+    SIGSTOPped, it is NOT_UP (the teardown's to end)."""
     with open(tmp_path / "probe.err", "wb") as err:
         probe = subprocess.Popen(
             [sys.executable, "-c", ALIVE, cluster.address],
@@ -125,6 +126,11 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
             os.kill(pid, signal.SIGKILL)
         assert _until(lambda: provider.nodes(cluster)[0].health is Health.GONE)
         assert LocalProvider().nodes(resumed)[0].health is Health.GONE
+        # A replacement not up in time is a timeout, and nothing of it is left.
+        with pytest.raises(ProvisionError) as late:
+            provider.replace_node(cluster, 1, timeout_s=0.05)
+        assert late.value.kind is ProvisionErrorKind.TIMEOUT and "node_replace_timeout_s" in str(late.value)
+        assert provider.nodes(cluster)[0].health is Health.GONE and provider.node_processes(cluster, 1) == []
         provider.replace_node(cluster, 1, timeout_s=60)
         assert [(c.index, c.health) for c in provider.nodes(cluster)] == [(1, Health.UP)]
         # The old node is dead to Ray once the head's health checks miss it (seconds).
