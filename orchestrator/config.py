@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from orchestrator.chaos.kinds import AT_POINT, DURING, STEP_TRIGGERS, STORAGE_FAULTS, During, FaultKind
+from orchestrator.chaos.kinds import AT_POINT, DURING, NODE_FAULTS, STEP_TRIGGERS, STORAGE_FAULTS, During, FaultKind
 from orchestrator.chaos.kinds import SEARCH_FAULTS as HPO_FAULTS
 from orchestrator.errors import ConfigError
 from orchestrator.hpo import (
@@ -1064,12 +1064,43 @@ def _validate_chaos(cfg: Config) -> None:
                 f"chaos.faults[{i}].bandwidth_kbps", "storage_slow needs bandwidth_kbps > 0 or latency_ms > 0"
             )
         _validate_trigger(cfg, i, fault)
+        _validate_node_fault(cfg, i, fault)
     kinds = {f.kind for f in cfg.chaos.faults}
     if "controller_crash" in kinds and kinds & set(STORAGE_FAULTS):
         raise ConfigError(
             "chaos.faults",
             "controller_crash cannot be combined with storage faults: their fault proxies live in the "
             "controller and go down with it; drill them in separate runs",
+        )
+
+
+def _validate_node_fault(cfg: Config, i: int, fault: FaultConfig) -> None:
+    """kill_node and hang_node strike a worker node (1 ...) of a region that has one."""
+    key = f"chaos.faults[{i}]"
+    if fault.kind not in NODE_FAULTS:
+        if fault.node is not None:
+            raise ConfigError(f"{key}.node", f"{fault.kind} takes no node; only {' and '.join(NODE_FAULTS)} do")
+        return
+    _bounded_int(f"{key}.seed", fault.seed, 0, MAX_SEED)
+    if fault.node is not None and fault.node < 1:
+        raise ConfigError(
+            f"{key}.node",
+            f"got {fault.node}; expected a worker node's index, 1 or more (the head, 0, is kill_head's), "
+            "or null to draw one from seed",
+        )
+    regions = [fault.region] if fault.region else cfg.candidate_regions()
+    most = max(cfg.cloud.regions[r].node_count() for r in regions)
+    if most < 2:
+        where = f"region {fault.region!r} has none" if fault.region else "no candidate region has one"
+        raise ConfigError(
+            f"{key}.kind",
+            f"{fault.kind} strikes a worker node and {where}: set cloud.regions.<name>.nodes to 2 or more",
+        )
+    if fault.node is not None and fault.node >= most:
+        raise ConfigError(
+            f"{key}.node",
+            f"got {fault.node}; the regions it may strike have worker nodes 1..{most - 1} "
+            "(cloud.regions.<name>.nodes counts the head)",
         )
 
 

@@ -1,9 +1,10 @@
 """The local provider: each region is a real Ray cluster on this machine.
 
 A cluster is ``ray start --head --block`` in a session of its own, with its own
-ports and temp dir, everything bound to 127.0.0.1. Every process it spawns (and
-the runtime driver) carries the cluster's name in ``ORCHESTRATOR_CLUSTER``, which
-is how teardown and fault injection find them all.
+ports and temp dir, everything bound to 127.0.0.1, and as many worker nodes as the
+region has beyond the head (``providers/local_nodes.py``). Every process it spawns
+(and the runtime driver) carries the cluster's name in ``ORCHESTRATOR_CLUSTER``,
+which is how teardown and fault injection find them all.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -28,12 +29,14 @@ from providers.base import (
     ClusterHandle,
     Health,
     HealthCheck,
+    NodeCheck,
     ProvisionError,
     ProvisionErrorKind,
     RegionSpec,
     RuntimeProcess,
 )
-from providers.procs import MARKER, kill_all, marked
+from providers.local_nodes import NODE_HEALTH_ENV, NODE_PORT_FLAGS, find_raylet, node_check, worker_argv
+from providers.procs import MARKER, NODE_MARKER, kill_all, kill_until_gone, marked, node_marked
 from recovery.fsio import write_private
 
 if TYPE_CHECKING:
@@ -70,6 +73,8 @@ def validate_region(name: str, region: RegionConfig, trainer: TrainerConfig | No
 # whatever code it is sent. Each cluster has its own token (TOKEN_NAME in its private
 # temp dir), which its processes and the runtime driver get through RAY_AUTH_TOKEN_PATH.
 BASE_ENV = {
+    # 0: Ray takes 127.0.0.1 for this machine's address wherever none is given (a worker
+    # node joins all the same: providers/raystart.py --join-on-loopback).
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -118,6 +123,8 @@ class LocalProvider:
 
     def __init__(self, state_dir: str | None = None, code_dir: str = "", dashboard: bool = False) -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
+        # Per cluster, its worker nodes' ``ray start`` processes this provider started, by index.
+        self._nodes: dict[str, dict[int, subprocess.Popen[bytes]]] = {}
         # Per cluster, an interpreter importing PRELOAD while the cluster starts, until
         # start_runtime hands it the runtime to run (providers/warm.py).
         self._warm: dict[str, subprocess.Popen[bytes]] = {}
@@ -167,6 +174,7 @@ class LocalProvider:
         }
         # A token in the controller's environment would win over the cluster's file.
         env.pop("RAY_AUTH_TOKEN", None)
+        env.pop(NODE_MARKER, None)
         if self.code_dir:
             rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != self.code_dir]
             env["PYTHONPATH"] = os.pathsep.join([self.code_dir, *rest])
@@ -206,17 +214,7 @@ class LocalProvider:
         if dashboard_port is not None:
             handle.info["dashboard"] = f"http://127.0.0.1:{dashboard_port}"
             handle.info["dashboard_access"] = f"its token: {os.path.join(base, TOKEN_NAME)}"
-        ports = {
-            flag: free_port()
-            for flag in (
-                "--node-manager-port",
-                "--object-manager-port",
-                "--dashboard-agent-listen-port",
-                "--dashboard-agent-grpc-port",
-                "--metrics-export-port",
-                "--runtime-env-agent-port",
-            )
-        }
+        ports = {flag: free_port() for flag in NODE_PORT_FLAGS}
         argv = [
             sys.executable,
             "-m",
@@ -242,10 +240,15 @@ class LocalProvider:
             f"--temp-dir={temp_dir}",
             *(f"{k}={v}" for k, v in ports.items()),
         ]
+        head_env = self.cluster_env(handle)
+        if region.nodes > 1:
+            # A node lost must be told from a slow one fast (providers/local_nodes.py).
+            head_env.update(NODE_HEALTH_ENV)
+            handle.info.update(num_cpus=region.num_cpus, num_gpus=region.num_gpus, nodes=[])
         with open(log_path, "wb") as log:
             head = subprocess.Popen(
                 argv,
-                env=self.cluster_env(handle),
+                env=head_env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -256,6 +259,8 @@ class LocalProvider:
         self._start_warm(handle)
         self._record(handle)
         deadline = time.monotonic() + timeout_s
+        workers = list(range(1, region.nodes))
+        head_up = False
         while time.monotonic() < deadline:
             if head.poll() is not None:
                 tail = _tail(log_path)
@@ -265,7 +270,20 @@ class LocalProvider:
                     region.name,
                     f"ray start exited with {head.returncode}: {tail}",
                 )
-            if READY_LINE in _tail(log_path, 4000) and _port_open(port):
+            if workers and not handle.info["nodes"] and _port_open(port):
+                # The GCS answers: the worker nodes start (their Ray import) while the
+                # head's raylet comes up; each waits for the head's registration itself.
+                handle.info["nodes"] = [self._start_node(handle, i) for i in workers]
+                self._record(handle)
+            failed = next(filter(None, (self._node_failed(handle, r) for r in handle.info.get("nodes", []))), None)
+            if failed is not None:
+                self.teardown(handle)
+                raise ProvisionError(ProvisionErrorKind.TRANSIENT, region.name, failed)
+            head_up = head_up or (READY_LINE in _tail(log_path, 4000) and _port_open(port))
+            nodes = handle.info.get("nodes", [])
+            if head_up and len(nodes) == len(workers) and all([self._node_ready(r) for r in nodes]):
+                if workers:
+                    self._record(handle)  # the raylets found
                 return handle
             time.sleep(0.1)
         self.teardown(handle)
@@ -274,6 +292,52 @@ class LocalProvider:
             region.name,
             f"cluster not ready after {timeout_s:g}s (recovery.provision_timeout_s); see {log_path}",
         )
+
+    # --- worker nodes -------------------------------------------------------------------
+    def _start_node(self, cluster: ClusterHandle, index: int) -> dict[str, Any]:
+        """Worker node ``index`` started (not yet up): its record for info["nodes"]."""
+        node_dir = os.path.join(_base_dir(cluster), f"node-{index}")
+        shutil.rmtree(node_dir, ignore_errors=True)  # a node replaced: the old one's files
+        os.mkdir(node_dir, 0o700)
+        log_path = os.path.join(_base_dir(cluster), f"node-{index}.log")
+        argv = worker_argv(
+            cluster.address,
+            int(cluster.info["num_cpus"]),
+            int(cluster.info["num_gpus"]),
+            OBJECT_STORE_BYTES,
+            node_dir,
+            {flag: free_port() for flag in NODE_PORT_FLAGS},
+        )
+        env = {
+            **self.cluster_env(cluster),
+            "RAY_TMPDIR": node_dir,
+            NODE_MARKER: str(index),
+        }
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        self._nodes.setdefault(cluster.name, {})[index] = proc
+        return {"index": index, "pid": proc.pid, "started": _create_time(proc.pid), "log": log_path, "dir": node_dir}
+
+    def _node_failed(self, cluster: ClusterHandle, rec: dict[str, Any]) -> str | None:
+        """Why worker node ``rec`` will not come up (its ``ray start`` exited), or None."""
+        proc = self._nodes.get(cluster.name, {}).get(int(rec["index"]))
+        if proc is None or proc.poll() is None:
+            return None
+        return f"worker node {rec['index']}'s ray start exited with {proc.returncode}: {_tail(rec['log'])}"
+
+    @staticmethod
+    def _node_ready(rec: dict[str, Any]) -> bool:
+        """Whether worker node ``rec`` is up (its ready line: Ray prints it once the node
+        is registered with the GCS); its raylet then found and put in ``rec``."""
+        if "raylet" in rec:
+            return True
+        if READY_LINE not in _tail(rec["log"], 16000):
+            return False
+        found = find_raylet(int(rec["pid"]))
+        rec["raylet"], rec["raylet_started"] = found if found is not None else (None, None)
+        return True
 
     def health(self, cluster: ClusterHandle) -> HealthCheck:
         now = time.time()
@@ -376,7 +440,67 @@ class LocalProvider:
     def _sessions(self, cluster: ClusterHandle) -> frozenset[int]:
         # All were started with start_new_session: their pid is their session's id.
         started = [cluster.info.get("head_pid"), cluster.info.get("warm_pid")]
-        return frozenset([*(int(p) for p in started if p), *cluster.info.get("runtime_pids", [])])
+        nodes = [int(rec["pid"]) for rec in cluster.info.get("nodes", [])]
+        return frozenset([*(int(p) for p in started if p), *cluster.info.get("runtime_pids", []), *nodes])
+
+    def nodes(self, cluster: ClusterHandle) -> list[NodeCheck]:
+        started = self._nodes.get(cluster.name, {})
+        return [node_check(rec, started.get(int(rec["index"]))) for rec in cluster.info.get("nodes", [])]
+
+    def _node_record(self, cluster: ClusterHandle, index: int) -> dict[str, Any]:
+        for rec in cluster.info.get("nodes", []):
+            if int(rec["index"]) == index:
+                return dict(rec)
+        count = len(cluster.info.get("nodes", []))
+        has = f"its worker nodes: 1..{count}" if count else "it has none"
+        raise ValueError(f"cluster {cluster.name} has no worker node {index} ({has})")
+
+    def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
+        rec = self._node_record(cluster, index)
+        return node_marked(cluster.name, index, frozenset([int(rec["pid"])]))
+
+    def _kill_node(self, cluster: ClusterHandle, index: int) -> list[int]:
+        rec = self._node_record(cluster, index)
+        killed = kill_until_gone(
+            lambda: node_marked(cluster.name, index, frozenset([int(rec["pid"])])),
+            f"node {index} of cluster {cluster.name}",
+        )
+        proc = self._nodes.get(cluster.name, {}).pop(index, None)
+        if proc is not None:
+            proc.wait(timeout=10)
+        return killed
+
+    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
+        # What is left of the old node goes first: a hung node must never wake up beside
+        # its replacement (its workers would come back to a group that moved on).
+        try:
+            self._kill_node(cluster, index)
+        except RuntimeError as exc:  # a process that survives SIGKILL (stuck in the kernel)
+            raise ProvisionError(ProvisionErrorKind.TRANSIENT, cluster.region, str(exc)) from None
+        rec = self._start_node(cluster, index)
+        self._set_node(cluster, rec)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            failed = self._node_failed(cluster, rec)
+            if failed is not None:
+                self._kill_node(cluster, index)
+                raise ProvisionError(ProvisionErrorKind.TRANSIENT, cluster.region, failed)
+            if self._node_ready(rec):
+                self._set_node(cluster, rec)
+                return
+            time.sleep(0.1)
+        self._kill_node(cluster, index)
+        raise ProvisionError(
+            ProvisionErrorKind.TIMEOUT,
+            cluster.region,
+            f"worker node {index} not up after {timeout_s:g}s (recovery.node_replace_timeout_s); see {rec['log']}",
+        )
+
+    def _set_node(self, cluster: ClusterHandle, rec: dict[str, Any]) -> None:
+        # A new list, not one changed in place: nodes() may be reading the old one.
+        others = [r for r in cluster.info.get("nodes", []) if int(r["index"]) != int(rec["index"])]
+        cluster.info["nodes"] = sorted([*others, dict(rec)], key=lambda r: int(r["index"]))
+        self._record(cluster)
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return marked(cluster.name, self._sessions(cluster))
@@ -400,6 +524,8 @@ class LocalProvider:
         head = self._heads.pop(cluster.name, None)
         if head is not None:
             head.wait(timeout=10)
+        for node in self._nodes.pop(cluster.name, {}).values():
+            node.wait(timeout=10)
         if cluster.info.get("temp_dir"):
             shutil.rmtree(_base_dir(cluster), ignore_errors=True)
         self._forget(cluster)
@@ -423,6 +549,13 @@ def write_token(path: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as fh:
         fh.write(secrets.token_hex(32))
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def _running(pid: int) -> bool:

@@ -10,19 +10,36 @@ restores the newest checkpoint in its region's store that verifies and is on the
 lineage it was started with, commits signed checkpoints with fencing (an older
 generation's commit after a failover is refused), and reports through the real
 control channel (heartbeat, progress, events, final, exit code).
+
+A region of ``nodes`` > 1 has worker nodes 1 .. nodes-1, each a real process (a
+``sleep``), so that chaos ``kill_node`` and ``hang_node`` signal something real and
+``nodes()`` reports what they did: GONE once it is killed, NOT_UP while it is
+stopped. ``replace_node`` starts a new one, or fails as ``node_replacements`` says.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
+
+import psutil
 
 from orchestrator.wire import logfiles, runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.logfiles import KeptLogs
 from orchestrator.wire.spec import RuntimeSpec
-from providers.base import ClusterHandle, Health, HealthCheck, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import (
+    ClusterHandle,
+    Health,
+    HealthCheck,
+    NodeCheck,
+    ProvisionError,
+    ProvisionErrorKind,
+    RegionSpec,
+)
 from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
 from recovery.fencing import FencedError, Lineage
 from recovery.store import CheckpointStore
@@ -183,6 +200,12 @@ class FakeCloud:
     runtimes: list[FakeRuntime] = field(default_factory=list)
     # A folder for each cluster's log folder (its ranks' files); None: clusters keep no logs.
     log_root: str | None = None
+    # Per cluster, its worker nodes' stand-in processes by index.
+    node_procs: dict[str, dict[int, subprocess.Popen[bytes]]] = field(default_factory=dict)
+    # What each replace_node call does, in turn: None (a new node, up) or a kind it
+    # fails with; once used up, every replacement succeeds.
+    node_replacements: list[ProvisionErrorKind | None] = field(default_factory=list)
+    replaced: list[tuple[str, int]] = field(default_factory=list)  # (cluster, index), per success
     _pending: dict[str, Script] = field(default_factory=dict)
 
     def launch(
@@ -199,6 +222,7 @@ class FakeCloud:
             os.makedirs(handle.info["log_dir"])
         self.clusters[cluster_name] = handle
         self._pending[cluster_name] = entry
+        self.node_procs[cluster_name] = {i: _node_process() for i in range(1, region.nodes)}
         return handle
 
     def health(self, cluster: ClusterHandle) -> HealthCheck:
@@ -240,7 +264,34 @@ class FakeCloud:
         return self._connect(rt)
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
-        return [rt.pid for rt in self.runtimes if rt.cluster.name == cluster.name]
+        nodes = [p.pid for p in self.node_procs.get(cluster.name, {}).values() if p.poll() is None]
+        return [rt.pid for rt in self.runtimes if rt.cluster.name == cluster.name] + nodes
+
+    def nodes(self, cluster: ClusterHandle) -> list[NodeCheck]:
+        out = []
+        for index, proc in sorted(self.node_procs.get(cluster.name, {}).items()):
+            if proc.poll() is not None or cluster.name in self.dead:
+                out.append(NodeCheck(index, Health.GONE, "its process exited"))
+            elif _stopped(proc.pid):
+                out.append(NodeCheck(index, Health.NOT_UP, "its process is stopped"))
+            else:
+                out.append(NodeCheck(index, Health.UP))
+        return out
+
+    def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
+        proc = self.node_procs.get(cluster.name, {}).get(index)
+        return [proc.pid] if proc is not None and proc.poll() is None else []
+
+    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
+        procs = self.node_procs.get(cluster.name, {})
+        if index not in procs:
+            raise ValueError(f"cluster {cluster.name} has no worker node {index}")
+        _end(procs[index])
+        outcome = self.node_replacements.pop(0) if self.node_replacements else None
+        if outcome is not None:
+            raise ProvisionError(outcome, cluster.region, f"scripted {outcome} replacing node {index}")
+        procs[index] = _node_process()
+        self.replaced.append((cluster.name, index))
 
     def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
         """As a cloud's: a cluster that was lost took its nodes' disks, and their logs, with it."""
@@ -250,8 +301,28 @@ class FakeCloud:
         return logfiles.keep(log_dir, dest_dir) if log_dir else KeptLogs()
 
     def teardown(self, cluster: ClusterHandle) -> None:
+        for proc in self.node_procs.pop(cluster.name, {}).values():
+            _end(proc)
         if self.clusters.pop(cluster.name, None) is not None:
             self.torn_down.append(cluster.name)
 
     def find(self, cluster_name: str) -> ClusterHandle | None:
         return self.clusters.get(cluster_name)
+
+
+def _node_process() -> subprocess.Popen[bytes]:
+    # Bounded: a test that dies before its teardown leaves nothing for long.
+    return subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)

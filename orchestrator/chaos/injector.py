@@ -12,6 +12,7 @@ stores, a full filesystem, a controller killed with SIGKILL.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import threading
@@ -151,6 +152,32 @@ def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> 
     if problem is not None:
         return 0, problem
     return len(_sigkill([pid] if pid else [])), None
+
+
+def choose_node(node: int | None, seed: int, workers: list[int]) -> tuple[int | None, str | None]:
+    """The worker node a kill_node or hang_node fault strikes among the cluster's
+    ``workers`` (their indexes): ``node`` where the fault names one, else one drawn from
+    ``seed`` (the same draw for the same nodes, in every attempt); (None, why) when
+    there is no such node to strike."""
+    if not workers:
+        return None, "the cluster has no worker node, only its head (kill_head's): its region has nodes: 1"
+    ordered = sorted(workers)
+    if node is None:
+        return random.Random(seed).choice(ordered), None
+    if node not in ordered:
+        return None, f"node {node} is not a worker node of the cluster (its worker nodes: {_spans(ordered)})"
+    return node, None
+
+
+def _spans(indexes: list[int]) -> str:
+    return f"{indexes[0]}..{indexes[-1]}" if indexes == list(range(indexes[0], indexes[-1] + 1)) else str(indexes)
+
+
+def worker_nodes(provider: Provider, cluster: ClusterHandle) -> list[int]:
+    """The indexes of the cluster's worker nodes, as its provider tells them ([] where it
+    cannot tell one node from another)."""
+    nodes = getattr(provider, "nodes", None)
+    return [check.index for check in nodes(cluster)] if callable(nodes) else []
 
 
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
@@ -438,6 +465,9 @@ class FaultInjector:
             detail["count"] = fault.count
         elif kind == "ssh_drop":
             detail.update(self._cut(index, cluster))
+        elif kind in ("kill_node", "hang_node"):
+            detail.update(self._node_fault(index, kind, fault, cluster))
+            now = time.time()
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         return Injected(index=index, kind=kind, step=step, at=now, detail=detail)
@@ -449,6 +479,41 @@ class FaultInjector:
             self._say(FaultFailed(index, "ssh_drop", why))
             return {"failed": why}
         return {"cut": cut(cluster)}
+
+    def _node_fault(self, index: int, kind: str, fault: FaultSpec, cluster: ClusterHandle) -> dict[str, object]:
+        """kill_node: SIGKILL every process of one worker node; hang_node: SIGSTOP them,
+        and SIGCONT after duration_s (> 0) unless the node was replaced meanwhile."""
+        node, problem = choose_node(fault.node, fault.seed, worker_nodes(self.provider, cluster))
+        pids: list[int] = []
+        if node is not None:
+            pids = sorted(self.provider.node_processes(cluster, node))
+            if not pids:
+                problem = f"node {node} of cluster {cluster.name} has no process on this machine"
+        if problem is not None:
+            self._say(FaultRefused(index, problem, kind=kind))
+            return {"node": node, "refused": problem}
+        assert node is not None
+        if kind == "hang_node":
+            stopped = _signal(pids, signal.SIGSTOP)
+            duration = fault.duration_s
+            if duration > 0:
+                self._later(duration, self._resume_node, index, cluster, node, stopped)
+            return {"node": node, "pids": stopped, "stopped": len(stopped), "duration_s": duration or None}
+        killed = _sigkill(pids)
+        # One more pass: a raylet may have forked a worker between the scan and its kill.
+        late = [p for p in self.provider.node_processes(cluster, node) if p not in killed]
+        killed += _sigkill(late)
+        return {"node": node, "pids": sorted(killed), "killed": len(killed)}
+
+    def _resume_node(self, index: int, cluster: ClusterHandle, node: int, pids: list[int]) -> None:
+        # Only what is still the node's: a replaced node's old processes were killed (its
+        # pids may be another's by now), and a torn-down cluster has none.
+        try:
+            still = set(self.provider.node_processes(cluster, node))
+        except Exception:  # the cluster or the node is gone: nothing to resume
+            still = set()
+        resumed = _signal([p for p in pids if p in still], signal.SIGCONT)
+        self._say(FaultEnded(index, "hang_node", region=cluster.region, resumed=len(resumed)))
 
     def _reclaim(self, index: int, cluster: ClusterHandle) -> None:
         killed = _sigkill(self.provider.processes(cluster))

@@ -45,6 +45,8 @@ REGION_FAULTS = (
     FaultKind.partition_region,
     FaultKind.preempt,
 )
+# Faults that strike one worker node of a multi-node cluster (chaos.faults[i].node).
+NODE_FAULTS = (FaultKind.kill_node, FaultKind.hang_node)
 # A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
 SEARCH_FAULTS = (FaultKind.kill_region, FaultKind.hang_region, FaultKind.partition_region)
 

@@ -1,9 +1,11 @@
 """The local provider against real Ray: launch, health, runtime, listeners on loopback only
-(the dashboard's too), teardown that leaves nothing."""
+(the dashboard's too), a worker node lost, replaced and hung, teardown that leaves nothing."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -18,12 +20,13 @@ from providers.local import TOKEN_NAME, LocalProvider
 from support import ray_pids, wait_no_new_ray
 
 
-def test_launch_health_runtime_loopback_dashboard_and_idempotent_teardown(tmp_path):
-    """One cluster, launched with cloud.dashboard on (the default's processes and the
-    dashboard's), checked from its start to a teardown that leaves nothing."""
+def test_launch_health_runtime_loopback_dashboard_nodes_and_idempotent_teardown(tmp_path):
+    """One cluster of two nodes of 1 CPU, launched with cloud.dashboard on (the default's
+    processes and the dashboard's), checked from its start to a teardown that leaves
+    nothing: its worker node killed, replaced and hung on the way."""
     before = ray_pids()
-    provider = LocalProvider(dashboard=True)
-    cluster = provider.launch(RegionSpec("local-x", f"file://{tmp_path}/store", 2), "t-launch", timeout_s=60)
+    provider = LocalProvider(state_dir=str(tmp_path / "state"), dashboard=True)
+    cluster = provider.launch(RegionSpec("local-x", f"file://{tmp_path}/store", 1, 0, 2), "t-launch", timeout_s=90)
     try:
         assert provider.health(cluster).health is Health.UP
         host, _port = cluster.address.split(":")
@@ -53,6 +56,7 @@ def test_launch_health_runtime_loopback_dashboard_and_idempotent_teardown(tmp_pa
         _only_its_token_connects(provider, cluster, tmp_path)
         _only_loopback_listeners_and_the_dashboard_wants_the_token(provider, cluster)
         _private(cluster)
+        _a_worker_node_killed_replaced_and_hung(provider, cluster, tmp_path)
     finally:
         provider.teardown(cluster)
     assert not os.path.exists(cluster.info["base_dir"])
@@ -64,6 +68,83 @@ def test_launch_health_runtime_loopback_dashboard_and_idempotent_teardown(tmp_pa
 
 
 CONNECT = "import ray; ray.init(address={!r}, log_to_driver=False); print('connected')"
+
+# A driver that answers, per line it reads, the IDs of the cluster's alive Ray nodes (Ray
+# prints a node's death on the driver's stdout too).
+ALIVE = """
+import json, sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+for _ in sys.stdin:
+    print("alive", json.dumps(sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])), flush=True)
+"""
+
+
+def _until(done, timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return done()
+
+
+def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: ClusterHandle, tmp_path: Path) -> None:
+    """Ray sees two nodes; node 1's processes (its raylet among them, the head's none)
+    SIGKILLed is GONE, to this provider and to one that only read the cluster's record
+    (a resumed controller); a replacement past its time is a TIMEOUT; replaced, it is
+    UP and Ray sees two alive nodes again, the new one in the old one's place;
+    SIGSTOPped, it is NOT_UP (the teardown's to end)."""
+    with open(tmp_path / "probe.err", "wb") as err:
+        probe = subprocess.Popen(
+            [sys.executable, "-c", ALIVE, cluster.address],
+            env=provider.cluster_env(cluster),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+
+    def alive() -> list[str]:
+        assert probe.stdin is not None and probe.stdout is not None
+        probe.stdin.write("\n")
+        probe.stdin.flush()
+        while True:
+            line = probe.stdout.readline()
+            assert line, (tmp_path / "probe.err").read_text()[-2000:]
+            if line.startswith("alive "):
+                return json.loads(line.removeprefix("alive "))
+
+    try:
+        first = alive()
+        assert len(first) == 2
+        resumed = LocalProvider(state_dir=str(tmp_path / "state")).find(cluster.name)
+        assert resumed is not None and [r["index"] for r in resumed.info["nodes"]] == [1]
+        assert [(c.index, c.health) for c in provider.nodes(cluster)] == [(1, Health.UP)]
+        assert [(c.index, c.health) for c in LocalProvider().nodes(resumed)] == [(1, Health.UP)]
+        node = provider.node_processes(cluster, 1)
+        assert "raylet" in {psutil.Process(p).name() for p in node}
+        assert set(node) <= set(provider.processes(cluster)) and cluster.info["head_pid"] not in node
+        for pid in node:
+            os.kill(pid, signal.SIGKILL)
+        assert _until(lambda: provider.nodes(cluster)[0].health is Health.GONE)
+        assert LocalProvider().nodes(resumed)[0].health is Health.GONE
+        # A replacement not up in time is a timeout, and nothing of it is left.
+        with pytest.raises(ProvisionError) as late:
+            provider.replace_node(cluster, 1, timeout_s=0.05)
+        assert late.value.kind is ProvisionErrorKind.TIMEOUT and "node_replace_timeout_s" in str(late.value)
+        assert provider.nodes(cluster)[0].health is Health.GONE and provider.node_processes(cluster, 1) == []
+        provider.replace_node(cluster, 1, timeout_s=60)
+        assert [(c.index, c.health) for c in provider.nodes(cluster)] == [(1, Health.UP)]
+        # The old node is dead to Ray once the head's health checks miss it (seconds).
+        assert _until(lambda: len(alive()) == 2 and alive() != first), alive()
+        new = provider.node_processes(cluster, 1)
+        assert new and not set(new) & set(node)
+        recorded = LocalProvider(state_dir=str(tmp_path / "state")).find(cluster.name)
+        assert recorded is not None and recorded.info["nodes"] == cluster.info["nodes"]
+        for pid in new:
+            os.kill(pid, signal.SIGSTOP)
+        assert provider.nodes(cluster)[0].health is Health.NOT_UP
+    finally:
+        probe.kill()
+        probe.communicate()
 
 
 def _only_its_token_connects(provider: LocalProvider, cluster: ClusterHandle, tmp_path: Path) -> None:
