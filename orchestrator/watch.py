@@ -95,6 +95,7 @@ class AttemptWatch:
         self.last_progress_at = self.started
         self.polls = 0
         self.nodes = NodeWatch(ctx, cluster, self.region, self.gen)
+        self.health_now = Health.UP  # the newest look's
 
     def run(self) -> None:
         try:
@@ -106,9 +107,12 @@ class AttemptWatch:
                 if self.polls % ZOMBIE_SCAN_EVERY == 0:
                     self.scan_zombies(self.gen)
                 self._faults()
-                self.nodes.poll()
                 if self._verdict():
                     return
+                # A worker node is judged only while the head is UP: a region going
+                # down takes its nodes along, and that is the cluster's loss.
+                if self.health_now is Health.UP:
+                    self.nodes.poll()
                 time.sleep(POLL_S)
         finally:
             self.nodes.close()
@@ -241,6 +245,7 @@ class AttemptWatch:
     def _look(self) -> tuple[HealthCheck, bool]:
         """The health check, counted into the streak of failed ones; whether it is a new look."""
         check = self._health()
+        self.health_now = check.health
         new = check.at != self.last_look
         if new:
             self.last_look = check.at

@@ -101,7 +101,9 @@ class Provider(Protocol):
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         """Worker node ``index`` anew, joined to the cluster, within ``timeout_s``: what is
         left of the old one is killed first (a hung node must not come back). ProvisionError
-        when it cannot (the run then goes on with fewer workers, or fails over)."""
+        when it cannot (the run then goes on with fewer workers, or fails over), and once
+        the cluster is torn down meanwhile (called from a thread of the controller's: what
+        it started then is killed, and the cluster is not recorded again)."""
 
     def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
         """Copy the ranks' log files of the cluster's log folder (``info["log_dir"]``) to

@@ -125,6 +125,9 @@ class LocalProvider:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
         # Per cluster, its worker nodes' ``ray start`` processes this provider started, by index.
         self._nodes: dict[str, dict[int, subprocess.Popen[bytes]]] = {}
+        # Clusters torn down: a replacement still starting (the controller's thread) must
+        # not outlive its cluster, nor record it again.
+        self._torn: set[str] = set()
         # Per cluster, an interpreter importing PRELOAD while the cluster starts, until
         # start_runtime hands it the runtime to run (providers/warm.py).
         self._warm: dict[str, subprocess.Popen[bytes]] = {}
@@ -477,10 +480,13 @@ class LocalProvider:
             self._kill_node(cluster, index)
         except RuntimeError as exc:  # a process that survives SIGKILL (stuck in the kernel)
             raise ProvisionError(ProvisionErrorKind.TRANSIENT, cluster.region, str(exc)) from None
+        self._not_torn(cluster, index)
         rec = self._start_node(cluster, index)
+        self._not_torn(cluster, index)
         self._set_node(cluster, rec)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            self._not_torn(cluster, index)
             failed = self._node_failed(cluster, rec)
             if failed is not None:
                 self._kill_node(cluster, index)
@@ -495,6 +501,14 @@ class LocalProvider:
             cluster.region,
             f"worker node {index} not up after {timeout_s:g}s (recovery.node_replace_timeout_s); see {rec['log']}",
         )
+
+    def _not_torn(self, cluster: ClusterHandle, index: int) -> None:
+        """ProvisionError once the cluster is torn down, what the replacement started killed."""
+        if cluster.name not in self._torn:
+            return
+        self._kill_node(cluster, index)
+        self._forget(cluster)
+        raise ProvisionError(ProvisionErrorKind.NO_CAPACITY, cluster.region, "the cluster was torn down")
 
     def _set_node(self, cluster: ClusterHandle, rec: dict[str, Any]) -> None:
         # A new list, not one changed in place: nodes() may be reading the old one.
@@ -514,6 +528,7 @@ class LocalProvider:
         return logfiles.keep(str(log_dir), dest_dir)
 
     def teardown(self, cluster: ClusterHandle) -> None:
+        self._torn.add(cluster.name)
         # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a
         # graceful exit (checkpoints are committed or they are not), so SIGKILL.
         kill_all(cluster.name, self._sessions(cluster))

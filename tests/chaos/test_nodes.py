@@ -52,7 +52,8 @@ def test_lost_and_hung_nodes_are_replaced_in_place_exactly_and_a_too_small_regio
     run = orchestrate(orch_home, "nodes-replaced", *TWO_NODES, *ONE_CPU_B, faults, timeout=600)
     r = survived(run, baseline)  # the uninterrupted run's weights: nothing moved them
     assert [len(fired(run, k)) for k in ("kill_node", "hang_node", "kill_region")] == [1, 1, 1]
-    assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")] == [
+    # (kill_region may take node 1 a moment before the head: a third node_lost, no incident.)
+    assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")][:2] == [
         (1, "gone", True),
         (1, "not_up", True),
     ]
