@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
+NODE_FIELDS = ("node", "world_size_before", "world_size_after", "replace_s")
+
+
 @dataclass
 class Incident:
     kind: str
@@ -36,6 +39,9 @@ class Incident:
 
     def record(self) -> dict[str, object]:
         d = asdict(self)
+        for key in NODE_FIELDS:  # node_lost's own: absent elsewhere, as before they existed
+            if d[key] is None:
+                del d[key]
         d.update(
             detected_after_s=round(self.detected_after_s, 3),
             lost_steps=self.lost_steps,

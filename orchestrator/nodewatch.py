@@ -126,10 +126,10 @@ class NodeWatch:
             else "not replaced (recovery.node_replace_timeout_s=0)"
         )
         self.ctx.progress.note(f"node {node} of {self.region} lost ({health}): {how}")
-        if replacing:
-            t = threading.Thread(target=self._replace, args=(loss,), name=f"replace-node-{node}", daemon=True)
-            t.start()
-            self.threads.append(t)
+        target = self._replace if replacing else self._drop
+        t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)
+        t.start()
+        self.threads.append(t)
 
     def _replace(self, loss: Loss) -> None:
         try:
@@ -138,6 +138,13 @@ class NodeWatch:
             loss.error = str(exc)[:500] or type(exc).__name__
         else:
             loss.replace_s = round(time.time() - loss.started, 3)
+
+    def _drop(self, loss: Loss) -> None:
+        # Not replaced: what is left of it still goes (a hung node must not wake up).
+        try:
+            self.ctx.provider.drop_node(self.cluster, loss.node)
+        except Exception:  # nothing to journal: the node is lost either way
+            pass
 
     def _journal_replacements(self) -> None:
         changed = False

@@ -66,6 +66,10 @@ def incident_from(ev: IncidentFields | dict[str, Any]) -> Incident:
         restored_step=record.restored_step,
         first_step_at=record.first_step_at,
         generation=record.generation,  # type: ignore[arg-type]
+        node=record.node,
+        world_size_before=record.world_size_before,
+        world_size_after=record.world_size_after,
+        replace_s=record.replace_s,
     )
 
 

@@ -98,6 +98,11 @@ class Provider(Protocol):
         """Every process of worker node ``index`` on this machine (chaos kill_node,
         hang_node); [] where they are not this machine's."""
 
+    def drop_node(self, cluster: ClusterHandle, index: int) -> None:
+        """Worker node ``index`` is lost and not replaced: kill what is left of it (a hung
+        node must not wake up and rejoin a group that moved on). A node already gone, or
+        one the provider cannot reach, is not an error."""
+
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         """Worker node ``index`` anew, joined to the cluster, within ``timeout_s``: what is
         left of the old one is killed first (a hung node must not come back). ProvisionError

@@ -309,7 +309,7 @@ class LocalProvider:
             int(cluster.info["num_gpus"]),
             OBJECT_STORE_BYTES,
             node_dir,
-            {flag: free_port() for flag in NODE_PORT_FLAGS},
+            ports := {flag: free_port() for flag in NODE_PORT_FLAGS},
         )
         env = {
             **self.cluster_env(cluster),
@@ -321,7 +321,15 @@ class LocalProvider:
                 argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )
         self._nodes.setdefault(cluster.name, {})[index] = proc
-        return {"index": index, "pid": proc.pid, "started": _create_time(proc.pid), "log": log_path, "dir": node_dir}
+        return {
+            "index": index,
+            "pid": proc.pid,
+            "started": _create_time(proc.pid),
+            "log": log_path,
+            "dir": node_dir,
+            # How the cluster's GCS knows the node: the one port of its own it listens on.
+            "manager_port": ports["--node-manager-port"],
+        }
 
     def _node_failed(self, cluster: ClusterHandle, rec: dict[str, Any]) -> str | None:
         """Why worker node ``rec`` will not come up (its ``ray start`` exited), or None."""
@@ -472,6 +480,12 @@ class LocalProvider:
         if proc is not None:
             proc.wait(timeout=10)
         return killed
+
+    def drop_node(self, cluster: ClusterHandle, index: int) -> None:
+        try:
+            self._kill_node(cluster, index)
+        except (RuntimeError, KeyError, ValueError):
+            pass  # a process stuck in the kernel, or no such node: nothing more to do here
 
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         # What is left of the old node goes first: a hung node must never wake up beside

@@ -28,11 +28,14 @@ from providers.base import Health, NodeCheck
 # The head's GCS tells a node that stopped answering is dead after about
 # failure_threshold health checks, one every period_ms, each given timeout_ms: Ray's
 # defaults (3 s, 10 s, 5) take 15 s for a killed node and about a minute for a hung
-# one, which a run that lost a node would wait out. Set on the head of a multi-node
+# one, which a run that lost a node would wait out: its worker group is not placed
+# again until Ray has let the dead node go. These take about 2.5 s for a killed node
+# (refused at once, 5 checks 0.5 s apart) and tolerate a raylet that does not answer
+# for up to 1 s at each of them (a loaded machine). Set on the head of a multi-node
 # cluster only (ray_config_def.h's names, read by gcs_server from its environment).
 NODE_HEALTH_ENV = {
-    "RAY_health_check_period_ms": "1000",
-    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "1000",
     "RAY_health_check_failure_threshold": "5",
 }
 

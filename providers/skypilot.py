@@ -1100,6 +1100,10 @@ class SkyPilotProvider:
         """[]: a node's processes are on its own machine, never this one's to signal."""
         return []
 
+    def drop_node(self, cluster: ClusterHandle, index: int) -> None:
+        """Nothing: a node SkyPilot cannot tell apart (``nodes`` is []) is never reported
+        lost, and the cluster's teardown takes all of them."""
+
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         """Always ProvisionError(NO_CAPACITY): SkyPilot launches and tears down whole
         clusters and has no call that adds one node to a running one, so a lost node is

@@ -206,6 +206,7 @@ class FakeCloud:
     # fails with; once used up, every replacement succeeds.
     node_replacements: list[ProvisionErrorKind | None] = field(default_factory=list)
     replaced: list[tuple[str, int]] = field(default_factory=list)  # (cluster, index), per success
+    dropped: list[tuple[str, int]] = field(default_factory=list)  # (cluster, index): lost, not replaced
     _pending: dict[str, Script] = field(default_factory=dict)
 
     def launch(
@@ -281,6 +282,12 @@ class FakeCloud:
     def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
         proc = self.node_procs.get(cluster.name, {}).get(index)
         return [proc.pid] if proc is not None and proc.poll() is None else []
+
+    def drop_node(self, cluster: ClusterHandle, index: int) -> None:
+        proc = self.node_procs.get(cluster.name, {}).get(index)
+        if proc is not None:
+            _end(proc)
+        self.dropped.append((cluster.name, index))
 
     def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
         procs = self.node_procs.get(cluster.name, {})

@@ -24,21 +24,24 @@ from recovery.elastic import decide_world, min_world, node_workers
 # controller does, and a group placed on it would wait for a node that never answers.
 WORD_SETTLE_S = 2.0
 WAIT_POLL_S = 0.5
+# How long Ray's node table may lag the controller's word before it is believed anyway.
+RAY_LAG_S = 30.0
 # No world fits this long after the controller's deadline: give up (the driver exits
 # and the controller fails the region over), rather than wait for ever.
 GIVE_UP_AFTER_S = 120.0
 
 
-def live_fits(cpus_per_worker: float, gpus_per_worker: float) -> int:
-    """Workers the cluster's live nodes fit, from Ray's node table."""
+def live_nodes(cpus_per_worker: float, gpus_per_worker: float) -> tuple[int, int]:
+    """Workers the cluster's live nodes fit, and how many nodes are live, from Ray's node table."""
     import ray
 
-    total = 0
+    total = alive = 0
     for node in ray.nodes():
         if node.get("Alive"):
+            alive += 1
             res = node.get("Resources", {})
             total += node_workers(res.get("CPU", 0.0), res.get("GPU", 0.0), cpus_per_worker, gpus_per_worker)
-    return total
+    return total, alive
 
 
 class WorldPolicy:
@@ -48,13 +51,13 @@ class WorldPolicy:
         self,
         spec: RuntimeSpec,
         control: ControlChannel,
-        fits: Callable[[], int] | None = None,
+        nodes: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.spec = spec
         self.control = control
         trainer = spec.trainer
-        self.fits = fits or (lambda: live_fits(trainer.cpus_per_worker, trainer.gpus_per_worker))
+        self.nodes = nodes or (lambda: live_nodes(trainer.cpus_per_worker, trainer.gpus_per_worker))
         self.clock = clock
         self.starts = 0  # worker groups started so far
         self.started_at = 0.0  # when the last one was
@@ -72,7 +75,12 @@ class WorldPolicy:
             if now < self.asked_at + WORD_SETTLE_S:
                 return None  # a node may have died that Ray still counts
         trainer = self.spec.trainer
-        fits = self.fits()
+        fits, alive = self.nodes()
+        if word is not None and alive > self.spec.nodes - len(word.lost) and now < word.time + RAY_LAG_S:
+            # Ray still counts a node the controller saw die: a group placed now could be
+            # given its CPUs, and would wait for it until Ray lets it go.
+            self._say(f"Ray still counts {alive} live nodes, {len(word.lost)} of them lost", fits, word)
+            return None
         world = decide_world(
             fits,
             None if word is None else word.fits,
@@ -100,6 +108,9 @@ class WorldPolicy:
                 GIVE_UP_AFTER_S
             ):
                 raise RuntimeError(f"no worker group can start: {why}, for {GIVE_UP_AFTER_S:g}s")
+        self._say(why, fits, word)
+
+    def _say(self, why: str, fits: int, word: Any) -> None:
         if why != self.said_waiting:
             self.said_waiting = why
             until = None if word is None or not word.wait_until else round(word.wait_until, 3)

@@ -56,7 +56,8 @@ def policy(tmp_path: Path, nodes: int, min_workers: int, fits: list[int]) -> tup
         node_wait_s=30.0,
     )
     clock = Clock()
-    return WorldPolicy(spec, control, fits=lambda: fits[0], clock=clock), control, clock
+    # Ray's view: what fits, and as many live nodes as the fit says (one worker a node).
+    return WorldPolicy(spec, control, nodes=lambda: (fits[0], fits[0]), clock=clock), control, clock
 
 
 def waits(tmp_path: Path, control: ControlChannel) -> list[dict[str, object]]:
@@ -72,9 +73,11 @@ def test_first_group_takes_what_fits_and_a_restart_waits_for_the_controllers_wor
     clock.now += 5
     assert world.decide() is None
     control.nodes_word(1, fits=1, wait_until=clock.now + 30, lost=[1])
+    fits[0] = 1  # Ray let the dead node go
     assert world.decide() is None  # a replacement is on its way
     assert [w["reason"] for w in waits(tmp_path, control)] == ["a replacement for node(s) [1] is on its way"]
     control.nodes_word(1, fits=2, wait_until=0.0, lost=[])
+    fits[0] = 2
     assert world.decide() == 2  # replaced: the full world, the exact run
 
 
@@ -84,6 +87,7 @@ def test_no_replacement_in_time_goes_on_with_fewer_then_gives_up_below_min(tmp_p
     assert world.decide() == 2
     clock.now += 1
     control.nodes_word(1, fits=1, wait_until=0.0, lost=[1])
+    fits[0] = 1
     assert world.decide() == 1
     # Below min_workers: wait (the controller fails the region over), and in the end give up.
     fits[0] = 0
@@ -110,6 +114,7 @@ def test_a_word_written_during_the_last_group_is_taken_at_once(tmp_path: Path) -
     # The controller saw the node die before Ray Train's restart asked: no settling wait.
     control.nodes_word(1, fits=1, wait_until=0.0, lost=[1])
     clock.now += 1
+    fits[0] = 1
     assert world.decide() == 1
 
 
@@ -123,3 +128,17 @@ def test_a_word_from_before_the_last_group_is_not_taken_for_news(tmp_path: Path)
     assert world.decide() is None  # a new failure: the old word says nothing of it
     clock.now += WORD_SETTLE_S
     assert world.decide() == 2  # no word came: Ray's view
+
+
+def test_ray_still_counting_a_node_the_controller_saw_die_holds_the_group_back(tmp_path: Path) -> None:
+    seen = [(2, 3)]  # the replacement joined, the dead node not yet let go of
+    control = ControlChannel(f"file://{tmp_path}/control", {})
+    world, _, clock = policy(tmp_path, nodes=2, min_workers=1, fits=[2])
+    world.nodes = lambda: seen[0]
+    assert world.decide() == 2
+    clock.now += 1
+    control.nodes_word(1, fits=2, wait_until=0.0, lost=[])
+    clock.now += 1
+    assert world.decide() is None
+    seen[0] = (2, 2)
+    assert world.decide() == 2
