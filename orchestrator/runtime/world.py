@@ -22,7 +22,7 @@ from recovery.elastic import decide_world, min_world, node_workers
 # After a failure in a multi-node region, how long the group waits for the controller's
 # word before it believes Ray's view alone: Ray learns of a dead node seconds after the
 # controller does, and a group placed on it would wait for a node that never answers.
-WORD_SETTLE_S = 2.0
+WORD_SETTLE_S = 1.0
 WAIT_POLL_S = 0.5
 # How long Ray's node table may lag the controller's word before it is believed anyway.
 RAY_LAG_S = 30.0

@@ -44,14 +44,38 @@ def max_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> floa
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
 
 
-def test_lost_and_hung_nodes_are_replaced_in_place_exactly_and_a_too_small_region_is_skipped(orch_home, baseline):
+# The invariant matrix's kill_worker row (tests/chaos/test_matrix.py): a worker killed at
+# every trigger point, Ray Train restarting the group in place each time; here its
+# worker is the one on the region's second node.
+KILL_WORKER = (
+    "{kind:kill_worker,at_step:20}",
+    "{kind:kill_worker,during:checkpoint_upload}",
+    "{kind:kill_worker,at_step:101}",
+    "{kind:kill_worker,during:restore}",
+)
+
+
+def test_workers_lost_nodes_lost_and_hung_are_restarted_in_place_exactly_and_a_too_small_region_is_skipped(
+    orch_home, baseline
+):
     before = ray_pids()
     faults = _faults(
-        "{kind:kill_node,at_step:120}", "{kind:hang_node,at_step:220,node:1}", "{kind:kill_region,at_step:320}"
+        *KILL_WORKER,
+        "{kind:kill_node,at_step:160}",
+        "{kind:hang_node,at_step:260,node:1}",
+        "{kind:kill_region,at_step:360}",
     )
-    run = orchestrate(orch_home, "nodes-replaced", *TWO_NODES, *ONE_CPU_B, faults, timeout=600)
+    run = orchestrate(
+        orch_home, "nodes-replaced", *TWO_NODES, *ONE_CPU_B, faults, "trainer.max_worker_restarts=8", timeout=600
+    )
     r = survived(run, baseline)  # the uninterrupted run's weights: nothing moved them
-    assert [len(fired(run, k)) for k in ("kill_node", "hang_node", "kill_region")] == [1, 1, 1]
+    assert [len(fired(run, k)) for k in ("kill_worker", "kill_node", "hang_node", "kill_region")] == [4, 1, 1, 1]
+    assert {"checkpoint_upload", "restore"} <= {e.get("during") for e in fired(run, "kill_worker")}
+    # A fault can strike a recovery still under way (a kill during the restore that follows
+    # a kill): then one incident covers both.
+    assert 1 <= len([i for i in r["incidents"] if i["kind"] == "worker_lost"]) <= 4, r["incidents"]
+    # Restarted in place after the commit of step 100: the node's local copy, not the store.
+    assert 100 in [e["step"] for e in run.events("restored_from_scratch")], run.events("restored_from_scratch")
     # (kill_region may take node 1 a moment before the head: a third node_lost, no incident.)
     assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")][:2] == [
         (1, "gone", True),
