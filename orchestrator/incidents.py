@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
 NODE_FIELDS = ("node", "world_size_before", "world_size_after", "replace_s")
 
 
