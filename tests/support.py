@@ -192,3 +192,23 @@ def orchestrate(
     result_path = run_dir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+
+
+def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float = 60.0) -> list[int | None]:
+    """``target(*args[r])`` in a forked process per rank, all started at once (spawn would
+    import torch and Ray again, seconds each), each killed past ``deadline_s``; their exit codes."""
+    import multiprocessing
+    import time as _time
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=target, args=a) for a in args]
+    for p in procs:
+        p.start()
+    deadline = _time.monotonic() + deadline_s
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - _time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return [p.exitcode for p in procs]

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from providers.local_nodes import NODE_PORT_FLAGS
 from providers.skypilot import RUN_SCRIPT
 from support import ray_pids, wait_no_new_ray
 
@@ -50,17 +51,7 @@ class Nodes:
         # Short: Ray's unix sockets live under it.
         node_dir = tempfile.mkdtemp(prefix="osky-t", dir="/tmp")
         self.dirs.append(node_dir)
-        ports = [
-            f"{flag}={free_port()}"
-            for flag in (
-                "--node-manager-port",
-                "--object-manager-port",
-                "--dashboard-agent-listen-port",
-                "--dashboard-agent-grpc-port",
-                "--metrics-export-port",
-                "--runtime-env-agent-port",
-            )
-        ]
+        ports = [f"{flag}={free_port()}" for flag in NODE_PORT_FLAGS]
         if rank == 0:
             ports.append(f"--ray-client-server-port={free_port()}")
         env = {

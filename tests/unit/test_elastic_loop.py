@@ -15,7 +15,6 @@ import contextlib
 import io
 import multiprocessing
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from orchestrator.wire.sections import DataSection, JobSection
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.data import DatasetLoader
 from recovery.store import CheckpointStore
-from support import loop_spec
+from support import loop_spec, run_forked_ranks
 from tests.unit.conftest import TEST_KEY
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
@@ -149,21 +148,10 @@ def train(s: RuntimeSpec, world: int, crash_at: int | None = None) -> dict[str, 
     if world == 1:
         _train(s, 0, 1, crash_at)
     else:
-        # fork: the ranks start at once (spawn would import torch again, seconds each).
-        ctx = multiprocessing.get_context("fork")
         root = Path(s.ray_storage_path).parent
         root.mkdir(parents=True, exist_ok=True)  # the ranks meet in a file there
-        procs = [ctx.Process(target=_rank_main, args=(s, r, world, crash_at, str(root))) for r in range(world)]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + RANK_DEADLINE_S
-        for p in procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-        assert [p.exitcode for p in procs] == [0] * world
+        args = [(s, r, world, crash_at, str(root)) for r in range(world)]
+        assert run_forked_ranks(_rank_main, args, RANK_DEADLINE_S) == [0] * world
     final = ControlChannel(s.control_url).read_final(s.generation)
     assert (final is None) == (crash_at is not None)
     return final

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import importlib
 import json
-import multiprocessing
 import sys
 import textwrap
 import threading
@@ -41,7 +40,7 @@ from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.store import CheckpointStore
-from support import loop_spec
+from support import loop_spec, run_forked_ranks
 from tests.unit.conftest import TEST_KEY
 
 MODULE = "unit_user_train"
@@ -433,19 +432,7 @@ def _rank_main(rank: int, root: str) -> None:
 
 
 def test_two_ranks_merge_their_folders_number_steps_alike_and_stop_together(tmp_path: Path) -> None:
-    # fork: the ranks start at once (spawn would import torch and Ray again, seconds each).
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank_main, args=(rank, str(tmp_path))) for rank in (0, 1)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + 60
-    for p in procs:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    assert [p.exitcode for p in procs] == [0, 0]
+    assert run_forked_ranks(_rank_main, [(rank, str(tmp_path)) for rank in (0, 1)]) == [0, 0]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0] == ranks[1] == {"steps": [1, 1, 2, 2], "stopped_at": 3}
     store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
