@@ -31,3 +31,23 @@ def ray_client_env() -> None:
     from providers.local import BASE_ENV
 
     os.environ.update(BASE_ENV)
+
+
+def write_json(path: str | None, figures: dict[str, Any]) -> None:
+    """``--json PATH``: the benchmark's figures and ratios as one flat JSON object (numbers,
+    booleans, strings or null under plain keys), dated, for the README's tables and CI to read."""
+    import datetime
+    import json
+    import math
+
+    if not path:
+        return
+    for key, value in figures.items():
+        if not isinstance(key, str) or not key.replace("_", "").isalnum():
+            raise ValueError(f"benchmark figure key {key!r}: expected a plain name (letters, digits, _)")
+        if not (
+            value is None or isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value))
+        ):
+            raise ValueError(f"benchmark figure {key}: {type(value).__name__} is not a flat JSON value")
+    out = {"date": datetime.date.today().isoformat(), **figures}
+    Path(path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

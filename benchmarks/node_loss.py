@@ -18,14 +18,13 @@ restore. The goal: node-loss recovery at most half the cold failover's.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import orchestrate, temp_home
+from benchmarks.common import orchestrate, temp_home, write_json
 
 TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
 # mode: (the fault, its extra overrides)
@@ -80,8 +79,9 @@ def main() -> None:
         print(f"{mode}: node-loss RTO / cold failover RTO = {ratio:.2f} (goal <= 0.5: {met})")
     same = rows["replaced"]["weights"] == rows["cold failover"]["weights"]
     print(f"replaced and cold failover end with the same weights: {same}")
-    if args.json:
-        flat = {
+    write_json(
+        args.json,
+        {
             "rto_cold_s": cold,
             "rto_node_replaced_s": rows["replaced"]["rto_s"],
             "rto_node_elastic_s": rows["elastic"]["rto_s"],
@@ -89,8 +89,8 @@ def main() -> None:
             "node_replaced_ratio": round(ratios["replaced"], 3),
             "node_elastic_ratio": round(ratios["elastic"], 3),
             "replaced_weights_exact": same,
-        }
-        Path(args.json).write_text(json.dumps(flat, indent=1) + "\n")
+        },
+    )
 
 
 if __name__ == "__main__":
