@@ -177,7 +177,7 @@ def main(cfg: Config) -> int:
         raise_cfg = ConfigError(
             "cloud",
             f"action=plan prices SkyPilot placements; cloud {cfg.cloud.name!r} uses provider "
-            f"{cfg.cloud.provider!r}: pick cloud=aws, gcp, onprem or multi",
+            f"{str(cfg.cloud.provider)!r}: pick cloud=aws, gcp, onprem or multi",
         )
         print(f"error: {raise_cfg}", file=sys.stderr)
         return 2

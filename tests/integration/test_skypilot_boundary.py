@@ -202,6 +202,7 @@ def test_plan_needs_a_skypilot_cloud(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: cloud: action=plan prices SkyPilot placements")
+    assert "uses provider 'local':" in proc.stderr  # the value as a user types it, not the enum's repr
     assert "Traceback" not in proc.stderr
 
 
