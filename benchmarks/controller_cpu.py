@@ -1,0 +1,101 @@
+"""The controller's own CPU while a run trains, as a fraction of one core.
+
+Runs the digits job and samples the controller process's CPU time (user + system,
+its own, not its children's: the clusters it starts are processes of their own) from
+the first training step to the last, from the run's journal. The goal (issue 15):
+at most 1% of a core in steady state, detection still within two heartbeat
+intervals (``benchmarks/recovery.py`` measures that).
+
+    python benchmarks/controller_cpu.py [--steps 6000] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import REPO, temp_home, write_json
+from support import env_for
+
+GOAL = 0.01
+
+
+def journal_times(run_dir: Path) -> tuple[float | None, float | None]:
+    """When training started (the first train_started) and ended (run_finished), if yet."""
+    started = ended = None
+    path = run_dir / "journal.jsonl"
+    if not path.exists():
+        return None, None
+    for line in path.read_text().splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if ev.get("type") == "runtime.train_started" and started is None:
+            started = float(ev.get("time", ev["ts"]))
+        elif ev.get("type") in ("attempt_ended", "run_finished") and ended is None and started is not None:
+            ended = float(ev["ts"])
+    return started, ended
+
+
+def cpu_fraction(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """CPU seconds per wall second between ``start`` and ``end``, from (wall, cpu) samples."""
+    inside = [(w, c) for w, c in samples if start <= w <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--json", metavar="PATH", help="write the figures there (flat keys)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    home = Path(temp_home())
+    run_id = "controller-cpu"
+    argv_run = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false"]
+    argv_run.append(f"job.steps={args.steps}")
+    proc = subprocess.Popen(argv_run, cwd=REPO, env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    me = psutil.Process(proc.pid)
+    samples: list[tuple[float, float]] = []
+    while proc.poll() is None:
+        try:
+            t = me.cpu_times()
+            samples.append((time.time(), t.user + t.system))
+        except psutil.Error:
+            break
+        time.sleep(0.5)
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"the run failed ({proc.returncode}): {err.decode()[-2000:]}")
+    started, ended = journal_times(home / "runs" / run_id)
+    if started is None or ended is None:
+        raise SystemExit("the journal has no training window")
+    frac = cpu_fraction(samples, started, ended)
+    if frac is None:
+        raise SystemExit("too few samples inside the training window")
+    figures: dict[str, Any] = {
+        "controller_cpu_frac": round(frac, 4),
+        "training_s": round(ended - started, 2),
+        "steps": args.steps,
+    }
+    print(f"training {figures['training_s']:.1f}s; controller CPU {frac * 100:.2f}% of one core (goal <= 1%: ", end="")
+    print("met)" if frac <= GOAL else "not met)")
+    write_json(args.json, figures)
+
+
+if __name__ == "__main__":
+    main()
