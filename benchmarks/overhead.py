@@ -19,9 +19,9 @@ first round's ``none`` rate, or ``--realistic-interval`` steps).
 The stall is the time the training loop is blocked per checkpoint. Ray native's is
 measured on rank 0 around the save and the report call. Ours is not measured by the
 runtime, so it is estimated from the two cadences: if a step costs ``t0`` and each
-checkpoint ``s``, a run checkpointing every ``k`` steps takes ``t0 + s / k`` per step,
-and the two cadences give ``s`` (the orchestrator's costs that do not depend on the
-cadence cancel out). Everything a checkpoint costs the loop counts, CPU taken by the
+checkpoint ``s``, a run of ``N`` steps with ``n`` checkpoints (the last step's included)
+takes ``t0 + s * n / N`` per step, and the two cadences give ``s`` (the orchestrator's
+costs that do not depend on the cadence cancel out). Everything a checkpoint costs the loop counts, CPU taken by the
 background upload included. Ray native's stall is estimated the same way as a check of
 the estimate.
 
@@ -106,14 +106,20 @@ def median_ratio(values: Sequence[float], bases: Sequence[float]) -> float | Non
     return statistics.median(ratios) if ratios else None
 
 
-def stall_from_cadences(rate_a: float, interval_a: int, rate_b: float, interval_b: int) -> float | None:
-    """The per-checkpoint cost ``s`` from two runs at ``interval_a`` and ``interval_b`` steps
-    per checkpoint, with ``1 / rate = t0 + s / interval`` for each. None when the cadences
-    are the same; 0 when noise makes the more frequent run the faster one."""
-    per_ckpt = 1 / interval_a - 1 / interval_b
-    if per_ckpt == 0 or rate_a <= 0 or rate_b <= 0:
+def checkpoints_in(steps: int, interval: int) -> int:
+    """Checkpoints a run of ``steps`` takes: every ``interval`` steps and at the last step."""
+    return -(-steps // interval)
+
+
+def stall_from_cadences(rate_a: float, interval_a: int, rate_b: float, interval_b: int, steps: int) -> float | None:
+    """The per-checkpoint cost ``s`` from two runs of ``steps`` steps checkpointing every
+    ``interval_a`` and ``interval_b`` steps: with ``n`` checkpoints in a run, a step takes
+    ``1 / rate = t0 + s * n / steps``. None when both runs take as many checkpoints; 0
+    when noise makes the run with more checkpoints the faster one."""
+    per_step = (checkpoints_in(steps, interval_a) - checkpoints_in(steps, interval_b)) / steps
+    if per_step == 0 or rate_a <= 0 or rate_b <= 0:
         return None
-    return max(0.0, (1 / rate_a - 1 / rate_b) / per_ckpt)
+    return max(0.0, (1 / rate_a - 1 / rate_b) / per_step)
 
 
 def stall_fraction(stall_s: float | None, interval_steps: int, none_steps_per_s: float) -> float | None:
@@ -165,7 +171,7 @@ def figures(
     real = intervals["realistic"]
     for arm in CHECKPOINTING:
         estimated = stall_from_cadences(
-            rates[(arm, "high")], intervals["high"], rates[(arm, "realistic")], intervals["realistic"]
+            rates[(arm, "high")], intervals["high"], rates[(arm, "realistic")], intervals["realistic"], steps
         )
         if arm == "ray_native":
             out["stall_s_ray_native_estimated"] = _round(estimated, 5)
@@ -356,7 +362,7 @@ def orchestrated_run(steps: int, run_id: str, interval: int, async_upload: bool)
         f"checkpoint.interval_steps={interval}",
         f"checkpoint.async_upload={'true' if async_upload else 'false'}",
     )
-    return ArmRun(steps_per_s=float(result["train_steps_per_s"]), checkpoints=-(-steps // interval))
+    return ArmRun(steps_per_s=float(result["train_steps_per_s"]), checkpoints=checkpoints_in(steps, interval))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from benchmarks.overhead import (
     CADENCES,
     CHECKPOINTING,
     ArmRun,
+    checkpoints_in,
     figures,
     median_ratio,
     parse_args,
@@ -25,9 +26,13 @@ from benchmarks.overhead import (
 pytestmark = pytest.mark.unit
 
 
-def rate(t0: float, stall: float, interval: int) -> float:
-    """Steps/s of a loop whose step costs t0 and whose checkpoint every ``interval`` steps costs ``stall``."""
-    return 1 / (t0 + stall / interval)
+STEPS = 6000
+
+
+def rate(t0: float, stall: float, interval: int, steps: int = STEPS) -> float:
+    """Steps/s of a run of ``steps`` whose step costs t0 and whose checkpoint (every ``interval``
+    steps and at the last) costs ``stall``."""
+    return steps / (steps * t0 + checkpoints_in(steps, interval) * stall)
 
 
 def test_realistic_interval_is_the_steps_of_the_target_seconds() -> None:
@@ -42,17 +47,26 @@ def test_median_ratio_is_per_round_then_median() -> None:
     assert median_ratio([1.0], [0.0]) is None
 
 
+def test_checkpoints_in_counts_the_last_step() -> None:
+    assert checkpoints_in(6000, 50) == 120
+    assert checkpoints_in(6000, 4000) == 2  # step 4000 and step 6000
+    assert checkpoints_in(600, 4000) == 1
+
+
 def test_stall_from_two_cadences_recovers_the_checkpoint_cost() -> None:
     t0, stall = 0.004, 0.02
-    s = stall_from_cadences(rate(t0, stall, 50), 50, rate(t0, stall, 2000), 2000)
-    assert s == pytest.approx(stall)
+    for high, real in ((50, 2000), (50, 2500), (500, 4000)):  # 2500, 4000: a shorter last interval
+        s = stall_from_cadences(rate(t0, stall, high), high, rate(t0, stall, real), real, STEPS)
+        assert s == pytest.approx(stall)
     # Either order of the two cadences.
-    assert stall_from_cadences(rate(t0, stall, 2000), 2000, rate(t0, stall, 50), 50) == pytest.approx(stall)
+    s = stall_from_cadences(rate(t0, stall, 2000), 2000, rate(t0, stall, 50), 50, STEPS)
+    assert s == pytest.approx(stall)
 
 
-def test_stall_from_cadences_noise_and_same_cadence() -> None:
-    assert stall_from_cadences(101.0, 50, 100.0, 2000) == 0.0  # the frequent run faster: noise, not a gain
-    assert stall_from_cadences(100.0, 50, 100.0, 50) is None
+def test_stall_from_cadences_noise_and_same_count() -> None:
+    assert stall_from_cadences(101.0, 50, 100.0, 2000, STEPS) == 0.0  # more checkpoints faster: noise
+    assert stall_from_cadences(100.0, 50, 100.0, 50, STEPS) is None
+    assert stall_from_cadences(100.0, 4000, 99.0, 5000, STEPS) is None  # 2 checkpoints either way
 
 
 def test_stall_fraction_is_over_the_interval_training_time() -> None:
@@ -76,7 +90,7 @@ def made_up_runs(intervals: dict[str, int]) -> dict[tuple[str, str], list[ArmRun
 
 def test_figures_have_the_flat_keys_and_the_ratios() -> None:
     intervals = {"high": 50, "realistic": 2000}
-    fig = figures(made_up_runs(intervals), intervals, steps=6000, rounds=2)
+    fig = figures(made_up_runs(intervals), intervals, steps=STEPS, rounds=2)
     assert fig["realistic_interval_steps"] == 2000
     assert fig["steps_per_s_none"] == pytest.approx(200.0)
     # 0.004 s per 50 steps of 0.005 s: 1 / (1 + 0.004 / 0.25)
@@ -105,7 +119,7 @@ def test_figures_have_the_flat_keys_and_the_ratios() -> None:
 
 def test_figures_go_through_write_json_and_the_table(tmp_path: Path) -> None:
     intervals = {"high": 50, "realistic": 2000}
-    fig = figures(made_up_runs(intervals), intervals, steps=6000, rounds=2)
+    fig = figures(made_up_runs(intervals), intervals, steps=STEPS, rounds=2)
     write_json(str(tmp_path / "o.json"), fig)  # raises on a key or value that is not flat
     back = json.loads((tmp_path / "o.json").read_text())
     assert back["steps_ratio_async_realistic"] == fig["steps_ratio_async_realistic"]
