@@ -382,9 +382,13 @@ def main() -> None:
             note("none", "-", bare.run(args.steps, 0))
             if not intervals["realistic"]:
                 intervals["realistic"] = realistic_interval(runs[("none", "-")][0].steps_per_s, args.realistic_s)
-                print(f"  realistic cadence: every {intervals['realistic']} steps (~{args.realistic_s:g} s)")
-                if intervals["realistic"] * 2 > args.steps:
-                    print(f"  note: fewer than 2 checkpoints per run at that cadence; --steps {args.steps} is short")
+                n = checkpoints_in(args.steps, intervals["realistic"])
+                print(
+                    f"  realistic cadence: every {intervals['realistic']} steps (~{args.realistic_s:g} s), "
+                    f"{n} checkpoint(s) per run, the last step's included"
+                )
+                if n < 2:
+                    print(f"  note: only the last step checkpoints at that cadence; --steps {args.steps} is short")
             for cadence in CADENCES:
                 note("ray_native", cadence, bare.run(args.steps, intervals[cadence]))
         for arm in ("async", "sync"):
