@@ -5,8 +5,9 @@ and prints ratios measured in this one run:
 
 1. checkpoint upload (CheckpointStore.put + commit) / raw fsspec put_file of the
    same bytes to the same server (goal >= 0.95);
-2. training steps/s with async checkpointing every 50 steps / without
-   checkpoints (goal >= 0.97), next to the same with synchronous checkpointing;
+2. training steps/s with async checkpointing every 500 steps (``--interval``) /
+   without checkpoints (goal >= 0.97), next to the same with synchronous
+   checkpointing, and both every 50 steps (``--interval-high``);
 3. replication lag (journal) / raw copy of the same checkpoint between the same
    servers (goal <= 1.2);
 4. restore of the async run's newest checkpoint, from the decision to the state
