@@ -12,7 +12,10 @@ with ``data.loader=sharded`` and one with ``data.loader=ray_data``, and report:
   read + write bytes of all Ray processes (``/proc/<pid>/io`` rchar + wchar: files,
   pipes and sockets; shared-memory object transfers are not I/O and are not counted).
 
-    python benchmarks/data_loading.py [--steps 300] [--samples 200000] [--features 256]
+    python benchmarks/data_loading.py [--steps 300] [--samples 200000] [--features 256] [--json PATH]
+
+``--json PATH`` writes each loader's figures as ``<loader>_<figure>`` and ray_data's
+over sharded's as ``ray_data_ratio_<figure>`` (see ``figures``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil
 
-from benchmarks.common import orchestrate, temp_home
+from benchmarks.common import orchestrate, temp_home, write_json
 
 LOADERS = ("sharded", "ray_data")
 
@@ -133,13 +136,39 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def json_name(key: str) -> str:
+    """A column's JSON name: the MB columns say so (``tcp_bytes`` -> ``tcp_mb``)."""
+    return f"{key.removesuffix('_bytes')}_mb" if key in MB else key
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The flat figures of one run: every column of the table per loader
+    (``sharded_steps_per_s``, ``ray_data_worker_peak_rss_mb``, ...; bytes in MB, as
+    printed) and ``ray_data_ratio_<column>`` (ray_data / sharded, None where sharded's
+    is 0). Pure: the tests drive it with records."""
+    out: dict[str, Any] = {}
+    by_loader = {r["loader"]: r for r in rows}
+    for loader, r in by_loader.items():
+        for key, _, _ in COLUMNS[1:]:
+            out[f"{loader}_{json_name(key)}"] = round(r[key] / 1e6 if key in MB else float(r[key]), 4)
+    a, b = by_loader["sharded"], by_loader["ray_data"]
+    for key, _, _ in COLUMNS[1:]:
+        out[f"ray_data_ratio_{json_name(key)}"] = round(b[key] / a[key], 3) if a[key] else None
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--samples", type=int, default=200_000)
     ap.add_argument("--features", type=int, default=256)
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.orchestrator/data"))
-    args = ap.parse_args()
+    ap.add_argument("--json", metavar="PATH", help="write the figures and ratios there (flat keys)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     from orchestrator.workloads.synthetic import ensure_dataset
 
     t0 = time.time()
@@ -156,6 +185,16 @@ def main() -> None:
         print(f"training {args.steps} steps with data.loader={loader} ...", flush=True)
         rows.append(one_run(home, loader, args))
     print(table(rows))
+    write_json(
+        args.json,
+        {
+            "steps": args.steps,
+            "samples": args.samples,
+            "features": args.features,
+            "data_set_mb": round(size / 1e6, 1),
+            **figures(rows),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ and ``trainer.autocast=auto`` (bf16 where the GPU has it):
 
 Prints the figures (steps/s, GPU utilisation and memory, eval loss, RTO) and
 exits 0 when every check holds, 1 when one does not, 2 when there is no GPU.
+``--json PATH`` writes the same figures flattened (see ``flat_figures``), and with
+no GPU ``{"gpu": null, "checks_held": null}``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import orchestrate, temp_home
+from benchmarks.common import orchestrate, temp_home, write_json
 
 REGIONS = ("local-a", "local-b")
 
@@ -68,15 +70,38 @@ def checks(base: dict[str, Any], base_journal: list[dict[str, Any]], faulted: di
     return failed
 
 
-def main() -> int:
+def flat_figures(figures: dict[str, Any], failed: list[str]) -> dict[str, Any]:
+    """``figures`` (as printed) as flat JSON values: the per-GPU lists become their
+    peak (``gpu_utilization_mean_percent``, ``gpu_memory_peak_mb``), the per-incident
+    RTOs ``rto_s`` (the first incident's) and ``incidents``; with ``checks_failed``
+    and ``checks_held``. Pure: the tests drive it with records."""
+    out = {k: v for k, v in figures.items() if not isinstance(v, list)}
+    for key in ("gpu_utilization_mean_percent", "gpu_memory_peak_mb"):
+        values = figures.get(key) or []
+        out[key] = max(values) if values else None
+    rtos = figures.get("rto_s") or []
+    out["rto_s"] = rtos[0] if rtos else None
+    out["incidents"] = len(rtos)
+    out["checks_failed"] = len(failed)
+    out["checks_held"] = not failed
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--kill-at", type=int, default=160)
-    args = ap.parse_args()
+    ap.add_argument("--json", metavar="PATH", help="write the figures and the verdict there (flat keys)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA GPU on this machine (torch.cuda.is_available() is false); run it where one is")
+        write_json(args.json, {"gpu": None, "checks_held": None})
         return 2
     home = temp_home()
     base, journal = orchestrate(home, "gpu-base", *overrides(args.steps))
@@ -98,6 +123,7 @@ def main() -> int:
     for line in failed:
         print(f"FAILED: {line}")
     print("gpu_check: all checks held" if not failed else f"gpu_check: {len(failed)} check(s) failed")
+    write_json(args.json, {"steps": args.steps, "kill_at": args.kill_at, **flat_figures(figures, failed)})
     return 1 if failed else 0
 
 

@@ -4,18 +4,29 @@ Starts its own moto S3 servers and fake-gcs-server on 127.0.0.1 (as the tests do
 and prints ratios measured in this one run:
 
 1. checkpoint upload (CheckpointStore.put + commit) / raw fsspec put_file of the
-   same bytes to the same server (goal >= 0.9);
-2. training steps/s with async checkpointing every 50 steps / without
-   checkpoints (goal >= 0.97), next to the same with synchronous checkpointing;
+   same bytes to the same server (goal >= 0.95);
+2. training steps/s with async checkpointing every 500 steps (``--interval``) /
+   without checkpoints (goal >= 0.97), next to the same with synchronous
+   checkpointing, and both every 50 steps (``--interval-high``);
 3. replication lag (journal) / raw copy of the same checkpoint between the same
-   servers (goal <= 1.2).
+   servers (goal <= 1.2);
+4. restore of the async run's newest checkpoint, from the decision to the state
+   loaded (what a worker does: find the newest checkpoint that verifies, read its
+   files verified, torch.load each) / a raw download of the same files (fsspec
+   cat_file) from the same server (goal <= 1.2).
 
-    python benchmarks/storage.py [--mb 48] [--steps 3000]
+    python benchmarks/storage.py [--mb 48] [--steps 3000] [--job digits] [--json PATH]
+
+``--job gpt_large`` trains the large-state job (about 230 MB of model and optimizer
+state per checkpoint): a step takes seconds there, so pass small ``--steps`` with
+``--interval``/``--interval-high`` to match, and ``--modes`` to train fewer arms.
+``--json PATH`` writes the figures (see ``figures``).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import secrets
 import statistics
@@ -23,12 +34,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from benchmarks.common import orchestrate, temp_home  # noqa: E402
+from benchmarks.common import orchestrate, temp_home, write_json  # noqa: E402
 from recovery.storage import open_fs  # noqa: E402
 from recovery.store import CheckpointStore  # noqa: E402
 from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto  # noqa: E402
@@ -73,59 +85,194 @@ def raw_copy_s(src_url: str, src_opts: dict, dst_url: str, dst_opts: dict, run_i
     return statistics.median(times)
 
 
-def main() -> None:
+def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) -> tuple[float, float, int]:
+    """(restore, raw download, bytes): medians over ``rounds`` of the newest checkpoint of ``run_id``.
+
+    The run's key never leaves its controller, so its newest commit's bytes are
+    committed again under a key of this benchmark's (same files, same server) and
+    restored from there. Restore mirrors a worker's (orchestrator/runtime/worker.py
+    ``_choose`` and train_loop.py ``restore``): ``latest_verified`` (reads and hashes
+    every file), then ``read`` of each file (verified again), then ``torch.load``.
+    """
+    import torch
+
+    src = CheckpointStore(src_url, region="src", storage_options=opts)
+    m = src.manifest(run_id, max(src.committed_steps(run_id)))
+    assert m is not None
+    files = {f.name: src.fs.cat_file(f"{src.step_path(run_id, m.step)}/{f.name}") for f in m.files}
+    store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=secrets.token_bytes(32))
+    entries = [store.put("restore", m.step, name, data) for name, data in files.items()]
+    store.commit("restore", m.step, 1, entries)
+    ours, raw = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for name in files:
+            store.fs.cat_file(f"{store.step_path('restore', m.step)}/{name}")
+        raw.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        newest = store.latest_verified("restore")
+        assert newest is not None and newest.step == m.step
+        for f in newest.files:
+            torch.load(io.BytesIO(store.read(newest, f.name)), weights_only=True, map_location="cpu")
+        ours.append(time.perf_counter() - t0)
+    return statistics.median(ours), statistics.median(raw), sum(len(d) for d in files.values())
+
+
+# The training arms: name -> (checkpoint overrides); {i}: --interval, {h}: --interval-high, {n}: --steps.
+MODES = {
+    "none": ["checkpoint.interval_steps={n}"],
+    "async": ["checkpoint.interval_steps={i}"],
+    "sync": ["checkpoint.interval_steps={i}", "checkpoint.async_upload=false"],
+    "async-50": ["checkpoint.interval_steps={h}"],
+    "sync-50": ["checkpoint.interval_steps={h}", "checkpoint.async_upload=false"],
+}
+
+
+def figures(
+    upload: tuple[float, float] | None,
+    rates: dict[str, float],
+    replication: dict[str, tuple[float, float]],
+    restore: tuple[float, float, int] | None,
+) -> dict[str, Any]:
+    """The flat figures of one run. ``upload``: (ours, raw) MB/s; ``rates``: steps/s per
+    arm of MODES that ran; ``replication``: target region -> (median lag, raw copy) s;
+    ``restore``: (ours, raw) s and bytes. Keys: ``upload_ratio``, ``steps_ratio_async``
+    (``--interval``, "every 500 steps"), ``steps_ratio_sync``, ``steps_ratio_async_high``
+    and ``steps_ratio_sync_high`` (``--interval-high``, "every 50"), ``replication_ratio``
+    (the worse target) and ``replication_ratio_<region>``, ``restore_ratio``, with
+    the times and rates they come from. Pure: the tests drive it with records."""
+    out: dict[str, Any] = {}
+    if upload is not None:
+        ours, raw = upload
+        out |= {"upload_mb_s": round(ours, 2), "upload_raw_mb_s": round(raw, 2), "upload_ratio": round(ours / raw, 3)}
+    for mode, rate in rates.items():
+        out[f"steps_per_s_{mode.replace('-50', '_high')}"] = round(rate, 2)
+    for mode in MODES:
+        if mode != "none" and mode in rates and rates.get("none"):
+            out[f"steps_ratio_{mode.replace('-50', '_high')}"] = round(rates[mode] / rates["none"], 3)
+    for target, (lag, copy) in replication.items():
+        key = target.replace("-", "_")
+        out[f"replication_lag_{key}_s"] = round(lag, 3)
+        out[f"replication_raw_{key}_s"] = round(copy, 3)
+        out[f"replication_ratio_{key}"] = round(lag / copy, 3)
+    if replication:
+        out["replication_ratio"] = max(out[f"replication_ratio_{t.replace('-', '_')}"] for t in replication)
+    if restore is not None:
+        ours_s, raw_s, size = restore
+        out |= {
+            "restore_s": round(ours_s, 3),
+            "restore_raw_s": round(raw_s, 3),
+            "restore_ratio": round(ours_s / raw_s, 3),
+            "restore_mb": round(size / 1e6, 2),
+        }
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=48)
+    ap.add_argument("--mb", type=int, default=48, help="MB of random files the upload measure puts (0: skip it)")
     ap.add_argument("--steps", type=int, default=3000)
-    args = ap.parse_args()
+    ap.add_argument("--job", default="digits", help="the job config (conf/job/NAME.yaml), e.g. gpt_large")
+    ap.add_argument("--interval", type=int, default=500, help="checkpoint.interval_steps of the async and sync arms")
+    ap.add_argument("--interval-high", type=int, default=50, help="the same of the async-50 and sync-50 arms")
+    ap.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"the training arms to run, comma-separated, out of {','.join(MODES)} (none and async are needed "
+        "for the ratios, replication and restore)",
+    )
+    ap.add_argument("--json", metavar="PATH", help="write the figures and ratios there (flat keys)")
+    args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        ap.error(f"--modes: expected some of {','.join(MODES)}, got {args.modes!r}")
+    args.modes = modes
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     os.environ.update(S3_ENV)
     a, b, c = start_moto(), start_moto(), start_fake_gcs()
     try:
         for server, bucket in ((a, "orch-a"), (b, "orch-b"), (c, "orch-c"), (a, "bench-up")):
             make_bucket(server, bucket)
-        ours, raw = upload_ratio(a.endpoint, args.mb)
-        print(f"1. upload {args.mb} MB to moto: ours {ours:.1f} MB/s, raw put_file {raw:.1f} MB/s")
-        print(f"   ratio {ours / raw:.3f} (goal >= 0.9)", flush=True)
+        upload = None
+        if args.mb > 0:
+            upload = upload_ratio(a.endpoint, args.mb)
+            ours, raw = upload
+            print(f"1. upload {args.mb} MB to moto: ours {ours:.1f} MB/s, raw put_file {raw:.1f} MB/s")
+            print(f"   ratio {ours / raw:.3f} (goal >= 0.95)", flush=True)
 
         env = {"ORCH_LOCAL_S3_A": a.endpoint, "ORCH_LOCAL_S3_B": b.endpoint, "ORCH_LOCAL_GCS_C": c.endpoint}
         os.environ.update(env)
         home = temp_home()
-        rates = {}
+        rates: dict[str, float] = {}
         journals = {}
-        for mode, extra in (
-            ("none", [f"checkpoint.interval_steps={args.steps}"]),
-            ("async", ["checkpoint.interval_steps=500"]),
-            ("sync", ["checkpoint.interval_steps=500", "checkpoint.async_upload=false"]),
-            ("async-50", ["checkpoint.interval_steps=50"]),
-            ("sync-50", ["checkpoint.interval_steps=50", "checkpoint.async_upload=false"]),
-        ):
+        for mode in args.modes:
+            extra = [o.format(n=args.steps, i=args.interval, h=args.interval_high) for o in MODES[mode]]
             result, journal = orchestrate(
-                home, f"storage-{mode}", "cloud=local_cloudstores", f"job.steps={args.steps}", *extra
+                home,
+                f"storage-{mode}",
+                "cloud=local_cloudstores",
+                f"job={args.job}",
+                f"job.steps={args.steps}",
+                *extra,
             )
             rates[mode] = float(result["train_steps_per_s"])
             journals[mode] = journal
             print(f"   {mode:>5}: {rates[mode]:.1f} steps/s", flush=True)
-        print(
-            f"2. every 500 steps: async / none = {rates['async'] / rates['none']:.3f} (goal >= 0.97); "
-            f"sync / none = {rates['sync'] / rates['none']:.3f}"
-        )
-        print(
-            f"   every 50 steps:  async / none = {rates['async-50'] / rates['none']:.3f}; "
-            f"sync / none = {rates['sync-50'] / rates['none']:.3f}"
-        )
+        if "none" in rates:
+            for head, pair in (
+                (f"2. every {args.interval} steps: ", ("async", "sync")),
+                (f"   every {args.interval_high} steps:  ", ("async-50", "sync-50")),
+            ):
+                parts = [
+                    f"{m.removesuffix('-50')} / none = {rates[m] / rates['none']:.3f}"
+                    + (" (goal >= 0.97)" if m == "async" else "")
+                    for m in pair
+                    if m in rates
+                ]
+                if parts:
+                    print(head + "; ".join(parts))
 
-        reps = [e for e in journals["async"] if e["type"] == "runtime.replicated"]
-        for target, url, opts in (
-            ("local-b", "s3://orch-b/stores", {"endpoint_url": b.endpoint}),
-            ("local-c", "gs://orch-c/stores", {"endpoint_url": c.endpoint, "token": "anon", "project": "p"}),
-        ):
-            lags = [e["lag_s"] for e in reps if e["to"] == target]
-            copy = raw_copy_s("s3://orch-a/stores", {"endpoint_url": a.endpoint}, url, opts, "storage-async")
-            lag = statistics.median(lags)
+        replication: dict[str, tuple[float, float]] = {}
+        restore = None
+        if "async" in journals:
+            reps = [e for e in journals["async"] if e["type"] == "runtime.replicated"]
+            for target, url, opts in (
+                ("local-b", "s3://orch-b/stores", {"endpoint_url": b.endpoint}),
+                ("local-c", "gs://orch-c/stores", {"endpoint_url": c.endpoint, "token": "anon", "project": "p"}),
+            ):
+                lags = [e["lag_s"] for e in reps if e["to"] == target]
+                if not lags:
+                    print(f"3. replication local-a -> {target}: no copies in the journal")
+                    continue
+                copy = raw_copy_s("s3://orch-a/stores", {"endpoint_url": a.endpoint}, url, opts, "storage-async")
+                lag = statistics.median(lags)
+                replication[target] = (lag, copy)
+                print(
+                    f"3. replication local-a -> {target}: median lag {lag:.3f}s over {len(lags)} copies, "
+                    f"raw copy {copy:.3f}s, ratio {lag / copy:.2f} (goal <= 1.2)"
+                )
+            restore = restore_s("s3://orch-a/stores", {"endpoint_url": a.endpoint}, "storage-async")
+            ours_s, raw_s, size = restore
             print(
-                f"3. replication local-a -> {target}: median lag {lag:.3f}s over {len(lags)} copies, "
-                f"raw copy {copy:.3f}s, ratio {lag / copy:.2f} (goal <= 1.2)"
+                f"4. restore of {size / 1e6:.1f} MB from moto: ours {ours_s:.3f}s, raw download {raw_s:.3f}s, "
+                f"ratio {ours_s / raw_s:.2f} (goal <= 1.2)"
             )
+        write_json(
+            args.json,
+            {
+                "job": args.job,
+                "steps": args.steps,
+                "upload_mb": args.mb,
+                "interval_steps": args.interval,
+                "interval_steps_high": args.interval_high,
+                **figures(upload, rates, replication, restore),
+            },
+        )
     finally:
         for server in (a, b, c):
             server.stop()
