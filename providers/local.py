@@ -87,10 +87,48 @@ BASE_ENV = {
 }
 
 
+# A cluster's daemons get their ports from us, checked free, then bound by Ray a moment
+# later. Drawn from the kernel's ephemeral range (what bind(0) gives), such a port can be
+# taken in that moment by any process binding port 0 (every Ray worker does), or be
+# handed out twice, and a raylet then asked its runtime-env agent for an actor's
+# environment and got another process's metrics server. So: below the ephemeral range
+# and above Ray's worker ports (10002-19999), never one this process handed out before.
+PORT_LOW = 20000
+_handed: set[int] = set()
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default: 32768)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port on 127.0.0.1 free now, outside the ephemeral range where it can be, and
+    never the same twice in this process."""
+    high = ephemeral_low() - 1
+    rng = secrets.SystemRandom()
+    for _ in range(200 if high - PORT_LOW >= 1000 else 0):
+        port = rng.randint(PORT_LOW, high)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    while True:  # a machine whose ephemeral range leaves no room: the kernel's choice
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed:
+            _handed.add(port)
+            return port
 
 
 def _port_open(port: int) -> bool:
