@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from providers.local import free_port
 from providers.local_nodes import NODE_PORT_FLAGS
 from providers.skypilot import RUN_SCRIPT
 from support import ray_pids, wait_no_new_ray
@@ -28,12 +28,6 @@ REPO = Path(__file__).resolve().parents[2]
 # Bounds on waits that a healthy run passes in seconds (never the measure of a test).
 UP_S = 90.0
 OBJECT_STORE = str(80 * 1024 * 1024)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Nodes:
