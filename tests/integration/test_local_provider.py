@@ -141,7 +141,8 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
         assert recorded is not None and recorded.info["nodes"] == cluster.info["nodes"]
         for pid in new:
             os.kill(pid, signal.SIGSTOP)
-        assert provider.nodes(cluster)[0].health is Health.NOT_UP
+        # A signal is delivered, and the process seen stopped, a moment after kill() returns.
+        assert _until(lambda: provider.nodes(cluster)[0].health is Health.NOT_UP)
     finally:
         probe.kill()
         probe.communicate()
