@@ -15,13 +15,13 @@ from fakecloud import FakeCloud
 
 from orchestrator.chaos.injector import FaultInjector, choose_node, corrupt_newest
 from orchestrator.compose import compose
-from orchestrator.config import ConfigError
 from orchestrator.runstate.events import Event, FaultEnded, FaultRefused
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 from tests.unit.conftest import TEST_KEY
+from tests.unit.test_compose import config_error
 
 RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
@@ -246,25 +246,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _error(overrides: list[str]) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
-        compose(overrides)
-    return info.value
-
-
 @pytest.mark.usefixtures("home")
 def test_node_faults_in_the_config() -> None:
     ok = compose([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:1},{kind:hang_node,after_s:3,seed:9}]"])
     assert [(f.kind, f.node, f.seed) for f in ok.chaos.faults] == [("kill_node", 1, 0), ("hang_node", None, 9)]
-    head = _error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:0}]"])
+    head = config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:0}]"])
     assert head.key == "chaos.faults[0].node" and "kill_head" in str(head)
-    beyond = _error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:2}]"])
+    beyond = config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:2}]"])
     assert beyond.key == "chaos.faults[0].node" and "1..1" in str(beyond)
-    single = _error(["chaos.faults=[{kind:hang_node,at_step:5}]"])
+    single = config_error(["chaos.faults=[{kind:hang_node,at_step:5}]"])
     assert single.key == "chaos.faults[0].kind" and "nodes to 2 or more" in str(single)
     # Aimed at a region: that region's nodes count, not another's.
-    aimed = _error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,region:local-b}]"])
+    aimed = config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,region:local-b}]"])
     assert aimed.key == "chaos.faults[0].kind" and "'local-b' has none" in str(aimed)
-    other = _error(["chaos.faults=[{kind:kill_region,at_step:5,node:1}]"])
+    other = config_error(["chaos.faults=[{kind:kill_region,at_step:5,node:1}]"])
     assert other.key == "chaos.faults[0].node"
-    assert _error([TWO_NODES, "chaos.faults=[{kind:kill_node,during:provisioning}]"]).key == "chaos.faults[0].during"
+    assert (
+        config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,during:provisioning}]"]).key == "chaos.faults[0].during"
+    )
