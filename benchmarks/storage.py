@@ -11,9 +11,9 @@ and prints ratios measured in this one run:
 3. replication lag (journal) / raw copy of the same checkpoint between the same
    servers (goal <= 1.2);
 4. restore of the async run's newest checkpoint, from the decision to the state
-   loaded (what a worker does: find the newest checkpoint that verifies, read its
-   files verified, torch.load each) / a raw download of the same files (fsspec
-   cat_file) from the same server (goal <= 1.2).
+   loaded (what a worker does: find the newest checkpoint that verifies, reading
+   its files once, verified as they stream in, torch.load each) / a raw download
+   of the same files (fsspec cat_file) from the same server (goal <= 1.2).
 
     python benchmarks/storage.py [--mb 48] [--steps 3000] [--job digits] [--json PATH]
 
@@ -91,10 +91,13 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
     The run's key never leaves its controller, so its newest commit's bytes are
     committed again under a key of this benchmark's (same files, same server) and
     restored from there. Restore mirrors a worker's (orchestrator/runtime/worker.py
-    ``_choose`` and train_loop.py ``restore``): ``latest_verified`` (reads and hashes
-    every file), then ``read`` of each file (verified again), then ``torch.load``.
+    ``_choose`` and train_loop.py ``restore``): ``load_newest`` (every file read once,
+    in parallel ranges, hashed as it streams in, the bytes kept), then ``torch.load``.
+    The raw download is one ``cat_file`` per file, one after another.
     """
     import torch
+
+    from recovery.replication import load_newest
 
     src = CheckpointStore(src_url, region="src", storage_options=opts)
     m = src.manifest(run_id, max(src.committed_steps(run_id)))
@@ -110,12 +113,16 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
             store.fs.cat_file(f"{store.step_path('restore', m.step)}/{name}")
         raw.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        newest = store.latest_verified("restore")
-        assert newest is not None and newest.step == m.step
-        for f in newest.files:
-            torch.load(io.BytesIO(store.read(newest, f.name)), weights_only=True, map_location="cpu")
+        newest = load_newest("restore", [store], on_skip=_no_skip, keep=lambda name: True)
+        assert newest is not None and newest.manifest.step == m.step
+        for data in newest.files.values():
+            torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         ours.append(time.perf_counter() - t0)
     return statistics.median(ours), statistics.median(raw), sum(len(d) for d in files.values())
+
+
+def _no_skip(store: CheckpointStore, step: int, reason: str) -> None:
+    raise AssertionError(f"the benchmark's own checkpoint step {step} did not verify: {reason}")
 
 
 # The training arms: name -> (checkpoint overrides); {i}: --interval, {h}: --interval-high, {n}: --steps.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from recovery.fencing import Admits, Lineage
 from recovery.manifest import Manifest, ManifestError
-from recovery.store import CheckpointStore, StoreError
+from recovery.store import CheckpointStore, Keep, StoreError
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,15 @@ def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) ->
     )
 
 
+@dataclass(frozen=True)
+class Restorable:
+    """The checkpoint a restore takes: where, its manifest, and the verified bytes kept."""
+
+    store: CheckpointStore
+    manifest: Manifest
+    files: dict[str, bytes]
+
+
 def sync_newest(
     run_id: str,
     stores: list[CheckpointStore],
@@ -82,23 +91,57 @@ def sync_newest(
     on_store_error: Callable[[CheckpointStore, str], None] | None = None,
 ) -> tuple[CheckpointStore, Manifest] | None:
     """The newest checkpoint that verifies (and is on the lineage) in any store;
-    the first store wins ties. A store that raises anything (unreachable, a timeout,
-    a folder where a file should be) is passed over and reported to ``on_store_error``;
-    so are the (region, step) pairs in ``exclude``."""
-    best: tuple[CheckpointStore, Manifest] | None = None
-    for store in stores:
+    the first store wins ties. See ``load_newest``."""
+    best = load_newest(run_id, stores, on_skip, lineage, exclude, on_store_error)
+    return None if best is None else (best.store, best.manifest)
+
+
+def load_newest(
+    run_id: str,
+    stores: list[CheckpointStore],
+    on_skip: Callable[[CheckpointStore, int, str], None],
+    lineage: Admits | None = None,
+    exclude: Collection[tuple[str, int]] = (),
+    on_store_error: Callable[[CheckpointStore, str], None] | None = None,
+    keep: Keep | None = None,
+    before_read: Callable[[CheckpointStore, Manifest], None] | None = None,
+) -> Restorable | None:
+    """The newest checkpoint that verifies (and is on the lineage) in any store, the
+    first store winning ties, with the verified bytes of the files ``keep`` says yes to.
+
+    Candidates are tried newest first across every store, so only the winner's files
+    are read (and any newer ones that fail), once each. A store that raises anything
+    (unreachable, a timeout, a folder where a file should be) is passed over from
+    there on and reported to ``on_store_error``; so are the (region, step) pairs in
+    ``exclude``; a candidate that fails is reported to ``on_skip``. ``before_read``:
+    told of a candidate whose manifest is trusted, before its files are read."""
+    listed: list[tuple[int, int, CheckpointStore]] = []
+    failed: set[int] = set()
+
+    def store_failed(i: int, exc: BaseException) -> None:
+        failed.add(i)
+        if on_store_error is not None:
+            on_store_error(stores[i], store_error_text(stores[i], exc))
+
+    for i, store in enumerate(stores):
         bad = frozenset(step for region, step in exclude if region == store.region)
         try:
-            m = store.latest_verified(
-                run_id, on_skip=lambda s, r, st=store: on_skip(st, s, r), lineage=lineage, exclude=bad
-            )
+            listed += [(step, i, store) for step in store.candidates(run_id, exclude=bad)]
         except Exception as exc:  # any client error: this store tells nothing, the others still count
-            if on_store_error is not None:
-                on_store_error(store, store_error_text(store, exc))
+            store_failed(i, exc)
+    for step, i, store in sorted(listed, key=lambda c: (-c[0], c[1])):
+        if i in failed:
             continue
-        if m is not None and (best is None or m.step > best[1].step):
-            best = (store, m)
-    return best
+        try:
+            hook = None if before_read is None else (lambda m, st=store: before_read(st, m))
+            m, verdict, files = store.load(run_id, step, lineage, keep, hook)
+        except Exception as exc:  # as above: from here on this store is passed over
+            store_failed(i, exc)
+            continue
+        if m is not None and verdict.ok:
+            return Restorable(store, m, files)
+        on_skip(store, step, verdict.reason)
+    return None
 
 
 def store_error_text(store: CheckpointStore, exc: BaseException) -> str:

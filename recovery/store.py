@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from recovery.fencing import FENCE_NAME, Admits, FencedError, Lineage
+from recovery.fetch import fetch
 from recovery.fsio import is_local, write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
@@ -29,6 +30,7 @@ from recovery.signing import SigningError, check, signed
 from recovery.storage import Bounded, StorageSetupError, op_timeout, open_fs
 
 SkipHook = Callable[[int, str], None]
+Keep = Callable[[str], bool]  # which of a checkpoint's files a reader keeps the bytes of
 
 
 class StoreError(Exception):
@@ -218,23 +220,59 @@ class CheckpointStore:
     def verify(self, run_id: str, step: int) -> Verdict:
         return self._inspect(run_id, step)[1]
 
-    def _inspect(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
-        """The manifest of ``step`` (read once) and whether it is signed and its files verify.
-        The signature comes first: a stranger's files are never read."""
+    def _inspect(
+        self,
+        run_id: str,
+        step: int,
+        lineage: Admits | None = None,
+        keep: Keep | None = None,
+        before_read: Callable[[Manifest], None] | None = None,
+    ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
+        """The manifest of ``step`` (read once), whether it is signed, on ``lineage`` and
+        its files verify, and the verified bytes of the files ``keep`` says yes to. The
+        signature and the lineage come first: a stranger's files are never read, nor a
+        fenced checkpoint's."""
         m, verdict = self.trusted_manifest(run_id, step)
         if m is None or not verdict.ok:
-            return m, verdict
-        actual: dict[str, tuple[int, str | None]] = {}
-        for f in m.files:
-            path = f"{self.step_path(run_id, step)}/{f.name}"
-            try:
-                data = self.fs.cat_file(path)
-            except FileNotFoundError:
-                continue
-            except Exception as exc:  # a timeout, a folder in its place: the store's error, named
-                raise self._error("cannot read " + path, exc) from None
-            actual[f.name] = (len(data), sha256_hex(data) if len(data) == f.size else None)
-        return m, judge(m, actual)
+            return m, verdict, {}
+        if lineage is not None and not lineage.allows(m.attempt, m.step):
+            return m, Verdict(False, lineage.why_not(m.attempt, m.step)), {}
+        if before_read is not None:
+            before_read(m)
+        paths = {f"{self.step_path(run_id, step)}/{f.name}": f for f in m.files}
+        try:
+            got = fetch(self.fs, {path: f.size for path, f in paths.items()}, ranged=not is_local(self.fs))
+        except Exception as exc:  # a timeout, a folder in its place: the store's error, named
+            raise self._error(f"cannot read {self.step_path(run_id, step)}", exc) from None
+        actual = {
+            f.name: (len(g.data), g.sha256 if len(g.data) == f.size else None)
+            for path, f in paths.items()
+            if (g := got[path]).data is not None
+        }
+        verdict = judge(m, actual)
+        if not verdict.ok:
+            return m, verdict, {}
+        kept = {f.name: got[path].data for path, f in paths.items() if keep is not None and keep(f.name)}
+        return m, verdict, {name: data for name, data in kept.items() if data is not None}
+
+    def candidates(self, run_id: str, at_most: int | None = None, exclude: Collection[int] = ()) -> list[int]:
+        """Committed steps a restore may consider, newest first (none verified yet)."""
+        return [
+            s for s in reversed(self.committed_steps(run_id)) if (at_most is None or s <= at_most) and s not in exclude
+        ]
+
+    def load(
+        self,
+        run_id: str,
+        step: int,
+        lineage: Admits | None = None,
+        keep: Keep | None = None,
+        before_read: Callable[[Manifest], None] | None = None,
+    ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
+        """Check one step as ``latest_verified`` does and keep the bytes of the files ``keep``
+        names (each file is read once, verified as it streams in). ``before_read``: called
+        with a manifest that is signed and on the lineage, before a byte of its files is read."""
+        return self._inspect(run_id, step, lineage, keep, before_read)
 
     def latest_verified(
         self,
@@ -247,15 +285,9 @@ class CheckpointStore:
         """The newest committed checkpoint whose files verify and that is on the
         lineage (see recovery/fencing.py); skips are reported. ``exclude``: steps
         already found bad by a reader."""
-        for step in reversed(self.committed_steps(run_id)):
-            if (at_most is not None and step > at_most) or step in exclude:
-                continue
-            m, verdict = self._inspect(run_id, step)
+        for step in self.candidates(run_id, at_most, exclude):
+            m, verdict, _ = self._inspect(run_id, step, lineage)
             if m is not None and verdict.ok:
-                if lineage is not None and not lineage.allows(m.attempt, m.step):
-                    if on_skip is not None:
-                        on_skip(step, lineage.why_not(m.attempt, m.step))
-                    continue
                 return m
             if on_skip is not None:
                 on_skip(step, verdict.reason)
@@ -263,15 +295,24 @@ class CheckpointStore:
 
     def read(self, manifest: Manifest, name: str) -> bytes:
         """One file of a committed checkpoint, verified against its manifest."""
-        entry = manifest.entry(name)
-        path = f"{self.step_path(manifest.run_id, manifest.step)}/{name}"
+        return self.read_many(manifest, [name])[name]
+
+    def read_many(self, manifest: Manifest, names: Collection[str]) -> dict[str, bytes]:
+        """Files of a committed checkpoint, read at once, each verified against its manifest."""
+        entries = {f"{self.step_path(manifest.run_id, manifest.step)}/{n}": manifest.entry(n) for n in names}
         try:
-            data = self.fs.cat_file(path)
+            got = fetch(self.fs, {path: e.size for path, e in entries.items()}, ranged=not is_local(self.fs))
         except Exception as exc:  # any client error (botocore, google-auth) names the store
-            raise self._error("cannot read " + path, exc) from None
-        if len(data) != entry.size or sha256_hex(data) != entry.sha256:
-            raise ManifestError(f"{path} does not match its manifest")
-        return data
+            raise self._error(f"cannot read {self.step_path(manifest.run_id, manifest.step)}", exc) from None
+        out = {}
+        for path, entry in entries.items():
+            g = got[path]
+            if g.data is None:
+                raise self._error("cannot read " + path, FileNotFoundError(path))
+            if len(g.data) != entry.size or g.sha256 != entry.sha256:
+                raise ManifestError(f"{path} does not match its manifest")
+            out[entry.name] = g.data
+        return out
 
     # --- deleting ----------------------------------------------------------
     def delete(self, run_id: str, step: int) -> None:
@@ -365,17 +406,33 @@ def retention_plan(
     return doomed
 
 
-def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
-    """Compare with the store's own MD5 (GCS md5Hash, or a single-part S3 ETag); None: none given."""
-    import base64
-    import hashlib
+# s3fs's pipe_file sends an object of two parts or more in parts of this size, and S3
+# reports such an object's ETag as the MD5 of its parts' MD5s, "-" and the part count.
+MULTIPART_CHUNK = 50 * 2**20
 
-    digest = hashlib.md5(data, usedforsecurity=False).digest()
+
+def multipart_etag(data: bytes, chunk: int = MULTIPART_CHUNK) -> str:
+    """The ETag S3 gives ``data`` uploaded in parts of ``chunk`` bytes."""
+    parts = [hashlib.md5(data[i : i + chunk], usedforsecurity=False).digest() for i in range(0, len(data), chunk)]
+    return f"{hashlib.md5(b''.join(parts), usedforsecurity=False).hexdigest()}-{len(parts)}"
+
+
+def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
+    """Compare with the store's own MD5 (GCS md5Hash, a single-part S3 ETag, or a
+    multipart one cut the way s3fs cuts); None: none given, or parts cut otherwise."""
+    import base64
+
     if info.get("md5Hash"):
+        digest = hashlib.md5(data, usedforsecurity=False).digest()
         return str(info["md5Hash"]) == base64.b64encode(digest).decode()
     etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
     if etag and "-" not in etag and len(etag) == 32:
-        return etag == digest.hex()
+        return etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
+    head, _, count = etag.partition("-")
+    if len(head) == 32 and count.isdigit():
+        if int(count) != -(-len(data) // MULTIPART_CHUNK):
+            return None  # another uploader's part size: read it back instead
+        return etag == multipart_etag(data)
     return None
 
 

@@ -315,7 +315,7 @@ class FuncRun(WorkerAttempt):
         source, m = chosen
         # Rank 0 read and verified (most of) it while choosing; the rest is read here, verified by read().
         have, self._verified = (self._verified if self.rank == 0 else {}), {}
-        files = {f.name: have[f.name] if f.name in have else source.read(m, f.name) for f in m.files}
+        files = have | source.read_many(m, [f.name for f in m.files if f.name not in have])
         self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
         write_checkpoint_dir(files, self.restored_dir)
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)

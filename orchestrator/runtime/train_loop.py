@@ -246,13 +246,17 @@ class _Loop(WorkerAttempt):
                 f"{self.workers}; resume it with trainer.workers={saved_workers} (trainer.min_workers lets fewer "
                 "workers train it)"
             )
-        files = self._verified if self.rank == 0 else {}
+        saved = {f.name for f in m.files}
+        files = self._verified
         self._verified = {}
+        if self.rank != 0:
+            # Every file this rank loads, read at once (rank 0 kept its own while choosing).
+            wanted = [f"{name}.pt" for name in self.parts()] + ["state.pt", rng_file(self.rank, saved_world, saved)]
+            files = source.read_many(m, [name for name in wanted if name in saved])
 
         def read(name: str) -> bytes:
             return files[name] if name in files else source.read(m, name)
 
-        saved = {f.name for f in m.files}
         for name, part in self.parts().items():
             if f"{name}.pt" not in saved:
                 raise UserCodeError(

@@ -79,8 +79,7 @@ from orchestrator.wire.sections import HpoSection, JobSection
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
-from recovery.manifest import Manifest
-from recovery.replication import sync_newest
+from recovery.replication import load_newest
 from recovery.store import CheckpointStore
 
 EXPERIMENT = "search"
@@ -428,13 +427,16 @@ def _restore(
         control.event(spec.generation, "restore_store_skipped", region=store.region, error=error[:500])
 
     lineage, usable = restore_rule(spec, control, stores)
-    best = sync_newest(spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed)
+    # The snapshot's archive is kept as it is verified: read once.
+    best = load_newest(
+        spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed, keep=lambda name: name == ARCHIVE
+    )
     if best is None:
         return 0, None, None
-    store, manifest = best
-    m: Manifest = manifest
+    store, m = best.store, best.manifest
     hpo = search_of(spec)
-    snapshot = unpack(store.read(m, ARCHIVE), configs, hpo.max_t, _rung_list(hpo))
+    archive = best.files[ARCHIVE] if ARCHIVE in best.files else store.read(m, ARCHIVE)
+    snapshot = unpack(archive, configs, hpo.max_t, _rung_list(hpo))
     recorded = {t.trial_id: t.checkpoint_iteration for t in snapshot.trials}
     for trial_id, parts in snapshot.checkpoints.items():
         try:

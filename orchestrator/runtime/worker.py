@@ -31,7 +31,7 @@ from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
-from recovery.replication import sync_newest
+from recovery.replication import load_newest
 from recovery.store import CheckpointStore, scan_fences
 
 PROGRESS_EVERY_S = 0.5
@@ -50,6 +50,12 @@ class InjectedUserError(RuntimeError):
 class Stopped(BaseException):
     """A worker stops on purpose: its last checkpoint is committed and the driver told
     (a preemption). A BaseException: a user's ``except Exception`` must not swallow it."""
+
+
+def restored_by_rank0(name: str) -> bool:
+    """The files rank 0 keeps from the checkpoint it chose: the shared state and its own
+    RNG (every other rank reads its own RNG file itself)."""
+    return not name.startswith("rng-") or name == "rng-rank0.pt"
 
 
 def _is_comm_error(exc: BaseException) -> bool:
@@ -290,8 +296,10 @@ class WorkerAttempt:
     def _choose(self, skipped: Any) -> tuple[int, str] | None:
         """Rank 0: the newest checkpoint whose every file reads back and verifies now.
 
-        A checkpoint can go bad between the manifest check and the read (a restore
-        is when a corrupting fault bites): then it is skipped and the next tried.
+        Each candidate's manifest is checked first, then its files are read once,
+        verified as they stream in, and kept: a checkpoint that went bad after it
+        was committed (a restore is when a corrupting fault bites) is skipped and
+        the next tried, and what is loaded is exactly what was verified.
         """
         from recovery.manifest import ManifestError
         from recovery.store import StoreError
@@ -303,23 +311,42 @@ class WorkerAttempt:
             self.control.event(self.gen, "restore_store_skipped", region=store.region, error=error[:500])
 
         bad: set[tuple[str, int]] = set()
+        # Checkpoints chosen (their manifests trusted) and so read: a failure of theirs is
+        # one found while restoring, after the chaos point "during: restore" has passed.
+        chosen: set[tuple[str, int]] = set()
+
+        def choose(store: CheckpointStore, m: Manifest) -> None:
+            chosen.add((store.region, m.step))
+            self._restore_hook(m.step)
+
         while True:
 
             def skip(store: CheckpointStore, step: int, reason: str) -> None:
+                if (store.region, step) in chosen:
+                    reason = f"failed verification while restoring: {reason}"
                 if (store.region, step) not in bad:
                     skipped(store, step, reason)
 
-            best = sync_newest(
-                self.spec.run_id, usable, skip, lineage=lineage, exclude=bad, on_store_error=store_failed
+            best = load_newest(
+                self.spec.run_id,
+                usable,
+                skip,
+                lineage=lineage,
+                exclude=bad,
+                on_store_error=store_failed,
+                keep=restored_by_rank0,
+                before_read=choose,
             )
             if best is None:
                 return None
-            store, m = best
-            self._restore_hook(m.step)
-            names = [f.name for f in m.files if not f.name.startswith("rng-") or f.name == "rng-rank0.pt"]
+            store, m = best.store, best.manifest
+            names = [f.name for f in m.files if restored_by_rank0(f.name)]
             local = self.checkpointer.local.load(m, names) if self.checkpointer.local is not None else None
             try:
-                self._verified = local if local is not None else {name: store.read(m, name) for name in names}
+                # Verified as it was read; a file not kept then is read and verified now.
+                kept = {name: best.files[name] for name in names if name in best.files}
+                missing = [name for name in names if name not in kept]
+                self._verified = local if local is not None else kept | store.read_many(m, missing)
             except (ManifestError, StoreError) as exc:
                 skipped(store, m.step, f"failed verification while restoring: {exc}")
                 bad.add((store.region, m.step))

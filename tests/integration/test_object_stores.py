@@ -125,3 +125,49 @@ def test_orphaned_multipart_uploads_under_the_run_are_aborted(servers):
     assert aborted == [f"{prefix}/step-10/model.pt"]
     left = {u["UploadId"] for u in raw.list_multipart_uploads(bucket)}
     assert mine["UploadId"] not in left and other["UploadId"] in left
+
+
+@pytest.mark.parametrize("make", [_s3, _gs], ids=["s3", "gcs"])
+def test_a_large_file_is_read_in_ranges_once_verified_and_a_resized_one_fails_its_size_check(
+    servers, make, monkeypatch
+):
+    from recovery.replication import load_newest
+
+    RANGE_BYTES = 2**20
+    monkeypatch.setattr("recovery.fetch.RANGE_BYTES", RANGE_BYTES)
+    store = make(servers, f"ranged-{time.time_ns()}")
+    big = os.urandom(2 * RANGE_BYTES + 12345)  # three ranges, the last one short
+    entries = [store.put(RUN, 10, "model.pt", big), store.put(RUN, 10, "state.pt", b"s" * 100)]
+    store.commit(RUN, 10, 1, entries)
+    best = load_newest(RUN, [store], on_skip=pytest.fail, keep=lambda name: name == "model.pt")
+    assert best is not None and best.manifest.step == 10
+    assert best.files == {"model.pt": big}
+    assert store.read(best.manifest, "model.pt") == big
+
+    path = f"{store.step_path(RUN, 10)}/model.pt"
+    # One byte longer: the ranges alone would read the expected bytes; the last asks past the end.
+    for wrong, reason in ((big + b"x", "has"), (big[: RANGE_BYTES + 7], "has"), (big[:-1] + b"?", "sha256")):
+        store.fs.pipe_file(path, wrong)
+        verdict = store.verify(RUN, 10)
+        assert not verdict.ok and reason in verdict.reason and "model.pt" in verdict.reason, verdict
+        skipped: list[int] = []
+        assert load_newest(RUN, [store], on_skip=lambda s, step, why, into=skipped: into.append(step)) is None
+        assert skipped == [10]
+
+
+def test_a_multipart_copy_is_checked_by_its_etag_without_reading_it_back(servers):
+    from recovery.store import _md5_matches, multipart_etag
+
+    store = _s3(servers, f"etag-{time.time_ns()}")
+    data = os.urandom(11 * 2**20)
+    path = f"{store.root}/part"
+    # S3's smallest part is 5 MiB: three parts, the last short, as s3fs cuts a large file.
+    store.fs.unwrapped.pipe_file(path, data, chunksize=5 * 2**20)
+    info = store.fs.info(path)
+    assert str(info["ETag"]).strip('"') == multipart_etag(data, 5 * 2**20)
+    # Parts cut another way than s3fs's default cannot be recomputed: read back instead.
+    assert _md5_matches(info, data) is None
+    single = f"{store.root}/single"
+    store.fs.pipe_file(single, data)
+    assert _md5_matches(store.fs.info(single), data) is True
+    assert _md5_matches(store.fs.info(single), data[:-1] + b"?") is False

@@ -340,9 +340,11 @@ def test_restore_selection_skips_a_store_that_raises_and_says_why(
     failed: list[tuple[str, str]] = []
     best = sync_newest(RUN, stores, lambda *a: None, on_store_error=lambda s, e: failed.append((s.region, e)))
     assert best is not None and (best[0].region, best[1].step) == ("c", 40)
-    assert [r for r, _ in failed] == ["a", "b"]
-    assert "MANIFEST.json" in failed[0][1] and "region a" in failed[0][1]
-    assert "TimeoutError" in failed[1][1] and "region b" in failed[1][1]
+    # Newest first across stores: b's step 80 is tried (and times out) before a's step 60.
+    assert [r for r, _ in failed] == ["b", "a"]
+    errors = dict(failed)
+    assert "MANIFEST.json" in errors["a"] and "region a" in errors["a"]
+    assert "TimeoutError" in errors["b"] and "region b" in errors["b"]
     assert all("\n" not in e for _, e in failed)
 
 

@@ -1,0 +1,95 @@
+"""Reading a checkpoint's files fast, for a restore: every file at once, a large one as
+parallel ranged reads, each hashed in order while its later ranges still stream in.
+
+A restore verifies what it reads and keeps the bytes, so each file crosses the
+network once (checking a checkpoint and then loading it used to read it twice).
+The sizes asked for come from a signed manifest, yet a stored object may be longer:
+the last range asks for one byte past the expected end, so a longer object reads
+back longer and fails its size check instead of passing on its first bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+# Large ranges: a few requests in flight on a 200 MB file, and few enough that a
+# server which reads the whole object to answer each range (moto's S3 does) still
+# serves a file about as fast in ranges as whole (16 MB ranges took 1.7x as long there).
+RANGE_BYTES = 64 * 2**20
+CONCURRENCY = 8
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One file as read: ``data`` None when it is not in the store."""
+
+    data: bytes | None
+    sha256: str | None
+
+
+def plan_ranges(size: int, chunk: int | None = None) -> list[tuple[int, int]]:
+    """The (start, end) byte ranges that read a file of ``size`` bytes (plus one byte
+    past it, see the module's docstring), ``chunk`` (RANGE_BYTES) each; []: one whole read."""
+    chunk = chunk or RANGE_BYTES
+    if size <= chunk:
+        return []
+    out = [(start, min(start + chunk, size)) for start in range(0, size, chunk)]
+    start, _ = out[-1]
+    out[-1] = (start, size + 1)
+    return out
+
+
+def fetch(fs: Any, expected: Mapping[str, int], ranged: bool = True) -> dict[str, Fetched]:
+    """Read every path of ``expected`` (path -> size the manifest gives), concurrently;
+    ``ranged=False`` reads each whole (a local disk gains nothing from ranges). A client
+    error other than a missing file propagates: the store's error, for the caller to name."""
+    if not expected:
+        return {}
+    plans = {path: plan_ranges(size) if ranged else [] for path, size in expected.items()}
+    tasks = sum(max(1, len(r)) for r in plans.values())
+    with ThreadPoolExecutor(max_workers=min(CONCURRENCY, tasks), thread_name_prefix="fetch") as pool:
+        pending: dict[str, list[Future[bytes]]] = {
+            path: (
+                [pool.submit(_range, fs, path, start, end) for start, end in ranges]
+                if ranges
+                else [pool.submit(fs.cat_file, path)]
+            )
+            for path, ranges in plans.items()
+        }
+        try:
+            return {path: _join(fs, path, futures, ranged=bool(plans[path])) for path, futures in pending.items()}
+        finally:
+            for futures in pending.values():
+                for fut in futures:
+                    fut.cancel()
+
+
+def _range(fs: Any, path: str, start: int, end: int) -> bytes:
+    return fs.cat_file(path, start=start, end=end)
+
+
+def _join(fs: Any, path: str, futures: list[Future[bytes]], ranged: bool) -> Fetched:
+    digest = hashlib.sha256()
+    parts = []
+    try:
+        for fut in futures:
+            part = fut.result()
+            digest.update(part)
+            parts.append(part)
+    except FileNotFoundError:
+        return Fetched(None, None)
+    except Exception:
+        if not ranged:
+            raise
+        # A range past the end of a shorter object is refused (416): read it whole,
+        # so a truncated file fails its size check like any other, not the store.
+        try:
+            data = fs.cat_file(path)
+        except FileNotFoundError:
+            return Fetched(None, None)
+        return Fetched(data, hashlib.sha256(data).hexdigest())
+    return Fetched(b"".join(parts), digest.hexdigest())

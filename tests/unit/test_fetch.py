@@ -1,0 +1,84 @@
+"""Reading a checkpoint's files in ranges, verified as they stream in (recovery/fetch.py)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from recovery.fetch import fetch, plan_ranges
+from recovery.store import MULTIPART_CHUNK, _md5_matches, multipart_etag
+
+pytestmark = pytest.mark.unit
+
+
+def test_plan_ranges_covers_the_file_and_asks_one_byte_past_its_end() -> None:
+    assert plan_ranges(10, chunk=10) == []  # small: one whole read
+    assert plan_ranges(0, chunk=10) == []
+    assert plan_ranges(25, chunk=10) == [(0, 10), (10, 20), (20, 26)]
+    assert plan_ranges(20, chunk=10) == [(0, 10), (10, 21)]
+
+
+class RangedFs:
+    """An object store's ranged reads over a dict (HTTP semantics: an overlong end is
+    clipped, a start past the end is refused)."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+        self.calls: list[tuple[str, int | None, int | None]] = []
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        self.calls.append((path, start, end))
+        if path not in self.objects:
+            raise FileNotFoundError(path)
+        data = self.objects[path]
+        if start is None:
+            return data
+        if start >= len(data):
+            raise OSError("The requested range is not satisfiable")
+        return data[start:end]
+
+
+def test_fetch_reads_ranges_hashes_in_order_and_reports_missing_files(monkeypatch: Any) -> None:
+    monkeypatch.setattr("recovery.fetch.RANGE_BYTES", 4)
+    fs = RangedFs({"a": b"0123456789", "b": b"xy"})
+    got = fetch(fs, {"a": 10, "b": 2, "gone": 3})
+    assert got["a"].data == b"0123456789" and got["a"].sha256 == hashlib.sha256(b"0123456789").hexdigest()
+    assert got["b"].data == b"xy"
+    assert got["gone"].data is None and got["gone"].sha256 is None
+    assert sorted(c for c in fs.calls if c[0] == "a") == [("a", 0, 4), ("a", 4, 8), ("a", 8, 11)]
+
+
+def test_a_longer_or_shorter_object_reads_back_at_its_true_length(monkeypatch: Any) -> None:
+    monkeypatch.setattr("recovery.fetch.RANGE_BYTES", 4)
+    fs = RangedFs({"long": b"0123456789!", "short": b"012345"})
+    got = fetch(fs, {"long": 10, "short": 10})
+    assert got["long"].data == b"0123456789!"  # the byte past the end shows
+    # A range past a shorter object's end is refused: the file is read whole instead.
+    assert got["short"].data == b"012345"
+    assert ("short", None, None) in fs.calls
+
+
+def test_a_store_error_other_than_a_missing_file_propagates() -> None:
+    class Broken(RangedFs):
+        def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+            raise TimeoutError("read timed out")
+
+    with pytest.raises(TimeoutError):
+        fetch(Broken({}), {"a": 3}, ranged=False)
+
+
+def test_the_multipart_etag_is_the_md5_of_the_parts_md5s() -> None:
+    data = b"a" * 10 + b"b" * 5
+    parts = [hashlib.md5(b"a" * 10).digest(), hashlib.md5(b"b" * 5).digest()]
+    assert multipart_etag(data, chunk=10) == hashlib.md5(b"".join(parts)).hexdigest() + "-2"
+
+
+def test_md5_matches_a_multipart_etag_cut_like_s3fs_and_declines_other_cuts() -> None:
+    data = b"\0" * (MULTIPART_CHUNK + 1)
+    assert _md5_matches({"ETag": f'"{multipart_etag(data)}"'}, data) is True
+    assert _md5_matches({"ETag": f'"{multipart_etag(data)}"'}, data[:-1] + b"\1") is False
+    assert _md5_matches({"ETag": f'"{multipart_etag(data, chunk=2**20)}"'}, data) is None
+    assert _md5_matches({"ETag": hashlib.md5(data).hexdigest()}, data) is True
+    assert _md5_matches({}, data) is None
