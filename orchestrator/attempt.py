@@ -158,15 +158,12 @@ class AttemptRunner:
         ctx = self.ctx
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
         ctx.emit(AttemptStarted(generation=gen, region=region, standby=warm is not None))
-        # Fenced before anything is launched: from the decision on, a zombie of the last
-        # attempt (partitioned, still training) can commit nothing past the handover.
-        out.restored_step = self._prepare_restore(region)
-        self._fence(gen, out.restored_step)
         if warm is not None:
+            self._ready_stores(region, gen, out)
             cluster, proc = warm.cluster, warm.proc
         else:
             try:
-                cluster = self.launch(region, gen)
+                cluster = self._launch_beside_stores(region, gen, out)
             except ProvisionError as exc:
                 out.failure = Failure(PROVISION_FAILURE[exc.kind], region, str(exc))
                 out.detected_at = out.ended_at = time.time()
@@ -191,6 +188,30 @@ class AttemptRunner:
             self.last_step = out.last_step
             ctx.emit(AttemptEnded(**out.summary()))
         return out
+
+    def _ready_stores(self, region: str, gen: int, out: AttemptOutcome) -> None:
+        """The region's store holds the newest checkpoint that verifies, and every store
+        is fenced: from here on a zombie of the last attempt (partitioned, still
+        training) can commit nothing a restore would take past the handover."""
+        out.restored_step = self._prepare_restore(region)
+        self._fence(gen, out.restored_step)
+
+    def _launch_beside_stores(self, region: str, gen: int, out: AttemptOutcome) -> ClusterHandle:
+        """Launch the region's cluster while its store is readied and fenced: neither needs
+        the other, and only the runtime, started after both, reads the fence's lineage.
+        A launch that succeeds while the stores fail is torn down, never left behind."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="launch")
+        launching = pool.submit(self.launch, region, gen)
+        pool.shutdown(wait=False)
+        try:
+            self._ready_stores(region, gen, out)
+        except BaseException:
+            try:
+                self._teardown(launching.result(), gen)
+            except ProvisionError:
+                pass  # nothing came up: the stores' error is the one to report
+            raise
+        return launching.result()
 
     def adopt(self, adoption: Adoption, pending: Incident | None) -> AttemptOutcome:
         """Watch an attempt a crashed controller left training, to its end."""

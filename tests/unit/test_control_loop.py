@@ -203,15 +203,21 @@ def test_preemptions_have_their_own_budget_and_leave_no_region_held_against(tmp_
     assert _live(ctl) == _replayed(ctl)
 
 
-def test_each_attempt_is_fenced_before_its_cluster_exists_and_a_zombie_cannot_commit_after(tmp_path: Path) -> None:
+def test_each_attempt_is_fenced_before_its_runtime_starts_and_a_zombie_cannot_commit_after(tmp_path: Path) -> None:
     cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
     ctl = _controller(tmp_path, cloud)
     _start(ctl)
     assert ctl.step() is False
     zombie = cloud.runtimes[0]
     assert ctl.step() is True
-    order = [(e["type"], e.get("generation")) for e in ctl.journal.events() if e["type"] in ("fence", "provisioned")]
-    assert order == [("fence", 1), ("provisioned", 1), ("fence", 2), ("provisioned", 2)]
+    # The cluster comes up while the stores are readied and fenced; the runtime (the
+    # only reader of the new lineage) starts once both are done.
+    kinds = ("fence", "provisioned", "runtime_started")
+    events = [(e["type"], e.get("generation")) for e in ctl.journal.events() if e["type"] in kinds]
+    for gen in (1, 2):
+        mine = [kind for kind, g in events if g == gen]
+        assert sorted(mine[:2]) == ["fence", "provisioned"] and mine[2:] == ["runtime_started"], events
+    assert [g for _, g in events] == [1, 1, 1, 2, 2, 2]
     (fence2,) = [e for e in _events(ctl, "fence") if e["generation"] == 2]
     assert sorted(fence2["stores"]) == ["local-a", "local-b", "local-c"] and fence2["restored_step"] == 40
     # The hung attempt wakes up and tries to commit past the handover: every store refuses.
