@@ -502,7 +502,9 @@ def jobs_db() -> sqlite3.Connection:
 def their_job(name: str) -> tuple[int | None, str | None]:
     with contextlib.closing(jobs_db()) as db:
         row = db.execute(
-            "SELECT spot_job_id, status FROM spot WHERE job_name = ? ORDER BY spot_job_id DESC LIMIT 1", (name,)
+            "SELECT spot_job_id, status FROM spot WHERE job_name = ? OR task_name = ? "
+            "ORDER BY spot_job_id DESC LIMIT 1",
+            (name, name),
         ).fetchone()
     return (int(row[0]), str(row[1])) if row else (None, None)
 
