@@ -101,6 +101,9 @@ y = torch.from_numpy(data[:, -1].astype(int)).long()
 order = torch.from_numpy(np.random.RandomState(0).permutation(len(x)))
 tr = order[round(len(x) * 0.25):]
 x, y = x[tr], y[tr]
+# One thread wherever it runs: SkyPilot's task environment sets OMP_NUM_THREADS=1, a
+# shell here does not, and a different thread count is a different float summation.
+torch.set_num_threads(1)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
