@@ -221,6 +221,30 @@ def restore_rule(
     return (scan.newest if given is None else Narrowed(given, scan.newest)), usable
 
 
+class Prefetch:
+    """``fn`` run now in a daemon thread (one stuck in a chaos rendezvous must not hold
+    up the process's exit); ``result`` waits for it and returns or raises what it did."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="restore-choice", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller of result(), as if it had run there
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class WorkerAttempt:
     """One worker's share of an attempt: the stores, the uploader (rank 0 writes), the
     restore choice, the chaos rendezvous and the preemption watch."""
@@ -251,6 +275,11 @@ class WorkerAttempt:
         self._upload_staged.set()
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
+        self._choice: Prefetch | None = None
+        if rank == 0 and not spec.standby:
+            # The checkpoint is chosen and read while this worker builds its model and data
+            # (a standby chooses once activated: the newest checkpoint is the one then).
+            self._choice = Prefetch(lambda: self._choose(self._skipped))
 
     def guarded(self, body: Callable[[], None]) -> None:
         """Run ``body``; whatever breaks it, a checkpoint already handed over is still committed."""
@@ -279,11 +308,8 @@ class WorkerAttempt:
         """Rank 0 chooses the checkpoint to restore, every rank learns it (None: start fresh)."""
         choice: list[Any] = [None]
         if self.rank == 0:
-
-            def skipped(store: CheckpointStore, step: int, reason: str) -> None:
-                self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
-
-            choice = [self._choose(skipped)]
+            prefetched, self._choice = self._choice, None
+            choice = [prefetched.result() if prefetched is not None else self._choose(self._skipped)]
         if self.world > 1:
             import torch.distributed as dist
 
@@ -292,6 +318,9 @@ class WorkerAttempt:
             return None
         index, text = choice[0]
         return [self.store, *self.fallbacks][index], Manifest.from_json(text)
+
+    def _skipped(self, store: CheckpointStore, step: int, reason: str) -> None:
+        self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
     def _choose(self, skipped: Any) -> tuple[int, str] | None:
         """Rank 0: the newest checkpoint whose every file reads back and verifies now.
