@@ -34,7 +34,7 @@ controllers it starts) only; the installed package is not edited. Our side needs
 such thing: its provider asks Slurm and SkyPilot's status directly.
 
     .ci/slurm/setup   # once, as root
-    python benchmarks/vs_skypilot_jobs.py [--trials 4] [--steps 1500] [--cancel-at 150]
+    python benchmarks/vs_skypilot_jobs.py [--trials 4] [--steps 1500] [--standby-steps 30000] [--cancel-at 150]
         [--systems ours,ours_standby,skypilot] [--lock /tmp/orch-ray.lock] [--json PATH]
 
 ``--lock PATH``: each measurement (a trial, a baseline) holds an flock on PATH, so other
@@ -377,19 +377,19 @@ def newest_step(folder: Path, pattern: str) -> int:
     return max(steps, default=0)
 
 
-def ours_baseline(args: argparse.Namespace, home: Path) -> str:
+def ours_baseline(args: argparse.Namespace, home: Path, steps: int) -> str:
     """Our uninterrupted run of the same job on the local provider: its weights."""
     from support import orchestrate
 
     with held(args.lock):
-        run = orchestrate(home, "bench-vs-sky-base", *job_overrides(args), timeout=900)
+        run = orchestrate(home, f"bench-vs-sky-base-{steps}", *job_overrides(args, steps), timeout=900)
     if run.returncode != 0 or run.result is None:
         raise SystemExit(f"our baseline run failed ({run.returncode}):\n{run.stderr[-3000:]}")
     return str(run.result["weights_sha256"])
 
 
-def job_overrides(args: argparse.Namespace) -> list[str]:
-    return ["job=digits", f"job.steps={args.steps}", f"checkpoint.interval_steps={args.interval}"]
+def job_overrides(args: argparse.Namespace, steps: int) -> list[str]:
+    return ["job=digits", f"job.steps={steps}", f"checkpoint.interval_steps={args.interval}"]
 
 
 def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> list[dict[str, Any]]:
@@ -398,9 +398,13 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
     from support import env_for
 
     system = "ours_standby" if standby else "ours"
-    if not hasattr(args, "baseline"):
-        args.baseline = ours_baseline(args, SHARED / tag / "base-home")
-    baseline = args.baseline
+    # With a standby, the run must still be training once the standby is up (a launch
+    # here takes about a minute, and digits trains 1500 steps in seconds).
+    steps = args.standby_steps if standby else args.steps
+    baselines = args.__dict__.setdefault("baselines", {})
+    if steps not in baselines:
+        baselines[steps] = ours_baseline(args, SHARED / tag / "base-home", steps)
+    baseline = baselines[steps]
     print(f"{system}: baseline weights {baseline[:16]}...", flush=True)
     env = base_env(tag, free_port())
     home = SHARED / tag / "home"
@@ -424,7 +428,14 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
             killer = threading.Thread(
                 target=scancel_when, args=(ready, f"{run_id}-{REGIONS[0]}-", stop, cancelled), daemon=True
             )
-            argv = [sys.executable, "-m", "orchestrator", *job_overrides(args), f"run_id={run_id}", "progress=false"]
+            argv = [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                *job_overrides(args, steps),
+                f"run_id={run_id}",
+                "progress=false",
+            ]
             if standby:
                 argv.append("recovery=warm_standby")
             argv += list(CLOUD)  # its stores: under $ORCH_ONPREM_SHARED, this benchmark's folder
@@ -621,6 +632,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4, help="trials per system; the figures are medians")
     ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument(
+        "--standby-steps",
+        type=int,
+        default=30000,
+        help="steps of the ours_standby arm: enough to still be training once the standby is up",
+    )
     ap.add_argument("--interval", type=int, default=50, help="checkpoint every N steps")
     ap.add_argument("--cancel-at", type=int, default=150, help="scancel once a checkpoint at step >= N exists")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"which to run, comma-separated: {', '.join(SYSTEMS)}")
@@ -657,7 +674,13 @@ def main(argv: list[str] | None = None) -> None:
     print(table(fig, args.systems))
     write_json(
         args.json,
-        {"steps": args.steps, "interval": args.interval, "cancel_at": args.cancel_at, **fig},
+        {
+            "steps": args.steps,
+            "standby_steps": args.standby_steps,
+            "interval": args.interval,
+            "cancel_at": args.cancel_at,
+            **fig,
+        },
     )
 
 
