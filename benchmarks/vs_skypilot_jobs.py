@@ -11,7 +11,11 @@ digits model with a checkpoint every ``--interval`` steps and, once a checkpoint
   training the same model on the same data (a self-contained script, what a SkyPilot
   user writes), resuming from its newest checkpoint, with ``job_recovery:
   EAGER_NEXT_REGION`` over the same two entries and the jobs controller in
-  consolidation mode (inside the API server, no controller cluster).
+  consolidation mode (inside the API server, no controller cluster);
+- **ours_standby**: ours with ``recovery=warm_standby``: while the run trains in one
+  entry, a cluster in the other is up with the runtime's workers waiting; the scancel
+  comes once the journal says it is ready, and the failover activates it. (The CI
+  cluster's partition lets two allocations share the node's cores for this.)
 
 Reported per system (medians over ``--trials``): detection (scancel to the system's
 decision: our ``failure_detected``, their ``RECOVERING`` event), cluster up (to our
@@ -30,8 +34,8 @@ controllers it starts) only; the installed package is not edited. Our side needs
 such thing: its provider asks Slurm and SkyPilot's status directly.
 
     .ci/slurm/setup   # once, as root
-    python benchmarks/vs_skypilot_jobs.py [--trials 4] [--steps 1500] [--cancel-at 150]
-        [--systems ours,skypilot] [--lock /tmp/orch-ray.lock] [--json PATH]
+    python benchmarks/vs_skypilot_jobs.py [--trials 4] [--steps 1500] [--standby-steps 30000] [--cancel-at 150]
+        [--systems ours,ours_standby,skypilot] [--lock /tmp/orch-ray.lock] [--json PATH]
 
 ``--lock PATH``: each measurement (a trial, a baseline) holds an flock on PATH, so other
 Ray users of the machine wait for it and it for them. A trial of either system takes
@@ -73,7 +77,9 @@ NODE_PYTHON = "/opt/orch-slurm/venv/bin/python"
 CLOUD = (f'hydra.searchpath=["file://{REPO / ".ci" / "slurm" / "conf"}"]', "cloud=ci_slurm")
 REGIONS = ("orch-slurm-a", "orch-slurm-b")
 RUN_TIMEOUT_S = 1200.0
-SYSTEMS = ("ours", "skypilot")
+# ours_standby: ours with recovery=warm_standby (the other entry's cluster up and its
+# runtime waiting before the scancel).
+SYSTEMS = ("ours", "ours_standby", "skypilot")
 # The phases each system's row has, in the table's order.
 PHASES = ("detect", "cluster_up", "rto", "wall")
 
@@ -219,16 +225,18 @@ def skypilot_trial(
 def ours_trial(
     journal: list[dict[str, Any]], incident: dict[str, Any], cancelled_at: float, launched_at: float, done_at: float
 ) -> dict[str, Any]:
-    """One trial of ours, from the run's journal and its one incident."""
+    """One trial of ours, from the run's journal and its one incident. Cluster up: the
+    new attempt's ``provisioned``, or with a warm standby its ``standby_activated``."""
     detected = float(incident["detected_at"])
-    provisioned = next(
-        (
-            float(e["ts"])
-            for e in journal
-            if e.get("type") == "provisioned" and e.get("purpose", "attempt") == "attempt" and e["ts"] >= detected
-        ),
-        None,
-    )
+
+    def up(e: dict[str, Any]) -> bool:
+        if float(e.get("ts", 0.0)) < detected:
+            return False
+        if e.get("type") == "provisioned":
+            return e.get("purpose", "attempt") == "attempt"
+        return e.get("type") == "standby_activated"
+
+    provisioned = next((float(e["ts"]) for e in journal if up(e)), None)
     first = incident.get("first_step_at")
     return {
         "detect": detected - cancelled_at,
@@ -260,6 +268,8 @@ def figures(trials: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         out[f"rto_all_{system}"] = ",".join("-" if r.get("rto") is None else f"{r['rto']:.1f}" for r in rows)
     ours, theirs = out.get("rto_ours_s"), out.get("rto_skypilot_s")
     out["rto_ratio_vs_skypilot"] = round(ours / theirs, 3) if ours and theirs else None
+    standby = out.get("rto_ours_standby_s")
+    out["rto_ratio_standby_vs_skypilot"] = round(standby / theirs, 3) if standby and theirs else None
     after_ours = None if ours is None or out.get("detect_ours_s") is None else ours - out["detect_ours_s"]
     after_theirs = None if theirs is None or out.get("detect_skypilot_s") is None else theirs - out["detect_skypilot_s"]
     out["after_detect_ours_s"] = None if after_ours is None else round(after_ours, 3)
@@ -285,6 +295,9 @@ def table(fig: dict[str, Any], systems: tuple[str, ...]) -> str:
     lines.append(f"{'RTO of each trial':<26}" + "".join(f"{fig.get(f'rto_all_{s}') or '-':>14}" for s in systems))
     if fig.get("rto_ratio_vs_skypilot") is not None:
         lines.append(f"RTO ours / SkyPilot managed jobs = {fig['rto_ratio_vs_skypilot']:.2f} (goal <= 0.5)")
+    if fig.get("rto_ratio_standby_vs_skypilot") is not None:
+        ratio = fig["rto_ratio_standby_vs_skypilot"]
+        lines.append(f"RTO ours with a warm standby / SkyPilot managed jobs = {ratio:.2f}")
     return "\n".join(lines)
 
 
@@ -364,44 +377,67 @@ def newest_step(folder: Path, pattern: str) -> int:
     return max(steps, default=0)
 
 
-def ours_baseline(args: argparse.Namespace, home: Path) -> str:
+def ours_baseline(args: argparse.Namespace, home: Path, steps: int) -> str:
     """Our uninterrupted run of the same job on the local provider: its weights."""
     from support import orchestrate
 
     with held(args.lock):
-        run = orchestrate(home, "bench-vs-sky-base", *job_overrides(args), timeout=900)
+        run = orchestrate(home, f"bench-vs-sky-base-{steps}", *job_overrides(args, steps), timeout=900)
     if run.returncode != 0 or run.result is None:
         raise SystemExit(f"our baseline run failed ({run.returncode}):\n{run.stderr[-3000:]}")
     return str(run.result["weights_sha256"])
 
 
-def job_overrides(args: argparse.Namespace) -> list[str]:
-    return ["job=digits", f"job.steps={args.steps}", f"checkpoint.interval_steps={args.interval}"]
+def job_overrides(args: argparse.Namespace, steps: int) -> list[str]:
+    return ["job=digits", f"job.steps={steps}", f"checkpoint.interval_steps={args.interval}"]
 
 
-def ours_trials(args: argparse.Namespace, tag: str) -> list[dict[str, Any]]:
+def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> list[dict[str, Any]]:
+    """Our trials; ``standby``: with recovery=warm_standby, each scancel only once the
+    standby in the other entry is ready (the journal's ``standby_ready``)."""
     from support import env_for
 
-    baseline = ours_baseline(args, SHARED / tag / "base-home")
-    print(f"ours: baseline weights {baseline[:16]}...", flush=True)
+    system = "ours_standby" if standby else "ours"
+    # With a standby, the run must still be training once the standby is up (a launch
+    # here takes about a minute, and digits trains 1500 steps in seconds).
+    steps = args.standby_steps if standby else args.steps
+    baselines = args.__dict__.setdefault("baselines", {})
+    if steps not in baselines:
+        baselines[steps] = ours_baseline(args, SHARED / tag / "base-home", steps)
+    baseline = baselines[steps]
+    print(f"{system}: baseline weights {baseline[:16]}...", flush=True)
     env = base_env(tag, free_port())
     home = SHARED / tag / "home"
     home.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     try:
         for trial in range(args.trials):
-            run_id = f"vs-sky-{trial}"
+            run_id = f"vs-sky-{'sb-' if standby else ''}{trial}"
             checkpoints = SHARED / tag / "stores" / REGIONS[0] / run_id / "checkpoints"
+            journal_path = home / "runs" / run_id / "journal.jsonl"
             stop, cancelled = threading.Event(), {}
 
-            def ready(ck: Path = checkpoints) -> bool:
-                return any(
+            def ready(ck: Path = checkpoints, jp: Path = journal_path) -> bool:
+                trained = any(
                     (p / "MANIFEST.json").exists() and int(p.name.split("-")[1]) >= args.cancel_at
                     for p in ck.glob("step-*")
                 )
+                return trained and (not standby or standing_by(jp))
 
-            killer = threading.Thread(target=scancel_when, args=(ready, run_id, stop, cancelled), daemon=True)
-            argv = [sys.executable, "-m", "orchestrator", *job_overrides(args), f"run_id={run_id}", "progress=false"]
+            # The training allocation only (the standby's is in the other entry).
+            killer = threading.Thread(
+                target=scancel_when, args=(ready, f"{run_id}-{REGIONS[0]}-", stop, cancelled), daemon=True
+            )
+            argv = [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                *job_overrides(args, steps),
+                f"run_id={run_id}",
+                "progress=false",
+            ]
+            if standby:
+                argv.append("recovery=warm_standby")
             argv += list(CLOUD)  # its stores: under $ORCH_ONPREM_SHARED, this benchmark's folder
             with held(args.lock):
                 killer.start()
@@ -412,12 +448,12 @@ def ours_trials(args: argparse.Namespace, tag: str) -> list[dict[str, Any]]:
                 done = time.time()
                 stop.set()
                 killer.join(timeout=5)
-            (SHARED / tag / f"ours-{trial}.stderr").write_text(proc.stderr)
+            (SHARED / tag / f"{system}-{trial}.stderr").write_text(proc.stderr)
             run_dir = home / "runs" / run_id
             result = json.loads((run_dir / "result.json").read_text()) if (run_dir / "result.json").exists() else None
             if proc.returncode != 0 or result is None or "at" not in cancelled:
                 raise SystemExit(
-                    f"ours, trial {trial}: exit {proc.returncode}, cancelled {cancelled or 'never'}:\n"
+                    f"{system}, trial {trial}: exit {proc.returncode}, cancelled {cancelled or 'never'}:\n"
                     + proc.stderr[-3000:]
                 )
             journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines() if line]
@@ -425,11 +461,31 @@ def ours_trials(args: argparse.Namespace, tag: str) -> list[dict[str, Any]]:
             row = ours_trial(journal, incident, cancelled["at"], t0, done)
             row["exact"] = result["weights_sha256"] == baseline
             row["regions"] = [a["region"] for a in result["attempt_history"]]
-            print(f"ours, trial {trial}: {fmt_row(row)}", flush=True)
+            row["standby_used"] = any(e.get("type") == "standby_activated" for e in journal)
+            print(f"{system}, trial {trial}: {fmt_row(row)}", flush=True)
             rows.append(row)
     finally:
         api_stop(env)
     return rows
+
+
+def standing_by(journal: Path) -> bool:
+    """Whether the run's journal says its standby is ready (and not lost since)."""
+    try:
+        lines = journal.read_text().splitlines()
+    except FileNotFoundError:
+        return False
+    state = False
+    for line in lines:
+        try:
+            kind = json.loads(line).get("type")
+        except ValueError:
+            continue  # a line being written
+        if kind == "standby_ready":
+            state = True
+        elif kind in ("standby_lost", "standby_failed"):
+            state = False
+    return state
 
 
 def fmt_row(row: dict[str, Any]) -> str:
@@ -576,9 +632,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4, help="trials per system; the figures are medians")
     ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument(
+        "--standby-steps",
+        type=int,
+        default=30000,
+        help="steps of the ours_standby arm: enough to still be training once the standby is up",
+    )
     ap.add_argument("--interval", type=int, default=50, help="checkpoint every N steps")
     ap.add_argument("--cancel-at", type=int, default=150, help="scancel once a checkpoint at step >= N exists")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help="which to run: ours, skypilot or both")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"which to run, comma-separated: {', '.join(SYSTEMS)}")
     ap.add_argument("--lock", default=None, metavar="PATH", help="flock PATH for each measurement")
     ap.add_argument("--json", metavar="PATH", help="write the figures and ratios there (flat keys)")
     args = ap.parse_args(argv)
@@ -597,10 +659,13 @@ def main(argv: list[str] | None = None) -> None:
     trials: dict[str, list[dict[str, Any]]] = {}
     try:
         for system in args.systems:
-            trials[system] = ours_trials(args, tag) if system == "ours" else skypilot_trials(args, tag)
+            if system == "skypilot":
+                trials[system] = skypilot_trials(args, tag)
+            else:
+                trials[system] = ours_trials(args, tag, standby=system == "ours_standby")
     finally:
         keep = tempfile.mkdtemp(prefix="vs-sky-logs-")
-        for log in (SHARED / tag).glob("ours-*.stderr"):
+        for log in (SHARED / tag).glob("ours*.stderr"):
             shutil.copy(log, keep)
         print(f"(our runs' stderr kept in {keep})", flush=True)
         shutil.rmtree(SHARED / tag, ignore_errors=True)
@@ -609,7 +674,13 @@ def main(argv: list[str] | None = None) -> None:
     print(table(fig, args.systems))
     write_json(
         args.json,
-        {"steps": args.steps, "interval": args.interval, "cancel_at": args.cancel_at, **fig},
+        {
+            "steps": args.steps,
+            "standby_steps": args.standby_steps,
+            "interval": args.interval,
+            "cancel_at": args.cancel_at,
+            **fig,
+        },
     )
 
 

@@ -1128,7 +1128,7 @@ class SkyPilotProvider:
             return KeptLogs(error=f"cluster {cluster.name} has no log folder (started by an older version)")
         with self._lock:
             seen = self._health.get(cluster.name)
-        if seen is not None and not seen[1]:
+        if seen is not None and seen.health is Health.GONE:
             return KeptLogs(error=f"cluster {cluster.name} was lost; its nodes' logs went with it")
         parts: dict[int, list[bytes]] = {}
         problems: list[str] = []

@@ -88,6 +88,29 @@ def test_our_trial_phases_from_the_journal_and_the_incident() -> None:
     assert bench.ours_trial([], {"detected_at": CANCEL + 1}, CANCEL, 0.0, 1.0)["rto"] is None
 
 
+def test_our_standby_trial_is_up_when_the_standby_is_activated() -> None:
+    journal: list[dict[str, Any]] = [
+        {"type": "provisioned", "ts": CANCEL - 120, "purpose": "attempt"},
+        {"type": "provisioned", "ts": CANCEL - 60, "purpose": "standby"},
+        {"type": "standby_activated", "ts": CANCEL - 500},  # not this incident's
+        {"type": "failure_detected", "ts": CANCEL + 1.0},
+        {"type": "standby_activated", "ts": CANCEL + 1.5},
+    ]
+    incident = {"detected_at": CANCEL + 1.0, "first_step_at": CANCEL + 3.0, "restored_step": 150, "lost_steps": 0}
+    row = bench.ours_trial(journal, incident, CANCEL, CANCEL - 200, CANCEL + 100)
+    assert (row["detect"], row["cluster_up"], row["rto"]) == pytest.approx((1.0, 1.5, 3.0))
+
+
+def test_standing_by_follows_the_journals_standby_events(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    assert not bench.standing_by(journal)  # no journal yet
+    lines = [{"type": "provisioned"}, {"type": "standby_ready"}]
+    journal.write_text("".join(json.dumps(e) + "\n" for e in lines) + '{"type": "standby_l')
+    assert bench.standing_by(journal)  # a torn last line is one being written
+    journal.write_text("".join(json.dumps(e) + "\n" for e in [*lines, {"type": "standby_lost"}]))
+    assert not bench.standing_by(journal)
+
+
 def test_figures_are_medians_with_the_ratio_and_flat_json(tmp_path: Path) -> None:
     def row(detect: float, up: float, rto: float | None, exact: bool) -> dict[str, Any]:
         return {"detect": detect, "cluster_up": up, "rto": rto, "wall": 300.0, "lost_steps": 10, "exact": exact}
@@ -96,7 +119,11 @@ def test_figures_are_medians_with_the_ratio_and_flat_json(tmp_path: Path) -> Non
         "ours": [row(2, 30, 40, True), row(3, 32, 44, True), row(2, 31, None, True)],
         "skypilot": [row(10, 50, 60, True), row(20, 55, 70, False)],
     }
+    fig = bench.figures({**trials, "ours_standby": [row(1, 1.5, 3, True), row(1, 1.6, 4, True)]})
+    assert fig["rto_ours_standby_s"] == 3.5
+    assert fig["rto_ratio_standby_vs_skypilot"] == pytest.approx(3.5 / 65, abs=1e-3)
     fig = bench.figures(trials)
+    assert fig["rto_ratio_standby_vs_skypilot"] is None
     assert fig["rto_ours_s"] == 42.0 and fig["rto_skypilot_s"] == 65.0
     assert fig["rto_ratio_vs_skypilot"] == pytest.approx(42 / 65, abs=1e-3)
     assert fig["detect_ours_s"] == 2.0 and fig["detect_skypilot_s"] == 15.0
@@ -121,7 +148,7 @@ def test_figures_of_one_system_have_no_ratio() -> None:
 def test_args_defaults_and_systems() -> None:
     args = bench.parse_args([])
     assert (args.trials, args.cancel_at, args.interval, args.json, args.lock) == (4, 150, 50, None, None)
-    assert args.systems == ("ours", "skypilot")
+    assert args.systems == ("ours", "ours_standby", "skypilot")
     assert bench.parse_args(["--systems", "skypilot"]).systems == ("skypilot",)
     with pytest.raises(SystemExit):
         bench.parse_args(["--systems", "ray"])

@@ -28,7 +28,7 @@ from orchestrator.logs import READ_CHUNK, Follow, LiveLogs, Tail, follow, read_f
 from orchestrator.runstate.events import AttemptEnded, AttemptStarted, LogsKept, Provisioned, RunStarted, Teardown
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import CAP_BYTES, HEAD_BYTES, KeptLogs, capped, rank_of
-from providers.base import ClusterHandle
+from providers.base import ClusterHandle, Health, HealthCheck
 from providers.local import LocalProvider
 from providers.skypilot import SkyPilotProvider
 
@@ -272,7 +272,13 @@ def test_skypilot_keeps_what_it_reaches_and_says_which_node_it_did_not(
 
 def test_skypilot_asks_nothing_of_a_cluster_it_saw_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     provider, cluster, sent = _sky(tmp_path, monkeypatch, nodes=1)
-    provider._health[cluster.name] = (0.0, False)
+    (tmp_path / "node0" / "logs" / "rank-0.log").write_text("zero\n")
+    # Seen UP (as launch() leaves it) or not up for a moment: asked.
+    for health in (Health.UP, Health.NOT_UP):
+        provider._health[cluster.name] = HealthCheck(health, 0.0, "launched")
+        assert provider.keep_logs(cluster, str(tmp_path / health.name)).ranks == (0,)
+    sent.clear()
+    provider._health[cluster.name] = HealthCheck(Health.GONE, 0.0, "sky.status: no record")
     kept = provider.keep_logs(cluster, str(tmp_path / "g2"))
     assert kept == KeptLogs(error="cluster r-aws-g2 was lost; its nodes' logs went with it") and not sent
 
