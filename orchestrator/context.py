@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,6 +97,8 @@ class RunContext:
     # The controller's state machine: the attempt says when its runtime is up.
     transition: Callable[..., object] = lambda *_a, **_k: None
     clock: Callable[[], float] = time.time
+    # Lines emitted inside are made durable together, on the way out (Journal.batch).
+    batch: Callable[[], AbstractContextManager[object]] = nullcontext
 
     def cluster_name(self, region: str, generation: int) -> str:
         return f"{self.run_id}-{region}-g{generation}"

@@ -175,6 +175,7 @@ class Controller:
             lineage=lambda: self.lineage,
             transition=self.sm.to,
             clock=clock,
+            batch=self.journal.batch,
         )
         self.standby = StandbyManager(self.ctx, self._alloc_generation, lambda: self.history)
         self.runner = AttemptRunner(self.ctx, self.standby)

@@ -15,8 +15,14 @@ _POINT: dict[str, tuple[type, ...]] = {"generation": (int,), "step": (int,), "re
 
 def append_loss(run_dir: str, **point: Any) -> None:
     """One (time, generation, region, step, loss) point; the watch adds one per progress report."""
-    with open(os.path.join(run_dir, LOSS_NAME), "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(point) + "\n")
+    append_losses(run_dir, [point])
+
+
+def append_losses(run_dir: str, points: list[dict[str, Any]]) -> None:
+    """Points as ``append_loss`` writes them, in one open and write."""
+    if points:
+        with open(os.path.join(run_dir, LOSS_NAME), "a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(point) + "\n" for point in points))
 
 
 def read_loss(run_dir: str) -> list[dict[str, Any]]:

@@ -1,10 +1,12 @@
 """Watching one running attempt: runtime events, progress, faults, and the verdict.
 
-Each poll folds what the runtime reported into the journal and the open
-incidents, lets the fault injector act, then asks ``classify`` whether the
-attempt has failed (and how) or succeeded. A health check that is not UP while
-heartbeats are fresh is a glitch, journaled; a connection to the runtime that
-ends without the runtime's word while heartbeats are fresh is re-attached.
+Each wakeup lets the fault injector act and asks whether the runtime exited and how
+the worker nodes are. Each look folds what the runtime reported into the journal and
+the open incidents, then asks ``classify`` whether the attempt has failed (and how)
+or succeeded; looks come less often while nothing happens (orchestrator/cadence.py).
+A health check that is not UP while heartbeats are fresh is a glitch, journaled; a
+connection to the runtime that ends without the runtime's word while heartbeats are
+fresh is re-attached.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from orchestrator.cadence import look_cap_ticks, next_look_ticks, quiet
 from orchestrator.chaos.injector import FaultInjector
 from orchestrator.chaos.kinds import REGION_FAULTS
 from orchestrator.context import RunContext
 from orchestrator.incidents import Incident
-from orchestrator.losses import append_loss
+from orchestrator.losses import append_losses
 from orchestrator.nodewatch import NodeWatch
 from orchestrator.outcome import AttemptOutcome
 from orchestrator.runstate.events import (
@@ -42,8 +45,8 @@ from recovery.detection import (
     may_reattach,
 )
 
-POLL_S = 0.2
-ZOMBIE_SCAN_EVERY = 10  # polls
+POLL_S = 0.2  # between wakeups; a look every 1 to look_cap_ticks of them
+ZOMBIE_SCAN_EVERY = 10  # looks
 # A connection that keeps failing (a head unreachable over ssh) is tried again this often,
 # while the heartbeat lease still vouches for the runtime.
 REATTACH_EVERY_S = 1.0
@@ -93,22 +96,26 @@ class AttemptWatch:
         self.kill_times: dict[str, float] = {}
         self.started = ctx.clock()
         self.last_progress_at = self.started
-        self.polls = 0
+        self.looks = 0
         self.nodes = NodeWatch(ctx, cluster, self.region, self.gen)
         self.health_now = Health.UP  # the newest look's
+        self.last_obs: Observation | None = None  # the newest look's
+        self.new_kinds: list[str] = []  # of the events the newest look found
 
     def run(self) -> None:
+        # Read at the call: tests make the wakeups shorter.
+        cap = look_cap_ticks(self.lease.interval_s, POLL_S)
+        wait = due = 1
         try:
             while True:
-                self._events()
-                self._progress()
-                self.tick()
-                self.polls += 1
-                if self.polls % ZOMBIE_SCAN_EVERY == 0:
-                    self.scan_zombies(self.gen)
-                self._faults()
-                if self._verdict():
-                    return
+                fired = self._faults()
+                due -= 1
+                # An exit is seen at the wakeup after it, and judged by a look at once.
+                if due <= 0 or fired or self.proc.poll() is not None:
+                    if self._observe():
+                        return
+                    calm = self.last_obs is not None and quiet(self.last_obs, self.lease, self.new_kinds, fired)
+                    wait = due = next_look_ticks(wait, calm, cap)
                 # A worker node is judged only while the head is UP: a region going
                 # down takes its nodes along, and that is the cluster's loss.
                 if self.health_now is Health.UP:
@@ -117,15 +124,38 @@ class AttemptWatch:
         finally:
             self.nodes.close()
 
+    def _observe(self) -> bool:
+        """What the runtime reported, the standby and logs, and the verdict: True once
+        the attempt has ended."""
+        self.new_kinds = self._events()
+        self._progress()
+        self.tick()
+        self.looks += 1
+        if self.looks % ZOMBIE_SCAN_EVERY == 0:
+            self.scan_zombies(self.gen)
+        return self._verdict()
+
     # --- what the runtime said ----------------------------------------------------
-    def _events(self) -> None:
+    def _events(self) -> list[str]:
+        """Fold the runtime's new events in; their kinds."""
+        with self.ctx.batch():  # one fsync for the look's lines
+            return self._fold_events()
+
+    def _fold_events(self) -> list[str]:
         ctx = self.ctx
+        kinds = []
         for ev in ctx.control.read_events(self.gen, self.seen):
             kind = ev.kind
+            kinds.append(kind)
             if kind == "losses":
                 # The plot's series: its own file, not the journal.
-                for step, loss in ev.fields["points"]:
-                    append_loss(ctx.run_dir, generation=self.gen, region=self.region, step=step, loss=loss)
+                append_losses(
+                    ctx.run_dir,
+                    [
+                        {"generation": self.gen, "region": self.region, "step": step, "loss": loss}
+                        for step, loss in ev.fields["points"]
+                    ],
+                )
                 ctx.metrics.losses(ev.fields["points"], ev.time)
                 continue
             if (kind, ev.time) not in self.journaled:
@@ -150,6 +180,7 @@ class AttemptWatch:
                 # The cloud's (or Ray's) notice is when the preemption began; a drill's
                 # injection, journaled before the runtime relays it, stays the earlier.
                 self.kill_times.setdefault("preempt", ev.time)
+        return kinds
 
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
@@ -221,7 +252,8 @@ class AttemptWatch:
         self.ctx.progress.update(self.region, self.gen, shown)
         self.ctx.metrics.progress(prog.as_dict())
 
-    def _faults(self) -> None:
+    def _faults(self) -> bool:
+        """Let the injector answer the workers' requests and fire timed faults; whether any fired."""
         injector = self.injector
         training_for = None if self.train_started_at is None else self.ctx.clock() - self.train_started_at
         fired = injector.poll(self.cluster, self.proc.pid, self.gen)
@@ -231,6 +263,7 @@ class AttemptWatch:
             self.out.last_step = max(self.out.last_step, inj.step)
             self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
+        return bool(fired)
 
     # --- the verdict --------------------------------------------------------------
     def _health(self) -> HealthCheck:
@@ -321,6 +354,7 @@ class AttemptWatch:
             check = self._settled_health(check)
             now = ctx.clock()  # detected once the cluster's state is known
             obs = replace(obs, health=check.health, failed_checks=self.failed_checks)
+        self.last_obs = obs
         failure = classify(obs, self.region, self.lease)
         if failure is None and new_look and health_glitch(obs, self.lease):
             self._glitch(check, obs)

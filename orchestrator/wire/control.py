@@ -46,6 +46,13 @@ class Invalid:
     reason: str
 
 
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is this machine's own filesystem (paths are plain paths)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
 def run_control_url(control_store: str | None, run_id: str, run_dir: str) -> str:
     """A run's control channel: under ``control_store`` (cloud.control_store) if set,
     else in the run's folder on this machine."""
@@ -66,6 +73,9 @@ class ControlChannel:
         self.url = url.rstrip("/")
         self.options = dict(storage_options or {})
         self.fs, self.root = open_fs(self.url, self.options)
+        # A folder on this machine is read with plain system calls: fsspec's layers cost
+        # several times the read itself, at every look of the controller's watch.
+        self.local = is_local(self.fs)
         self.on_invalid = on_invalid or (lambda invalid: None)
         self._reported: set[tuple[str, str]] = set()
 
@@ -95,9 +105,23 @@ class ControlChannel:
     def _raw(self, path: str) -> bytes | None:
         """At most MAX_BYTES + 1 bytes: a huge file is never read whole."""
         try:
+            if self.local:
+                with open(path, "rb") as fh:
+                    return fh.read(wire.MAX_BYTES + 1)
             return bytes(self.fs.cat_file(path, start=0, end=wire.MAX_BYTES + 1))
         except FileNotFoundError:
             return None
+
+    def _names(self, folder: str) -> list[str]:
+        """The names in ``folder`` (FileNotFoundError when there is none)."""
+        if self.local:
+            try:
+                return os.listdir(folder)
+            except NotADirectoryError:
+                return []  # a file where the folder should be holds no events
+        # Object-store clients cache listings: what was written since must be seen now.
+        self.fs.invalidate_cache()
+        return [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
 
     def _read(self, path: str, parse: Callable[[Any], T], generation: int | None = None) -> T | None:
         got = self._checked(path, parse, generation)
@@ -167,13 +191,13 @@ class ControlChannel:
         is reported, added to ``seen`` (events are written once) and left out."""
         folder = self._path(f"g{gen}", "events")
         try:
-            self.fs.invalidate_cache()
-            names = sorted(p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False))
+            # Only the new ones sorted: the folder holds every event of the attempt.
+            names = sorted(n for n in self._names(folder) if n not in seen)
         except FileNotFoundError:
             return []
         out = []
         for name in names:
-            if name in seen or not name.endswith(".json"):
+            if not name.endswith(".json"):
                 continue
             if not _EVENT_NAME.fullmatch(name):
                 seen.add(name)
@@ -207,16 +231,14 @@ class ControlChannel:
     def chaos_requests(self) -> dict[int, wire.ChaosRequest]:
         folder = self._path("chaos")
         try:
-            self.fs.invalidate_cache()
-            names = self.fs.ls(folder, detail=False)
+            names = self._names(folder)
         except FileNotFoundError:
             return {}
         out: dict[int, wire.ChaosRequest] = {}
-        for p in names:
-            name = p.rsplit("/", 1)[-1]
+        for name in names:
             index = name.split(".")[0]
             if name.endswith(".request") and index.isdigit() and len(index) <= 6:
-                req = self._read(p, wire.parse_chaos_request)
+                req = self._read(f"{folder}/{name}", wire.parse_chaos_request)
                 if req is not None:
                     out[int(index)] = req
         return out
