@@ -27,6 +27,7 @@ import torch
 
 from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_at_step
+from orchestrator.runtime.checkpointer import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
@@ -189,21 +190,11 @@ class _Loop(WorkerAttempt):
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
-        """Snapshot now (all ranks), upload in the background (rank 0 alone writes)."""
+        """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
+        more than one rank each puts its share of the files (see checkpointer.py)."""
         import torch.distributed as dist
 
-        mine = _dumps(rng_state(self.device))
-        rngs: list[bytes | None] = [None] * self.world
-        if self.world > 1:
-            dist.all_gather_object(rngs, mine)
-        else:
-            rngs = [mine]
-        self.data.gather_telemetry()  # the ranks meet here anyway
-        if self.rank != 0:
-            return
-        files = {f"rng-rank{r}.pt": data for r, data in enumerate(rngs) if data is not None}
-        for name, part in self.parts().items():
-            files[f"{name}.pt"] = _dumps(part.state_dict())
+        files = {f"{name}.pt": _dumps(part.state_dict()) for name, part in self.parts().items()}
         files["state.pt"] = _dumps(
             {
                 "step": step,
@@ -213,9 +204,38 @@ class _Loop(WorkerAttempt):
                 "workers": self.workers,
             }
         )
+        # Rank 0 decides who puts what, and gives the sha256 of its bytes of each file
+        # another rank puts: that rank puts a file only if its bytes are the same.
+        shares: dict[str, tuple[int, str]] = {}
+        if self.rank == 0 and self.world > 1:
+            owner = assign_shares({n: len(d) for n, d in files.items()}, self.world)
+            others = [n for n, r in owner.items() if r != 0]
+            shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
+        mine = (_dumps(rng_state(self.device)), shares)
+        gathered: list[Any] = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(gathered, mine)
+        else:
+            gathered = [mine]
+        self.data.gather_telemetry()  # the ranks meet here anyway
+        shares = gathered[0][1]
+        if self.rank != 0:
+            if self.share is not None:
+                share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank}
+                self.share.submit(step, share, {n: shares[n][1] for n in share})
+            return
+        for r, got in enumerate(gathered):
+            if got is not None:
+                files[f"rng-rank{r}.pt"] = got[0]
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(step, files, extra={"world_size": self.world, "workers": self.workers})
+        self.checkpointer.submit(
+            step,
+            files,
+            extra={"world_size": self.world, "workers": self.workers},
+            shares={n: r for n, (r, _) in shares.items()},
+            digests={n: d for n, (_, d) in shares.items()},
+        )
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
@@ -290,13 +310,14 @@ class _Loop(WorkerAttempt):
 
         Faults land at a quiescent point, so a run's outcome does not depend on
         upload timing (a fault during an upload is a trigger of its own). Rank 0
-        alone uploads, while the victim may be another rank: without the barrier a
-        worker killed "just after a commit" could beat the commit it follows. Every
-        rank reaches this step with the same faults due (triggers are pure), so
-        every rank calls the barrier.
+        alone commits, while the victim may be another rank: without the barrier a
+        worker killed "just after a commit" could beat the commit it follows. The
+        other ranks first finish putting their shares. Every rank reaches this step
+        with the same faults due (triggers are pure), so every rank calls the barrier.
         """
         if self.rank == 0:
             self.checkpointer.wait()
+        self.wait_for_share()
         if self.world > 1:
             import torch.distributed as dist
 
