@@ -97,9 +97,11 @@ def sha256_all(files: Mapping[str, bytes], names: Iterable[str]) -> dict[str, st
 
 def share_wait_s(own_s: float, own_bytes: int, other_bytes: int) -> float:
     """How long rank 0 waits for the other ranks' files once its own share is in: they
-    started when it did, so twice its own time, scaled to the largest other share."""
+    started when it did, so twice its own time, scaled to the largest other share (at
+    most 2x: under ``assign_shares`` no rank gets more than twice rank 0's bytes, since
+    rank 0 has the largest file and a rank gets a file only while it has the least)."""
     scale = other_bytes / own_bytes if own_bytes > 0 else 1.0
-    return max(SHARE_WAIT_MIN_S, SHARE_WAIT_FACTOR * own_s * max(1.0, scale))
+    return max(SHARE_WAIT_MIN_S, SHARE_WAIT_FACTOR * own_s * min(2.0, max(1.0, scale)))
 
 
 def put_all(

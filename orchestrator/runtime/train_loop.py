@@ -49,6 +49,9 @@ from recovery.elastic import min_world
 # Ranks agree on a preemption notice every this many steps (one tiny all-reduce):
 # all of them must checkpoint the same step.
 PREEMPT_CHECK_EVERY = 10
+# The parts of a checkpoint DDP keeps bit-for-bit the same on every rank (the same
+# gradients, all-reduced, on the same parameters): any rank may put them.
+SAME_ON_EVERY_RANK = ("model", "optimizer", "scheduler", "grad_scaler")
 # Rank 0 samples the loss this often for the incident report's plot (sent with progress).
 LOSS_EVERY = 5
 
@@ -194,21 +197,16 @@ class _Loop(WorkerAttempt):
         more than one rank each puts its share of the files (see checkpointer.py)."""
         import torch.distributed as dist
 
-        files = {f"{name}.pt": _dumps(part.state_dict()) for name, part in self.parts().items()}
-        files["state.pt"] = _dumps(
-            {
-                "step": step,
-                "data_position": step,
-                "data": self.data.position(step).to_json(),
-                "world_size": self.world,
-                "workers": self.workers,
-            }
-        )
-        # Rank 0 decides who puts what, and gives the sha256 of its bytes of each file
-        # another rank puts: that rank puts a file only if its bytes are the same.
+        # What DDP keeps the same on every rank, so any rank may put it; the rest (the
+        # data position, the workload's own state, the RNG states) is rank 0's alone.
+        parts = self.parts()
+        same = [n for n in SAME_ON_EVERY_RANK if n in parts] if self.world > 1 else []
+        files = {f"{n}.pt": _dumps(parts[n].state_dict()) for n in (parts if self.rank == 0 else same)}
+        # Rank 0 decides who puts what, with the sha256 of its bytes of each file another
+        # rank puts: that rank puts a file only if its own bytes are the same.
         shares: dict[str, tuple[int, str]] = {}
-        if self.rank == 0 and self.world > 1:
-            owner = assign_shares({n: len(d) for n, d in files.items()}, self.world)
+        if self.rank == 0 and same:
+            owner = assign_shares({f"{n}.pt": len(files[f"{n}.pt"]) for n in same}, self.world)
             others = [n for n, r in owner.items() if r != 0]
             shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
         mine = (_dumps(rng_state(self.device)), shares)
@@ -221,12 +219,20 @@ class _Loop(WorkerAttempt):
         shares = gathered[0][1]
         if self.rank != 0:
             if self.share is not None:
-                share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank}
+                share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
                 self.share.submit(step, share, {n: shares[n][1] for n in share})
             return
         for r, got in enumerate(gathered):
-            if got is not None:
-                files[f"rng-rank{r}.pt"] = got[0]
+            files[f"rng-rank{r}.pt"] = got[0]
+        files["state.pt"] = _dumps(
+            {
+                "step": step,
+                "data_position": step,
+                "data": self.data.position(step).to_json(),
+                "world_size": self.world,
+                "workers": self.workers,
+            }
+        )
         if self._upload_fault_armed():
             self._upload_staged.clear()
         self.checkpointer.submit(

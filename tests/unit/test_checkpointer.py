@@ -48,8 +48,21 @@ def test_assign_shares_with_one_rank_or_more_ranks_than_files() -> None:
 def test_share_wait_is_bounded_below_and_scales_with_the_largest_other_share() -> None:
     assert share_wait_s(0.01, 100, 100) == ck.SHARE_WAIT_MIN_S
     assert share_wait_s(10.0, 100, 100) == 20.0
-    assert share_wait_s(10.0, 100, 300) == 60.0  # rank r has three times rank 0's bytes
+    assert share_wait_s(10.0, 100, 150) == 30.0  # rank r has 1.5 times rank 0's bytes
+    assert share_wait_s(10.0, 1, 10**9) == 40.0  # never more than twice (see assign_shares)
     assert share_wait_s(10.0, 0, 300) == 20.0
+
+
+def test_under_assign_shares_no_rank_has_more_than_twice_rank_0s_bytes() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        sizes = {f"f{i}": rng.choice([1, 10, 1000, rng.randrange(1, 10**6)]) for i in range(rng.randrange(1, 12))}
+        world = rng.randrange(1, 6)
+        owner = assign_shares(sizes, world)
+        load = [sum(sizes[n] for n, r in owner.items() if r == rank) for rank in range(world)]
+        assert max(load) <= 2 * load[0], (sizes, world, load)
 
 
 def test_sha256_all_hashes_each_named_file() -> None:
