@@ -262,8 +262,9 @@ class AsyncCheckpointer:
                     self._cond.notify_all()
 
     def _abort_orphans(self, store: CheckpointStore) -> None:
-        # Only this process writes this run's checkpoints now, so any multipart
-        # upload under them is one of ours that the failure cut off.
+        # Only this attempt writes this run's checkpoints now, so any multipart upload
+        # under them is one the failure cut off (another rank's share included: rank
+        # 0 puts whatever is missing).
         try:
             aborted = store.abort_orphaned_uploads(self.run_id)
         except StoreError:

@@ -190,6 +190,8 @@ class _Loop(WorkerAttempt):
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
+        # Rank 0: whether the other ranks put shares of checkpoints (see save).
+        self._sharing = True
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
@@ -205,11 +207,13 @@ class _Loop(WorkerAttempt):
         # Rank 0 decides who puts what, with the sha256 of its bytes of each file another
         # rank puts: that rank puts a file only if its own bytes are the same.
         shares: dict[str, tuple[int, str]] = {}
-        if self.rank == 0 and same:
+        if self.rank == 0 and same and self._sharing:
             owner = assign_shares({f"{n}.pt": len(files[f"{n}.pt"]) for n in same}, self.world)
             others = [n for n, r in owner.items() if r != 0]
             shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
-        mine = (_dumps(rng_state(self.device)), shares)
+        # Each rank also says whether its last share had bytes other than rank 0's.
+        diverged = self.share is not None and "other_bytes" in self.share.last.values()
+        mine = (_dumps(rng_state(self.device)), shares, diverged)
         gathered: list[Any] = [None] * self.world
         if self.world > 1:
             dist.all_gather_object(gathered, mine)
@@ -217,6 +221,12 @@ class _Loop(WorkerAttempt):
             gathered = [mine]
         self.data.gather_telemetry()  # the ranks meet here anyway
         shares = gathered[0][1]
+        if self.rank == 0 and self._sharing and any(got[2] for got in gathered):
+            # Serialized bytes that differ by rank (say, tensors on cuda:1 against cuda:0)
+            # would make rank 0 wait at every checkpoint for files that never come.
+            self._sharing = False
+            ranks = [r for r, got in enumerate(gathered) if got[2]]
+            self.control.event(self.gen, "upload_shared", step=step, stopped=f"ranks {ranks} serialize other bytes")
         if self.rank != 0:
             if self.share is not None:
                 share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
