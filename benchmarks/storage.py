@@ -3,8 +3,10 @@
 Starts its own moto S3 servers and fake-gcs-server on 127.0.0.1 (as the tests do)
 and prints ratios measured in this one run:
 
-1. checkpoint upload (CheckpointStore.put + commit) / raw fsspec put_file of the
-   same bytes to the same server (goal >= 0.95);
+1. checkpoint upload (the uploader: files put concurrently, the manifest last) /
+   raw fsspec put_file of the same bytes to the same server with the same
+   concurrency (goal >= 0.95); with ``--workers N``, the same checkpoint shared by
+   N ranks (N processes), as a speed-up over one rank;
 2. training steps/s with async checkpointing every 500 steps (``--interval``) /
    without checkpoints (goal >= 0.97), next to the same with synchronous
    checkpointing, and both every 50 steps (``--interval-high``);
@@ -15,7 +17,7 @@ and prints ratios measured in this one run:
    its files once, verified as they stream in, torch.load each) / a raw download
    of the same files (fsspec cat_file) from the same server (goal <= 1.2).
 
-    python benchmarks/storage.py [--mb 48] [--steps 3000] [--job digits] [--json PATH]
+    python benchmarks/storage.py [--mb 48] [--workers 1] [--steps 3000] [--job digits] [--json PATH]
 
 ``--job gpt_large`` trains the large-state job (about 230 MB of model and optimizer
 state per checkpoint): a step takes seconds there, so pass small ``--steps`` with
@@ -47,27 +49,100 @@ from recovery.store import CheckpointStore  # noqa: E402
 from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto  # noqa: E402
 
 
-def upload_ratio(endpoint: str, mb: int, rounds: int = 3) -> tuple[float, float]:
+def _share_rank(
+    endpoint: str, prefix: str, step: int, files: dict[str, bytes], digests: dict[str, str], go: Any
+) -> None:
+    """Another rank of a shared upload, in its own process: put its share once told to."""
+    from orchestrator.runtime.checkpointer import ShareUploader
+
+    store = CheckpointStore(prefix, region="s3", storage_options={"endpoint_url": endpoint}, key=b"k" * 32)
+    share = ShareUploader(store, "bench", 1)
+    store.all_steps("bench")  # the client warm, as a training run's is by its second checkpoint
+    go.wait()
+    share.submit(step, files, digests)
+    share.wait(600)
+
+
+def upload_ratio(endpoint: str, mb: int, rounds: int = 3, workers: int = 1) -> dict[str, float]:
+    """MB/s of a checkpoint upload (``AsyncCheckpointer``: the files put concurrently, the
+    manifest last), of raw ``put_file`` of the same files with the same concurrency, and,
+    with ``workers`` > 1, of the same upload shared by that many ranks (ranks > 0 in
+    processes of their own, as Ray Train's workers are; the files split as
+    ``assign_shares`` splits a checkpoint's)."""
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.runtime.checkpointer import UPLOAD_THREADS, AsyncCheckpointer, assign_shares, sha256_all
+
     files = {f"shard-{i}.pt": os.urandom(mb * 1024 * 1024 // 3) for i in range(3)}
     tmp = tempfile.mkdtemp(prefix="bench-upload-")
     for name, data in files.items():
         Path(tmp, name).write_bytes(data)
     fs, _ = open_fs("s3://bench-up", {"endpoint_url": endpoint})
-    store = CheckpointStore(
-        "s3://bench-up/ours", region="s3", storage_options={"endpoint_url": endpoint}, key=secrets.token_bytes(32)
-    )
-    ours, raw = [], []
-    for r in range(rounds):
+    key = secrets.token_bytes(32)
+
+    stores: dict[str, CheckpointStore] = {}
+
+    def store(prefix: str) -> CheckpointStore:
+        # One client per arm, warm, as a training run's is by its second checkpoint.
+        if prefix not in stores:
+            opts = {"endpoint_url": endpoint}
+            stores[prefix] = CheckpointStore(f"s3://bench-up/{prefix}", region="s3", storage_options=opts, key=key)
+            stores[prefix].all_steps("bench")
+        return stores[prefix]
+
+    def ours(prefix: str, step: int, world: int) -> float:
+        ckpt = AsyncCheckpointer([store(prefix)], "bench", 1, keep_last=rounds + 1)
+        owner = assign_shares({n: len(d) for n, d in files.items()}, world)
+        shares = {n: r for n, r in owner.items() if r != 0}
+        digests = sha256_all(files, shares)
+        ctx = multiprocessing.get_context("spawn")
+        go = ctx.Event()
+        others = [
+            ctx.Process(
+                target=_share_rank,
+                args=(
+                    endpoint,
+                    f"s3://bench-up/{prefix}",
+                    step,
+                    {n: files[n] for n in shares if shares[n] == r},
+                    digests,
+                    go,
+                ),
+            )
+            for r in range(1, world)
+        ]
+        for proc in others:
+            proc.start()
+        time.sleep(2.0)  # every arm starts on an idle server (and the other ranks' imports are done)
+        go.set()
         t0 = time.perf_counter()
-        for name in files:
-            fs.put_file(f"{tmp}/{name}", f"bench-up/raw/{r}/{name}")
-        raw.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        entries = [store.put("bench", r + 1, name, data) for name, data in files.items()]
-        store.commit("bench", r + 1, 1, entries)
-        ours.append(time.perf_counter() - t0)
+        ckpt.submit(step, files, {}, shares=shares, digests=digests)
+        while ckpt.committed_step != step and ckpt.pending:  # until the manifest is in, not retention after
+            time.sleep(0.001)
+        took = time.perf_counter() - t0
+        ckpt.wait(timeout_s=600)
+        for proc in others:
+            proc.join(timeout=60)
+        if ckpt.last_share is not None and ckpt.last_share.taken:
+            print(f"   (shared, round {step}: rank 0 put {ckpt.last_share.taken} itself after its wait)")
+        return took
+
+    raw, one, shared = [], [], []
+    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+        for r in range(rounds):
+            time.sleep(2.0)
+            t0 = time.perf_counter()
+            list(pool.map(lambda n, r=r: fs.put_file(f"{tmp}/{n}", f"bench-up/raw/{r}/{n}"), files))
+            raw.append(time.perf_counter() - t0)
+            one.append(ours("ours", r + 1, 1))
+            if workers > 1:
+                shared.append(ours(f"shared{workers}", r + 1, workers))
     total = sum(len(d) for d in files.values()) / 1e6
-    return total / statistics.median(ours), total / statistics.median(raw)
+    out = {"ours": total / statistics.median(one), "raw": total / statistics.median(raw)}
+    if shared:
+        out["shared"] = total / statistics.median(shared)
+    return out
 
 
 def raw_copy_s(src_url: str, src_opts: dict, dst_url: str, dst_opts: dict, run_id: str) -> float:
@@ -170,12 +245,13 @@ MODES = {
 
 
 def figures(
-    upload: tuple[float, float] | None,
+    upload: dict[str, float] | None,
     rates: dict[str, float],
     replication: dict[str, tuple[float, float]],
     restore: tuple[float, float, int] | None,
 ) -> dict[str, Any]:
-    """The flat figures of one run. ``upload``: (ours, raw) MB/s; ``rates``: steps/s per
+    """The flat figures of one run. ``upload``: MB/s of ours, raw and (``--workers`` > 1)
+    shared (``upload_shared_speedup``: shared / ours with one rank); ``rates``: steps/s per
     arm of MODES that ran; ``replication``: target region -> (median lag, raw copy) s;
     ``restore``: (ours, raw) s and bytes. Keys: ``upload_ratio``, ``steps_ratio_async``
     (``--interval``, "every 500 steps"), ``steps_ratio_sync``, ``steps_ratio_async_high``
@@ -184,8 +260,11 @@ def figures(
     the times and rates they come from. Pure: the tests drive it with records."""
     out: dict[str, Any] = {}
     if upload is not None:
-        ours, raw = upload
+        ours, raw = upload["ours"], upload["raw"]
         out |= {"upload_mb_s": round(ours, 2), "upload_raw_mb_s": round(raw, 2), "upload_ratio": round(ours / raw, 3)}
+        if "shared" in upload:
+            out["upload_shared_mb_s"] = round(upload["shared"], 2)
+            out["upload_shared_speedup"] = round(upload["shared"] / ours, 3)
     for mode, rate in rates.items():
         out[f"steps_per_s_{mode.replace('-50', '_high')}"] = round(rate, 2)
     for mode in MODES:
@@ -212,6 +291,9 @@ def figures(
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=48, help="MB of random files the upload measure puts (0: skip it)")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="ranks sharing the upload measure's checkpoint (1: rank 0 alone)"
+    )
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--job", default="digits", help="the job config (conf/job/NAME.yaml), e.g. gpt_large")
     ap.add_argument("--interval", type=int, default=500, help="checkpoint.interval_steps of the async and sync arms")
@@ -241,10 +323,18 @@ def main(argv: list[str] | None = None) -> None:
             make_bucket(server, bucket)
         upload = None
         if args.mb > 0:
-            upload = upload_ratio(a.endpoint, args.mb)
-            ours, raw = upload
-            print(f"1. upload {args.mb} MB to moto: ours {ours:.1f} MB/s, raw put_file {raw:.1f} MB/s")
+            upload = upload_ratio(a.endpoint, args.mb, workers=args.workers)
+            ours, raw = upload["ours"], upload["raw"]
+            print(
+                f"1. upload {args.mb} MB to moto: ours {ours:.1f} MB/s, raw put_file {raw:.1f} MB/s (both concurrent)"
+            )
             print(f"   ratio {ours / raw:.3f} (goal >= 0.95)", flush=True)
+            if "shared" in upload:
+                print(
+                    f"   shared by {args.workers} ranks: {upload['shared']:.1f} MB/s, "
+                    f"{upload['shared'] / ours:.2f}x one rank",
+                    flush=True,
+                )
 
         env = {"ORCH_LOCAL_S3_A": a.endpoint, "ORCH_LOCAL_S3_B": b.endpoint, "ORCH_LOCAL_GCS_C": c.endpoint}
         os.environ.update(env)

@@ -27,6 +27,7 @@ import torch
 
 from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_at_step
+from orchestrator.runtime.checkpointer import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
@@ -48,6 +49,9 @@ from recovery.elastic import min_world
 # Ranks agree on a preemption notice every this many steps (one tiny all-reduce):
 # all of them must checkpoint the same step.
 PREEMPT_CHECK_EVERY = 10
+# The parts of a checkpoint DDP keeps bit-for-bit the same on every rank (the same
+# gradients, all-reduced, on the same parameters): any rank may put them.
+SAME_ON_EVERY_RANK = ("model", "optimizer", "scheduler", "grad_scaler")
 # Rank 0 samples the loss this often for the incident report's plot (sent with progress).
 LOSS_EVERY = 5
 
@@ -186,24 +190,50 @@ class _Loop(WorkerAttempt):
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
+        # Rank 0: whether the other ranks put shares of checkpoints (see save).
+        self._sharing = True
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
-        """Snapshot now (all ranks), upload in the background (rank 0 alone writes)."""
+        """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
+        more than one rank each puts its share of the files (see checkpointer.py)."""
         import torch.distributed as dist
 
-        mine = _dumps(rng_state(self.device))
-        rngs: list[bytes | None] = [None] * self.world
+        # What DDP keeps the same on every rank, so any rank may put it; the rest (the
+        # data position, the workload's own state, the RNG states) is rank 0's alone.
+        parts = self.parts()
+        same = [n for n in SAME_ON_EVERY_RANK if n in parts] if self.world > 1 else []
+        files = {f"{n}.pt": _dumps(parts[n].state_dict()) for n in (parts if self.rank == 0 else same)}
+        # Rank 0 decides who puts what, with the sha256 of its bytes of each file another
+        # rank puts: that rank puts a file only if its own bytes are the same.
+        shares: dict[str, tuple[int, str]] = {}
+        if self.rank == 0 and same and self._sharing:
+            owner = assign_shares({f"{n}.pt": len(files[f"{n}.pt"]) for n in same}, self.world)
+            others = [n for n, r in owner.items() if r != 0]
+            shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
+        # Each rank also says whether its last share had bytes other than rank 0's.
+        diverged = self.share is not None and "other_bytes" in self.share.last.values()
+        mine = (_dumps(rng_state(self.device)), shares, diverged)
+        gathered: list[Any] = [None] * self.world
         if self.world > 1:
-            dist.all_gather_object(rngs, mine)
+            dist.all_gather_object(gathered, mine)
         else:
-            rngs = [mine]
+            gathered = [mine]
         self.data.gather_telemetry()  # the ranks meet here anyway
+        shares = gathered[0][1]
+        if self.rank == 0 and self._sharing and any(got[2] for got in gathered):
+            # Serialized bytes that differ by rank (say, tensors on cuda:1 against cuda:0)
+            # would make rank 0 wait at every checkpoint for files that never come.
+            self._sharing = False
+            ranks = [r for r, got in enumerate(gathered) if got[2]]
+            self.control.event(self.gen, "upload_shared", step=step, stopped=f"ranks {ranks} serialize other bytes")
         if self.rank != 0:
+            if self.share is not None:
+                share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
+                self.share.submit(step, share, {n: shares[n][1] for n in share})
             return
-        files = {f"rng-rank{r}.pt": data for r, data in enumerate(rngs) if data is not None}
-        for name, part in self.parts().items():
-            files[f"{name}.pt"] = _dumps(part.state_dict())
+        for r, got in enumerate(gathered):
+            files[f"rng-rank{r}.pt"] = got[0]
         files["state.pt"] = _dumps(
             {
                 "step": step,
@@ -215,7 +245,13 @@ class _Loop(WorkerAttempt):
         )
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(step, files, extra={"world_size": self.world, "workers": self.workers})
+        self.checkpointer.submit(
+            step,
+            files,
+            extra={"world_size": self.world, "workers": self.workers},
+            shares={n: r for n, (r, _) in shares.items()},
+            digests={n: d for n, (_, d) in shares.items()},
+        )
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
@@ -294,13 +330,14 @@ class _Loop(WorkerAttempt):
 
         Faults land at a quiescent point, so a run's outcome does not depend on
         upload timing (a fault during an upload is a trigger of its own). Rank 0
-        alone uploads, while the victim may be another rank: without the barrier a
-        worker killed "just after a commit" could beat the commit it follows. Every
-        rank reaches this step with the same faults due (triggers are pure), so
-        every rank calls the barrier.
+        alone commits, while the victim may be another rank: without the barrier a
+        worker killed "just after a commit" could beat the commit it follows. The
+        other ranks first finish putting their shares. Every rank reaches this step
+        with the same faults due (triggers are pure), so every rank calls the barrier.
         """
         if self.rank == 0:
             self.checkpointer.wait()
+        self.wait_for_share()
         if self.world > 1:
             import torch.distributed as dist
 

@@ -24,7 +24,7 @@ import torch
 from orchestrator.chaos.kinds import FaultKind
 from orchestrator.chaos.triggers import due_during
 from orchestrator.runtime import rank_log, rendezvous
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError, ShareUploader
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import FaultSpec
@@ -268,6 +268,8 @@ class WorkerAttempt:
             scratch_dir=spec.scratch_dir if rank == 0 else None,
             lineage=spec.fencing_lineage(),
         )
+        # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpointer.py).
+        self.share = ShareUploader(self.store, spec.run_id, spec.generation) if rank > 0 else None
         self._preempt = threading.Event()
         # chaos "during: checkpoint_upload": cleared while an upload heads for its
         # fault, set again once the fault has fired (or the upload ended without it).
@@ -282,7 +284,8 @@ class WorkerAttempt:
             self._choice = Prefetch(lambda: self._choose(self._skipped))
 
     def guarded(self, body: Callable[[], None]) -> None:
-        """Run ``body``; whatever breaks it, a checkpoint already handed over is still committed."""
+        """Run ``body``; whatever breaks it, a checkpoint already handed over is still committed
+        (and a rank's share of it put, so rank 0 need not wait for it in vain)."""
         try:
             body()
         except BaseException:
@@ -290,7 +293,15 @@ class WorkerAttempt:
                 self.checkpointer.wait()
             except Exception:
                 pass  # the original error is the one to report
+            self.wait_for_share()
             raise
+        self.wait_for_share()
+
+    def wait_for_share(self) -> None:
+        """Ranks > 0: until this rank's share of the last checkpoint is put (bounded: rank 0
+        puts whatever is missing)."""
+        if self.share is not None:
+            self.share.wait(self.spec.store_outage_s)
 
     def wait_until_active(self) -> None:
         """A warm standby holds here until the controller activates it."""

@@ -60,6 +60,7 @@ EVENT_KINDS = frozenset(
         "trial_started",
         "upload_recovered",
         "upload_retry",
+        "upload_shared",
         "upload_superseded",
         "user_error",
         "workers_ready",

@@ -73,6 +73,10 @@ def test_passing_store_faults_training_goes_on_and_commits_where_it_should(orch_
     assert run.events("upload_recovered"), "and committed again once the store was back"
     assert not run.events("store_fallback")
     assert r["final_checkpoint"].startswith("s3://orch-a/")
+    # Two workers: rank 1 put its share of the checkpoints (journaled the first time),
+    # and when a fault cut its puts off, rank 0 put them itself: still the exact weights.
+    shared = run.events("upload_shared")
+    assert shared and shared[0]["bytes_by_rank"].get("1", 0) > 0, shared
     assert not wait_no_new_ray(before)
 
 

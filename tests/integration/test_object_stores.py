@@ -171,3 +171,36 @@ def test_a_multipart_copy_is_checked_by_its_etag_without_reading_it_back(servers
     store.fs.pipe_file(single, data)
     assert _md5_matches(store.fs.info(single), data) is True
     assert _md5_matches(store.fs.info(single), data[:-1] + b"?") is False
+
+
+def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(servers, make, monkeypatch):
+    """Two ranks, each with its own client of the same store: rank 1 puts its share (on
+    S3 a file large enough for a multipart upload), rank 0 checks it against its own
+    bytes before committing; a rank whose bytes differ puts nothing, and rank 0 puts
+    that file itself after its wait. Every commit verifies: the manifest holds the
+    sha256 of rank 0's bytes."""
+    from orchestrator.runtime import checkpointer as ck
+
+    monkeypatch.setattr(ck, "SHARE_WAIT_MIN_S", 0.5)
+    prefix = f"shared-{time.time_ns()}"
+    rank0, rank1 = make(servers, prefix), make(servers, prefix)
+    big = 101 * 2**20 if make is _s3 else 2**20  # S3: a multipart upload (s3fs's parts are 50 MB)
+    cases = (
+        (10, {"model.pt": os.urandom(big), "state.pt": b"state", "rng-rank0.pt": b"r"}, False),
+        (20, {"model.pt": os.urandom(2**20), "state.pt": b"state", "rng-rank0.pt": b"r"}, True),
+    )
+    for step, files, diverged in cases:
+        shares = {"model.pt": 1, "state.pt": 1}
+        digests = ck.sha256_all(files, shares)
+        share = ck.ShareUploader(rank1, RUN, 1)
+        share.submit(step, {n: (b"x" + files[n] if diverged else files[n]) for n in shares}, digests)
+        ckpt = ck.AsyncCheckpointer([rank0], RUN, 1, keep_last=3)
+        ckpt.submit(step, files, {}, shares=shares, digests=digests)
+        ckpt.wait(timeout_s=120)
+        assert share.wait(60)
+        assert set(share.last.values()) == {"other_bytes" if diverged else "put"}
+        assert ckpt.last_share is not None
+        assert ckpt.last_share.taken == (sorted(shares) if diverged else [])
+        m = rank0.manifest(RUN, step)
+        assert m is not None and {f.name: f.sha256 for f in m.files} == ck.sha256_all(files, files)
+        assert rank0.verify(RUN, step).ok
