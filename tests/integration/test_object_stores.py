@@ -173,6 +173,7 @@ def test_a_multipart_copy_is_checked_by_its_etag_without_reading_it_back(servers
     assert _md5_matches(store.fs.info(single), data[:-1] + b"?") is False
 
 
+@pytest.mark.parametrize("make", [_s3, _gs], ids=["s3", "gcs"])
 def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(servers, make, monkeypatch):
     """Two ranks, each with its own client of the same store: rank 1 puts its share (on
     S3 a file large enough for a multipart upload), rank 0 checks it against its own
