@@ -91,6 +91,8 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "incidents": [i.record() for i in record.incidents],
         "error_traceback": record.error_traceback,
         "train_steps_per_s": final.get("train_steps_per_s"),
+        # Median seconds a checkpoint's snapshot blocked the training loop (rank 0; built-in loop).
+        "checkpoint_stall_s": final.get("checkpoint_stall_s"),
         # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent).
         "telemetry": final.get("telemetry"),
         # A search (hpo.enabled): the winning trial and every trial's outcome.

@@ -19,6 +19,7 @@ import contextlib
 import io
 import os
 import random
+import statistics
 import time
 from typing import Any
 
@@ -190,11 +191,19 @@ class _Loop(WorkerAttempt):
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
+        self.stalls: list[float] = []  # seconds each save blocked the loop
         # Rank 0: whether the other ranks put shares of checkpoints (see save).
         self._sharing = True
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
+        """Snapshot now, timed: how long a checkpoint blocks the loop (rank 0's time; the
+        other ranks meet it in the snapshot's gather) is ``checkpoint_stall_s`` in the result."""
+        t0 = time.perf_counter()
+        self._snapshot(step)
+        self.stalls.append(time.perf_counter() - t0)
+
+    def _snapshot(self, step: int) -> None:
         """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
         more than one rank each puts its share of the files (see checkpointer.py)."""
         import torch.distributed as dist
@@ -506,6 +515,7 @@ class _Loop(WorkerAttempt):
             weights_sha256=weights_sha256(self.model.state_dict()),
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(total - first_step + 1) / elapsed,
+            checkpoint_stall_s=statistics.median(self.stalls) if self.stalls else None,
             world_size=self.world,
             # Gathered from every rank at the final checkpoint.
             telemetry=self.data.telemetry,

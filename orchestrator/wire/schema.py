@@ -376,6 +376,7 @@ _FINAL_FIELDS: dict[str, Any] = {
     "weights_sha256": _str_or_none,
     "checkpoint_sha256": _str_or_none,
     "train_steps_per_s": _number_or_none,
+    "checkpoint_stall_s": _number_or_none,
     "world_size": _world_or_none,
     "telemetry": lambda v, n: _opt(_dict, v, n),
     "best_trial": lambda v, n: _opt(_dict, v, n),

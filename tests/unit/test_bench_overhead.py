@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,19 @@ def test_parse_args_refuses_non_positive(argv: list[str], capsys: pytest.Capture
         parse_args(argv)
     err = capsys.readouterr().err
     assert "expected" in err and "Traceback" not in err
+
+
+def test_a_stall_the_runtime_reports_is_taken_over_the_estimate() -> None:
+    intervals = {"high": 50, "realistic": 2000}
+    runs = made_up_runs(intervals)
+    for arm in ("async", "sync"):
+        for cadence in CADENCES:
+            runs[(arm, cadence)] = [
+                replace(r, stall_s=0.002 if cadence == "high" else 0.001) for r in runs[(arm, cadence)]
+            ]
+    fig = figures(runs, intervals, steps=STEPS, rounds=2)
+    assert fig["stall_measured_async"] and not fig["stall_ours_is_estimate"]
+    assert fig["stall_s_async"] == pytest.approx(0.001) and fig["stall_s_async_high"] == pytest.approx(0.002)
+    assert fig["stall_s_async_estimated"] == pytest.approx(0.004, abs=1e-5)  # still reported beside it
+    assert "~" not in table(fig)
+    assert any("async" in line and "(measured;" in line for line in verdicts(fig))
