@@ -42,6 +42,7 @@ class Loss:
     error: str | None = None  # set once the replacement failed
     journaled: bool = False  # its replacement's outcome
     recorded: bool = False  # its incident (the worker group's restart)
+    last_step: int | None = None  # the newest step known done when it was detected
 
 
 class NodeWatch:
@@ -85,7 +86,9 @@ class NodeWatch:
             )
 
     # --- the loop ------------------------------------------------------------------
-    def poll(self) -> None:
+    def poll(self, last_step: int | None = None) -> None:
+        """Look at the nodes; ``last_step``: the newest step known done now (a loss found
+        here keeps it, so its incident's lost steps are counted from there)."""
         if self.count <= 1:
             return
         self._journal_replacements()
@@ -100,11 +103,11 @@ class NodeWatch:
             streak = 0 if check.health is Health.UP else self.streaks.get(check.index, 0) + 1
             self.streaks[check.index] = streak
             if node_lost(check.health, streak, self.failures_to_lose):
-                self._lose(check.index, str(check.health), check.detail)
+                self._lose(check.index, str(check.health), check.detail, last_step)
 
-    def _lose(self, node: int, health: str, detail: str) -> None:
+    def _lose(self, node: int, health: str, detail: str, last_step: int | None = None) -> None:
         replacing = self.wait_s > 0
-        loss = Loss(node, time.time(), health, self.world, replacing, started=time.time())
+        loss = Loss(node, time.time(), health, self.world, replacing, started=time.time(), last_step=last_step)
         self.losses[node] = loss
         self.streaks[node] = 0
         self._word()

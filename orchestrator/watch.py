@@ -94,6 +94,10 @@ class AttemptWatch:
         self.train_started_at: float | None = None
         self.user_error: str | None = None
         self.kill_times: dict[str, float] = {}
+        # The newest step known done when each fault fired: its incident's last step, which
+        # the watch's own count may have passed by the time the restart is read (a later
+        # fault's step, read in the same look).
+        self.kill_steps: dict[str, int] = {}
         self.started = ctx.clock()
         self.last_progress_at = self.started
         self.looks = 0
@@ -119,7 +123,7 @@ class AttemptWatch:
                 # A worker node is judged only while the head is UP: a region going
                 # down takes its nodes along, and that is the cluster's loss.
                 if self.health_now is Health.UP:
-                    self.nodes.poll()
+                    self.nodes.poll(self.out.last_step)
                 time.sleep(POLL_S)
         finally:
             self.nodes.close()
@@ -199,6 +203,9 @@ class AttemptWatch:
             # The worker group restarted after a node's loss: on its replacement, or on fewer workers.
             loss.recorded = True
             failed_at = self.kill_times.pop("kill_node", None) or self.kill_times.pop("hang_node", None)
+            fault_step = self.kill_steps.pop("kill_node", None)
+            fault_step = self.kill_steps.pop("hang_node", None) if fault_step is None else fault_step
+            last = fault_step if fault_step is not None else loss.last_step
             self.open_incidents.append(
                 Incident(
                     kind="node_lost",
@@ -206,7 +213,7 @@ class AttemptWatch:
                     to_region=self.region,
                     failed_at=failed_at or loss.at,
                     detected_at=loss.at,
-                    last_step=self.out.last_step,
+                    last_step=self.out.last_step if last is None else last,
                     restored_step=restored,
                     generation=self.gen,
                     node=loss.node,
@@ -224,7 +231,7 @@ class AttemptWatch:
                 to_region=self.region,
                 failed_at=self.kill_times.pop("kill_worker", self.last_progress_at),
                 detected_at=ev.time,
-                last_step=self.out.last_step,
+                last_step=self.kill_steps.pop("kill_worker", self.out.last_step),
                 restored_step=restored,
                 generation=self.gen,
             )
@@ -261,6 +268,7 @@ class AttemptWatch:
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.out.last_step = max(self.out.last_step, inj.step)
+            self.kill_steps[inj.kind] = self.out.last_step
             self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
         return bool(fired)

@@ -195,10 +195,12 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
         digests = ck.sha256_all(files, shares)
         share = ck.ShareUploader(rank1, RUN, 1)
         share.submit(step, {n: (b"x" + files[n] if diverged else files[n]) for n in shares}, digests)
+        # Rank 1's share lands first: what rank 0 then finds decides, not a race with its
+        # wait (a share later than the wait is taken over, like a missing one: a unit test's).
+        assert share.wait(60)
         ckpt = ck.AsyncCheckpointer([rank0], RUN, 1, keep_last=3)
         ckpt.submit(step, files, {}, shares=shares, digests=digests)
         ckpt.wait(timeout_s=120)
-        assert share.wait(60)
         assert set(share.last.values()) == {"other_bytes" if diverged else "put"}
         assert ckpt.last_share is not None
         assert ckpt.last_share.taken == (sorted(shares) if diverged else [])

@@ -147,3 +147,18 @@ def test_a_one_node_region_has_no_node_watch(tmp_path: Path) -> None:
     provider.health[1] = Health.GONE
     nw.poll()
     assert not events
+
+
+def test_a_loss_keeps_the_step_known_when_it_was_found(tmp_path: Path) -> None:
+    # The incident is recorded only when the worker group restarts, by which time the
+    # watch's own count may have moved on (a later fault's step): the loss keeps its own.
+    provider = Nodes(replace="wait")
+    nw, _, _ = watch(tmp_path, provider)
+    provider.health[1] = Health.GONE
+    nw.poll(last_step=160)
+    provider.release.set()
+    for t in nw.threads:
+        t.join(5)
+    nw.poll(last_step=260)
+    loss = nw.unrecorded()
+    assert loss is not None and loss.last_step == 160
