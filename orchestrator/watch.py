@@ -186,6 +186,9 @@ class AttemptWatch:
                 self.kill_times.setdefault("preempt", ev.time)
         return kinds
 
+    def _catch_up(self) -> None:
+        self.new_kinds += self._events()
+
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
         restored = int(ev.fields["restored_step"])
@@ -263,7 +266,10 @@ class AttemptWatch:
         """Let the injector answer the workers' requests and fire timed faults; whether any fired."""
         injector = self.injector
         training_for = None if self.train_started_at is None else self.ctx.clock() - self.train_started_at
-        fired = injector.poll(self.cluster, self.proc.pid, self.gen)
+        # What the runtime reported before it asked for the fault is read first: a restart
+        # it reported then is the previous fault's, and is recorded with that fault's time
+        # and step before this one's replace them.
+        fired = injector.poll(self.cluster, self.proc.pid, self.gen, before_fire=self._catch_up)
         fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for)
         for inj in fired:
             self.kill_times[inj.kind] = inj.at

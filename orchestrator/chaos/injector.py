@@ -315,13 +315,18 @@ class FaultInjector:
 
     # --- the triggers ----------------------------------------------------------------
     def poll(
-        self, cluster: ClusterHandle, runtime_pid: int | None = None, generation: int | None = None
+        self,
+        cluster: ClusterHandle,
+        runtime_pid: int | None = None,
+        generation: int | None = None,
+        before_fire: Callable[[], None] | None = None,
     ) -> list[Injected]:
         """Answer the runtime's requests (a step, an upload, a restore reached) posted by
-        the attempt of ``generation``: an older attempt's are refused, and journaled once."""
+        the attempt of ``generation``: an older attempt's are refused, and journaled once.
+        ``before_fire``: called once before the first fault fires."""
         if not self.faults:
             return []
-        fired = []
+        fired: list[Injected] = []
         for index, req in sorted(self.control.chaos_requests().items()):
             if index >= len(self.faults):
                 continue
@@ -333,6 +338,8 @@ class FaultInjector:
             if problem is not None:
                 self._refuse(index, req, problem)
                 continue
+            if before_fire is not None and not fired:
+                before_fire()
             fired.append(self._fire(index, asdict(req), cluster, runtime_pid, req.seq))
         return fired
 
