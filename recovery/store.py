@@ -218,9 +218,9 @@ class CheckpointStore:
         return m, self.trusts(m)
 
     def verify(self, run_id: str, step: int) -> Verdict:
-        return self._inspect(run_id, step)[1]
+        return self.load(run_id, step)[1]
 
-    def _inspect(
+    def load(
         self,
         run_id: str,
         step: int,
@@ -229,9 +229,10 @@ class CheckpointStore:
         before_read: Callable[[Manifest], None] | None = None,
     ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
         """The manifest of ``step`` (read once), whether it is signed, on ``lineage`` and
-        its files verify, and the verified bytes of the files ``keep`` says yes to. The
-        signature and the lineage come first: a stranger's files are never read, nor a
-        fenced checkpoint's."""
+        its files verify, and the verified bytes of the files ``keep`` says yes to (each
+        file read once, verified as it streams in). The signature and the lineage come
+        first: a stranger's files are never read, nor a fenced checkpoint's.
+        ``before_read``: called with a manifest that passed both, before its files are read."""
         m, verdict = self.trusted_manifest(run_id, step)
         if m is None or not verdict.ok:
             return m, verdict, {}
@@ -261,19 +262,6 @@ class CheckpointStore:
             s for s in reversed(self.committed_steps(run_id)) if (at_most is None or s <= at_most) and s not in exclude
         ]
 
-    def load(
-        self,
-        run_id: str,
-        step: int,
-        lineage: Admits | None = None,
-        keep: Keep | None = None,
-        before_read: Callable[[Manifest], None] | None = None,
-    ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
-        """Check one step as ``latest_verified`` does and keep the bytes of the files ``keep``
-        names (each file is read once, verified as it streams in). ``before_read``: called
-        with a manifest that is signed and on the lineage, before a byte of its files is read."""
-        return self._inspect(run_id, step, lineage, keep, before_read)
-
     def latest_verified(
         self,
         run_id: str,
@@ -286,7 +274,7 @@ class CheckpointStore:
         lineage (see recovery/fencing.py); skips are reported. ``exclude``: steps
         already found bad by a reader."""
         for step in self.candidates(run_id, at_most, exclude):
-            m, verdict, _ = self._inspect(run_id, step, lineage)
+            m, verdict, _ = self.load(run_id, step, lineage)
             if m is not None and verdict.ok:
                 return m
             if on_skip is not None:
