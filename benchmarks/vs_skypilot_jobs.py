@@ -68,13 +68,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO, write_json
 
-SETUP = REPO / ".ci" / "slurm" / "setup"
-IN_NS = REPO / ".ci" / "slurm" / "in-ns"
-NODE_USER = os.environ.get("ORCH_SLURM_USER", "skyuser")
-SHARED = Path(os.environ.get("ORCH_ONPREM_SHARED", "/srv/orchestrator"))
-SKY_CONFIG = Path("/var/lib/orch-slurm/sky-config.yaml")
+# CI's Slurm cluster as the on-prem tests use it (benchmarks.common put tests/ on the path).
+from onprem import CLOUD, SETUP, SHARED, SKY_CONFIG, scancel, squeue
+
 NODE_PYTHON = "/opt/orch-slurm/venv/bin/python"
-CLOUD = (f'hydra.searchpath=["file://{REPO / ".ci" / "slurm" / "conf"}"]', "cloud=ci_slurm")
 REGIONS = ("orch-slurm-a", "orch-slurm-b")
 RUN_TIMEOUT_S = 1200.0
 # ours_standby: ours with recovery=warm_standby (the other entry's cluster up and its
@@ -324,24 +321,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def squeue() -> list[tuple[str, str]]:
-    out = subprocess.run(
-        [str(IN_NS), "squeue", "-h", "-u", NODE_USER, "-t", "RUNNING", "-o", "%i %j"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    return [tuple(line.split(None, 1)) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
-
-
 def scancel_when(ready: Callable[[], bool], name_has: str, stop: threading.Event, out: dict[str, Any]) -> None:
     """Once ``ready()``, scancel the running allocation whose job name has ``name_has``."""
     while not stop.is_set():
         if ready():
-            jobs = [j for j in squeue() if name_has in j[1]]
+            jobs = [j for j in squeue("RUNNING") if name_has in j[1]]
             if jobs:
-                subprocess.run([str(IN_NS), "scancel", jobs[0][0]], check=True, timeout=30)
+                scancel(jobs[0][0])
                 out.update(at=time.time(), job=jobs[0])
                 return
         stop.wait(0.25)

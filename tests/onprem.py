@@ -30,24 +30,33 @@ RUN_TIMEOUT_S = 900
 CLOUD = (f'hydra.searchpath=["file://{REPO / ".ci" / "slurm" / "conf"}"]', "cloud=ci_slurm")
 
 
+def squeue(state: str | None = None) -> list[tuple[str, str]]:
+    """(job id, job name) of the node user's Slurm jobs (``state``: only those in it, e.g. RUNNING)."""
+    only = ["-t", state] if state else []
+    out = subprocess.run(
+        [str(IN_NS), "squeue", "-h", "-u", NODE_USER, *only, "-o", "%i %j"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return [tuple(line.split(None, 1)) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+
+
+def scancel(job_id: str) -> None:
+    subprocess.run([str(IN_NS), "scancel", job_id], check=True, timeout=30)
+
+
 @dataclass
 class OnPrem:
     home: Path
     env: dict[str, str]
 
     def squeue(self) -> list[tuple[str, str]]:
-        """(job id, job name) of the node user's Slurm jobs."""
-        out = subprocess.run(
-            [str(IN_NS), "squeue", "-h", "-u", NODE_USER, "-o", "%i %j"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        return [tuple(line.split(None, 1)) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+        return squeue()
 
     def scancel(self, job_id: str) -> None:
-        subprocess.run([str(IN_NS), "scancel", job_id], check=True, timeout=30)
+        scancel(job_id)
 
     def wait_squeue_empty(self, timeout_s: float = 60.0) -> list[tuple[str, str]]:
         deadline = time.monotonic() + timeout_s
