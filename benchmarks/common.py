@@ -27,8 +27,8 @@ def temp_home() -> str:
 
 
 def ray_client_env() -> None:
-    """What a driver on this machine needs to reach a local-provider cluster (see providers/local.py)."""
-    from providers.local import BASE_ENV
+    """What a driver on this machine needs to reach a local-provider cluster (see providers/local/provider.py)."""
+    from providers.local.provider import BASE_ENV
 
     os.environ.update(BASE_ENV)
 

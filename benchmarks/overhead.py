@@ -301,7 +301,7 @@ class BareCluster:
 
         from orchestrator.wire.spec import TRAIN_ENV
         from providers.base import RegionSpec
-        from providers.local import LocalProvider
+        from providers.local.provider import LocalProvider
 
         self.provider = LocalProvider()
         name = f"bench-bare-{time.time_ns()}"

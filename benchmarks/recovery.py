@@ -63,7 +63,7 @@ def floor(store_url: str, run_id: str) -> dict[str, float]:
     import torch
 
     from providers.base import RegionSpec
-    from providers.local import LocalProvider
+    from providers.local.provider import LocalProvider
     from recovery.store import CheckpointStore
 
     provider = LocalProvider()

@@ -13,3 +13,16 @@ class ConfigError(Exception):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
+
+
+# A run stopped by Ctrl-C or SIGTERM (status INTERRUPTED): 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+
+def error(message: str) -> int:
+    """A refused input: one line on stderr (control characters escaped), exit status 2."""
+    import sys
+
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    print(f"error: {line}", file=sys.stderr)
+    return 2

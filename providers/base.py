@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from orchestrator.wire.logfiles import KeptLogs
 
 # What health() answers, defined beside the rules that read it (re-exported for providers).
+from recovery.detection import FailureKind
 from recovery.detection import Health as Health
 from recovery.detection import HealthCheck as HealthCheck
 
@@ -19,6 +20,15 @@ class ProvisionErrorKind(StrEnum):
     TRANSIENT = "transient"  # worth another try
     # Not up within recovery.provision_timeout_s: the region had its time; the policy moves on.
     TIMEOUT = "timeout"
+
+
+# What each kind of provisioning error is to the failure policy.
+PROVISION_FAILURE = {
+    ProvisionErrorKind.NO_CAPACITY: FailureKind.NO_CAPACITY,
+    ProvisionErrorKind.PRECHECK: FailureKind.PRECHECK,
+    ProvisionErrorKind.TRANSIENT: FailureKind.PROVISION_ERROR,
+    ProvisionErrorKind.TIMEOUT: FailureKind.PROVISION_TIMEOUT,
+}
 
 
 class ProvisionError(Exception):

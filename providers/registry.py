@@ -10,7 +10,7 @@ from providers.base import Provider
 
 
 def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
-    from providers.local import LocalProvider
+    from providers.local.provider import LocalProvider
 
     return LocalProvider(
         state_dir=os.path.join(home, "clusters") if home else None,
@@ -21,7 +21,7 @@ def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
 
 def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
     # SkyPilot itself is imported on first use (launch, plan), not here.
-    from providers.skypilot import SkyPilotProvider
+    from providers.skypilot.provider import SkyPilotProvider
 
     return SkyPilotProvider(
         regions=dict(cloud.regions) if cloud is not None else {},
@@ -40,12 +40,15 @@ PROVIDERS: dict[str, Callable[[str | None, Any, Any], Provider]] = {"local": _lo
 # function's "module:name", imported only when a run's cloud uses that provider, called
 # as f(name, region, trainer) for each of cloud.regions, with the run's TrainerConfig for
 # a region the run may use and None for the others.
-REGION_CHECKS = {"local": "providers.local:validate_region", "skypilot": "providers.skypilot:validate_region"}
+REGION_CHECKS = {
+    "local": "providers.local.provider:validate_region",
+    "skypilot": "providers.skypilot.provider:validate_region",
+}
 
 
 def check_regions(cfg: Any) -> None:
     """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key);
-    the config's checks (orchestrator.config.validate) know no provider."""
+    the config's checks (orchestrator.config.schema.validate) know no provider."""
     target = REGION_CHECKS.get(cfg.cloud.provider)
     if target is None:
         return

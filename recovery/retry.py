@@ -1,7 +1,7 @@
 """Retries, backoff and deadlines: the one place their arithmetic lives.
 
 Who retries what, so that nothing is retried twice over: the attempt retries a
-provisioning error the provider calls transient (``orchestrator/attempt.py``; a
+provisioning error the provider calls transient (``orchestrator/control/attempt.py``; a
 timeout is not retried: the policy fails over), the SkyPilot provider retries SDK
 calls that failed on the way to SkyPilot's API server (``SkyPilotProvider._sdk``),
 and the checkpointer retries a failing store with backoff until ``store_outage_s``,

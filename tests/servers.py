@@ -28,7 +28,7 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from providers.local import free_port
+from providers.local.provider import free_port
 
 BIN = Path(sys.executable).parent
 

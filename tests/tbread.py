@@ -1,5 +1,5 @@
 """A run's TensorBoard files read back as TensorBoard reads them, with tensorboardX's own
-proto classes and CRC (nothing of orchestrator/tbfile.py's): every record's frame is
+proto classes and CRC (nothing of orchestrator/metrics/tbfile.py's): every record's frame is
 checked, and a SessionLog START drops what the run wrote at its step or later before it
 (TensorBoard's purge of a restarted job's orphaned points)."""
 

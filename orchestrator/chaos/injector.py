@@ -24,7 +24,6 @@ from typing import Any
 import psutil
 
 from orchestrator.chaos.proxy import FaultProxy, Mode, Shape
-from orchestrator.chaos.triggers import due_after, due_during, exhausted, in_region
 from orchestrator.runstate.events import (
     Event,
     FaultEnded,
@@ -35,6 +34,7 @@ from orchestrator.runstate.events import (
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.sections import FaultSpec
+from orchestrator.wire.triggers import due_after, due_during, exhausted, in_region
 from providers.base import ClusterHandle, Health, HealthCheck, Provider
 from recovery.store import CheckpointStore, sha256_hex
 

@@ -26,7 +26,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
-from orchestrator.states import RunState
+from orchestrator.runstate.lifecycle import RunState
 from recovery.detection import FailureKind
 from recovery.policy import Action
 
@@ -350,7 +350,7 @@ class DecisionMade(Event):
 
 @dataclass(frozen=True)
 class IncidentFields(Event):
-    """orchestrator.incidents.Incident.record(): the incident and its RTO/RPO."""
+    """orchestrator.runstate.incidents.Incident.record(): the incident and its RTO/RPO."""
 
     SPARSE = frozenset({"node", "world_size_before", "world_size_after", "replace_s"})
 
@@ -572,7 +572,7 @@ class MultipartAbortFailed(Event):
 @_event("notify_failed")
 @dataclass(frozen=True)
 class NotifyFailed(Event):
-    """A notification that did not reach its target (orchestrator/notify.py); the run went on.
+    """A notification that did not reach its target (orchestrator/notify/notifier.py); the run went on.
     Changes nothing of the run's state."""
 
     target: str  # command | webhook
@@ -588,7 +588,7 @@ class NotifyFailed(Event):
 @dataclass(frozen=True)
 class NotifyOff(Event):
     """A resumed controller could not take a notify target from the run's notify.secret
-    (missing, damaged, another run's): no notifications go to it (orchestrator/notify_secret.py);
+    (missing, damaged, another run's): no notifications go to it (orchestrator/notify/secret.py);
     the run goes on. Changes nothing of the run's state."""
 
     target: str  # command | webhook
@@ -601,7 +601,7 @@ class NotifyOff(Event):
 @dataclass(frozen=True)
 class TensorBoardFailed(Event):
     """The run's TensorBoard files stopped (a write failed, or fell behind) at this point
-    (orchestrator/metrics.py); the run went on. Journaled once per controller. Changes
+    (orchestrator/metrics/board.py); the run went on. Journaled once per controller. Changes
     nothing of the run's state."""
 
     error: str  # one line

@@ -1,6 +1,6 @@
 """The run as its journal tells it: one frozen ``RunView``, changed only by ``apply``.
 
-Resume (``orchestrator.replay``), ``action=status``, the incident report and the
+Resume (``orchestrator.runstate.replay``), ``action=status``, the incident report and the
 result all read this one fold, so a field the controller journals is read the same
 way everywhere. ``apply`` is pure: it returns a new view and never changes the one
 it was given (containers are tuples, frozensets and read-only mappings).
@@ -36,7 +36,7 @@ from orchestrator.runstate.events import (
     Transition,
     Unknown,
 )
-from orchestrator.states import RunState
+from orchestrator.runstate.lifecycle import RunState
 from recovery.detection import Failure
 from recovery.fencing import Lineage
 from recovery.policy import Decision, History

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import time
 
-from orchestrator.chaos.triggers import exhausted, in_region
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import FaultSpec
+from orchestrator.wire.triggers import exhausted, in_region
 
 WAIT_S = 60.0
 POLL_S = 0.05

@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from orchestrator.chaos.kinds import FaultKind
-from orchestrator.chaos.triggers import due_at_step
-from orchestrator.runtime.checkpointer import assign_shares, sha256_all
+from orchestrator.runtime.checkpoint.checkpointer import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
@@ -41,8 +39,10 @@ from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_
     run_worker,
 )
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.wire.triggers import due_at_step
 from orchestrator.workloads.base import Stateful
 from orchestrator.workloads.data import DataMismatch
 from recovery.elastic import min_world

@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from orchestrator.chaos.kinds import FaultKind
-from orchestrator.chaos.triggers import due_during
 from orchestrator.runtime import rank_log, rendezvous
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError, ShareUploader
+from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError, ShareUploader
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.wire.triggers import due_during
 from recovery.fencing import Admits, FencedError, Lineage, Narrowed
 from recovery.manifest import Manifest
 from recovery.replication import load_newest

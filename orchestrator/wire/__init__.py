@@ -10,9 +10,10 @@
   nothing from the channel that has not passed it.
 - ``logfiles``: the ranks' log files on a node (their names, the cap of a kept copy,
   the tar stream a node's files travel to the controller in).
+- ``faults``, ``triggers``: every fault kind, and when a fault fires (pure; both the
+  controller's injector and the runtime's rendezvous name them).
 
 Both sides import this package; it imports nothing of either (only ``recovery``'s
-lineage and file helpers, and the fault kinds of ``orchestrator.chaos.kinds``, pure
-constants both sides name), so the controller's code never reaches a cluster and the
+lineage and file helpers), so the controller's code never reaches a cluster and the
 cluster's code never reaches the controller's state.
 """

@@ -1,6 +1,6 @@
 """The runtime spec's sections, typed: what the runtime reads of the run's config.
 
-Each section mirrors a config dataclass of the controller's (``orchestrator/config.py``:
+Each section mirrors a config dataclass of the controller's (``orchestrator/config/schema.py``:
 JobConfig, TrainerConfig, ...) field for field, with the same defaults, but is not
 imported from there: the config is the controller's, and the wire imports neither side.
 ``tests/unit/test_spec_sections.py`` holds the two in step.
@@ -25,7 +25,7 @@ from enum import Enum, StrEnum
 from typing import Annotated, Any, TypeVar
 
 # Pure vocabulary that both sides share (a leaf module): the wire may import it.
-from orchestrator.chaos.kinds import DURING, FaultKind
+from orchestrator.wire.faults import DURING, FaultKind
 
 
 # The closed sets of the config that cross to the cluster (the config types its fields
@@ -156,7 +156,7 @@ class JobSection(Section):
 class TrainerSection(Section):
     KEY = "trainer"
     workers: Count = 2
-    # 0: workers (no elasticity); see orchestrator/config.py.
+    # 0: workers (no elasticity); see orchestrator/config/schema.py.
     min_workers: NonNegativeInt = 0
     cpus_per_worker: Positive = 1.0
     gpus_per_worker: NonNegative = 0.0

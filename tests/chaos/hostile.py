@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
+from orchestrator.runstate.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from recovery.manifest import MANIFEST_NAME, FileEntry, Manifest
 from recovery.signing import run_key_of, signed
 from recovery.store import sha256_hex

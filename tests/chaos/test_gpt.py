@@ -28,7 +28,7 @@ def initial_eval_loss() -> float:
     import torch
     from omegaconf import OmegaConf
 
-    from orchestrator.compose import CONF_DIR
+    from orchestrator.config.compose import CONF_DIR
     from orchestrator.workloads import validate_params
     from orchestrator.workloads.gpt import GPT
 

@@ -96,7 +96,7 @@ def test_workers_lost_nodes_lost_and_hung_are_restarted_in_place_exactly_and_a_t
     (decision,) = run.events("decision")
     assert decision["region"] == "local-c" and "skipped local-b: 1 worker(s) fit" in decision["reason"], decision
     assert {e["world_size"] for e in run.events("runtime.train_started")} == {2}
-    from orchestrator.status import render, summarize
+    from orchestrator.commands.status import render, summarize
 
     text = render("nodes-replaced", summarize(str(run.run_dir)))
     assert "world      2/2 workers" in text and "node 1, replaced in" in text, text

@@ -90,7 +90,7 @@ def _prints_are_in_each_attempts_rank_logs(run) -> None:
     cluster went (the lost region's too: on this machine its files outlive its processes),
     as action=logs shows them (its function, in-process: the command line's own path is
     tests/unit/test_logs.py's); each restore it printed is in the attempt and ranks that did it."""
-    from orchestrator.logs import show
+    from orchestrator.commands.logs import show
 
     r = run.result
     kept = {e["generation"]: (e["ranks"], e.get("error")) for e in run.events("logs_kept")}

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
-from providers.local import TOKEN_NAME, LocalProvider
+from providers.local.provider import TOKEN_NAME, LocalProvider
 from support import ray_pids, wait_no_new_ray
 
 

@@ -180,7 +180,7 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
     bytes before committing; a rank whose bytes differ puts nothing, and rank 0 puts
     that file itself after its wait. Every commit verifies: the manifest holds the
     sha256 of rank 0's bytes."""
-    from orchestrator.runtime import checkpointer as ck
+    from orchestrator.runtime.checkpoint import checkpointer as ck
 
     monkeypatch.setattr(ck, "SHARE_WAIT_MIN_S", 0.5)
     prefix = f"shared-{time.time_ns()}"

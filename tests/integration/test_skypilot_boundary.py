@@ -16,10 +16,10 @@ import pytest
 
 sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
 
-from orchestrator.compose import CONF_DIR, compose  # noqa: E402
-from orchestrator.config import ConfigError  # noqa: E402
+from orchestrator.config.compose import CONF_DIR, compose  # noqa: E402
+from orchestrator.config.schema import ConfigError  # noqa: E402
 from providers.base import ProvisionError, ProvisionErrorKind  # noqa: E402
-from providers.skypilot import (  # noqa: E402
+from providers.skypilot.provider import (  # noqa: E402
     SkyPilotProvider,
     build_task,
     classify,
@@ -110,9 +110,9 @@ def test_secrets_never_in_envs_or_plan(monkeypatch: pytest.MonkeyPatch, catalogs
 
 _OPTIMIZE = """
 import json, sys
-from orchestrator.compose import compose
-from orchestrator.plan import optimize_task, plan_clouds
-from providers.skypilot import task_config
+from orchestrator.config.compose import compose
+from orchestrator.commands.plan import optimize_task, plan_clouds
+from providers.skypilot.provider import task_config
 overrides, resources = json.loads(sys.argv[1])
 cfg = compose(overrides)
 config = task_config("r", cfg.cloud.regions["us-east-1"], "c", workdir=".")
@@ -232,7 +232,7 @@ def test_classification_of_skypilots_exceptions() -> None:
 def test_transient_sdk_errors_are_retried_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
     from sky import exceptions as e
 
-    import providers.skypilot as sp
+    import providers.skypilot.provider as sp
 
     monkeypatch.setattr(sp, "SDK_BACKOFF_S", 0.0)
     calls = []
@@ -368,7 +368,7 @@ def test_bad_region_values_name_the_key(override: str, key: str) -> None:
 def test_skypilots_log_is_shown_line_by_line() -> None:
     import io
 
-    from providers.skypilot import _Prefixed
+    from providers.skypilot.provider import _Prefixed
 
     out = io.StringIO()
     stream = _Prefixed(out)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestrator.incidents import Incident
-from orchestrator.journal import read_events, runtime_kind
-from orchestrator.replay import OpenAttempt, Replayed
-from orchestrator.report import _DECISION_FOR, Report, Row
-from orchestrator.result import read_result
-from orchestrator.states import RunState
+from orchestrator.commands.report import _DECISION_FOR, Report, Row
+from orchestrator.runstate.incidents import Incident
+from orchestrator.runstate.journal import read_events, runtime_kind
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.replay import OpenAttempt, Replayed
+from orchestrator.runstate.result import read_result
 from recovery.detection import Failure, FailureKind
 from recovery.policy import Action, Decision
 

@@ -1,5 +1,5 @@
 """The watch's cadence: looks that thin out while an attempt is quiet and come back at
-once for anything else, and what makes a look quiet (orchestrator/cadence.py); the
+once for anything else, and what makes a look quiet (orchestrator/control/cadence.py); the
 watch's loop keeping to it; the cheaper paths under it (a journal batch's one fsync,
 the control channel's plain reads of a local folder, the TensorBoard writer's gathering)."""
 
@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-import orchestrator.journal as journal_mod
-import orchestrator.metrics as metrics
-import orchestrator.watch as watch_mod
-from orchestrator.cadence import MAX_LOOK_TICKS, heartbeat_late, look_cap_ticks, next_look_ticks, quiet
-from orchestrator.config import RegionConfig, TrainerConfig
-from orchestrator.context import RunContext
-from orchestrator.journal import Journal
-from orchestrator.metrics import TensorBoardWriter
-from orchestrator.outcome import AttemptOutcome
-from orchestrator.watch import AttemptWatch
+import orchestrator.control.watch as watch_mod
+import orchestrator.metrics.board as metrics
+import orchestrator.runstate.journal as journal_mod
+from orchestrator.config.schema import RegionConfig, TrainerConfig
+from orchestrator.control.cadence import MAX_LOOK_TICKS, heartbeat_late, look_cap_ticks, next_look_ticks, quiet
+from orchestrator.control.context import RunContext
+from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.watch import AttemptWatch
+from orchestrator.metrics.board import TensorBoardWriter
+from orchestrator.runstate.journal import Journal
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
 from recovery.detection import EXIT_OK, Health, Lease, Observation

@@ -14,7 +14,7 @@ import pytest
 from fakecloud import FakeCloud
 
 from orchestrator.chaos.injector import FaultInjector, choose_node, corrupt_newest
-from orchestrator.compose import compose
+from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultEnded, FaultRefused
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec

@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime import checkpointer as ck
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, ShareUploader, assign_shares, sha256_all, share_wait_s
+from orchestrator.runtime.checkpoint import checkpointer as ck
+from orchestrator.runtime.checkpoint.checkpointer import (
+    AsyncCheckpointer,
+    ShareUploader,
+    assign_shares,
+    sha256_all,
+    share_wait_s,
+)
 from recovery.fencing import Lineage
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError, sha256_hex

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cleanup import run_all
+from orchestrator.control.cleanup import run_all
+from orchestrator.control.standby import StandbyManager
 from orchestrator.runstate.events import Event, to_json
-from orchestrator.standby import StandbyManager
 
 pytestmark = pytest.mark.unit
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.config import ConfigError
-from orchestrator.usercode import check_user_code
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import ConfigError
+from orchestrator.config.usercode import check_user_code
 from providers.base import ClusterHandle, RegionSpec
-from providers.skypilot import (
+from providers.skypilot.provider import (
     CODE_PATH,
     CODE_SETUP,
     REMOTE_CODE_DIR,
@@ -95,7 +95,7 @@ def test_without_code_dir_the_task_is_as_before() -> None:
 @pytest.mark.parametrize(("cloud", "region"), [("onprem", "slurm-a"), ("aws", "us-east-1")])
 def test_code_dir_is_a_file_mount_that_skypilots_schema_takes(cloud: str, region: str, project: Path) -> None:
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
-    from providers.skypilot import build_task
+    from providers.skypilot.provider import build_task
 
     rc = compose([f"cloud={cloud}"]).cloud.regions[region]
     config = task_config(region, rc, "c", workdir=str(REPO), code_dir=str(project))
@@ -207,7 +207,7 @@ def test_the_runtime_driver_starts_with_the_code_first_on_pythonpath(
     spec = tmp_path / "spec.json"
     spec.write_text("{}")
     with monkeypatch.context() as patched:
-        patched.setattr("providers.skypilot.subprocess.Popen", Popen)
+        patched.setattr("providers.skypilot.provider.subprocess.Popen", Popen)
         patched.setattr(SkyPilotProvider, "_watch", lambda self, cluster: None)
         argv = [sys.executable, "-m", "orchestrator.runtime", str(spec)]
         provider.start_runtime(handle, argv, {}, str(tmp_path / "log"))
@@ -248,7 +248,7 @@ def test_each_cluster_gets_a_ray_token_of_its_own_as_a_secret(monkeypatch: pytes
         tasks.append((config, secrets or {}))
         return build_task(config, secrets)
 
-    monkeypatch.setattr("providers.skypilot.build_task", building)
+    monkeypatch.setattr("providers.skypilot.provider.build_task", building)
     first = _launched(provider, monkeypatch)
     second = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2), "run-us-east-1-g2", 60.0)
     (config, secrets), (_, secrets2) = tasks
@@ -351,7 +351,7 @@ def test_an_sdk_call_that_fails_leaves_sys_tracebacklimit_as_it_was(
     exception passes; the provider's one gate for SDK calls puts it back, absent or not.
     The value is set here first: an earlier test in this process may have called SkyPilot
     outside the provider and left its 0 behind."""
-    from providers.skypilot import SkyPilotProvider
+    from providers.skypilot.provider import SkyPilotProvider
 
     if before is None:
         monkeypatch.delattr(sys, "tracebacklimit", raising=False)

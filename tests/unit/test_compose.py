@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.config import Config, ConfigError, FaultConfig
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import Config, ConfigError, FaultConfig
 
 REGIONS = ["local-a", "local-b", "local-c"]
 
@@ -66,7 +66,7 @@ def test_chaos_fault_list_on_the_command_line_parses_to_typed_faults() -> None:
 
 
 def test_status_flap_and_ssh_drop_compose_from_the_command_line_and_reach_the_runtimes_spec() -> None:
-    from orchestrator.config import to_plain
+    from orchestrator.config.schema import to_plain
     from orchestrator.wire.sections import FaultSpec
 
     cfg = compose(["chaos.faults=[{kind:status_flap,at_step:5,count:3},{kind:ssh_drop,after_s:2}]"])
@@ -257,7 +257,7 @@ def test_unknown_region_key_lists_the_region_names_as_allowed() -> None:
 
 
 def test_cloud_configs_put_the_control_channel_where_their_clusters_reach_it(tmp_path) -> None:
-    from orchestrator.controller import control_url
+    from orchestrator.control.controller import control_url
 
     local = compose(["cloud=local"])
     assert local.cloud.control_store is None

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator import compose_cache
-from orchestrator.compose import CONF_DIR, _register
+from orchestrator.config import compose_cache
+from orchestrator.config.compose import CONF_DIR, _register
 
 
 @pytest.fixture(autouse=True)

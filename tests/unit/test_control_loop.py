@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from fakecloud import FakeCloud, Script
 
-import orchestrator.attempt as attempt
-import orchestrator.watch as watch
-from orchestrator.compose import compose
-from orchestrator.controller import Controller
-from orchestrator.replay import replay
-from orchestrator.result import read_result
+import orchestrator.control.attempt as attempt
+import orchestrator.control.watch as watch
+from orchestrator.config.compose import compose
+from orchestrator.control.controller import Controller
 from orchestrator.runstate.events import RunStarted
-from orchestrator.states import RunState
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.replay import replay
+from orchestrator.runstate.result import read_result
 from providers.base import ProvisionErrorKind
 from recovery.fencing import FencedError
 from recovery.store import CheckpointStore
@@ -54,7 +54,7 @@ def _controller(home: Path, cloud: FakeCloud, *overrides: str) -> Controller:
 
 def _start(ctl: Controller) -> None:
     """What ``run()`` does before its loop: the run's first events, then the first region."""
-    from orchestrator.controller import Next, save_config
+    from orchestrator.control.controller import Next, save_config
 
     save_config(ctl.run_dir, ctl.cfg)
     ctl.emit(RunStarted(run_id=RUN, pid=1, candidates=tuple(ctl.candidates)))
@@ -308,8 +308,8 @@ def test_an_interrupted_failover_goes_on_to_the_region_it_was_failing_over_to(tm
 def test_an_interrupted_run_is_not_reused_by_a_new_run_and_resumes_only_once(tmp_path: Path) -> None:
     cloud = FakeCloud({"local-a": [Script(20, "interrupt"), Script()]})
     assert _controller(tmp_path, cloud).run()["status"] == "INTERRUPTED"
-    from orchestrator.__main__ import _refuse_finished
-    from orchestrator.config import ConfigError
+    from orchestrator.commands.run import refuse_finished as _refuse_finished
+    from orchestrator.config.schema import ConfigError
 
     cfg = compose([f"home={tmp_path}", f"run_id={RUN}"])
     with pytest.raises(ConfigError, match=f"interrupted; go on with it: .* action=resume run_id={RUN}"):

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.compose import compose, config_from_plain
-from orchestrator.config import to_plain
-from orchestrator.controller import Controller
+from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.schema import to_plain
+from orchestrator.control.controller import Controller
 from providers.base import ClusterHandle, RegionSpec
-from providers.local import dashboard_flags
+from providers.local.provider import dashboard_flags
 from providers.registry import get_provider
-from providers.skypilot import RUN_SCRIPT, SkyPilotProvider, task_config
+from providers.skypilot.provider import RUN_SCRIPT, SkyPilotProvider, task_config
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_without_the_key_no_dashboard_and_no_token_file_and_workers_never_start_
     (call,), node = _run_script(tmp_path / "off", envs)
     assert "--include-dashboard=false" in call and "--dashboard-host" not in call
     assert not (node / "auth_token").exists()
-    # A worker node waits for the head (providers.sky_nodes), then joins it.
+    # A worker node waits for the head (providers.skypilot.nodes), then joins it.
     (_wait, call), _ = _run_script(tmp_path / "worker", {**envs, "ORCH_DASHBOARD_PORT": "22000"}, "1")
     assert call.startswith("-m ray.scripts.scripts start --address=10.0.0.1:21000 ") and "dashboard" not in call
 
@@ -98,10 +98,10 @@ def test_a_skypilot_cluster_says_where_its_dashboard_is_and_how_to_reach_it(monk
     out = io.StringIO()
     provider = SkyPilotProvider(compose(["cloud=aws"]).cloud.regions, out=out, dashboard=True)
     tasks: list[dict[str, Any]] = []
-    monkeypatch.setattr("providers.skypilot.build_task", lambda config, secrets=None: tasks.append(config))
+    monkeypatch.setattr("providers.skypilot.provider.build_task", lambda config, secrets=None: tasks.append(config))
     monkeypatch.setattr(SkyPilotProvider, "_launch_within", lambda self, *a: None)
     monkeypatch.setattr(SkyPilotProvider, "_wait_ready", lambda self, *a: None)
-    monkeypatch.setattr("providers.skypilot._name_on_cloud", lambda name: name)
+    monkeypatch.setattr("providers.skypilot.provider._name_on_cloud", lambda name: name)
     handle = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2), "run-us-east-1-g1", 60.0)
     (config,) = tasks
     port = config["envs"]["ORCH_DASHBOARD_PORT"]

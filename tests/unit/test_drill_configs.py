@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.compose import compose
+from orchestrator.config.compose import compose
 
 CHAOS = Path(__file__).resolve().parents[2] / "conf" / "chaos"
 

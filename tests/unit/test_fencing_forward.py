@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpointer import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError
 from recovery.fencing import FENCE_NAME, FencedError, Lineage
 from recovery.fsio import write_bytes
 from recovery.manifest import Manifest
@@ -117,18 +117,18 @@ def _never(what: str) -> Callable[..., Any]:
 def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import orchestrator.controller
-    import orchestrator.preflight
+    import orchestrator.config.preflight
+    import orchestrator.control.controller
     from orchestrator.__main__ import main
-    from orchestrator.journal import Journal
+    from orchestrator.runstate.journal import Journal
 
     Journal(str(home / "runs" / RUN / "journal.jsonl")).append("run_started", run_id=RUN)
     store = CheckpointStore(f"file://{home}/stores/local-a", region="local-a", key=TEST_KEY)
     store.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
     fence_before = store.fs.cat_file(fence_path(store, RUN))
     journal_before = (home / "runs" / RUN / "journal.jsonl").read_bytes()
-    monkeypatch.setattr(orchestrator.controller, "Controller", _never("Controller"))
-    monkeypatch.setattr(orchestrator.preflight, "preflight", _never("preflight"))
+    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(orchestrator.config.preflight, "preflight", _never("preflight"))
 
     assert main([f"run_id={RUN}", "progress=false"]) == 2
     out, err = capsys.readouterr()
@@ -141,8 +141,8 @@ def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
 
 
 def test_a_run_id_that_was_never_started_is_not_refused(home: Path) -> None:
-    from orchestrator.__main__ import _refuse_unfinished
-    from orchestrator.compose import compose
+    from orchestrator.commands.run import refuse_unfinished as _refuse_unfinished
+    from orchestrator.config.compose import compose
 
     (home / "runs" / RUN).mkdir(parents=True)
     (home / "runs" / RUN / "journal.jsonl").write_bytes(b"")  # created, nothing written: no run began
@@ -151,15 +151,15 @@ def test_a_run_id_that_was_never_started_is_not_refused(home: Path) -> None:
 
 
 def _controller(home: Path) -> Any:
-    from orchestrator.compose import compose
-    from orchestrator.controller import Controller
+    from orchestrator.config.compose import compose
+    from orchestrator.control.controller import Controller
 
     return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=None, run_id=RUN)  # type: ignore[arg-type]
 
 
 def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> None:
     """A store holding generation 7 from an earlier life of this run_id: the next attempt is 8."""
-    from orchestrator.journal import read_events
+    from orchestrator.runstate.journal import read_events
 
     earlier = CheckpointStore(f"file://{home}/stores/local-b", region="local-b", key=TEST_KEY)
     earlier.write_fence(RUN, Lineage().then(5, 0).then(7, 300))
@@ -175,8 +175,8 @@ def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> Non
 
 def test_a_resumed_controller_goes_above_a_fence_its_journal_never_saw(home: Path) -> None:
     """The stores hold generation 3, the journal knows only 2 (a fence it never journaled)."""
-    from orchestrator.journal import read_events
-    from orchestrator.replay import replay
+    from orchestrator.runstate.journal import read_events
+    from orchestrator.runstate.replay import replay
 
     ctl = _controller(home)
     ctl.journal.append("attempt_started", generation=2, region="local-a")
@@ -193,7 +193,7 @@ def test_a_resumed_controller_goes_above_a_fence_its_journal_never_saw(home: Pat
 
 
 def test_a_store_whose_fence_cannot_be_read_is_journaled_and_the_others_still_count(home: Path) -> None:
-    from orchestrator.journal import read_events
+    from orchestrator.runstate.journal import read_events
 
     ctl = _controller(home)
     a, b = ctl.stores["local-a"], ctl.stores["local-b"]
@@ -351,8 +351,8 @@ def test_restore_selection_skips_a_store_that_raises_and_says_why(
 def test_the_controller_journals_a_store_it_passed_over_and_restores_from_another(
     home: Path, memory_url: str, write_checkpoint: WriteCheckpoint
 ) -> None:
-    from orchestrator.attempt import AttemptRunner
-    from orchestrator.journal import read_events
+    from orchestrator.control.attempt import AttemptRunner
+    from orchestrator.runstate.journal import read_events
 
     ctl = _controller(home)
     a, b = ctl.stores["local-a"], ctl.stores["local-b"]

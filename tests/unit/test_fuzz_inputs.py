@@ -57,10 +57,10 @@ def _never(what: str) -> Callable[..., object]:
 
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
-    import orchestrator.__main__ as cli
-    import orchestrator.controller
-    import orchestrator.plan
-    import orchestrator.preflight
+    import orchestrator.commands.plan
+    import orchestrator.commands.run
+    import orchestrator.config.preflight
+    import orchestrator.control.controller
     import providers.registry
 
     box = Sandbox(tmp_path, tmp_path / "home", tmp_path / "outside")
@@ -71,10 +71,12 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     for name in list(providers.registry.PROVIDERS):
         monkeypatch.setitem(providers.registry.PROVIDERS, name, _never(f"provider {name}"))
-    monkeypatch.setattr(orchestrator.controller, "Controller", _never("Controller"))
-    monkeypatch.setattr(orchestrator.preflight, "preflight", _never("preflight (a store was about to be written)"))
-    monkeypatch.setattr(orchestrator.plan, "main", _never("plan"))
-    monkeypatch.setattr(cli, "_supervise", _never("the supervisor"))
+    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(
+        orchestrator.config.preflight, "preflight", _never("preflight (a store was about to be written)")
+    )
+    monkeypatch.setattr(orchestrator.commands.plan, "main", _never("plan"))
+    monkeypatch.setattr(orchestrator.commands.run, "supervise", _never("the supervisor"))
     yield box
 
 
@@ -329,8 +331,8 @@ JOURNAL_DAMAGE = {
 @pytest.fixture(scope="module")
 def saved_config() -> str:
     """A healthy config.json's text, its home a placeholder: composed once for the module."""
-    from orchestrator.compose import compose
-    from orchestrator.config import to_plain
+    from orchestrator.config.compose import compose
+    from orchestrator.config.schema import to_plain
 
     os.environ["ORCHESTRATOR_HOME"] = "/HOME-PLACEHOLDER"
     try:

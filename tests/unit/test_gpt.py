@@ -111,8 +111,8 @@ def test_the_job_yamls_params_validate_and_max_steps_follows_job_steps(name: str
 
 
 def test_the_composed_gpt_job_passes_the_checks_before_launch() -> None:
-    from orchestrator.compose import compose
-    from orchestrator.usercode import check_user_code
+    from orchestrator.config.compose import compose
+    from orchestrator.config.usercode import check_user_code
 
     cfg = compose(["job=gpt"])
     check_user_code(cfg)

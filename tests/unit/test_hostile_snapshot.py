@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.hpo import sample_configs
-from orchestrator.runtime.search_snapshot import SearchSnapshot, SnapshotError, pack
-from orchestrator.runtime.tune_loop import ARCHIVE, _load, _restore
+from orchestrator.runtime.search.snapshot import SearchSnapshot, SnapshotError, pack
+from orchestrator.runtime.search.tune_loop import ARCHIVE, _load, _restore
 from orchestrator.wire.control import ControlChannel
 from recovery.manifest import MANIFEST_NAME
 from recovery.signing import derive_run_key

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.config import ConfigError
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import ConfigError
 from orchestrator.hpo import (
     AshaRungs,
     TrialRecord,

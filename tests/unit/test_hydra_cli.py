@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import sweep
 from orchestrator.__main__ import main
-from orchestrator.cli import REFUSED_FLAGS, parse_args
-from orchestrator.compose import CONF_DIR, compose, hydra_refusal, split_region_additions
-from orchestrator.config import Action, Config, ConfigError, to_plain
-from orchestrator.showcfg import SAVED_GROUP
-from orchestrator.usage import ACTIONS, TOP_LEVEL, key_lines, usage
+from orchestrator.commands import sweep
+from orchestrator.commands.showcfg import SAVED_GROUP
+from orchestrator.commands.usage import ACTIONS, TOP_LEVEL, key_lines, usage
+from orchestrator.config.cli import REFUSED_FLAGS, parse_args
+from orchestrator.config.compose import CONF_DIR, compose, hydra_refusal, split_region_additions
+from orchestrator.config.schema import Action, Config, ConfigError, to_plain
 
 pytestmark = pytest.mark.unit
 
@@ -194,7 +194,7 @@ def test_outside_a_sweep_a_sweep_value_says_how_to_sweep_or_quote_it() -> None:
 
 
 def _schema_keys(cls: type, prefix: str) -> set[str]:
-    """Every key of the schema, walked here apart from orchestrator/usage.py: a section's
+    """Every key of the schema, walked here apart from orchestrator/commands/usage.py: a section's
     fields, a mapping of sections as <name>, a list of them as [i], a free-form mapping as <key>."""
     out: set[str] = set()
     hints = typing.get_type_hints(cls)
@@ -382,9 +382,9 @@ class Recorder:
     signals: list[int] = field(default_factory=list)
 
     def run(self, planned: sweep.Planned) -> int:
-        from orchestrator.journal import Journal
-        from orchestrator.result import RunRecord, write_result
         from orchestrator.runstate import events as E
+        from orchestrator.runstate.journal import Journal
+        from orchestrator.runstate.result import RunRecord, write_result
 
         self.ran.append(planned)
         run_dir = os.path.join(planned.config.home_path, "runs", planned.run_id)
@@ -512,7 +512,7 @@ def compose_stub(tmp_path: Path) -> Config:
 
 
 def test_config_dir_and_a_given_search_path_are_searched_together(tmp_path: Path) -> None:
-    from orchestrator.cli import parse_args
+    from orchestrator.config.cli import parse_args
 
     mine, more = tmp_path / "mine", tmp_path / "more"
     mine.mkdir()

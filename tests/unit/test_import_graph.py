@@ -1,7 +1,12 @@
-"""The product's modules import each other without a circle; the runtime (code that runs
-on the clusters) imports nothing of the controller's side, the controller's side nothing
-of the runtime, and the wire between them (orchestrator/wire/) nothing of either (only
-the fault kinds, which both sides name).
+"""The product's modules import each other in layers, without a circle.
+
+Each package sits in a layer, and a module imports only from its own layer or one
+below: storage and recovery logic at the bottom, then what crosses between the
+controller and a cluster (the wire), the workloads and the search space, the config, the
+providers, the run's state, its listeners (notify, metrics, chaos), the control loop,
+and the commands on top. The runtime (code that runs on the clusters) is a side of its
+own: it imports nothing of the controller's side, and the controller's side nothing of
+it. There is no declared exception.
 
 Read from the sources (every import: at module level, inside functions and under
 TYPE_CHECKING), because a circle held together by late imports still ties the
@@ -19,20 +24,32 @@ import pytest
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("orchestrator", "providers", "recovery")
-# What runtime code may import of the orchestrator package: itself, the workloads it
-# trains, the search's pure parts and the chaos triggers it meets at a step.
+# Bottom first. A module's layer is that of the longest prefix that names it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("recovery",),
+    ("orchestrator.errors", "orchestrator.wire"),
+    ("orchestrator.hpo", "orchestrator.workloads"),
+    ("orchestrator.config", "orchestrator.runtime"),
+    ("providers",),
+    ("orchestrator.runstate",),
+    ("orchestrator.notify", "orchestrator.metrics", "orchestrator.chaos"),
+    ("orchestrator.control",),
+    ("orchestrator.commands",),
+    ("orchestrator.__main__",),
+)
+# What runtime code may import of the orchestrator package: itself, the wire, the
+# workloads it trains, the search's pure parts and the errors it raises.
 RUNTIME_MAY_IMPORT = (
     "orchestrator.runtime",
     "orchestrator.wire",
     "orchestrator.workloads",
     "orchestrator.hpo",
     "orchestrator.errors",
-    "orchestrator.chaos.kinds",
-    "orchestrator.chaos.triggers",
 )
-# What the wire may import of the orchestrator package: itself, and the fault kinds and
-# trigger points both sides name (a leaf of pure constants; the runtime spec carries them).
-WIRE_MAY_IMPORT = ("orchestrator.wire", "orchestrator.chaos.kinds")
+# What the wire may import of the orchestrator package: itself alone.
+WIRE_MAY_IMPORT = ("orchestrator.wire",)
+# The most modules the orchestrator package holds outside its sub-packages.
+MAX_LOOSE_MODULES = 8
 
 
 def modules() -> dict[str, Path]:
@@ -119,9 +136,18 @@ def test_the_finder_sees_a_circle_made_by_a_late_import() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
+def layer(module: str) -> int | None:
+    best: tuple[int, int] | None = None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
+                best = (i, len(name))
+    return None if best is None else best[0]
+
+
 def test_no_import_circle_among_the_products_modules() -> None:
     graph = import_graph()
-    assert "orchestrator.controller" in graph and "recovery.store" in graph["orchestrator.controller"]
+    assert "orchestrator.control.controller" in graph and "recovery.store" in graph["orchestrator.control.controller"]
     found = [sorted(c) for c in circles(graph)]
     assert not found, f"import circles: {found}"
 
@@ -165,3 +191,40 @@ def test_the_wire_imports_nothing_of_either_side() -> None:
         if dep.startswith("orchestrator") and not dep.startswith(WIRE_MAY_IMPORT)
     )
     assert not outside, f"the wire imports from a side: {outside}"
+
+
+def test_every_module_has_a_layer_and_imports_nothing_above_it() -> None:
+    graph = import_graph()
+    roots = {"orchestrator", "providers", "recovery"}
+    unplaced = sorted(m for m in graph if m not in roots and layer(m) is None)
+    assert not unplaced, f"modules in no layer (add them to LAYERS): {unplaced}"
+    upward = sorted(
+        f"{m} (layer {layer(m)}) -> {dep} (layer {layer(dep)})"
+        for m, deps in graph.items()
+        if m not in roots
+        for dep in deps
+        if dep not in roots and layer(dep) > layer(m)  # type: ignore[operator]
+    )
+    assert not upward, f"imports from a lower layer to a higher one: {upward}"
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert layer("orchestrator.control.attempt") > layer("orchestrator.runstate.events")  # type: ignore[operator]
+    assert layer("orchestrator.commands.logs") > layer("orchestrator.control.attempt")  # type: ignore[operator]
+    assert layer("orchestrator.runtime.worker") == layer("orchestrator.config.schema")
+    assert layer("orchestrator.wire.faults") < layer("orchestrator.chaos.injector")  # type: ignore[operator]
+
+
+def test_the_orchestrator_package_keeps_its_modules_in_folders() -> None:
+    loose = sorted(p.name for p in (ROOT / "orchestrator").glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, f"{len(loose)} loose modules in orchestrator/: {loose}"
+
+
+def test_every_package_says_what_it_is_for() -> None:
+    missing = [
+        str(init.relative_to(ROOT))
+        for package in PACKAGES
+        for init in sorted((ROOT / package).rglob("__init__.py"))
+        if not ast.get_docstring(ast.parse(init.read_text()))
+    ]
+    assert not missing, f"packages without a docstring in __init__.py: {missing}"

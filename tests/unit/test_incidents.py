@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.incidents import Incident
+from orchestrator.runstate.incidents import Incident
 
 
 def incident(**kw: object) -> Incident:

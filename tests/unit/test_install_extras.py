@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from providers.skypilot import default_setup, node_extras, task_config
+from providers.skypilot.provider import default_setup, node_extras, task_config
 from support import REPO
 
 pytestmark = pytest.mark.unit
@@ -54,7 +54,7 @@ def test_a_node_installs_the_filesystems_of_the_runs_stores() -> None:
 
 
 def test_a_skypilot_task_carries_the_extras_unless_the_region_has_its_own_setup() -> None:
-    from orchestrator.compose import compose
+    from orchestrator.config.compose import compose
 
     regions = compose(["cloud=aws"]).cloud.regions
     name, rc = next(iter(regions.items()))
@@ -63,7 +63,7 @@ def test_a_skypilot_task_carries_the_extras_unless_the_region_has_its_own_setup(
     # The provider names them from the stores of cloud=aws (s3://): every task it makes.
     import io
 
-    from providers.skypilot import SkyPilotProvider
+    from providers.skypilot.provider import SkyPilotProvider
 
     provider = SkyPilotProvider(regions, out=io.StringIO())
     assert provider.extras == ("s3",)

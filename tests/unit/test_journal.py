@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from orchestrator.journal import Journal, read_events, redact
+from orchestrator.runstate.journal import Journal, read_events, redact
 
 
 def test_append_writes_one_json_line_per_event_with_ts_and_type(tmp_path: Path) -> None:

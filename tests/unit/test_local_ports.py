@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import providers.local as local
+import providers.local.provider as local
 
 pytestmark = pytest.mark.unit
 

@@ -20,17 +20,18 @@ from typing import Any
 import pytest
 from fakecloud import FakeCloud, Script
 
-import orchestrator.watch as watch
-from orchestrator.cleanup import tear_down
-from orchestrator.config import Action, Config, ConfigError, validate
-from orchestrator.journal import Journal
-from orchestrator.logs import READ_CHUNK, Follow, LiveLogs, Tail, follow, read_facts, show
+import orchestrator.control.watch as watch
+from orchestrator.commands.logs import Follow, follow, read_facts, show
+from orchestrator.config.schema import Action, Config, ConfigError, validate
+from orchestrator.control.cleanup import tear_down
+from orchestrator.control.livelogs import READ_CHUNK, LiveLogs, Tail
 from orchestrator.runstate.events import AttemptEnded, AttemptStarted, LogsKept, Provisioned, RunStarted, Teardown
+from orchestrator.runstate.journal import Journal
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import CAP_BYTES, HEAD_BYTES, KeptLogs, capped, rank_of
 from providers.base import ClusterHandle, Health, HealthCheck
-from providers.local import LocalProvider
-from providers.skypilot import SkyPilotProvider
+from providers.local.provider import LocalProvider
+from providers.skypilot.provider import SkyPilotProvider
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -323,7 +324,7 @@ def test_the_logs_keys_are_refused_where_they_mean_nothing(tmp_path: Path, field
 def test_the_logs_keys_of_action_logs_pass(tmp_path: Path) -> None:
     for rank in (None, "0", "17", "driver"):
         validate(Config(home=str(tmp_path), run_id="r", action=Action.logs, attempt=2, rank=rank, follow=True))
-    from orchestrator.compose import compose
+    from orchestrator.config.compose import compose
 
     # The command line's rank=0 is a YAML integer: the key takes it as the rank's name.
     cfg = compose([f"home={tmp_path}", "action=logs", "run_id=r", "attempt=2", "rank=0", "follow=true"])
@@ -515,8 +516,8 @@ def test_live_logs_prefix_each_line_with_its_source(tmp_path: Path) -> None:
 def test_a_lost_clusters_attempt_says_so_and_the_next_shows_its_ranks_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator.compose import compose
-    from orchestrator.controller import Controller
+    from orchestrator.config.compose import compose
+    from orchestrator.control.controller import Controller
 
     monkeypatch.setattr(watch, "POLL_S", 0.002)
     monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)

@@ -20,13 +20,12 @@ from tensorboardX.proto.event_pb2 import SessionLog
 from tensorboardX.record_writer import masked_crc32c
 from tensorboardX.summary import scalar, text
 
-import orchestrator.metrics as metrics
-import orchestrator.watch as watch
-from orchestrator import tbfile
-from orchestrator.compose import compose
-from orchestrator.controller import Controller
-from orchestrator.losses import append_loss, last_loss_step
-from orchestrator.metrics import (
+import orchestrator.control.watch as watch
+import orchestrator.metrics.board as metrics
+from orchestrator.config.compose import compose
+from orchestrator.control.controller import Controller
+from orchestrator.metrics import tbfile
+from orchestrator.metrics.board import (
     LOSS,
     Curves,
     NoMetrics,
@@ -41,6 +40,7 @@ from orchestrator.metrics import (
     tensorboard_writer,
 )
 from orchestrator.runstate import events as E
+from orchestrator.runstate.losses import append_loss, last_loss_step
 from orchestrator.runstate.state import RunView, fold
 from tests.unit.test_runstate import INCIDENT
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.context import RunContext
-from orchestrator.nodewatch import NodeWatch
+from orchestrator.config.compose import compose
+from orchestrator.control.context import RunContext
+from orchestrator.control.nodewatch import NodeWatch
 from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, NodeReplaceFailed
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, NodeCheck, ProvisionError, ProvisionErrorKind

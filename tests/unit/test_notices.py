@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.attempt import runtime_notice
-from orchestrator.compose import compose, config_from_plain
-from orchestrator.config import Config, ConfigError, PreemptionNotice, RegionConfig, to_plain, validate_notice
+from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.schema import Config, ConfigError, PreemptionNotice, RegionConfig, to_plain, validate_notice
+from orchestrator.control.attempt import runtime_notice
 from orchestrator.runtime import notices
 from orchestrator.runtime.notices import Answer, Malformed, NodeWatch, Notice, parse_aws, parse_drain, parse_gcp
 from orchestrator.runtime.worker import watch_node

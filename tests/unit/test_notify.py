@@ -1,4 +1,4 @@
-"""Notifications (orchestrator/notify.py): which events make one and what it says, event by
+"""Notifications (orchestrator/notify/notifier.py): which events make one and what it says, event by
 event; delivery to a real HTTP server on 127.0.0.1 and to a real command, in order and
 bounded; and whole runs of the controller's loop over the scripted provider
 (tests/fakecloud.py) that notify a server and a command of an incident, a failover and
@@ -25,16 +25,16 @@ from typing import Any
 import pytest
 from fakecloud import FakeCloud, Script
 
-import orchestrator.watch as watch
-from orchestrator import notify
-from orchestrator.compose import compose
-from orchestrator.config import NotifyConfig
-from orchestrator.controller import Controller
-from orchestrator.notify import CommandTarget, DeliveryError, Notifier, WebhookTarget, notification
-from orchestrator.notify_secret import NOTIFY_SECRET
+import orchestrator.control.watch as watch
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import NotifyConfig
+from orchestrator.control.controller import Controller
+from orchestrator.notify import notifier as notify
+from orchestrator.notify.notifier import CommandTarget, DeliveryError, Notifier, WebhookTarget, notification
 from orchestrator.runstate import events as E
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.rundir import NOTIFY_SECRET
 from orchestrator.runstate.state import RunView, fold
-from orchestrator.states import RunState
 from recovery.detection import FailureKind
 from recovery.policy import Action
 from tests.unit.test_runstate import SAMPLES
@@ -582,7 +582,7 @@ def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journ
 
 def _config_read_back(home: Path) -> Any:
     """The run's config as action=resume reads it: config.json, through config_from_plain."""
-    from orchestrator.compose import config_from_plain
+    from orchestrator.config.compose import config_from_plain
 
     return config_from_plain(json.loads((home / "runs" / RUN / "config.json").read_text()))
 
@@ -601,7 +601,7 @@ def _interrupted(home: Path, cloud: FakeCloud, hook: Hook, *overrides: str, call
             *overrides,
         ]
     )
-    from orchestrator.controller import Next, save_config
+    from orchestrator.control.controller import Next, save_config
 
     ctl = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
     save_config(ctl.run_dir, cfg)
@@ -683,8 +683,8 @@ def test_the_token_is_in_no_file_but_notify_secret_nor_in_the_progress_output(
         "webhook": f"notify.secret:http://127.0.0.1:{refusing_port}",
         "timeout_s": 5.0,
     }
-    from orchestrator.compose import config_from_plain
-    from orchestrator.config import to_plain
+    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.schema import to_plain
 
     assert to_plain(config_from_plain(saved)) == saved
     for name in ("config.json", "journal.jsonl", "result.json"):
@@ -760,8 +760,8 @@ def test_a_resume_whose_notify_secret_is_missing_or_damaged_goes_on_without_thos
 def test_a_resume_refuses_a_notify_secret_others_can_read_as_it_refuses_such_a_run_secret(
     tmp_path: Path, hook: Hook
 ) -> None:
-    from orchestrator.controller import save_config
-    from orchestrator.notify_secret import NotifySecretError
+    from orchestrator.control.controller import save_config
+    from orchestrator.notify.secret import NotifySecretError
 
     home = tmp_path / "home"
     cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false", f"notify.webhook='{hook.url()}'"])
@@ -778,7 +778,7 @@ def test_a_resume_refuses_a_notify_secret_others_can_read_as_it_refuses_such_a_r
 
 
 def test_a_config_json_from_before_notifications_resumes_with_none(tmp_path: Path) -> None:
-    from orchestrator.controller import save_config
+    from orchestrator.control.controller import save_config
 
     home = tmp_path / "home"
     cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false"])
@@ -813,7 +813,7 @@ def test_a_webhook_taken_from_the_environment_is_told_and_kept_like_one_given_wh
 
 
 def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_path: Path) -> None:
-    from orchestrator.config import ConfigError
+    from orchestrator.config.schema import ConfigError
 
     cfg = compose([f"home={tmp_path}", f"run_id={RUN}", "notify.webhook=env:ORCH_TEST_NO_SUCH_HOOK"])
     with pytest.raises(ConfigError) as err:
@@ -826,7 +826,7 @@ def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_pat
 
 def _kept_run(tmp_path: Path) -> tuple[Path, NotifyConfig]:
     """A run folder whose notify.secret was written, and notify.* as its config.json names it."""
-    from orchestrator import notify_secret
+    from orchestrator.notify import secret as notify_secret
 
     run_dir = tmp_path / RUN
     run_dir.mkdir()
@@ -838,7 +838,7 @@ def _kept_run(tmp_path: Path) -> tuple[Path, NotifyConfig]:
 def test_notify_secret_gives_back_what_it_was_given_and_config_json_names_it_by_what_may_be_shown(
     tmp_path: Path,
 ) -> None:
-    from orchestrator import notify_secret
+    from orchestrator.notify import secret as notify_secret
 
     run_dir, named = _kept_run(tmp_path)
     assert (named.command, named.webhook) == ("notify.secret:notify.sh", "notify.secret:https://hooks.example.com")
@@ -886,7 +886,7 @@ SECRET_DAMAGE: dict[str, tuple[Any, list[tuple[str, str]]]] = {
 def test_a_damaged_notify_secret_costs_the_targets_it_cannot_give_and_never_shows_a_value(
     tmp_path: Path, how: str
 ) -> None:
-    from orchestrator import notify_secret
+    from orchestrator.notify import secret as notify_secret
 
     run_dir, named = _kept_run(tmp_path)
     path = run_dir / NOTIFY_SECRET
@@ -909,7 +909,7 @@ def test_a_damaged_notify_secret_costs_the_targets_it_cannot_give_and_never_show
 
 @pytest.mark.parametrize("what", ["folder", "fifo", "link"])
 def test_a_notify_secret_that_is_no_plain_file_is_never_followed_or_waited_on(tmp_path: Path, what: str) -> None:
-    from orchestrator import notify_secret
+    from orchestrator.notify import secret as notify_secret
 
     run_dir, named = _kept_run(tmp_path)
     path = run_dir / NOTIFY_SECRET

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.journal import Journal
-from orchestrator.rundir import CONTROL_DIR, make_control_dir, make_run_dir
+from orchestrator.runstate.journal import Journal
+from orchestrator.runstate.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from orchestrator.wire.control import ControlChannel
 from recovery.fsio import make_dirs, write_private
 from support import skip_unless_strict, wait_for_ci_setup

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from orchestrator import progress
-from orchestrator.progress import ProgressLine, eta_text, line_text, startup_text
+from orchestrator.control import progress
+from orchestrator.control.progress import ProgressLine, eta_text, line_text, startup_text
 from orchestrator.runstate.events import (
     AttemptStarted,
     DecisionMade,
@@ -160,7 +160,7 @@ def test_off_means_silent() -> None:
 
 
 def test_the_line_shows_the_world_and_the_nodes_where_they_can_change() -> None:
-    from orchestrator.progress import world_text
+    from orchestrator.control.progress import world_text
 
     assert world_text({"world_size": 2, "workers": 2}) == ""
     assert world_text({"world_size": 1, "workers": 2}) == "  1/2 workers"

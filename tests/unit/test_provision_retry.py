@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.attempt as attempt
-from orchestrator.compose import compose
-from orchestrator.context import RunContext
-from orchestrator.journal import Journal
+import orchestrator.control.attempt as attempt
+from orchestrator.config.compose import compose
+from orchestrator.control.context import RunContext
+from orchestrator.runstate.journal import Journal
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import PROVISION_FAILURE, ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import Failure, FailureKind
 from recovery.policy import Action, Budgets, History, decide
 
@@ -82,7 +82,7 @@ def test_a_launch_past_its_deadline_fails_over_after_one_timeout_not_three(tmp_p
         runner.launch("local-a", 1)
     assert err.value.kind is ProvisionErrorKind.TIMEOUT and provider.launches == 1
     assert [e["type"] for e in journal.events()] == ["provision_failed"]
-    assert attempt.PROVISION_FAILURE[err.value.kind] is FailureKind.PROVISION_TIMEOUT
+    assert PROVISION_FAILURE[err.value.kind] is FailureKind.PROVISION_TIMEOUT
     failure = Failure(FailureKind.PROVISION_TIMEOUT, "local-a", str(err.value))
     decision = decide(failure, ["local-a", "local-b"], History(), Budgets(2, 0, 600.0), now=0.0)
     assert (decision.action, decision.region) == (Action.FAILOVER, "local-b")
@@ -115,7 +115,7 @@ class _Sky:
 def test_skypilots_launch_is_cancelled_at_its_deadline_as_a_timeout(tmp_path, monkeypatch) -> None:
     import io
 
-    from providers.skypilot import SkyPilotProvider
+    from providers.skypilot.provider import SkyPilotProvider
 
     provider = SkyPilotProvider({}, out=io.StringIO())
     sky = _Sky()

@@ -22,8 +22,8 @@ from orchestrator.chaos.injector import FaultInjector, FlappedCheck
 from orchestrator.runstate.events import FaultEnded, FaultFailed
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, HealthCheck
-from providers.local import CONNECTION_LOST, LocalProvider
-from providers.skypilot import (
+from providers.local.provider import CONNECTION_LOST, LocalProvider
+from providers.skypilot.provider import (
     RUNTIME_GONE,
     SkyPilotProvider,
     SshRuntime,
@@ -178,7 +178,7 @@ def test_an_ssh_that_failed_is_reattached_and_one_that_brought_the_runtimes_stat
         return _Ended(0)
 
     monkeypatch.setattr(SkyPilotProvider, "_record", lambda self, c: None)
-    monkeypatch.setattr("providers.skypilot.subprocess.Popen", popen)
+    monkeypatch.setattr("providers.skypilot.provider.subprocess.Popen", popen)
     cluster = ClusterHandle("c", "r", "skypilot", "", {"sky_cluster": "c", "infra": "aws/us-east-1"})
     again = provider.reattach(cluster, proc)
     assert (again is not None) is reattach

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.chaos.injector import kill_victim
 from providers.base import ClusterHandle
-from providers.skypilot import NOT_OURS, SkyPilotProvider, kill_script
+from providers.skypilot.provider import NOT_OURS, SkyPilotProvider, kill_script
 
 pytestmark = pytest.mark.unit
 NODE_DIR = "/tmp/osky-testnode"

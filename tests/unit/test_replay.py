@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.replay import replay
-from orchestrator.states import RunState
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.replay import replay
 from recovery.fencing import Link
 
 T = 1000.0

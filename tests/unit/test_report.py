@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.losses import append_loss
-from orchestrator.report import build, render, write
+from orchestrator.commands.report import build, render, write
+from orchestrator.runstate.losses import append_loss
 
 
 def _journal(run_dir: Path, events: list[dict]) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.context import RunContext
-from orchestrator.journal import Journal
-from orchestrator.replay import OpenAttempt, Replayed
-from orchestrator.resume import sweep_and_adopt
+from orchestrator.control.context import RunContext
+from orchestrator.control.resume import sweep_and_adopt
+from orchestrator.runstate.journal import Journal
+from orchestrator.runstate.replay import OpenAttempt, Replayed
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, HealthCheck
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.journal import DamagedFile, Journal, load_json, read_events
-from orchestrator.losses import append_loss, read_loss
-from orchestrator.preflight import PreflightError, probe
-from orchestrator.result import read_result
+from orchestrator.config.preflight import PreflightError, probe
+from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
+from orchestrator.runstate.losses import append_loss, read_loss
+from orchestrator.runstate.result import read_result
 
 RESULT = {
     "run_id": "r",
@@ -152,7 +152,7 @@ class FailingFs:
 def test_preflight_blames_the_options_or_the_url(
     monkeypatch: pytest.MonkeyPatch, exc: Exception, options: dict[str, object], key: str
 ) -> None:
-    import orchestrator.preflight as pf
+    import orchestrator.config.preflight as pf
 
     monkeypatch.setattr(pf, "open_fs", lambda url, opts: (FailingFs(exc), "b/x"))
     with pytest.raises(PreflightError) as info:

@@ -18,10 +18,7 @@ from typing import IO, Any
 import pytest
 
 from orchestrator.__main__ import main
-from orchestrator.journal import DamagedFile, Journal, read_typed
-from orchestrator.result import read_result, record_from, write_result
-from orchestrator.rundir import LOCK_NAME, controller_alive, lock_controller
-from orchestrator.runs_list import (
+from orchestrator.commands.runs_list import (
     CONTROLLER_DIED,
     EMPTY,
     HEADER,
@@ -38,10 +35,13 @@ from orchestrator.runs_list import (
     row_from,
     unreadable,
 )
+from orchestrator.commands.status import live_progress, summarize
 from orchestrator.runstate import events as E
+from orchestrator.runstate.journal import DamagedFile, Journal, read_typed
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.result import read_result, record_from, write_result
+from orchestrator.runstate.rundir import LOCK_NAME, controller_alive, lock_controller
 from orchestrator.runstate.state import RunView, fold
-from orchestrator.states import RunState
-from orchestrator.status import live_progress, summarize
 from orchestrator.wire.control import ControlChannel, run_control_url
 from tests.unit.test_fuzz_inputs import JOURNAL_DAMAGE, RESULT_DAMAGE
 
@@ -118,8 +118,8 @@ def test_a_control_store_the_journal_names_wrongly_is_no_live_step_not_a_crash(t
 
 
 def test_action_list_needs_no_run_id_and_takes_a_format(tmp_path: Path) -> None:
-    from orchestrator.compose import compose
-    from orchestrator.config import Action, OutputFormat
+    from orchestrator.config.compose import compose
+    from orchestrator.config.schema import Action, OutputFormat
 
     cfg = compose(["action=list", f"home={tmp_path}"])
     assert (cfg.action, cfg.format, cfg.run_id) == (Action.list, OutputFormat.table, None)
@@ -129,8 +129,8 @@ def test_action_list_needs_no_run_id_and_takes_a_format(tmp_path: Path) -> None:
 def test_a_config_json_from_before_format_existed_still_resumes(tmp_path: Path) -> None:
     import json
 
-    from orchestrator.compose import compose, config_from_plain
-    from orchestrator.config import OutputFormat, to_plain
+    from orchestrator.config.compose import compose, config_from_plain
+    from orchestrator.config.schema import OutputFormat, to_plain
 
     saved = to_plain(compose(["run_id=r1", f"home={tmp_path}"]))
     del saved["format"]

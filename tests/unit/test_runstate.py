@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.journal import DamagedFile, Journal, read_events, read_typed
-from orchestrator.replay import replay
-from orchestrator.report import build, render
+from orchestrator.commands.report import build, render
+from orchestrator.commands.status import summarize
 from orchestrator.runstate import events as E
+from orchestrator.runstate.journal import DamagedFile, Journal, read_events, read_typed
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.replay import replay
 from orchestrator.runstate.state import RunView, apply, fold
-from orchestrator.states import RunState
-from orchestrator.status import summarize
 from recovery.detection import FailureKind
 from recovery.policy import Action
 from tests.unit.legacy_folds import legacy_build, legacy_replay, legacy_summarize

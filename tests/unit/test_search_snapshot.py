@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.hpo import TrialRecord, asha_rungs, sample_configs, trial_key
-from orchestrator.runtime.search_snapshot import (
+from orchestrator.runtime.search.snapshot import (
     SearchSnapshot,
     SnapshotError,
     pack,

@@ -245,8 +245,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _controller() -> Any:
-    from orchestrator.compose import compose
-    from orchestrator.controller import Controller
+    from orchestrator.config.compose import compose
+    from orchestrator.control.controller import Controller
 
     return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=None, run_id=RUN)  # type: ignore[arg-type]
 
@@ -263,8 +263,8 @@ class FakeProvider:
 
 
 def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
-    from orchestrator.attempt import AttemptRunner
-    from orchestrator.controller import save_config
+    from orchestrator.control.attempt import AttemptRunner
+    from orchestrator.control.controller import save_config
     from orchestrator.wire.runkey import ENV
     from providers.base import ClusterHandle
 
@@ -323,7 +323,7 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
     from orchestrator.wire.runkey import ENV, to_env
     from providers.base import ClusterHandle
-    from providers.skypilot import SkyPilotProvider
+    from providers.skypilot.provider import SkyPilotProvider
 
     py = tmp_path / "python"
     # The key's digest, not the key: the runtime's output lands in a log on the node.
@@ -353,7 +353,7 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     spec = tmp_path / "spec.json"
     spec.write_text('{"run_id": "x"}')
     with monkeypatch.context() as patched:
-        patched.setattr("providers.skypilot.subprocess.Popen", Popen)
+        patched.setattr("providers.skypilot.provider.subprocess.Popen", Popen)
         argv = ["py", "-m", "orchestrator.runtime", str(spec)]
         provider.start_runtime(cluster, argv, to_env(TEST_KEY), "/dev/null")
     ((_, command),) = started
@@ -370,7 +370,7 @@ def test_result_never_names_a_planted_checkpoint_as_the_runs_newest(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
     """A failed run's result.json names its newest checkpoint from the stores: the run's own."""
-    from orchestrator.result import _newest_committed
+    from orchestrator.runstate.result import _newest_committed
 
     a, b = stores(tmp_path, "a", "b")
     write_checkpoint(a, RUN, 40)

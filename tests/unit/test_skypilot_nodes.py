@@ -1,5 +1,5 @@
 """SkyPilot regions of several nodes, without Ray or a cloud: the task, the run command's
-node logic in bash with a fake Python, the head's wait for its nodes (providers.sky_nodes),
+node logic in bash with a fake Python, the head's wait for its nodes (providers.skypilot.nodes),
 launch's reading of it, and the Provider's node methods. The same run command with real
 Ray nodes is tests/integration/test_skypilot_nodes.py."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.compose import compose
-from providers import sky_nodes
+from orchestrator.config.compose import compose
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
-from providers.sky_nodes import GcsCounter, NodesMissing, Seen, wait_for_nodes
-from providers.skypilot import (
+from providers.skypilot import nodes as sky_nodes
+from providers.skypilot.nodes import GcsCounter, NodesMissing, Seen, wait_for_nodes
+from providers.skypilot.provider import (
     NODES_MISSING,
     RUN_SCRIPT,
     SkyPilotProvider,
@@ -44,7 +44,7 @@ def test_a_two_node_region_is_a_two_node_task(key: str) -> None:
     config = task_config("us-east-1", rc, "run-us-east-1-g1", workdir=str(REPO), ray_port=21000)
     assert config["num_nodes"] == 2
     assert config["envs"]["ORCH_REGION"] == "us-east-1" and config["envs"]["ORCH_RAY_PORT"] == "21000"
-    assert "providers.sky_nodes wait" in config["run"] and "--block" in config["run"]
+    assert "providers.skypilot.nodes wait" in config["run"] and "--block" in config["run"]
     sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
     task = build_task(config)
     assert isinstance(task, sky.Task) and task.num_nodes == 2
@@ -90,14 +90,14 @@ def test_the_head_starts_ray_then_waits_for_every_node_before_it_says_ready(tmp_
     assert start.startswith("-m ray.scripts.scripts start --head --port=21000 ")
     assert "--node-ip-address=10.0.0.1 " in start
     assert wait == (
-        f"-m providers.sky_nodes wait 10.0.0.1:21000 3 120 --failed={node}/ray-failed "
+        f"-m providers.skypilot.nodes wait 10.0.0.1:21000 3 120 --failed={node}/ray-failed "
         "--key=cloud.regions.us-east-1.nodes"
     )
     assert (node / "ray-ready").exists()
 
 
 def test_a_head_whose_nodes_never_join_exits_and_never_says_ready(tmp_path: Path) -> None:
-    done, calls, node = _run_script(tmp_path, 0, 2, fail_on="providers.sky_nodes wait")
+    done, calls, node = _run_script(tmp_path, 0, 2, fail_on="providers.skypilot.nodes wait")
     assert done.returncode == 1 and "error: no nodes" in done.stderr
     assert len(calls) == 2 and not (node / "ray-ready").exists()
 
@@ -106,7 +106,7 @@ def test_a_worker_node_waits_for_the_head_then_joins_it_blocking_with_its_own_ip
     done, calls, node = _run_script(tmp_path, 2, 3)
     assert done.returncode == 0, done.stderr
     wait, join = calls
-    assert wait == "-m providers.sky_nodes wait 10.0.0.1:21000 1 120"
+    assert wait == "-m providers.skypilot.nodes wait 10.0.0.1:21000 1 120"
     assert join.startswith("-m ray.scripts.scripts start --address=10.0.0.1:21000 --block --node-ip-address=10.0.0.3 ")
     assert "--head" not in join and "--temp-dir" not in join
     assert not (node / "ray-ready").exists(), "only the head says ready"
@@ -119,7 +119,7 @@ def test_a_worker_whose_ray_ended_stays_so_skypilot_does_not_cancel_the_head(tmp
 
 
 def test_a_worker_that_never_sees_the_head_does_not_start_ray(tmp_path: Path) -> None:
-    done, calls, _ = _run_script(tmp_path, 1, 2, fail_on="providers.sky_nodes wait")
+    done, calls, _ = _run_script(tmp_path, 1, 2, fail_on="providers.skypilot.nodes wait")
     assert done.returncode == 1 and len(calls) == 1
 
 
@@ -130,7 +130,7 @@ def test_one_node_starts_the_head_alone_and_waits_for_none(tmp_path: Path) -> No
     assert "--node-ip-address=127.0.0.1 " in start and (node / "ray-ready").exists()
 
 
-# --- the wait (providers.sky_nodes) ---------------------------------------------------
+# --- the wait (providers.skypilot.nodes) ---------------------------------------------------
 
 
 class _Clock:
@@ -222,10 +222,10 @@ def test_launch_records_the_node_count(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
     provider = SkyPilotProvider(compose(["cloud=aws", "cloud.regions.us-east-1.nodes=2"]).cloud.regions)
     tasks: list[dict[str, Any]] = []
-    monkeypatch.setattr("providers.skypilot.build_task", lambda config, secrets=None: tasks.append(config))
+    monkeypatch.setattr("providers.skypilot.provider.build_task", lambda config, secrets=None: tasks.append(config))
     monkeypatch.setattr(SkyPilotProvider, "_launch_within", lambda self, *a: None)
     monkeypatch.setattr(SkyPilotProvider, "_wait_ready", lambda self, *a: None)
-    monkeypatch.setattr("providers.skypilot._name_on_cloud", lambda name: name)
+    monkeypatch.setattr("providers.skypilot.provider._name_on_cloud", lambda name: name)
     handle = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2, nodes=2), "run-us-east-1-g1", 60.0)
     assert tasks[0]["num_nodes"] == 2 and handle.info["num_nodes"] == 2
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator import config as cfgmod
-from orchestrator.attempt import runtime_data, runtime_hpo
-from orchestrator.chaos.kinds import FaultKind
-from orchestrator.compose import compose
-from orchestrator.config import Config, to_plain
+from orchestrator.config import schema as cfgmod
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import Config, to_plain
+from orchestrator.control.attempt import runtime_data, runtime_hpo
 from orchestrator.wire import sections
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import (
     CheckpointSection,
     DataSection,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.states import IllegalTransition, RunState, StateMachine
+from orchestrator.runstate.lifecycle import IllegalTransition, RunState, StateMachine
 
 S = RunState
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.commands.status import _incident_extra, _nodes_line, world_now
 from orchestrator.runstate.events import NodeLost, NodeReplaced, RuntimeReport
-from orchestrator.status import _incident_extra, _nodes_line, world_now
 
 CLOUD = {"regions": {"local-a": {"nodes": 2}, "local-b": {"nodes": 1}}}
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.config import ConfigError
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import ConfigError
 from recovery.storage import Bounded, SecretInConfig, bounded_options, credential_name, find_secret
 
 
@@ -175,7 +175,8 @@ def test_timeouts_and_kms_key_ids_in_nested_options_pass() -> None:
 
 
 def test_config_json_holds_no_credential_and_refuses_one(tmp_path) -> None:
-    from orchestrator.controller import CONFIG_NAME, save_config
+    from orchestrator.control.controller import save_config
+    from orchestrator.runstate.rundir import CONFIG_NAME
 
     cfg = compose(["cloud=local_cloudstores"])
     save_config(str(tmp_path), cfg)

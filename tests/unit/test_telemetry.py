@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.progress import ProgressLine, telemetry_text
+from orchestrator.control.progress import ProgressLine, telemetry_text
 from orchestrator.runtime import telemetry
 from orchestrator.runtime.telemetry import (
     BYTES_ACKED_AT,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos.triggers import due_after, due_at_step, due_during, exhausted, in_region, random_steps
-from orchestrator.compose import compose
-from orchestrator.config import ConfigError
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import ConfigError
 from orchestrator.wire.sections import FaultSpec
+from orchestrator.wire.triggers import due_after, due_at_step, due_during, exhausted, in_region, random_steps
 
 
 def test_random_steps_are_drawn_once_from_the_seed() -> None:

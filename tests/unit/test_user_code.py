@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.compose import compose
-from orchestrator.config import ConfigError
-from orchestrator.usercode import check_user_code
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import ConfigError
+from orchestrator.config.usercode import check_user_code
 from orchestrator.workloads import WorkloadError, make_workload, validate_params, workload_class
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
@@ -157,6 +157,8 @@ def test_a_train_function_takes_only_faults_it_can_meet(userpkg: Path) -> None:
 
 
 def test_loop_keys_and_gpus_are_bounded() -> None:
+    from orchestrator.commands.run import check_regions
+
     for override, key in (
         ("trainer.grad_accum_steps=0", "trainer.grad_accum_steps"),
         ("trainer.grad_clip_norm=-1", "trainer.grad_clip_norm"),
@@ -165,13 +167,18 @@ def test_loop_keys_and_gpus_are_bounded() -> None:
         ("trainer.gpus_per_worker=1", "trainer.gpus_per_worker"),  # local regions offer no GPU by default
     ):
         with pytest.raises(ConfigError) as info:
-            compose([override])
+            check_regions(compose([override]))
         assert info.value.key == key, override
-    assert compose(["trainer.gpus_per_worker=1", "cloud.regions.local-a.num_gpus=2", "cloud.candidates=[local-a]"])
+    assert check_regions(
+        compose(["trainer.gpus_per_worker=1", "cloud.regions.local-a.num_gpus=2", "cloud.candidates=[local-a]"])
+    )
 
 
 def test_config_dir_finds_the_users_own_job_configs(tmp_path: Path, userpkg: Path) -> None:
-    from orchestrator.__main__ import config_dir_overrides
+    from orchestrator.config.cli import parse_args
+
+    def config_dir_overrides(args: list[str]) -> list[str]:
+        return parse_args(args).overrides
 
     (tmp_path / "conf" / "job").mkdir(parents=True)
     (tmp_path / "conf" / "job" / "mine.yaml").write_text(

@@ -24,13 +24,13 @@ import psutil
 import pytest
 
 from orchestrator.chaos.injector import FaultInjector, victim_problem
-from orchestrator.config import RegionConfig, TrainerConfig
-from orchestrator.context import RunContext
-from orchestrator.journal import Journal, event_problem, read_events, runtime_type
-from orchestrator.outcome import AttemptOutcome
-from orchestrator.replay import replay
+from orchestrator.config.schema import RegionConfig, TrainerConfig
+from orchestrator.control.context import RunContext
+from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.watch import AttemptWatch
 from orchestrator.runstate.events import payload, type_of
-from orchestrator.watch import AttemptWatch
+from orchestrator.runstate.journal import Journal, event_problem, read_events, runtime_type
+from orchestrator.runstate.replay import replay
 from orchestrator.wire import schema as wire
 from orchestrator.wire.control import ControlChannel, Invalid
 from providers.base import ClusterHandle
@@ -191,7 +191,9 @@ def _emitted_kinds() -> set[str]:
     pattern = re.compile(
         r'(?:\.event\(\s*[^,()]+(?:\([^)]*\))?\s*,|on_event\(|_event\()\s*"([a-z_]+)"',
     )
-    for path in glob.glob(str(root / "orchestrator/runtime/*.py")) + glob.glob(str(root / "recovery/*.py")):
+    for path in glob.glob(str(root / "orchestrator/runtime/**/*.py"), recursive=True) + glob.glob(
+        str(root / "recovery/*.py")
+    ):
         kinds |= set(pattern.findall(Path(path).read_text()))
     return kinds
 

@@ -1,0 +1,282 @@
+"""The incident report: a run's timeline, totals and a loss-against-step plot.
+
+``action=report run_id=X`` prints it and writes ``report.png`` beside the
+journal; every run that had incidents writes it at its end. Everything comes from
+the run's files (journal, result.json, the loss series), so it also works for a
+run that is still going or whose controller died.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import error
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import FaultInjected, RuntimeReport, to_json
+from orchestrator.runstate.journal import read_typed
+from orchestrator.runstate.losses import read_loss
+from orchestrator.runstate.result import read_result
+from orchestrator.runstate.state import fold
+
+PLOT_NAME = "report.png"
+
+
+@dataclass
+class Row:
+    """One incident as a person reads it."""
+
+    at_s: float  # seconds since the run started
+    fault: str  # what was injected (or "-": a failure nobody injected)
+    failure: str
+    detected_after_s: float | None
+    decision: str
+    from_region: str
+    to_region: str | None
+    restored_step: int | None
+    lost_steps: int | None
+    rto_s: float | None
+
+
+@dataclass
+class Report:
+    run_id: str
+    status: str
+    rows: list[Row] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    reason: str = ""
+    traceback: str | None = None
+    # (step the worker group started from, its world size), in order: where it changed.
+    worlds: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        rtos = [r.rto_s for r in self.rows if r.rto_s is not None]
+        lost = [r.lost_steps for r in self.rows if r.lost_steps is not None]
+        return {
+            "faults_injected": len(self.faults),
+            "incidents": len(self.rows),
+            "attempts": len(self.attempts),
+            "lost_steps": sum(lost),
+            "max_lost_steps": max(lost, default=0),
+            "mean_rto_s": round(sum(rtos) / len(rtos), 3) if rtos else None,
+            "max_rto_s": round(max(rtos), 3) if rtos else None,
+            "downtime_s": round(sum(rtos), 3),
+        }
+
+
+_DECISION_FOR = {
+    "worker_lost": "restart workers in place (Ray Train)",
+    "controller_lost": "resume (action=resume)",
+    "node_lost": "restart workers in place (replacement node, or the nodes left)",
+}
+
+
+def world_sizes(events: list[Any]) -> list[tuple[int, int]]:
+    """Each worker group's start (the step it restored) and size, from the runtime's
+    train_started reports: the world-size-over-steps series (empty: none reported it)."""
+    out: list[tuple[int, int]] = []
+    for ev in events:
+        if isinstance(ev, RuntimeReport) and ev.kind == "train_started" and ev.fields.get("by") == "runtime":
+            size, step = ev.fields.get("world_size"), ev.fields.get("restored_step")
+            if isinstance(size, int) and isinstance(step, int):
+                out.append((step, size))
+    return out
+
+
+def build(run_dir: str) -> Report | None:
+    events = list(read_typed(rundir.journal_path(run_dir)))
+    view = fold(events)
+    if view.first_ts is None:
+        return None  # no word of the controller's
+    result = read_result(run_dir)
+    first = view.run_starts[0] if view.run_starts else None
+    started = float(first.ts) if first is not None else view.first_ts
+    run_id = str(first.run_id) if first is not None else os.path.basename(run_dir)
+    rep = Report(run_id=run_id, status=(result or {}).get("status", view.status), result=result)
+    rep.reason = (result or {}).get("reason", "")
+    rep.traceback = (result or {}).get("error_traceback")
+    rep.faults = [to_json(f) for f in view.faults]
+    rep.attempts = [to_json(a) for a in view.attempts]
+    rep.worlds = world_sizes(events)
+    for inc in view.incidents:
+        decision = next(
+            (d for d in view.decisions if float(d.ts) >= float(inc.detected_at) - 1e-3 and d.failure == inc.kind),
+            None,
+        )
+        rep.rows.append(
+            Row(
+                at_s=round(float(inc.failed_at) - started, 3),
+                fault=_fault_before(view.faults, float(inc.failed_at)),
+                failure=inc.kind,
+                detected_after_s=inc.detected_after_s,
+                decision=str(decision.action) if decision else _DECISION_FOR.get(inc.kind, "-"),
+                from_region=inc.from_region,
+                to_region=inc.to_region,
+                restored_step=inc.restored_step,
+                lost_steps=inc.lost_steps,
+                rto_s=inc.rto_s,
+            )
+        )
+    rep.rows.sort(key=lambda r: r.at_s)
+    return rep
+
+
+def _fault_before(faults: tuple[FaultInjected, ...], failed_at: float) -> str:
+    # The fault that caused a failure fired at (or just before) the failure's time.
+    near = [f for f in faults if float(f.ts) <= failed_at + 1.0]
+    if not near:
+        return "-"
+    f = max(near, key=lambda f: float(f.ts))
+    where = f.extra.get("during") or f.extra.get("trigger") or f"step {f.step}"
+    return f"{f.kind} ({where})"
+
+
+def render(rep: Report) -> str:
+    lines = [f"incident report: run {rep.run_id}: {rep.status}"]
+    if rep.reason:
+        lines.append(f"  reason: {rep.reason}")
+    header = ("t+s", "fault", "failure", "detect", "decision", "from -> to", "restored", "lost", "RTO")
+    table = [header]
+    for r in rep.rows:
+        table.append(
+            (
+                f"{r.at_s:.1f}",
+                r.fault,
+                r.failure,
+                "-" if r.detected_after_s is None else f"{r.detected_after_s:.2f}s",
+                r.decision,
+                f"{r.from_region} -> {r.to_region or '-'}",
+                "-" if r.restored_step is None else str(r.restored_step),
+                "-" if r.lost_steps is None else str(r.lost_steps),
+                "-" if r.rto_s is None else f"{r.rto_s:.1f}s",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if not rep.rows:
+        lines.append("  (no incidents)")
+    t = rep.totals
+    lines.append(
+        f"  totals: {t['faults_injected']} faults injected, {t['incidents']} incidents, {t['attempts']} attempts, "
+        f"{t['lost_steps']} steps lost (max {t['max_lost_steps']}), RTO mean "
+        f"{_s(t['mean_rto_s'])} max {_s(t['max_rto_s'])}"
+    )
+    if rep.result and rep.result.get("weights_sha256"):
+        lines.append(f"  final weights sha256: {rep.result['weights_sha256']}")
+    if rep.traceback:
+        lines.append("  the workload's traceback:")
+        lines.extend("    " + line for line in rep.traceback.rstrip().splitlines())
+    return "\n".join(lines)
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}s"
+
+
+def plot(run_dir: str, rep: Report) -> str:
+    """Loss against step, faults and restores marked, the region along the step axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = read_loss(run_dir)
+    regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
+    colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
+    # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
+    changed = len({w for _, w in rep.worlds}) > 1
+    fig, axes = plt.subplots(
+        3 if changed else 2,
+        1,
+        figsize=(10, 7 if changed else 5.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [5, 1.5, 1] if changed else [5, 1]},
+        constrained_layout=True,
+    )
+    ax, band = axes[0], axes[-1]
+    if changed:
+        _world_panel(axes[1], rep.worlds, max((int(a.get("last_step") or 0) for a in rep.attempts), default=0))
+    by_gen: dict[int, list[dict[str, Any]]] = {}
+    for p in points:
+        by_gen.setdefault(int(p["generation"]), []).append(p)
+    for pts in by_gen.values():
+        pts.sort(key=lambda p: p["step"])
+        region = str(pts[0]["region"])
+        ax.plot([p["step"] for p in pts], [p["loss"] for p in pts], "-", color=colours[region], lw=1.2)
+    for f in rep.faults:
+        step = f.get("step")
+        if isinstance(step, int) and step > 0:
+            _mark(ax, step, str(f["kind"]), "red", "--", top=True)
+    for r in rep.rows:
+        if r.restored_step is not None:
+            _mark(ax, r.restored_step, f"restore→{r.to_region or r.from_region}", "green", ":", top=False)
+    ax.set_ylabel("training loss")
+    if points and min(p["loss"] for p in points) > 0:
+        ax.set_yscale("log")  # from ~2 down to ~0.01: a linear axis hides all but the start
+    ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.rows)} incidents")
+    for a in rep.attempts:
+        lo = int(a.get("restored_step") or 0)
+        hi = int(a.get("last_step") or lo)
+        if hi > lo:
+            region = str(a["region"])
+            band.broken_barh([(lo, hi - lo)], (0, 1), color=colours.get(region, "grey"), alpha=0.8)
+            band.text((lo + hi) / 2, 0.5, f"{region} g{a['generation']}", ha="center", va="center", fontsize=7)
+    band.set_yticks([])
+    band.set_xlabel("step")
+    band.set_ylabel("region")
+    path = os.path.join(run_dir, PLOT_NAME)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _world_panel(ax: Any, worlds: list[tuple[int, int]], last_step: int) -> None:
+    """World size against step: each worker group's size from the step it restored."""
+    steps = [s for s, _ in worlds] + [max(last_step, worlds[-1][0])]
+    sizes = [w for _, w in worlds] + [worlds[-1][1]]
+    ax.step(steps, sizes, where="post", color="purple", lw=1.2)
+    ax.set_ylabel("workers")
+    ax.set_ylim(0, max(sizes) + 1)
+    ax.set_yticks(sorted(set(sizes)))
+
+
+def _mark(ax: Any, step: int, text: str, colour: str, style: str, top: bool) -> None:
+    """A vertical line at ``step``, labelled along it (at the top or the bottom)."""
+    ax.axvline(step, color=colour, ls=style, lw=0.8)
+    ax.annotate(
+        text,
+        (step, 1.0 if top else 0.02),
+        xycoords=("data", "axes fraction"),
+        rotation=90,
+        va="top" if top else "bottom",
+        ha="right" if top else "left",
+        fontsize=7,
+        color=colour,
+    )
+
+
+def write(run_dir: str) -> tuple[str, str] | None:
+    """The report's text and the plot's path, or None for a run with no journal."""
+    rep = build(run_dir)
+    if rep is None:
+        return None
+    text = render(rep)
+    with open(os.path.join(run_dir, "report.txt"), "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    return text, plot(run_dir, rep)
+
+
+def main(home: str, run_id: str) -> int:
+    """``action=report``: the incident report's text, and where its plot was written."""
+    done = write(rundir.run_path(home, run_id))
+    if done is None:
+        return error(f"run_id: no run named {run_id!r} under {home}")
+    text, png = done
+    print(text)
+    print(f"plot: {png}")
+    return 0

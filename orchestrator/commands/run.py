@@ -1,0 +1,264 @@
+"""``action=run`` and ``action=resume``: a run's controller, from the command line to its
+summary, and the supervising parent a ``controller_crash`` drill runs under.
+
+Everything a new run needs beyond its config is checked here, before anything is written
+or launched: the provider's checks of its regions, the user's code, notify's targets, and
+that run_id names no run already started.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import time
+from typing import Any
+
+from orchestrator.config.schema import READ_ONLY_ACTIONS, Config, ConfigError, check_notify_program, notify_from_env
+from orchestrator.errors import EXIT_INTERRUPTED, error
+from orchestrator.runstate import rundir
+
+# Set for a controller that a supervising parent restarts after a crash.
+SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
+MAX_RESUMES = 10
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def interruptible() -> None:
+    """SIGINT and SIGTERM end the run cleanly (INTERRUPTED, checkpoints kept, clusters
+    torn down; action=resume goes on). SIGINT explicitly: a shell starting us in the
+    background sets it to ignored, and Python then installs no handler of its own."""
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def new_run_id(cfg: Config) -> str:
+    return f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def check_regions(cfg: Config) -> Config:
+    """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key),
+    for every action that launches or plans; the config's own checks know no provider."""
+    from providers.registry import check_regions as provider_checks
+
+    if cfg.action not in READ_ONLY_ACTIONS:
+        provider_checks(cfg)
+    return cfg
+
+
+def check_new_run(cfg: Config) -> None:
+    """What a new run (or plan) needs beyond its config, before anything is written or
+    launched: the provider's checks of its regions, the user's code imports, notify's
+    targets can be reached, and run_id names no run that exists. ConfigError naming the key."""
+    from orchestrator.config.usercode import check_user_code
+
+    check_regions(cfg)
+    check_user_code(cfg)
+    # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
+    cfg.notify = notify_from_env(cfg.notify)
+    check_notify_program(cfg.notify)
+    if cfg.action == "run":
+        refuse_finished(cfg)
+        refuse_unfinished(cfg)
+
+
+def refuse_finished(cfg: Config) -> None:
+    """A run_id that names a finished run is refused before a store or cluster is touched."""
+    from orchestrator.runstate.result import read_result
+
+    if cfg.run_id is None:
+        return
+    done = read_result(rundir.run_path(cfg.home_path, cfg.run_id))
+    if done is not None and done["status"] == "INTERRUPTED":
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} was interrupted; go on with it: {resume_command(cfg, cfg.run_id)}, "
+            "or omit run_id for a new run",
+        )
+    if done is not None:
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} already finished ({done['status']}); omit run_id for a new run, or pick another name",
+        )
+
+
+def refuse_unfinished(cfg: Config) -> None:
+    """``action=run`` of a run that has a journal and no result would start it again at
+    generation 1 under the same run_id: refused before a store is touched (its fences
+    stay as they are), pointing to ``action=resume``, the way back into such a run."""
+    if cfg.run_id is None:
+        return
+    journal = rundir.journal_path(rundir.run_path(cfg.home_path, cfg.run_id))
+    try:
+        started = os.path.getsize(journal) > 0
+    except OSError:
+        return  # no journal: nothing was started under this name
+    if started:
+        raise ConfigError(
+            "run_id",
+            f"run {cfg.run_id!r} has a journal and no result: it has not finished (its controller died, "
+            f"or still runs); continue it with action=resume run_id={cfg.run_id}, or omit run_id for a new run",
+        )
+
+
+class ProviderPrecheckFailed(Exception):
+    pass
+
+
+def provider_precheck(cfg: Config) -> None:
+    """Credentials of every cloud the candidate regions use, before a store is touched
+    or anything launched (cloud.provider=skypilot)."""
+    if cfg.cloud.provider != "skypilot":
+        return
+    from providers.base import ProvisionError
+    from providers.skypilot.provider import SkyPilotMissing, precheck
+
+    try:
+        precheck({r: cfg.cloud.regions[r] for r in cfg.candidate_regions()})
+    except SkyPilotMissing as exc:
+        raise ProviderPrecheckFailed(f"cloud.provider: {exc}") from None
+    except ProvisionError as exc:
+        detail = str(exc).split(": ", 1)[-1]
+        raise ProviderPrecheckFailed(f"cloud.regions.{exc.region}: {detail}; nothing was launched") from None
+
+
+def run(cfg: Config) -> int:
+    """A new run: preflight, then the controller to the run's end."""
+    from orchestrator.config.preflight import PreflightError, preflight
+    from orchestrator.control.controller import Controller
+    from providers.registry import UnknownProvider, get_provider
+    from recovery.signing import SigningError
+
+    run_id = cfg.run_id or new_run_id(cfg)
+    run_dir = rundir.run_path(cfg.home_path, run_id)
+    try:
+        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
+        provider_precheck(cfg)
+        preflight(cfg)
+    except UnknownProvider as exc:
+        return error(exc.args[0])
+    except (ProviderPrecheckFailed, PreflightError) as exc:
+        return error(str(exc))
+    print(
+        f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
+        file=sys.stderr,
+    )
+    lock = rundir.lock_controller(run_dir)
+    if lock is None:
+        return error(f"run_id: run {run_id!r} is running under another controller")
+    interruptible()
+    try:
+        ctl = Controller(cfg, provider, run_id)
+    except SigningError as exc:
+        return error(str(exc))
+    result = ctl.run()
+    return finish(cfg, run_id, result)
+
+
+def resume(cli: Config) -> int:
+    """``action=resume``: the run's saved config and journal, a new controller on them."""
+    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.usercode import check_user_code
+    from orchestrator.control.controller import Controller
+    from orchestrator.notify.secret import NotifySecretError
+    from orchestrator.runstate.journal import load_json, read_events
+    from orchestrator.runstate.result import read_result
+    from providers.registry import get_provider
+    from recovery.signing import SigningError
+
+    run_id = str(cli.run_id)
+    run_dir = rundir.run_path(cli.home_path, run_id)
+    config_path = rundir.config_path(run_dir)
+    try:
+        saved = load_json(config_path)
+    except FileNotFoundError:
+        return error(f"run_id: no run named {run_id!r} under {cli.home_path} to resume")
+    done = read_result(run_dir)
+    if done is not None and done["status"] != "INTERRUPTED":
+        print(f"run {run_id} already finished ({done['status']}); nothing to resume", file=sys.stderr)
+        return 0 if done["status"] == "SUCCEEDED" else 1
+    try:
+        cfg = check_regions(config_from_plain(saved))
+        check_user_code(cfg)
+    except ConfigError as exc:
+        return error(f"{config_path}: {exc}")
+    # The journal is the run's state: read whole before anything is locked, torn down or launched.
+    for _ in read_events(rundir.journal_path(run_dir)):
+        pass
+    cfg.progress, cfg.show_logs = cli.progress, cli.show_logs
+    lock = rundir.lock_controller(run_dir)
+    if lock is None:
+        return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
+    print(f"run {run_id}: resuming from its journal", file=sys.stderr)
+    interruptible()
+    try:
+        ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
+    except (SigningError, NotifySecretError) as exc:
+        return error(str(exc))
+    result = ctl.resume()
+    return finish(cfg, run_id, result)
+
+
+def supervise(cfg: Config, args: list[str]) -> int:
+    """Run the controller as a child and resume it each time it dies, as a service
+    manager would: a controller_crash drill then ends with its report like any other."""
+    import subprocess
+
+    run_id = cfg.run_id or new_run_id(cfg)
+    env = {**os.environ, SUPERVISED_ENV: "1"}
+    base = [sys.executable, "-m", "orchestrator"]
+    argv = [*base, *[a for a in args if not a.startswith("run_id=")], f"run_id={run_id}"]
+    for _ in range(MAX_RESUMES + 1):
+        child = subprocess.Popen(argv, env=env)
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                # Ctrl-C reaches the child too (same process group): it ends the run
+                # cleanly; we wait for it rather than leave it behind.
+                continue
+        if code != -signal.SIGKILL:
+            return code
+        print(f"supervisor: the controller of run {run_id} was killed; resuming it", file=sys.stderr)
+        argv = [
+            *base,
+            "action=resume",
+            f"run_id={run_id}",
+            f"home={cfg.home_path}",
+            f"progress={cfg.progress}",
+            f"show_logs={cfg.show_logs}",
+        ]
+    print(f"error: run {run_id}: the controller died {MAX_RESUMES + 1} times; giving up", file=sys.stderr)
+    return 1
+
+
+def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:
+    """The run's summary, its report when anything happened, and the exit status."""
+    from orchestrator.commands.report import write
+    from orchestrator.commands.status import render, summarize
+
+    run_dir = rundir.run_path(cfg.home_path, run_id)
+    summary = summarize(run_dir)
+    print(render(run_id, summary) if summary else result)
+    print(f"result: {rundir.result_path(run_dir)}")
+    if result.get("incidents") or result["status"] != "SUCCEEDED":
+        done = write(run_dir)
+        if done is not None:
+            print(done[0])
+            print(f"plot: {done[1]}")
+    if result["status"] == "INTERRUPTED":
+        print(f"interrupted: go on from the newest checkpoint with: {resume_command(cfg, run_id)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def resume_command(cfg: Config, run_id: str) -> str:
+    """The command that takes ``run_id`` on, with the home it lives under."""
+    import shlex
+
+    return f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(str(cfg.home_path))}"

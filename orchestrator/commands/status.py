@@ -1,0 +1,192 @@
+"""``action=status``: a run's state, region, step, checkpoints and incidents, from its files."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from orchestrator.errors import error
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport, to_json
+from orchestrator.runstate.journal import read_typed
+from orchestrator.runstate.result import read_result
+from orchestrator.runstate.state import RunView, fold
+from orchestrator.wire.control import ControlChannel, run_control_url
+
+
+def _fmt_s(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.1f}s"
+
+
+def _short(url: str | None) -> str:
+    return url or "none"
+
+
+def summarize(run_dir: str) -> dict[str, Any] | None:
+    """The run as the journal (and result.json, once written) tells it."""
+    events = list(read_typed(rundir.journal_path(run_dir)))
+    result = read_result(run_dir)
+    if not events and result is None:
+        return None
+    view = fold(events)
+    s: dict[str, Any] = {
+        "state": view.status,
+        "region": view.current_region,
+        "generation": view.current_generation,
+        "step": None,
+        "total": None,
+        "last_checkpoint": None,
+        "replications": view.replications,
+        "last_lag_s": view.last_lag_s,
+        "incidents": [to_json(e) for e in view.incidents],
+        "attempts": [a.as_dict() for a in view.attempt_lines],
+        "skipped": [to_json(e) for e in view.skipped],
+        "config": view.config,
+    }
+    if view.run_starts:
+        s["run_id"] = view.run_starts[-1].run_id
+    s["world"] = world_now(events, view.current_generation)
+    prog = live_progress(run_dir, view)
+    if prog:
+        s["step"], s["total"] = prog.get("step"), prog.get("total")
+        s["last_checkpoint"] = prog.get("last_checkpoint")
+    s["result"] = result
+    if result is not None:
+        s["state"] = result["status"]
+        s["step"] = result["final_step"]
+        s["last_checkpoint"] = result["final_checkpoint"]
+        s["incidents"] = result["incidents"]
+    return s
+
+
+def world_now(events: list[Event], generation: int | None) -> dict[str, Any]:
+    """The newest attempt's worker group (its size, the run's) and its lost nodes."""
+    world: dict[str, Any] = {"world_size": None, "workers": None, "lost_nodes": []}
+    lost: set[int] = set()
+    for ev in events:
+        if getattr(ev, "generation", None) != generation and not isinstance(ev, RuntimeReport):
+            continue
+        if isinstance(ev, RuntimeReport) and ev.kind == "train_started":
+            if ev.fields.get("generation") == generation:
+                world["world_size"] = ev.fields.get("world_size")
+                world["workers"] = ev.fields.get("workers")
+        elif isinstance(ev, NodeLost):
+            lost.add(ev.node)
+        elif isinstance(ev, NodeReplaced):
+            lost.discard(ev.node)
+    world["lost_nodes"] = sorted(lost)
+    return world
+
+
+def _nodes_line(s: dict[str, Any], cloud: dict[str, Any]) -> str | None:
+    """``nodes`` per region and the worker group's size, where the run has either to show."""
+    regions = cloud.get("regions") if isinstance(cloud.get("regions"), dict) else {}
+    counts = {}
+    for name, rc in regions.items():
+        n = rc.get("nodes", 1) if isinstance(rc, dict) else 1
+        n = n if isinstance(n, int) and n != 1 else (rc.get("num_nodes", 1) if isinstance(rc, dict) else 1)
+        counts[name] = n if isinstance(n, int) else 1
+    world = s.get("world") or {}
+    size, workers, lost = world.get("world_size"), world.get("workers"), world.get("lost_nodes") or []
+    if all(n == 1 for n in counts.values()) and (size is None or size == workers):
+        return None
+    here = s.get("region")
+    shown = []
+    for name, n in counts.items():
+        text = f"{name} {n}"
+        if name == here and lost:
+            text = f"{name} {n - len(lost)}/{n} (lost: {', '.join(map(str, lost))})"
+        shown.append(text)
+    group = f"{size}/{workers} workers" if size is not None and workers is not None else "-"
+    return f"world      {group}   nodes {', '.join(shown)}"
+
+
+def _incident_extra(i: dict[str, Any]) -> str:
+    if i.get("kind") != "node_lost":
+        return ""
+    replaced = i.get("replace_s")
+    how = f"replaced in {replaced:.1f}s" if isinstance(replaced, int | float) else "not replaced"
+    return f"  node {i.get('node')}, {how}, world {i.get('world_size_before', '?')}->{i.get('world_size_after', '?')}"
+
+
+def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
+    # The journal's copy of the config is for display: a damaged section shows as '?'.
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def render(run_id: str, s: dict[str, Any]) -> str:
+    job = _section(s["config"], "job")
+    cloud = _section(s["config"], "cloud")
+    total = s["total"] or job.get("steps", "?")
+    lines = [
+        f"run        {run_id}",
+        f"status     {s['state']}"
+        + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
+        f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
+        f"region     {s['region'] or '-'}  (attempt {s['generation']})",
+        f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
+        *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
+        f"checkpoint {_short(s['last_checkpoint'])}",
+        f"replicas   {s['replications']} copies"
+        + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
+    ]
+    r = s["result"]
+    if r is not None:
+        metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in r["metrics"].items())
+        lines.append(f"metrics    {metrics or '-'}")
+        if r.get("weights_sha256") or not r.get("checkpoint_sha256"):
+            lines.append(f"weights    sha256 {r['weights_sha256'] or '-'}")
+        else:
+            lines.append(f"checkpoint sha256 {r['checkpoint_sha256']}")
+        lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
+    if s["skipped"]:
+        lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")
+        for ev in s["skipped"][:5]:
+            lines.append(f"  {ev.get('region')} step {ev.get('step')}: {ev.get('reason')} (found by {ev.get('by')})")
+    if s["incidents"]:
+        lines.append("incidents")
+        lines.append(f"  {'kind':<17}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
+        for i in s["incidents"]:
+            lines.append(
+                f"  {i['kind']:<17}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
+                f"{_fmt_s(i.get('detected_after_s')):>9}{i.get('restored_step', '-')!s:>9}"
+                f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}{_incident_extra(i)}"
+            )
+    else:
+        lines.append("incidents  none")
+    return "\n".join(lines)
+
+
+def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
+    """The live step of the run's newest attempt, from its control channel (wherever
+    cloud.control_store put it); None before an attempt started or when it cannot be read."""
+    if not view.current_generation:
+        return None
+    cloud = _section(view.config, "cloud")
+    try:
+        url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
+        prog = ControlChannel(url, cloud.get("control_options") or {}).read_progress(view.current_generation)
+        return None if prog is None else prog.as_dict()
+    # An unreachable control store, or one the journal's copy of the config names
+    # wrongly (it is for display): status still shows what the journal says.
+    except Exception:
+        return None
+
+
+def run_ids(home: str) -> list[str]:
+    try:
+        return sorted(os.listdir(rundir.runs_path(home)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def main(home: str, run_id: str) -> int:
+    """``action=status``: the run's table, or one line naming the runs there are."""
+    s = summarize(rundir.run_path(home, run_id))
+    if s is None:
+        known = run_ids(home)
+        hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
+        return error(f"run_id: no run named {run_id!r}{hint}")
+    print(render(run_id, s))
+    return 0

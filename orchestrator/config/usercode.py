@@ -1,0 +1,93 @@
+"""The user's code, imported in the controller before anything launches.
+
+A module that does not import, a class without a required method, params its
+``Params`` dataclass refuses, or a batch size the workers cannot split: each is
+one ``ConfigError`` naming the key, caught before a cluster starts. The same
+imports happen again on every worker; this check makes the first failure cheap.
+"""
+
+from __future__ import annotations
+
+from orchestrator.config.schema import Config, ConfigError
+
+# Where the code's own usage goes wrong (beyond importing): the method that decides the data path.
+DATASET_MODE = "dataset"
+BATCH_MODE = "batch"
+
+
+def data_mode(cls: type) -> str:
+    """``dataset`` or ``batch``: which of the two the class defines (never both)."""
+    has_batch = callable(getattr(cls, "batch", None))
+    has_dataset = callable(getattr(cls, "dataset", None))
+    if has_batch and has_dataset:
+        raise ConfigError(
+            "job.workload",
+            f"{cls.__module__}:{cls.__qualname__} defines both batch() and dataset(); define one of them "
+            "(dataset(): the orchestrator samples and collates; batch(): your function does)",
+        )
+    return DATASET_MODE if has_dataset else BATCH_MODE
+
+
+def check_user_code(cfg: Config) -> None:
+    """Import what ``job.workload`` or ``job.train_func`` names and check it against the config.
+
+    ``job.code_dir`` must be a folder; it is made absolute (a resumed run finds it from any
+    working directory) and put first on this process's ``sys.path``, so the code is checked
+    as the clusters will import it. The clusters get it from their provider: local ones on
+    the PYTHONPATH they start with, SkyPilot ones as a file mount.
+    """
+    import os
+    import sys
+
+    from orchestrator.workloads import (
+        JOB_KEY_WORKLOADS,
+        WorkloadError,
+        train_function,
+        validate_params,
+        workload_class,
+    )
+
+    job = cfg.job
+    if job.code_dir:
+        path = os.path.abspath(os.path.expanduser(job.code_dir))
+        if not os.path.isdir(path):
+            raise ConfigError(
+                "job.code_dir",
+                f"{job.code_dir!r} is not a folder; give the folder that holds your package "
+                "(the one you would put on PYTHONPATH)",
+            )
+        job.code_dir = path
+        sys.path[:] = [path, *(p for p in sys.path if p != path)]
+    if job.workload in JOB_KEY_WORKLOADS:
+        # digits and synthetic: batch() workloads that read job.* and have train_arrays();
+        # nothing to import (torch would cost every run's start seconds).
+        if job.params:
+            raise ConfigError(
+                f"job.params.{next(iter(job.params))}",
+                f"the built-in {job.workload} takes no params; it reads job.lr, job.hidden_size, "
+                "job.batch_size and job.eval_fraction",
+            )
+        return
+    try:
+        if job.train_func:
+            train_function(job.train_func)
+            return
+        cls = workload_class(job.workload)
+        validate_params(cls, dict(job.params))
+    except WorkloadError as exc:
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1]) from None
+    mode = data_mode(cls)
+    if cfg.data.loader == "ray_data" and not callable(getattr(cls, "train_arrays", None)):
+        raise ConfigError(
+            "data.loader",
+            f"ray_data needs the workload's train_arrays() (features, labels); {job.workload} has none: "
+            "use data.loader=sharded",
+        )
+    split = cfg.trainer.workers * cfg.trainer.grad_accum_steps
+    if mode == DATASET_MODE and job.batch_size % split:
+        raise ConfigError(
+            "job.batch_size",
+            f"got {job.batch_size}; a dataset() workload splits the global batch across trainer.workers "
+            f"({cfg.trainer.workers}) x trainer.grad_accum_steps ({cfg.trainer.grad_accum_steps}): "
+            f"use a multiple of {split}",
+        )

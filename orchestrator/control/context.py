@@ -1,0 +1,115 @@
+"""What the parts of the control loop share, instead of the controller itself.
+
+The controller builds one ``RunContext`` per run and hands it to the attempt runner,
+the watch, the standby manager and adoption. They read the run's config, provider,
+stores and control channel from it, act, and say what happened through ``emit``;
+only the controller holds the run's state and applies what they emit to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.config.schema import Config
+from orchestrator.wire.control import ControlChannel
+from providers.base import Provider
+from recovery.fencing import Lineage
+from recovery.store import CheckpointStore
+
+
+class Progress(Protocol):
+    """The live progress line (orchestrator/control/progress.py), or a test's stand-in."""
+
+    def note(self, text: str) -> None: ...
+
+    def log(self, line: str) -> None: ...
+
+    def update(self, region: str, generation: int, prog: dict[str, Any]) -> None: ...
+
+    def replication_lag(self, lag_s: float) -> None: ...
+
+
+class Metrics(Protocol):
+    """The run's TensorBoard writer (orchestrator/metrics/board.py) as the watch feeds it."""
+
+    def losses(self, points: list[Any], at: float) -> None: ...
+
+    def progress(self, prog: dict[str, Any]) -> None: ...
+
+
+class Follower(Protocol):
+    """The replicator, as the attempt sees it: which store to copy from now."""
+
+    def follow(self, source: CheckpointStore, stores: list[CheckpointStore]) -> None: ...
+
+
+class _Quiet:
+    def note(self, text: str) -> None:
+        pass
+
+    def log(self, line: str) -> None:
+        pass
+
+    def update(self, region: str, generation: int, prog: dict[str, Any]) -> None:
+        pass
+
+    def replication_lag(self, lag_s: float) -> None:
+        pass
+
+
+class _Unwritten:
+    def losses(self, points: list[Any], at: float) -> None:
+        pass
+
+    def progress(self, prog: dict[str, Any]) -> None:
+        pass
+
+
+class _Still:
+    def follow(self, source: CheckpointStore, stores: list[CheckpointStore]) -> None:
+        pass
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    run_dir: str
+    cfg: Config
+    provider: Provider
+    control: ControlChannel
+    # Journal one event: (type, **fields). The controller's emit also applies it to the run's state.
+    emit: Callable[..., Any]
+    stores: dict[str, CheckpointStore] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
+    progress: Progress = field(default_factory=_Quiet)
+    metrics: Metrics = field(default_factory=_Unwritten)
+    replicator: Follower = field(default_factory=_Still)
+    # Fault proxies in front of the regions' stores (region -> FaultProxy), when a storage fault is configured.
+    proxies: dict[str, Any] = field(default_factory=dict)
+    # The run's manifest key, for the runtime's environment only (never journaled).
+    run_key: bytes = field(default=b"", repr=False)
+    # The fencing lineage as the run's state has it now (the controller's, read through this).
+    lineage: Callable[[], Lineage] = Lineage
+    # The controller's state machine: the attempt says when its runtime is up.
+    transition: Callable[..., object] = lambda *_a, **_k: None
+    clock: Callable[[], float] = time.time
+    # Lines emitted inside are made durable together, on the way out (Journal.batch).
+    batch: Callable[[], AbstractContextManager[object]] = nullcontext
+
+    def cluster_name(self, region: str, generation: int) -> str:
+        return f"{self.run_id}-{region}-g{generation}"
+
+    def store_options(self, region: str) -> dict[str, Any]:
+        return store_options(self.cfg, self.proxies, region)
+
+
+def store_options(cfg: Config, proxies: dict[str, Any], region: str) -> dict[str, Any]:
+    """A region's storage options as everyone uses them: through its fault proxy, if any."""
+    opts = dict(cfg.cloud.regions[region].storage_options)
+    if region in proxies:
+        opts["endpoint_url"] = proxies[region].endpoint
+    return opts

@@ -1,0 +1,192 @@
+"""Watching the worker nodes of an attempt's cluster: a lost node is replaced in place.
+
+Each look asks the provider how the worker nodes are (``Provider.nodes``); a node that
+is gone, or not UP for ``recovery.health_failures_to_lose`` looks in a row, is lost
+(``recovery.detection.node_lost``). The region goes on: the controller tells the
+runtime (the control channel's nodes word) how many workers the nodes left fit and,
+while a replacement is on its way (``recovery.node_replace_timeout_s``), to wait for
+it, so the worker group restarts at its full world and the run stays exact. A node not
+replaced in time leaves the run to the workers that fit, down to
+``trainer.min_workers``; below that the attempt fails (``node_lost``) and the run
+fails over.
+
+Replacements run in threads of their own (a provider may take seconds); what they
+learn is journaled by the watch's own loop, the one that emits everything else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from orchestrator.control.context import RunContext
+from orchestrator.runstate.events import NodeLost, NodeReplaced, NodeReplaceFailed
+from providers.base import ClusterHandle, Health
+from recovery.detection import node_lost
+from recovery.elastic import capacity, min_world, world_size
+
+# A replacement finishing as the attempt ends is let finish (its journal line is lost).
+CLOSE_WAIT_S = 1.0
+
+
+@dataclass
+class Loss:
+    node: int
+    at: float  # detected
+    health: str
+    world_before: int | None
+    replacing: bool
+    started: float = 0.0  # the replacement's start (time.time)
+    replace_s: float | None = None  # set once replaced
+    error: str | None = None  # set once the replacement failed
+    journaled: bool = False  # its replacement's outcome
+    recorded: bool = False  # its incident (the worker group's restart)
+    last_step: int | None = None  # the newest step known done when it was detected
+
+
+class NodeWatch:
+    """One attempt's worker nodes; ``poll`` from the watch's loop, ``close`` at its end."""
+
+    def __init__(self, ctx: RunContext, cluster: ClusterHandle, region: str, generation: int) -> None:
+        self.ctx, self.cluster, self.region, self.gen = ctx, cluster, region, generation
+        rc = ctx.cfg.cloud.regions[region]
+        trainer = ctx.cfg.trainer
+        self.count = rc.node_count()
+        self.per_node = capacity(1, rc.num_cpus, rc.num_gpus, trainer.cpus_per_worker, trainer.gpus_per_worker)
+        self.workers, self.min_workers = trainer.workers, trainer.min_workers
+        self.failures_to_lose = ctx.cfg.recovery.health_failures_to_lose
+        self.wait_s = ctx.cfg.recovery.node_replace_timeout_s
+        self.streaks: dict[int, int] = {}
+        self.losses: dict[int, Loss] = {}
+        self.threads: list[threading.Thread] = []
+        self.world: int | None = None  # the world the attempt trains with (train_started)
+        self.short: str | None = None  # why the region can no longer train
+
+    # --- what the region fits ------------------------------------------------------
+    def missing(self) -> list[int]:
+        return sorted(n for n, loss in self.losses.items() if loss.replace_s is None)
+
+    def fits(self) -> int:
+        return (self.count - len(self.missing())) * self.per_node
+
+    def _word(self) -> None:
+        now = time.time()
+        coming = [
+            loss.started + self.wait_s
+            for loss in self.losses.values()
+            if loss.replacing and loss.replace_s is None and loss.error is None
+        ]
+        wait_until = max(coming) if coming else 0.0
+        self.ctx.control.nodes_word(self.gen, self.fits(), wait_until if wait_until > now else 0.0, self.missing())
+        if wait_until <= now and world_size(self.fits(), self.workers, self.min_workers) is None:
+            self.short = (
+                f"node(s) {self.missing()} lost and not replaced: {self.fits()} worker(s) fit, fewer than "
+                f"{min_world(self.workers, self.min_workers)} (trainer.min_workers)"
+            )
+
+    # --- the loop ------------------------------------------------------------------
+    def poll(self, last_step: int | None = None) -> None:
+        """Look at the nodes; ``last_step``: the newest step known done now (a loss found
+        here keeps it, so its incident's lost steps are counted from there)."""
+        if self.count <= 1:
+            return
+        self._journal_replacements()
+        try:
+            checks = self.ctx.provider.nodes(self.cluster)
+        except Exception as exc:  # a look that fails says nothing of one node
+            self.ctx.progress.note(f"looking at the nodes of {self.region}: {type(exc).__name__}: {exc}"[:300])
+            return
+        for check in checks:
+            if check.index <= 0 or (check.index in self.losses and self.losses[check.index].replace_s is None):
+                continue
+            streak = 0 if check.health is Health.UP else self.streaks.get(check.index, 0) + 1
+            self.streaks[check.index] = streak
+            if node_lost(check.health, streak, self.failures_to_lose):
+                self._lose(check.index, str(check.health), check.detail, last_step)
+
+    def _lose(self, node: int, health: str, detail: str, last_step: int | None = None) -> None:
+        replacing = self.wait_s > 0
+        loss = Loss(node, time.time(), health, self.world, replacing, started=time.time(), last_step=last_step)
+        self.losses[node] = loss
+        self.streaks[node] = 0
+        self._word()
+        self.ctx.emit(
+            NodeLost(
+                region=self.region,
+                generation=self.gen,
+                node=node,
+                health=health,
+                detail=detail or None,
+                fits=self.fits(),
+                world_size=self.world,
+                replacing=replacing,
+            )
+        )
+        how = (
+            f"replacing it (up to {self.wait_s:g}s)"
+            if replacing
+            else "not replaced (recovery.node_replace_timeout_s=0)"
+        )
+        self.ctx.progress.note(f"node {node} of {self.region} lost ({health}): {how}")
+        target = self._replace if replacing else self._drop
+        t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def _replace(self, loss: Loss) -> None:
+        try:
+            self.ctx.provider.replace_node(self.cluster, loss.node, self.wait_s)
+        except Exception as exc:
+            loss.error = str(exc)[:500] or type(exc).__name__
+        else:
+            loss.replace_s = round(time.time() - loss.started, 3)
+
+    def _drop(self, loss: Loss) -> None:
+        # Not replaced: what is left of it still goes (a hung node must not wake up).
+        try:
+            self.ctx.provider.drop_node(self.cluster, loss.node)
+        except Exception:  # nothing to journal: the node is lost either way
+            pass
+
+    def _journal_replacements(self) -> None:
+        changed = False
+        for loss in self.losses.values():
+            if loss.journaled or (loss.replace_s is None and loss.error is None):
+                continue
+            loss.journaled, changed = True, True
+            if loss.replace_s is not None:
+                self.ctx.emit(
+                    NodeReplaced(region=self.region, generation=self.gen, node=loss.node, replace_s=loss.replace_s)
+                )
+                self.ctx.progress.note(f"node {loss.node} of {self.region} replaced in {loss.replace_s:.1f}s")
+            else:
+                self.ctx.emit(
+                    NodeReplaceFailed(
+                        region=self.region,
+                        generation=self.gen,
+                        node=loss.node,
+                        error=str(loss.error),
+                        fits=self.fits(),
+                    )
+                )
+                self.ctx.progress.note(f"node {loss.node} of {self.region} not replaced: {loss.error}")
+        if changed:
+            self._word()
+        elif self.short is None and any(
+            loss.replacing and loss.replace_s is None and time.time() > loss.started + self.wait_s + 5.0
+            for loss in self.losses.values()
+        ):
+            self._word()  # a provider that overran its deadline: the region is judged on what is left
+
+    def unrecorded(self) -> Loss | None:
+        """The oldest loss whose worker-group restart has no incident yet."""
+        pending = [loss for loss in self.losses.values() if not loss.recorded]
+        return min(pending, key=lambda loss: loss.at) if pending else None
+
+    def close(self) -> None:
+        """The attempt ended: a replacement still under way is not waited for. The
+        provider's teardown ends it (a node it started then is killed, never recorded:
+        ``Provider.replace_node``)."""
+        for t in self.threads:
+            t.join(timeout=CLOSE_WAIT_S)

@@ -1,0 +1,168 @@
+"""result.json: the outcome of a run, for people and for scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import payload
+from orchestrator.runstate.incidents import Incident
+from orchestrator.runstate.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
+from orchestrator.runstate.replay import incident_from
+from orchestrator.runstate.state import RunView
+from recovery.fsio import write_private
+from recovery.store import CheckpointStore, StoreError
+
+
+@dataclass
+class RunRecord:
+    """What the controller knows of the run so far; result.json is made from it."""
+
+    run_id: str
+    started_at: float
+    status: str = "RUNNING"
+    reason: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[Incident] = field(default_factory=list)
+    final: dict[str, Any] | None = None
+    region: str | None = None
+    # The workload's own traceback, when a user error ended an attempt.
+    error_traceback: str | None = None
+
+
+def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, started_at: float) -> RunRecord:
+    """The run's record as its state has it: the verdict's status, reason and region,
+    every attempt and incident journaled, the workload's traceback."""
+    verdict = view.verdict
+    return RunRecord(
+        run_id=run_id,
+        started_at=view.started_at or started_at,
+        status=str(view.state) if view.state.stopped else "RUNNING",
+        reason=(verdict.reason or "") if verdict is not None else "",
+        attempts=[payload(a) for a in view.attempts],
+        incidents=[incident_from(i) for i in view.incidents],
+        final=final,
+        region=verdict.region if verdict is not None else None,
+        error_traceback=view.error_traceback,
+    )
+
+
+def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:
+    """The newest checkpoint signed with the run's key in any store: one planted there
+    (a higher step, unsigned or signed by another run) is never named as the run's."""
+    best: tuple[int, str] | None = None
+    for store in stores.values():
+        try:
+            steps = store.committed_steps(run_id)
+            for step in reversed(steps):
+                if best is not None and step <= best[0]:
+                    break
+                manifest, verdict = store.trusted_manifest(run_id, step)
+                if manifest is not None and verdict.ok:
+                    best = (step, store.checkpoint_url(run_id, step))
+                    break
+        except StoreError:
+            continue
+    return None if best is None else best[1]
+
+
+def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
+    final = record.final or {}
+    last_step = max([a.get("last_step") or 0 for a in record.attempts] or [0])
+    finished = time.time()
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "reason": record.reason,
+        "region": record.region,
+        "final_step": final.get("final_step", last_step),
+        "metrics": final.get("metrics", {}),
+        "final_checkpoint": final.get("final_checkpoint") or _newest_committed(record.run_id, stores),
+        "weights_sha256": final.get("weights_sha256"),
+        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to know).
+        "checkpoint_sha256": final.get("checkpoint_sha256"),
+        "attempts": len(record.attempts),
+        "attempt_history": record.attempts,
+        "incidents": [i.record() for i in record.incidents],
+        "error_traceback": record.error_traceback,
+        "train_steps_per_s": final.get("train_steps_per_s"),
+        # Median seconds a checkpoint's snapshot blocked the training loop (rank 0; built-in loop).
+        "checkpoint_stall_s": final.get("checkpoint_stall_s"),
+        # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent).
+        "telemetry": final.get("telemetry"),
+        # A search (hpo.enabled): the winning trial and every trial's outcome.
+        **(
+            {"best_trial": final.get("best_trial"), "trials": final.get("trials", []), "search": final.get("search")}
+            if "trials" in final
+            else {}
+        ),
+        "started_at": record.started_at,
+        "finished_at": finished,
+        "duration_s": round(finished - record.started_at, 3),
+    }
+
+
+def write_result(run_dir: str, record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
+    result = build_result(record, stores)
+    write_private(rundir.result_path(run_dir), (json.dumps(result, indent=2) + "\n").encode())
+    return result
+
+
+def withdraw_result(run_dir: str) -> None:
+    """An interrupted run taken on again is not ended any more: its result.json goes
+    (the journal keeps the interruption) until the run ends again and writes a new one."""
+    try:
+        os.unlink(rundir.result_path(run_dir))
+    except FileNotFoundError:
+        pass
+
+
+_NUMBER = (int, float)
+_NONE = type(None)
+# What status, report and a new run with the same run_id take from result.json.
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "final_step": (int, _NONE),
+    "final_checkpoint": (str, _NONE),
+    "metrics": (dict,),
+    "incidents": (list,),
+    "attempts": (int,),
+    "duration_s": _NUMBER,
+}
+RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "reason": (str, _NONE),
+    "weights_sha256": (str, _NONE),
+    "checkpoint_sha256": (str, _NONE),
+    "error_traceback": (str, _NONE),
+}
+# The statuses a result.json may hold: the run ended, or (INTERRUPTED) it stopped on
+# Ctrl-C or SIGTERM and waits for action=resume.
+RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED")
+
+
+def read_result(run_dir: str) -> dict[str, Any] | None:
+    """The run's result.json, or None before the run ended; DamagedFile if it is not one we wrote."""
+    path = rundir.result_path(run_dir)
+    try:
+        result = load_json(path)
+    except FileNotFoundError:
+        return None
+    problem = shape_problem(result, RESULT_FIELDS, RESULT_OPTIONAL)
+    if problem is None and result["status"] not in RESULT_STATES:
+        problem = f"has status {str(result['status'])[:40]!r}, none of {', '.join(RESULT_STATES)}"
+    if problem is None:
+        problem = next(
+            (
+                f"incident {i} {p}"
+                for i, inc in enumerate(result["incidents"])
+                if (p := shape_problem(inc, {"kind": (str,), "from_region": (str,)}, OPTIONAL_FIELDS)) is not None
+            ),
+            None,
+        )
+    if problem is not None:
+        raise DamagedFile(path, f"{problem}; the file is damaged or was edited")
+    return result

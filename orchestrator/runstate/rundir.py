@@ -1,0 +1,149 @@
+"""A run's folder on the controller's machine: the controller's alone, but for the
+control channel, which the attempt's runtime writes.
+
+On this machine the process's umask (0077, set by the command) makes everything
+private. A run's home on a shared filesystem (on-prem, where the nodes' user writes the
+control channel and the stores) may instead carry a default ACL that grants the nodes'
+user everything below it, and a default ACL overrides the umask. So the run folder is
+made traversable only (0711: the nodes reach the control channel, and can neither list,
+create, rename nor delete anything else), its inherited default ACL is dropped (what the
+controller writes inside is then its own: journal, config.json, result.json, specs,
+reports), and the control folder alone takes the inherited ACL back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from typing import IO
+
+from recovery.fsio import make_dirs
+
+# Every name in a run's folder, <home>/runs/<run_id>/, spelled here alone.
+RUNS_DIR = "runs"
+JOURNAL_NAME = "journal.jsonl"
+CONFIG_NAME = "config.json"
+RESULT_NAME = "result.json"
+LOSS_NAME = "loss.jsonl"
+NOTIFY_SECRET = "notify.secret"
+TB_DIR = "tensorboard"
+PLAN_DIR = "plan"
+CONTROL_DIR = "control"
+LOCK_NAME = "controller.lock"
+# Each attempt's folder: attempts/g<generation>/ holds its runtime spec, the driver's
+# log and, once its cluster is torn down, the copies of its ranks' logs.
+ATTEMPTS_DIR = "attempts"
+DRIVER_LOG = "runtime.log"
+
+
+def runs_path(home: str) -> str:
+    """The folder that holds every run under ``home``."""
+    return os.path.join(home, RUNS_DIR)
+
+
+def run_path(home: str, run_id: str) -> str:
+    """A run's folder under ``home``."""
+    return os.path.join(home, RUNS_DIR, run_id)
+
+
+def journal_path(run_dir: str) -> str:
+    return os.path.join(run_dir, JOURNAL_NAME)
+
+
+def config_path(run_dir: str) -> str:
+    return os.path.join(run_dir, CONFIG_NAME)
+
+
+def result_path(run_dir: str) -> str:
+    return os.path.join(run_dir, RESULT_NAME)
+
+
+_DEFAULT_ACL = "system.posix_acl_default"
+_ACCESS_ACL = "system.posix_acl_access"
+# No ACL there, or a filesystem (or kernel) without them: nothing to take away.
+_NO_ACL = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
+
+
+def make_run_dir(run_dir: str) -> None:
+    """Create ``run_dir`` (and its missing parents, 0711 too), without the default ACL
+    it would inherit; an existing run folder is left as it is."""
+    if not os.path.isdir(run_dir):
+        make_dirs(run_dir, 0o711)
+        _drop_default_acl(run_dir)
+
+
+def make_control_dir(run_dir: str) -> str:
+    """The run's control folder on this machine (when no control store is set): the one
+    place under the run folder the nodes' user may write. It takes the default ACL the
+    run folder was denied (its parent's), so what either side creates there stays
+    readable and writable by the other."""
+    control = os.path.join(run_dir, CONTROL_DIR)
+    if os.path.isdir(control):
+        return control
+    os.mkdir(control, 0o700)
+    try:
+        inherited = os.getxattr(os.path.dirname(os.path.abspath(run_dir)), _DEFAULT_ACL)
+    except OSError as exc:
+        if exc.errno in _NO_ACL:
+            return control
+        raise
+    os.setxattr(control, _DEFAULT_ACL, inherited)
+    os.setxattr(control, _ACCESS_ACL, inherited)
+    return control
+
+
+def attempt_dir(run_dir: str, generation: int) -> str:
+    return os.path.join(run_dir, ATTEMPTS_DIR, f"g{int(generation)}")
+
+
+def _drop_default_acl(path: str) -> None:
+    try:
+        os.getxattr(path, _DEFAULT_ACL)
+    except OSError as exc:
+        if exc.errno in _NO_ACL:
+            return
+        raise
+    with contextlib.suppress(OSError):
+        os.removexattr(path, _DEFAULT_ACL)
+    # The access ACL the folder got from it holds the nodes' user too (its mask, from
+    # the 0711 mode, already limits that to traversal); drop it to the mode alone.
+    with contextlib.suppress(OSError):
+        os.removexattr(path, _ACCESS_ACL)
+    os.chmod(path, 0o711)
+
+
+def lock_controller(run_dir: str) -> IO[str] | None:
+    """One controller per run: the lock on ``run_dir``'s controller.lock, held while the
+    returned file stays open, or None when another process holds it. It goes with the
+    process, a SIGKILL included, so a held lock is a live controller."""
+    make_run_dir(run_dir)
+    fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fh = os.fdopen(fd, "a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
+def controller_alive(run_dir: str) -> bool | None:
+    """Whether a controller holds the run's lock now; None when that cannot be told (the
+    lock file cannot be opened). Creates nothing. The probe holds a shared lock for an
+    instant: a controller taking the lock in that instant is told another one runs."""
+    try:
+        fh = open(os.path.join(run_dir, LOCK_NAME), "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # no controller ever locked this run
+    except OSError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        return False
