@@ -16,6 +16,7 @@ import pytest
 
 sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
 
+from orchestrator.commands.run import check_regions  # noqa: E402
 from orchestrator.config.compose import CONF_DIR, compose  # noqa: E402
 from orchestrator.config.schema import ConfigError  # noqa: E402
 from providers.base import ProvisionError, ProvisionErrorKind  # noqa: E402
@@ -83,7 +84,7 @@ def test_command_line_overrides_reach_the_task() -> None:
 
 def test_a_bad_infra_is_refused_with_the_key() -> None:
     with pytest.raises(ConfigError, match=r"cloud\.regions\.us-east-1\.infra: got 'azure/eastus'"):
-        compose(["cloud=aws", "cloud.regions.us-east-1.infra=azure/eastus"])
+        check_regions(compose(["cloud=aws", "cloud.regions.us-east-1.infra=azure/eastus"]))
 
 
 def test_secrets_never_in_envs_or_plan(monkeypatch: pytest.MonkeyPatch, catalogs: Path) -> None:
@@ -361,7 +362,7 @@ def test_commands_reach_the_head_inside_a_slurm_allocation() -> None:
 )
 def test_bad_region_values_name_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
-        compose(["cloud=aws", override])
+        check_regions(compose(["cloud=aws", override]))
     assert info.value.key == key
 
 
