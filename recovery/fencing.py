@@ -23,14 +23,25 @@ This module is the rule, pure; reading and writing fences in a store is the stor
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from recovery.boundedjson import loads
+
 FENCE_NAME = "FENCE.json"
+# A fence names one link per generation; a run has at most 2**16 of them.
+MAX_LINKS = 1 << 16
+MAX_FENCE_BYTES = 2 * 2**20
+_FENCE_LABEL = b"orchestrator fence v1\0"
 
 
 class FencedError(RuntimeError):
     """This attempt has been superseded: its writes must not commit."""
+
+
+class FenceRejected(ValueError):
+    """A fence in a store that this run did not sign, or that does not parse: ignored, with this reason."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +84,8 @@ class Lineage:
 
     @staticmethod
     def from_json(text: str | bytes) -> Lineage:
-        """ValueError (a json error is one) for anything but ``{"links": [[g, s], ...]}``."""
-        d = json.loads(text)
+        """ValueError for anything but ``{"links": [[g, s], ...]}`` within the fence's bounds."""
+        d = loads(text, max_bytes=MAX_FENCE_BYTES, max_depth=4)
         if not isinstance(d, dict) or "links" not in d:
             raise ValueError('expected {"links": [[generation, restored_step], ...]}')
         return Lineage.from_plain(d["links"])
@@ -84,6 +95,8 @@ class Lineage:
         """A lineage from ``[[generation, restored_step], ...]``; ValueError naming what is wrong."""
         if not isinstance(links, list):
             raise ValueError(f"expected a list of [generation, restored_step] pairs, got {type(links).__name__}")
+        if len(links) > MAX_LINKS:
+            raise ValueError(f"a lineage of {len(links)} links, more than the {MAX_LINKS} a run can have")
         out: list[Link] = []
         for item in links:
             if (
@@ -134,3 +147,36 @@ def first_generation(journaled: int, fences: int) -> int:
     before a crash, unjournaled) must not be met by a lower or equal generation,
     or its checkpoints would pass for the new attempt's, and its rules be undone."""
     return max(journaled, fences, 0)
+
+
+def fence_payload(run_id: str, lineage: Lineage) -> bytes:
+    """What a fence's signature covers: the run and its lineage, canonical."""
+    body = json.dumps({"links": lineage.to_plain(), "run_id": run_id}, sort_keys=True, separators=(",", ":"))
+    return _FENCE_LABEL + body.encode()
+
+
+def encode_fence(run_id: str, lineage: Lineage, sign: Callable[[bytes], str]) -> bytes:
+    """A fence as written to a store, signed by ``sign`` (the controller's fence key)."""
+    signature = sign(fence_payload(run_id, lineage))
+    return json.dumps({"links": lineage.to_plain(), "run_id": run_id, "signature": signature}).encode()
+
+
+def decode_fence(raw: bytes, run_id: str, verifies: Callable[[bytes, str], bool]) -> Lineage:
+    """The lineage of a fence read from a store, only if this run's controller signed it
+    for this run; FenceRejected with the reason otherwise (a fence that does not verify
+    can neither raise nor lower a generation: it is read as no fence)."""
+    try:
+        d = loads(raw, max_bytes=MAX_FENCE_BYTES, max_depth=4)
+        if not isinstance(d, dict):
+            raise ValueError(f"expected an object, got {type(d).__name__}")
+        lineage = Lineage.from_plain(d.get("links"))
+    except ValueError as exc:
+        raise FenceRejected(f"malformed fence: {exc}") from None
+    signature = d.get("signature")
+    if not isinstance(signature, str) or not signature:
+        raise FenceRejected("unsigned fence: not written by this run's controller")
+    if d.get("run_id") != run_id:
+        raise FenceRejected(f"a fence of another run ({str(d.get('run_id'))[:64]!r})")
+    if not verifies(fence_payload(run_id, lineage), signature):
+        raise FenceRejected("fence signature does not verify: not written by this run's controller")
+    return lineage

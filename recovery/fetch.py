@@ -16,6 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from recovery.fsio import TooLarge, UnsafeFile, read_capped
+
 # Large ranges: a few requests in flight on a 200 MB file, and few enough that a
 # server which reads the whole object to answer each range (moto's S3 does) still
 # serves a file about as fast in ranges as whole (16 MB ranges took 1.7x as long there).
@@ -25,10 +27,12 @@ CONCURRENCY = 8
 
 @dataclass(frozen=True)
 class Fetched:
-    """One file as read: ``data`` None when it is not in the store."""
+    """One file as read: ``data`` None when it is not in the store, or when it is not a
+    regular file inside it (``reason`` then says what it is)."""
 
     data: bytes | None
     sha256: str | None
+    reason: str = ""
 
 
 def plan_ranges(size: int, chunk: int | None = None) -> list[tuple[int, int]]:
@@ -56,7 +60,7 @@ def fetch(fs: Any, expected: Mapping[str, int], ranged: bool = True) -> dict[str
             path: (
                 [pool.submit(_range, fs, path, start, end) for start, end in ranges]
                 if ranges
-                else [pool.submit(fs.cat_file, path)]
+                else [pool.submit(_whole, fs, path, expected[path])]
             )
             for path, ranges in plans.items()
         }
@@ -72,6 +76,13 @@ def _range(fs: Any, path: str, start: int, end: int) -> bytes:
     return fs.cat_file(path, start=start, end=end)
 
 
+def _whole(fs: Any, path: str, size: int) -> bytes:
+    """The file, read no further than one byte past ``size`` (``read_capped``): a longer
+    one fails its check without being read whole, so a planted endless file cannot fill
+    memory."""
+    return read_capped(fs, path, size)
+
+
 def _join(fs: Any, path: str, futures: list[Future[bytes]], ranged: bool) -> Fetched:
     digest = hashlib.sha256()
     parts = []
@@ -82,6 +93,8 @@ def _join(fs: Any, path: str, futures: list[Future[bytes]], ranged: bool) -> Fet
             parts.append(part)
     except FileNotFoundError:
         return Fetched(None, None)
+    except (UnsafeFile, TooLarge) as exc:
+        return Fetched(None, None, str(exc.args[-1]))
     except Exception:
         if not ranged:
             raise

@@ -4,9 +4,123 @@ channel, and the durable, private writes of the controller's own state files."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import uuid
 from typing import Any
+
+# What a read of a file:// store or control folder opens: never a symlink (O_NOFOLLOW),
+# never blocks on a FIFO or a device (O_NONBLOCK; and it must be a regular file anyway).
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnsafeFile(OSError):
+    """A path in a local store that is not a regular file inside it (a FIFO, a device,
+    a symlink, a folder reached through a link outside): never read, skipped with this reason."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: str, root: str | None = None, start: int | None = None, end: int | None = None) -> bytes:
+    """Bytes ``start:end`` of the regular file ``path``, which must lie inside ``root``
+    (its folder resolved through any links). UnsafeFile naming what it is otherwise;
+    FileNotFoundError when it is not there. Never blocks, never follows a link."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, f"{path}: a symlink loop") from None
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFile(errno.EINVAL, f"{path}: {_kind(st.st_mode)}, not a regular file")
+    if root is not None and not _inside(os.path.dirname(path), root):
+        raise UnsafeFile(errno.EXDEV, f"{path}: its folder resolves outside {root}")
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
+            raise UnsafeFile(exc.errno, f"{path}: not a regular file (replaced while read)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeFile(errno.EINVAL, f"{path}: not a regular file (replaced while read)")
+        begin = max(0, start or 0)
+        if begin:
+            os.lseek(fd, begin, os.SEEK_SET)
+        want = None if end is None else max(0, end - begin)
+        chunks: list[bytes] = []
+        while want is None or want > 0:
+            chunk = os.read(fd, 1 << 20 if want is None else min(1 << 20, want))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if want is not None:
+                want -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _inside(folder: str, root: str) -> bool:
+    real, top = os.path.realpath(folder), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+class TooLarge(ValueError):
+    """An object larger than what its reader allows (a manifest, a fence, a control object)."""
+
+
+def read_capped(fs: Any, path: str, limit: int) -> bytes:
+    """The whole object at ``path``, or TooLarge when it holds more than ``limit`` bytes:
+    one ranged read asks for one byte more than allowed (an empty object, which some
+    stores refuse a range of, is sized first instead)."""
+    try:
+        data = fs.cat_file(path, start=0, end=limit + 1)
+    except (FileNotFoundError, UnsafeFile):
+        raise
+    except Exception as first:
+        try:
+            size = int(fs.info(path).get("size", -1))
+        except Exception:
+            raise first from None  # the store's own error, not the fallback's
+        if size > limit:
+            raise TooLarge(f"{path}: {size} bytes, more than the {limit} allowed") from None
+        data = fs.cat_file(path)
+    if len(data) > limit:
+        raise TooLarge(f"{path}: more than the {limit} bytes allowed")
+    return bytes(data)
+
+
+class RegularFiles:
+    """A local fsspec filesystem whose reads open only regular files inside ``root``
+    (``read_regular``): a FIFO, a device, a symlink or a link out of the folder planted in
+    a file:// store or control folder is an UnsafeFile, never a hang or a read elsewhere."""
+
+    def __init__(self, fs: Any, root: str) -> None:
+        self._fs = fs
+        self._root = root
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **_: Any) -> bytes:
+        return read_regular(self._fs._strip_protocol(path), self._root, start, end)
+
+    def cat(self, path: str, **kwargs: Any) -> bytes:
+        return self.cat_file(path, **kwargs)
 
 
 def is_local(fs: Any) -> bool:

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import posixpath
+import re
 from dataclasses import asdict, dataclass, field
+
+from recovery.boundedjson import INT64_MAX, BoundedJSONError, loads
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT_VERSION = 1
+# Bounds on what a manifest read from a store may be: far above any real one (a sharded
+# checkpoint of a thousand ranks with a few files each is under a megabyte).
+MAX_MANIFEST_BYTES = 8 * 2**20
+MAX_MANIFEST_DEPTH = 32
+MAX_FILES = 100_000
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class ManifestError(ValueError):
@@ -52,21 +62,29 @@ class Manifest:
 
     @staticmethod
     def from_json(text: str | bytes) -> Manifest:
+        """The manifest ``text`` holds, or ManifestError naming what is wrong: bounded in size
+        and depth, every field of its exact type and range (a store's bytes are untrusted)."""
         try:
-            d = json.loads(text)
-            files = tuple(FileEntry(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in d["files"])
+            d = loads(text, max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_MANIFEST_DEPTH)
+            if not isinstance(d, dict):
+                raise ManifestError(f"expected an object, got {type(d).__name__}")
+            files = d.get("files")
+            if not isinstance(files, list) or len(files) > MAX_FILES:
+                raise ManifestError(f"files: expected a list of at most {MAX_FILES} entries")
             m = Manifest(
-                run_id=str(d["run_id"]),
-                step=int(d["step"]),
-                attempt=int(d["attempt"]),
-                files=files,
-                committed_at=float(d["committed_at"]),
-                region=str(d.get("region", "")),
-                extra=dict(d.get("extra", {})),
-                version=int(d.get("version", FORMAT_VERSION)),
-                signature=str(d.get("signature", "")),
+                run_id=_text(d, "run_id", 256),
+                step=_count(d, "step"),
+                attempt=_count(d, "attempt"),
+                files=tuple(_file_entry(f) for f in files),
+                committed_at=_time(d.get("committed_at")),
+                region=_text(d, "region", 256, default=""),
+                extra=_extra(d.get("extra", {})),
+                version=_count(d, "version", default=FORMAT_VERSION),
+                signature=_text(d, "signature", 256, default=""),
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except BoundedJSONError as exc:
+            raise ManifestError(f"malformed manifest: {exc}") from None
+        except ManifestError as exc:
             raise ManifestError(f"malformed manifest: {exc}") from None
         for f in m.files:
             check_member_name(f.name)
@@ -115,3 +133,49 @@ def judge(manifest: Manifest, actual: dict[str, tuple[int, str | None]]) -> Verd
         if digest != f.sha256:
             return Verdict(False, f"{f.name} sha256 mismatch")
     return Verdict(True)
+
+
+_MISSING = object()
+
+
+def _field(d: dict[str, object], key: str, default: object) -> object:
+    value = d.get(key, default)
+    if value is _MISSING:
+        raise ManifestError(f"{key} is missing")
+    return value
+
+
+def _text(d: dict[str, object], key: str, limit: int, default: object = _MISSING) -> str:
+    value = _field(d, key, default)
+    if not isinstance(value, str) or len(value) > limit:
+        raise ManifestError(f"{key}: expected a string of at most {limit} characters")
+    return value
+
+
+def _count(d: dict[str, object], key: str, default: object = _MISSING) -> int:
+    value = _field(d, key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= INT64_MAX:
+        raise ManifestError(f"{key}: expected a non-negative integer, got {str(value)[:32]}")
+    return value
+
+
+def _time(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ManifestError(f"committed_at: expected a time in seconds, got {str(value)[:32]}")
+    return float(value)
+
+
+def _extra(value: object) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise ManifestError(f"extra: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _file_entry(value: object) -> FileEntry:
+    if not isinstance(value, dict):
+        raise ManifestError(f"files: expected objects, got {type(value).__name__}")
+    name = _text(value, "name", 1024)
+    sha = _text(value, "sha256", 64)
+    if not _SHA256.fullmatch(sha):
+        raise ManifestError(f"files: {name!r}: sha256 is not 64 lower-case hex digits")
+    return FileEntry(name, _count(value, "size"), sha)

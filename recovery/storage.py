@@ -166,6 +166,10 @@ def open_fs(url: str, options: dict[str, Any] | None = None) -> tuple[Any, str]:
         ) from None
     if proto == "s3" and getattr(fs, "retries", None) is not None:
         fs.retries = 1  # s3fs's own retry loop, on top of botocore's
+    if proto == "file":
+        from recovery.fsio import RegularFiles
+
+        fs = RegularFiles(fs, root)
     return fs, root
 
 

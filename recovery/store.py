@@ -16,9 +16,10 @@ from typing import Any
 
 from recovery.fencing import FENCE_NAME, Admits, FencedError, Lineage
 from recovery.fetch import fetch
-from recovery.fsio import is_local, write_bytes
+from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.manifest import (
     MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
     FileEntry,
     Manifest,
     ManifestError,
@@ -192,9 +193,11 @@ class CheckpointStore:
     def manifest(self, run_id: str, step: int) -> Manifest | None:
         path = f"{self.step_path(run_id, step)}/{MANIFEST_NAME}"
         try:
-            raw = self.fs.cat_file(path)
+            raw = read_capped(self.fs, path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             return None
+        except (UnsafeFile, TooLarge) as exc:
+            raise ManifestError(f"manifest at {path}: {exc.args[-1]}") from None
         except Exception as exc:  # any client error (botocore, google-auth) names the store
             raise self._error("cannot read " + path, exc) from None
         m = Manifest.from_json(raw)
@@ -245,6 +248,9 @@ class CheckpointStore:
             got = fetch(self.fs, {path: f.size for path, f in paths.items()}, ranged=not is_local(self.fs))
         except Exception as exc:  # a timeout, a folder in its place: the store's error, named
             raise self._error(f"cannot read {self.step_path(run_id, step)}", exc) from None
+        unsafe = next((g.reason for g in got.values() if g.reason), None)
+        if unsafe is not None:
+            return m, Verdict(False, unsafe), {}
         actual = {
             f.name: (len(g.data), g.sha256 if len(g.data) == f.size else None)
             for path, f in paths.items()

@@ -20,6 +20,7 @@ controller).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from orchestrator.wire import schema as wire
-from recovery.fsio import write_bytes
+from recovery.fsio import UnsafeFile, is_local, read_regular, write_bytes
 
 T = TypeVar("T")
 # Reports of invalid objects per channel: past this, one last report says the rest go unsaid.
@@ -44,13 +45,6 @@ class Invalid:
 
     path: str  # relative to the channel's root, e.g. g3/heartbeat.json
     reason: str
-
-
-def is_local(fs: Any) -> bool:
-    """Whether ``fs`` is this machine's own filesystem (paths are plain paths)."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    return isinstance(fs, LocalFileSystem)
 
 
 def run_control_url(control_store: str | None, run_id: str, run_dir: str) -> str:
@@ -106,8 +100,9 @@ class ControlChannel:
         """At most MAX_BYTES + 1 bytes: a huge file is never read whole."""
         try:
             if self.local:
-                with open(path, "rb") as fh:
-                    return fh.read(wire.MAX_BYTES + 1)
+                # A regular file inside the folder only: a FIFO, a device or a link planted
+                # there must not block the controller's watch or be read elsewhere.
+                return read_regular(path, self.root, 0, wire.MAX_BYTES + 1)
             return bytes(self.fs.cat_file(path, start=0, end=wire.MAX_BYTES + 1))
         except FileNotFoundError:
             return None
@@ -119,6 +114,10 @@ class ControlChannel:
                 return os.listdir(folder)
             except NotADirectoryError:
                 return []  # a file where the folder should be holds no events
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                return []  # a symlink loop where the folder should be holds no events
         # Object-store clients cache listings: what was written since must be seen now.
         self.fs.invalidate_cache()
         return [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
@@ -141,6 +140,8 @@ class ControlChannel:
             return record
         except wire.WireError as exc:
             reason = str(exc)
+        except UnsafeFile as exc:
+            reason = str(exc.args[-1])
         except (IsADirectoryError, NotADirectoryError):
             reason = "is a folder, not a file"
         self._invalid(path, reason)
@@ -150,7 +151,7 @@ class ControlChannel:
         """A JSON object this side wrote itself (or None), for read-modify-write."""
         try:
             return wire.decode(self._raw(path) or b"")
-        except (wire.WireError, IsADirectoryError, NotADirectoryError):
+        except (wire.WireError, UnsafeFile, IsADirectoryError, NotADirectoryError):
             return None
 
     # --- written by the runtime ---------------------------------------------
