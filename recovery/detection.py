@@ -27,6 +27,9 @@ class FailureKind(StrEnum):
     PROVISION_ERROR = "provision_error"  # provisioning: a transient error, retries used up
     PROVISION_TIMEOUT = "provision_timeout"  # provisioning: not up within recovery.provision_timeout_s
     PRECHECK = "precheck"  # provisioning: credentials or config; retrying cannot help
+    # The runtime exited 0, but no signed checkpoint of the run backs what it claimed
+    # (orchestrator/control/proof.py): the region's writes are not to be trusted; fail over.
+    OUTCOME_UNPROVEN = "outcome_unproven"
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,10 @@ def _join(fs: Any, path: str, futures: list[Future[bytes]], ranged: bool) -> Fet
             parts.append(part)
     except FileNotFoundError:
         return Fetched(None, None)
-    except (UnsafeFile, TooLarge) as exc:
-        return Fetched(None, None, str(exc.args[-1]))
+    except UnsafeFile as exc:
+        return Fetched(None, None, f"{path.rsplit('/', 1)[-1]}: {exc.strerror}")
+    except TooLarge as exc:
+        return Fetched(None, None, str(exc))
     except Exception:
         if not ranged:
             raise

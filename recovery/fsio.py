@@ -17,7 +17,8 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class UnsafeFile(OSError):
     """A path in a local store that is not a regular file inside it (a FIFO, a device,
-    a symlink, a folder reached through a link outside): never read, skipped with this reason."""
+    a symlink, a folder reached through a link outside): never read, skipped with this
+    reason (``strerror``; ``filename`` is the path)."""
 
 
 def _kind(mode: int) -> str:
@@ -42,21 +43,21 @@ def read_regular(path: str, root: str | None = None, start: int | None = None, e
         st = os.lstat(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafeFile(errno.ELOOP, f"{path}: a symlink loop") from None
+            raise UnsafeFile(errno.ELOOP, "a symlink loop", path) from None
         raise
     if not stat.S_ISREG(st.st_mode):
-        raise UnsafeFile(errno.EINVAL, f"{path}: {_kind(st.st_mode)}, not a regular file")
+        raise UnsafeFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", path)
     if root is not None and not _inside(os.path.dirname(path), root):
-        raise UnsafeFile(errno.EXDEV, f"{path}: its folder resolves outside {root}")
+        raise UnsafeFile(errno.EXDEV, f"its folder resolves outside {root}", path)
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
-            raise UnsafeFile(exc.errno, f"{path}: not a regular file (replaced while read)") from None
+            raise UnsafeFile(exc.errno, "not a regular file (replaced while read)", path) from None
         raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeFile(errno.EINVAL, f"{path}: not a regular file (replaced while read)")
+            raise UnsafeFile(errno.EINVAL, "not a regular file (replaced while read)", path)
         begin = max(0, start or 0)
         if begin:
             os.lseek(fd, begin, os.SEEK_SET)

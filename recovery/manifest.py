@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import posixpath
@@ -95,6 +96,14 @@ class Manifest:
             if f.name == name:
                 return f
         raise KeyError(name)
+
+
+def checkpoint_digest(digests: dict[str, str]) -> str:
+    """One digest for a whole checkpoint, from its manifest's files (name -> sha256):
+    sha256 over ``"<name> <sha256>\\n"`` per file, sorted by name. Equal contents give
+    equal digests whatever store, step or run they sit under."""
+    text = "".join(f"{name} {digests[name]}\n" for name in sorted(digests))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def check_member_name(name: str) -> None:

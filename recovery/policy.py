@@ -70,6 +70,7 @@ _REGION_FAILURES = frozenset(
         FailureKind.NO_CAPACITY,
         FailureKind.PROVISION_ERROR,
         FailureKind.PROVISION_TIMEOUT,
+        FailureKind.OUTCOME_UNPROVEN,
     }
 )
 

@@ -196,8 +196,10 @@ class CheckpointStore:
             raw = read_capped(self.fs, path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             return None
-        except (UnsafeFile, TooLarge) as exc:
-            raise ManifestError(f"manifest at {path}: {exc.args[-1]}") from None
+        except UnsafeFile as exc:
+            raise ManifestError(f"manifest at {path}: {exc.strerror}") from None
+        except TooLarge as exc:
+            raise ManifestError(str(exc)) from None
         except Exception as exc:  # any client error (botocore, google-auth) names the store
             raise self._error("cannot read " + path, exc) from None
         m = Manifest.from_json(raw)

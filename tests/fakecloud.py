@@ -51,7 +51,7 @@ class Script:
     ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
     cluster stays), ``hang`` (heartbeats stop), ``unreachable`` (heartbeats stop and
     the provider can no longer tell: its health checks answer NOT_UP, never GONE),
-    ``user_error``, ``preempted``
+    ``user_error``, ``preempted``, ``forged_finish`` (exit 0 with a forged final.json)
     (commits, then exits so), ``workers_exhausted``, ``interrupt`` (Ctrl-C reaches the
     controller, as SIGINT raises KeyboardInterrupt wherever its main thread is)."""
 
@@ -126,8 +126,10 @@ class FakeRuntime:
     def _commit(self, step: int) -> None:
         store = self.store
         entry = store.put(self.spec.run_id, step, "model.pt", f"weights at {step}".encode())
+        # As the built-in loop does: the last step's manifest names the weights' digest.
+        extra = {"weights_sha256": entry.sha256} if step == self.spec.job.steps else {}
         try:
-            store.commit(self.spec.run_id, step, self.spec.generation, [entry], fenced=True)
+            store.commit(self.spec.run_id, step, self.spec.generation, [entry], extra=extra, fenced=True)
         except FencedError:
             self.commits_refused += 1
 
@@ -135,6 +137,16 @@ class FakeRuntime:
         gen, then = self.spec.generation, self.script.then
         if then == "finish":
             control.final(gen, final_step=total, metrics={"loss": 1.0 / total})
+            self.code = EXIT_OK
+        elif then == "forged_finish":
+            # What a cluster (or anyone who can write its control folder) could claim.
+            control.final(
+                gen,
+                final_step=10**12,
+                metrics={"loss": 0.0},
+                weights_sha256="f" * 64,
+                final_checkpoint="file:///etc/passwd",
+            )
             self.code = EXIT_OK
         elif then == "cluster_lost":
             self.provider.dead.add(self.cluster.name)

@@ -24,12 +24,14 @@ from orchestrator.config.schema import (
     notify_from_env,
     proxy_target,
     to_plain,
+    total_steps,
 )
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.progress import ProgressLine
+from orchestrator.control.proof import FUNC, LOOP, PROVEN_KEYS, SEARCH, Proven, Unproven, newest_signed, prove
 from orchestrator.control.resume import Adoption
 from orchestrator.control.standby import StandbyManager
 from orchestrator.metrics.board import NoMetrics, TensorBoardWriter, tensorboard_writer
@@ -41,6 +43,7 @@ from orchestrator.runstate.events import (
     ControlInvalid,
     DecisionMade,
     Event,
+    FailureDetected,
     FencesRead,
     IncidentOpened,
     IncidentRecorded,
@@ -66,7 +69,7 @@ from orchestrator.runstate.rundir import make_control_dir, make_run_dir
 from orchestrator.runstate.state import RunView, apply, fold
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from providers.base import Provider
-from recovery.detection import Failure
+from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
 from recovery.policy import Action, Budgets, FailurePolicy, History, passed_over
@@ -390,11 +393,38 @@ class Controller:
         last = rp.attempts[-1] if rp.attempts else {}
         gen = int(last.get("generation", rp.generation) or 0)
         final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
-        self.final = None if final is None else final.as_dict()
+        claims = None if final is None else final.as_dict()
+        try:
+            self.final = None if claims is None else self._prove(claims).apply(claims)
+        except Unproven:
+            # The verdict was proven before it was journaled; what cannot be proven now
+            # (a store gone since) is left out rather than taken from the cluster's word.
+            self.final = {k: v for k, v in (claims or {}).items() if k not in PROVEN_KEYS}
         self.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores)
         self._finished(result)
         return result
+
+    def _prove(self, final: dict[str, Any] | None) -> Proven:
+        """The run's end as its signed checkpoints show it (orchestrator/control/proof.py)."""
+        cfg = self.cfg
+        mode = SEARCH if cfg.hpo.enabled else FUNC if cfg.job.train_func else LOOP
+        signed = newest_signed(self.stores.values(), self.run_id, self.lineage)
+        return prove(mode, total_steps(cfg), final, signed)
+
+    def _unproven(self, outcome: AttemptOutcome, region: str, reason: str) -> None:
+        """An exit 0 whose outcome no signed checkpoint backs: a failure of the attempt."""
+        outcome.succeeded = False
+        outcome.failure = Failure(FailureKind.OUTCOME_UNPROVEN, region, f"its outcome does not verify: {reason}")
+        self.emit(
+            FailureDetected(
+                kind=str(FailureKind.OUTCOME_UNPROVEN),
+                region=region,
+                detail=outcome.failure.detail,
+                runtime_exit=0,
+                last_step=outcome.last_step,
+            )
+        )
 
     def _finished(self, result: dict[str, Any]) -> None:
         """The run's last event, then its notification's delivery (bounded: notify.timeout_s)
@@ -454,11 +484,14 @@ class Controller:
             # This attempt failed before its first step: the incident stays open-ended.
             self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
         if outcome.succeeded:
-            self.final = outcome.final
-            if outcome.final is not None:
-                self.metrics.final(outcome.final)
-            self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
-            return True
+            try:
+                self.final = self._prove(outcome.final).apply(outcome.final)
+            except Unproven as exc:
+                self._unproven(outcome, region, str(exc))
+            else:
+                self.metrics.final(self.final)
+                self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
+                return True
         assert outcome.failure is not None
         failed = self._incident_for(outcome, region, generation)
         now = self.clock()

@@ -37,7 +37,6 @@ barrier Ray documents.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import os
 import shutil
@@ -56,7 +55,7 @@ from ray.train.v2.api.report_config import CheckpointConsistencyMode, Checkpoint
 from orchestrator.runtime.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
-from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name
+from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name, checkpoint_digest
 from recovery.store import sha256_hex
 
 
@@ -134,14 +133,6 @@ def merge_rank_files(per_rank: Sequence[Mapping[str, bytes] | None]) -> tuple[di
             elif merged[name] != data:
                 conflicts.add(name)
     return merged, sorted(conflicts)
-
-
-def checkpoint_sha256(digests: Mapping[str, str]) -> str:
-    """One digest for a whole checkpoint, from its manifest's files (name -> sha256):
-    sha256 over ``"<name> <sha256>\\n"`` per file, sorted by name. Equal contents give
-    equal digests whatever store, step or run they sit under."""
-    text = "".join(f"{name} {digests[name]}\n" for name in sorted(digests))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
@@ -343,7 +334,7 @@ class FuncRun(WorkerAttempt):
             final_step=self.count,
             metrics=self.metrics,
             weights_sha256=None,  # no model we know of; checkpoint_sha256 names what was trained
-            checkpoint_sha256=None if self._digests is None else checkpoint_sha256(self._digests),
+            checkpoint_sha256=None if self._digests is None else checkpoint_digest(self._digests),
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(self.count - self.restored) / elapsed,
         )

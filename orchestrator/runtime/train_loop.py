@@ -254,10 +254,13 @@ class _Loop(WorkerAttempt):
         )
         if self._upload_fault_armed():
             self._upload_staged.clear()
+        # The last step's manifest carries the weights' digest: what the controller proves
+        # the run's result from, signed, rather than what final.json claims.
+        last = {"weights_sha256": weights_sha256(self.model.state_dict())} if step == self.spec.job.steps else {}
         self.checkpointer.submit(
             step,
             files,
-            extra={"world_size": self.world, "workers": self.workers},
+            extra={"world_size": self.world, "workers": self.workers, **last},
             shares={n: r for n, (r, _) in shares.items()},
             digests={n: d for n, (_, d) in shares.items()},
         )

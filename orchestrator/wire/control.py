@@ -141,7 +141,7 @@ class ControlChannel:
         except wire.WireError as exc:
             reason = str(exc)
         except UnsafeFile as exc:
-            reason = str(exc.args[-1])
+            reason = exc.strerror
         except (IsADirectoryError, NotADirectoryError):
             reason = "is a folder, not a file"
         self._invalid(path, reason)

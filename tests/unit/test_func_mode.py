@@ -28,7 +28,6 @@ from orchestrator.runtime import func_mode
 from orchestrator.runtime.func_mode import (
     StoreFnUtils,
     call_user_function,
-    checkpoint_sha256,
     merge_rank_files,
     plan_report,
     read_checkpoint_dir,
@@ -39,6 +38,7 @@ from orchestrator.runtime.train_loop import UserCodeError
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.spec import RuntimeSpec
+from recovery.manifest import checkpoint_digest
 from recovery.store import CheckpointStore
 from support import loop_spec, run_forked_ranks
 from tests.unit.conftest import TEST_KEY
@@ -117,10 +117,10 @@ def test_rank_folders_merge_into_one_lowest_rank_winning_a_clash() -> None:
 
 def test_checkpoint_sha256_covers_sorted_names_and_digests() -> None:
     digests = {"sub/b.pt": "bb", "a.pt": "aa"}
-    assert checkpoint_sha256(digests) == hashlib.sha256(b"a.pt aa\nsub/b.pt bb\n").hexdigest()
-    assert checkpoint_sha256(dict(reversed(list(digests.items())))) == checkpoint_sha256(digests)
-    assert checkpoint_sha256({**digests, "a.pt": "ab"}) != checkpoint_sha256(digests)
-    assert checkpoint_sha256({"b.pt": "aa", "sub/b.pt": "bb"}) != checkpoint_sha256(digests)
+    assert checkpoint_digest(digests) == hashlib.sha256(b"a.pt aa\nsub/b.pt bb\n").hexdigest()
+    assert checkpoint_digest(dict(reversed(list(digests.items())))) == checkpoint_digest(digests)
+    assert checkpoint_digest({**digests, "a.pt": "ab"}) != checkpoint_digest(digests)
+    assert checkpoint_digest({"b.pt": "aa", "sub/b.pt": "bb"}) != checkpoint_digest(digests)
 
 
 def test_a_checkpoint_folder_round_trips_with_subfolders(tmp_path: Path) -> None:
@@ -258,7 +258,7 @@ def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_
     assert final is not None and final["final_step"] == 3
     assert final["metrics"] == {"loss": 1.0 / 3, "epoch": 2, "resumed_from_epoch": 0}
     assert final["weights_sha256"] is None
-    assert final["checkpoint_sha256"] == checkpoint_sha256({f.name: f.sha256 for f in m3.files})
+    assert final["checkpoint_sha256"] == checkpoint_digest({f.name: f.sha256 for f in m3.files})
     assert final["final_checkpoint"] == store.checkpoint_url("fn-unit", 3)
     assert [e["restored_step"] for e in events(first, "train_started")] == [0]
     assert events(first, "workers_started") and events(first, "workers_ready")
@@ -274,7 +274,7 @@ def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_
     assert final["metrics"] == {"loss": 1.0 / 5, "epoch": 4, "resumed_from_epoch": 3}
     assert trace.read_text().split() == ["0", "1", "2", "3", "4"]
     m5 = store.manifest("fn-unit", 5)
-    assert m5 is not None and final["checkpoint_sha256"] == checkpoint_sha256({f.name: f.sha256 for f in m5.files})
+    assert m5 is not None and final["checkpoint_sha256"] == checkpoint_digest({f.name: f.sha256 for f in m5.files})
 
 
 def test_a_corrupt_newest_checkpoint_is_skipped_on_restore(

@@ -260,7 +260,7 @@ def test_a_folder_where_a_file_should_be_is_invalid_not_a_crash(tmp_path: Path) 
     c, seen = _channel(tmp_path)
     (tmp_path / "control" / "g2" / "heartbeat.json").mkdir(parents=True)
     assert c.read_heartbeat(2) is None
-    assert [i.reason for i in seen] == ["is a folder, not a file"]
+    assert [i.reason for i in seen] == ["a folder, not a regular file"]
 
 
 def test_invalid_events_are_skipped_for_good_and_the_valid_ones_kept(tmp_path: Path) -> None:

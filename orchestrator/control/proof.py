@@ -1,0 +1,142 @@
+"""What the controller can prove of a run's end, whatever its cluster wrote.
+
+A runtime that exits 0 writes ``final.json`` into the control folder, which a cluster
+(or anyone who can write there) may also forge: ``final_step`` a billion, a
+``final_checkpoint`` of ``file:///etc/passwd``, any ``weights_sha256``. So a success is
+taken only with a proof: the newest checkpoint of this run that is signed with the
+run's key and on its lineage, in any of its stores. From it, not from ``final.json``,
+come ``final_step``, ``final_checkpoint`` and the weights' or checkpoint's digest; what
+``final.json`` claims of them must agree, and an outcome that cannot be proven is a
+failure of the attempt (``outcome_unproven``), never SUCCEEDED with what it claimed.
+
+The rules (``prove``) are pure; ``newest_signed`` reads the stores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from recovery.fencing import Admits
+from recovery.manifest import Manifest, checkpoint_digest
+from recovery.store import CheckpointStore, StoreError
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+LOOP, FUNC, SEARCH = "loop", "train_func", "search"
+# What result.json takes from a proof, never from final.json alone.
+PROVEN_KEYS = frozenset({"final_step", "final_checkpoint", "weights_sha256", "checkpoint_sha256"})
+
+
+@dataclass(frozen=True)
+class Signed:
+    """The newest signed checkpoint on the lineage, and where it is."""
+
+    manifest: Manifest
+    url: str
+
+
+@dataclass(frozen=True)
+class Proven:
+    """What ``result.json`` may say of the end, each value backed by a signed manifest."""
+
+    final_step: int
+    final_checkpoint: str | None
+    weights_sha256: str | None = None
+    checkpoint_sha256: str | None = None
+
+    def apply(self, final: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``final.json``'s other fields (metrics, telemetry) with the proven values in place."""
+        return {
+            **dict(final or {}),
+            "final_step": self.final_step,
+            "final_checkpoint": self.final_checkpoint,
+            "weights_sha256": self.weights_sha256,
+            "checkpoint_sha256": self.checkpoint_sha256,
+        }
+
+
+class Unproven(ValueError):
+    """Why an outcome cannot be taken; one line."""
+
+
+def newest_signed(stores: Iterable[CheckpointStore], run_id: str, lineage: Admits) -> Signed | None:
+    """The highest step any store holds whose manifest is signed with the run's key and on
+    the lineage (its files are not read: the signature covers their digests)."""
+    best: Signed | None = None
+    for store in stores:
+        try:
+            for step in store.candidates(run_id):
+                if best is not None and step <= best.manifest.step:
+                    break
+                m, verdict = store.trusted_manifest(run_id, step)
+                if m is not None and verdict.ok and lineage.allows(m.attempt, m.step):
+                    best = Signed(m, store.checkpoint_url(run_id, step))
+                    break
+        except StoreError:
+            continue  # a store that does not answer proves nothing; another may
+    return best
+
+
+def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed | None) -> Proven:
+    """The end the run can stand behind, or Unproven with the reason.
+
+    ``mode``: LOOP (the built-in loop commits a checkpoint at its last step, whose
+    manifest carries the weights' digest), FUNC (a user's function: its newest
+    checkpoint, if it made any, and the digest of its files), SEARCH (the experiment's
+    newest checkpoint and the trial records it carries). ``total``: the run's last step."""
+    claims = dict(final or {})
+    step = claims.get("final_step")
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= total):
+        raise Unproven(f"final.json claims final_step {str(step)[:32]}, outside 0..{total}")
+    if mode == FUNC:
+        return _func(claims, signed)
+    if signed is None:
+        raise Unproven("no signed checkpoint of this run on its lineage in any store")
+    m = signed.manifest
+    if mode == LOOP:
+        if m.step != total:
+            raise Unproven(f"the newest signed checkpoint is at step {m.step}, not the last step {total}")
+        weights = m.extra.get("weights_sha256")
+    else:
+        weights = _search_weights(m, claims)
+    if not isinstance(weights, str) or not _SHA256.fullmatch(weights):
+        raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
+    _agree(claims, "final_step", m.step)
+    _agree(claims, "weights_sha256", weights)
+    _agree(claims, "final_checkpoint", signed.url)
+    return Proven(m.step, signed.url, weights)
+
+
+def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
+    step = claims.get("final_step")
+    if signed is None:
+        if claims.get("final_checkpoint") or claims.get("checkpoint_sha256"):
+            raise Unproven("final.json names a checkpoint, and no store holds a signed one of this run")
+        return Proven(int(step or 0), None)
+    digest = checkpoint_digest({f.name: f.sha256 for f in signed.manifest.files})
+    _agree(claims, "checkpoint_sha256", digest)
+    _agree(claims, "final_checkpoint", signed.url)
+    if step is not None and step < signed.manifest.step:
+        raise Unproven(f"final.json claims final_step {step}, before its checkpoint at {signed.manifest.step}")
+    return Proven(int(step if step is not None else signed.manifest.step), signed.url, None, digest)
+
+
+def _search_weights(m: Manifest, claims: dict[str, Any]) -> object:
+    """The best trial's weights digest, as the experiment's signed checkpoint records it."""
+    best = claims.get("best_trial")
+    trial_id = best.get("trial_id") if isinstance(best, dict) else None
+    trials = m.extra.get("trials")
+    if not isinstance(trials, list):
+        raise Unproven(f"the checkpoint at step {m.step} holds no trial records")
+    for record in trials:
+        if isinstance(record, dict) and record.get("trial_id") == trial_id:
+            return record.get("weights_sha256")
+    raise Unproven(f"the best trial {str(trial_id)[:64]!r} is not among the signed checkpoint's trials")
+
+
+def _agree(claims: dict[str, Any], key: str, proven: object) -> None:
+    claimed = claims.get(key)
+    if claimed is not None and claimed != proven:
+        raise Unproven(f"final.json claims {key} {str(claimed)[:80]!r}; the signed checkpoint says {proven!r}")

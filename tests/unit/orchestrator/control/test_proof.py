@@ -1,0 +1,117 @@
+"""A run's result comes from what its signed checkpoints prove, never from final.json alone."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from fakecloud import FakeCloud, Script
+
+import orchestrator.control.watch as watch
+from orchestrator.config.compose import compose
+from orchestrator.control.controller import Controller
+from orchestrator.control.proof import FUNC, LOOP, SEARCH, Proven, Signed, Unproven, newest_signed, prove
+from recovery.fencing import Lineage
+from recovery.manifest import FileEntry, Manifest, checkpoint_digest
+from recovery.store import CheckpointStore
+
+pytestmark = pytest.mark.unit
+W = "ab" * 32
+URL = "file:///s/run/checkpoints/step-60"
+
+
+def _signed(step: int = 60, **extra: object) -> Signed:
+    files = (FileEntry("model.pt", 3, "cd" * 32),)
+    return Signed(Manifest("run", step, 1, files, 1.0, extra=dict(extra)), URL)
+
+
+def test_the_loop_s_end_is_its_last_checkpoint_and_the_digest_it_names() -> None:
+    got = prove(LOOP, 60, {"final_step": 60, "weights_sha256": W, "metrics": {"loss": 1}}, _signed(weights_sha256=W))
+    assert got == Proven(60, URL, W)
+    assert got.apply({"metrics": {"loss": 1}, "final_checkpoint": "x"})["final_checkpoint"] == URL
+
+
+def test_without_final_json_the_checkpoint_still_proves_the_end() -> None:
+    assert prove(LOOP, 60, None, _signed(weights_sha256=W)) == Proven(60, URL, W)
+
+
+@pytest.mark.parametrize(
+    ("final", "signed", "why"),
+    [
+        ({"final_step": 10**12}, _signed(weights_sha256=W), "outside 0..60"),
+        ({"final_step": "60"}, _signed(weights_sha256=W), "outside"),
+        ({"weights_sha256": "f" * 64}, _signed(weights_sha256=W), "claims weights_sha256"),
+        ({"final_checkpoint": "file:///etc/passwd"}, _signed(weights_sha256=W), "claims final_checkpoint"),
+        ({}, None, "no signed checkpoint"),
+        ({}, _signed(step=40, weights_sha256=W), "not the last step"),
+        ({}, _signed(), "names no weights digest"),
+        ({}, _signed(weights_sha256="nothex"), "names no weights digest"),
+    ],
+)
+def test_a_claim_no_signed_checkpoint_backs_is_unproven(final: dict, signed: Signed | None, why: str) -> None:
+    with pytest.raises(Unproven, match=why):
+        prove(LOOP, 60, final, signed)
+
+
+def test_a_function_s_end_is_its_newest_checkpoint_and_the_digest_of_its_files() -> None:
+    signed = _signed(step=7)
+    digest = checkpoint_digest({"model.pt": "cd" * 32})
+    assert prove(FUNC, 60, {"final_step": 9, "checkpoint_sha256": digest}, signed) == Proven(9, URL, None, digest)
+    assert prove(FUNC, 60, {"final_step": 3}, None) == Proven(3, None)
+    with pytest.raises(Unproven, match="checkpoint_sha256"):
+        prove(FUNC, 60, {"checkpoint_sha256": "0" * 64}, signed)
+    with pytest.raises(Unproven, match="no store holds"):
+        prove(FUNC, 60, {"final_checkpoint": "file:///etc/passwd"}, None)
+    with pytest.raises(Unproven, match="before its checkpoint"):
+        prove(FUNC, 60, {"final_step": 2}, signed)
+
+
+def test_a_search_s_weights_are_the_best_trial_s_in_the_signed_records() -> None:
+    trials = [{"trial_id": "t0", "weights_sha256": "0" * 64}, {"trial_id": "t1", "weights_sha256": W}]
+    signed = _signed(step=60, kind="hpo_experiment", trials=trials)
+    assert prove(SEARCH, 60, {"best_trial": {"trial_id": "t1"}, "weights_sha256": W}, signed).weights_sha256 == W
+    with pytest.raises(Unproven, match="claims weights_sha256"):
+        prove(SEARCH, 60, {"best_trial": {"trial_id": "t0"}, "weights_sha256": W}, signed)
+    with pytest.raises(Unproven, match="not among"):
+        prove(SEARCH, 60, {"best_trial": {"trial_id": "t9"}}, signed)
+
+
+def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Path) -> None:
+    key = b"k" * 32
+    a = CheckpointStore(f"file://{tmp_path}/a", "a", key=key)
+    b = CheckpointStore(f"file://{tmp_path}/b", "b", key=key)
+    for store, step, attempt in ((a, 20, 1), (b, 40, 1), (a, 60, 1)):
+        store.commit("run", step, attempt, [store.put("run", step, "m", b"x")])
+    stranger = CheckpointStore(f"file://{tmp_path}/b", "b", key=b"z" * 32)
+    stranger.commit("run", 90, 1, [stranger.put("run", 90, "m", b"x")])
+    got = newest_signed([a, b], "run", Lineage())
+    assert got is not None and got.manifest.step == 60 and got.url.endswith("/a/run/checkpoints/step-60")
+    fenced = Lineage().then(1, 0).then(2, 40)  # attempt 1's step 60 came after attempt 2 restarted from 40
+    got = newest_signed([a, b], "run", fenced)
+    assert got is not None and got.manifest.step == 40
+
+
+def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "POLL_S", 0.002)
+    monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
+    cloud = FakeCloud({"local-a": [Script(until=40, then="forged_finish")]})
+    cfg = compose(
+        [
+            f"home={tmp_path}",
+            "run_id=forged",
+            "progress=false",
+            "job.steps=60",
+            "recovery.heartbeat_interval_s=0.05",
+            "recovery.heartbeat_timeout_s=0.3",
+        ]
+    )
+    ctl = Controller(cfg, cloud, "forged", out=io.StringIO())  # type: ignore[arg-type]
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED" and result["attempts"] == 2
+    assert result["final_step"] == 60 and result["weights_sha256"] != "f" * 64
+    assert "/etc/passwd" not in str(result["final_checkpoint"]) and result["final_checkpoint"].endswith("step-60")
+    failures = [e for e in ctl.journal.events() if e["type"] == "failure_detected"]
+    assert failures and failures[0]["kind"] == "outcome_unproven" and "final_step" in failures[0]["detail"]
