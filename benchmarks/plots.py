@@ -1,0 +1,126 @@
+"""The benchmark pages' plots, drawn from the benchmarks' ``--json`` figures.
+
+    python benchmarks/plots.py [--dir docs/benchmarks]
+
+Reads the JSON objects the scripts write with ``--json PATH`` (``recovery.py`` per job as
+``recovery-<job>.json``, ``overhead.py`` as ``overhead.json``, ``node_loss.py`` as
+``node_loss.json``, ``vs_skypilot_jobs.py`` as ``vs_skypilot.json``) from that folder and
+writes a PNG beside each; a figure whose JSON is absent is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+
+REPO = Path(__file__).resolve().parents[1]
+PHASES = ("detection", "provisioning", "runtime_startup", "restore", "first_step")
+ARMS = (("ray_native", "Ray native"), ("async", "ours async"), ("sync", "ours sync"))
+CADENCES = ("high", "realistic")
+
+
+def _load(folder: Path, name: str) -> dict[str, Any] | None:
+    path = folder / name
+    if not path.exists():
+        print(f"skipped: no {path}")
+        return None
+    return json.loads(path.read_text())
+
+
+def _save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    # No timestamp in the file: the same figures draw the same PNG.
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def recovery_phases(runs: dict[str, dict[str, Any]], out: Path) -> None:
+    """RTO by phase, cold failover against warm standby, for each job measured."""
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    labels, bottoms = [], []
+    for job, fig_data in runs.items():
+        for mode in ("cold", "standby"):
+            labels.append(f"{job}\n{'cold' if mode == 'cold' else 'warm standby'}")
+            bottoms.append([fig_data[f"{mode}_{p}_s"] for p in PHASES])
+    x = range(len(labels))
+    base = [0.0] * len(labels)
+    for i, phase in enumerate(PHASES):
+        heights = [b[i] for b in bottoms]
+        ax.bar(x, heights, bottom=base, label=phase.replace("_", " "))
+        base = [a + h for a, h in zip(base, heights, strict=True)]
+    floors = [fig_data["rto_floor_s"] for fig_data in runs.values() for _ in (0, 1)]
+    ax.scatter(x, floors, marker="_", s=600, color="black", label="floor (ray start + load)", zorder=3)
+    ax.set_xticks(list(x), labels)
+    ax.set_ylabel("seconds from the failure")
+    ax.set_title("RTO by phase (benchmarks/recovery.py)")
+    ax.legend(fontsize=8, loc="upper right")
+    _save(fig, out)
+
+
+def overhead(data: dict[str, Any], out: Path) -> None:
+    """Steps/s of each arm relative to no checkpoints, at both cadences."""
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    none = data["steps_per_s_none"]
+    width = 0.25
+    for i, (arm, label) in enumerate(ARMS):
+        values = [data[f"steps_per_s_{arm}_{c}"] / none for c in CADENCES]
+        ax.bar([c + (i - 1) * width for c in range(len(CADENCES))], values, width, label=label)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(0.97, color="grey", linestyle="--", linewidth=0.8, label="goal 0.97")
+    ax.set_xticks(range(len(CADENCES)), ["every 50 steps", "every ~10 s"])
+    ax.set_ylabel("steps/s / none")
+    ax.set_title("Checkpoint overhead (benchmarks/overhead.py)")
+    ax.legend(fontsize=8)
+    _save(fig, out)
+
+
+def node_loss(data: dict[str, Any], out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels = ["kill_node, replaced", "kill_node, elastic", "kill_region, cold failover"]
+    values = [data["rto_node_replaced_s"], data["rto_node_elastic_s"], data["rto_cold_s"]]
+    ax.barh(labels, values, color=["tab:orange", "tab:green", "tab:blue"])
+    ax.axvline(data["rto_cold_s"] / 2, color="grey", linestyle="--", linewidth=0.8, label="goal: half the cold RTO")
+    ax.set_xlabel("RTO, seconds")
+    ax.set_title("Losing a node (benchmarks/node_loss.py)")
+    ax.legend(fontsize=8)
+    _save(fig, out)
+
+
+def vs_skypilot(data: dict[str, Any], out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels = ["ours, cold", "ours, warm standby", "SkyPilot managed job"]
+    values = [data["rto_ours_s"], data["rto_ours_standby_s"], data["rto_skypilot_s"]]
+    ax.barh(labels, values, color=["tab:blue", "tab:green", "tab:grey"])
+    ax.axvline(data["rto_skypilot_s"] / 2, color="grey", linestyle="--", linewidth=0.8, label="goal: half theirs")
+    ax.set_xlabel("RTO after scancel, seconds")
+    ax.set_title("Against SkyPilot managed jobs (benchmarks/vs_skypilot_jobs.py)")
+    ax.legend(fontsize=8)
+    _save(fig, out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=REPO / "docs" / "benchmarks", help="where the JSON is and the PNGs go")
+    args = ap.parse_args(argv)
+    folder: Path = args.dir
+    runs = {p.stem.removeprefix("recovery-"): json.loads(p.read_text()) for p in sorted(folder.glob("recovery-*.json"))}
+    if runs:
+        recovery_phases(runs, folder / "recovery-phases.png")
+    else:
+        print(f"skipped: no {folder}/recovery-<job>.json")
+    for name, draw in (("overhead", overhead), ("node_loss", node_loss), ("vs_skypilot", vs_skypilot)):
+        data = _load(folder, f"{name}.json")
+        if data is not None:
+            draw(data, folder / f"{name.replace('_', '-')}.png")
+
+
+if __name__ == "__main__":
+    main()

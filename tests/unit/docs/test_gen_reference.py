@@ -1,0 +1,84 @@
+"""The reference pages made from the code: every key, kind, event and field is on its
+page, and the committed pages are what the code makes now."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import re
+import sys
+from types import ModuleType
+
+import pytest
+
+from support import REPO
+
+pytestmark = pytest.mark.unit
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", REPO / "docs" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+
+
+def _page(name: str) -> str:
+    return (REPO / "docs" / "reference" / name).read_text()
+
+
+def test_the_committed_pages_are_what_the_code_makes() -> None:
+    assert GEN.stale() == [], "run: python docs/gen_reference.py, and commit the pages"
+
+
+def test_every_key_of_every_schema_dataclass_is_on_the_config_page() -> None:
+    from orchestrator.config import schema
+
+    keys = set(re.findall(r"^\| `([^`]+)` \|", _page("config.md"), re.MULTILINE))
+    leaves = {k.rsplit(".", 1)[-1] for k in keys}
+    classes = [c for _, c in inspect.getmembers(schema, dataclasses.is_dataclass) if c.__module__ == schema.__name__]
+    assert {"Config", "RegionConfig", "FaultConfig", "RandomTrigger"} <= {c.__name__ for c in classes}
+    missing = [
+        f"{c.__name__}.{f.name}"
+        for c in classes
+        for f in dataclasses.fields(c)
+        if f.name not in leaves and not dataclasses.is_dataclass(f.default_factory)  # a section: its own table
+    ]
+    assert missing == [], f"config keys missing from docs/reference/config.md: {missing}"
+    wanted = {"trainer.workers", "cloud.regions.<name>.store", "chaos.faults[].kind", "chaos.faults[].random.rate"}
+    assert wanted <= keys
+
+
+def test_every_fault_kind_event_type_and_result_field_is_on_its_page() -> None:
+    from orchestrator.runstate.events import EVENT_TYPES
+    from orchestrator.wire.faults import FaultKind
+    from orchestrator.wire.schema import EVENT_KINDS
+
+    faults, events, result = _page("fault-kinds.md"), _page("events.md"), _page("result-json.md")
+    assert [k for k in FaultKind if f"| `{k.value}` |" not in faults] == []
+    assert [t for t in EVENT_TYPES if f"| `{t}` |" not in events] == []
+    assert [k for k in EVENT_KINDS if f"`runtime.{k}`" not in events] == []
+    fields = [name for name, _, _ in GEN.result_fields()]
+    assert {"run_id", "status", "weights_sha256", "incidents", "best_trial", "duration_s"} <= set(fields)
+    assert [f for f in fields if f"| `{f}` |" not in result] == []
+
+
+def test_a_comment_above_a_field_and_one_at_its_end_both_describe_it() -> None:
+    @dataclasses.dataclass
+    class Example:
+        # Above,
+        # on two lines.
+        a: int = 1  # and at the end.
+
+        b: str = ""  # only here
+
+        c: float = 0.0
+
+    comments = GEN.class_comments(Example)
+    assert comments == {"a": "Above, on two lines. and at the end.", "b": "only here", "c": ""}
