@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos.injector import kill_victim
+from orchestrator.chaos.processes import kill_victim
 from providers.base import ClusterHandle
 from providers.skypilot.provider import SkyPilotProvider
 from providers.skypilot.scripts import NOT_OURS, kill_script
