@@ -42,7 +42,7 @@ PROVIDERS: dict[str, Callable[[str | None, Any, Any], Provider]] = {"local": _lo
 # a region the run may use and None for the others.
 REGION_CHECKS = {
     "local": "providers.local.provider:validate_region",
-    "skypilot": "providers.skypilot.provider:validate_region",
+    "skypilot": "providers.skypilot.regions:validate_region",
 }
 
 

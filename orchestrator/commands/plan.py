@@ -1,7 +1,7 @@
 """``action=plan``: the job's placements, in failover order, priced by SkyPilot's optimizer.
 
 Nothing is launched and no API server is started: each candidate region's task (the one
-``launch`` would use, :func:`providers.skypilot.provider.task_config`) goes through SkyPilot's
+``launch`` would use, :func:`providers.skypilot.task.task_config`) goes through SkyPilot's
 optimizer in this process, which reads the cloud catalogs (cached CSVs under
 ``~/.sky/catalogs``; SkyPilot fetches them when missing). The optimizer only plans on
 clouds it believes enabled; a plan is a dry run, so it is told the plan's clouds are, and
@@ -76,7 +76,7 @@ def optimize_task(config: dict[str, Any]) -> Any:
     import sky
     from sky import optimizer
 
-    from providers.skypilot.provider import build_task
+    from providers.skypilot.sdk import build_task
 
     with sky.Dag() as dag:
         task = build_task(config)
@@ -87,7 +87,9 @@ def optimize_task(config: dict[str, Any]) -> Any:
 def make_plan(cfg: Config, run_id: str) -> list[Placement]:
     import yaml
 
-    from providers.skypilot.provider import cloud_of, split_secrets, task_config
+    from providers.skypilot.credentials import split_secrets
+    from providers.skypilot.regions import cloud_of
+    from providers.skypilot.task import task_config
 
     out_dir = os.path.join(rundir.run_path(cfg.home_path, run_id), rundir.PLAN_DIR)
     os.makedirs(out_dir, exist_ok=True)
@@ -117,7 +119,7 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
                 with _quiet():
                     best = optimize_task(config)
             except Exception as exc:
-                from providers.skypilot.provider import first_line
+                from providers.skypilot.errors import first_line
 
                 p.unavailable = f"{type(exc).__name__}: {first_line(exc)}"
                 placements.append(p)
@@ -133,7 +135,8 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
 
 def credentials_notes(cfg: Config) -> list[str]:
     from providers.base import ProvisionError
-    from providers.skypilot.provider import cloud_of, precheck
+    from providers.skypilot.credentials import precheck
+    from providers.skypilot.regions import cloud_of
 
     notes, seen = [], set()
     for region in cfg.candidate_regions():
@@ -180,7 +183,7 @@ def main(cfg: Config) -> int:
         )
         print(f"error: {raise_cfg}", file=sys.stderr)
         return 2
-    from providers.skypilot.provider import SkyPilotMissing
+    from providers.skypilot.sdk import SkyPilotMissing
 
     run_id = cfg.run_id or f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     try:

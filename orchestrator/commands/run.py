@@ -115,7 +115,8 @@ def provider_precheck(cfg: Config) -> None:
     if cfg.cloud.provider != "skypilot":
         return
     from providers.base import ProvisionError
-    from providers.skypilot.provider import SkyPilotMissing, precheck
+    from providers.skypilot.credentials import precheck
+    from providers.skypilot.sdk import SkyPilotMissing
 
     try:
         precheck({r: cfg.cloud.regions[r] for r in cfg.candidate_regions()})

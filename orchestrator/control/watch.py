@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar
 
 from orchestrator.chaos.injector import FaultInjector
 from orchestrator.control.cadence import look_cap_ticks, next_look_ticks, quiet
@@ -167,24 +168,35 @@ class AttemptWatch:
                 # claims, replay never reads it as a controller event.
                 fields = {"region": self.region, **ev.fields, "time": ev.time, "generation": ev.generation}
                 ctx.emit(RuntimeReport(kind=kind, fields={**fields, "by": "runtime"}))
-            if kind == "replicated" and ev.get("lag_s") is not None:
-                ctx.progress.replication_lag(float(ev.fields["lag_s"]))
-            elif kind == "store_fallback" and ev.fields["to"] in ctx.stores:
-                # The runtime commits elsewhere now: replicate from there.
-                ctx.replicator.follow(ctx.stores[str(ev.fields["to"])], list(ctx.stores.values()))
-                ctx.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
-            elif kind == "user_error" and self.user_error is None:
-                self.user_error = str(ev.fields["error"])
-            elif kind == "train_started":
-                self._train_started(ev)
-            elif kind == "preempted":
-                # Committed at this step: nothing after it was lost.
-                self.out.last_step = max(self.out.last_step, int(ev.fields["step"]))
-            elif kind == "preemption_notice":
-                # The cloud's (or Ray's) notice is when the preemption began; a drill's
-                # injection, journaled before the runtime relays it, stays the earlier.
-                self.kill_times.setdefault("preempt", ev.time)
+            on_event = self._ON_EVENT.get(kind)
+            if on_event is not None:
+                on_event(self, ev)
         return kinds
+
+    # --- what the controller does with a runtime event of each kind (_ON_EVENT) ----
+    def _on_replicated(self, ev: Event) -> None:
+        if ev.get("lag_s") is not None:
+            self.ctx.progress.replication_lag(float(ev.fields["lag_s"]))
+
+    def _on_store_fallback(self, ev: Event) -> None:
+        ctx = self.ctx
+        if ev.fields["to"] in ctx.stores:
+            # The runtime commits elsewhere now: replicate from there.
+            ctx.replicator.follow(ctx.stores[str(ev.fields["to"])], list(ctx.stores.values()))
+            ctx.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
+
+    def _on_user_error(self, ev: Event) -> None:
+        if self.user_error is None:
+            self.user_error = str(ev.fields["error"])
+
+    def _on_preempted(self, ev: Event) -> None:
+        # Committed at this step: nothing after it was lost.
+        self.out.last_step = max(self.out.last_step, int(ev.fields["step"]))
+
+    def _on_preemption_notice(self, ev: Event) -> None:
+        # The cloud's (or Ray's) notice is when the preemption began; a drill's
+        # injection, journaled before the runtime relays it, stays the earlier.
+        self.kill_times.setdefault("preempt", ev.time)
 
     def _catch_up(self) -> None:
         self.new_kinds += self._events()
@@ -239,6 +251,16 @@ class AttemptWatch:
                 generation=self.gen,
             )
         )
+
+    # The runtime's event kinds the controller acts on, beyond journaling them.
+    _ON_EVENT: ClassVar[dict[str, Callable[[AttemptWatch, Event], None]]] = {
+        "replicated": _on_replicated,
+        "store_fallback": _on_store_fallback,
+        "user_error": _on_user_error,
+        "train_started": _train_started,
+        "preempted": _on_preempted,
+        "preemption_notice": _on_preemption_notice,
+    }
 
     def _progress(self) -> None:
         prog = self.ctx.control.read_progress(self.gen)

@@ -1,5 +1,5 @@
 """The nodes of a SkyPilot cluster joining one Ray, run on the nodes by the task's run
-command (``providers.skypilot.provider.RUN_SCRIPT``)::
+command (``providers.skypilot.scripts.RUN_SCRIPT``)::
 
     python -m providers.skypilot.nodes wait HOST:PORT NODES TIMEOUT_S [--failed FILE] [--key KEY]
 

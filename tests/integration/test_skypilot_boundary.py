@@ -20,15 +20,11 @@ from orchestrator.commands.run import check_regions  # noqa: E402
 from orchestrator.config.compose import CONF_DIR, compose  # noqa: E402
 from orchestrator.config.schema import ConfigError  # noqa: E402
 from providers.base import ProvisionError, ProvisionErrorKind  # noqa: E402
-from providers.skypilot.provider import (  # noqa: E402
-    SkyPilotProvider,
-    build_task,
-    classify,
-    forwarded_secrets,
-    precheck,
-    split_secrets,
-    task_config,
-)
+from providers.skypilot.credentials import forwarded_secrets, precheck, split_secrets  # noqa: E402
+from providers.skypilot.errors import classify  # noqa: E402
+from providers.skypilot.provider import SkyPilotProvider  # noqa: E402
+from providers.skypilot.sdk import build_task  # noqa: E402
+from providers.skypilot.task import task_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "catalogs"
@@ -113,7 +109,7 @@ _OPTIMIZE = """
 import json, sys
 from orchestrator.config.compose import compose
 from orchestrator.commands.plan import optimize_task, plan_clouds
-from providers.skypilot.provider import task_config
+from providers.skypilot.task import task_config
 overrides, resources = json.loads(sys.argv[1])
 cfg = compose(overrides)
 config = task_config("r", cfg.cloud.regions["us-east-1"], "c", workdir=".")
@@ -233,9 +229,9 @@ def test_classification_of_skypilots_exceptions() -> None:
 def test_transient_sdk_errors_are_retried_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
     from sky import exceptions as e
 
-    import providers.skypilot.provider as sp
+    import providers.skypilot.sdk as sdk
 
-    monkeypatch.setattr(sp, "SDK_BACKOFF_S", 0.0)
+    monkeypatch.setattr(sdk, "SDK_BACKOFF_S", 0.0)
     calls = []
 
     def flaky() -> str:
@@ -342,14 +338,14 @@ def _launch_and_teardown(cloud: str, region: str, tmp_path: Path) -> None:
 
 def test_commands_reach_the_head_inside_a_slurm_allocation() -> None:
     from providers.base import ClusterHandle
+    from providers.skypilot.ssh import remote
 
-    provider = SkyPilotProvider({})
     slurm = ClusterHandle("c", "r", "skypilot", "127.0.0.1:1", {"infra": "slurm/a", "name_on_cloud": "c-1234abcd"})
-    cmd = provider._remote(slurm, "python -V")
+    cmd = remote(slurm, "python -V")
     assert "srun --unbuffered --overlap" in cmd and '--name="$name"' in cmd and "exit 97" in cmd
     assert cmd.startswith("name=c-1234abcd;")
     vm = ClusterHandle("c", "r", "skypilot", "127.0.0.1:1", {"infra": "aws/us-east-1", "name_on_cloud": "c-1"})
-    assert provider._remote(vm, "python -V") == "cd ~/sky_workdir; python -V"
+    assert remote(vm, "python -V") == "cd ~/sky_workdir; python -V"
 
 
 @pytest.mark.parametrize(
@@ -369,10 +365,10 @@ def test_bad_region_values_name_the_key(override: str, key: str) -> None:
 def test_skypilots_log_is_shown_line_by_line() -> None:
     import io
 
-    from providers.skypilot.provider import _Prefixed
+    from providers.skypilot.sdk import Prefixed
 
     out = io.StringIO()
-    stream = _Prefixed(out)
+    stream = Prefixed(out)
     stream.write("\x1b[32m✓ Cluster launched\x1b[0m\nSyncing")
     stream.write(" files.\n\n")
     assert out.getvalue() == "skypilot: ✓ Cluster launched\nskypilot: Syncing files.\n"

@@ -1,5 +1,5 @@
 """A multi-node SkyPilot cluster's Ray, up to the clouds' boundary: the task's run command
-(``providers.skypilot.provider.RUN_SCRIPT``) runs here in bash for rank 0 and rank 1, fed what
+(``providers.skypilot.scripts.RUN_SCRIPT``) runs here in bash for rank 0 and rank 1, fed what
 SkyPilot gives each node (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS, SKYPILOT_NUM_NODES) with
 both nodes at 127.0.0.1, each with its own ports (ORCH_RAY_NODE_ARGS) and node folder as
 on two machines. Real Ray, real token auth; nothing of it left afterwards."""
@@ -21,7 +21,7 @@ import pytest
 
 from providers.local.nodes import NODE_PORT_FLAGS
 from providers.local.provider import free_port
-from providers.skypilot.provider import RUN_SCRIPT
+from providers.skypilot.scripts import RUN_SCRIPT
 from support import ray_pids, wait_no_new_ray
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ class Nodes:
             "SKYPILOT_NUM_NODES": str(nodes),
             "SKYPILOT_NODE_IPS": "\n".join(["127.0.0.1"] * nodes),
             "SKYPILOT_NUM_GPUS_PER_NODE": "0",
-            # What the task's envs and secrets give it (providers.skypilot.provider.task_config).
+            # What the task's envs and secrets give it (providers.skypilot.task.task_config).
             "RAY_AUTH_TOKEN": self.token,
             "ORCH_REGION": "r2",
             "ORCH_RAY_PORT": str(self.port),

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from fakecloud import FakeCloud
 
-from orchestrator.chaos.injector import FaultInjector, choose_node, corrupt_newest
+from orchestrator.chaos.injector import FaultInjector
+from orchestrator.chaos.processes import choose_node
+from orchestrator.chaos.storage import corrupt_newest
 from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultEnded, FaultRefused
 from orchestrator.wire.control import ControlChannel

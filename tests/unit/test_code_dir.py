@@ -24,15 +24,11 @@ from orchestrator.config.compose import compose
 from orchestrator.config.schema import ConfigError
 from orchestrator.config.usercode import check_user_code
 from providers.base import ClusterHandle, RegionSpec
-from providers.skypilot.provider import (
-    CODE_PATH,
-    CODE_SETUP,
-    REMOTE_CODE_DIR,
-    RUN_SCRIPT,
-    SkyPilotProvider,
-    build_task,
-    task_config,
-)
+from providers.skypilot import slurm
+from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.scripts import CODE_PATH, CODE_SETUP, RUN_SCRIPT
+from providers.skypilot.sdk import build_task
+from providers.skypilot.task import REMOTE_CODE_DIR, task_config
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "seqproj"
@@ -95,7 +91,7 @@ def test_without_code_dir_the_task_is_as_before() -> None:
 @pytest.mark.parametrize(("cloud", "region"), [("onprem", "slurm-a"), ("aws", "us-east-1")])
 def test_code_dir_is_a_file_mount_that_skypilots_schema_takes(cloud: str, region: str, project: Path) -> None:
     pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
-    from providers.skypilot.provider import build_task
+    from providers.skypilot.sdk import build_task
 
     rc = compose([f"cloud={cloud}"]).cloud.regions[region]
     config = task_config(region, rc, "c", workdir=str(REPO), code_dir=str(project))
@@ -258,7 +254,7 @@ def test_each_cluster_gets_a_ray_token_of_its_own_as_a_secret(monkeypatch: pytes
     assert "RAY_AUTH_TOKEN" not in config["envs"] and token not in repr(config) and token not in repr(first.info)
     assert "export RAY_AUTH_MODE=token " in config["run"]
     monkeypatch.setattr(SkyPilotProvider, "_sdk", lambda self, what, fn: None)
-    monkeypatch.setattr(SkyPilotProvider, "_sweep_slurm", lambda self, cluster: None)
+    monkeypatch.setattr(slurm, "sweep", lambda info, say: None)
     provider.teardown(first)
     assert first.name not in provider._tokens
 

@@ -20,7 +20,9 @@ from orchestrator.control.controller import Controller
 from providers.base import ClusterHandle, RegionSpec
 from providers.local.provider import dashboard_flags
 from providers.registry import get_provider
-from providers.skypilot.provider import RUN_SCRIPT, SkyPilotProvider, task_config
+from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.scripts import RUN_SCRIPT
+from providers.skypilot.task import task_config
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +103,7 @@ def test_a_skypilot_cluster_says_where_its_dashboard_is_and_how_to_reach_it(monk
     monkeypatch.setattr("providers.skypilot.provider.build_task", lambda config, secrets=None: tasks.append(config))
     monkeypatch.setattr(SkyPilotProvider, "_launch_within", lambda self, *a: None)
     monkeypatch.setattr(SkyPilotProvider, "_wait_ready", lambda self, *a: None)
-    monkeypatch.setattr("providers.skypilot.provider._name_on_cloud", lambda name: name)
+    monkeypatch.setattr("providers.skypilot.provider.name_on_cloud", lambda name: name)
     handle = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2), "run-us-east-1-g1", 60.0)
     (config,) = tasks
     port = config["envs"]["ORCH_DASHBOARD_PORT"]

@@ -9,7 +9,8 @@ import pytest
 
 from orchestrator.config.compose import compose
 from providers.registry import get_provider
-from providers.skypilot.provider import SkyPilotProvider, forwarded_secrets
+from providers.skypilot.credentials import forwarded_secrets
+from providers.skypilot.provider import SkyPilotProvider
 
 pytestmark = pytest.mark.unit
 AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from providers.skypilot.provider import default_setup, node_extras, task_config
+from providers.skypilot.task import default_setup, node_extras, task_config
 from support import REPO
 
 pytestmark = pytest.mark.unit

@@ -32,6 +32,7 @@ from orchestrator.wire.logfiles import CAP_BYTES, HEAD_BYTES, KeptLogs, capped, 
 from providers.base import ClusterHandle, Health, HealthCheck
 from providers.local.provider import LocalProvider
 from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.ssh import remote, ssh_argv
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -237,8 +238,8 @@ def _sky(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: int, refuse: in
             return ["bash", "-c", "echo 'ssh: connect to host: Connection timed out' >&2; exit 255"]
         return ["bash", "-c", command]
 
-    monkeypatch.setattr(provider, "_remote", remote)
-    monkeypatch.setattr(provider, "_ssh_argv", ssh_argv)
+    monkeypatch.setattr("providers.skypilot.logs.remote", remote)
+    monkeypatch.setattr("providers.skypilot.logs.ssh_argv", ssh_argv)
     cluster = ClusterHandle(
         "r-aws-g2",
         "us-east-1",
@@ -285,17 +286,16 @@ def test_skypilot_asks_nothing_of_a_cluster_it_saw_lost(tmp_path: Path, monkeypa
 
 
 def test_skypilot_reaches_node_i_by_its_worker_host_or_its_slurm_rank() -> None:
-    provider = SkyPilotProvider({}, out=io.StringIO())
     aws = ClusterHandle("c", "r", "skypilot", "", {"sky_cluster": "c-1", "infra": "aws/us-east-1"})
-    assert provider._ssh_argv(aws, "true", node=2, connect_timeout_s=10)[-2:] == ["c-1-worker2", "bash --login -c true"]
-    assert "ConnectTimeout=10" in provider._ssh_argv(aws, "true", connect_timeout_s=10)
-    assert provider._ssh_argv(aws, "true")[-2] == "c-1"
+    assert ssh_argv(aws, "true", node=2, connect_timeout_s=10)[-2:] == ["c-1-worker2", "bash --login -c true"]
+    assert "ConnectTimeout=10" in ssh_argv(aws, "true", connect_timeout_s=10)
+    assert ssh_argv(aws, "true")[-2] == "c-1"
     slurm = ClusterHandle(
         "c", "r", "skypilot", "", {"sky_cluster": "c-1", "infra": "slurm/x", "name_on_cloud": "c-1-ab"}
     )
-    assert provider._ssh_argv(slurm, "true", node=1)[-2] == "c-1"
-    assert "--relative=1 " in provider._remote(slurm, "true", node=1)
-    assert "--relative" not in provider._remote(slurm, "true")
+    assert ssh_argv(slurm, "true", node=1)[-2] == "c-1"
+    assert "--relative=1 " in remote(slurm, "true", node=1)
+    assert "--relative" not in remote(slurm, "true")
 
 
 # --- action=logs: its keys ------------------------------------------------------------------------

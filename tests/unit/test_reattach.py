@@ -23,16 +23,10 @@ from orchestrator.runstate.events import FaultEnded, FaultFailed
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, HealthCheck
 from providers.local.provider import CONNECTION_LOST, LocalProvider
-from providers.skypilot.provider import (
-    RUNTIME_GONE,
-    SkyPilotProvider,
-    SshRuntime,
-    follow_script,
-    runtime_files,
-    runtime_status,
-    sky_health,
-    start_script,
-)
+from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.scripts import RUNTIME_GONE, follow_script, runtime_files, runtime_status, start_script
+from providers.skypilot.sdk import sky_health
+from providers.skypilot.ssh import SshRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos.injector import kill_victim
+from orchestrator.chaos.processes import kill_victim
 from providers.base import ClusterHandle
-from providers.skypilot.provider import NOT_OURS, SkyPilotProvider, kill_script
+from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.scripts import NOT_OURS, kill_script
 
 pytestmark = pytest.mark.unit
 NODE_DIR = "/tmp/osky-testnode"
@@ -67,7 +68,7 @@ def test_chaos_kill_worker_on_a_skypilot_cluster_goes_through_the_head(
         sent.append(command)
         return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout_s)
 
-    monkeypatch.setattr(provider, "_ssh", ssh_here)
+    monkeypatch.setattr("providers.skypilot.provider.run_ssh", ssh_here)
     cluster = ClusterHandle("orch-aws-g2", "us-east-1", "skypilot", "", {"node_dir": NODE_DIR})
     worker, foreign = sleeper(NODE_DIR), sleeper(None)
     try:

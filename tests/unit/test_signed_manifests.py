@@ -348,8 +348,8 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     provider._lock, provider._connections = threading.Lock(), {}
     monkeypatch.setattr(SkyPilotProvider, "_record", lambda self, c: None)
     monkeypatch.setattr(SkyPilotProvider, "_watch", lambda self, c: None)
-    monkeypatch.setattr(SkyPilotProvider, "_ssh_argv", lambda self, c, command: ["ssh", command])
-    monkeypatch.setattr(SkyPilotProvider, "_remote", lambda self, c, command: command)
+    monkeypatch.setattr("providers.skypilot.provider.ssh_argv", lambda c, command: ["ssh", command])
+    monkeypatch.setattr("providers.skypilot.provider.remote", lambda c, command: command)
     spec = tmp_path / "spec.json"
     spec.write_text('{"run_id": "x"}')
     with monkeypatch.context() as patched:

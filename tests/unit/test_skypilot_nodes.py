@@ -16,14 +16,10 @@ from orchestrator.config.compose import compose
 from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from providers.skypilot import nodes as sky_nodes
 from providers.skypilot.nodes import GcsCounter, NodesMissing, Seen, wait_for_nodes
-from providers.skypilot.provider import (
-    NODES_MISSING,
-    RUN_SCRIPT,
-    SkyPilotProvider,
-    build_task,
-    ready_probe,
-    task_config,
-)
+from providers.skypilot.provider import SkyPilotProvider
+from providers.skypilot.scripts import NODES_MISSING, RUN_SCRIPT, ready_probe
+from providers.skypilot.sdk import build_task
+from providers.skypilot.task import task_config
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -212,7 +208,7 @@ def test_launch_fails_with_the_heads_line_when_nodes_never_joined(monkeypatch: p
     provider = SkyPilotProvider({})
     line = "only 1 of 2 Ray nodes (cloud.regions.us-east-1.nodes) joined the head at 10.0.0.1:21000 within 120s"
     answer = subprocess.CompletedProcess([], NODES_MISSING, stdout=f"{line}\n", stderr="")
-    monkeypatch.setattr(SkyPilotProvider, "_ssh", lambda self, *a, **k: answer)
+    monkeypatch.setattr("providers.skypilot.provider.run_ssh", lambda *a, **k: answer)
     with pytest.raises(ProvisionError) as info:
         provider._wait_ready(_handle(2), 60)
     assert info.value.kind is ProvisionErrorKind.TIMEOUT and str(info.value) == f"region us-east-1: {line}"
@@ -225,7 +221,7 @@ def test_launch_records_the_node_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("providers.skypilot.provider.build_task", lambda config, secrets=None: tasks.append(config))
     monkeypatch.setattr(SkyPilotProvider, "_launch_within", lambda self, *a: None)
     monkeypatch.setattr(SkyPilotProvider, "_wait_ready", lambda self, *a: None)
-    monkeypatch.setattr("providers.skypilot.provider._name_on_cloud", lambda name: name)
+    monkeypatch.setattr("providers.skypilot.provider.name_on_cloud", lambda name: name)
     handle = provider.launch(RegionSpec("us-east-1", "s3://b/s", 2, nodes=2), "run-us-east-1-g1", 60.0)
     assert tasks[0]["num_nodes"] == 2 and handle.info["num_nodes"] == 2
 

@@ -23,7 +23,8 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.chaos.injector import FaultInjector, victim_problem
+from orchestrator.chaos.injector import FaultInjector
+from orchestrator.chaos.processes import victim_problem
 from orchestrator.config.schema import RegionConfig, TrainerConfig
 from orchestrator.control.context import RunContext
 from orchestrator.control.outcome import AttemptOutcome

@@ -1,0 +1,101 @@
+"""What a fault's handler gets: the fault being fired (``Firing``), the injector's state it
+acts on and leaves behind (``FaultState``: the provider, the stores and their proxies,
+killed clusters, partitions, mounts, flapping checks, timers), and the signals it sends.
+The handlers themselves are in the family modules, their table in ``handlers``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.chaos.proxy import FaultProxy
+from orchestrator.runstate.events import Event
+from orchestrator.wire.sections import FaultSpec
+from providers.base import ClusterHandle, Provider
+from recovery.store import CheckpointStore
+
+
+@dataclass
+class Firing:
+    """One fault being fired. ``detail`` becomes the journal's ``fault_injected`` fields;
+    ``at`` is when it struck (a handler that strikes later than the firing began sets it)."""
+
+    index: int
+    kind: str
+    fault: FaultSpec
+    req: dict[str, object]
+    cluster: ClusterHandle | None
+    runtime_pid: int | None
+    step: int
+    at: float
+    detail: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def on(self) -> ClusterHandle:
+        """The cluster a fault that needs one strikes (``Handler.needs_cluster``)."""
+        assert self.cluster is not None, f"{self.kind} needs a cluster"
+        return self.cluster
+
+
+class FaultState:
+    """What the handlers act on, and the effects of theirs that outlive a firing."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        stores: Callable[[], list[CheckpointStore]],
+        run_id: str,
+        proxies: dict[str, FaultProxy],
+        on_event: Callable[[Event], object],
+    ) -> None:
+        self.provider = provider
+        self.stores = stores
+        self.run_id = run_id
+        self.proxies = proxies
+        self.on_event = on_event
+        self.timers: list[threading.Timer] = []
+        self.killed: dict[str, float] = {}  # cluster name -> when a background fault killed it
+        self.unreachable: dict[str, float] = {}  # cluster name -> end of its partition
+        self.mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
+        self.flaps: dict[str, tuple[int, int]] = {}  # cluster name -> (fault, health checks left to fail)
+
+    def say(self, event: Event) -> None:
+        # Typed here, so a fault's line is checked where it is made.
+        self.on_event(event)
+
+    def later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
+        timer = threading.Timer(seconds, fn, args=args)
+        timer.daemon = True
+        timer.start()
+        self.timers.append(timer)
+
+
+@dataclass(frozen=True)
+class Handler:
+    """How one fault kind strikes. ``needs_cluster``: it strikes a cluster, whose region
+    goes in the detail first; ``before_mark``: carried out before the fault is marked
+    fired (the runtime acts on the mark at once)."""
+
+    strike: Callable[[FaultState, Firing], None]
+    needs_cluster: bool = True
+    before_mark: bool = False
+
+
+def send_signal(pids: list[int], sig: int) -> list[int]:
+    """``sig`` to each of ``pids``; the ones that were there to get it."""
+    done = []
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            done.append(pid)
+        except ProcessLookupError:
+            pass
+    return done
+
+
+def sigkill(pids: list[int]) -> list[int]:
+    return send_signal(pids, signal.SIGKILL)

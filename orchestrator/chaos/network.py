@@ -1,0 +1,64 @@
+"""Faults between the controller and a cluster: a partition (the runtime's driver, or the
+whole cluster, frozen and then resumed: a zombie that fencing must stop), the ssh
+connection to the runtime cut, the provider's health checks failing for a while."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal
+from orchestrator.runstate.events import FaultEnded, FaultFailed
+from orchestrator.wire.faults import FaultKind
+from providers.base import ClusterHandle
+
+# After a partition heals, the zombie runs this long before the control plane reaches it again.
+ZOMBIE_WINDOW_S = 8.0
+PARTITION_S = 10.0
+PARTITION_REGION_S = 5.0
+
+
+def _partition(state: FaultState, f: Firing) -> None:
+    # partition: the driver, which renews the lease, stops reaching the control
+    # store while the workers train on and try to commit (a zombie that fencing
+    # must stop). partition_region: the whole cluster frozen, then resumed.
+    cluster = f.on
+    if f.kind == "partition":
+        pids = [f.runtime_pid] if f.runtime_pid else []
+    else:
+        pids = state.provider.processes(cluster)
+    f.detail["stopped"] = len(send_signal(pids, signal.SIGSTOP))
+    f.at = time.time()
+    duration = f.fault.duration_s or (PARTITION_S if f.kind == "partition" else PARTITION_REGION_S)
+    state.unreachable[cluster.name] = f.at + duration + ZOMBIE_WINDOW_S
+    state.later(duration, _resume, state, f.index, f.kind, pids, cluster)
+    f.detail["duration_s"] = duration
+
+
+def _resume(state: FaultState, index: int, kind: str, pids: list[int], cluster: ClusterHandle) -> None:
+    resumed = send_signal(pids, signal.SIGCONT)
+    state.say(FaultEnded(index, kind, region=cluster.region, resumed=len(resumed)))
+
+
+def _ssh_drop(state: FaultState, f: Firing) -> None:
+    cut = getattr(state.provider, "cut_connection", None)
+    if not callable(cut):
+        why = f"provider {getattr(state.provider, 'name', '?')} has no connection to the runtime to cut"
+        state.say(FaultFailed(f.index, "ssh_drop", why))
+        f.detail["failed"] = why
+        return
+    f.detail["cut"] = cut(f.on)
+
+
+def _status_flap(state: FaultState, f: Firing) -> None:
+    # Its next health checks fail (FaultInjector.health); the cluster itself is untouched.
+    state.flaps[f.on.name] = (f.index, f.fault.count)
+    f.detail["count"] = f.fault.count
+
+
+HANDLERS: dict[FaultKind, Handler] = {
+    FaultKind.partition: Handler(_partition),
+    FaultKind.partition_region: Handler(_partition),
+    FaultKind.ssh_drop: Handler(_ssh_drop),
+    FaultKind.status_flap: Handler(_status_flap),
+}

@@ -1,0 +1,196 @@
+"""Faults that strike processes: a region's cluster killed or hung, its head killed, a
+preemption notice, one worker killed, one worker node killed or hung, the workload made
+to raise, the controller itself killed. Signals to real processes, the provider's own."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import psutil
+
+from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, sigkill
+from orchestrator.runstate.events import FaultEnded, FaultInjected, FaultRefused
+from orchestrator.wire.faults import FaultKind
+from providers.base import ClusterHandle, Provider
+
+
+def victim_problem(provider: Provider, cluster: ClusterHandle, pid: int | None) -> str | None:
+    """Why ``pid`` (named by the runtime's kill_worker request) must not be signalled, or None.
+
+    The request is the runtime's word, and a signal is real: only a process the provider
+    says is the cluster's own, on this machine, may get one. A provider whose workers run
+    elsewhere (SkyPilot: the pid is a remote node's) has no local pid to name."""
+    if pid is None:
+        return "the request names no pid"
+    if not getattr(provider, "local_processes", False):
+        return f"provider {getattr(provider, 'name', '?')} runs workers on remote nodes: no local pid to signal"
+    if pid not in provider.processes(cluster):
+        return f"pid {pid} is not a process of cluster {cluster.name}"
+    return None
+
+
+def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> tuple[int, str | None]:
+    """SIGKILL the worker ``pid`` of a kill_worker request if it is the cluster's own:
+    (processes killed, why not). On this machine the provider's process list decides;
+    a provider whose workers run on remote nodes is asked to do it there (its
+    ``kill_worker`` checks the pid against the cluster on the node), or refuses."""
+    remote = getattr(provider, "kill_worker", None)
+    if pid is not None and not getattr(provider, "local_processes", False) and callable(remote):
+        problem = remote(cluster, pid)
+        return (0, problem) if problem else (1, None)
+    problem = victim_problem(provider, cluster, pid)
+    if problem is not None:
+        return 0, problem
+    return len(sigkill([pid] if pid else [])), None
+
+
+def choose_node(node: int | None, seed: int, workers: list[int]) -> tuple[int | None, str | None]:
+    """The worker node a kill_node or hang_node fault strikes among the cluster's
+    ``workers`` (their indexes): ``node`` where the fault names one, else one drawn from
+    ``seed`` (the same draw for the same nodes, in every attempt); (None, why) when
+    there is no such node to strike."""
+    if not workers:
+        return None, "the cluster has no worker node, only its head (kill_head's): its region has nodes: 1"
+    ordered = sorted(workers)
+    if node is None:
+        return random.Random(seed).choice(ordered), None
+    if node not in ordered:
+        return None, f"node {node} is not a worker node of the cluster (its worker nodes: {_spans(ordered)})"
+    return node, None
+
+
+def _spans(indexes: list[int]) -> str:
+    return f"{indexes[0]}..{indexes[-1]}" if indexes == list(range(indexes[0], indexes[-1] + 1)) else str(indexes)
+
+
+def worker_nodes(provider: Provider, cluster: ClusterHandle) -> list[int]:
+    """The indexes of the cluster's worker nodes, as its provider tells them ([] where it
+    cannot tell one node from another)."""
+    nodes = getattr(provider, "nodes", None)
+    return [check.index for check in nodes(cluster)] if callable(nodes) else []
+
+
+def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
+    """The head of a cluster: its GCS and the process that started it (on the local
+    provider's one-node clusters, the node's raylet and workers stay up, headless)."""
+    head = int(cluster.info.get("head_pid", -1))
+    out = []
+    for pid in provider.processes(cluster):
+        try:
+            if pid == head or psutil.Process(pid).name() == "gcs_server":
+                out.append(pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _kill_region(state: FaultState, f: Firing) -> None:
+    # One pass: with the head and raylet gone nothing spawns again, and the
+    # controller's teardown sweeps whatever is left.
+    f.detail["killed"] = len(set(sigkill(state.provider.processes(f.on))))
+    f.at = state.killed[f.on.name] = time.time()
+
+
+def _kill_head(state: FaultState, f: Firing) -> None:
+    f.detail["killed"] = len(sigkill(head_pids(state.provider, f.on)))
+    f.at = state.killed[f.on.name] = time.time()
+
+
+def _hang_region(state: FaultState, f: Firing) -> None:
+    # Every process stopped, sockets still open: only the heartbeat lease can tell.
+    f.detail["stopped"] = len(send_signal(state.provider.processes(f.on), signal.SIGSTOP))
+    f.at = time.time()
+
+
+def _preempt(state: FaultState, f: Firing) -> None:
+    # The notice: SIGTERM to the runtime; the machines go when the grace period ends.
+    grace = f.fault.grace_s
+    f.detail["notified"] = len(send_signal([f.runtime_pid] if f.runtime_pid else [], signal.SIGTERM))
+    f.detail["grace_s"] = grace
+    state.later(grace, _reclaim, state, f.index, f.on)
+
+
+def _reclaim(state: FaultState, index: int, cluster: ClusterHandle) -> None:
+    killed = sigkill(state.provider.processes(cluster))
+    state.say(FaultEnded(index, "preempt", region=cluster.region, reclaimed=len(killed)))
+
+
+def _kill_worker(state: FaultState, f: Firing) -> None:
+    pid = f.req.get("pid")
+    pid = pid if isinstance(pid, int) else None
+    killed, problem = kill_victim(state.provider, f.on, pid)
+    if problem is not None:
+        state.say(FaultRefused(f.index, problem, kind=f.kind, pid=pid))
+    f.detail.update(rank=f.req.get("rank"), killed=killed)
+    if problem:
+        f.detail["refused"] = problem
+
+
+def _user_error(state: FaultState, f: Firing) -> None:
+    # The workload itself raises at this step (see the runtime's chaos hook).
+    f.detail["rank"] = f.req.get("rank")
+
+
+def _controller_crash(state: FaultState, f: Firing) -> None:
+    f.detail["pid"] = os.getpid()
+    state.say(FaultInjected(f.kind, index=f.index, step=f.step, extra=f.detail))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _node_fault(state: FaultState, f: Firing) -> None:
+    """kill_node: SIGKILL every process of one worker node; hang_node: SIGSTOP them,
+    and SIGCONT after duration_s (> 0) unless the node was replaced meanwhile."""
+    f.detail.update(_strike_node(state, f))
+    f.at = time.time()
+
+
+def _strike_node(state: FaultState, f: Firing) -> dict[str, object]:
+    provider, cluster = state.provider, f.on
+    node, problem = choose_node(f.fault.node, f.fault.seed, worker_nodes(provider, cluster))
+    pids: list[int] = []
+    if node is not None:
+        pids = sorted(provider.node_processes(cluster, node))
+        if not pids:
+            problem = f"node {node} of cluster {cluster.name} has no process on this machine"
+    if problem is not None:
+        state.say(FaultRefused(f.index, problem, kind=f.kind))
+        return {"node": node, "refused": problem}
+    assert node is not None
+    if f.kind == "hang_node":
+        stopped = send_signal(pids, signal.SIGSTOP)
+        duration = f.fault.duration_s
+        if duration > 0:
+            state.later(duration, _resume_node, state, f.index, cluster, node, stopped)
+        return {"node": node, "pids": stopped, "stopped": len(stopped), "duration_s": duration or None}
+    killed = sigkill(pids)
+    # One more pass: a raylet may have forked a worker between the scan and its kill.
+    late = [p for p in provider.node_processes(cluster, node) if p not in killed]
+    killed += sigkill(late)
+    return {"node": node, "pids": sorted(killed), "killed": len(killed)}
+
+
+def _resume_node(state: FaultState, index: int, cluster: ClusterHandle, node: int, pids: list[int]) -> None:
+    # Only what is still the node's: a replaced node's old processes were killed (its
+    # pids may be another's by now), and a torn-down cluster has none.
+    try:
+        still = set(state.provider.node_processes(cluster, node))
+    except Exception:  # the cluster or the node is gone: nothing to resume
+        still = set()
+    resumed = send_signal([p for p in pids if p in still], signal.SIGCONT)
+    state.say(FaultEnded(index, "hang_node", region=cluster.region, resumed=len(resumed)))
+
+
+HANDLERS: dict[FaultKind, Handler] = {
+    FaultKind.kill_region: Handler(_kill_region),
+    FaultKind.kill_head: Handler(_kill_head),
+    FaultKind.hang_region: Handler(_hang_region),
+    FaultKind.preempt: Handler(_preempt),
+    FaultKind.kill_worker: Handler(_kill_worker),
+    FaultKind.user_error: Handler(_user_error),
+    FaultKind.controller_crash: Handler(_controller_crash, needs_cluster=False),
+    FaultKind.kill_node: Handler(_node_fault),
+    FaultKind.hang_node: Handler(_node_fault),
+}

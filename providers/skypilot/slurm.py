@@ -1,0 +1,86 @@
+"""A SkyPilot cluster on on-prem Slurm, reached through the login node that ``infra``
+names (``slurm/<login>``, with ``~/.slurm/config``): a command put into the cluster's
+allocation, the allocation's state (squeue), and what a lost one leaves on the shared
+folders. Nothing here imports SkyPilot."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+# The ssh configuration SkyPilot's Slurm support reads, naming each login node.
+SLURM_SSH_CONFIG = "~/.slurm/config"
+
+
+def on_slurm(info: dict[str, Any]) -> bool:
+    """Is the cluster (its ClusterHandle.info) on Slurm?"""
+    return str(info.get("infra", "")).startswith("slurm/")
+
+
+def login_argv(infra: str, command: str) -> list[str]:
+    """ssh to the login node of ``infra`` (``slurm/<login>``), running ``command`` there."""
+    return [
+        "ssh",
+        "-F",
+        os.path.expanduser(SLURM_SSH_CONFIG),
+        "-o",
+        "BatchMode=yes",
+        infra.split("/", 1)[1],
+        command,
+    ]
+
+
+def in_allocation(name: str, command: str, node: int = 0) -> str:
+    """``command`` as the login node runs it inside the allocation named ``name``: with
+    ``srun --overlap`` (as SkyPilot's own command runner does; ``--relative`` picks the
+    node), with HOME the cluster's folder where SkyPilot synced the project; an allocation
+    that is gone ends it with status 97."""
+    inner = f'export HOME="$SKY_CLUSTER_HOME"; {command}'
+    return (
+        f"name={shlex.quote(name)}; "
+        'id=$(squeue -h -u "$(id -un)" --name="$name" -o %i | head -n1); '
+        '[ -n "$id" ] || { echo "no Slurm allocation named $name" >&2; exit 97; }; '
+        'SKY_CLUSTER_HOME="$HOME/.sky_clusters/$name" '
+        f'exec srun --unbuffered --overlap --jobid="$id" --nodes=1 --ntasks=1 '
+        f"{f'--relative={int(node)} ' if node else ''}bash -c {shlex.quote(inner)}"
+    )
+
+
+def allocation_running(info: dict[str, Any]) -> bool | None:
+    """On Slurm: is the cluster's allocation RUNNING? None when not Slurm or unknown."""
+    name = info.get("name_on_cloud")
+    if not on_slurm(info) or not name:
+        return None
+    argv = login_argv(str(info["infra"]), f'squeue -h -u "$(id -un)" --name={shlex.quote(str(name))} -t RUNNING -o %i')
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return bool(out.stdout.strip())
+
+
+def sweep(info: dict[str, Any], say: Callable[[str], None]) -> None:
+    """What an allocation leaves on a Slurm cluster's shared folders: our node folder,
+    and SkyPilot's per-cluster folders, which ``sky.down`` leaves behind when the
+    allocation was lost (scancel). Best effort, through the login node."""
+    if not on_slurm(info):
+        return
+    paths = [str(info.get("node_dir", ""))]
+    name = info.get("name_on_cloud")
+    if name:
+        paths += [f"~/.sky_clusters/{name}", f"/tmp/{name}"]
+    paths = [p for p in paths if p and p not in ("/", "~")]
+    if not paths:
+        return
+    infra = str(info["infra"])
+    try:
+        subprocess.run(
+            login_argv(infra, "rm -rf " + " ".join(paths)), capture_output=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        say(f"could not clean {', '.join(paths)} on {infra.split('/', 1)[1]}: {exc}")
