@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from benchmarks.common import orchestrate, temp_home, write_json  # noqa: E402
+from recovery.keys import controller_keys  # noqa: E402
 from recovery.storage import open_fs  # noqa: E402
 from recovery.store import CheckpointStore  # noqa: E402
 from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto  # noqa: E402
@@ -55,7 +56,8 @@ def _share_rank(
     """Another rank of a shared upload, in its own process: put its share once told to."""
     from orchestrator.runtime.checkpoint.checkpointer import ShareUploader
 
-    store = CheckpointStore(prefix, region="s3", storage_options={"endpoint_url": endpoint}, key=b"k" * 32)
+    keys = controller_keys(b"k" * 32, "bench")
+    store = CheckpointStore(prefix, region="s3", storage_options={"endpoint_url": endpoint}, key=keys)
     share = ShareUploader(store, "bench", 1)
     store.all_steps("bench")  # the client warm, as a training run's is by its second checkpoint
     go.wait()

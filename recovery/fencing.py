@@ -76,19 +76,8 @@ class Lineage:
             f"had restarted from step {later.restored_step}"
         )
 
-    def to_json(self) -> str:
-        return json.dumps({"links": self.to_plain()})
-
     def to_plain(self) -> list[list[int]]:
         return [[k.generation, k.restored_step] for k in self.links]
-
-    @staticmethod
-    def from_json(text: str | bytes) -> Lineage:
-        """ValueError for anything but ``{"links": [[g, s], ...]}`` within the fence's bounds."""
-        d = loads(text, max_bytes=MAX_FENCE_BYTES, max_depth=4)
-        if not isinstance(d, dict) or "links" not in d:
-            raise ValueError('expected {"links": [[generation, restored_step], ...]}')
-        return Lineage.from_plain(d["links"])
 
     @staticmethod
     def from_plain(links: object) -> Lineage:

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from recovery.boundedjson import INT64_MAX, BoundedJSONError, loads
 
 MANIFEST_NAME = "MANIFEST.json"
-FORMAT_VERSION = 1
+# 2: signed with the key of the generation that wrote it (recovery/keys.py); 1 was run-wide.
+FORMAT_VERSION = 2
 # Bounds on what a manifest read from a store may be: far above any real one (a sharded
 # checkpoint of a thousand ranks with a few files each is under a megabyte).
 MAX_MANIFEST_BYTES = 8 * 2**20
@@ -42,7 +43,7 @@ class Manifest:
     region: str = ""
     extra: dict[str, object] = field(default_factory=dict)
     version: int = FORMAT_VERSION
-    # HMAC-SHA256 (hex) of ``signed_bytes()`` under the run's key (recovery/signing.py);
+    # HMAC-SHA256 (hex) of ``signed_bytes()`` under its generation's key (recovery/signing.py);
     # "" when unsigned, which no trust decision accepts.
     signature: str = ""
 
@@ -80,7 +81,7 @@ class Manifest:
                 committed_at=_time(d.get("committed_at")),
                 region=_text(d, "region", 256, default=""),
                 extra=_extra(d.get("extra", {})),
-                version=_count(d, "version", default=FORMAT_VERSION),
+                version=_count(d, "version", default=1),
                 signature=_text(d, "signature", 256, default=""),
             )
         except BoundedJSONError as exc:

@@ -1,10 +1,11 @@
-"""Authenticated checkpoints: only a manifest signed with the run's key is trusted.
+"""Authenticated checkpoints: only a manifest signed for its generation is trusted.
 
 A manifest's sha256 digests say that the files are the ones the manifest names, not
 who wrote it: anyone who can write to one candidate store could plant a higher step
 that wins the restore. So every manifest carries an HMAC-SHA256 over its canonical
 form (``Manifest.signed_bytes``: files with names, sizes and digests, step, attempt,
-run_id, region, extra, version, commit time; sorted-key JSON without the signature).
+run_id, region, extra, version, commit time; sorted-key JSON without the signature),
+under the key of the generation that wrote it (``manifest.attempt``).
 
 The key chain, kept short on purpose:
 
@@ -12,12 +13,12 @@ The key chain, kept short on purpose:
   ``<home>/runs/<run_id>/run.secret`` (mode 0600) on the controller's machine;
   ``action=resume`` reads the same file. It is never written to a store, a log, the
   journal, config.json, a runtime spec, a checkpoint or an event;
-- the run's **key**: ``HMAC-SHA256(secret, "orchestrator checkpoint manifest v1\\0" +
-  run_id)``, what signs and checks manifests. Attempts get the key, never the secret,
-  in their driver's environment (``ORCHESTRATOR_RUN_KEY``, hex; see
-  orchestrator/wire/runkey.py), so a leak from a node exposes this run's
-  checkpoints and nothing else the secret may come to protect;
-- the run's **cluster token key**: ``HMAC-SHA256(secret, "orchestrator ray token v1\0" +
+- the **generation keys** and the **fence key pair** (recovery/keys.py): attempt ``g``
+  gets ``K_g``, from which it derives the keys of earlier generations and of no later
+  one, and the fence public key, in its driver's environment (``ORCHESTRATOR_RUN_KEY``;
+  see orchestrator/wire/runkey.py). A zombie can therefore neither sign a checkpoint
+  as its successor nor forge a fence;
+- the run's **cluster token key**: ``HMAC-SHA256(secret, "orchestrator ray token v1\\0" +
   run_id)``, from which a provider derives each remote cluster's Ray token
   (``cluster_token``), so that a controller resumed after a crash can talk to the
   clusters it finds again. It stays in the controller's process.
@@ -37,24 +38,22 @@ import secrets
 import stat
 from dataclasses import replace
 
-from recovery.manifest import Manifest, Verdict
+from recovery.keys import AttemptKeys, controller_keys
+from recovery.manifest import FORMAT_VERSION, Manifest, Verdict
 
 SECRET_FILE = "run.secret"
 SECRET_BYTES = 32
-_KEY_LABEL = b"orchestrator checkpoint manifest v1\0"
 _TOKEN_LABEL = b"orchestrator ray token v1\0"
 
 UNSIGNED = "unsigned: not written by this run (or written before checkpoints were signed)"
 FORGED = "signature does not verify: not written by this run"
 NO_KEY = "no run key to check its signature"
+LATER = "written by a later generation than this attempt's keys reach"
+OLD_FORMAT = "signed under the run-wide key of an earlier release: not trusted"
 
 
 class SigningError(RuntimeError):
     """A checkpoint cannot be signed, or the run's secret cannot be had; one line."""
-
-
-def derive_run_key(secret: bytes, run_id: str) -> bytes:
-    return hmac.new(secret, _KEY_LABEL + run_id.encode(), hashlib.sha256).digest()
 
 
 def derive_token_key(secret: bytes, run_id: str) -> bytes:
@@ -70,26 +69,36 @@ def signature_of(manifest: Manifest, key: bytes) -> str:
     return hmac.new(key, manifest.signed_bytes(), hashlib.sha256).hexdigest()
 
 
-def signed(manifest: Manifest, key: bytes) -> Manifest:
+def signed(manifest: Manifest, keys: AttemptKeys) -> Manifest:
+    """``manifest`` signed with its generation's key; SigningError when these keys cannot
+    reach that generation (an attempt signs for itself and earlier ones, never later)."""
+    key = keys.generation_key(manifest.attempt)
+    if key is None:
+        raise SigningError(f"generation {manifest.attempt}: beyond these keys (generation {keys.generation})")
     return replace(manifest, signature=signature_of(manifest, key))
 
 
-def check(manifest: Manifest, key: bytes | None) -> Verdict:
-    """Whether ``manifest`` was signed with ``key``: the trust decision on a checkpoint."""
-    if key is None:
+def check(manifest: Manifest, keys: AttemptKeys | None) -> Verdict:
+    """Whether ``manifest`` was signed for its generation by this run: the trust decision on a checkpoint."""
+    if keys is None:
         return Verdict(False, NO_KEY)
     if not manifest.signature:
         return Verdict(False, UNSIGNED)
+    if manifest.version < FORMAT_VERSION:
+        return Verdict(False, OLD_FORMAT)
+    key = keys.generation_key(manifest.attempt)
+    if key is None:
+        return Verdict(False, LATER)
     if not hmac.compare_digest(manifest.signature.encode(), signature_of(manifest, key).encode()):
         return Verdict(False, FORGED)
     return Verdict(True)
 
 
-def run_key_of(run_dir: str) -> bytes:
-    """The key of the run whose folder is ``run_dir`` (its secret must exist): for tools
+def run_keys_of(run_dir: str) -> AttemptKeys:
+    """Every key of the run whose folder is ``run_dir`` (its secret must exist): for tools
     and tests that check a finished run's checkpoints."""
     path = os.path.join(run_dir, SECRET_FILE)
-    return derive_run_key(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
+    return controller_keys(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
 
 
 def load_or_create_secret(run_dir: str) -> tuple[bytes, bool]:

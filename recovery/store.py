@@ -14,9 +14,19 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recovery.fencing import FENCE_NAME, Admits, FencedError, Lineage
+from recovery.fencing import (
+    FENCE_NAME,
+    MAX_FENCE_BYTES,
+    Admits,
+    FencedError,
+    FenceRejected,
+    Lineage,
+    decode_fence,
+    encode_fence,
+)
 from recovery.fetch import fetch
 from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
+from recovery.keys import AttemptKeys
 from recovery.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -60,11 +70,12 @@ class CheckpointStore:
         url: str,
         region: str = "",
         storage_options: dict[str, Any] | None = None,
-        key: bytes | None = None,
+        key: AttemptKeys | None = None,
     ):
         self.url = url.rstrip("/")
         self.region = region
-        # The run's key: signs what this store commits, and is what trusting a manifest takes.
+        # The run's keys (recovery/keys.py): sign what this store commits and the fences the
+        # controller writes, and are what trusting a manifest or a fence takes.
         self.key = key
         self.storage_options = dict(storage_options or {})
         try:
@@ -110,7 +121,10 @@ class CheckpointStore:
             raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
 
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
-        self._write(f"{self.root}/{run_id}/{FENCE_NAME}", lineage.to_json().encode())
+        """The controller's fence (signed with its fence key, which no attempt holds)."""
+        if self.key is None:
+            raise SigningError(f"store {self.url}: no run key: the fence of {run_id} cannot be signed")
+        self._write(f"{self.root}/{run_id}/{FENCE_NAME}", encode_fence(run_id, lineage, self.key.sign_fence))
 
     def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
         check_member_name(name)
@@ -132,7 +146,10 @@ class CheckpointStore:
         do not commit (StoreError, retried like any store error) while its fence
         cannot be read: a torn fence may hide a newer generation."""
         if fenced:
-            fence = read_fence(self, run_id)
+            try:
+                fence = read_fence(self, run_id)
+            except FenceRejected:
+                fence = None  # not the controller's: it can neither stop nor allow anything
             if fence is not None and fence.generation > attempt:
                 raise FencedError(
                     f"attempt {attempt} is fenced in {self.url}: generation {fence.generation} has taken over"
@@ -440,23 +457,25 @@ def fence_path(store: CheckpointStore, run_id: str) -> str:
 
 
 def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
-    """The store's fence; None only when it has none. StoreError when it cannot be
-    read or does not parse: a torn fence may hide a newer generation, so it is
-    never taken for no fence."""
+    """The store's fence; None only when it has none. StoreError when it cannot be read
+    (a fence we cannot see may hide a newer generation, so it is never taken for no
+    fence); FenceRejected, with the reason, when what is there is not a fence this run's
+    controller signed (malformed, forged, another run's, not a regular file): one that
+    neither raises nor lowers anything."""
     path = fence_path(store, run_id)
     try:
-        raw = store.fs.cat_file(path)
+        raw = read_capped(store.fs, path, MAX_FENCE_BYTES)
     except FileNotFoundError:
         return None
+    except UnsafeFile as exc:
+        raise FenceRejected(f"{FENCE_NAME}: {exc.strerror}") from None
+    except TooLarge as exc:
+        raise FenceRejected(str(exc)) from None
     except Exception as exc:  # any client error (a timeout, a folder in its place) names the store
         raise store._error("cannot read " + path, exc) from None
-    try:
-        return Lineage.from_json(raw)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise StoreError(
-            f"region {store.region or '?'}: store {store.url}: {path} does not parse ({exc}); "
-            "the next attempt's fence replaces it"
-        ) from None
+    if store.key is None:
+        raise FenceRejected("no run key to check the fence's signature")
+    return decode_fence(raw, run_id, store.key.fence_verifies)
 
 
 @dataclass(frozen=True)
@@ -465,6 +484,8 @@ class FenceScan:
 
     newest: Lineage = field(default_factory=Lineage)
     failed: dict[str, str] = field(default_factory=dict)  # region -> error
+    # region -> why its fence was ignored (not signed by this run's controller, malformed)
+    ignored: dict[str, str] = field(default_factory=dict)
 
     @property
     def generation(self) -> int:
@@ -473,16 +494,19 @@ class FenceScan:
 
 def scan_fences(stores: list[CheckpointStore], run_id: str) -> FenceScan:
     """Every store's fence, read once; a store whose fence cannot be read is reported, not skipped silently."""
-    best, failed = Lineage(), {}
+    best, failed, ignored = Lineage(), {}, {}
     for store in stores:
         try:
             lineage = read_fence(store, run_id)
         except StoreError as exc:
             failed[store.region or store.url] = str(exc)
             continue
+        except FenceRejected as exc:
+            ignored[store.region or store.url] = str(exc)
+            continue
         if lineage is not None and lineage.generation > best.generation:
             best = lineage
-    return FenceScan(best, failed)
+    return FenceScan(best, failed, ignored)
 
 
 def newest_fence(stores: list[CheckpointStore], run_id: str) -> Lineage:

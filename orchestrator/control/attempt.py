@@ -50,8 +50,10 @@ from providers.base import (
     RuntimeProcess,
 )
 from recovery.detection import Failure
+from recovery.keys import AttemptKeys
 from recovery.replication import ReplicationError, replicate, sync_newest
 from recovery.retry import Backoff, retrying
+from recovery.signing import SigningError
 from recovery.store import CheckpointStore, StoreError
 
 __all__ = ["AttemptOutcome", "AttemptRunner"]
@@ -344,8 +346,8 @@ class AttemptRunner:
         proc = ctx.provider.start_runtime(
             cluster,
             [sys.executable, "-m", "orchestrator.runtime", spec_path],
-            # The run's key: in the driver's environment only (orchestrator/wire/runkey.py).
-            env=runkey.to_env(ctx.run_key),
+            # This generation's keys: in the driver's environment only (orchestrator/wire/runkey.py).
+            env=runkey.to_env(attempt_keys(ctx, gen)),
             log_path=os.path.join(folder, DRIVER_LOG),
         )
         ctx.emit(RuntimeStarted(generation=gen, pid=proc.pid, standby=standby))
@@ -402,6 +404,14 @@ class AttemptRunner:
         here = getattr(ctx.provider, "local_processes", False) and cluster.info.get("log_dir")
         driver = os.path.join(attempt_dir(ctx.run_dir, gen), DRIVER_LOG)
         return LiveLogs(gen, driver, str(here) if here else None, ctx.progress.log)
+
+
+def attempt_keys(ctx: RunContext, generation: int) -> AttemptKeys:
+    """What generation ``generation`` may sign and check with: its own key and the fence
+    public key, never the controller's (recovery/keys.py)."""
+    if ctx.run_key is None:
+        raise SigningError("the run has no keys: the controller makes them from its secret before any attempt")
+    return ctx.run_key.for_attempt(generation)
 
 
 def ray_storage_root(info: dict[str, Any], attempt_dir: str) -> str:

@@ -18,6 +18,7 @@ from orchestrator.config.schema import Config
 from orchestrator.wire.control import ControlChannel
 from providers.base import Provider
 from recovery.fencing import Lineage
+from recovery.keys import AttemptKeys
 from recovery.store import CheckpointStore
 
 
@@ -90,8 +91,9 @@ class RunContext:
     replicator: Follower = field(default_factory=_Still)
     # Fault proxies in front of the regions' stores (region -> FaultProxy), when a storage fault is configured.
     proxies: dict[str, Any] = field(default_factory=dict)
-    # The run's manifest key, for the runtime's environment only (never journaled).
-    run_key: bytes = field(default=b"", repr=False)
+    # The run's keys (the controller's: every generation, and fence signing); an attempt's
+    # runtime gets its own generation's share of them in its environment only (never journaled).
+    run_key: AttemptKeys | None = field(default=None, repr=False)
     # The fencing lineage as the run's state has it now (the controller's, read through this).
     lineage: Callable[[], Lineage] = Lineage
     # The controller's state machine: the attempt says when its runtime is up.

@@ -44,6 +44,7 @@ from orchestrator.runstate.events import (
     DecisionMade,
     Event,
     FailureDetected,
+    FenceIgnored,
     FencesRead,
     IncidentOpened,
     IncidentRecorded,
@@ -72,9 +73,10 @@ from providers.base import Provider
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
+from recovery.keys import controller_keys
 from recovery.policy import Action, Budgets, FailurePolicy, History, passed_over
 from recovery.replication import Replicated, Replicator
-from recovery.signing import derive_run_key, derive_token_key, load_or_create_secret
+from recovery.signing import derive_token_key, load_or_create_secret
 from recovery.store import CheckpointStore, StoreError, scan_fences
 
 __all__ = ["Controller", "RunRecord"]
@@ -108,7 +110,7 @@ class Controller:
         # The run's secret stays in its folder (0600); attempts get the key derived from
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         secret, self.secret_created = load_or_create_secret(self.run_dir)
-        self.run_key = derive_run_key(secret, run_id)
+        self.run_key = controller_keys(secret, run_id)
         # Remote clusters' Ray tokens come from the secret too, so a resumed controller has them.
         use_token_key = getattr(provider, "use_token_key", None)
         if callable(use_token_key):
@@ -387,6 +389,8 @@ class Controller:
                 failed=scan.failed,
             )
         )
+        for region, reason in scan.ignored.items():
+            self.emit(FenceIgnored(region=region, reason=reason[:500], by="controller"))
 
     def _finish_terminal(self, rp: Any) -> dict[str, Any]:
         """Died after the verdict: only the result is left to write."""

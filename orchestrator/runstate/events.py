@@ -298,6 +298,17 @@ class RestoreStoreSkipped(Event):
     by: str | None = None
 
 
+@_event("fence_ignored")
+@dataclass(frozen=True)
+class FenceIgnored(Event):
+    """A store's fence that this run's controller did not sign (forged, malformed, another
+    run's, not a regular file): it neither raises nor lowers anything."""
+
+    region: str | None = None
+    reason: str | None = None
+    by: str | None = None
+
+
 @_event("restore_copy_failed")
 @dataclass(frozen=True)
 class RestoreCopyFailed(Event):

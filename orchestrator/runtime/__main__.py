@@ -64,6 +64,8 @@ def main(argv: list[str]) -> int:
         bad_key = f"{runkey.ENV} is not set"
     control = ControlChannel(spec.control_url, spec.control_options)
     control.event(spec.generation, "driver_started", pid=os.getpid())
+    if key is not None and key.generation != spec.generation:
+        key, bad_key = None, f"{runkey.ENV} holds generation {key.generation}'s keys, not {spec.generation}'s"
     if key is None:
         control.event(spec.generation, "runtime_error", error=f"{bad_key}: checkpoints cannot be signed")
         return EXIT_INFRA

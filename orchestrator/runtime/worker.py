@@ -211,11 +211,15 @@ def restore_rule(
 ) -> tuple[Admits, list[CheckpointStore]]:
     """What a restore may take, and from which stores: the controller's lineage, narrowed
     by the newest fence the stores hold (which may refuse, never allow more). A store
-    whose fence cannot be read is left out, with its reason: a torn fence may hide a
-    newer generation. Without a lineage from the controller, the fence alone decides."""
+    whose fence cannot be read is left out, with its reason: an unseen fence may hide a
+    newer generation. A fence this run's controller did not sign is ignored, with its
+    reason: it can neither refuse nor allow. Without a lineage from the controller, the
+    fence alone decides."""
     scan = scan_fences(stores, spec.run_id)
     for region, error in scan.failed.items():
         control.event(spec.generation, "restore_store_skipped", region=region, error=error[:500])
+    for region, reason in scan.ignored.items():
+        control.event(spec.generation, "fence_ignored", region=region, reason=reason[:500])
     usable = [s for s in stores if (s.region or s.url) not in scan.failed]
     given = controller_lineage(spec, control)
     return (scan.newest if given is None else Narrowed(given, scan.newest)), usable

@@ -1,7 +1,11 @@
-"""How the run's key (recovery/signing.py) reaches the processes that sign and check manifests.
+"""How an attempt's keys (recovery/keys.py) reach the processes that sign and check manifests.
+
+An attempt gets ``AttemptKeys``: its generation's key (from which it derives earlier
+generations' keys, never a later one's) and the public key that checks the
+controller's fences; never the run's secret, never the fence signing key.
 
 - controller -> driver: the provider starts the driver with ``ORCHESTRATOR_RUN_KEY``
-  (hex) in its process environment: the local provider as a Popen env, SkyPilot as a
+  (``AttemptKeys.to_wire``, hex) in its process environment: the local provider as a Popen env, SkyPilot as a
   line on the ssh session's stdin, exported by the remote shell (never on a command
   line, in a task's envs, or in a file). The runtime spec never carries it: it is a
   file, and Ray Train exports its train_loop_config to its state API.
@@ -19,73 +23,72 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from recovery.keys import AttemptKeys, KeysError
+
 ENV = "ORCHESTRATOR_RUN_KEY"
 CONFIG_KEY = "run_key_ref"
 
-_installed: list[bytes] = []
+_installed: list[AttemptKeys] = []
 
 
 class RunKeyError(RuntimeError):
     """The runtime has no usable run key: its checkpoints could not be signed or trusted."""
 
 
-def to_env(key: bytes) -> dict[str, str]:
-    return {ENV: key.hex()}
+def to_env(keys: AttemptKeys) -> dict[str, str]:
+    return {ENV: keys.to_wire()}
 
 
-def parse(text: str) -> bytes:
+def parse(text: str) -> AttemptKeys:
     try:
-        key = bytes.fromhex(text.strip())
-    except ValueError:
-        raise RunKeyError(f"{ENV} is not hex") from None
-    if len(key) < 16:
-        raise RunKeyError(f"{ENV} is too short ({len(key)} bytes)")
-    return key
+        return AttemptKeys.from_wire(text)
+    except KeysError as exc:
+        raise RunKeyError(f"{ENV} is not an attempt's keys: {exc}") from None
 
 
-def take_from_env(environ: Any = None) -> bytes | None:
-    """The key from the environment, removed from it: processes this one starts
-    (Ray's, a user's) must not inherit it. None when it is not set."""
+def take_from_env(environ: Any = None) -> AttemptKeys | None:
+    """The keys from the environment, removed from it: processes this one starts
+    (Ray's, a user's) must not inherit them. None when it is not set."""
     env = os.environ if environ is None else environ
     text = env.pop(ENV, None)
     return None if text is None else parse(text)
 
 
-def install(key: bytes) -> None:
-    """This process's key from now on (the driver after ``take_from_env``, a worker after ``from_config``)."""
-    _installed[:] = [key]
+def install(keys: AttemptKeys) -> None:
+    """This process's keys from now on (the driver after ``take_from_env``, a worker after ``from_config``)."""
+    _installed[:] = [keys]
 
 
-def current() -> bytes | None:
-    """This process's key: installed, or else still in the environment (taken then)."""
+def current() -> AttemptKeys | None:
+    """This process's keys: installed, or else still in the environment (taken then)."""
     if not _installed:
-        key = take_from_env()
-        if key is not None:
-            install(key)
+        keys = take_from_env()
+        if keys is not None:
+            install(keys)
     return _installed[0] if _installed else None
 
 
-def require() -> bytes:
-    key = current()
-    if key is None:
+def require() -> AttemptKeys:
+    keys = current()
+    if keys is None:
         raise RunKeyError(f"{ENV} is not set: the controller gives it to every attempt; checkpoints need it")
-    return key
+    return keys
 
 
-def share(key: bytes) -> dict[str, Any]:
-    """The driver's entry for train_loop_config: an ObjectRef to the key, never the key."""
+def share(keys: AttemptKeys) -> dict[str, Any]:
+    """The driver's entry for train_loop_config: an ObjectRef to the keys, never the keys."""
     import ray
 
-    return {CONFIG_KEY: ray.put(key)}
+    return {CONFIG_KEY: ray.put(keys.to_wire())}
 
 
 def from_config(config: Mapping[str, Any]) -> None:
-    """A Ray Train worker: install the key the driver shared, if it shared one."""
+    """A Ray Train worker: install the keys the driver shared, if it shared them."""
     ref = config.get(CONFIG_KEY)
     if ref is None:
         return
     import ray
 
-    key = ray.get(ref)
-    if isinstance(key, bytes):
-        install(key)
+    text = ray.get(ref)
+    if isinstance(text, str):
+        install(parse(text))

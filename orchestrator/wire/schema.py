@@ -41,6 +41,7 @@ EVENT_KINDS = frozenset(
         "world_waiting",
         "fenced",
         "fenced_write",
+        "fence_ignored",
         "losses",
         "multipart_aborted",
         "preempted",

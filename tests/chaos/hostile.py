@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.runstate.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from recovery.manifest import MANIFEST_NAME, FileEntry, Manifest
-from recovery.signing import run_key_of, signed
+from recovery.signing import run_keys_of, signed
 from recovery.store import sha256_hex
 
 REGIONS = ("local-a", "local-b", "local-c")
@@ -45,7 +45,7 @@ def plant_checkpoints(home: Path, run_id: str, donor: Path, marker: Path) -> Non
     src = src_store / f"step-{newest}"
     original = Manifest.from_json((src / MANIFEST_NAME).read_text())
     files = {f.name: (src / f.name).read_bytes() for f in original.files}
-    donor_key = run_key_of(str(donor))
+    donor_key = run_keys_of(str(donor))
     payload = pickle.dumps(Payload(marker))
     for region in REGIONS:
         root = home / "stores" / region / run_id / "checkpoints"

@@ -75,9 +75,9 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
     assert all(w["samples_per_s"] > 0 and w["peak_rss_bytes"] > 0 for w in tele["workers"])
 
     # What the second attempt restored: the snapshot in local-b's store, verified.
-    from recovery.signing import run_key_of
+    from recovery.signing import run_keys_of
 
-    store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_key_of(str(run.run_dir)))
+    store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))
     manifest = store.manifest(run_id, restored)
     assert manifest is not None and store.verify(run_id, restored).ok
     in_snapshot = {t["trial_id"]: t for t in manifest.extra["trials"]}

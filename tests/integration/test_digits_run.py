@@ -42,9 +42,9 @@ def test_final_checkpoint_is_committed_with_manifest_last(baseline):
     url = baseline.result["final_checkpoint"]
     assert url.endswith("/baseline/checkpoints/step-500")
     store_url = url.rsplit("/baseline/checkpoints/", 1)[0]
-    from recovery.signing import run_key_of
+    from recovery.signing import run_keys_of
 
-    store = CheckpointStore(store_url, region="local-a", key=run_key_of(str(baseline.run_dir)))
+    store = CheckpointStore(store_url, region="local-a", key=run_keys_of(str(baseline.run_dir)))
     assert store.verify("baseline", 500).ok
     manifest = store.manifest("baseline", 500)
     names = {f.name for f in manifest.files}

@@ -94,9 +94,9 @@ def test_the_checkpoints_hold_every_named_part(seq_run: Run) -> None:
 
     url = seq_run.result["final_checkpoint"]
     assert url.endswith("/seq-example/checkpoints/step-600"), url
-    from recovery.signing import run_key_of
+    from recovery.signing import run_keys_of
 
-    key = run_key_of(str(seq_run.run_dir))
+    key = run_keys_of(str(seq_run.run_dir))
     store = CheckpointStore(url.rsplit("/seq-example/checkpoints/", 1)[0], region="local-a", key=key)
     assert max(store.committed_steps("seq-example")) == 600
     assert store.verify("seq-example", 600).ok

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from recovery.keys import controller_keys
 from recovery.replication import replicate, sync_newest
 from recovery.store import CheckpointStore, StoreError
 from servers import S3_ENV, make_bucket, scoped_env, start_fake_gcs, start_moto
@@ -29,7 +30,7 @@ def servers():
 
 
 # The run's key, as the controller would derive it (recovery/signing.py).
-KEY = bytes(range(32))
+KEY = controller_keys(bytes(range(32)), "object-stores")
 
 
 def _s3(servers, prefix: str, **opts) -> CheckpointStore:

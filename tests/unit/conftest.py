@@ -9,18 +9,20 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from recovery.keys import AttemptKeys, controller_keys
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 
-# The run's key in every unit test: stores sign with it, and runtime code finds it installed.
-TEST_KEY = bytes(range(32))
+# The run's keys in every unit test (the controller's: every generation, and fences): stores
+# sign with them, and runtime code finds them installed.
+TEST_KEY = controller_keys(bytes(range(32)), "test-run")
 
 WriteCheckpoint = Callable[..., Manifest]
 FlipByte = Callable[[CheckpointStore, str, int, str], None]
 
 
 @pytest.fixture(autouse=True, scope="session")
-def run_key() -> Iterator[bytes]:
+def run_key() -> Iterator[AttemptKeys]:
     """The runtime's key, as a driver installs it (orchestrator/wire/runkey.py); for
     the whole session, as module-scoped fixtures run training too."""
     from orchestrator.wire import runkey

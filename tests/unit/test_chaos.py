@@ -20,6 +20,7 @@ from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultEnded, FaultRefused
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
+from recovery.keys import controller_keys
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
 from tests.unit.conftest import TEST_KEY
@@ -61,7 +62,7 @@ def test_corrupt_newest_is_idempotent_and_passes_over_a_planted_newer_step(
     a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
     for step in (20, 40):
         write_checkpoint(a, RUN, step)
-    stranger = CheckpointStore(f"file://{tmp_path}/a", region="a", key=bytes(32))
+    stranger = CheckpointStore(f"file://{tmp_path}/a", region="a", key=controller_keys(bytes(32), "stranger"))
     write_checkpoint(stranger, RUN, 900)
     assert corrupt_newest([a], RUN) == {"a": 40}
     assert corrupt_newest([a], RUN) == {"a": 40}

@@ -27,9 +27,9 @@ def test_a_checkpoint_counts_up_to_the_step_the_next_generation_restarted_from()
     assert "attempt 2" in lineage.why_not(1, 60) and "step 50" in lineage.why_not(1, 60)
 
 
-def test_lineage_round_trips_through_json() -> None:
+def test_lineage_round_trips_through_plain_lists() -> None:
     lineage = Lineage().then(1, 0).then(4, 300)
-    assert Lineage.from_json(lineage.to_json()) == lineage
+    assert Lineage.from_plain(lineage.to_plain()) == lineage
     assert lineage.generation == 4
 
 

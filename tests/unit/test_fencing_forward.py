@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError
-from recovery.fencing import FENCE_NAME, FencedError, Lineage
+from recovery.fencing import FENCE_NAME, FencedError, FenceRejected, Lineage
 from recovery.fsio import write_bytes
+from recovery.keys import controller_keys
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore, StoreError, fence_path, read_fence, scan_fences
 from tests.unit.conftest import TEST_KEY
@@ -41,60 +42,72 @@ def _tear(store: CheckpointStore, raw: bytes) -> None:
 
 
 @pytest.mark.parametrize("raw", TORN_FENCES)
-def test_a_fence_that_does_not_parse_is_a_store_error_naming_it(store: CheckpointStore, raw: bytes) -> None:
+def test_a_fence_that_does_not_parse_is_ignored_naming_why(store: CheckpointStore, raw: bytes) -> None:
+    """Torn, rotten or planted: what no controller of this run signed neither raises nor
+    lowers anything (the lineage in the spec still refuses a zombie's steps at restore)."""
     _tear(store, raw)
-    with pytest.raises(StoreError) as err:
+    with pytest.raises(FenceRejected, match=r"malformed fence|unsigned fence") as err:
         read_fence(store, RUN)
-    message = str(err.value)
-    assert FENCE_NAME in message and "region a" in message and "\n" not in message
+    assert "\n" not in str(err.value)
     scan = scan_fences([store], RUN)
-    assert scan.generation == 0 and list(scan.failed) == ["a"] and FENCE_NAME in scan.failed["a"]
+    assert scan.generation == 0 and scan.failed == {} and list(scan.ignored) == ["a"]
 
 
-def test_no_fence_at_all_is_none_and_a_folder_in_its_place_is_a_store_error(tmp_path: Path) -> None:
-    store = CheckpointStore(f"file://{tmp_path}/s", region="a", key=TEST_KEY)
-    assert read_fence(store, RUN) is None
-    (tmp_path / "s" / RUN / FENCE_NAME).mkdir(parents=True)
-    with pytest.raises(StoreError, match=FENCE_NAME):
-        read_fence(store, RUN)
-
-
-@pytest.mark.parametrize("raw", TORN_FENCES[:2])
-def test_a_zombie_cannot_commit_past_a_torn_fence_and_neither_can_anyone(store: CheckpointStore, raw: bytes) -> None:
+def test_a_forged_fence_is_ignored_and_cannot_stop_the_live_attempt(store: CheckpointStore) -> None:
     store.write_fence(RUN, Lineage().then(1, 0).then(2, 50))
-    _tear(store, raw)
-    entry = store.put(RUN, 100, "model.pt", b"zombie")
-    for attempt in (1, 2):
-        with pytest.raises(StoreError, match=FENCE_NAME):
-            store.commit(RUN, 100, attempt, [entry], fenced=True)
-    assert store.committed_steps(RUN) == []
-    store.write_fence(RUN, Lineage().then(1, 0).then(2, 50))  # the next fence replaces it
-    with pytest.raises(FencedError):
-        store.commit(RUN, 100, 1, [entry], fenced=True)
+    forger = CheckpointStore(store.url, region="a", key=controller_keys(b"x" * 32, RUN))
+    forger.write_fence(RUN, Lineage().then(1, 0).then(2, 50).then(9, 60))  # in place of the real one
+    with pytest.raises(FenceRejected, match="does not verify"):
+        read_fence(store, RUN)
+    entry = store.put(RUN, 100, "model.pt", b"live")
     store.commit(RUN, 100, 2, [entry], fenced=True)
     assert store.committed_steps(RUN) == [100]
 
 
-def test_the_uploader_retries_a_torn_fence_then_falls_back_and_is_fenced_there(tmp_path: Any, memory_url: str) -> None:
-    """A zombie of attempt 1 whose store's fence is torn: no commit there (retried as a
-    store error), then the next store, whose fence says attempt 2 took over: fenced."""
+def test_no_fence_at_all_is_none_and_a_folder_in_its_place_is_ignored(tmp_path: Path) -> None:
+    store = CheckpointStore(f"file://{tmp_path}/s", region="a", key=TEST_KEY)
+    assert read_fence(store, RUN) is None
+    (tmp_path / "s" / RUN / FENCE_NAME).mkdir(parents=True)
+    with pytest.raises(FenceRejected, match="a folder"):
+        read_fence(store, RUN)
+
+
+def test_a_fence_that_cannot_be_read_is_a_store_error(store: CheckpointStore) -> None:
+    store.write_fence(RUN, Lineage().then(1, 0))
+    store.fs.cat_file = _timeout  # type: ignore[method-assign]
+    with pytest.raises(StoreError, match=FENCE_NAME):
+        read_fence(store, RUN)
+    scan = scan_fences([store], RUN)
+    assert list(scan.failed) == ["a"] and scan.ignored == {}
+
+
+@pytest.mark.parametrize("raw", TORN_FENCES[:2])
+def test_a_zombie_past_a_torn_fence_commits_but_is_never_restored(store: CheckpointStore, raw: bytes) -> None:
+    store.write_fence(RUN, Lineage().then(1, 0).then(2, 50))
+    _tear(store, raw)
+    entry = store.put(RUN, 100, "model.pt", b"zombie")
+    store.commit(RUN, 100, 1, [entry], fenced=True)  # nothing it can trust says no
+    lineage = Lineage().then(1, 0).then(2, 50)
+    assert store.latest_verified(RUN, lineage=lineage) is None
+    store.write_fence(RUN, lineage)  # the next fence replaces it
+    with pytest.raises(FencedError):
+        store.commit(RUN, 120, 1, [store.put(RUN, 120, "model.pt", b"zombie")], fenced=True)
+
+
+def test_the_uploader_is_fenced_by_a_signed_fence_whatever_another_store_holds(tmp_path: Any, memory_url: str) -> None:
+    """A zombie of attempt 1: its first store's fence is torn (ignored, so it commits there,
+    where the lineage never restores it); the signed fence in the other store fences it."""
     torn = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
     fenced = CheckpointStore(memory_url, region="b", key=TEST_KEY)
     torn.write_fence(RUN, Lineage().then(1, 0))
     _tear(torn, b'{"links": [[1, 0], [2,')
     fenced.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
-    events: list[tuple[str, dict[str, Any]]] = []
-    ckpt = AsyncCheckpointer(
-        [torn, fenced], RUN, generation=1, keep_last=2, outage_s=0.3, on_event=lambda t, f: events.append((t, f))
-    )
+    ckpt = AsyncCheckpointer([fenced, torn], RUN, generation=1, keep_last=2, outage_s=0.3, on_event=lambda t, f: None)
     ckpt.submit(60, {"model.pt": b"zombie weights"}, {})
     with pytest.raises(CheckpointUploadError) as err:
         ckpt.wait(timeout_s=20)
     assert isinstance(err.value.__cause__, FencedError)
-    kinds = [t for t, _ in events]
-    assert kinds[0] == "upload_retry" and FENCE_NAME in events[0][1]["error"]
-    assert "store_fallback" in kinds and kinds[-1] == "fenced_write"
-    assert torn.committed_steps(RUN) == [] and fenced.committed_steps(RUN) == []
+    assert fenced.committed_steps(RUN) == []
 
 
 # --- generations only go up ------------------------------------------------------------------
@@ -161,12 +174,9 @@ def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> Non
     """A store holding generation 7 from an earlier life of this run_id: the next attempt is 8."""
     from orchestrator.runstate.journal import read_events
 
-    earlier = CheckpointStore(f"file://{home}/stores/local-b", region="local-b", key=TEST_KEY)
-    earlier.write_fence(RUN, Lineage().then(5, 0).then(7, 300))
-    CheckpointStore(f"file://{home}/stores/local-a", region="local-a", key=TEST_KEY).write_fence(
-        RUN, Lineage().then(3, 0)
-    )
     ctl = _controller(home)
+    ctl.stores["local-b"].write_fence(RUN, Lineage().then(5, 0).then(7, 300))
+    ctl.stores["local-a"].write_fence(RUN, Lineage().then(3, 0))
     ctl._start_above_fences()
     assert ctl._alloc_generation() == 8
     (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
@@ -198,11 +208,28 @@ def test_a_store_whose_fence_cannot_be_read_is_journaled_and_the_others_still_co
     ctl = _controller(home)
     a, b = ctl.stores["local-a"], ctl.stores["local-b"]
     b.write_fence(RUN, Lineage().then(4, 0))
-    write_bytes(a.fs, fence_path(a, RUN), b'{"links": [[9, 0')  # torn: whatever it held is unknown
+    a.fs.cat_file = _timeout  # type: ignore[method-assign]
     ctl._start_above_fences()
     assert ctl._alloc_generation() == 5
     (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
     assert list(ev["failed"]) == ["local-a"] and FENCE_NAME in ev["failed"]["local-a"]
+
+
+def test_a_fence_no_controller_of_this_run_signed_is_journaled_and_raises_nothing(home: Path) -> None:
+    """A planted fence of generation 9 in every store: ignored, so the run's next generation
+    is its own (a forged high fence must not make the run fence its own commits)."""
+    from orchestrator.runstate.journal import read_events
+
+    ctl = _controller(home)
+    forged = controller_keys(b"f" * 32, RUN)
+    for region, store in ctl.stores.items():
+        CheckpointStore(store.url, region=region, key=forged).write_fence(RUN, Lineage().then(9, 0))
+    write_bytes(ctl.stores["local-a"].fs, fence_path(ctl.stores["local-a"], RUN), b"[" * 100_000)
+    ctl._start_above_fences()
+    assert ctl._alloc_generation() == 1
+    ignored = {e["region"]: e["reason"] for e in read_events(ctl.journal.path) if e["type"] == "fence_ignored"}
+    assert set(ignored) == set(ctl.stores) and "malformed" in ignored["local-a"]
+    assert all("does not verify" in r for region, r in ignored.items() if region != "local-a")
 
 
 # --- retention never empties the lineage ---------------------------------------------------------
@@ -447,7 +474,7 @@ def test_a_standby_restores_by_the_lineage_its_activation_carries(
     assert chosen is not None and chosen[1].step == 40
 
 
-def test_the_runtime_passes_over_a_store_whose_fence_is_torn_and_says_why(
+def test_the_runtime_ignores_a_torn_fence_says_why_and_restores_by_the_lineage(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:
     primary = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
@@ -458,8 +485,9 @@ def test_the_runtime_passes_over_a_store_whose_fence_is_torn_and_says_why(
     worker = _worker(tmp_path, 2, lineage=[[1, 0], [2, 40]], fallback_stores=[{"region": "o", "url": other.url}])
     chosen = worker.agree_on_restore()
     assert chosen is not None and (chosen[0].region, chosen[1].step) == ("o", 40)
-    (skip,) = _events(worker, "restore_store_skipped")
-    assert skip["region"] == "r" and FENCE_NAME in skip["error"]
+    (ignored,) = _events(worker, "fence_ignored")
+    assert ignored["region"] == "r" and "malformed fence" in ignored["reason"]
+    assert _events(worker, "restore_store_skipped") == []
 
 
 @pytest.mark.parametrize(

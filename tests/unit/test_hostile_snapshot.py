@@ -18,8 +18,8 @@ from orchestrator.hpo import sample_configs
 from orchestrator.runtime.search.snapshot import SearchSnapshot, SnapshotError, pack
 from orchestrator.runtime.search.tune_loop import ARCHIVE, _load, _restore
 from orchestrator.wire.control import ControlChannel
+from recovery.keys import controller_keys
 from recovery.manifest import MANIFEST_NAME
-from recovery.signing import derive_run_key
 from recovery.store import CheckpointStore
 from support import loop_spec
 from tests.unit.conftest import TEST_KEY
@@ -75,7 +75,7 @@ def test_a_planted_search_snapshot_is_never_unpacked(tmp_path: Path, how: str) -
     ours.commit(RUN, 20, attempt=1, files=[ours.put(RUN, 20, ARCHIVE, legit)])
 
     if how == "another run's key":
-        planter = CheckpointStore(spec.store_url, region="r", key=derive_run_key(b"\1" * 32, RUN))
+        planter = CheckpointStore(spec.store_url, region="r", key=controller_keys(b"\1" * 32, RUN))
         planter.commit(RUN, 900, attempt=1, files=[planter.put(RUN, 900, ARCHIVE, evil)])
     else:
         planter = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)

@@ -68,6 +68,7 @@ SAMPLES: list[E.Event] = [
     E.FaultReleaseFailed("r-a-g1", "busy"),
     E.CheckpointSkipped(region="a", step=40, reason="bad digest", by="controller"),
     E.RestoreStoreSkipped(region="b", error="timeout", by="controller"),
+    E.FenceIgnored(region="b", reason="unsigned fence", by="controller"),
     E.RestoreCopyFailed("gone", step=40),
     E.RestoreCopied(step=40, from_="a", to="b", copy_s=0.1),
     E.Replicated(step=40, from_="a", to="b", lag_s=0.2, copy_s=0.1, bytes=1024),

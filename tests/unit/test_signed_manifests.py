@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from recovery.keys import controller_keys
 from recovery.manifest import MANIFEST_NAME, FileEntry, Manifest
 from recovery.replication import ReplicationError, Replicator, replicate, sync_newest
 from recovery.signing import (
@@ -25,7 +26,6 @@ from recovery.signing import (
     UNSIGNED,
     SigningError,
     check,
-    derive_run_key,
     load_or_create_secret,
     signed,
 )
@@ -55,7 +55,7 @@ def plant(store: CheckpointStore, step: int, signature: str | None = None, key: 
 FORGERIES = {
     "unsigned": ({}, UNSIGNED),
     "forged": ({"signature": "ab" * 32}, FORGED),
-    "another run's key": ({"key": derive_run_key(secrets.token_bytes(32), RUN)}, FORGED),
+    "another run's key": ({"key": controller_keys(secrets.token_bytes(32), RUN)}, FORGED),
     "not hex": ({"signature": "\u00e9" * 64}, FORGED),
 }
 
@@ -149,7 +149,7 @@ def test_retention_with_a_wrong_key_deletes_nothing(tmp_path: Path, write_checkp
     (a,) = stores(tmp_path, "a")
     for step in (20, 40, 60):
         write_checkpoint(a, RUN, step)
-    (wrong,) = stores(tmp_path, "a", key=b"k" * 32)
+    (wrong,) = stores(tmp_path, "a", key=controller_keys(b"k" * 32, "wrong"))
     assert wrong.retain(RUN, keep=1) == []
     assert a.committed_steps(RUN) == [20, 40, 60]
 
@@ -174,7 +174,7 @@ def _signed_manifest() -> Manifest:
         {"attempt": 3},
         {"region": "elsewhere"},
         {"extra": {"world_size": 3}},
-        {"version": 2},
+        {"version": 3},
         {"committed_at": 124.0},
         {"files": (FileEntry("model.pt", 10, "c" * 64), FileEntry("state.pt", 3, "b" * 64))},
         {"files": (FileEntry("model.pt", 11, "a" * 64), FileEntry("state.pt", 3, "b" * 64))},
@@ -187,7 +187,7 @@ def test_tampering_with_any_field_breaks_the_signature(change: dict[str, Any]) -
     assert check(m, TEST_KEY).ok
     assert check(Manifest.from_json(m.to_json()), TEST_KEY).ok  # survives the round trip
     assert check(replace(m, **change), TEST_KEY).reason == FORGED
-    assert check(m, derive_run_key(b"s" * 32, RUN)).reason == FORGED
+    assert check(m, controller_keys(b"s" * 32, RUN)).reason == FORGED
 
 
 def test_a_tampered_manifest_in_a_store_is_skipped(tmp_path: Path, write_checkpoint: WriteCheckpoint) -> None:
@@ -205,8 +205,8 @@ def test_a_tampered_manifest_in_a_store_is_skipped(tmp_path: Path, write_checkpo
 
 def test_keys_are_per_run() -> None:
     secret = b"x" * 32
-    assert derive_run_key(secret, "a") != derive_run_key(secret, "b")
-    assert derive_run_key(secret, "a") == derive_run_key(secret, "a")
+    assert controller_keys(secret, "a") != controller_keys(secret, "b")
+    assert controller_keys(secret, "a") == controller_keys(secret, "a")
 
 
 # --- the secret -----------------------------------------------------------------------------
@@ -280,10 +280,14 @@ def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
     store = ctl.stores["local-a"]
     store.commit(RUN, 10, 1, [store.put(RUN, 10, "model.pt", b"w")])
     assert store.latest_verified(RUN).step == 10  # type: ignore[union-attr]
-    # The driver gets the key in its environment, and only there.
-    assert ctl.provider.envs == [{ENV: ctl.run_key.hex()}]
+    # The driver gets its generation's keys in its environment, and only there.
+    wire = ctl.run_key.for_attempt(1).to_wire()
+    assert ctl.provider.envs == [{ENV: wire}]
     secret = (Path(ctl.run_dir) / SECRET_FILE).read_bytes()
-    needles = [secret, secret.hex().encode(), ctl.run_key, ctl.run_key.hex().encode()]
+    seed = ctl.run_key.fence_seed
+    assert seed is not None
+    keys = [secret, ctl.run_key.chain, seed, ctl.run_key.generation_key(1)]
+    needles = [*keys, *(k.hex().encode() for k in keys if k is not None), wire.encode()]
     scanned = 0
     for root in (home, Path(os.getcwd())):
         for path in root.rglob("*"):
@@ -308,8 +312,9 @@ def test_resume_reuses_the_secret(home: Path) -> None:
 def test_the_key_is_taken_out_of_the_environment_and_errors_never_show_it() -> None:
     from orchestrator.wire import runkey
 
-    env = {runkey.ENV: TEST_KEY.hex(), "OTHER": "1"}
-    assert runkey.take_from_env(env) == TEST_KEY
+    keys = TEST_KEY.for_attempt(3)
+    env = {runkey.ENV: keys.to_wire(), "OTHER": "1"}
+    assert runkey.take_from_env(env) == keys
     assert env == {"OTHER": "1"}
     assert runkey.take_from_env(env) is None
     with pytest.raises(runkey.RunKeyError) as info:
@@ -355,15 +360,16 @@ def test_skypilot_sends_the_key_on_stdin_never_on_a_command_line(
     with monkeypatch.context() as patched:
         patched.setattr("providers.skypilot.provider.subprocess.Popen", Popen)
         argv = ["py", "-m", "orchestrator.runtime", str(spec)]
-        provider.start_runtime(cluster, argv, to_env(TEST_KEY), "/dev/null")
+        provider.start_runtime(cluster, argv, to_env(TEST_KEY.for_attempt(1)), "/dev/null")
+    wire = TEST_KEY.for_attempt(1).to_wire()
     ((_, command),) = started
-    assert TEST_KEY.hex() not in command
+    assert wire not in command
     # What ssh would run on the head, run here with what it would read on stdin.
     out = subprocess.run(["bash", "-c", command], input=stdin.getvalue(), capture_output=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    digest = hashlib.sha256(TEST_KEY.hex().encode()).hexdigest()
+    digest = hashlib.sha256(wire.encode()).hexdigest()
     assert out.stdout.decode().splitlines() == [f"key={digest}", 'spec={"run_id": "x"}']
-    assert not any(TEST_KEY.hex().encode() in p.read_bytes() for p in node.rglob("*") if p.is_file())
+    assert not any(wire.encode() in p.read_bytes() for p in node.rglob("*") if p.is_file())
 
 
 def test_result_never_names_a_planted_checkpoint_as_the_runs_newest(
@@ -376,7 +382,7 @@ def test_result_never_names_a_planted_checkpoint_as_the_runs_newest(
     write_checkpoint(a, RUN, 40)
     write_checkpoint(b, RUN, 20)
     plant(a, 900)
-    plant(b, 800, key=derive_run_key(secrets.token_bytes(32), RUN))
+    plant(b, 800, key=controller_keys(secrets.token_bytes(32), RUN))
     assert _newest_committed(RUN, {"a": a, "b": b}) == a.checkpoint_url(RUN, 40)
     assert _newest_committed(RUN, {"b": b}) == b.checkpoint_url(RUN, 20)
     assert _newest_committed(RUN, {"b": stores(tmp_path, "b", key=None)[0]}) is None

@@ -13,6 +13,7 @@ from orchestrator.config.compose import compose
 from orchestrator.control.controller import Controller
 from orchestrator.control.proof import FUNC, LOOP, SEARCH, Proven, Signed, Unproven, newest_signed, prove
 from recovery.fencing import Lineage
+from recovery.keys import controller_keys
 from recovery.manifest import FileEntry, Manifest, checkpoint_digest
 from recovery.store import CheckpointStore
 
@@ -78,12 +79,12 @@ def test_a_search_s_weights_are_the_best_trial_s_in_the_signed_records() -> None
 
 
 def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Path) -> None:
-    key = b"k" * 32
+    key = controller_keys(b"k" * 32, "run")
     a = CheckpointStore(f"file://{tmp_path}/a", "a", key=key)
     b = CheckpointStore(f"file://{tmp_path}/b", "b", key=key)
     for store, step, attempt in ((a, 20, 1), (b, 40, 1), (a, 60, 1)):
         store.commit("run", step, attempt, [store.put("run", step, "m", b"x")])
-    stranger = CheckpointStore(f"file://{tmp_path}/b", "b", key=b"z" * 32)
+    stranger = CheckpointStore(f"file://{tmp_path}/b", "b", key=controller_keys(b"z" * 32, "run"))
     stranger.commit("run", 90, 1, [stranger.put("run", 90, "m", b"x")])
     got = newest_signed([a, b], "run", Lineage())
     assert got is not None and got.manifest.step == 60 and got.url.endswith("/a/run/checkpoints/step-60")
