@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from recovery.fencing import FENCE_NAME, FencedError, Lineage
 from recovery.fsio import write_bytes
 from recovery.manifest import Manifest
