@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         return EXIT_INFRA
     control.event(spec.generation, "driver_connected", pid=os.getpid())
     if spec.hpo is not None:
-        from orchestrator.runtime.search.tune_loop import run_search
+        from orchestrator.runtime.search.run import run_search
 
         try:
             return run_search(spec, control)

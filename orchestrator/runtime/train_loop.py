@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from orchestrator.runtime.checkpoint.checkpointer import assign_shares, sha256_all
+from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
@@ -205,7 +205,7 @@ class _Loop(WorkerAttempt):
 
     def _snapshot(self, step: int) -> None:
         """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
-        more than one rank each puts its share of the files (see checkpointer.py)."""
+        more than one rank each puts its share of the files (see checkpoint/shares.py)."""
         import torch.distributed as dist
 
         # What DDP keeps the same on every rank, so any rank may put it; the rest (the

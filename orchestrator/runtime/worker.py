@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from orchestrator.runtime import rank_log, rendezvous
-from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError, ShareUploader
+from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.faults import FaultKind
@@ -272,7 +273,7 @@ class WorkerAttempt:
             scratch_dir=spec.scratch_dir if rank == 0 else None,
             lineage=spec.fencing_lineage(),
         )
-        # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpointer.py).
+        # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpoint/shares.py).
         self.share = ShareUploader(self.store, spec.run_id, spec.generation) if rank > 0 else None
         self._preempt = threading.Event()
         # chaos "during: checkpoint_upload": cleared while an upload heads for its

@@ -181,7 +181,9 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
     bytes before committing; a rank whose bytes differ puts nothing, and rank 0 puts
     that file itself after its wait. Every commit verifies: the manifest holds the
     sha256 of rank 0's bytes."""
-    from orchestrator.runtime.checkpoint import checkpointer as ck
+    from orchestrator.runtime.checkpoint import shares as ck
+    from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+    from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
 
     monkeypatch.setattr(ck, "SHARE_WAIT_MIN_S", 0.5)
     prefix = f"shared-{time.time_ns()}"
@@ -194,12 +196,12 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
     for step, files, diverged in cases:
         shares = {"model.pt": 1, "state.pt": 1}
         digests = ck.sha256_all(files, shares)
-        share = ck.ShareUploader(rank1, RUN, 1)
+        share = ShareUploader(rank1, RUN, 1)
         share.submit(step, {n: (b"x" + files[n] if diverged else files[n]) for n in shares}, digests)
         # Rank 1's share lands first: what rank 0 then finds decides, not a race with its
         # wait (a share later than the wait is taken over, like a missing one: a unit test's).
         assert share.wait(60)
-        ckpt = ck.AsyncCheckpointer([rank0], RUN, 1, keep_last=3)
+        ckpt = AsyncCheckpointer([rank0], RUN, 1, keep_last=3)
         ckpt.submit(step, files, {}, shares=shares, digests=digests)
         ckpt.wait(timeout_s=120)
         assert set(share.last.values()) == {"other_bytes" if diverged else "put"}

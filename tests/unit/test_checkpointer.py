@@ -11,14 +11,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpoint import checkpointer as ck
-from orchestrator.runtime.checkpoint.checkpointer import (
-    AsyncCheckpointer,
-    ShareUploader,
-    assign_shares,
-    sha256_all,
-    share_wait_s,
-)
+from orchestrator.runtime.checkpoint import shares as ck
+from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all, share_wait_s
 from recovery.fencing import Lineage
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError, sha256_hex
@@ -177,7 +173,7 @@ def test_a_failing_hook_ends_the_upload_without_a_manifest_and_after_every_put()
 
     ckpt = AsyncCheckpointer([store], RUN, 1, keep_last=2, on_stage=hook)  # type: ignore[list-item]
     ckpt.submit(60, dict(FILES), {})
-    with pytest.raises(ck.CheckpointUploadError, match="injected"):
+    with pytest.raises(CheckpointUploadError, match="injected"):
         ckpt.wait(timeout_s=20)
     assert not [e for e in store.log if e[0] == "commit"]
     starts = sum(1 for e, _ in store.log if e == "put-start")

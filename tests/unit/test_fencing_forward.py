@@ -1,5 +1,5 @@
-"""Fencing that cannot go backwards: a fence that does not read is a store error, never
-"no fence"; generations only go up; retention and restore follow the controller's lineage.
+"""Fencing that cannot go backwards: a fence that cannot be read is a store error, never
+"no fence", and one this run's controller did not sign is ignored; generations only go up; retention and restore follow the controller's lineage.
 Real ``file://`` and ``memory://`` stores throughout."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpoint.checkpointer import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from recovery.fencing import FENCE_NAME, FencedError, FenceRejected, Lineage
 from recovery.fsio import write_bytes
 from recovery.keys import controller_keys

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.hpo import sample_configs
-from orchestrator.runtime.search.snapshot import SearchSnapshot, SnapshotError, pack
-from orchestrator.runtime.search.tune_loop import ARCHIVE, _load, _restore
+from orchestrator.runtime.search.restore import restore_search
+from orchestrator.runtime.search.snapshot import ARCHIVE, SearchSnapshot, SnapshotError, pack
+from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.wire.control import ControlChannel
 from recovery.keys import controller_keys
 from recovery.manifest import MANIFEST_NAME
@@ -82,7 +83,7 @@ def test_a_planted_search_snapshot_is_never_unpacked(tmp_path: Path, how: str) -
         plant(planter, 900, evil, signature="" if how == "unsigned" else "ab" * 32)
 
     control = ControlChannel(spec.control_url)
-    step, url, snapshot = _restore(spec, control, CONFIGS)
+    step, url, snapshot = restore_search(spec, control, CONFIGS)
 
     assert step == 20 and url is not None and url.endswith("/step-20")
     assert snapshot == SearchSnapshot(trials=[])
@@ -124,10 +125,10 @@ def test_a_pickle_in_a_snapshot_this_run_signed_never_runs(tmp_path: Path, what:
     ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data)])
 
     with pytest.raises(SnapshotError) as err:
-        _restore(spec, ControlChannel(spec.control_url), CONFIGS)
+        restore_search(spec, ControlChannel(spec.control_url), CONFIGS)
     assert words in str(err.value)
     assert not marker.exists()
     # A trial loads its model and optimizer the same way: as tensors only.
     with pytest.raises(pickle.UnpicklingError):
-        _load(pickle.dumps(Payload(marker)))
+        load_tensors(pickle.dumps(Payload(marker)))
     assert not marker.exists()

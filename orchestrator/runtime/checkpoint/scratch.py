@@ -3,7 +3,7 @@
 A worker group that Ray Train restarts in place finds it there and skips the
 download. The store stays the truth: the copy is used only when its manifest is
 the one restore chose and every file verifies. A full disk costs the copy, never
-the checkpoint (the caller journals ``scratch_full``).
+the checkpoint (``ScratchKeeper`` journals ``scratch_full``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from recovery.manifest import MANIFEST_NAME, Manifest
 from recovery.store import sha256_hex
@@ -72,3 +74,25 @@ class LocalCopy:
                 return None
             out[name] = data
         return out
+
+
+class ScratchKeeper:
+    """Keeps each committed checkpoint in a LocalCopy; a full disk is journaled once per
+    episode (``scratch_full``, then ``scratch_recovered``): it stays full a while."""
+
+    def __init__(self, copy: LocalCopy, on_event: Callable[[str, dict[str, Any]], None]) -> None:
+        self.copy = copy
+        self.on_event = on_event
+        self.full = False
+
+    def keep(self, manifest: Manifest, files: dict[str, bytes]) -> None:
+        try:
+            self.copy.keep(manifest, files)
+        except OSError as exc:
+            if not self.full:
+                self.on_event("scratch_full", {"step": manifest.step, "path": self.copy.root, "error": str(exc)[:300]})
+            self.full = True
+            return
+        if self.full:
+            self.on_event("scratch_recovered", {"step": manifest.step, "path": self.copy.root})
+        self.full = False

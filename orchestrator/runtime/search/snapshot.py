@@ -30,6 +30,8 @@ from typing import Any
 from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
 
 FORMAT = "orchestrator.search/1"
+# The one file of a search's checkpoint in the store.
+ARCHIVE = "experiment.tar"
 STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})

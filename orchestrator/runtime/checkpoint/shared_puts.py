@@ -1,0 +1,93 @@
+"""Rank 0 puts a snapshot's files into a store, the other ranks' shares checked, not trusted.
+
+Its own files first (the chaos hook once the first is in), then, for the files another
+rank puts (see ``shares``), a bounded wait until each is in the store holding rank 0's
+bytes; whatever is missing or differs then, rank 0 puts itself. The manifest lists
+every file with rank 0's sha256 of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from orchestrator.runtime.checkpoint.puts import put_all
+from orchestrator.runtime.checkpoint.shares import ShareReport, bytes_by_rank, delivered_by_rank, share_wait_s
+from orchestrator.runtime.checkpoint.snapshot import Snapshot
+from recovery.manifest import FileEntry
+from recovery.store import CheckpointStore, StoreError
+
+SHARE_POLL_S = 0.05
+SHARE_POLL_MAX_S = 0.5
+
+
+class SharedPuts:
+    """``(store, snapshot, first_try) -> (entries, report)``: every file of the snapshot
+    in the store, concurrently; ``report`` is None when no other rank had a share. Only
+    the first try waits for the other ranks (a retry puts what is missing at once)."""
+
+    def __init__(self, run_id: str, pool: ThreadPoolExecutor, on_stage: Callable[[int], None] | None = None) -> None:
+        self.run_id = run_id
+        self.pool = pool
+        # Called half way through an upload (chaos: a fault "during: checkpoint_upload").
+        self.on_stage = on_stage
+
+    def __call__(
+        self, store: CheckpointStore, snap: Snapshot, first_try: bool
+    ) -> tuple[list[FileEntry], ShareReport | None]:
+        files, step, shares = snap.files, snap.step, snap.shares
+        staged: list[bool] = []
+
+        def on_first() -> None:
+            staged.append(True)
+            if self.on_stage is not None:
+                self.on_stage(step)
+
+        t0 = time.monotonic()
+        entries = put_all(self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first)
+        if not shares:
+            return entries, None
+        own_s = time.monotonic() - t0
+        own_bytes = sum(len(files[n]) for n in files if n not in shares)
+        wait_s = share_wait_s(own_s, own_bytes, max(bytes_by_rank(files, shares).values())) if first_try else 0.0
+        landed = self._await_shares(store, step, files, shares, wait_s)
+        taken = sorted(n for n in shares if n not in landed)
+        waited_s = time.monotonic() - t0 - own_s
+        # Puts of rank 0's own bytes: whatever rank r writes there later is the same bytes.
+        entries += put_all(self.pool, store, self.run_id, step, files, taken, None if staged else on_first)
+        entries += [FileEntry(n, len(files[n]), snap.digests[n]) for n in sorted(landed)]
+        delivered = delivered_by_rank(files, shares, landed, taken)
+        return entries, ShareReport(delivered, taken, round(own_s, 4), round(waited_s, 4))
+
+    def _await_shares(
+        self, store: CheckpointStore, step: int, files: Mapping[str, bytes], shares: Mapping[str, int], wait_s: float
+    ) -> set[str]:
+        """The shared files found in ``store`` holding this process's bytes (size and the
+        store's MD5, or a read back), polled until all are or ``wait_s`` has passed."""
+        pending, landed = set(shares), set()
+        deadline = time.monotonic() + wait_s
+        delay = SHARE_POLL_S
+
+        def holds(name: str) -> bool:
+            try:
+                store.verify_copy(self.run_id, step, name, files[name])
+            except StoreError:
+                return False  # not there yet, other bytes, or the store failing: not this rank's to judge
+            return True
+
+        while True:
+            try:
+                store.fs.invalidate_cache(store.step_path(self.run_id, step))
+            except Exception:  # a cache the client does not keep
+                pass
+            names = sorted(pending)
+            for name, ok in zip(names, self.pool.map(holds, names), strict=True):
+                if ok:
+                    landed.add(name)
+                    pending.discard(name)
+            left = deadline - time.monotonic()
+            if not pending or left <= 0:
+                return landed
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, SHARE_POLL_MAX_S)

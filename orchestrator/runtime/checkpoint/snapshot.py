@@ -1,0 +1,42 @@
+"""What a rank hands to the uploader: one checkpoint's files, already serialised.
+
+The seam between taking a checkpoint and storing it. The training loop turns its
+state into named files (bytes) and hands them over as a ``Snapshot``; from there on
+the checkpoint package alone decides how the files reach a store and when the
+manifest commits them (``commit``). A writer of sharded state hands over its own
+shard files the same way; who puts which file is said by ``shares``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    step: int
+    files: dict[str, bytes]
+    extra: dict[str, object]
+    # Files other ranks put: name -> rank. Their sha256 (of rank 0's bytes) in ``digests``.
+    shares: dict[str, int] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def alone(self) -> Snapshot:
+        """The same checkpoint with every file this rank's to put (another store than the
+        one the other ranks write to)."""
+        return replace(self, shares={}, digests={})
+
+
+def snapshot_of(
+    step: int,
+    files: dict[str, bytes],
+    extra: dict[str, object],
+    shares: Mapping[str, int] | None = None,
+    digests: Mapping[str, str] | None = None,
+) -> Snapshot:
+    """The snapshot to upload: a share counts only for a file this rank holds, given to a
+    rank other than 0, with a digest (else this rank puts it itself)."""
+    digests = digests or {}
+    shared = {n: r for n, r in (shares or {}).items() if r != 0 and n in files and n in digests}
+    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared})

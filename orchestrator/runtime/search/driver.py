@@ -1,0 +1,210 @@
+"""The search's driver, in Tune's controller: snapshots, progress and chaos faults.
+
+Tune's events come in through ``SearchCallback`` and go to this process's
+``SearchDriver``. Where the experiment lives: Tune keeps its experiment folder on the
+cluster's local scratch, and the driver snapshots the search into the region's
+CheckpointStore as an ordinary checkpoint at step = the search step (see
+``orchestrator/hpo.py``): one ``experiment.tar`` of plain data (see ``snapshot``). So
+replication, verification, retention and fencing apply to a search unchanged, which
+pointing Tune's ``storage_path`` at the store would not give: Tune writes its state and
+trial checkpoints as many separate files with no commit marker, no checksum and no
+generation check.
+
+Consistency of a snapshot: it is taken in Tune's controller thread at the end of a step
+(``on_step_end``), when every result of the step has been processed: the records, the
+rungs and the checkpoints Tune has registered agree. A trial whose newest result has no
+registered checkpoint yet resumes from its previous one. Snapshots are at least
+``hpo.snapshot_interval_s`` apart, and one is taken at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray import tune
+
+from orchestrator.hpo import TERMINATED, AshaRungs, TrialRecord, best_of, counts, max_search_steps, search_step
+from orchestrator.runtime import rendezvous
+from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers
+from orchestrator.runtime.search.section import search_of
+from orchestrator.runtime.search.snapshot import ARCHIVE, ResumePlan, SearchSnapshot, pack
+from orchestrator.runtime.search.trial import read_trial_checkpoint, trial_id_of
+from orchestrator.runtime.telemetry import summary
+from orchestrator.runtime.worker import spec_stores
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+
+PROGRESS_EVERY_S = 0.5
+REGION_FAULT_LANDS_S = 10.0
+
+
+def snapshot_due(dirty: bool, since_last_s: float, interval_s: float) -> bool:
+    """A snapshot when something changed and the last one is ``interval_s`` old."""
+    return dirty and since_last_s >= interval_s
+
+
+class SearchCallback(tune.Callback):
+    """Hands Tune's events to this process's SearchDriver. Stateless on purpose: Tune pickles
+    its RunConfig (callbacks included) into its experiment folder on scratch."""
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict, **info: Any) -> None:
+        current_driver().changed(trials)
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        current_driver().changed(trials)
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        current_driver().changed(trials)
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        current_driver().maybe_snapshot(trials)
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        current_driver().snapshot(trials, final=True)
+
+
+_DRIVERS: list[SearchDriver] = []
+
+
+def current_driver() -> SearchDriver:
+    return _DRIVERS[-1]
+
+
+def install(driver: SearchDriver) -> None:
+    """Make ``driver`` the one SearchCallback hands Tune's events to."""
+    _DRIVERS.append(driver)
+
+
+class SearchDriver:
+    """Snapshots the search, reports progress and meets chaos faults (through SearchCallback)."""
+
+    def __init__(
+        self,
+        spec: RuntimeSpec,
+        control: ControlChannel,
+        restored_step: int,
+        restored_url: str | None,
+        configs: list[dict[str, Any]],
+        plan: ResumePlan,
+        rungs: AshaRungs | None,
+    ):
+        self.spec, self.control, self.gen = spec, control, spec.generation
+        self.hpo = search_of(spec)
+        self.configs, self.plan, self.rungs = configs, plan, rungs
+        self.checkpointer = AsyncCheckpointer(
+            spec_stores(spec, runkey.require()),
+            spec.run_id,
+            spec.generation,
+            spec.checkpoint.keep_last,
+            outage_s=spec.store_outage_s,
+            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
+            replicate=True,
+            lineage=spec.fencing_lineage(),
+        )
+        self.restored_step, self.restored_url = restored_step, restored_url
+        self.total = max_search_steps(len(configs), self.hpo.max_t)
+        self.last_snapshot_step = restored_step
+        self.last_snapshot_t = 0.0
+        self.dirty = False
+        self.t0 = time.time()
+        self.last_report = 0.0
+        self.step = restored_step
+        self.snapshots = 0
+
+    @property
+    def last_checkpoint(self) -> str | None:
+        return self.checkpointer.committed_url or self.restored_url
+
+    def records(self, trials: list[Any]) -> list[TrialRecord]:
+        """Every trial of the search: the carried ones as the snapshot had them, the rest live."""
+        return live_records(self.plan.carried, trials, self.configs, self.plan.restored)
+
+    # --- progress and chaos ---------------------------------------------------------------
+    def changed(self, trials: list[Any]) -> None:
+        self.dirty = True
+        records = self.records(trials)
+        self.step = max(self.step, search_step(records))
+        self.report(trials, records)
+        self.chaos(self.step)
+
+    def report(self, trials: list[Any], records: list[TrialRecord], force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self.last_report < PROGRESS_EVERY_S:
+            return
+        self.last_report = now
+        best = best_of(records, self.hpo.metric, self.hpo.mode)
+        workers = live_workers(trials)
+        self.control.progress(
+            self.gen,
+            step=self.step,
+            total=self.total,
+            steps_per_s=(self.step - self.restored_step) / max(now - self.t0, 1e-9),
+            last_checkpoint=self.last_checkpoint,
+            restored_step=self.restored_step,
+            trials=counts(records),
+            best=None
+            if best is None
+            else {"metric": self.hpo.metric, "value": best.metrics[self.hpo.metric], "trial_id": best.trial_id},
+            telemetry=summary(workers) if workers else None,
+        )
+
+    def chaos(self, step: int) -> None:
+        """Faults name a search step: met here, in the driver, as the train loop meets a step."""
+        for i, fault in enumerate(self.spec.faults):
+            if fault.at_step is None or step < fault.at_step:
+                continue
+            if not rendezvous.armed(self.control, i, fault, self.spec.region):
+                continue
+            self.checkpointer.wait()  # land at a quiescent point, as training runs do
+            if rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen):
+                # The controller marks a fault fired just before it carries it out (so that it
+                # never fires twice); every fault a search takes is the whole region's, so
+                # hold here while it lands, or the search could snapshot past the fault's step.
+                time.sleep(REGION_FAULT_LANDS_S)
+
+    # --- snapshots ------------------------------------------------------------------------
+    def maybe_snapshot(self, trials: list[Any]) -> None:
+        if snapshot_due(self.dirty, time.monotonic() - self.last_snapshot_t, self.hpo.snapshot_interval_s):
+            self.snapshot(trials)
+
+    def _checkpoint_files(self, trial: Any, record: TrialRecord) -> dict[str, bytes] | None:
+        """The trial's newest checkpoint as Tune registered it, or the one it was restored
+        from while it has no newer; None for a finished trial (it will not run again)."""
+        if record.status == TERMINATED or record.checkpoint_iteration is None:
+            return None
+        latest = latest_checkpoint(trial)
+        if latest is None or latest.checkpoint is None:
+            return self.plan.checkpoints.get(record.trial_id)
+        return read_trial_checkpoint(latest.checkpoint.path)
+
+    def snapshot(self, trials: list[Any], final: bool = False) -> None:
+        records = self.records(trials)
+        step = search_step(records)
+        self.step = max(self.step, step)
+        if step <= self.last_snapshot_step:
+            return  # nothing new since the last one (or since the restored one)
+        checkpoints: dict[str, dict[str, bytes]] = {}
+        by_id = {r.trial_id: r for r in records}
+        for t in trials:
+            files = self._checkpoint_files(t, by_id[trial_id_of(t)])
+            if files is not None:
+                checkpoints[trial_id_of(t)] = files
+        for record in self.plan.carried:
+            if record.status != TERMINATED and record.trial_id in self.plan.checkpoints:
+                checkpoints[record.trial_id] = self.plan.checkpoints[record.trial_id]
+        rungs = None if self.rungs is None else self.rungs.to_json()
+        data = pack(SearchSnapshot(records, rungs, checkpoints))
+        self.checkpointer.submit(
+            step,
+            {ARCHIVE: data},
+            extra={"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]},
+        )
+        self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
+        self.dirty = False
+        self.snapshots += 1
+        if final:
+            self.checkpointer.wait()
+        self.report(trials, records, force=True)

@@ -1,0 +1,107 @@
+"""A search's trials as records: live ones from Tune's trials, finished ones from its results.
+
+A record (orchestrator.hpo.TrialRecord) is what a snapshot, the progress and the result
+say of a trial. Duck-typed over Tune's objects: a trial has ``config``, ``status``,
+``last_result``, ``run_metadata``; a result has ``config``, ``metrics``, ``error``,
+``checkpoint``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.hpo import ERROR, TERMINATED, TrialRecord, trial_key
+from orchestrator.runtime.search.trial import INDEX, trial_id_of
+
+# The metrics a record keeps of a trial's report.
+RECORD_METRICS = ("accuracy", "eval_loss")
+
+
+def latest_checkpoint(trial: Any) -> Any:
+    """The newest checkpoint Tune has registered for a live trial (its result), or None."""
+    manager = getattr(trial.run_metadata, "checkpoint_manager", None)
+    return getattr(manager, "latest_checkpoint_result", None)
+
+
+def live_record(trial: Any, configs: list[dict[str, Any]], restored: dict[str, TrialRecord]) -> TrialRecord:
+    """A live trial's record; until it reports, what the snapshot said of it (its status live)."""
+    trial_id = trial_id_of(trial)
+    last = trial.last_result or {}
+    before = restored.get(trial_id)
+    ckpt_it: int | None = None
+    latest = latest_checkpoint(trial)
+    if latest is not None and latest.metrics:
+        ckpt_it = int(latest.metrics.get("iteration", 0)) or None
+    if ckpt_it is None and before is not None:
+        ckpt_it = before.checkpoint_iteration
+    error = None
+    if trial.status == ERROR:
+        error = str(getattr(trial, "error_file", None) or "errored")[:2000]
+    if not last.get("iteration") and before is not None:
+        return TrialRecord(**{**before.to_json(), "status": str(trial.status), "checkpoint_iteration": ckpt_it})
+    sha = last.get("weights_sha256")
+    return TrialRecord(
+        trial_id=trial_id,
+        status=str(trial.status),
+        iteration=int(last.get("iteration", 0) or 0),
+        config=dict(configs[int(trial.config[INDEX])]),
+        metrics={k: float(last[k]) for k in RECORD_METRICS if k in last},
+        checkpoint_iteration=ckpt_it,
+        error=error,
+        weights_sha256=sha if isinstance(sha, str) else None,
+    )
+
+
+def live_records(
+    carried: list[TrialRecord], trials: list[Any], configs: list[dict[str, Any]], restored: dict[str, TrialRecord]
+) -> list[TrialRecord]:
+    """Every trial of the search, by id: the carried ones as the snapshot had them, the rest live."""
+    merged = {r.trial_id: r for r in carried}
+    for t in trials:
+        merged[trial_id_of(t)] = live_record(t, configs, restored)
+    return [merged[k] for k in sorted(merged)]
+
+
+def live_workers(trials: list[Any]) -> list[dict[str, Any]]:
+    """The running trials' telemetry, one worker each (ranks in the order given)."""
+    workers: list[dict[str, Any]] = []
+    for t in trials:
+        tele = (t.last_result or {}).get("telemetry")
+        if t.status == "RUNNING" and isinstance(tele, dict):
+            workers.append({**tele, "rank": len(workers), "trial_id": trial_id_of(t)})
+    return workers
+
+
+def result_record(result: Any, configs: list[dict[str, Any]]) -> TrialRecord:
+    """A trial's record from Tune's result once the experiment has ended."""
+    m = result.metrics or {}
+    index = int((result.config or {})[INDEX])
+    sha = m.get("weights_sha256")
+    return TrialRecord(
+        trial_id=trial_key(index),
+        status=ERROR if result.error is not None else TERMINATED,
+        iteration=int(m.get("iteration", 0) or 0),
+        config=dict(configs[index]),
+        metrics={k: float(m[k]) for k in RECORD_METRICS if k in m},
+        checkpoint_iteration=int(m.get("iteration", 0) or 0) if result.checkpoint is not None else None,
+        error=None if result.error is None else f"{type(result.error).__name__}: {str(result.error)[:300]}",
+        weights_sha256=sha if isinstance(sha, str) else None,
+    )
+
+
+def final_records(carried: list[TrialRecord], results: list[Any], configs: list[dict[str, Any]]) -> list[TrialRecord]:
+    """Every trial of the search once it has ended, by id: carried ones as recorded, the rest as Tune ended them."""
+    records = {r.trial_id: r for r in carried}
+    for r in results:
+        record = result_record(r, configs)
+        records[record.trial_id] = record
+    return [records[k] for k in sorted(records)]
+
+
+def result_workers(results: list[Any]) -> list[dict[str, Any]]:
+    """The ended trials' last telemetry, one worker each (rank: the result's place)."""
+    return [
+        {**(r.metrics or {}).get("telemetry", {}), "rank": i, "trial_id": trial_key(int(r.config[INDEX]))}
+        for i, r in enumerate(results)
+        if isinstance((r.metrics or {}).get("telemetry"), dict)
+    ]

@@ -1,0 +1,67 @@
+"""A search resumed from its newest snapshot, checked before it is believed.
+
+The newest snapshot that verifies on the controller's lineage (narrowed by the stores'
+fence) is read and checked (``snapshot.unpack``); nothing in it is unpickled, and Tune's
+own pickled experiment never leaves the cluster. The attempt then starts a new Tune
+experiment over the trials that remain (``snapshot.resume_plan``): finished trials stay
+finished, unfinished ones continue from their checkpoint (each reports the iteration it
+restored), errored ones as ``recovery.resume_errored`` / ``restart_errored`` say. ASHA's
+recorded values are restored as data (AshaRungs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.runtime.search.section import rung_list, search_of
+from orchestrator.runtime.search.snapshot import ARCHIVE, SearchSnapshot, SnapshotError, unpack
+from orchestrator.runtime.search.trial import load_tensors
+from orchestrator.runtime.worker import restore_rule, spec_stores
+from orchestrator.wire import runkey
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+from recovery.replication import load_newest
+from recovery.store import CheckpointStore
+
+
+def check_trial_checkpoints(snapshot: SearchSnapshot) -> None:
+    """Each trial checkpoint in the snapshot loads and is at the iteration its record
+    says; else SnapshotError (one line)."""
+    recorded = {t.trial_id: t.checkpoint_iteration for t in snapshot.trials}
+    for trial_id, parts in snapshot.checkpoints.items():
+        try:
+            state = load_tensors(parts["state.pt"])
+            iteration = int(state["iteration"])
+        except Exception as exc:  # the bytes are ours (signed), yet not a checkpoint we write
+            raise SnapshotError(f"{trial_id}'s checkpoint state does not load ({type(exc).__name__})") from None
+        expected = recorded[trial_id]
+        if iteration != expected:
+            raise SnapshotError(f"{trial_id}'s checkpoint is at iteration {iteration}, its record says {expected}")
+
+
+def restore_search(
+    spec: RuntimeSpec, control: ControlChannel, configs: list[dict[str, Any]]
+) -> tuple[int, str | None, SearchSnapshot | None]:
+    """The newest verified snapshot, checked: (its step, its URL, its contents), or (0, None,
+    None). A snapshot that verifies but does not check raises SnapshotError (one line)."""
+    stores = spec_stores(spec, runkey.require())
+
+    def skipped(store: CheckpointStore, step: int, reason: str) -> None:
+        control.event(spec.generation, "checkpoint_skipped", step=step, reason=reason, region=store.region)
+
+    def store_failed(store: CheckpointStore, error: str) -> None:
+        control.event(spec.generation, "restore_store_skipped", region=store.region, error=error[:500])
+
+    lineage, usable = restore_rule(spec, control, stores)
+    # The snapshot's archive is kept as it is verified: read once.
+    best = load_newest(
+        spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed, keep=lambda name: name == ARCHIVE
+    )
+    if best is None:
+        return 0, None, None
+    store, m = best.store, best.manifest
+    hpo = search_of(spec)
+    archive = best.files[ARCHIVE] if ARCHIVE in best.files else store.read(m, ARCHIVE)
+    snapshot = unpack(archive, configs, hpo.max_t, rung_list(hpo))
+    check_trial_checkpoints(snapshot)
+    return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot

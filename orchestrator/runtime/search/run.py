@@ -1,0 +1,107 @@
+"""A Ray Tune search as an attempt's workload: ``run_search``, resumable in another region.
+
+From the newest snapshot if there is one (``restore``), a Tune experiment over the trials
+that remain (``tuner``), driven and snapshotted by ``driver``; once it has ended, the
+search's result to the controller (``finish``): the best trial, every trial's record.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
+from orchestrator.runtime.search.driver import SearchDriver, install
+from orchestrator.runtime.search.records import final_records, result_workers
+from orchestrator.runtime.search.restore import restore_search
+from orchestrator.runtime.search.section import rung_list, search_of
+from orchestrator.runtime.search.snapshot import SnapshotError, resume_plan, rungs_from
+from orchestrator.runtime.search.tuner import build_tuner
+from orchestrator.runtime.telemetry import summary
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
+from recovery.fencing import FencedError
+
+STANDBY_POLL_S = 0.05
+
+
+def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
+    """The search, from the newest snapshot if there is one; an exit code for the controller."""
+    hpo = search_of(spec)
+    # Tune's CSV/JSON/TensorBoard loggers: our records are the snapshots and the control channel.
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    if spec.standby:
+        control.event(spec.generation, "workers_ready", pid=os.getpid(), standby=True)
+        while not control.is_active(spec.generation):
+            time.sleep(STANDBY_POLL_S)
+    configs = sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
+    try:
+        restored_step, restored_url, snapshot = restore_search(spec, control, configs)
+    except SnapshotError as exc:
+        control.event(spec.generation, "runtime_error", error=f"search snapshot refused: {exc}"[:1000])
+        return EXIT_INFRA
+    control.event(
+        spec.generation, "train_started", restored_step=restored_step, restored_from=restored_url, pid=os.getpid()
+    )
+    plan = resume_plan(snapshot, len(configs), hpo.resume_errored, hpo.restart_errored)
+    rungs = rung_list(hpo)
+    asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
+    driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha)
+    install(driver)
+    results: list[Any] = []
+    if plan.run:
+        # Scratch is per cluster; a Tune experiment of an earlier attempt there is not ours to go on from.
+        os.makedirs(spec.ray_storage_path, mode=0o700, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix="tune-", dir=spec.ray_storage_path)
+        try:
+            results = list(build_tuner(spec, driver, scratch).fit())
+        except FencedError:
+            return EXIT_INFRA
+        except Exception as exc:
+            control.event(spec.generation, "runtime_error", error=f"{type(exc).__name__}: {exc}"[:1000])
+            return EXIT_INFRA
+    return finish(spec, control, driver, results)
+
+
+def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, results: list[Any]) -> int:
+    """The final snapshot committed, then the search's result: its best trial, or a user
+    error when every trial errored."""
+    hpo = driver.hpo
+    ordered = final_records(driver.plan.carried, results, driver.configs)
+    try:
+        driver.checkpointer.wait()
+    except Exception as exc:
+        control.event(spec.generation, "runtime_error", error=f"final snapshot not committed: {exc}"[:1000])
+        return EXIT_INFRA
+    best = best_of(ordered, hpo.metric, hpo.mode)
+    if best is None:
+        control.event(spec.generation, "user_error", rank=0, error="every trial of the search errored")
+        return EXIT_USER_ERROR
+    workers = result_workers(results)
+    step = search_step(ordered)
+    control.progress(spec.generation, step=step, total=driver.total, last_checkpoint=driver.last_checkpoint)
+    control.final(
+        spec.generation,
+        final_step=step,
+        metrics=dict(best.metrics),
+        weights_sha256=best.weights_sha256,
+        final_checkpoint=driver.last_checkpoint,
+        best_trial={
+            **best.to_json(),
+            "metric": hpo.metric,
+            "mode": hpo.mode,
+            "value": best.metrics[hpo.metric],
+        },
+        trials=[r.to_json() for r in ordered],
+        search={
+            "scheduler": hpo.scheduler,
+            "max_t": hpo.max_t,
+            "rungs": rung_list(hpo) or [],
+            "snapshots": driver.snapshots,
+        },
+        telemetry=summary(workers) if workers else None,
+    )
+    return EXIT_OK
