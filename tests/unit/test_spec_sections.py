@@ -227,6 +227,5 @@ def test_the_closed_sets_are_the_configs() -> None:
         sections.Scheduler,
         sections.Metric,
     )
-    assert sections.MAX_SEED == cfgmod.MAX_SEED and sections.INT64 == cfgmod.INT64
     # A region's preemption_notice: the wire's sources, and auto, which the controller resolves.
     assert [m.value for m in cfgmod.PreemptionNotice] == ["auto", *sections.NOTICE_SOURCES]
