@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any, TypeVar
@@ -72,7 +72,7 @@ def decode(data: bytes | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MA
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise CodecError("is not UTF-8 text") from None
+            raise CodecError("is not text (not UTF-8)") from None
     else:
         text = data
     if not text.strip():
@@ -211,6 +211,7 @@ def read_str(value: Any, name: str = "", limit: int | None = None) -> str:
 
 
 E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
 
 
 def read_choice(value: Any, name: str, allowed: type[E]) -> E:
@@ -235,6 +236,32 @@ def read_list(value: Any, name: str = "", limit: int | None = None) -> list[Any]
         expected = f"a list of at most {limit} items"
         raise CodecError(f"{where} {len(value)} items; expected {expected}", name, expected)
     return value
+
+
+def read_items(value: Any, name: str, read: Callable[[Any, str], T], limit: int | None = None) -> list[T]:
+    """A list (of at most ``limit`` items) of what ``read`` (a ``read_*``) takes, each read by it."""
+    out = []
+    for i, item in enumerate(read_list(value, name, limit)):
+        try:
+            out.append(read(item, ""))
+        except CodecError as exc:
+            raise CodecError(f"{_whose(name)} item {i} {exc}", name, exc.expected) from None
+    return out
+
+
+def read_values(value: Any, name: str, read: Callable[[Any, str], T]) -> dict[str, T]:
+    """A JSON object of what ``read`` (a ``read_*``) takes, each value read by it."""
+    out = {}
+    for key, item in read_dict(value, name).items():
+        try:
+            out[key] = read(item, "")
+        except CodecError as exc:
+            raise CodecError(f"{_whose(name)} value at {show(key, 40)} {exc}", name, exc.expected) from None
+    return out
+
+
+def _whose(name: str) -> str:
+    return f"has {name!r} whose" if name else "has"
 
 
 def read_dict(value: Any, name: str = "") -> dict[str, Any]:
