@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any
 
-from orchestrator.config.schema import READ_ONLY_ACTIONS, Config, ConfigError, check_notify_program, notify_from_env
-from orchestrator.errors import EXIT_INTERRUPTED, error
+from orchestrator.config.notify_targets import check_notify_program, notify_from_env
+from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
+from orchestrator.errors import EXIT_INTERRUPTED, ConfigError, error
 from orchestrator.runstate import rundir
 
 # Set for a controller that a supervising parent restarts after a crash.

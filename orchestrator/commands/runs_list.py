@@ -287,7 +287,7 @@ def list_runs(home: str, now: float | None = None) -> list[RunRow]:
     except PermissionError:
         raise DamagedFile(runs_dir, "cannot be read (permission denied)") from None
     at = time.time() if now is None else now
-    # No run id starts with '.' (config.NAME_RULE): such names are no runs.
+    # No run id starts with '.' (orchestrator.config.checks.NAME_RULE): such names are no runs.
     return newest_first(read_row(runs_dir, n, at) for n in names if not n.startswith("."))
 
 

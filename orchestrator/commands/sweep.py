@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from orchestrator.commands.runs_list import fmt_duration, fmt_step, printable, read_row
 from orchestrator.config.cli import Options
-from orchestrator.config.schema import Action, Config, ConfigError
-from orchestrator.errors import EXIT_INTERRUPTED
+from orchestrator.config.schema import Action, Config
+from orchestrator.errors import EXIT_INTERRUPTED, ConfigError
 from orchestrator.runstate import rundir
 
 NOT_STARTED = "NOT_STARTED"

@@ -12,16 +12,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.schema import (
-    DISPLAY_KEYS,
-    Config,
-    ConfigError,
-    FaultConfig,
-    RegionConfig,
-    refuse_kept,
-    show,
-    validate,
-)
+from orchestrator.config.notify_targets import refuse_kept
+from orchestrator.config.schema import DISPLAY_KEYS, Config, FaultConfig, RegionConfig
+from orchestrator.config.validate import validate
+from orchestrator.errors import ConfigError
+from orchestrator.wire.codec import show
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 

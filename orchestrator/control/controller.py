@@ -16,15 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.chaos.proxy import FaultProxy
-from orchestrator.config.schema import (
-    DISPLAY_KEYS,
-    STORAGE_FAULTS,
-    Config,
-    NotifyConfig,
-    notify_from_env,
-    proxy_target,
-    to_plain,
-)
+from orchestrator.config.derived import proxy_target
+from orchestrator.config.notify_targets import notify_from_env
+from orchestrator.config.schema import DISPLAY_KEYS, Config, NotifyConfig
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
@@ -64,7 +58,9 @@ from orchestrator.runstate.lifecycle import RunState, StateMachine
 from orchestrator.runstate.result import RunRecord, record_from, withdraw_result, write_result
 from orchestrator.runstate.rundir import make_control_dir, make_run_dir
 from orchestrator.runstate.state import RunView, apply, fold
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
+from orchestrator.wire.faults import STORAGE_FAULTS
 from providers.base import Provider
 from recovery.detection import Failure
 from recovery.fencing import Lineage, first_generation
@@ -527,7 +523,7 @@ INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoi
 
 def too_small(cfg: Config, candidates: list[str]) -> dict[str, str]:
     """Candidate regions fewer workers fit in than trainer.min_workers, by why."""
-    from orchestrator.config.schema import region_workers
+    from orchestrator.config.derived import region_workers
     from recovery.elastic import world_size
 
     out = {}

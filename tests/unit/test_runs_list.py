@@ -130,7 +130,8 @@ def test_a_config_json_from_before_format_existed_still_resumes(tmp_path: Path) 
     import json
 
     from orchestrator.config.compose import compose, config_from_plain
-    from orchestrator.config.schema import OutputFormat, to_plain
+    from orchestrator.config.schema import OutputFormat
+    from orchestrator.wire.codec import to_plain
 
     saved = to_plain(compose(["run_id=r1", f"home={tmp_path}"]))
     del saved["format"]

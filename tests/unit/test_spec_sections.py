@@ -15,9 +15,10 @@ import pytest
 
 from orchestrator.config import schema as cfgmod
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import Config, to_plain
+from orchestrator.config.schema import Config
 from orchestrator.control.attempt import runtime_data, runtime_hpo
 from orchestrator.wire import sections
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import (
     CheckpointSection,
