@@ -162,7 +162,7 @@ def run(cfg: Config) -> int:
 
 def resume(cli: Config) -> int:
     """``action=resume``: the run's saved config and journal, a new controller on them."""
-    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.saved import config_from_plain
     from orchestrator.config.usercode import check_user_code
     from orchestrator.control.controller import Controller
     from orchestrator.notify.secret import NotifySecretError

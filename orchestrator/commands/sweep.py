@@ -62,7 +62,7 @@ def expand(overrides: list[str], group_options: Callable[[str], list[str]] = lam
     from hydra.core.override_parser.types import Glob
     from hydra.errors import OverrideParseException
 
-    from orchestrator.config.compose import unparsable
+    from orchestrator.config.hydra_errors import unparsable
 
     parser = OverridesParser.create()
     keys: list[str] = []

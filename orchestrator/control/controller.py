@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.config.derived import proxy_target
 from orchestrator.config.notify_targets import notify_from_env
+from orchestrator.config.saved import refuse_credentials, saved_json
 from orchestrator.config.schema import DISPLAY_KEYS, Config, NotifyConfig
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
@@ -548,25 +549,10 @@ def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -
     run's notify.secret (0600), written first, and config.json names each by what may be
     shown of it (orchestrator/notify/secret.py). ``notify``: cfg.notify with env:VARNAME
     read (read here when not given)."""
-    import json
-
-    from recovery.storage import refuse_secret
-
-    refuse_secret(
-        rundir.CONFIG_NAME,
-        {
-            "regions": {
-                name: {"store": region.store, "storage_options": region.storage_options}
-                for name, region in cfg.cloud.regions.items()
-            },
-            "control_store": cfg.cloud.control_store,
-            "control_options": cfg.cloud.control_options,
-        },
-    )
+    refuse_credentials(cfg, rundir.CONFIG_NAME)
     notify = notify_from_env(cfg.notify) if notify is None else notify
     notify_secret.save(run_dir, notify)
-    plain = {**to_plain(cfg), "notify": to_plain(notify_secret.kept(notify))}
-    write_private(rundir.config_path(run_dir), json.dumps(plain, indent=1).encode())
+    write_private(rundir.config_path(run_dir), saved_json(cfg, notify_secret.kept(notify)))
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

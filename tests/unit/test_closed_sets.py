@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.config.schema import (
     Action,
     Autocast,

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.control.controller import Controller
 from orchestrator.wire.codec import to_plain
 from providers.base import ClusterHandle, RegionSpec

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.checks import MAX_BATCH_SIZE, MAX_RUN_ID, MAX_STEPS
-from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.config.validate import _validate_name
 from orchestrator.config.validate_cloud import _validate_url
 from orchestrator.errors import ConfigError

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.config.schema import Config, PreemptionNotice, RegionConfig
 from orchestrator.config.validate_cloud import validate_notice
 from orchestrator.control.attempt import runtime_notice

@@ -582,7 +582,7 @@ def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journ
 
 def _config_read_back(home: Path) -> Any:
     """The run's config as action=resume reads it: config.json, through config_from_plain."""
-    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.saved import config_from_plain
 
     return config_from_plain(json.loads((home / "runs" / RUN / "config.json").read_text()))
 
@@ -683,7 +683,7 @@ def test_the_token_is_in_no_file_but_notify_secret_nor_in_the_progress_output(
         "webhook": f"notify.secret:http://127.0.0.1:{refusing_port}",
         "timeout_s": 5.0,
     }
-    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.saved import config_from_plain
     from orchestrator.wire.codec import to_plain
 
     assert to_plain(config_from_plain(saved)) == saved
