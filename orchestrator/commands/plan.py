@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.config.schema import Config, ConfigError
+from orchestrator.config.schema import Config
+from orchestrator.errors import ConfigError
 from orchestrator.runstate import rundir
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from orchestrator.errors import error
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import FaultInjected, RuntimeReport, to_json
+from orchestrator.runstate.event_json import to_json
+from orchestrator.runstate.events import FaultInjected, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.losses import read_loss
 from orchestrator.runstate.result import read_result

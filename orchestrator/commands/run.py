@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any
 
-from orchestrator.config.schema import READ_ONLY_ACTIONS, Config, ConfigError, check_notify_program, notify_from_env
-from orchestrator.errors import EXIT_INTERRUPTED, error
+from orchestrator.config.notify_targets import check_notify_program, notify_from_env
+from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
+from orchestrator.errors import EXIT_INTERRUPTED, ConfigError, error
 from orchestrator.runstate import rundir
 
 # Set for a controller that a supervising parent restarts after a crash.
@@ -162,7 +163,7 @@ def run(cfg: Config) -> int:
 
 def resume(cli: Config) -> int:
     """``action=resume``: the run's saved config and journal, a new controller on them."""
-    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.saved import config_from_plain
     from orchestrator.config.usercode import check_user_code
     from orchestrator.control.controller import Controller
     from orchestrator.notify.secret import NotifySecretError

@@ -21,11 +21,11 @@ from typing import Any
 
 from orchestrator.commands.status import live_progress
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import json_is
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.rundir import controller_alive
 from orchestrator.runstate.state import RunView, fold
+from orchestrator.wire.codec import json_is
 
 # Statuses beyond the run states (orchestrator.runstate.lifecycle.RunState):
 UNREADABLE = "UNREADABLE"  # its folder, journal or result.json cannot be read
@@ -287,7 +287,7 @@ def list_runs(home: str, now: float | None = None) -> list[RunRow]:
     except PermissionError:
         raise DamagedFile(runs_dir, "cannot be read (permission denied)") from None
     at = time.time() if now is None else now
-    # No run id starts with '.' (config.NAME_RULE): such names are no runs.
+    # No run id starts with '.' (orchestrator.config.checks.NAME_RULE): such names are no runs.
     return newest_first(read_row(runs_dir, n, at) for n in names if not n.startswith("."))
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from orchestrator.config.cli import Options
 from orchestrator.config.compose import Composed, primary_defaults
-from orchestrator.config.schema import NotifyConfig, env_name, kept_shown, to_plain
+from orchestrator.config.schema import NotifyConfig, env_name, kept_shown
+from orchestrator.wire.codec import to_plain
 
 # The group under which a printed config is saved to be fed back (Hydra's convention).
 SAVED_GROUP = "experiment"

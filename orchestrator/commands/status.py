@@ -7,7 +7,8 @@ from typing import Any
 
 from orchestrator.errors import error
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport, to_json
+from orchestrator.runstate.event_json import to_json
+from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold

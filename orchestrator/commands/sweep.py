@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from orchestrator.commands.runs_list import fmt_duration, fmt_step, printable, read_row
 from orchestrator.config.cli import Options
-from orchestrator.config.schema import Action, Config, ConfigError
-from orchestrator.errors import EXIT_INTERRUPTED
+from orchestrator.config.schema import Action, Config
+from orchestrator.errors import EXIT_INTERRUPTED, ConfigError
 from orchestrator.runstate import rundir
 
 NOT_STARTED = "NOT_STARTED"
@@ -62,7 +62,7 @@ def expand(overrides: list[str], group_options: Callable[[str], list[str]] = lam
     from hydra.core.override_parser.types import Glob
     from hydra.errors import OverrideParseException
 
-    from orchestrator.config.compose import unparsable
+    from orchestrator.config.hydra_errors import unparsable
 
     parser = OverridesParser.create()
     keys: list[str] = []

@@ -8,7 +8,8 @@ imports happen again on every worker; this check makes the first failure cheap.
 
 from __future__ import annotations
 
-from orchestrator.config.schema import Config, ConfigError
+from orchestrator.config.schema import Config
+from orchestrator.errors import ConfigError
 
 # Where the code's own usage goes wrong (beyond importing): the method that decides the data path.
 DATASET_MODE = "dataset"

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.chaos.injector import FaultInjector, Injected
-from orchestrator.config.schema import Config, to_plain
+from orchestrator.config.schema import Config
 from orchestrator.control.cleanup import run_all, tear_down
 from orchestrator.control.context import RunContext
 from orchestrator.control.livelogs import LiveLogs
@@ -40,6 +40,7 @@ from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.rundir import DRIVER_LOG, attempt_dir
 from orchestrator.wire import runkey
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
 from providers.base import (
     PROVISION_FAILURE,

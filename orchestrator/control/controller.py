@@ -16,16 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.chaos.proxy import FaultProxy
-from orchestrator.config.schema import (
-    DISPLAY_KEYS,
-    STORAGE_FAULTS,
-    Config,
-    NotifyConfig,
-    notify_from_env,
-    proxy_target,
-    to_plain,
-    total_steps,
-)
+from orchestrator.config.derived import proxy_target, total_steps
+from orchestrator.config.notify_targets import notify_from_env
+from orchestrator.config.saved import refuse_credentials, saved_json
+from orchestrator.config.schema import DISPLAY_KEYS, Config, NotifyConfig
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
@@ -68,7 +62,9 @@ from orchestrator.runstate.lifecycle import RunState, StateMachine
 from orchestrator.runstate.result import RunRecord, record_from, withdraw_result, write_result
 from orchestrator.runstate.rundir import make_control_dir, make_run_dir
 from orchestrator.runstate.state import RunView, apply, fold
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
+from orchestrator.wire.faults import STORAGE_FAULTS
 from providers.base import Provider
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
@@ -564,7 +560,7 @@ INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoi
 
 def too_small(cfg: Config, candidates: list[str]) -> dict[str, str]:
     """Candidate regions fewer workers fit in than trainer.min_workers, by why."""
-    from orchestrator.config.schema import region_workers
+    from orchestrator.config.derived import region_workers
     from recovery.elastic import world_size
 
     out = {}
@@ -589,25 +585,10 @@ def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -
     run's notify.secret (0600), written first, and config.json names each by what may be
     shown of it (orchestrator/notify/secret.py). ``notify``: cfg.notify with env:VARNAME
     read (read here when not given)."""
-    import json
-
-    from recovery.storage import refuse_secret
-
-    refuse_secret(
-        rundir.CONFIG_NAME,
-        {
-            "regions": {
-                name: {"store": region.store, "storage_options": region.storage_options}
-                for name, region in cfg.cloud.regions.items()
-            },
-            "control_store": cfg.cloud.control_store,
-            "control_options": cfg.cloud.control_options,
-        },
-    )
+    refuse_credentials(cfg, rundir.CONFIG_NAME)
     notify = notify_from_env(cfg.notify) if notify is None else notify
     notify_secret.save(run_dir, notify)
-    plain = {**to_plain(cfg), "notify": to_plain(notify_secret.kept(notify))}
-    write_private(rundir.config_path(run_dir), json.dumps(plain, indent=1).encode())
+    write_private(rundir.config_path(run_dir), saved_json(cfg, notify_secret.kept(notify)))
 
 
 def start_proxies(cfg: Config) -> dict[str, FaultProxy]:

@@ -23,14 +23,8 @@ import stat
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.config.schema import (
-    NOTIFY_KEPT,
-    NotifyConfig,
-    env_name,
-    kept_shown,
-    validate_notify,
-    webhook_endpoint,
-)
+from orchestrator.config.notify_targets import validate_notify
+from orchestrator.config.schema import NOTIFY_KEPT, NotifyConfig, env_name, kept_shown, webhook_endpoint
 from orchestrator.errors import ConfigError
 from orchestrator.runstate.rundir import NOTIFY_SECRET
 from recovery.fsio import write_private

@@ -1,10 +1,9 @@
-"""Every event the controller journals, as a frozen record with a round trip to JSON.
+"""Every event the controller journals, as a frozen record (its JSON form: ``event_json``).
 
 A journal line is ``{"ts": ..., "type": ..., <fields>}``; the field names are the
 journal's public interface and stay as they were (``from``/``to`` included: their
-attributes are ``from_``/``to``). ``from_json`` is the only way a line becomes an
-event and ``to_json`` the only way back, so a field a writer adds must be declared
-here, where the fold reads it, or the write fails.
+attributes are ``from_``/``to``). A field a writer adds must be declared here, where
+the fold reads it, or the write fails (``event_json`` reads and writes declared fields only).
 
 Required fields are what a reader cannot do without; every other field is optional
 (a journal written before the field existed lacks it) and typed when present. A
@@ -18,13 +17,9 @@ display), and is refused at write time.
 
 from __future__ import annotations
 
-import math
-import types
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
-from enum import StrEnum
-from functools import cache
-from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from orchestrator.runstate.lifecycle import RunState
 from recovery.detection import FailureKind
@@ -32,12 +27,6 @@ from recovery.policy import Action
 
 RUNTIME_PREFIX = "runtime."
 RUNTIME_SOURCES = ("runtime", "zombie")
-_NUMBER = (int, float)
-_NONE = type(None)
-
-
-class EventError(ValueError):
-    """A JSON object that is no event of ours; the message names the field."""
 
 
 def runtime_type(kind: str) -> str:
@@ -50,31 +39,6 @@ def runtime_kind(ev: dict[str, Any]) -> str | None:
     if t.startswith(RUNTIME_PREFIX):
         return t[len(RUNTIME_PREFIX) :]
     return t if ev.get("by") in RUNTIME_SOURCES else None
-
-
-def json_is(value: Any, kinds: tuple[type, ...]) -> bool:
-    """``value`` is one of ``kinds`` as JSON means it: true is no number, NaN no time."""
-    if isinstance(value, bool):
-        return bool in kinds
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return isinstance(value, kinds)
-
-
-# Typed on any event, declared or not (runtime reports, unknown types, free-form extras):
-# status, report and result.json format these as numbers or names.
-COMMON_FIELDS: dict[str, tuple[type, ...]] = {
-    "config": (dict,),
-    "generation": (int, _NONE),
-    "step": (int, _NONE),
-    "last_step": (int, _NONE),
-    "restored_step": (int, _NONE),
-    "lost_steps": (int, _NONE),
-    "to_region": (str, _NONE),
-    "rto_s": (*_NUMBER, _NONE),
-    "detected_after_s": (*_NUMBER, _NONE),
-    "lag_s": (*_NUMBER, _NONE),
-}
 
 
 # --- the records --------------------------------------------------------------------------------
@@ -635,110 +599,6 @@ class Unknown(Event):
     fields: dict[str, Any]
 
 
-# --- the round trip -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Spec:
-    attr: str
-    key: str
-    required: bool
-    parse: Callable[[Any], Any]  # JSON value -> attribute value; raises _Wrong
-    dump: Callable[[Any], Any]
-
-
-class _Wrong(Exception):
-    """A value of the wrong kind; the message says what it is, the caller names the field."""
-
-
-def _kind_of(value: Any) -> str:
-    return f"of type {type(value).__name__}"
-
-
-def _scalar(kinds: tuple[type, ...]) -> Callable[[Any], Any]:
-    def parse(value: Any) -> Any:
-        if not json_is(value, kinds):
-            raise _Wrong(_kind_of(value))
-        return value
-
-    return parse
-
-
-def _choice(enum: type[StrEnum]) -> Callable[[Any], Any]:
-    allowed = {str(m) for m in enum}
-
-    def parse(value: Any) -> Any:
-        if not isinstance(value, str):
-            raise _Wrong(_kind_of(value))
-        if value not in allowed:
-            raise _Wrong(f"{value[:40]!r}, none of {', '.join(sorted(allowed))}")
-        return enum(value)
-
-    return parse
-
-
-def _converters(tp: Any) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-    """(parse, dump) for an annotation: scalars, closed sets, X | None, tuple[X, ...], dict[str, X]."""
-    same: Callable[[Any], Any] = lambda v: v  # noqa: E731
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in args if a is not _NONE]
-        parse_inner, dump_inner = _converters(inner[0])
-        return (
-            lambda v: None if v is None else parse_inner(v),
-            lambda v: None if v is None else dump_inner(v),
-        )
-    if tp is Any:
-        return same, same
-    if isinstance(tp, type) and issubclass(tp, StrEnum):
-        return _choice(tp), str
-    if tp is float:
-        return _scalar(_NUMBER), same
-    if tp in (int, str, bool):
-        return _scalar((tp,)), same
-    if origin is tuple:
-        item, _ = _converters(args[0])
-
-        def parse_tuple(value: Any) -> tuple[Any, ...]:
-            if not isinstance(value, list):
-                raise _Wrong(_kind_of(value))
-            try:
-                return tuple(item(v) for v in value)
-            except _Wrong as exc:
-                raise _Wrong(f"with an item {exc}") from None
-
-        return parse_tuple, list
-    if origin is dict:
-        value_parse, _ = _converters(args[1])
-
-        def parse_dict(value: Any) -> dict[str, Any]:
-            if not isinstance(value, dict):
-                raise _Wrong(_kind_of(value))
-            try:
-                return {k: value_parse(v) for k, v in value.items()}
-            except _Wrong as exc:
-                raise _Wrong(f"with a value {exc}") from None
-
-        return parse_dict, dict
-    raise TypeError(f"no JSON form for {tp!r}")
-
-
-_NOT_FIELDS = frozenset({"ts", "omitted", "extra"})
-
-
-@cache
-def _specs(cls: type[Event]) -> tuple[_Spec, ...]:
-    hints = get_type_hints(cls)
-    out = []
-    for f in fields(cls):
-        if f.name in _NOT_FIELDS:
-            continue
-        parse, dump = _converters(hints[f.name])
-        required = f.default is MISSING and f.default_factory is MISSING
-        out.append(_Spec(f.name, f.metadata.get("key", f.name), required, parse, dump))
-    return tuple(out)
-
-
 def type_of(event: Event) -> str:
     """The line's ``type``."""
     if isinstance(event, RuntimeReport):
@@ -746,84 +606,3 @@ def type_of(event: Event) -> str:
     if isinstance(event, Unknown):
         return event.type_
     return event.TYPE
-
-
-def _common_problem(fields_: dict[str, Any]) -> str | None:
-    for name, kinds in COMMON_FIELDS.items():
-        if name in fields_ and not json_is(fields_[name], kinds):
-            return f"has {name!r} {_kind_of(fields_[name])}"
-    return None
-
-
-def from_json(obj: Any) -> Event:
-    """The event a journal line holds; EventError naming the field if it is none of ours."""
-    if not isinstance(obj, dict):
-        raise EventError(f"is {type(obj).__name__}, not a JSON object")
-    for name, kinds in (("type", (str,)), ("ts", _NUMBER)):
-        if name not in obj:
-            raise EventError(f"lacks {name!r}")
-        if not json_is(obj[name], kinds):
-            raise EventError(f"has {name!r} {_kind_of(obj[name])}")
-    type_, ts = obj["type"], obj["ts"]
-    rest = {k: v for k, v in obj.items() if k not in ("ts", "type")}
-    cls = EVENT_TYPES.get(type_)
-    runtime = type_.startswith(RUNTIME_PREFIX) or rest.get("by") in RUNTIME_SOURCES
-    if runtime or cls is None:
-        problem = _common_problem(rest)
-        if problem is not None:
-            raise EventError(f"({type_}) {problem}")
-        if runtime:
-            legacy = not type_.startswith(RUNTIME_PREFIX)
-            kind = type_ if legacy else type_[len(RUNTIME_PREFIX) :]
-            return RuntimeReport(kind=kind, fields=rest, legacy=legacy, ts=ts)
-        return Unknown(type_=type_, fields=rest, ts=ts)
-    return _parse(cls, rest, ts)
-
-
-def _parse(cls: type[Event], rest: dict[str, Any], ts: float) -> Event:
-    kwargs: dict[str, Any] = {}
-    omitted = []
-    for spec in _specs(cls):
-        if spec.key not in rest:
-            if spec.required:
-                raise EventError(f"({cls.TYPE}) lacks {spec.key!r}")
-            omitted.append(spec.attr)
-            continue
-        try:
-            kwargs[spec.attr] = spec.parse(rest[spec.key])
-        except _Wrong as exc:
-            raise EventError(f"({cls.TYPE}) has {spec.key!r} {exc}") from None
-    declared = {s.key for s in _specs(cls)}
-    free = {k: v for k, v in rest.items() if k not in declared}
-    if "extra" in {f.name for f in fields(cls)}:
-        problem = _common_problem(free)
-        if problem is not None:
-            raise EventError(f"({cls.TYPE}) {problem}")
-        kwargs["extra"] = free
-    elif free:
-        raise EventError(f"({cls.TYPE}) has {sorted(free)[0]!r}, a field no {cls.TYPE} event has")
-    return cls(**kwargs, ts=ts, omitted=frozenset(omitted))
-
-
-def to_json(event: Event) -> dict[str, Any]:
-    """The journal line for ``event``: ``ts``, ``type``, then its fields under their JSON keys."""
-    out: dict[str, Any] = {"ts": event.ts, "type": type_of(event)}
-    if isinstance(event, RuntimeReport | Unknown):
-        out.update(event.fields)
-        return out
-    for spec in _specs(type(event)):
-        value = getattr(event, spec.attr)
-        if spec.attr in event.omitted or (value is None and spec.attr in event.SPARSE):
-            continue
-        out[spec.key] = spec.dump(value)
-    extra: dict[str, Any] = getattr(event, "extra", {})
-    clash = sorted(set(extra) & set(out))
-    if clash:
-        raise EventError(f"({type_of(event)}) has {clash[0]!r} both as a field and in its extra")
-    out.update(extra)
-    return out
-
-
-def payload(event: Event) -> dict[str, Any]:
-    """The line's fields without ``ts`` and ``type``: what a ``(type, fields)`` hook takes."""
-    return {k: v for k, v in to_json(event).items() if k not in ("ts", "type")}

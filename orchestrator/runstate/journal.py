@@ -16,17 +16,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, BinaryIO
 
-from orchestrator.runstate.events import (
-    COMMON_FIELDS,
-    Event,
-    EventError,
-    Unknown,
-    from_json,
-    json_is,
-    to_json,
-)
+from orchestrator.runstate.event_json import COMMON_FIELDS, EventError, from_json, to_json
+from orchestrator.runstate.events import Event, Unknown
 from orchestrator.runstate.events import runtime_kind as runtime_kind
 from orchestrator.runstate.events import runtime_type as runtime_type
+from orchestrator.wire.codec import CodecError, NotJSON, decode, json_is
 from recovery.fsio import fsync_dir
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
@@ -157,8 +151,9 @@ def json_lines(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, value) of each whole JSON line; a missing file has none.
 
     A line that does not parse is a torn write (a crash mid-append; the next append
-    starts a new line) and is skipped: everything else stands. A line that is not text
-    cannot come from a torn write of ours (we write ASCII), so it is damage."""
+    starts a new line) and is skipped: everything else stands. A line that is not text,
+    or JSON beyond the codec's bounds, cannot come from a torn write of ours (we write
+    ASCII, and nothing that deep or large), so it is damage."""
     try:
         fh = open(path, "rb")
     except (FileNotFoundError, NotADirectoryError):
@@ -170,17 +165,13 @@ def json_lines(path: str) -> Iterator[tuple[int, Any]]:
     with fh:
         for n, raw in enumerate(fh, 1):
             try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise DamagedFile(path, f"line {n} is not text; the file is damaged") from None
-            if not line:
+                # Not strict: a runtime's report may carry a diverged loss (NaN), as it was written.
+                value = decode(raw, strict=False)
+            except NotJSON:
                 continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            except RecursionError:
-                raise DamagedFile(path, f"line {n} nests too deep to be ours; the file is damaged") from None
+            except CodecError as exc:
+                raise DamagedFile(path, f"line {n} {exc}; the file is damaged") from None
+            yield n, value
 
 
 def _read(path: str) -> Iterator[tuple[dict[str, Any], Event]]:
@@ -215,11 +206,9 @@ def load_json(path: str) -> Any:
     except PermissionError:
         raise DamagedFile(path, "cannot be read (permission denied)") from None
     try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise DamagedFile(path, "is not text; the file is damaged") from None
-    except json.JSONDecodeError as exc:
-        what = "is empty" if not data.strip() else f"is not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise DamagedFile(path, f"{what}; the file is damaged or was cut short") from None
-    except RecursionError:
-        raise DamagedFile(path, "nests too deep to be ours; the file is damaged") from None
+        # Not strict: result.json's metrics may hold a diverged loss (NaN), as it was written.
+        return decode(data, strict=False)
+    except NotJSON as exc:
+        raise DamagedFile(path, f"{exc}; the file is damaged or was cut short") from None
+    except CodecError as exc:
+        raise DamagedFile(path, f"{exc}; the file is damaged") from None

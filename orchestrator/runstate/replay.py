@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.runstate.events import IncidentFields, from_json, payload, to_json
+from orchestrator.runstate.event_json import from_json, payload, to_json
+from orchestrator.runstate.events import IncidentFields
 from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.state import RunView, fold

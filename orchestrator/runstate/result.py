@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import payload
+from orchestrator.runstate.event_json import payload
 from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
 from orchestrator.runstate.replay import incident_from

@@ -8,6 +8,9 @@
   rendezvous), each generation in a folder of its own.
 - ``schema``: a schema per object the runtime writes; the controller believes
   nothing from the channel that has not passed it.
+- ``codec``: the one way JSON text from outside a process is read (bounded in size,
+  depth and numbers) and its fields typed (``read_*``), for the wire, the config's
+  saved copy and the journal alike.
 - ``logfiles``: the ranks' log files on a node (their names, the cap of a kept copy,
   the tar stream a node's files travel to the controller in).
 - ``faults``, ``triggers``: every fault kind, and when a fault fires (pure; both the

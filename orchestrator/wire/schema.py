@@ -13,12 +13,24 @@ imports nothing of the controller's (config, journal).
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from orchestrator.wire.codec import (
+    CodecError,
+    decode_object,
+    read_dict,
+    read_float,
+    read_int,
+    read_list,
+    read_str,
+    require,
+)
 
 # A final.json with a search's trials and every rank's telemetry stays well below this.
 MAX_BYTES = 1 << 20
@@ -69,119 +81,94 @@ EVENT_KINDS = frozenset(
     }
 )
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class WireError(ValueError):
+class WireError(CodecError):
     """An object that is not what the runtime writes; the message is one line."""
 
 
+def _schema(parse: Callable[P, R]) -> Callable[P, R]:
+    """``parse``, raising WireError for whatever the codec refuses on its way."""
+
+    @functools.wraps(parse)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return parse(*args, **kwargs)
+        except WireError:
+            raise
+        except CodecError as exc:
+            raise WireError(str(exc), exc.name, exc.expected) from None
+
+    return checked
+
+
 # --- checks: each returns the value when it passes ------------------------------------------
-def _where(name: str) -> str:
-    return f"{name!r}" if name else "the object"
-
-
-def _type(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _int(value: Any, name: str, low: int = 0, high: int = MAX_INT) -> int:
-    # JSON's true is an int to Python, never a count to us.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WireError(f"{_where(name)} is {_type(value)}, not an integer")
-    if not low <= value <= high:
-        raise WireError(f"{_where(name)} is out of range [{low}, {high}]")
+def _kind(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise WireError(f"has {name!r} that is no name (lowercase letters, digits and _, at most 64)")
     return value
 
 
+def _count(value: Any, name: str, low: int = 0, high: int = MAX_INT) -> int:
+    return read_int(value, name, low, high)
+
+
 def _number(value: Any, name: str, low: float = -math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise WireError(f"{_where(name)} is {_type(value)}, not a number")
-    if not math.isfinite(value) or value < low:
-        raise WireError(f"{_where(name)} is not a finite number >= {low}")
-    return float(value)
+    return read_float(value, name, low)
 
 
 def _any_number(value: Any, name: str) -> float:
     # A loss may be NaN or infinite: that is what diverging training reports.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise WireError(f"{_where(name)} is {_type(value)}, not a number")
-    return float(value)
+    return read_float(value, name, finite=False)
 
 
-def _str(value: Any, name: str, limit: int = MAX_STR) -> str:
-    if not isinstance(value, str):
-        raise WireError(f"{_where(name)} is {_type(value)}, not a string")
-    if len(value) > limit:
-        raise WireError(f"{_where(name)} is longer than {limit} characters")
-    return value
-
-
-def _kind(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
-        raise WireError(f"{_where(name)} is no name (lowercase letters, digits and _, at most 64)")
-    return value
+def _str(value: Any, name: str) -> str:
+    return read_str(value, name, MAX_STR)
 
 
 def _time(value: Any) -> float:
     return _number(value, "time", low=0.0)
 
 
+def _generation(obj: dict[str, Any]) -> int:
+    return _count(require(obj, "generation"), "generation", low=1)
+
+
 def _pid(value: Any, name: str = "pid") -> int:
-    return _int(value, name, low=1, high=MAX_PID)
+    return _count(value, name, low=1, high=MAX_PID)
 
 
 def _opt(check: Any, value: Any, name: str) -> Any:
     return None if value is None else check(value, name)
 
 
-def _dict(value: Any, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise WireError(f"{_where(name)} is {'a JSON ' + _json_kind(value)}, not an object")
-    return value
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, str):
-        return "string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    return "number" if isinstance(value, int | float) else type(value).__name__
-
-
 def _json_value(value: Any, name: str) -> None:
     """Plain bounded JSON: strings bounded, keys short, depth and size capped. A number
     here may be NaN or infinite (a diverged loss, an eval metric): Python's json writes
     them, and only fields with a meaning (times, steps, lags) must be finite."""
+    where = f"{name!r}" if name else "the object"
     nodes = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         v, depth = stack.pop()
         nodes += 1
         if nodes > MAX_NODES:
-            raise WireError(f"{_where(name)} has more than {MAX_NODES} values")
+            raise WireError(f"{where} has more than {MAX_NODES} values")
         if depth > MAX_DEPTH:
-            raise WireError(f"{_where(name)} nests deeper than {MAX_DEPTH}")
+            raise WireError(f"{where} nests deeper than {MAX_DEPTH}")
         if isinstance(v, dict):
             for k, item in v.items():
                 if not isinstance(k, str) or len(k) > MAX_KEY:
-                    raise WireError(f"{_where(name)} has a key longer than {MAX_KEY} characters")
+                    raise WireError(f"{where} has a key longer than {MAX_KEY} characters")
                 stack.append((item, depth + 1))
         elif isinstance(v, list):
             stack.extend((item, depth + 1) for item in v)
         elif isinstance(v, str):
             _str(v, name)
         elif not (v is None or isinstance(v, bool | int | float)):
-            raise WireError(f"{_where(name)} holds a {type(v).__name__}")
-
-
-def _require(obj: dict[str, Any], name: str) -> Any:
-    if name not in obj:
-        raise WireError(f"lacks {name!r}")
-    return obj[name]
+            raise WireError(f"{where} holds a {type(v).__name__}")
 
 
 def _check_fields(obj: dict[str, Any], checks: dict[str, Any]) -> None:
@@ -196,12 +183,12 @@ def _check_fields(obj: dict[str, Any], checks: dict[str, Any]) -> None:
 
 
 def _nonneg_or_none(value: Any, name: str) -> int | None:
-    return _opt(_int, value, name)
+    return _opt(_count, value, name)
 
 
 def _world_or_none(value: Any, name: str) -> int | None:
     """A world size (workers training now): at least one; absent from files written before it."""
-    return _opt(lambda v, n: _int(v, n, low=1), value, name)
+    return _opt(lambda v, n: _count(v, n, low=1), value, name)
 
 
 def _number_or_none(value: Any, name: str) -> float | None:
@@ -213,25 +200,10 @@ def _str_or_none(value: Any, name: str) -> str | None:
 
 
 # --- decoding ----------------------------------------------------------------------------------
+@_schema
 def decode(data: bytes) -> dict[str, Any]:
     """Bytes read from the channel as one JSON object; WireError for anything else."""
-    if len(data) > MAX_BYTES:
-        raise WireError(f"is larger than {MAX_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise WireError("is not UTF-8 text") from None
-    if not text.strip():
-        raise WireError("is empty")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WireError(f"is not JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise WireError("nests too deep") from None
-    except ValueError as exc:  # an integer too long to convert, among others
-        raise WireError(f"is not JSON we read ({str(exc).splitlines()[0][:80]})") from None
-    _dict(obj, "")
+    obj = decode_object(data, max_bytes=MAX_BYTES, strict=False)
     _json_value(obj, "")
     return obj
 
@@ -258,12 +230,13 @@ class Heartbeat:
     pid: int | None
 
 
+@_schema
 def parse_heartbeat(obj: Any) -> Heartbeat:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     return Heartbeat(
-        time=_time(_require(obj, "time")),
-        generation=_int(_require(obj, "generation"), "generation", low=1),
-        step=_int(obj.get("step", 0), "step"),
+        time=_time(require(obj, "time")),
+        generation=_generation(obj),
+        step=_count(obj.get("step", 0), "step"),
         pid=_opt(_pid, obj.get("pid"), "pid"),
     )
 
@@ -288,11 +261,12 @@ class Progress(_AsWritten):
         return {**self.fields, "time": self.time, "generation": self.generation, "step": self.step}
 
 
+@_schema
 def parse_progress(obj: Any) -> Progress:
-    obj = _dict(obj, "")
-    time_ = _time(_require(obj, "time"))
-    generation = _int(_require(obj, "generation"), "generation", low=1)
-    step = _int(obj.get("step", 0), "step")
+    obj = read_dict(obj)
+    time_ = _time(require(obj, "time"))
+    generation = _generation(obj)
+    step = _count(obj.get("step", 0), "step")
     rest = {k: v for k, v in obj.items() if k not in ("time", "generation", "step")}
     _check_fields(rest, _PROGRESS_FIELDS)
     return Progress(time=time_, generation=generation, step=step, fields=rest)
@@ -313,7 +287,7 @@ _EVENT_FIELDS: dict[str, Any] = {
     "rto_s": _number_or_none,
     "detected_after_s": _number_or_none,
     "lag_s": _number_or_none,
-    "config": _dict,
+    "config": read_dict,
     "error": _str,
     "traceback": _str_or_none,
 }
@@ -322,12 +296,10 @@ _RESERVED = ("ts", "by", "type_")
 
 
 def _points(value: Any, name: str) -> None:
-    if not isinstance(value, list) or len(value) > MAX_POINTS:
-        raise WireError(f"{name!r} is not a list of at most {MAX_POINTS} [step, loss] pairs")
-    for point in value:
+    for point in read_list(value, name, MAX_POINTS):
         if not isinstance(point, list) or len(point) != 2:
             raise WireError(f"{name!r} holds something other than a [step, loss] pair")
-        _int(point[0], "points' step")
+        _count(point[0], "points' step")
         _any_number(point[1], "points' loss")
 
 
@@ -337,8 +309,8 @@ _KIND_REQUIRED: dict[str, dict[str, Any]] = {
     "replicated": {"to": _str},
     "store_fallback": {"from": _str, "to": _str},
     "user_error": {"error": _str},
-    "train_started": {"restored_step": _int},
-    "preempted": {"step": _int},
+    "train_started": {"restored_step": _count},
+    "preempted": {"step": _count},
 }
 
 
@@ -354,35 +326,36 @@ class Event(_AsWritten):
         return {"time": self.time, "generation": self.generation, "type": self.kind, **self.fields}
 
 
+@_schema
 def parse_event(obj: Any) -> Event:
-    obj = _dict(obj, "")
-    kind = _kind(_require(obj, "type"), "type")
+    obj = read_dict(obj)
+    kind = _kind(require(obj, "type"), "type")
     if kind not in EVENT_KINDS:
         raise WireError(f"is an event of unknown kind {kind!r}")
-    time_ = _time(_require(obj, "time"))
-    generation = _int(_require(obj, "generation"), "generation", low=1)
+    time_ = _time(require(obj, "time"))
+    generation = _generation(obj)
     for name in _RESERVED:
         if name in obj:
             raise WireError(f"carries {name!r}, which only the controller writes")
     fields = {k: v for k, v in obj.items() if k not in ("type", "time", "generation")}
     for name, check in _KIND_REQUIRED.get(kind, {}).items():
-        check(_require(fields, name), name)
+        check(require(fields, name), name)
     _check_fields(fields, _EVENT_FIELDS)
     return Event(kind=kind, time=time_, generation=generation, fields=fields)
 
 
 _FINAL_FIELDS: dict[str, Any] = {
-    "metrics": _dict,
+    "metrics": read_dict,
     "final_checkpoint": _str_or_none,
     "weights_sha256": _str_or_none,
     "checkpoint_sha256": _str_or_none,
     "train_steps_per_s": _number_or_none,
     "checkpoint_stall_s": _number_or_none,
     "world_size": _world_or_none,
-    "telemetry": lambda v, n: _opt(_dict, v, n),
-    "best_trial": lambda v, n: _opt(_dict, v, n),
-    "search": lambda v, n: _opt(_dict, v, n),
-    "trials": lambda v, n: v if isinstance(v, list) else _dict(v, n),
+    "telemetry": lambda v, n: _opt(read_dict, v, n),
+    "best_trial": lambda v, n: _opt(read_dict, v, n),
+    "search": lambda v, n: _opt(read_dict, v, n),
+    "trials": lambda v, n: v if isinstance(v, list) else read_dict(v, n),
 }
 
 
@@ -397,11 +370,12 @@ class Final(_AsWritten):
         return {**self.fields, "time": self.time, "generation": self.generation, "final_step": self.final_step}
 
 
+@_schema
 def parse_final(obj: Any) -> Final:
-    obj = _dict(obj, "")
-    time_ = _time(_require(obj, "time"))
-    generation = _int(_require(obj, "generation"), "generation", low=1)
-    final_step = _int(_require(obj, "final_step"), "final_step")
+    obj = read_dict(obj)
+    time_ = _time(require(obj, "time"))
+    generation = _generation(obj)
+    final_step = _count(require(obj, "final_step"), "final_step")
     rest = {k: v for k, v in obj.items() if k not in ("time", "generation", "final_step")}
     _check_fields(rest, _FINAL_FIELDS)
     return Final(time=time_, generation=generation, final_step=final_step, fields=rest)
@@ -418,17 +392,17 @@ class NodesWord:
     lost: tuple[int, ...]  # the nodes lost and not (yet) replaced
 
 
+@_schema
 def parse_nodes_word(obj: Any) -> NodesWord:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     lost = obj.get("lost", [])
-    if not isinstance(lost, list) or len(lost) > 1024:
-        raise WireError("lost: expected a list of node indices")
+    read_list(lost, "lost", 1024)
     return NodesWord(
-        time=_time(_require(obj, "time")),
-        generation=_int(_require(obj, "generation"), "generation", low=1),
-        fits=_int(_require(obj, "fits"), "fits", low=0, high=1 << 20),
-        wait_until=_number(_require(obj, "wait_until"), "wait_until", low=0.0),
-        lost=tuple(_int(i, "lost", low=0, high=1 << 20) for i in lost),
+        time=_time(require(obj, "time")),
+        generation=_generation(obj),
+        fits=_count(require(obj, "fits"), "fits", low=0, high=1 << 20),
+        wait_until=_number(require(obj, "wait_until"), "wait_until", low=0.0),
+        lost=tuple(_count(i, "lost", low=0, high=1 << 20) for i in lost),
     )
 
 
@@ -439,12 +413,13 @@ class ExitCode:
     code: int
 
 
+@_schema
 def parse_exit(obj: Any) -> ExitCode:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     return ExitCode(
-        time=_time(_require(obj, "time")),
-        generation=_int(_require(obj, "generation"), "generation", low=1),
-        code=_int(_require(obj, "code"), "code", low=-255, high=255),
+        time=_time(require(obj, "time")),
+        generation=_generation(obj),
+        code=_count(require(obj, "code"), "code", low=-255, high=255),
     )
 
 
@@ -462,14 +437,15 @@ class ChaosRequest:
     during: str | None = None
 
 
+@_schema
 def parse_chaos_request(obj: Any) -> ChaosRequest:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     return ChaosRequest(
-        time=_time(_require(obj, "time")),
-        seq=_int(obj.get("seq", 1), "seq", low=1),
+        time=_time(require(obj, "time")),
+        seq=_count(obj.get("seq", 1), "seq", low=1),
         # Without its generation a request could be an old attempt's, fired on the new one.
-        generation=_int(_require(obj, "generation"), "generation", low=1),
-        step=_int(_require(obj, "step"), "step"),
+        generation=_generation(obj),
+        step=_count(require(obj, "step"), "step"),
         kind=_opt(_kind, obj.get("kind"), "kind"),
         rank=_nonneg_or_none(obj.get("rank"), "rank"),
         pid=_opt(_pid, obj.get("pid"), "pid"),
@@ -484,17 +460,17 @@ class ChaosFired:
     steps: tuple[int | None, ...]
 
 
+@_schema
 def parse_chaos_fired(obj: Any) -> ChaosFired:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     steps = obj.get("steps", [])
-    if not isinstance(steps, list) or len(steps) > MAX_POINTS:
-        raise WireError(f"'steps' is not a list of at most {MAX_POINTS} steps")
+    read_list(steps, "steps", MAX_POINTS)
     _json_value(obj, "")
     return ChaosFired(
-        time=_time(_require(obj, "time")),
-        count=_int(obj.get("count", 1), "count"),
+        time=_time(require(obj, "time")),
+        count=_count(obj.get("count", 1), "count"),
         # after_s faults fire at no step (-1).
-        steps=tuple(None if s is None else _int(s, "steps' step", low=-1) for s in steps),
+        steps=tuple(None if s is None else _count(s, "steps' step", low=-1) for s in steps),
     )
 
 
@@ -505,10 +481,11 @@ class PreemptNotice:
     pid: int | None
 
 
+@_schema
 def parse_preempt(obj: Any) -> PreemptNotice:
-    obj = _dict(obj, "")
+    obj = read_dict(obj)
     return PreemptNotice(
-        time=_time(_require(obj, "time")),
-        generation=_int(_require(obj, "generation"), "generation", low=1),
+        time=_time(require(obj, "time")),
+        generation=_generation(obj),
         pid=_opt(_pid, obj.get("pid"), "pid"),
     )

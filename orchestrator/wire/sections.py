@@ -17,12 +17,24 @@ raises ValueError, one line that names the key: ``runtime spec: job.steps: ...``
 from __future__ import annotations
 
 import functools
-import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from enum import Enum, StrEnum
 from typing import Annotated, Any, TypeVar
+
+from orchestrator.wire.codec import (
+    CodecError,
+    read_bool,
+    read_choice,
+    read_dict,
+    read_float,
+    read_int,
+    read_list,
+    read_str,
+    show,
+    to_plain,
+)
 
 # Pure vocabulary that both sides share (a leaf module): the wire may import it.
 from orchestrator.wire.faults import DURING, FaultKind
@@ -72,7 +84,6 @@ HPO_METRICS = tuple(str(x) for x in Metric)
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
 NOTICE_SOURCES = tuple(str(x) for x in NoticeSource)
-INT64 = (-(2**63), 2**63 - 1)
 # numpy's seeds are 32-bit unsigned.
 MAX_SEED = 2**32 - 1
 
@@ -281,48 +292,33 @@ def read(key: str, value: Any, hint: Any) -> Any:
             return None
         # The spec's unions are all ``X | None``.
         return read(key, value, next(a for a in typing.get_args(hint) if a is not type(None)))
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
     if isinstance(hint, type) and is_dataclass(hint):
         return value if isinstance(value, hint) else _read_dataclass(key, value, hint)
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        allowed = [m.value for m in hint]
-        if value not in allowed:
-            _fail(key, value, f"allowed: {', '.join(map(str, allowed))}")
-        return hint(value)
-    if origin is dict:
-        if not isinstance(value, dict):
-            _fail(key, value, "expected a mapping")
-        bad = next((k for k in value if not isinstance(k, str)), None)
-        if bad is not None:
-            _fail(key, bad, "expected string keys")
-        return {k: read(_at(key, _key(k)), v, args[1]) for k, v in value.items()}
-    if origin is list:
-        if not isinstance(value, list):
-            _fail(key, value, "expected a list")
-        return [read(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
-    if hint is bool:
-        if not isinstance(value, bool):
-            _fail(key, value, "expected true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            _fail(key, value, "expected an integer")
-        if not INT64[0] <= value <= INT64[1]:
-            _fail(key, value, "expected an integer within int64")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            _fail(key, value, "expected a number")
-        if not INT64[0] <= value <= INT64[1] or not math.isfinite(value):
-            _fail(key, value, "expected a finite number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            _fail(key, value, "expected a string")
-        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    try:
+        if origin is dict:
+            return {k: read(_at(key, _key(k)), v, args[1]) for k, v in read_dict(value).items()}
+        if origin is list:
+            return [read(f"{key}[{i}]", v, args[0]) for i, v in enumerate(read_list(value))]
+        reader = _READERS.get(hint)
+        if reader is not None:
+            return reader(value)
+        if isinstance(hint, type) and issubclass(hint, Enum):
+            return read_choice(value, "", hint)
+    except CodecError as exc:
+        _fail(key, value, f"expected {exc.expected}")
     raise TypeError(f"{key}: no reader for {hint!r}")  # a field this module declared wrongly
+
+
+# A JSON writer gives 1.0 as 1: a float field takes an integer, as a float.
+_READERS: dict[Any, typing.Callable[[Any], Any]] = {
+    bool: read_bool,
+    int: read_int,
+    float: read_float,
+    str: read_str,
+}
 
 
 def _read_dataclass(key: str, value: Any, cls: type[T]) -> T:
@@ -346,21 +342,8 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def to_plain(obj: Any) -> Any:
-    """A section (or anything holding sections) as JSON: enums by value, dataclasses as dicts."""
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_plain(v) for v in obj]
-    return obj
-
-
 def _fail(key: str, value: Any, why: str) -> typing.NoReturn:
-    raise ValueError(f"runtime spec: {key or 'the file'}: got {_show(value)}; {why}")
+    raise ValueError(f"runtime spec: {key or 'the file'}: got {show(value)}; {why}")
 
 
 def _at(key: str, name: str) -> str:
@@ -368,13 +351,4 @@ def _at(key: str, name: str) -> str:
 
 
 def _key(name: Any) -> str:
-    return _show(name)[1:-1] if isinstance(name, str) else _show(name)
-
-
-def _show(value: Any, limit: int = 60) -> str:
-    """A value for a one-line message: repr (newlines escaped), cut to ``limit``."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer beyond Python's digit limit for str()
-        return "a number of thousands of digits"
-    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+    return show(name)[1:-1] if isinstance(name, str) else show(name)

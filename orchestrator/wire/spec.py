@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
 
+from orchestrator.wire.codec import CodecError, decode, to_plain
 from orchestrator.wire.sections import (
     Above,
     AtLeast,
@@ -19,7 +20,6 @@ from orchestrator.wire.sections import (
     TrainerSection,
     field_types,
     read,
-    to_plain,
 )
 from recovery.fencing import Lineage
 
@@ -136,9 +136,11 @@ class RuntimeSpec:
 
     @staticmethod
     def load(path: str) -> RuntimeSpec:
-        with open(path, encoding="utf-8") as fh:
-            try:
-                plain = json.load(fh)
-            except ValueError as exc:  # not JSON, or not UTF-8
-                raise ValueError(f"runtime spec: not JSON ({exc})") from None
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            # NaN and Infinity are read, for the field that refuses them to be named.
+            plain = decode(data, strict=False)
+        except CodecError as exc:
+            raise ValueError(f"runtime spec: not JSON we read ({exc})") from None
         return RuntimeSpec.from_plain(plain)

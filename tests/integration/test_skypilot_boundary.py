@@ -18,7 +18,7 @@ sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install 
 
 from orchestrator.commands.run import check_regions  # noqa: E402
 from orchestrator.config.compose import CONF_DIR, compose  # noqa: E402
-from orchestrator.config.schema import ConfigError  # noqa: E402
+from orchestrator.errors import ConfigError  # noqa: E402
 from providers.base import ProvisionError, ProvisionErrorKind  # noqa: E402
 from providers.skypilot.credentials import forwarded_secrets, precheck, split_secrets  # noqa: E402
 from providers.skypilot.errors import classify  # noqa: E402

@@ -10,7 +10,8 @@ import pytest
 
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.standby import StandbyManager
-from orchestrator.runstate.events import Event, to_json
+from orchestrator.runstate.event_json import to_json
+from orchestrator.runstate.events import Event
 
 pytestmark = pytest.mark.unit
 

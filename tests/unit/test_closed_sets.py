@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.config.schema import (
     Action,
     Autocast,
-    ConfigError,
     Loader,
     Metric,
     Mode,
@@ -22,9 +22,10 @@ from orchestrator.config.schema import (
     PreemptionNotice,
     ProviderKind,
     Scheduler,
-    to_plain,
 )
+from orchestrator.errors import ConfigError
 from orchestrator.hpo import Distribution
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.faults import During, FaultKind
 
 ROOT = Path(__file__).resolve().parents[2]

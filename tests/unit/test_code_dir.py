@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import ConfigError
 from orchestrator.config.usercode import check_user_code
+from orchestrator.errors import ConfigError
 from providers.base import ClusterHandle, RegionSpec
 from providers.skypilot import slurm
 from providers.skypilot.provider import SkyPilotProvider

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import Config, ConfigError, FaultConfig
+from orchestrator.config.schema import Config, FaultConfig
+from orchestrator.errors import ConfigError
 
 REGIONS = ["local-a", "local-b", "local-c"]
 
@@ -66,7 +67,7 @@ def test_chaos_fault_list_on_the_command_line_parses_to_typed_faults() -> None:
 
 
 def test_status_flap_and_ssh_drop_compose_from_the_command_line_and_reach_the_runtimes_spec() -> None:
-    from orchestrator.config.schema import to_plain
+    from orchestrator.wire.codec import to_plain
     from orchestrator.wire.sections import FaultSpec
 
     cfg = compose(["chaos.faults=[{kind:status_flap,at_step:5,count:3},{kind:ssh_drop,after_s:2}]"])

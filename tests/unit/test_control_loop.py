@@ -309,7 +309,7 @@ def test_an_interrupted_run_is_not_reused_by_a_new_run_and_resumes_only_once(tmp
     cloud = FakeCloud({"local-a": [Script(20, "interrupt"), Script()]})
     assert _controller(tmp_path, cloud).run()["status"] == "INTERRUPTED"
     from orchestrator.commands.run import refuse_finished as _refuse_finished
-    from orchestrator.config.schema import ConfigError
+    from orchestrator.errors import ConfigError
 
     cfg = compose([f"home={tmp_path}", f"run_id={RUN}"])
     with pytest.raises(ConfigError, match=f"interrupted; go on with it: .* action=resume run_id={RUN}"):

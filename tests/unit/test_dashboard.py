@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
-from orchestrator.config.schema import to_plain
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
 from orchestrator.control.controller import Controller
+from orchestrator.wire.codec import to_plain
 from providers.base import ClusterHandle, RegionSpec
 from providers.local.provider import dashboard_flags
 from providers.registry import get_provider

@@ -1,5 +1,6 @@
 """Fencing that cannot go backwards: a fence that cannot be read is a store error, never
-"no fence", and one this run's controller did not sign is ignored; generations only go up; retention and restore follow the controller's lineage.
+"no fence", and one this run's controller did not sign is ignored; generations only go
+up; retention and restore follow the controller's lineage.
 Real ``file://`` and ``memory://`` stores throughout."""
 
 from __future__ import annotations

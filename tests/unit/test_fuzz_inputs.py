@@ -332,7 +332,7 @@ JOURNAL_DAMAGE = {
 def saved_config() -> str:
     """A healthy config.json's text, its home a placeholder: composed once for the module."""
     from orchestrator.config.compose import compose
-    from orchestrator.config.schema import to_plain
+    from orchestrator.wire.codec import to_plain
 
     os.environ["ORCHESTRATOR_HOME"] = "/HOME-PLACEHOLDER"
     try:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import ConfigError
+from orchestrator.errors import ConfigError
 from orchestrator.hpo import (
     AshaRungs,
     TrialRecord,

@@ -26,8 +26,11 @@ from orchestrator.commands import sweep
 from orchestrator.commands.showcfg import SAVED_GROUP
 from orchestrator.commands.usage import ACTIONS, TOP_LEVEL, key_lines, usage
 from orchestrator.config.cli import REFUSED_FLAGS, parse_args
-from orchestrator.config.compose import CONF_DIR, compose, hydra_refusal, split_region_additions
-from orchestrator.config.schema import Action, Config, ConfigError, to_plain
+from orchestrator.config.compose import CONF_DIR, compose, split_region_additions
+from orchestrator.config.hydra_errors import hydra_refusal
+from orchestrator.config.schema import Action, Config
+from orchestrator.errors import ConfigError
+from orchestrator.wire.codec import to_plain
 
 pytestmark = pytest.mark.unit
 

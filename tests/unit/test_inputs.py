@@ -8,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
-from orchestrator.config.schema import (
-    MAX_BATCH_SIZE,
-    MAX_RUN_ID,
-    MAX_SEED,
-    MAX_STEPS,
-    ConfigError,
-    _validate_name,
-    _validate_url,
-    to_plain,
-)
+from orchestrator.config.checks import MAX_BATCH_SIZE, MAX_RUN_ID, MAX_STEPS
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
+from orchestrator.config.validate import _validate_name
+from orchestrator.config.validate_cloud import _validate_url
+from orchestrator.errors import ConfigError
+from orchestrator.wire.codec import to_plain
+from orchestrator.wire.sections import MAX_SEED
 
 
 @pytest.fixture(autouse=True)
@@ -307,7 +304,7 @@ def test_notifications_are_off_by_default_and_take_a_url_with_a_token_and_a_comm
 
 
 def test_a_notify_program_that_does_not_exist_is_refused_for_a_new_run_only(tmp_path: Path) -> None:
-    from orchestrator.config.schema import check_notify_program
+    from orchestrator.config.notify_targets import check_notify_program
 
     cfg = compose([f"notify.command='no-such-program-zz --token {SECRET}'"])
     with pytest.raises(ConfigError) as info:
@@ -332,7 +329,7 @@ def test_a_saved_config_from_before_notifications_reads_back_without_them() -> N
 
 
 def test_a_webhook_named_by_an_environment_variable_is_read_at_the_runs_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.config.schema import notify_from_env
+    from orchestrator.config.notify_targets import notify_from_env
 
     url = f"https://hooks.example.com/services/{SECRET}?token={SECRET}"
     cfg = compose(["notify.webhook=env:ORCH_TEST_HOOK_URL"])
@@ -366,7 +363,7 @@ def test_a_webhook_named_by_an_environment_variable_is_read_at_the_runs_start(mo
 def test_an_environment_variable_that_holds_no_webhook_url_is_refused_naming_it_not_its_value(
     monkeypatch: pytest.MonkeyPatch, value: str, words: str
 ) -> None:
-    from orchestrator.config.schema import notify_from_env
+    from orchestrator.config.notify_targets import notify_from_env
 
     monkeypatch.setenv("ORCH_TEST_HOOK_URL", value)
     with pytest.raises(ConfigError) as info:

@@ -22,9 +22,11 @@ from fakecloud import FakeCloud, Script
 
 import orchestrator.control.watch as watch
 from orchestrator.commands.logs import Follow, follow, read_facts, show
-from orchestrator.config.schema import Action, Config, ConfigError, validate
+from orchestrator.config.schema import Action, Config
+from orchestrator.config.validate import validate
 from orchestrator.control.cleanup import tear_down
 from orchestrator.control.livelogs import READ_CHUNK, LiveLogs, Tail
+from orchestrator.errors import ConfigError
 from orchestrator.runstate.events import AttemptEnded, AttemptStarted, LogsKept, Provisioned, RunStarted, Teardown
 from orchestrator.runstate.journal import Journal
 from orchestrator.wire import logfiles

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose, config_from_plain
-from orchestrator.config.schema import Config, ConfigError, PreemptionNotice, RegionConfig, to_plain, validate_notice
+from orchestrator.config.compose import compose
+from orchestrator.config.saved import config_from_plain
+from orchestrator.config.schema import Config, PreemptionNotice, RegionConfig
+from orchestrator.config.validate_cloud import validate_notice
 from orchestrator.control.attempt import runtime_notice
+from orchestrator.errors import ConfigError
 from orchestrator.runtime import notices
 from orchestrator.runtime.notices import Answer, Malformed, NodeWatch, Notice, parse_aws, parse_drain, parse_gcp
 from orchestrator.runtime.worker import watch_node
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import NoticeSection, NoticeSource
 from servers import MetadataServer, Raw, free_port

@@ -582,7 +582,7 @@ def test_a_webhook_that_hangs_or_refuses_changes_nothing_of_the_run_and_is_journ
 
 def _config_read_back(home: Path) -> Any:
     """The run's config as action=resume reads it: config.json, through config_from_plain."""
-    from orchestrator.config.compose import config_from_plain
+    from orchestrator.config.saved import config_from_plain
 
     return config_from_plain(json.loads((home / "runs" / RUN / "config.json").read_text()))
 
@@ -683,8 +683,8 @@ def test_the_token_is_in_no_file_but_notify_secret_nor_in_the_progress_output(
         "webhook": f"notify.secret:http://127.0.0.1:{refusing_port}",
         "timeout_s": 5.0,
     }
-    from orchestrator.config.compose import config_from_plain
-    from orchestrator.config.schema import to_plain
+    from orchestrator.config.saved import config_from_plain
+    from orchestrator.wire.codec import to_plain
 
     assert to_plain(config_from_plain(saved)) == saved
     for name in ("config.json", "journal.jsonl", "result.json"):
@@ -813,7 +813,7 @@ def test_a_webhook_taken_from_the_environment_is_told_and_kept_like_one_given_wh
 
 
 def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_path: Path) -> None:
-    from orchestrator.config.schema import ConfigError
+    from orchestrator.errors import ConfigError
 
     cfg = compose([f"home={tmp_path}", f"run_id={RUN}", "notify.webhook=env:ORCH_TEST_NO_SUCH_HOOK"])
     with pytest.raises(ConfigError) as err:

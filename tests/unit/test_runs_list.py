@@ -129,8 +129,10 @@ def test_action_list_needs_no_run_id_and_takes_a_format(tmp_path: Path) -> None:
 def test_a_config_json_from_before_format_existed_still_resumes(tmp_path: Path) -> None:
     import json
 
-    from orchestrator.config.compose import compose, config_from_plain
-    from orchestrator.config.schema import OutputFormat, to_plain
+    from orchestrator.config.compose import compose
+    from orchestrator.config.saved import config_from_plain
+    from orchestrator.config.schema import OutputFormat
+    from orchestrator.wire.codec import to_plain
 
     saved = to_plain(compose(["run_id=r1", f"home={tmp_path}"]))
     del saved["format"]

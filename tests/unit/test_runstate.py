@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.commands.report import build, render
 from orchestrator.commands.status import summarize
+from orchestrator.runstate import event_json as J
 from orchestrator.runstate import events as E
 from orchestrator.runstate.journal import DamagedFile, Journal, read_events, read_typed
 from orchestrator.runstate.lifecycle import RunState
@@ -124,11 +125,11 @@ def test_every_declared_type_has_a_sample() -> None:
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: E.type_of(e))
 def test_every_event_round_trips_through_a_journal_line(event: E.Event) -> None:
-    line = json.loads(json.dumps(E.to_json(event)))
+    line = json.loads(json.dumps(J.to_json(event)))
     assert line["type"] == E.type_of(event) and "ts" in line
-    back = E.from_json(line)
+    back = J.from_json(line)
     assert back == event and type(back) is type(event)
-    assert E.to_json(back) == line
+    assert J.to_json(back) == line
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,7 @@ def test_every_event_round_trips_through_a_journal_line(event: E.Event) -> None:
 )
 def test_a_line_reads_back_as_it_was_written(line: dict[str, Any]) -> None:
     # Old journals lack fields added since: such a line is written back without them.
-    assert E.to_json(E.from_json(line)) == line
+    assert J.to_json(J.from_json(line)) == line
 
 
 @pytest.mark.parametrize(
@@ -165,18 +166,18 @@ def test_a_line_reads_back_as_it_was_written(line: dict[str, Any]) -> None:
     ],
 )
 def test_a_known_type_with_a_wrong_or_missing_field_is_no_event(line: dict[str, Any], words: str) -> None:
-    with pytest.raises(E.EventError) as err:
-        E.from_json(line)
+    with pytest.raises(J.EventError) as err:
+        J.from_json(line)
     assert words in str(err.value)
 
 
 def test_the_journal_refuses_at_write_time_what_it_would_not_read(tmp_path: Path) -> None:
     journal = Journal(str(tmp_path / "journal.jsonl"))
-    with pytest.raises(E.EventError, match="'no_such_event'"):
+    with pytest.raises(J.EventError, match="'no_such_event'"):
         journal.append("no_such_event", step=1)
-    with pytest.raises(E.EventError, match="'zone'"):
+    with pytest.raises(J.EventError, match="'zone'"):
         journal.append("attempt_started", generation=1, region="a", zone="z")
-    with pytest.raises(E.EventError, match="'generation' of type str"):
+    with pytest.raises(J.EventError, match="'generation' of type str"):
         journal.emit(E.AttemptStarted("1", "a"))  # type: ignore[arg-type]
     assert list(read_events(journal.path)) == []
 
@@ -262,7 +263,7 @@ def _snapshot(value: Any) -> Any:
 
 def test_apply_never_changes_the_view_it_is_given() -> None:
     view = RunView()
-    for event in [E.from_json(e) for e in _journey()]:
+    for event in [J.from_json(e) for e in _journey()]:
         before = _snapshot(view)
         after = apply(view, event)
         assert _snapshot(view) == before
@@ -273,21 +274,21 @@ def test_apply_never_changes_the_view_it_is_given() -> None:
 
 
 def test_a_failed_notification_moves_only_the_clock() -> None:
-    view = fold(E.from_json(e) for e in _journey())
+    view = fold(J.from_json(e) for e in _journey())
     failed = E.NotifyFailed("command", "succeeded", "exited with status 1", endpoint="notify.sh", ts=view.last_ts + 5)
     assert apply(view, failed) == replace(view, last_ts=view.last_ts + 5)
 
 
 def test_a_notify_target_turned_off_moves_only_the_clock() -> None:
-    view = fold(E.from_json(e) for e in _journey())
+    view = fold(J.from_json(e) for e in _journey())
     off = E.NotifyOff("command", "notify.secret is another run's", endpoint="notify.sh", ts=view.last_ts + 5)
     assert apply(view, off) == replace(view, last_ts=view.last_ts + 5)
 
 
 def test_open_attempt_and_launching_come_from_apply_alone() -> None:
-    view = fold(E.from_json(e) for e in [ev("attempt_started", generation=1, region="a")])
+    view = fold(J.from_json(e) for e in [ev("attempt_started", generation=1, region="a")])
     assert view.launching == (("a", 1),) and view.open_attempt is not None
-    view = apply(view, E.from_json(ev("provisioned", region="a", cluster="r-a-g1", generation=1)))
+    view = apply(view, J.from_json(ev("provisioned", region="a", cluster="r-a-g1", generation=1)))
     assert view.launching == () and view.open_attempt is not None and view.open_attempt.cluster is not None
 
 
@@ -434,7 +435,7 @@ def test_status_and_report_are_what_they_were_at_every_point(tmp_path: Path, n: 
 
 
 def test_the_view_has_what_the_result_needs() -> None:
-    view = fold(E.from_json(e) for e in _journey())
+    view = fold(J.from_json(e) for e in _journey())
     assert view.status == "FAILED" and view.reason == "user error"
     assert view.verdict is not None and view.verdict.region == "local-b"
     # The attempt's first user error, not a later rank's.

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import ConfigError
+from orchestrator.errors import ConfigError
 from recovery.storage import Bounded, SecretInConfig, bounded_options, credential_name, find_secret
 
 

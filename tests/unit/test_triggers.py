@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import ConfigError
+from orchestrator.errors import ConfigError
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.triggers import due_after, due_at_step, due_during, exhausted, in_region, random_steps
 

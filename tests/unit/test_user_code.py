@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.compose import compose
-from orchestrator.config.schema import ConfigError
 from orchestrator.config.usercode import check_user_code
+from orchestrator.errors import ConfigError
 from orchestrator.workloads import WorkloadError, make_workload, validate_params, workload_class
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"

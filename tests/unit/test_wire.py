@@ -29,7 +29,8 @@ from orchestrator.config.schema import RegionConfig, TrainerConfig
 from orchestrator.control.context import RunContext
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.watch import AttemptWatch
-from orchestrator.runstate.events import payload, type_of
+from orchestrator.runstate.event_json import payload
+from orchestrator.runstate.events import type_of
 from orchestrator.runstate.journal import Journal, event_problem, read_events, runtime_type
 from orchestrator.runstate.replay import replay
 from orchestrator.wire import schema as wire

@@ -1,0 +1,302 @@
+"""The checks the schema cannot express, run on a composed (or saved) config.
+
+``validate`` raises ConfigError naming the first bad key; the checks of cloud.*, chaos.*
+and notify.* are in ``validate_cloud``, ``validate_chaos`` and ``notify_targets``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from orchestrator.config.checks import (
+    MAX_BATCH_SIZE,
+    MAX_JOB_NAME,
+    MAX_RUN_ID,
+    MAX_STEPS,
+    NAME_RULE,
+    bounded_int,
+    non_negative_int,
+    positive_int,
+    safe_name,
+)
+from orchestrator.config.notify_targets import validate_notify
+from orchestrator.config.schema import (
+    ONE_RUN_ACTIONS,
+    READ_ONLY_ACTIONS,
+    RUNNING_ACTIONS,
+    Action,
+    Config,
+    DataConfig,
+    OutputFormat,
+    RecoveryConfig,
+)
+from orchestrator.config.validate_chaos import validate_chaos
+from orchestrator.config.validate_cloud import validate_cloud
+from orchestrator.errors import ConfigError
+from orchestrator.hpo import MAX_TRIALS, trial_count, validate_search_space
+from orchestrator.wire.codec import INT64, show
+from orchestrator.wire.faults import STEP_TRIGGERS
+from orchestrator.wire.sections import MAX_SEED
+from orchestrator.workloads import JOB_KEY_WORKLOADS
+
+
+def validate(cfg: Config) -> Config:
+    """Checks the schema cannot express. Raises ConfigError naming the first bad key.
+
+    Every action gets the checks of what it reads or writes (bounds, home, run_id);
+    run, plan and resume get all of them, before anything is written or launched
+    (and the provider's checks of its regions: providers.registry.check_regions)."""
+    check_bounds(cfg)
+    _validate_home(cfg.home)
+    if cfg.run_id is not None:
+        _validate_name("run_id", cfg.run_id, MAX_RUN_ID)
+    if cfg.action in ONE_RUN_ACTIONS and not cfg.run_id:
+        raise ConfigError("run_id", f"action={cfg.action} needs the run; add run_id=<id>")
+    if cfg.action is Action.list and cfg.run_id is not None:
+        raise ConfigError(
+            "run_id", "action=list shows every run under home; drop run_id, or use action=status run_id=<id>"
+        )
+    if cfg.format is not OutputFormat.table and cfg.action is not Action.list:
+        value = cfg.format.value
+        raise ConfigError("format", f"got {value!r}; only action=list takes it: drop format={value}")
+    validate_logs_keys(cfg)
+    if cfg.action in READ_ONLY_ACTIONS:
+        return cfg
+    _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
+    _validate_job(cfg)
+    bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
+    bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
+    positive_int("job.hidden_size", cfg.job.hidden_size)
+    bounded_int("job.seed", cfg.job.seed, 0, MAX_SEED)
+    if not (math.isfinite(cfg.job.lr) and cfg.job.lr > 0.0):
+        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a finite number > 0")
+    if not 0.0 < cfg.job.eval_fraction < 1.0:
+        raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
+    positive_int("trainer.workers", cfg.trainer.workers)
+    _validate_min_workers(cfg)
+    if cfg.trainer.cpus_per_worker <= 0:
+        raise ConfigError("trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0")
+    if cfg.trainer.gpus_per_worker < 0:
+        raise ConfigError("trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0")
+    non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
+    positive_int("trainer.grad_accum_steps", cfg.trainer.grad_accum_steps)
+    positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
+    if not cfg.trainer.grad_clip_norm >= 0:
+        raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
+    positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
+    if cfg.checkpoint.keep_last < 2:
+        raise ConfigError(
+            "checkpoint.keep_last",
+            f"got {cfg.checkpoint.keep_last}; expected >= 2 so a corrupt newest checkpoint "
+            "still leaves one to fall back to",
+        )
+    validate_cloud(cfg)
+    _validate_recovery(cfg.recovery)
+    _validate_data(cfg.data)
+    _validate_hpo(cfg)
+    validate_chaos(cfg)
+    validate_notify(cfg.notify)
+    return cfg
+
+
+def validate_logs_keys(cfg: Config) -> None:
+    """attempt, rank and follow belong to action=logs; show_logs to a run (or resume)."""
+    given = {"attempt": cfg.attempt is not None, "rank": cfg.rank is not None, "follow": cfg.follow}
+    for key, is_given in given.items():
+        if is_given and cfg.action is not Action.logs:
+            raise ConfigError(key, f"only action=logs takes it: drop {key}=..., or add action=logs run_id=<id>")
+    if cfg.show_logs and cfg.action not in RUNNING_ACTIONS:
+        raise ConfigError(
+            "show_logs", f"prints a running job's output; action={cfg.action} runs none: use action=logs run_id=<id>"
+        )
+    if cfg.attempt is not None and not 1 <= cfg.attempt <= INT64[1]:
+        raise ConfigError("attempt", f"got {show(cfg.attempt)}; expected an attempt number >= 1 (see action=status)")
+    if cfg.rank is not None and not (cfg.rank == "driver" or re.fullmatch(r"0|[1-9][0-9]{0,5}", cfg.rank)):
+        raise ConfigError("rank", f"got {show(cfg.rank)}; expected a rank number (0, 1, ...) or driver")
+
+
+def check_bounds(cfg: Config) -> None:
+    """Integers within int64 and numbers finite, in every field. OmegaConf checks each
+    value's type (on the command line and in a config.json read back); no value beyond
+    int64 or an inf/nan is meant anywhere, and OmegaConf takes both."""
+    _check_bounds(cfg, "")
+
+
+def _check_bounds(value: Any, key: str) -> None:
+    if is_dataclass(value):
+        for f in fields(value):
+            _check_bounds(getattr(value, f.name), f"{key}.{f.name}" if key else f.name)
+    # Free-form mappings (job.params, storage_options) are their readers' to check.
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            if is_dataclass(item):
+                _check_bounds(item, f"{key}.{name}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_bounds(item, f"{key}[{i}]")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+        raise ConfigError(key, f"got {show(value)}; expected an integer within int64 (|x| < 2**63)")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"got {value}; expected a finite number")
+
+
+def _validate_home(home: str) -> None:
+    """A folder (created if missing) that this user may write: journals, results, local
+    stores and cluster records live there. Never empty: an empty home once put the
+    stores at the filesystem root."""
+    if not home.strip():
+        raise ConfigError(
+            "home",
+            "is empty; give the folder for journals, results and local stores, e.g. home=~/.orchestrator "
+            "(ORCHESTRATOR_HOME sets the default)",
+        )
+    if "\x00" in home:
+        raise ConfigError("home", f"got {show(home)}; a path cannot hold a NUL character")
+    path = os.path.abspath(os.path.expanduser(home))
+    existing = path
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if existing == path else f"lies under the file {existing!r}"
+        raise ConfigError("home", f"got {show(home)}, which {what}; give a folder (it is created if missing)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            "home", f"got {show(home)}; {existing!r} is not writable by this user: give a folder you may write"
+        )
+
+
+def _validate_name(key: str, value: str, longest: int) -> None:
+    if not safe_name(value) or len(value) > longest:
+        raise ConfigError(
+            key,
+            f"got {show(value)}; expected a name of at most {longest} {NAME_RULE} (it names folders and clusters)",
+        )
+
+
+def _validate_job(cfg: Config) -> None:
+    job = cfg.job
+    if bool(job.workload) == bool(job.train_func):
+        given = "both are set" if job.workload else "neither is set"
+        raise ConfigError(
+            "job.workload",
+            f"{given}; set exactly one of job.workload (a built-in name or 'module:Class') and "
+            "job.train_func ('module:function')",
+        )
+    if cfg.hpo.enabled and job.workload and job.workload not in JOB_KEY_WORKLOADS:
+        raise ConfigError(
+            "job.workload",
+            f"got {job.workload!r}; a search (hpo.enabled) varies job.lr, job.hidden_size and job.batch_size, "
+            f"which only the built-ins {', '.join(JOB_KEY_WORKLOADS)} read",
+        )
+    if job.train_func:
+        if cfg.hpo.enabled:
+            raise ConfigError("job.train_func", "a search (hpo.enabled) trains a workload class; use job.workload")
+        if cfg.data.loader != "sharded":
+            raise ConfigError(
+                "data.loader", "a Ray Train function loads its own data: only data.loader=sharded applies"
+            )
+        for i, fault in enumerate(cfg.chaos.faults):
+            step_trigger = next((t for t in STEP_TRIGGERS if getattr(fault, t) is not None), None)
+            if step_trigger or fault.kind in ("user_error", "kill_worker"):
+                raise ConfigError(
+                    f"chaos.faults[{i}]" + (f".{step_trigger}" if step_trigger else ".kind"),
+                    f"{fault.kind} with {step_trigger or 'this kind'} needs the built-in training loop's step "
+                    "rendezvous; with job.train_func use after_s or during",
+                )
+
+
+def _validate_min_workers(cfg: Config) -> None:
+    trainer = cfg.trainer
+    if not 0 <= trainer.min_workers <= trainer.workers:
+        raise ConfigError(
+            "trainer.min_workers",
+            f"got {trainer.min_workers}; expected 1 to trainer.workers ({trainer.workers}), or 0 for trainer.workers",
+        )
+    if trainer.min_world() == trainer.workers:
+        return
+    if cfg.job.train_func:
+        raise ConfigError(
+            "trainer.min_workers",
+            "an elastic world needs the built-in training loop (job.workload), which keeps the global batch "
+            "across world sizes; a Ray Train function (job.train_func) splits its batches itself: leave "
+            "trainer.min_workers at 0",
+        )
+    if cfg.data.loader != "sharded":
+        raise ConfigError(
+            "trainer.min_workers",
+            f"data.loader={cfg.data.loader} splits the data by Ray's own world size; an elastic world "
+            "(trainer.min_workers < trainer.workers) needs data.loader=sharded",
+        )
+    if cfg.hpo.enabled:
+        raise ConfigError("trainer.min_workers", "a search (hpo.enabled) trains trials in-process; leave it at 0")
+
+
+def _validate_recovery(rec: RecoveryConfig) -> None:
+    if rec.heartbeat_interval_s <= 0:
+        raise ConfigError("recovery.heartbeat_interval_s", f"got {rec.heartbeat_interval_s}; expected > 0")
+    if rec.heartbeat_timeout_s < 2 * rec.heartbeat_interval_s:
+        raise ConfigError(
+            "recovery.heartbeat_timeout_s",
+            f"got {rec.heartbeat_timeout_s}; expected at least twice "
+            f"recovery.heartbeat_interval_s ({rec.heartbeat_interval_s})",
+        )
+    non_negative_int("recovery.max_failovers", rec.max_failovers)
+    non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
+    if rec.provision_timeout_s <= 0:
+        raise ConfigError("recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0")
+    if rec.store_outage_s <= 0:
+        raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
+    positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
+    if not rec.node_replace_timeout_s >= 0:
+        raise ConfigError(
+            "recovery.node_replace_timeout_s", f"got {rec.node_replace_timeout_s}; expected >= 0 (0: no replacement)"
+        )
+    if rec.region_cooldown_s < 0:
+        raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
+    if rec.resume_errored and rec.restart_errored:
+        raise ConfigError(
+            "recovery.restart_errored",
+            "resume_errored and restart_errored are both true; pick one (resume: from the last "
+            "checkpoint, restart: from scratch)",
+        )
+
+
+def _validate_data(data: DataConfig) -> None:
+    positive_int("data.shuffle_buffer_rows", data.shuffle_buffer_rows)
+    positive_int("data.samples", data.samples)
+    positive_int("data.features", data.features)
+
+
+def _validate_hpo(cfg: Config) -> None:
+    hpo = cfg.hpo
+    if not hpo.enabled:
+        return
+    for key in ("num_samples", "max_concurrent", "max_t", "grace_period", "steps_per_iteration"):
+        positive_int(f"hpo.{key}", getattr(hpo, key))
+    if hpo.reduction_factor < 2:
+        raise ConfigError("hpo.reduction_factor", f"got {hpo.reduction_factor}; expected an integer >= 2")
+    if hpo.grace_period > hpo.max_t:
+        raise ConfigError("hpo.grace_period", f"got {hpo.grace_period}; expected <= hpo.max_t ({hpo.max_t})")
+    if hpo.cpus_per_trial <= 0:
+        raise ConfigError("hpo.cpus_per_trial", f"got {hpo.cpus_per_trial}; expected a number > 0")
+    if hpo.snapshot_interval_s < 0:
+        raise ConfigError("hpo.snapshot_interval_s", f"got {hpo.snapshot_interval_s}; expected >= 0")
+    if cfg.data.loader != "sharded":
+        raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
+    for name in cfg.candidate_regions():
+        have = cfg.cloud.regions[name].num_cpus
+        if hpo.cpus_per_trial > have:
+            raise ConfigError(
+                "hpo.cpus_per_trial",
+                f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
+            )
+    validate_search_space(hpo.search_space)
+    if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
+        raise ConfigError(
+            "hpo.num_samples",
+            f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
+        )

@@ -1,0 +1,133 @@
+"""The checks of chaos.faults: each fault's kind, trigger, region and node against the run."""
+
+from __future__ import annotations
+
+from orchestrator.config.checks import bounded_int
+from orchestrator.config.derived import proxy_target, total_steps
+from orchestrator.config.schema import Config, FaultConfig
+from orchestrator.errors import ConfigError
+from orchestrator.wire.faults import AT_POINT, DURING, NODE_FAULTS, STORAGE_FAULTS
+from orchestrator.wire.faults import SEARCH_FAULTS as HPO_FAULTS
+from orchestrator.wire.sections import MAX_SEED
+
+
+def validate_chaos(cfg: Config) -> None:
+    for i, fault in enumerate(cfg.chaos.faults):
+        if cfg.hpo.enabled and fault.kind not in HPO_FAULTS:
+            raise ConfigError(
+                f"chaos.faults[{i}].kind",
+                f"got {fault.kind!r}; a search (hpo.enabled) takes: {', '.join(HPO_FAULTS)}",
+            )
+        if fault.region is not None and fault.region not in cfg.candidate_regions():
+            raise ConfigError(
+                f"chaos.faults[{i}].region",
+                f"got {fault.region!r}; allowed: {', '.join(cfg.candidate_regions())}",
+            )
+        if fault.duration_s < 0:
+            raise ConfigError(f"chaos.faults[{i}].duration_s", f"got {fault.duration_s}; expected >= 0")
+        if fault.kind in STORAGE_FAULTS:
+            regions = [fault.region] if fault.region else cfg.candidate_regions()
+            for r in regions:
+                if proxy_target(cfg.cloud.regions[r]) is None:
+                    raise ConfigError(
+                        f"chaos.faults[{i}].kind",
+                        f"{fault.kind} needs region {r!r} to keep its store behind a plain-http endpoint "
+                        f"(s3:// or gs:// with storage_options.endpoint_url), e.g. cloud=local_cloudstores",
+                    )
+        if fault.kind == "storage_slow" and fault.bandwidth_kbps <= 0 and fault.latency_ms <= 0:
+            raise ConfigError(
+                f"chaos.faults[{i}].bandwidth_kbps", "storage_slow needs bandwidth_kbps > 0 or latency_ms > 0"
+            )
+        _validate_trigger(cfg, i, fault)
+        _validate_node_fault(cfg, i, fault)
+    kinds = {f.kind for f in cfg.chaos.faults}
+    if "controller_crash" in kinds and kinds & set(STORAGE_FAULTS):
+        raise ConfigError(
+            "chaos.faults",
+            "controller_crash cannot be combined with storage faults: their fault proxies live in the "
+            "controller and go down with it; drill them in separate runs",
+        )
+
+
+def _validate_node_fault(cfg: Config, i: int, fault: FaultConfig) -> None:
+    """kill_node and hang_node strike a worker node (1 ...) of a region that has one."""
+    key = f"chaos.faults[{i}]"
+    if fault.kind not in NODE_FAULTS:
+        if fault.node is not None:
+            raise ConfigError(f"{key}.node", f"{fault.kind} takes no node; only {' and '.join(NODE_FAULTS)} do")
+        return
+    bounded_int(f"{key}.seed", fault.seed, 0, MAX_SEED)
+    if fault.node is not None and fault.node < 1:
+        raise ConfigError(
+            f"{key}.node",
+            f"got {fault.node}; expected a worker node's index, 1 or more (the head, 0, is kill_head's), "
+            "or null to draw one from seed",
+        )
+    regions = [fault.region] if fault.region else cfg.candidate_regions()
+    most = max(cfg.cloud.regions[r].node_count() for r in regions)
+    if most < 2:
+        where = f"region {fault.region!r} has none" if fault.region else "no candidate region has one"
+        raise ConfigError(
+            f"{key}.kind",
+            f"{fault.kind} strikes a worker node and {where}: set cloud.regions.<name>.nodes to 2 or more",
+        )
+    if fault.node is not None and fault.node >= most:
+        raise ConfigError(
+            f"{key}.node",
+            f"got {fault.node}; the regions it may strike have worker nodes 1..{most - 1} "
+            "(cloud.regions.<name>.nodes counts the head)",
+        )
+
+
+def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
+    key = f"chaos.faults[{i}]"
+    given = [
+        name
+        for name, value in (
+            ("at_step", fault.at_step),
+            ("after_s", fault.after_s),
+            ("during", fault.during),
+            ("random", fault.random),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise ConfigError(
+            key,
+            f"{fault.kind} needs exactly one trigger, got {', '.join(given) or 'none'}; give one of "
+            "at_step: N, after_s: SECONDS, during: " + "|".join(DURING) + ", random: {seed: S, rate: R}",
+        )
+    if fault.repeat < 1:
+        raise ConfigError(f"{key}.repeat", f"got {fault.repeat}; expected an integer >= 1")
+    last = total_steps(cfg)
+    if fault.at_step is not None and not 1 <= fault.at_step <= last:
+        what = "search steps: trials * (hpo.max_t + 1)" if cfg.hpo.enabled else "job.steps"
+        raise ConfigError(f"{key}.at_step", f"got {fault.at_step}; expected a step in 1..{last} ({what})")
+    if cfg.hpo.enabled and fault.at_step is None:
+        raise ConfigError(key, f"a search (hpo.enabled) triggers {fault.kind} by at_step (a search step) only")
+    if fault.after_s is not None and fault.after_s <= 0:
+        raise ConfigError(f"{key}.after_s", f"got {fault.after_s}; expected seconds > 0")
+    if fault.random is not None:
+        bounded_int(f"{key}.random.seed", fault.random.seed, 0, MAX_SEED)
+    if fault.random is not None and not 0.0 < fault.random.rate <= 1.0:
+        raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
+    if fault.grace_s <= 0:
+        raise ConfigError(f"{key}.grace_s", f"got {fault.grace_s}; expected seconds > 0")
+    if fault.count < 1:
+        raise ConfigError(f"{key}.count", f"got {fault.count}; expected an integer >= 1 (health checks that fail)")
+    if fault.kind == "user_error" and (fault.after_s is not None or fault.during not in (None, "restore")):
+        raise ConfigError(
+            key, "user_error is raised by the workload itself: trigger it with at_step, random or during: restore"
+        )
+    if fault.kind == "kill_worker" and fault.after_s is not None:
+        raise ConfigError(
+            f"{key}.after_s", "kill_worker picks its victim at a rendezvous: use at_step, random or during"
+        )
+    if fault.during is None:
+        return
+    allowed = AT_POINT.get(fault.during)
+    if allowed is not None and fault.kind not in allowed:
+        raise ConfigError(
+            f"{key}.during",
+            f"{fault.kind} needs a running attempt; during: {fault.during} allows {', '.join(allowed)}",
+        )

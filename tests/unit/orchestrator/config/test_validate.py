@@ -1,0 +1,116 @@
+"""validate: the checks the schema cannot express, each refusal one line naming its key."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.checks import MAX_RUN_ID, MAX_STEPS
+from orchestrator.config.schema import (
+    Action,
+    CloudConfig,
+    Config,
+    FaultConfig,
+    JobConfig,
+    OutputFormat,
+    ProviderKind,
+    RegionConfig,
+)
+from orchestrator.config.validate import check_bounds, validate, validate_logs_keys
+from orchestrator.errors import ConfigError
+from orchestrator.wire.codec import INT64
+from orchestrator.wire.faults import FaultKind
+
+pytestmark = pytest.mark.unit
+
+
+def config(tmp_path: Path, **changes: object) -> Config:
+    cfg = Config(
+        job=JobConfig(name="job", workload="digits"),
+        cloud=CloudConfig(
+            name="test",
+            provider=ProviderKind.local,
+            regions={
+                "a": RegionConfig(store=f"file://{tmp_path}/a"),
+                "b": RegionConfig(store=f"file://{tmp_path}/b"),
+            },
+        ),
+        home=str(tmp_path / "home"),
+    )
+    return replace(cfg, **changes)  # type: ignore[arg-type]
+
+
+def refused(cfg: Config) -> ConfigError:
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_a_sound_config_passes_and_is_returned(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    assert validate(cfg) is cfg
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (lambda c: replace(c, job=replace(c.job, steps=0)), "job.steps"),
+        (lambda c: replace(c, job=replace(c.job, steps=MAX_STEPS + 1)), "job.steps"),
+        (lambda c: replace(c, job=replace(c.job, name="../x")), "job.name"),
+        (lambda c: replace(c, job=replace(c.job, lr=float("nan"))), "job.lr"),
+        (lambda c: replace(c, job=replace(c.job, train_func="m:f")), "job.workload"),
+        (lambda c: replace(c, trainer=replace(c.trainer, min_workers=5)), "trainer.min_workers"),
+        (lambda c: replace(c, checkpoint=replace(c.checkpoint, keep_last=1)), "checkpoint.keep_last"),
+        (lambda c: replace(c, run_id="a" * (MAX_RUN_ID + 1)), "run_id"),
+        (lambda c: replace(c, home=""), "home"),
+        (lambda c: replace(c, format=OutputFormat.json), "format"),
+        (lambda c: replace(c, recovery=replace(c.recovery, heartbeat_timeout_s=0.5)), "recovery.heartbeat_timeout_s"),
+        (lambda c: replace(c, cloud=replace(c.cloud, candidates=["z"])), "cloud.candidates"),
+        (lambda c: replace(c, cloud=replace(c.cloud, regions={})), "cloud.regions"),
+        (
+            lambda c: replace(c, cloud=replace(c.cloud, regions={"a": RegionConfig(store="memory://x")})),
+            "cloud.regions.a.store",
+        ),
+        (
+            lambda c: replace(c, chaos=replace(c.chaos, faults=[FaultConfig(kind=FaultKind("kill_region"))])),
+            "chaos.faults[0]",
+        ),
+        (lambda c: replace(c, notify=replace(c.notify, timeout_s=0.0)), "notify.timeout_s"),
+    ],
+)
+def test_each_refusal_names_its_key(tmp_path: Path, change: object, key: str) -> None:
+    err = refused(change(config(tmp_path)))  # type: ignore[operator]
+    assert err.key == key, str(err)
+
+
+def test_read_only_actions_check_only_what_they_read(tmp_path: Path) -> None:
+    bad_job = replace(config(tmp_path), job=JobConfig(name="../x", workload="digits", steps=0))
+    assert validate(replace(bad_job, action=Action.status, run_id="r1")).action is Action.status
+    assert refused(replace(bad_job, action=Action.status)).key == "run_id"
+    assert refused(replace(bad_job, action=Action.list, run_id="r1")).key == "run_id"
+
+
+def test_logs_keys_belong_to_their_actions(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^attempt: only action=logs"):
+        validate_logs_keys(replace(config(tmp_path), attempt=1))
+    with pytest.raises(ConfigError, match=r"^show_logs:"):
+        validate_logs_keys(replace(config(tmp_path), action=Action.status, show_logs=True))
+    with pytest.raises(ConfigError, match=r"^rank:"):
+        validate_logs_keys(replace(config(tmp_path), action=Action.logs, rank="x"))
+    validate_logs_keys(replace(config(tmp_path), action=Action.logs, rank="driver", attempt=2, follow=True))
+
+
+def test_bounds_hold_in_every_field_at_any_depth(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    check_bounds(cfg)
+    with pytest.raises(ConfigError, match=r"^job\.seed: .*within int64"):
+        check_bounds(replace(cfg, job=replace(cfg.job, seed=INT64[1] + 1)))
+    with pytest.raises(ConfigError, match=r"^cloud\.regions\.b\.num_cpus:"):
+        regions = {**cfg.cloud.regions, "b": RegionConfig(store="file:///b", num_cpus=2**64)}
+        check_bounds(replace(cfg, cloud=replace(cfg.cloud, regions=regions)))
+    with pytest.raises(ConfigError, match=r"^chaos\.faults\[0\]\.after_s: got inf"):
+        fault = FaultConfig(kind=FaultKind("kill_region"), after_s=float("inf"))
+        check_bounds(replace(cfg, chaos=replace(cfg.chaos, faults=[fault])))
