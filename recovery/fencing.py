@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from recovery.boundedjson import loads
+from recovery.boundedjson import decode
 
 FENCE_NAME = "FENCE.json"
 # A fence names one link per generation; a run has at most 2**16 of them.
@@ -155,7 +155,7 @@ def decode_fence(raw: bytes, run_id: str, verifies: Callable[[bytes, str], bool]
     for this run; FenceRejected with the reason otherwise (a fence that does not verify
     can neither raise nor lower a generation: it is read as no fence)."""
     try:
-        d = loads(raw, max_bytes=MAX_FENCE_BYTES, max_depth=4)
+        d = decode(raw, max_bytes=MAX_FENCE_BYTES, max_depth=4)
         if not isinstance(d, dict):
             raise ValueError(f"expected an object, got {type(d).__name__}")
         lineage = Lineage.from_plain(d.get("links"))

@@ -9,7 +9,7 @@ import posixpath
 import re
 from dataclasses import asdict, dataclass, field
 
-from recovery.boundedjson import INT64_MAX, BoundedJSONError, loads
+from recovery.boundedjson import INT64, CodecError, decode
 
 MANIFEST_NAME = "MANIFEST.json"
 # 2: signed with the key of the generation that wrote it (recovery/keys.py); 1 was run-wide.
@@ -67,7 +67,7 @@ class Manifest:
         """The manifest ``text`` holds, or ManifestError naming what is wrong: bounded in size
         and depth, every field of its exact type and range (a store's bytes are untrusted)."""
         try:
-            d = loads(text, max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_MANIFEST_DEPTH)
+            d = decode(text, max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_MANIFEST_DEPTH)
             if not isinstance(d, dict):
                 raise ManifestError(f"expected an object, got {type(d).__name__}")
             files = d.get("files")
@@ -84,7 +84,7 @@ class Manifest:
                 version=_count(d, "version", default=1),
                 signature=_text(d, "signature", 256, default=""),
             )
-        except BoundedJSONError as exc:
+        except CodecError as exc:
             raise ManifestError(f"malformed manifest: {exc}") from None
         except ManifestError as exc:
             raise ManifestError(f"malformed manifest: {exc}") from None
@@ -164,7 +164,7 @@ def _text(d: dict[str, object], key: str, limit: int, default: object = _MISSING
 
 def _count(d: dict[str, object], key: str, default: object = _MISSING) -> int:
     value = _field(d, key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= INT64_MAX:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= INT64[1]:
         raise ManifestError(f"{key}: expected a non-negative integer, got {str(value)[:32]}")
     return value
 

@@ -38,10 +38,11 @@ from orchestrator.config.validate_chaos import validate_chaos
 from orchestrator.config.validate_cloud import validate_cloud
 from orchestrator.errors import ConfigError
 from orchestrator.hpo import MAX_TRIALS, trial_count, validate_search_space
-from orchestrator.wire.codec import INT64, show
+from orchestrator.wire.codec import show
 from orchestrator.wire.faults import STEP_TRIGGERS
 from orchestrator.wire.sections import MAX_SEED
 from orchestrator.workloads import JOB_KEY_WORKLOADS
+from recovery.boundedjson import INT64
 
 
 def validate(cfg: Config) -> Config:

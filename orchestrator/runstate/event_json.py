@@ -28,7 +28,6 @@ from orchestrator.runstate.events import (
     type_of,
 )
 from orchestrator.wire.codec import (
-    CodecError,
     json_is,
     json_type,
     read_bool,
@@ -41,6 +40,7 @@ from orchestrator.wire.codec import (
     read_values,
     require,
 )
+from recovery.boundedjson import CodecError
 
 _NUMBER = (int, float)
 _NONE = type(None)

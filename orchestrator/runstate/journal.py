@@ -20,7 +20,8 @@ from orchestrator.runstate.event_json import COMMON_FIELDS, EventError, from_jso
 from orchestrator.runstate.events import Event, Unknown
 from orchestrator.runstate.events import runtime_kind as runtime_kind
 from orchestrator.runstate.events import runtime_type as runtime_type
-from orchestrator.wire.codec import CodecError, NotJSON, decode, json_is
+from orchestrator.wire.codec import json_is
+from recovery.boundedjson import CodecError, NotJSON, decode
 from recovery.fsio import fsync_dir
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)

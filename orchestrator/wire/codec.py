@@ -1,92 +1,26 @@
 """JSON in and out, for every file and object the project reads from outside one process.
 
-Decoding (``decode``, ``decode_object``) is bounded and total: any bytes or text give a
-value or a ``CodecError``, never another exception. The text is refused before it is
-parsed when it is too large or nests too deep (the depth is counted by a loop, not
-by recursion, so a hundred thousand ``[`` cost one pass); numbers are refused that no
-writer of ours produces (an integer beyond int64, ``1e999``, ``NaN``/``Infinity``), unless
-the reader refuses them itself, by field (a diverged loss is written as ``NaN``).
+Decoding is the bounded, total ``decode`` of recovery/boundedjson.py (the bottom layer's,
+so that the checkpoint store and its fences read through the same one); ``decode_object``
+asks it for a mapping.
 
 The ``read_*`` helpers take one decoded value and the name of its field, and give it
 back typed or raise a ``CodecError`` that names the field and what was expected; the
 message never quotes a string (it could be huge, or hold a secret), only numbers and
 the names of closed sets. ``to_plain`` is the way out: a dataclass tree as JSON.
 
-Pure; imports nothing of the project.
+Pure; imports nothing of the project but the decoder.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
-# The bounds of an integer anywhere: torch, numpy and JSON readers elsewhere assume int64.
-INT64 = (-(2**63), 2**63 - 1)
-# Defaults of decode: far above any file of ours (a journal line, a result.json).
-MAX_BYTES = 16 << 20
-MAX_DEPTH = 64
-# An int64 has at most 19 digits and a sign: longer text is refused before int() reads it.
-# A reader that bounds its integers by field still gets none longer than a float's range.
-_INT64_CHARS = 20
-_WIDE_INT_CHARS = 310
-
-
-class CodecError(ValueError):
-    """Bytes, text or a value that is not the JSON a reader takes; the message is one line.
-
-    ``name`` is the field (empty: the whole value) and ``expected`` what it should have
-    been, for a reader that words its own message."""
-
-    def __init__(self, message: str, name: str = "", expected: str = "") -> None:
-        super().__init__(message)
-        self.name = name
-        self.expected = expected
-
-
-class NotJSON(CodecError):
-    """Text that is no JSON at all: empty, cut short, or never JSON (a torn write reads so)."""
-
-
-# --- decoding ------------------------------------------------------------------------------------
-# A JSON string (escapes included), and a run of anything that is no bracket.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
-def decode(data: bytes | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, strict: bool = True) -> Any:
-    """``data`` as one JSON value; CodecError for anything else (NotJSON when it does not parse).
-
-    ``strict``: numbers are refused that no JSON writer gives (NaN, Infinity, an overflow
-    such as 1e999) and integers beyond int64. Not strict: the file's reader refuses them
-    by field with ``read_*`` (a diverged loss is NaN, as Python's json writes it), and
-    only integers longer than any number in use are refused here."""
-    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise CodecError(f"is larger than {max_bytes} bytes")
-    if isinstance(data, bytes):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CodecError("is not text (not UTF-8)") from None
-    else:
-        text = data
-    if not text.strip():
-        raise NotJSON("is empty")
-    if nests_deeper(text, max_depth):
-        raise CodecError(f"nests too deep (more than {max_depth} levels)")
-    try:
-        if strict:
-            return json.loads(text, parse_int=_int64, parse_float=_finite, parse_constant=_no_constant)
-        return json.loads(text, parse_int=_wide_int)
-    except json.JSONDecodeError as exc:
-        raise NotJSON(f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:  # not reached below the depth counted above; kept total all the same
-        raise CodecError("nests too deep") from None
+from recovery.boundedjson import INT64, MAX_BYTES, MAX_DEPTH, CodecError, decode
 
 
 def decode_object(
@@ -94,44 +28,6 @@ def decode_object(
 ) -> dict[str, Any]:
     """``data`` as one JSON object (a mapping); CodecError for anything else."""
     return read_dict(decode(data, max_bytes=max_bytes, max_depth=max_depth, strict=strict))
-
-
-def nests_deeper(text: str, max_depth: int) -> bool:
-    """Whether the arrays and objects of JSON text nest deeper than ``max_depth`` (brackets in
-    strings left out), counted by one loop that stops at the first level too many."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub('""', text))
-    if brackets.count("[") + brackets.count("{") <= max_depth:
-        return False
-    depth = 0
-    for c in brackets:
-        depth += 1 if c in "[{" else -1
-        if depth > max_depth:
-            return True
-    return False
-
-
-def _int64(text: str) -> int:
-    # The length first: int() of thousands of digits is slow, or refused by Python itself.
-    if len(text) > _INT64_CHARS or not INT64[0] <= (value := int(text)) <= INT64[1]:
-        raise CodecError("holds an integer beyond int64")
-    return value
-
-
-def _wide_int(text: str) -> int:
-    if len(text) > _WIDE_INT_CHARS:
-        raise CodecError(f"holds an integer of more than {_WIDE_INT_CHARS} digits")
-    return int(text)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise CodecError("holds a number too large for a float")
-    return value
-
-
-def _no_constant(text: str) -> float:
-    raise CodecError(f"holds {text}, which is no JSON number")
 
 
 # --- reading one value -----------------------------------------------------------------------------

@@ -21,16 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from orchestrator.wire.codec import (
-    CodecError,
-    decode_object,
-    read_dict,
-    read_float,
-    read_int,
-    read_list,
-    read_str,
-    require,
-)
+from orchestrator.wire.codec import decode_object, read_dict, read_float, read_int, read_list, read_str, require
+from recovery.boundedjson import CodecError
 
 # A final.json with a search's trials and every rank's telemetry stays well below this.
 MAX_BYTES = 1 << 20

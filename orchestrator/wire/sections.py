@@ -24,7 +24,6 @@ from enum import Enum, StrEnum
 from typing import Annotated, Any, TypeVar
 
 from orchestrator.wire.codec import (
-    CodecError,
     read_bool,
     read_choice,
     read_dict,
@@ -38,6 +37,7 @@ from orchestrator.wire.codec import (
 
 # Pure vocabulary that both sides share (a leaf module): the wire may import it.
 from orchestrator.wire.faults import DURING, FaultKind
+from recovery.boundedjson import CodecError
 
 
 # The closed sets of the config that cross to the cluster (the config types its fields

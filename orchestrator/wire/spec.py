@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
 
-from orchestrator.wire.codec import CodecError, decode, to_plain
+from orchestrator.wire.codec import to_plain
 from orchestrator.wire.sections import (
     Above,
     AtLeast,
@@ -21,6 +21,7 @@ from orchestrator.wire.sections import (
     field_types,
     read,
 )
+from recovery.boundedjson import CodecError, decode
 from recovery.fencing import Lineage
 
 # Every process of a cluster that runs the runtime gets these (the provider sets

@@ -20,8 +20,8 @@ from orchestrator.config.schema import (
 )
 from orchestrator.config.validate import check_bounds, validate, validate_logs_keys
 from orchestrator.errors import ConfigError
-from orchestrator.wire.codec import INT64
 from orchestrator.wire.faults import FaultKind
+from recovery.boundedjson import INT64
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.runstate.event_json import EventError, from_json, payload, to_json
 from orchestrator.runstate.events import AttemptStarted, Fence, RuntimeReport, Transition, Unknown
 from orchestrator.runstate.lifecycle import RunState
-from orchestrator.wire.codec import decode
+from recovery.boundedjson import decode
 
 pytestmark = pytest.mark.unit
 
