@@ -76,8 +76,8 @@ def main(argv: list[str]) -> int:
     os.environ.update(TRAIN_ENV)  # the cluster has them too: see AttemptRunner.launch
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig
 
+    from orchestrator.runtime.process_group import torch_config
     from orchestrator.runtime.train_loop import train_func
     from orchestrator.runtime.trainer import make_trainer
 
@@ -120,8 +120,8 @@ def main(argv: list[str]) -> int:
             placement_strategy="SPREAD" if spec.nodes > 1 else "PACK",
         ),
         world=world,
-        # NCCL between GPU workers; gloo on CPUs.
-        torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),
+        # NCCL between GPU workers; gloo on CPUs. Its store listens on the master's address only.
+        torch_config=torch_config("nccl" if gpus > 0 else "gloo"),
         run_config=RunConfig(
             name=f"{spec.run_id}-g{spec.generation}",
             storage_path=spec.ray_storage_path,

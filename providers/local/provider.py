@@ -1,7 +1,8 @@
 """The local provider: each region is a real Ray cluster on this machine.
 
 A cluster is ``ray start --head --block`` in a session of its own, with its own
-ports and temp dir, everything bound to 127.0.0.1, and as many worker nodes as the
+ports and temp dir, everything bound to 127.0.0.1 (torch's collectives too:
+``providers/local/loopback.py``), and as many worker nodes as the
 region has beyond the head (``providers/local/nodes.py``). Every process it spawns
 (and the runtime driver) carries the cluster's name in ``ORCHESTRATOR_CLUSTER``,
 which is how teardown and fault injection find them all.
@@ -35,6 +36,7 @@ from providers.base import (
     RegionSpec,
     RuntimeProcess,
 )
+from providers.local.loopback import collectives_env, loopback_interface
 from providers.local.nodes import NODE_HEALTH_ENV, NODE_PORT_FLAGS, find_raylet, node_check, worker_argv
 from providers.procs import MARKER, NODE_MARKER, kill_all, kill_until_gone, marked, node_marked
 from recovery.fsio import write_private
@@ -209,6 +211,7 @@ class LocalProvider:
             **os.environ,
             **cluster.info.get("env", {}),
             **BASE_ENV,
+            **collectives_env(loopback_interface(psutil.net_if_addrs())),
             MARKER: cluster.name,
             "RAY_TMPDIR": cluster.info["temp_dir"],
             "RAY_AUTH_TOKEN_PATH": os.path.join(_base_dir(cluster), TOKEN_NAME),
