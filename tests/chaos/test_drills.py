@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from invariants import nothing_left, survived
-from support import orchestrate, ray_pids
+from tests.support.invariants import nothing_left, survived
+from tests.support.runs import orchestrate, ray_pids
 
 
 def _drill(home: Path, name: str, baseline):

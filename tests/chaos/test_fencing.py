@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import journal_consistent, nothing_left
 from recovery.fencing import Lineage
 from recovery.store import CheckpointStore
-from support import orchestrate, ray_pids
+from tests.support.invariants import journal_consistent, nothing_left
+from tests.support.runs import orchestrate, ray_pids
 
 
 # partition_region: the region loses the control channel and its store, so the zombie

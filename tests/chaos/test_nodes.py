@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import torch
 
-from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
-from support import Run, orchestrate, ray_pids
+from tests.support.invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
+from tests.support.runs import Run, orchestrate, ray_pids
 
 TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
 # local-b: one node of one CPU, one worker: too small for a fixed world of two.

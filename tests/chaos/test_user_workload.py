@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 
-from invariants import journal_consistent, nothing_left
-from support import orchestrate, ray_pids
+from tests.support.invariants import journal_consistent, nothing_left
+from tests.support.paths import FIXTURES
+from tests.support.runs import orchestrate, ray_pids
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
+FIXTURE = FIXTURES / "tinywork.py"
 STEPS = 300
 INTERVAL = 25
 # dataset() with the global batch split over 2 workers x 2 micro-batches; StepLR; clipping.

@@ -17,7 +17,7 @@ import pytest
 
 from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
 from providers.local.provider import TOKEN_NAME, LocalProvider
-from support import ray_pids, wait_no_new_ray
+from tests.support.runs import ray_pids, wait_no_new_ray
 
 
 def test_launch_health_runtime_loopback_dashboard_nodes_and_idempotent_teardown(tmp_path):

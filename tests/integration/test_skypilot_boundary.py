@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
 
 from orchestrator.commands.run import check_regions  # noqa: E402
@@ -30,7 +32,6 @@ from providers.skypilot.provider import (  # noqa: E402
     task_config,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "catalogs"
 SKY_CLOUDS = sorted(p.stem for p in (CONF_DIR / "cloud").glob("*.yaml") if "provider: skypilot" in p.read_text())
 

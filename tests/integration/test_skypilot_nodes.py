@@ -22,9 +22,9 @@ import pytest
 from providers.local.nodes import NODE_PORT_FLAGS
 from providers.local.provider import free_port
 from providers.skypilot.provider import RUN_SCRIPT
-from support import ray_pids, wait_no_new_ray
+from tests.support.paths import REPO
+from tests.support.runs import ray_pids, wait_no_new_ray
 
-REPO = Path(__file__).resolve().parents[2]
 # Bounds on waits that a healthy run passes in seconds (never the measure of a test).
 UP_S = 90.0
 OBJECT_STORE = str(80 * 1024 * 1024)

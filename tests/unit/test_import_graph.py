@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PACKAGES = ("orchestrator", "providers", "recovery")
 # Bottom first. A module's layer is that of the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
