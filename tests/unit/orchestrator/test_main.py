@@ -411,5 +411,3 @@ def test_the_fuzz_covers_at_least_150_cases() -> None:
 
 
 # --- the real process -----------------------------------------------------------------------
-
-

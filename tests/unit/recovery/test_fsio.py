@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runstate.journal import Journal
-from orchestrator.runstate.rundir import CONTROL_DIR, make_control_dir, make_run_dir
 from recovery.fsio import make_dirs, write_private
 
 pytestmark = pytest.mark.unit
@@ -62,20 +61,3 @@ def test_the_journal_is_created_0600(tmp_path: Path, open_umask: None) -> None:
     journal.append("run_started")
     assert mode(journal.path) == 0o600
     assert [e["type"] for e in journal.events()] == ["run_started", "run_started"]
-
-
-def test_a_run_folder_is_traversable_only_and_its_control_folder_private(tmp_path: Path) -> None:
-    old = os.umask(0o077)
-    try:
-        run_dir = tmp_path / "home" / "runs" / "r1"
-        make_run_dir(str(run_dir))
-        assert not (run_dir / CONTROL_DIR).exists()  # only where the control channel is local
-        make_control_dir(str(run_dir))
-    finally:
-        os.umask(old)
-    assert mode(run_dir) == 0o700  # 0711 less the umask: nobody else may even traverse
-    assert mode(run_dir / CONTROL_DIR) == 0o700
-    make_run_dir(str(run_dir))  # an existing run folder is left as it is
-    assert mode(run_dir) == 0o700
-
-

@@ -301,18 +301,6 @@ def test_resume_reuses_the_secret(home: Path) -> None:
 # --- the key on its way -------------------------------------------------------------------------
 
 
-def test_the_key_is_taken_out_of_the_environment_and_errors_never_show_it() -> None:
-    from orchestrator.wire import runkey
-
-    env = {runkey.ENV: TEST_KEY.hex(), "OTHER": "1"}
-    assert runkey.take_from_env(env) == TEST_KEY
-    assert env == {"OTHER": "1"}
-    assert runkey.take_from_env(env) is None
-    with pytest.raises(runkey.RunKeyError) as info:
-        runkey.parse("zz-not-hex-secretvalue")
-    assert "secretvalue" not in str(info.value)
-
-
 def test_result_never_names_a_planted_checkpoint_as_the_runs_newest(
     tmp_path: Path, write_checkpoint: WriteCheckpoint
 ) -> None:

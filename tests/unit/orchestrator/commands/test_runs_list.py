@@ -38,7 +38,7 @@ from orchestrator.runstate import events as E
 from orchestrator.runstate.journal import DamagedFile, Journal, read_typed
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.result import read_result, record_from, write_result
-from orchestrator.runstate.rundir import LOCK_NAME, controller_alive, lock_controller
+from orchestrator.runstate.rundir import lock_controller
 from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.control import ControlChannel, run_control_url
 from tests.unit.orchestrator.test_main import JOURNAL_DAMAGE, RESULT_DAMAGE
@@ -60,31 +60,6 @@ def view_of(run_dir: Path) -> RunView:
 
 
 # --- is its controller alive ------------------------------------------------------------------
-
-
-def test_a_held_controller_lock_is_a_live_controller(tmp_path: Path) -> None:
-    run_dir = str(tmp_path / "runs" / "r1")
-    lock = lock_controller(run_dir)
-    assert lock is not None
-    try:
-        assert controller_alive(run_dir) is True
-        assert lock_controller(run_dir) is None, "the probe must leave the controller's lock as it was"
-    finally:
-        lock.close()
-    assert controller_alive(run_dir) is False
-
-
-def test_no_lock_file_is_no_controller_and_the_probe_creates_nothing(tmp_path: Path) -> None:
-    run_dir = tmp_path / "r1"
-    run_dir.mkdir()
-    assert controller_alive(str(run_dir)) is False
-    assert controller_alive(str(tmp_path / "missing")) is False
-    assert list(run_dir.iterdir()) == []
-
-
-def test_a_lock_that_cannot_be_opened_is_unknown(tmp_path: Path) -> None:
-    (tmp_path / LOCK_NAME).mkdir()  # a folder where the lock file should be
-    assert controller_alive(str(tmp_path)) is None
 
 
 # --- the live step (status and list read it alike) ---------------------------------------------
@@ -530,5 +505,3 @@ def test_main_refuses_a_runs_file_in_one_line(tmp_path: Path, capsys: pytest.Cap
     assert main(["action=list", f"home={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}/runs: is a file")
-
-

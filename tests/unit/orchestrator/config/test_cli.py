@@ -10,20 +10,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import typing
-from dataclasses import dataclass, field, fields, is_dataclass
-from enum import Enum
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from orchestrator.__main__ import main
 from orchestrator.commands import sweep
-from orchestrator.commands.showcfg import SAVED_GROUP
-from orchestrator.commands.usage import ACTIONS, TOP_LEVEL, key_lines, usage
 from orchestrator.config.cli import REFUSED_FLAGS, parse_args
 from orchestrator.config.compose import CONF_DIR, compose, hydra_refusal, split_region_additions
-from orchestrator.config.schema import Action, Config, ConfigError, to_plain
+from orchestrator.config.schema import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -108,77 +104,6 @@ def test_the_search_path_is_honoured_and_other_keys_are_no_hydra_settings() -> N
 # --- a sweep's runs (pure) --------------------------------------------------------------------
 
 
-def test_a_sweep_is_the_product_of_its_keys_values_first_key_slowest() -> None:
-    s = sweep.expand(["job=digits", "job.lr=0.03,0.05", "trainer.workers=1,2", "progress=false"])
-    assert s.keys == ("job.lr", "trainer.workers")
-    assert s.runs == (
-        ("job=digits", "job.lr=0.03", "trainer.workers=1", "progress=false"),
-        ("job=digits", "job.lr=0.03", "trainer.workers=2", "progress=false"),
-        ("job=digits", "job.lr=0.05", "trainer.workers=1", "progress=false"),
-        ("job=digits", "job.lr=0.05", "trainer.workers=2", "progress=false"),
-    )
-    assert s.values(2) == ("0.05", "1")
-
-
-@pytest.mark.parametrize(
-    ("override", "values"),
-    [
-        # Hydra's grammar, not commas split by hand: lists and quotes stay whole.
-        ("chaos.faults=[],[{kind:kill_region,at_step:120}]", ["[]", "[{kind:kill_region,at_step:120}]"]),
-        ("job.params.sizes=[1,2],[3]", ["[1,2]", "[3]"]),
-        ("job.name='a,b',c", ["'a,b'", "c"]),
-        ("job.steps=range(10,40,10)", ["10", "20", "30"]),
-        ("job.seed=choice(1,2)", ["1", "2"]),
-        ("job.seed=sort(3,1,2)", ["1", "2", "3"]),
-        ("+job.params.x=1,2", ["1", "2"]),
-    ],
-)
-def test_sweep_values_are_parsed_by_hydras_override_grammar(override: str, values: list[str]) -> None:
-    key = override.partition("=")[0]
-    assert sweep.expand([override]).runs == tuple((f"{key}={v}",) for v in values)
-
-
-def test_no_sweep_is_one_run_with_the_overrides_as_given() -> None:
-    given = ["home=/tmp/a b", "job.name='x,y'", "chaos.faults=[{kind:kill_region,at_step:5}]", "~notify"]
-    assert sweep.expand(given) == sweep.Sweep((), (tuple(given),))
-
-
-def test_glob_picks_among_the_groups_options() -> None:
-    options = {"job": ["digits", "digits_hpo", "gpt"]}
-    s = sweep.expand(["job=glob(digits*)"], lambda g: options.get(g, []))
-    assert s.runs == (("job=digits",), ("job=digits_hpo",))
-
-
-@pytest.mark.parametrize(
-    ("override", "key", "words"),
-    [
-        ("job.lr=interval(0,1)", "job.lr", "interval() draws values"),
-        ("job.lr=glob(*)", "job.lr", "config group's options"),
-        ("job.lr=tag(x,1,2)", "job.lr", "cannot parse"),
-    ],
-)
-def test_a_sweep_that_lists_no_values_is_refused_naming_its_key(override: str, key: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        sweep.expand([override])
-    assert info.value.key == key and words in str(info.value)
-
-
-def test_a_key_swept_twice_is_refused() -> None:
-    with pytest.raises(ConfigError, match="swept twice"):
-        sweep.expand(["job.lr=1,2", "job.lr=3,4"])
-
-
-def test_a_run_id_given_once_names_the_sweep_and_one_swept_names_each_run() -> None:
-    assert sweep.named(sweep.expand(["job.lr=1,2", "run_id=exp"])) == [
-        ("job.lr=1", "run_id=exp-0"),
-        ("job.lr=2", "run_id=exp-1"),
-    ]
-    assert sweep.named(sweep.expand(["run_id=a,b", "job.lr=1"])) == [("job.lr=1", "run_id=a"), ("job.lr=1", "run_id=b")]
-    assert sweep.named(sweep.expand(["job.lr=1,2"])) == [("job.lr=1",), ("job.lr=2",)]
-    with pytest.raises(ConfigError, match="names two runs 'a'"):
-        sweep.named(sweep.expand(["run_id=a,a"]))
-
-
 def test_outside_a_sweep_a_sweep_value_says_how_to_sweep_or_quote_it() -> None:
     with pytest.raises(ConfigError) as info:
         compose(["job.lr=0.03,0.05"])  # refused before Hydra composes
@@ -189,119 +114,7 @@ def test_outside_a_sweep_a_sweep_value_says_how_to_sweep_or_quote_it() -> None:
 # --- --help from the schema (pure) ------------------------------------------------------------
 
 
-def _schema_keys(cls: type, prefix: str) -> set[str]:
-    """Every key of the schema, walked here apart from orchestrator/commands/usage.py: a section's
-    fields, a mapping of sections as <name>, a list of them as [i], a free-form mapping as <key>."""
-    out: set[str] = set()
-    hints = typing.get_type_hints(cls)
-    for f in fields(cls):  # type: ignore[arg-type]
-        hint = hints[f.name]
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if typing.get_origin(hint) is not None and len(args) == 1 and typing.get_origin(hint) not in (list, dict):
-            hint = args[0]  # X | None
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        key = f"{prefix}{f.name}"
-        if is_dataclass(hint):
-            out |= _schema_keys(hint, key + ".")  # type: ignore[arg-type]
-        elif origin is dict and is_dataclass(args[1]):
-            out |= _schema_keys(args[1], key + ".<name>.")
-        elif origin is dict:
-            out.add(key + ".<key>")
-        elif origin is list and is_dataclass(args[0]):
-            out.add(key)
-            out |= _schema_keys(args[0], key + "[i].")
-        else:
-            out.add(key)
-    return out
-
-
-def _help_keys(text: str) -> set[str]:
-    """The keys the help's "keys" section names, as dotted keys."""
-    section = text.split("\nkeys (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    entries: list[list[str]] = []
-    for line in section:
-        if line.startswith(" " * 4):
-            # A closed set's values wrap after a '|'.
-            entries[-1][1] += ("" if entries[-1][1].endswith("|") else " ") + line.strip()
-        elif line.strip().startswith(TOP_LEVEL):
-            entries.append(["", line.strip()[len(TOP_LEVEL) :].strip()])
-        else:
-            prefix, _, rest = line.strip().partition(" ")
-            entries.append([prefix, rest.strip()])
-    out: set[str] = set()
-    for prefix, text in entries:
-        for token in text.split():
-            name = token.partition("=")[0]
-            if not name.endswith(".<name>"):  # the mapping's own line names its keys
-                out.add(prefix + name)
-    return out
-
-
-def test_help_names_every_key_of_the_schema_and_no_other() -> None:
-    assert _help_keys(usage()) == _schema_keys(Config, "")
-
-
-def test_help_shows_each_closed_set_with_its_values() -> None:
-    text = " ".join(" ".join(tokens) for _, tokens in key_lines())
-    for cls in (Config, *[typing.get_type_hints(Config)[f.name] for f in fields(Config)]):
-        if not is_dataclass(cls):
-            continue
-        for f in fields(cls):
-            hint = typing.get_type_hints(cls)[f.name]
-            if isinstance(hint, type) and issubclass(hint, Enum):
-                assert f"{f.name}={'|'.join(str(m.value) for m in hint)}" in text
-
-
-def test_help_lists_every_config_group_with_its_options_and_every_action() -> None:
-    text = usage()
-    groups = text.split("\nconfig groups (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    listed = {line.split()[0]: line.split(None, 1)[1] for line in groups if not line.startswith(" " * 4)}
-    on_disk = {d.name: sorted(f.stem for f in d.glob("*.yaml")) for d in CONF_DIR.iterdir() if d.is_dir()}
-    assert set(listed) == set(on_disk) >= {"job", "cloud", "recovery", "chaos", "data"}
-    joined = " ".join(line.strip() for line in groups)
-    for group, options in on_disk.items():
-        for option in options:
-            assert re.search(rf"\b{re.escape(option)}\b", joined), (group, option)
-    assert "digits (default)" in text and "sharded (default)" in text
-    assert set(ACTIONS) == set(Action)
-
-
-def test_help_is_printed_before_anything_is_composed(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["job=nosuch", "--help"]) == 0
-    assert capsys.readouterr().out.startswith("usage: python -m orchestrator")
-
-
 # --- --cfg: the config printed composes the same config again -----------------------------------
-
-
-def test_cfg_job_prints_a_config_that_composes_the_same_config_and_keeps_tokens_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    tokens = ["notify.webhook=https://hooks.example.com/T0K3N", "notify.command='notify-send T0K3N'"]
-    given = [
-        "job=gpt",
-        "cloud=local_cloudstores",
-        "data=ray_data",
-        "chaos.faults=[{kind:kill_region,at_step:5}]",
-        "job.params.n_layer=3",
-        "+cloud.regions.local-d.store=file:///tmp/d",
-        "cloud.candidates=[local-d,local-a]",
-        "notify.timeout_s=3",
-        "job.name=x",
-        *tokens,
-    ]
-    assert main(["--cfg", "job", *given]) == 0
-    printed = capsys.readouterr().out
-    assert "T0K3N" not in printed
-    assert "webhook: notify.secret:https://hooks.example.com" in printed and "notify.secret:notify-send" in printed
-    (tmp_path / SAVED_GROUP).mkdir()
-    (tmp_path / SAVED_GROUP / "saved.yaml").write_text(printed)
-    fed_back = [f"hydra.searchpath=['file://{tmp_path}']", f"+{SAVED_GROUP}=saved"]
-    assert to_plain(compose([*fed_back, *tokens])) == to_plain(compose(given))
-    # Fed back without them, the targets kept out are asked for by name.
-    with pytest.raises(ConfigError) as info:
-        compose(fed_back)
-    assert info.value.key == "notify.webhook" and "give the URL, or env:VARNAME" in str(info.value)
 
 
 def test_cfg_hydra_and_info_name_the_search_path_and_the_choices(

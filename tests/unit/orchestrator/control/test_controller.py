@@ -397,5 +397,3 @@ def test_a_dropped_connection_to_the_runtime_is_reattached_and_the_run_goes_on(t
     # One runtime, followed by a second connection: nothing was restarted.
     assert len(cloud.runtimes) == 1 and len(cloud.connections) == 2 and cloud.connections[0].cut
     assert _live(ctl) == _replayed(ctl)
-
-

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config.preflight import PreflightError, probe
 from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
-from orchestrator.runstate.losses import append_loss, read_loss
 from orchestrator.runstate.result import read_result
 
 RESULT = {
@@ -119,49 +117,4 @@ def test_a_journal_under_a_file_is_no_journal_and_a_folder_is_damage(tmp_path: P
     damaged(lambda: list(read_events(str(tmp_path / "journal.jsonl"))), "journal.jsonl")
 
 
-def test_loss_points_that_are_not_ours_are_left_out_of_the_plot(tmp_path: Path) -> None:
-    append_loss(str(tmp_path), generation=1, region="a", step=1, loss=0.5)
-    with (tmp_path / "loss.jsonl").open("a") as fh:
-        fh.write('[1]\n{"generation": "x", "region": "a", "step": 2, "loss": 1}\n')
-    assert [p["step"] for p in read_loss(str(tmp_path))] == [1]
-
-
 # --- preflight names the key at fault ---------------------------------------------------------
-
-
-class FailingFs:
-    protocol = "s3"
-    async_impl = False
-
-    def __init__(self, exc: Exception) -> None:
-        self.exc = exc
-
-    def pipe_file(self, path: str, data: bytes, **kw: object) -> None:
-        raise self.exc
-
-
-@pytest.mark.parametrize(
-    ("exc", "options", "key"),
-    [
-        (ConnectionRefusedError("refused"), {"endpoint_url": "http://127.0.0.1:9"}, "R.storage_options.endpoint_url"),
-        (TypeError("unexpected keyword argument 'bogus'"), {"bogus": 1}, "R.storage_options"),
-        (PermissionError("denied"), {"endpoint_url": "http://127.0.0.1:9"}, "R.store"),
-        (ConnectionRefusedError("refused"), {}, "R.store"),
-    ],
-)
-def test_preflight_blames_the_options_or_the_url(
-    monkeypatch: pytest.MonkeyPatch, exc: Exception, options: dict[str, object], key: str
-) -> None:
-    import orchestrator.config.preflight as pf
-
-    monkeypatch.setattr(pf, "open_fs", lambda url, opts: (FailingFs(exc), "b/x"))
-    with pytest.raises(PreflightError) as info:
-        probe("R.store", "R.storage_options", "s3://b/x", options)
-    assert str(info.value).startswith(f"{key}: ")
-
-
-def test_preflight_of_a_store_under_a_file_names_the_store(tmp_path: Path) -> None:
-    (tmp_path / "f").write_text("x")
-    with pytest.raises(PreflightError) as info:
-        probe("R.store", "R.storage_options", f"file://{tmp_path}/f/store", {})
-    assert str(info.value).startswith("R.store: ")

@@ -393,5 +393,3 @@ def test_during_restore_meets_the_injector_once_a_checkpoint_is_chosen(
 
 
 # --- two ranks over a real gloo group (no Ray): the collectives in report() ----------------------
-
-

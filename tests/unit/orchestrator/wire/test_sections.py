@@ -30,7 +30,6 @@ from orchestrator.wire.sections import (
     TrainerSection,
 )
 from orchestrator.wire.spec import RuntimeSpec
-from recovery.detection import EXIT_INFRA
 
 pytestmark = pytest.mark.unit
 
@@ -166,19 +165,6 @@ def test_a_file_that_is_not_a_spec_is_refused_in_one_line(tmp_path: Path) -> Non
         path.write_text(text)
         with pytest.raises(ValueError, match="^" + re.escape(says)):
             RuntimeSpec.load(str(path))
-
-
-def test_the_runtime_exits_as_an_infra_failure_on_a_malformed_spec(
-    tmp_path: Path, full: RuntimeSpec, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from orchestrator.runtime.__main__ import main
-
-    plain = full.to_plain()
-    plain["trainer"]["workers"] = "two"
-    (tmp_path / "spec.json").write_text(json.dumps(plain))
-    assert main([str(tmp_path / "spec.json")]) == EXIT_INFRA
-    err = capsys.readouterr().err
-    assert err == "orchestrator.runtime: runtime spec: trainer.workers: got 'two'; expected an integer\n"
 
 
 def _defaults(cls: type) -> dict[str, Any]:

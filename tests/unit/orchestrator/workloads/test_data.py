@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -15,7 +14,6 @@ from orchestrator.runtime.train_loop import UserCodeError, _Loop, rng_state, set
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.data import DataMismatch, DataPosition, RayDataLoader, check_resumable, sharded_indices
-from orchestrator.workloads.synthetic import Synthetic, ensure_dataset
 from recovery.store import CheckpointStore
 from tests.support.runs import loop_spec
 from tests.support.stores import TEST_KEY
@@ -49,17 +47,6 @@ def test_sharded_indices_are_the_batches_digits_always_used() -> None:
     # The two ranks never share a row within a step.
     a, b = sharded_indices(1347, 3, 64, 7, 0, 2), sharded_indices(1347, 3, 64, 7, 1, 2)
     assert not set(a.tolist()) & set(b.tolist())
-
-
-def test_digits_are_read_from_scikit_learns_file_exactly_as_its_loader_reads_them() -> None:
-    from sklearn.datasets import load_digits
-
-    from orchestrator.workloads.digits import digits_arrays
-
-    x, y = digits_arrays()
-    want_x, want_y = load_digits(return_X_y=True)
-    assert x.shape == (1797, 64) and x.dtype == want_x.dtype and y.dtype == want_y.dtype
-    assert np.array_equal(x, want_x) and np.array_equal(y, want_y)
 
 
 def test_positions_and_what_a_resume_needs() -> None:
@@ -107,20 +94,6 @@ def test_ray_data_loader_resumes_at_its_position_with_the_same_batches() -> None
     assert shard.opened == [2, 3]
     x, y = resumed.batch(21)
     assert x.shape == (8, 3) and y.dtype == torch.long
-
-
-def test_synthetic_data_set_is_generated_deterministically_and_read_by_rows(tmp_path: Path) -> None:
-    a = ensure_dataset(str(tmp_path / "a"), seed=0, samples=25_000, features=8)
-    b = ensure_dataset(str(tmp_path / "b"), seed=0, samples=25_000, features=8)
-    assert len(a) == 3
-    assert all(Path(p).read_bytes() == Path(q).read_bytes() for p, q in zip(a, b, strict=True))
-    job = {"seed": 0, "batch_size": 16, "lr": 0.05, "hidden_size": 8, "eval_fraction": 0.3}
-    w = Synthetic(job, {"samples": 25_000, "features": 8, "cache_dir": str(tmp_path / "a")})
-    assert w.train_size() == 20_000 and w.train_files() == a[:2]  # the last part is held out
-    x, y = w.batch(7, 1, 2)
-    rows = np.concatenate([np.load(p) for p in a[:2]])[sharded_indices(20_000, 0, 16, 7, 1, 2).numpy()]
-    assert np.array_equal(x.numpy(), rows[:, :-1]) and np.array_equal(y.numpy(), rows[:, -1].astype(np.int64))
-    assert set(np.unique(rows[:, -1])) <= set(range(10))
 
 
 # --- the position in a real checkpoint ----------------------------------------------------------

@@ -194,5 +194,3 @@ def test_config_dir_finds_the_users_own_job_configs(tmp_path: Path, userpkg: Pat
     with pytest.raises(ConfigError) as info:
         config_dir_overrides(["--config-dir", str(tmp_path / "missing")])
     assert info.value.key == "--config-dir"
-
-
