@@ -233,5 +233,3 @@ def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_pat
 
 
 # --- notify.secret, file by file -------------------------------------------------------------------
-
-
