@@ -3,11 +3,14 @@ that turn a run's records into figures give the flat keys the README's tables re
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import data_loading, gpu_check, recovery, storage
+from benchmarks.common import write_json
 
 SCRIPTS = [recovery, storage, data_loading, gpu_check]
 
@@ -34,3 +37,12 @@ def test_recovery_and_storage_take_a_job_digits_by_default() -> None:
     with pytest.raises(SystemExit) as info:
         storage.parse_args(["--modes", "none,fast"])
     assert info.value.code == 2
+
+
+def written(tmp_path: Path, figures: dict[str, Any]) -> dict[str, Any]:
+    """Through write_json, which refuses anything but flat JSON values under plain keys."""
+    path = tmp_path / "figures.json"
+    write_json(str(path), figures)
+    out = json.loads(path.read_text())
+    assert out.pop("date")
+    return out

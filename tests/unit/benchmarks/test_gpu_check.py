@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from benchmarks import gpu_check
-from benchmarks.common import write_json
 from benchmarks.gpu_check import checks, overrides
+from tests.unit.benchmarks.test_common import written
 
 GPU = {"utilization_peak_percent": 87, "utilization_mean_percent": 61.0, "memory_peak_bytes": 2_000_000_000}
 
@@ -48,15 +48,6 @@ def test_the_runs_ask_for_the_gpu_in_every_candidate_region() -> None:
     args = overrides(100)
     assert "trainer.gpus_per_worker=1" in args and "job=gpt" in args
     assert {"cloud.regions.local-a.num_gpus=1", "cloud.regions.local-b.num_gpus=1"} <= set(args)
-
-
-def written(tmp_path: Path, figures: dict[str, Any]) -> dict[str, Any]:
-    """Through write_json, which refuses anything but flat JSON values under plain keys."""
-    path = tmp_path / "figures.json"
-    write_json(str(path), figures)
-    out = json.loads(path.read_text())
-    assert out.pop("date")
-    return out
 
 
 def test_gpu_check_figures_are_flattened_with_the_verdict(tmp_path: Path) -> None:

@@ -23,7 +23,11 @@ from providers.skypilot.provider import (
     task_config,
 )
 from tests.support.paths import REPO
-from tests.unit.orchestrator.config.test_usercode import EXAMPLE, _launched, onprem_region
+from tests.unit.orchestrator.config.test_usercode import (
+    EXAMPLE,
+    _launched,
+    onprem_region,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,6 @@
 """The watch's cadence: looks that thin out while an attempt is quiet and come back at
-once for anything else, and what makes a look quiet (orchestrator/control/cadence.py); the
-watch's loop keeping to it; the cheaper paths under it (a journal batch's one fsync,
-the control channel's plain reads of a local folder, the TensorBoard writer's gathering)."""
+once for anything else, and what makes a look quiet (orchestrator/control/cadence.py). The
+watch's loop keeping to it is test_watch.py's."""
 
 from __future__ import annotations
 

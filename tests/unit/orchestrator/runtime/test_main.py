@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.config.compose import compose
 from recovery.detection import EXIT_INFRA
+from tests.unit.orchestrator.wire.test_sections import spec_of
 
 pytestmark = pytest.mark.unit
 
 
 def test_the_runtime_exits_as_an_infra_failure_on_a_malformed_spec(
-    tmp_path: Path, full: RuntimeSpec, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from orchestrator.runtime.__main__ import main
 
-    plain = full.to_plain()
+    plain = spec_of(compose(["job=digits"])).to_plain()
     plain["trainer"]["workers"] = "two"
     (tmp_path / "spec.json").write_text(json.dumps(plain))
     assert main([str(tmp_path / "spec.json")]) == EXIT_INFRA
