@@ -30,7 +30,7 @@ def test_a_row_per_placement_in_order_with_its_cost_spot_and_task() -> None:
         "1",
         "aws-east",
         "aws/us-east-1",
-        "m6i.large",
+        "t3.small",
         "(spot)",
         "-",
         "1",
