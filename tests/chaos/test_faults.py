@@ -3,7 +3,7 @@
 kill_region, kill_worker, hang_region, a corrupt checkpoint met during a restore and a
 user error restarted in place, then given up on, live in the invariant matrix
 (test_matrix.py); the controller_crash drill in test_drills.py. The policy's decision
-for every failure kind is unit-tested step by step (tests/unit/test_control_loop.py)."""
+for every failure kind is unit-tested step by step (tests/unit/orchestrator/control/test_controller.py)."""
 
 from __future__ import annotations
 

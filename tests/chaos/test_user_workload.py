@@ -1,7 +1,7 @@
 """A user's own workload class, from a folder outside the repository that only PYTHONPATH
 names, under real faults: it ends with exactly the weights of its own uninterrupted run,
 and what it printed and logged is in each attempt's rank logs after the clusters are gone.
-(A bug in its loss() is a user error with its traceback: tests/unit/test_user_loop.py
+(A bug in its loss() is a user error with its traceback: tests/unit/orchestrator/runtime/test_train_loop_user.py
 drives the worker's entry in Ray's local mode; the CLI's side of a user error is
 tests/chaos/test_matrix.py's.)"""
 
@@ -89,7 +89,8 @@ def _prints_are_in_each_attempts_rank_logs(run) -> None:
     """The workload's print and logging reach every attempt's rank logs, kept before each
     cluster went (the lost region's too: on this machine its files outlive its processes),
     as action=logs shows them (its function, in-process: the command line's own path is
-    tests/unit/test_logs.py's); each restore it printed is in the attempt and ranks that did it."""
+    tests/unit/orchestrator/commands/test_logs.py's); each restore it printed is in the attempt
+    and ranks that did it."""
     from orchestrator.commands.logs import show
 
     r = run.result

@@ -171,7 +171,7 @@ def test_rank_0_and_rank_1_make_one_ray_of_two_nodes_and_the_head_is_ready_once_
     assert not (head_dir / "ray-failed").exists()
     # The same wait against this real head for a third node that never comes: it gives up
     # past its timeout with one line, written where the provider reads it (the head's
-    # script then exits without saying ready: tests/unit/test_skypilot_nodes.py). One
+    # script then exits without saying ready: tests/unit/providers/skypilot/test_nodes.py). One
     # cluster for both: a second head costs this suite 12 s.
     failed = head_dir / "wait-failed"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": nodes.token}

@@ -1,5 +1,5 @@
 """The three folds of the journal as they were before orchestrator.runstate: the oracle
-that tests/unit/test_runstate.py holds the one fold to. Copied, not maintained."""
+that tests/unit/orchestrator/runstate/test_events.py holds the one fold to. Copied, not maintained."""
 
 from __future__ import annotations
 

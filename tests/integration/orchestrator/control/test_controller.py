@@ -1,5 +1,5 @@
 """The controller's loop, step by step, without Ray: ``Controller.step()`` over a scripted
-provider (tests/fakecloud.py) and real file stores and control channel in a temp folder.
+provider (tests/support/fakecloud.py) and real file stores and control channel in a temp folder.
 
 Here the tests that start a process, open a socket or start Ray; the rest are unit tests
 (the same path under tests/unit)."""

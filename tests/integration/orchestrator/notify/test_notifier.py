@@ -1,7 +1,7 @@
 """Notifications (orchestrator/notify/notifier.py): which events make one and what it says, event by
 event; delivery to a real HTTP server on 127.0.0.1 and to a real command, in order and
 bounded; and whole runs of the controller's loop over the scripted provider
-(tests/fakecloud.py) that notify a server and a command of an incident, a failover and
+(tests/support/fakecloud.py) that notify a server and a command of an incident, a failover and
 the end, or meet a webhook that hangs or refuses, and end exactly as they would without
 one, the failures journaled as ``notify_failed`` without the URL's secret. The targets'
 secrets are in no file of the run but notify.secret (0600): a resumed controller reads

@@ -1,5 +1,5 @@
 """action=plan's table (orchestrator/commands/plan.py): one row per candidate region, what the
-optimizer found or why it found nothing. SkyPilot's optimizer itself runs in tests/integration."""
+optimizer found or why it found nothing."""
 
 from __future__ import annotations
 

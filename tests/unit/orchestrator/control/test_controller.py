@@ -1,5 +1,5 @@
 """The controller's loop, step by step, without Ray: ``Controller.step()`` over a scripted
-provider (tests/fakecloud.py) and real file stores and control channel in a temp folder.
+provider (tests/support/fakecloud.py) and real file stores and control channel in a temp folder.
 
 Every failure kind meets the failure policy here, in order, with its budgets; a
 crashed controller's journal replays to exactly the state it had live; a standby is

@@ -12,12 +12,9 @@ import pytest
 
 from orchestrator.config.schema import NotifyConfig
 from orchestrator.runstate.rundir import NOTIFY_SECRET
-from tests.unit.orchestrator.notify.test_notifier import RUN
+from tests.unit.orchestrator.notify.test_notifier import RUN, TOKEN
 
 pytestmark = pytest.mark.unit
-
-
-TOKEN = "T0K3N-s3cr3t"
 
 
 def _kept_run(tmp_path: Path) -> tuple[Path, NotifyConfig]:
