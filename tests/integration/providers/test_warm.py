@@ -13,12 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from providers.warm import EXIT_BAD_ORDER
+
+pytestmark = pytest.mark.integration
 
 PROBE = """
 import os, sys
 
-pytestmark = pytest.mark.integration
 blocked = []
 for tid in os.listdir("/proc/self/task"):
     if int(tid) == os.getpid():

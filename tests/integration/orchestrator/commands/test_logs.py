@@ -22,11 +22,12 @@ from providers.base import ClusterHandle, Health, HealthCheck
 from providers.skypilot.provider import SkyPilotProvider
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.integration
+
 _WORKER = """
 import logging, os, sys
 from orchestrator.runtime.rank_log import capture
 
-pytestmark = pytest.mark.integration
 print("before capture")
 path = capture(sys.argv[1], 1, 3)
 print("a print", flush=False)

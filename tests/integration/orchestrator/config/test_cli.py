@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.commands import sweep
 from orchestrator.config.schema import Config
+from tests.unit.orchestrator.config.test_cli import home  # noqa: F401 (autouse: these tests run under it too)
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,14 @@ import pytest
 from orchestrator.runstate.lifecycle import RunState
 from providers.base import ProvisionErrorKind
 from tests.support.fakecloud import FakeCloud
-from tests.unit.orchestrator.control.test_controller import _controller, _events, _live, _replayed, _start
+from tests.unit.orchestrator.control.test_controller import (
+    _controller,
+    _events,
+    _fast,  # noqa: F401 (autouse: these tests run under it too)
+    _live,
+    _replayed,
+    _start,
+)
 
 pytestmark = pytest.mark.integration
 

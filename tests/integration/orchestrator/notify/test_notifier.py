@@ -35,7 +35,15 @@ from orchestrator.notify.notifier import CommandTarget, DeliveryError, Notifier,
 from orchestrator.runstate import events as E
 from orchestrator.runstate.rundir import NOTIFY_SECRET
 from tests.support.fakecloud import FakeCloud, Script
-from tests.unit.orchestrator.notify.test_notifier import RUN, TOKEN, _config_read_back, _running_in
+from tests.unit.orchestrator.notify.test_notifier import (
+    RUN,
+    TOKEN,
+    _config_read_back,
+    _fast,  # noqa: F401 (autouse: these tests run under it too)
+    _running_in,
+)
+
+pytestmark = pytest.mark.integration
 
 
 @dataclass
@@ -110,7 +118,6 @@ def refusing_port() -> Iterator[int]:
 RECORDER = """\
 import json, os, sys
 
-pytestmark = pytest.mark.integration
 data = sys.stdin.read()
 names = ("ORCHESTRATOR_RUN_ID", "ORCHESTRATOR_EVENT", "ORCHESTRATOR_STATUS", "ORCHESTRATOR_JOB")
 env = {k: os.environ.get(k) for k in names}

@@ -24,6 +24,7 @@ from tests.unit.orchestrator.runtime.test_train_loop_elastic import (
     RUN,
     _copy,
     _FixedWorld,
+    _process_state,  # noqa: F401 (autouse: these tests run under it too)
     events,
     spec,
     store,
