@@ -16,6 +16,7 @@ modules in it: none can be read, tested or changed alone.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache  # the sources do not change during a session; read once
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
 
