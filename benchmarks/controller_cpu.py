@@ -24,7 +24,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO, temp_home, write_json
-from support import env_for
+from tests.support.runs import env_for
 
 GOAL = 0.01
 

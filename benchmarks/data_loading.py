@@ -41,7 +41,7 @@ class RayWatch:
     """Peak summed RSS and the I/O counters of every Ray process on the machine, sampled."""
 
     def __init__(self, interval_s: float = 0.25) -> None:
-        from support import ray_pids
+        from tests.support.runs import ray_pids
 
         self.ray_pids = ray_pids
         self.interval_s = interval_s

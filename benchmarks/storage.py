@@ -41,13 +41,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 from benchmarks.common import orchestrate, temp_home, write_json  # noqa: E402
 from recovery.keys import controller_keys  # noqa: E402
 from recovery.storage import open_fs  # noqa: E402
 from recovery.store import CheckpointStore  # noqa: E402
-from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto  # noqa: E402
+from tests.support.servers import S3_ENV, make_bucket, start_fake_gcs, start_moto  # noqa: E402
 
 
 def _share_rank(

@@ -68,8 +68,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO, write_json
 
-# CI's Slurm cluster as the on-prem tests use it (benchmarks.common put tests/ on the path).
-from onprem import CLOUD, SETUP, SHARED, SKY_CONFIG, scancel, squeue
+# CI's Slurm cluster as the on-prem tests use it.
+from tests.support.onprem import CLOUD, SETUP, SHARED, SKY_CONFIG, scancel, squeue
 
 NODE_PYTHON = "/opt/orch-slurm/venv/bin/python"
 REGIONS = ("orch-slurm-a", "orch-slurm-b")
@@ -365,7 +365,7 @@ def newest_step(folder: Path, pattern: str) -> int:
 
 def ours_baseline(args: argparse.Namespace, home: Path, steps: int) -> str:
     """Our uninterrupted run of the same job on the local provider: its weights."""
-    from support import orchestrate
+    from tests.support.runs import orchestrate
 
     with held(args.lock):
         run = orchestrate(home, f"bench-vs-sky-base-{steps}", *job_overrides(args, steps), timeout=900)
@@ -381,7 +381,7 @@ def job_overrides(args: argparse.Namespace, steps: int) -> list[str]:
 def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> list[dict[str, Any]]:
     """Our trials; ``standby``: with recovery=warm_standby, each scancel only once the
     standby in the other entry is ready (the journal's ``standby_ready``)."""
-    from support import env_for
+    from tests.support.runs import env_for
 
     system = "ours_standby" if standby else "ours"
     # With a standby, the run must still be training once the standby is up (a launch

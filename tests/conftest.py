@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 _TIERS = ("unit", "integration", "chaos")
 
@@ -22,11 +19,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The install resolution's downloads take minutes: started now, beside the tests
-    before it, unless CI started it before the suite (tests/resolution.py)."""
+    before it, unless CI started it before the suite (tests/support/resolution.py)."""
     import os
     import tempfile
 
-    import resolution
+    from tests.support import resolution
 
     if os.environ.get(resolution.CI_DIR_ENV) or not any(i.get_closest_marker("install") for i in session.items):
         return
@@ -35,7 +32,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    import resolution
+    from tests.support import resolution
 
     if resolution.started is not None and resolution.started[1] is not None and resolution.started[1].poll() is None:
         resolution.started[1].kill()
@@ -50,7 +47,7 @@ def orch_home(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def baseline(orch_home: pathlib.Path):
     """One uninterrupted digits run: the weights every surviving run must end with."""
-    from support import orchestrate, ray_pids, wait_no_new_ray
+    from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
 
     before = ray_pids()
     run = orchestrate(orch_home, "baseline")
@@ -65,7 +62,7 @@ def long_baseline(orch_home: pathlib.Path):
     need training still going while they last (a partition, a storage outage). Where
     the checkpoints go does not change the weights, so runs on object stores compare
     with it too."""
-    from support import orchestrate
+    from tests.support.runs import orchestrate
 
     run = orchestrate(orch_home, "long-baseline", "job.steps=2000")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -75,7 +72,7 @@ def long_baseline(orch_home: pathlib.Path):
 @pytest.fixture(scope="session")
 def cloud_stores():
     """Two moto S3 servers and a fake-gcs-server for cloud=local_cloudstores; the env to reach them."""
-    from servers import S3_ENV, make_bucket, start_fake_gcs, start_moto
+    from tests.support.servers import S3_ENV, make_bucket, start_fake_gcs, start_moto
 
     a, b, c = start_moto(), start_moto(), start_fake_gcs()
     try:
@@ -98,9 +95,9 @@ def cloud_stores():
 
 @pytest.fixture(scope="session")
 def onprem():
-    """The real one-node Slurm cluster through SkyPilot (tests/onprem.py); skipped when it is not up."""
-    from onprem import session, slurm_up
-    from support import skip_unless_strict
+    """The real one-node Slurm cluster through SkyPilot (tests/support/onprem.py); skipped when it is not up."""
+    from tests.support.onprem import session, slurm_up
+    from tests.support.runs import skip_unless_strict
 
     why = slurm_up()
     if why:
@@ -114,7 +111,7 @@ def example_project(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     read (on-prem, the node user cannot see it: only job.code_dir's sync brings it there)."""
     import shutil
 
-    from support import REPO
+    from tests.support.paths import REPO
 
     private = tmp_path_factory.mktemp("private")
     dest = private / "seqproj"
@@ -126,7 +123,7 @@ def example_project(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def example_baseline(example_project: pathlib.Path, tmp_path_factory: pytest.TempPathFactory):
     """One uninterrupted run of the example project on the local provider, from its own folder."""
-    from support import run_example
+    from tests.support.runs import run_example
 
     home = tmp_path_factory.mktemp("orchestrator-home-example")
     return run_example(example_project, home, "seq-example", timeout=400)

@@ -26,7 +26,8 @@ from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.triggers import due_after, due_during, exhausted, in_region
-from providers.base import ClusterHandle, Health, HealthCheck, Provider
+from providers.base import ClusterHandle, Provider
+from recovery.detection import Health, HealthCheck
 from recovery.store import CheckpointStore
 
 

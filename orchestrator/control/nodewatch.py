@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from orchestrator.control.context import RunContext
 from orchestrator.runstate.events import NodeLost, NodeReplaced, NodeReplaceFailed
-from providers.base import ClusterHandle, Health
-from recovery.detection import node_lost
+from providers.base import ClusterHandle
+from recovery.detection import Health, node_lost
 from recovery.elastic import capacity, min_world, world_size
 
 # A replacement finishing as the attempt ends is let finish (its journal line is lost).

@@ -20,7 +20,8 @@ from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.replay import Replayed
 from orchestrator.runstate.rundir import attempt_dir
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle, Health
+from providers.base import ClusterHandle
+from recovery.detection import Health
 
 
 class AdoptedProcess:

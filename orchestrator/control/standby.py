@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from orchestrator.control.cleanup import tear_down
 from orchestrator.control.context import RunContext
 from orchestrator.runstate.events import StandbyFailed, StandbyLost, StandbyReady
-from providers.base import ClusterHandle, Health, ProvisionError, RuntimeProcess
+from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
+from recovery.detection import Health
 from recovery.policy import History, next_region
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import psutil
 
-from providers.base import Health, NodeCheck
+from providers.base import NodeCheck
+from recovery.detection import Health
 
 # The head's GCS tells a node that stopped answering is dead after about
 # failure_threshold health checks, one every period_ms, each given timeout_ms: Ray's

@@ -26,19 +26,11 @@ import psutil
 
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import KeptLogs
-from providers.base import (
-    ClusterHandle,
-    Health,
-    HealthCheck,
-    NodeCheck,
-    ProvisionError,
-    ProvisionErrorKind,
-    RegionSpec,
-    RuntimeProcess,
-)
+from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from providers.local.loopback import collectives_env, loopback_interface
 from providers.local.nodes import NODE_HEALTH_ENV, NODE_PORT_FLAGS, find_raylet, node_check, worker_argv
 from providers.procs import MARKER, NODE_MARKER, kill_all, kill_until_gone, marked, node_marked
+from recovery.detection import Health, HealthCheck
 from recovery.fsio import write_private
 
 if TYPE_CHECKING:

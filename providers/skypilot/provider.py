@@ -30,16 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import KeptLogs
-from providers.base import (
-    ClusterHandle,
-    Health,
-    HealthCheck,
-    NodeCheck,
-    ProvisionError,
-    ProvisionErrorKind,
-    RegionSpec,
-    RuntimeProcess,
-)
+from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from providers.skypilot import sdk, slurm
 from providers.skypilot.credentials import RAY_TOKEN_ENV, forwarded_secrets, split_secrets, stdin_env
 from providers.skypilot.errors import classify, first_line
@@ -57,6 +48,7 @@ from providers.skypilot.scripts import (
 from providers.skypilot.sdk import Prefixed, build_task, import_sky, sky_health, status_of
 from providers.skypilot.ssh import SshRuntime, name_on_cloud, remote, run_ssh, ssh_argv
 from providers.skypilot.task import DEFAULT_PYTHON, dashboard_info, node_extras, sky_cluster_name, task_config
+from recovery.detection import Health, HealthCheck
 from recovery.fsio import write_private
 from recovery.retry import Deadline
 from recovery.signing import cluster_token

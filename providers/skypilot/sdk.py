@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from providers.base import Health
 from providers.skypilot.errors import first_line, retryable
+from recovery.detection import Health
 from recovery.retry import Backoff, retrying
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from support import Run, orchestrate, ray_pids, wait_no_new_ray
+from tests.support.runs import Run, orchestrate, ray_pids, wait_no_new_ray
 
 KILL_REGION = "[{kind:kill_region,at_step:120}]"
 

@@ -5,7 +5,7 @@ parent resumes the controller; its report and plot stand for every drill's) and 
 soak. region_outage and double_region_loss (regions lost), spot_storm (three
 preemptions) and worker_loss (a killed worker) run the faults of the invariant
 matrix's kill_region, preempt and kill_worker rows (test_matrix.py), which check
-their incidents; their configs are checked in tests/unit/test_drill_configs.py. Each
+their incidents; their configs are checked in tests/unit/orchestrator/config/test_compose_drills.py. Each
 real run costs a minute or more on a 2-core machine."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from invariants import nothing_left, survived
-from support import orchestrate, ray_pids
+from tests.support.invariants import nothing_left, survived
+from tests.support.runs import orchestrate, ray_pids
 
 
 def _drill(home: Path, name: str, baseline):

@@ -3,13 +3,13 @@
 kill_region, kill_worker, hang_region, a corrupt checkpoint met during a restore and a
 user error restarted in place, then given up on, live in the invariant matrix
 (test_matrix.py); the controller_crash drill in test_drills.py. The policy's decision
-for every failure kind is unit-tested step by step (tests/unit/test_control_loop.py)."""
+for every failure kind is unit-tested step by step (tests/unit/orchestrator/control/test_controller.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from support import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
 
 
 def _survived(run, baseline):
@@ -43,7 +43,7 @@ def _tensorboard_marks_the_incident(run, inc):
     """The TensorBoard files as TensorBoard reads them: one loss curve to the last step
     (the replayed steps after the restore written over the lost ones), and a marker at
     the step the run went on from."""
-    from tbread import shown
+    from tests.support.tbread import shown
 
     tb = shown(run.run_dir / "tensorboard")
     restored = inc["restored_step"]

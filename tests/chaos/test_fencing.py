@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import journal_consistent, nothing_left
 from recovery.fencing import Lineage
 from recovery.store import CheckpointStore
-from support import orchestrate, ray_pids
+from tests.support.invariants import journal_consistent, nothing_left
+from tests.support.runs import orchestrate, ray_pids
 
 
 # partition_region: the region loses the control channel and its store, so the zombie
 # trains on unseen and commits when the partition heals, after the new attempt fenced
 # the stores. (partition, the control channel alone, fences the same way; the fence
-# itself is unit-tested against every store in tests/unit/test_control_loop.py.)
+# itself is unit-tested against every store in tests/unit/orchestrator/control/test_controller.py.)
 @pytest.mark.parametrize("kind", ["partition_region"])
 def test_partitioned_attempt_is_fenced_then_torn_down_once_reachable(kind, orch_home, long_baseline):
     before = ray_pids()

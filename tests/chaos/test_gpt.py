@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import journal_consistent, nothing_left
-from servers import MetadataServer
-from support import orchestrate, ray_pids
+from tests.support.invariants import journal_consistent, nothing_left
+from tests.support.runs import orchestrate, ray_pids
+from tests.support.servers import MetadataServer
 
 STEPS = 120
 JOB = ("job=gpt", f"job.steps={STEPS}", "checkpoint.interval_steps=20")

@@ -9,7 +9,7 @@ import tarfile
 
 import torch
 
-from support import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
 
 MAX_T, RUNGS = 6, {2, 4}  # conf/job/digits_hpo.yaml: max_t 6, grace 2, reduction factor 2
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hostile import assert_nothing_planted_won, assert_private, plant_checkpoints, plant_control
 
-from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
-from support import orchestrate, ray_pids, skip_unless_strict
+from tests.support.hostile import assert_nothing_planted_won, assert_private, plant_checkpoints, plant_control
+from tests.support.invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
+from tests.support.runs import orchestrate, ray_pids, skip_unless_strict
 
 FAST_FAILOVER = ("recovery.region_cooldown_s=0", "recovery.max_failovers=10")
 

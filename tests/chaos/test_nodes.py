@@ -16,13 +16,13 @@ from urllib.parse import urlsplit
 
 import torch
 
-from invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
-from support import Run, orchestrate, ray_pids
+from tests.support.invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
+from tests.support.runs import Run, orchestrate, ray_pids
 
 TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
 # local-b: one node of one CPU, one worker: too small for a fixed world of two.
 ONE_CPU_B = ("cloud.regions.local-b.num_cpus=1",)
-# What an elastic resume may move the weights by (tests/unit/test_elastic_loop.py measures
+# What an elastic resume may move the weights by (tests/unit/orchestrator/runtime/test_train_loop_elastic.py measures
 # the loop's own; README "Elastic resume"): the largest parameter difference and the
 # held-out loss's.
 TOL_PARAM = 1e-4

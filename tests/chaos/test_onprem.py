@@ -37,8 +37,9 @@ def _newest_step(checkpoints: Path) -> int:
 def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     onprem, example_baseline, example_project
 ) -> None:
-    from onprem import CLOUD, RUN_TIMEOUT_S
-    from support import REPO, run_example
+    from tests.support.onprem import CLOUD, RUN_TIMEOUT_S
+    from tests.support.paths import REPO
+    from tests.support.runs import run_example
 
     run_id = "onprem-scancel"
     checkpoints = onprem.home.parent / "stores" / "orch-slurm-a" / run_id / "checkpoints"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import signal
 
-from invariants import fired, nothing_left, survived
-from support import orchestrate, ray_pids
+from tests.support.invariants import fired, nothing_left, survived
+from tests.support.runs import orchestrate, ray_pids
 
 
 def _crash_then_resume(home, run_id, *overrides):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from servers import scoped_env
-from support import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.servers import scoped_env
 
 STEPS = "job.steps=2000"
 # Short client timeouts so a hung store fails a call in seconds, not the defaults' 30 s.

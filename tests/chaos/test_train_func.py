@@ -15,11 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from invariants import journal_consistent
 from providers.procs import marked
 from recovery.manifest import Manifest
-from servers import MetadataServer
-from support import Run, orchestrate
+from tests.support.invariants import journal_consistent
+from tests.support.runs import Run, orchestrate
+from tests.support.servers import MetadataServer
 
 # Each fault lands FAULT_AFTER_S into its attempt's training: after a few checkpoints
 # (an epoch takes 0.5-1.5 s on a 2-core machine) and, two attempts together, well before

@@ -1,7 +1,7 @@
 """A user's own workload class, from a folder outside the repository that only PYTHONPATH
 names, under real faults: it ends with exactly the weights of its own uninterrupted run,
 and what it printed and logged is in each attempt's rank logs after the clusters are gone.
-(A bug in its loss() is a user error with its traceback: tests/unit/test_user_loop.py
+(A bug in its loss() is a user error with its traceback: tests/unit/orchestrator/runtime/test_train_loop_user.py
 drives the worker's entry in Ray's local mode; the CLI's side of a user error is
 tests/chaos/test_matrix.py's.)"""
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 
-from invariants import journal_consistent, nothing_left
-from support import orchestrate, ray_pids
+from tests.support.invariants import journal_consistent, nothing_left
+from tests.support.paths import FIXTURES
+from tests.support.runs import orchestrate, ray_pids
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinywork.py"
+FIXTURE = FIXTURES / "tinywork.py"
 STEPS = 300
 INTERVAL = 25
 # dataset() with the global batch split over 2 workers x 2 micro-batches; StepLR; clipping.
@@ -89,7 +89,8 @@ def _prints_are_in_each_attempts_rank_logs(run) -> None:
     """The workload's print and logging reach every attempt's rank logs, kept before each
     cluster went (the lost region's too: on this machine its files outlive its processes),
     as action=logs shows them (its function, in-process: the command line's own path is
-    tests/unit/test_logs.py's); each restore it printed is in the attempt and ranks that did it."""
+    tests/unit/orchestrator/commands/test_logs.py's); each restore it printed is in the attempt
+    and ranks that did it."""
     from orchestrator.commands.logs import show
 
     r = run.result

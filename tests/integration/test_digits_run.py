@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from support import REPO, env_for, orchestrate, ray_pids, wait_no_new_ray
+from tests.support.paths import REPO
+from tests.support.runs import env_for, orchestrate, ray_pids, wait_no_new_ray
 
 RESULT_FIELDS = (
     "run_id",
@@ -67,7 +68,7 @@ def test_journal_tells_the_lifecycle_and_replication(baseline):
 
 
 def test_tensorboard_holds_the_loss_curve_to_the_last_step_and_the_final_metrics(baseline):
-    from tbread import shown
+    from tests.support.tbread import shown
 
     tb = shown(baseline.run_dir / "tensorboard")
     assert tb.restarts == [1]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO, skip_unless_strict
+from tests.support.paths import REPO
+from tests.support.runs import skip_unless_strict
 
 pytestmark = pytest.mark.integration
 

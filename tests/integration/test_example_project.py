@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from providers.procs import MARKER
-from support import Run, env_for, loop_spec
+from tests.support.runs import Run, env_for, loop_spec
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from support import REPO
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1800)]
 

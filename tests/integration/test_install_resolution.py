@@ -8,9 +8,10 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-import resolution
 
-from support import REPO, skip_unless_strict
+from tests.support import resolution
+from tests.support.paths import REPO
+from tests.support.runs import skip_unless_strict
 
 pytestmark = pytest.mark.install
 

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from support import REPO, env_for, ray_pids, wait_no_new_ray
+from tests.support.paths import REPO
+from tests.support.runs import env_for, ray_pids, wait_no_new_ray
 
 
 def test_sigint_stops_the_run_interrupted_and_resume_ends_with_the_uninterrupted_weights(orch_home, long_baseline):

@@ -15,9 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from providers.base import ClusterHandle, Health, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from providers.local.provider import TOKEN_NAME, LocalProvider
-from support import ray_pids, wait_no_new_ray
+from recovery.detection import Health
+from tests.support.runs import ray_pids, wait_no_new_ray
 
 
 def test_launch_health_runtime_loopback_dashboard_nodes_and_idempotent_teardown(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from recovery.keys import controller_keys
 from recovery.replication import replicate, sync_newest
 from recovery.store import CheckpointStore, StoreError
-from servers import S3_ENV, make_bucket, scoped_env, start_fake_gcs, start_moto
+from tests.support.servers import S3_ENV, make_bucket, scoped_env, start_fake_gcs, start_moto
 
 RUN = "objrun"
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install -e '.[skypilot]')")
 
 from orchestrator.commands.run import check_regions  # noqa: E402
@@ -26,7 +28,6 @@ from providers.skypilot.provider import SkyPilotProvider  # noqa: E402
 from providers.skypilot.sdk import build_task  # noqa: E402
 from providers.skypilot.task import task_config  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "catalogs"
 SKY_CLOUDS = sorted(p.stem for p in (CONF_DIR / "cloud").glob("*.yaml") if "provider: skypilot" in p.read_text())
 
@@ -322,7 +323,8 @@ def test_gcp_launch_and_teardown(tmp_path: Path) -> None:
 
 
 def _launch_and_teardown(cloud: str, region: str, tmp_path: Path) -> None:
-    from providers.base import Health, RegionSpec
+    from providers.base import RegionSpec
+    from recovery.detection import Health
 
     cfg = compose([f"cloud={cloud}"])
     provider = SkyPilotProvider(cfg.cloud.regions, state_dir=str(tmp_path / "clusters"))

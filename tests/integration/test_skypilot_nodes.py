@@ -1,5 +1,5 @@
 """A multi-node SkyPilot cluster's Ray, up to the clouds' boundary: the task's run command
-(``providers.skypilot.scripts.RUN_SCRIPT``) runs here in bash for rank 0 and rank 1, fed what
+(``providers.skypilot.provider.RUN_SCRIPT``) runs here in bash for rank 0 and rank 1, fed what
 SkyPilot gives each node (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS, SKYPILOT_NUM_NODES) with
 both nodes at 127.0.0.1, each with its own ports (ORCH_RAY_NODE_ARGS) and node folder as
 on two machines. Real Ray, real token auth; nothing of it left afterwards."""
@@ -22,9 +22,9 @@ import pytest
 from providers.local.nodes import NODE_PORT_FLAGS
 from providers.local.provider import free_port
 from providers.skypilot.scripts import RUN_SCRIPT
-from support import ray_pids, wait_no_new_ray
+from tests.support.paths import REPO
+from tests.support.runs import ray_pids, wait_no_new_ray
 
-REPO = Path(__file__).resolve().parents[2]
 # Bounds on waits that a healthy run passes in seconds (never the measure of a test).
 UP_S = 90.0
 OBJECT_STORE = str(80 * 1024 * 1024)
@@ -56,7 +56,7 @@ class Nodes:
             "SKYPILOT_NUM_NODES": str(nodes),
             "SKYPILOT_NODE_IPS": "\n".join(["127.0.0.1"] * nodes),
             "SKYPILOT_NUM_GPUS_PER_NODE": "0",
-            # What the task's envs and secrets give it (providers.skypilot.task.task_config).
+            # What the task's envs and secrets give it (providers.skypilot.provider.task_config).
             "RAY_AUTH_TOKEN": self.token,
             "ORCH_REGION": "r2",
             "ORCH_RAY_PORT": str(self.port),
@@ -171,7 +171,7 @@ def test_rank_0_and_rank_1_make_one_ray_of_two_nodes_and_the_head_is_ready_once_
     assert not (head_dir / "ray-failed").exists()
     # The same wait against this real head for a third node that never comes: it gives up
     # past its timeout with one line, written where the provider reads it (the head's
-    # script then exits without saying ready: tests/unit/test_skypilot_nodes.py). One
+    # script then exits without saying ready: tests/unit/providers/skypilot/test_nodes.py). One
     # cluster for both: a second head costs this suite 12 s.
     failed = head_dir / "wait-failed"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": nodes.token}

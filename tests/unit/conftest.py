@@ -1,101 +1,80 @@
-"""Shared fixtures for the unit tier: real checkpoint stores on local disk and in fsspec memory."""
+"""The unit tier's fixtures: real checkpoint stores on local disk and in fsspec memory
+(tests/support/stores.py), compositions reused per command line (tests/support/composed.py),
+and the tier's purity guard: no process, no socket, no Ray (those tests are tests/integration's)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+import multiprocessing.process
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 
-import fsspec
 import pytest
 
-from recovery.keys import AttemptKeys, controller_keys
-from recovery.manifest import Manifest
-from recovery.store import CheckpointStore
-
-# The run's keys in every unit test (the controller's: every generation, and fences): stores
-# sign with them, and runtime code finds them installed.
-TEST_KEY = controller_keys(bytes(range(32)), "test-run")
-
-WriteCheckpoint = Callable[..., Manifest]
-FlipByte = Callable[[CheckpointStore, str, int, str], None]
+from tests.support import composed
+from tests.support.stores import flip_byte, memory_url, run_key, store_url, write_checkpoint, write_torn
 
 
-@pytest.fixture(autouse=True, scope="session")
-def run_key() -> Iterator[AttemptKeys]:
-    """The runtime's key, as a driver installs it (orchestrator/wire/runkey.py); for
-    the whole session, as module-scoped fixtures run training too."""
-    from orchestrator.wire import runkey
-
-    runkey.install(TEST_KEY)
-    yield TEST_KEY
-    runkey._installed.clear()
+class ImpureUnitTest(RuntimeError):
+    """What a unit test gets for starting a process, opening a socket or starting Ray."""
 
 
-@pytest.fixture
-def memory_url() -> Iterator[str]:
-    """A fresh ``memory://`` prefix; the memory filesystem is process-wide, so each test gets its own."""
-    url = f"memory://t-{uuid.uuid4().hex}"
-    yield url
-    fs, root = fsspec.core.url_to_fs(url)
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
+# What a unit test may not do, by the function that does it.
+_FORBIDDEN: list[tuple[object, str, str]] = [
+    (subprocess.Popen, "__init__", "starts a process (subprocess)"),
+    (os, "fork", "forks a process (os.fork)"),
+    (os, "forkpty", "forks a process (os.forkpty)"),
+    (os, "posix_spawn", "starts a process (os.posix_spawn)"),
+    (os, "posix_spawnp", "starts a process (os.posix_spawnp)"),
+    (multiprocessing.process.BaseProcess, "start", "starts a process (multiprocessing)"),
+    (socket.socket, "connect", "opens a socket (connect)"),
+    (socket.socket, "connect_ex", "opens a socket (connect)"),
+    (socket.socket, "bind", "opens a socket (bind)"),
+]
+_violations: list[str] = []
 
 
-@pytest.fixture(params=["file", "memory"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path, memory_url: str) -> str:
-    if request.param == "file":
-        return f"file://{tmp_path}/store"
-    return memory_url
+def _refusing(what: str):
+    def refuse(*args: object, **kwargs: object) -> None:
+        _violations.append(what)
+        raise ImpureUnitTest(f"a unit test {what}: it belongs in tests/integration")
+
+    return refuse
 
 
-def default_files(step: int) -> dict[str, bytes]:
-    return {
-        "model.pt": f"model weights at step {step};".encode() * 40,
-        "optimizer.pt": f"optimizer at step {step};".encode() * 20,
-        "state.pt": f"step={step}".encode(),
-    }
+@pytest.fixture(autouse=True, scope="package")
+def _no_process_socket_or_ray() -> Iterator[None]:
+    """For the whole unit package, module-scoped fixtures included: each forbidden call
+    raises. Package scope: a session that runs other tiers too gets them back after it."""
+    with pytest.MonkeyPatch.context() as mp:
+        for owner, name, what in _FORBIDDEN:
+            mp.setattr(owner, name, _refusing(what))
+        yield
 
 
-@pytest.fixture
-def write_checkpoint() -> WriteCheckpoint:
-    """Write and commit one checkpoint the way the training loop does: files, then the manifest."""
-
-    def write(
-        store: CheckpointStore,
-        run_id: str,
-        step: int,
-        files: dict[str, bytes] | None = None,
-        attempt: int = 1,
-        extra: dict[str, object] | None = None,
-        committed_at: float | None = None,
-    ) -> Manifest:
-        data = default_files(step) if files is None else files
-        entries = [store.put(run_id, step, name, blob) for name, blob in data.items()]
-        return store.commit(run_id, step, attempt, entries, extra=extra, committed_at=committed_at)
-
-    return write
+@pytest.fixture(autouse=True)
+def _pure(_no_process_socket_or_ray: None) -> Iterator[None]:
+    """Fails the test that did a forbidden thing, also when the code under test caught the
+    refusal. Ray's ``init`` is refused once Ray is imported: a local cluster starts
+    processes (refused above), and connecting to one is a socket in Ray's C++ core."""
+    _violations.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        if "ray" in sys.modules:
+            mp.setattr(sys.modules["ray"], "init", _refusing("starts Ray (ray.init)"))
+        yield
+    if _violations:
+        pytest.fail(f"a unit test {_violations[0]}: it belongs in tests/integration", pytrace=False)
 
 
-@pytest.fixture
-def write_torn() -> Callable[[CheckpointStore, str, int], None]:
-    """Files of a checkpoint without its manifest: a write that died before the commit."""
+@pytest.fixture(autouse=True, scope="package")
+def _compositions_reused() -> Iterator[None]:
+    from orchestrator.config import compose
 
-    def write(store: CheckpointStore, run_id: str, step: int) -> None:
-        for name, blob in default_files(step).items():
-            store.put(run_id, step, name, blob)
-
-    return write
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compose, "compose_full", composed.memoized(compose.compose_full, compose.CONF_DIR))
+        yield
 
 
-@pytest.fixture
-def flip_byte() -> FlipByte:
-    """Flip one byte in the middle of a stored file, through the store's own filesystem."""
-
-    def flip(store: CheckpointStore, run_id: str, step: int, name: str = "model.pt") -> None:
-        path = f"{store.step_path(run_id, step)}/{name}"
-        data = bytearray(store.fs.cat_file(path))
-        data[len(data) // 2] ^= 0x01
-        store.fs.pipe_file(path, bytes(data))
-
-    return flip
+__all__ = ["flip_byte", "memory_url", "run_key", "store_url", "write_checkpoint", "write_torn"]

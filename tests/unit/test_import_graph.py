@@ -16,13 +16,16 @@ modules in it: none can be read, tested or changed alone.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PACKAGES = ("orchestrator", "providers", "recovery")
 # Bottom first. A module's layer is that of the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -61,6 +64,7 @@ def modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache  # the sources do not change during a session; read once
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
 

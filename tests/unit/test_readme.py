@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def _readme_commands() -> list[str]:

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from support import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.unit
 

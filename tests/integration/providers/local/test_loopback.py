@@ -17,7 +17,8 @@ import psutil
 
 from providers.local.loopback import loopback_interface
 from providers.registry import get_provider
-from support import REPO, env_for, ray_pids, wait_no_new_ray
+from tests.support.paths import REPO
+from tests.support.runs import env_for, ray_pids, wait_no_new_ray
 
 TRAIN_WORKER = "ray::RayTrainWorker"
 SCAN_EVERY_S = 0.2

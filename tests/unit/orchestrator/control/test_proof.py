@@ -6,7 +6,6 @@ import io
 from pathlib import Path
 
 import pytest
-from fakecloud import FakeCloud, Script
 
 import orchestrator.control.watch as watch
 from orchestrator.config.compose import compose
@@ -16,6 +15,7 @@ from recovery.fencing import Lineage
 from recovery.keys import controller_keys
 from recovery.manifest import FileEntry, Manifest, checkpoint_digest
 from recovery.store import CheckpointStore
+from tests.support.fakecloud import FakeCloud, Script
 
 pytestmark = pytest.mark.unit
 W = "ab" * 32

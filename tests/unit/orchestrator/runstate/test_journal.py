@@ -1,15 +1,82 @@
-"""The journal's lines through the codec: a torn line is skipped, a hostile one is damage."""
+"""The run journal: one JSON line per event, torn tails tolerated, secrets redacted."""
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator.runstate.journal import DamagedFile, json_lines, load_json
+from orchestrator.runstate.journal import DamagedFile, Journal, json_lines, load_json, read_events, redact
 
-pytestmark = pytest.mark.unit
+
+def test_append_writes_one_json_line_per_event_with_ts_and_type(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "r" / "journal.jsonl"
+    j = Journal(str(path))
+    t0 = time.time()
+    j.append("run_started", run_id="r", candidates=["a", "b"])
+    j.append("transition", **{"from": "PENDING", "to": "PROVISIONING"})
+    t1 = time.time()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    events = [json.loads(line) for line in lines]
+    assert [e["type"] for e in events] == ["run_started", "transition"]
+    assert all(t0 <= e["ts"] <= t1 for e in events)
+    assert events[0]["candidates"] == ["a", "b"]
+    assert (events[1]["from"], events[1]["to"]) == ("PENDING", "PROVISIONING")
+    assert j.events() == events
+
+
+def test_append_redacts_secrets_before_they_reach_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    Journal(str(path)).append("run_started", config={"storage": {"aws_secret_access_key": "SeCrEt"}})
+    text = path.read_text(encoding="utf-8")
+    assert "SeCrEt" not in text
+    assert json.loads(text)["config"]["storage"]["aws_secret_access_key"] == "<redacted>"
+
+
+def test_read_events_skips_a_torn_last_line_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    j = Journal(str(path))
+    j.append("run_started")
+    j.append("run_finished")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"ts": 1.0, "type": "c", "fie')
+    assert [e["type"] for e in read_events(str(path))] == ["run_started", "run_finished"]
+
+
+def test_read_events_of_a_missing_journal_is_empty(tmp_path: Path) -> None:
+    assert list(read_events(str(tmp_path / "nope.jsonl"))) == []
+
+
+def test_event_appended_after_a_torn_last_line_is_not_lost(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    j = Journal(str(path))
+    j.append("run_key_created")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"ts": 1.0, "type": "torn", "fie')
+    j.append("run_started")
+    assert [e["type"] for e in read_events(str(path))] == ["run_key_created", "run_started"]
+
+
+def test_redact_replaces_secret_values_at_any_depth_and_keeps_the_rest() -> None:
+    value = {
+        "aws_secret_access_key": "s1",
+        "step": 3,
+        "cloud": {"creds": [{"token": "s2", "region": "a"}, {"db": {"password": "s3"}}]},
+        "GCS_PRIVATE_KEY": "s4",
+        "tuple": ({"refresh_token": "s5"},),
+    }
+    assert redact(value) == {
+        "aws_secret_access_key": "<redacted>",
+        "step": 3,
+        "cloud": {"creds": [{"token": "<redacted>", "region": "a"}, {"db": {"password": "<redacted>"}}]},
+        "GCS_PRIVATE_KEY": "<redacted>",
+        "tuple": [{"refresh_token": "<redacted>"}],
+    }
+    assert value["cloud"]["creds"][0]["token"] == "s2"  # type: ignore[index]
 
 
 def test_a_torn_last_line_is_skipped_and_nan_reads(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import Health
 from providers.skypilot import sdk
 from providers.skypilot.sdk import Prefixed, call, sky_health, status_of
+from recovery.detection import Health
 
 pytestmark = pytest.mark.unit
 PACKAGE = Path(sdk.__file__).parent

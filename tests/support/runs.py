@@ -1,0 +1,215 @@
+"""Helpers for the tiers that run the orchestrator for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.support.paths import REPO
+
+RAY_NAMES = ("gcs_server", "raylet")
+
+
+# Set by .ci/run: there, what a test needs from the machine (the Slurm cluster, a
+# tmpfs mount) must be present, so a missing piece fails instead of skipping.
+STRICT_ENV = "ORCHESTRATOR_STRICT_SKIPS"
+
+
+def skip_unless_strict(why: str) -> None:
+    """Skip with ``why`` on a developer's machine; fail with it in CI."""
+    import pytest
+
+    if os.environ.get(STRICT_ENV) == "1":
+        pytest.fail(f"{why} ({STRICT_ENV}=1: CI must run this test)")
+    pytest.skip(why)
+
+
+# CI installs its packages and brings the Slurm cluster up in the background, beside the
+# install and the first tests, then writes the file this names (see .ci/run).
+CI_SETUP_DONE_ENV = "ORCH_CI_SETUP_DONE"
+
+
+def wait_for_ci_setup(timeout_s: float = 1200.0) -> str | None:
+    """Wait for CI's background set-up to end; None once it has (or where none runs),
+    else why a test that needs it cannot run."""
+    done = os.environ.get(CI_SETUP_DONE_ENV)
+    if not done:
+        return None
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(done):
+        if time.monotonic() > deadline:
+            return f"CI's set-up (packages, Slurm) did not end within {timeout_s:.0f} s ({CI_SETUP_DONE_ENV}={done})"
+        time.sleep(2.0)
+    return None
+
+
+def ray_pids() -> set[int]:
+    """Every Ray process on the machine, by name or process title."""
+    out = set()
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            name = p.info["name"] or ""
+            cmd = " ".join(p.info["cmdline"] or [])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if (
+            name in RAY_NAMES
+            or name.startswith("ray::")
+            or cmd.startswith("ray::")
+            or "bin/ray start" in cmd
+            or "providers.raystart" in cmd
+            or "orchestrator.runtime" in cmd
+        ):
+            out.add(p.pid)
+    return out
+
+
+def wait_no_new_ray(before: set[int], timeout_s: float = 10.0) -> set[int]:
+    """Ray processes that appeared since ``before`` and are still alive after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = {p for p in ray_pids() - before if psutil.pid_exists(p)}
+        left = {p for p in left if _alive(p)}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    result: dict[str, Any] | None
+
+    def journal(self) -> list[dict[str, Any]]:
+        path = self.run_dir / "journal.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def events(self, type_: str) -> list[dict[str, Any]]:
+        """The controller's events of this type and the runtime's of this kind (runtime.<kind>)."""
+        return [e for e in self.journal() if e["type"] in (type_, f"runtime.{type_}")]
+
+
+def env_for(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
+    env["ORCHESTRATOR_HOME"] = str(home)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def loop_spec(
+    root: Path,
+    run_id: str,
+    generation: int,
+    job: dict[str, Any],
+    trainer: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Any:
+    """A RuntimeSpec for a worker run in this process (no Ray): one worker, its stores and
+    control channel under ``root``, a checkpoint every 20 steps unless told otherwise."""
+    from orchestrator.wire.spec import RuntimeSpec
+
+    return RuntimeSpec(
+        run_id=run_id,
+        generation=generation,
+        region="r",
+        store_url=f"file://{root}/store",
+        control_url=f"file://{root}/control",
+        ray_address="",
+        ray_storage_path=str(root / "ray"),
+        job=job,
+        trainer={
+            "workers": 1,
+            "cpus_per_worker": 1.0,
+            "gpus_per_worker": 0.0,
+            "max_worker_restarts": 3,
+            **(trainer or {}),
+        },
+        checkpoint={"interval_steps": 20, "keep_last": 3, **(checkpoint or {})},
+        **fields,
+    )
+
+
+def run_example(
+    project: Path,
+    home: Path,
+    run_id: str,
+    *overrides: str,
+    code_dir: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 400,
+) -> Run:
+    """The example project's ``job=seq`` as its user runs it: ``--config-dir`` with its own
+    job configs, from its folder with it on PYTHONPATH, or (``code_dir``) from elsewhere
+    with nothing of it on the path but ``job.code_dir``."""
+    full = env_for(home, env)
+    full.pop("PYTHONPATH", None)
+    if not code_dir:
+        full["PYTHONPATH"] = str(project)
+    cwd = project if not code_dir else home
+    argv = [sys.executable, "-m", "orchestrator", "--config-dir", str(project / "conf"), "job=seq"]
+    argv += [*([f"job.code_dir={project}"] if code_dir else []), f"run_id={run_id}", "progress=false", *overrides]
+    proc = subprocess.run(argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+    run_dir = home / "runs" / run_id
+    result_path = run_dir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+
+
+def orchestrate(
+    home: Path, run_id: str, *overrides: str, timeout: float = 400, env: dict[str, str] | None = None
+) -> Run:
+    # job=digits unless the overrides pick a job of their own.
+    job = [] if any(o.startswith("job=") for o in overrides) else ["job=digits"]
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        *job,
+        f"run_id={run_id}",
+        "progress=false",
+        *overrides,
+    ]
+    proc = subprocess.run(argv, cwd=REPO, env=env_for(home, env), capture_output=True, text=True, timeout=timeout)
+    run_dir = home / "runs" / run_id
+    result_path = run_dir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+
+
+def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float = 60.0) -> list[int | None]:
+    """``target(*args[r])`` in a forked process per rank, all started at once (spawn would
+    import torch and Ray again, seconds each), each killed past ``deadline_s``; their exit codes."""
+    import multiprocessing
+    import time as _time
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=target, args=a) for a in args]
+    for p in procs:
+        p.start()
+    deadline = _time.monotonic() + deadline_s
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - _time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return [p.exitcode for p in procs]

@@ -1,0 +1,29 @@
+"""action=run's pure parts (orchestrator/commands/run.py): a new run's id and the command that
+resumes one. Whole runs are tests/integration's."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from orchestrator.commands.run import new_run_id, resume_command
+from orchestrator.config.compose import compose
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_new_run_id_is_the_jobs_name_the_time_and_a_random_tail() -> None:
+    cfg = compose(["job=digits"])
+    a, b = new_run_id(cfg), new_run_id(cfg)
+    assert re.fullmatch(rf"{cfg.job.name}-\d{{8}}-\d{{6}}-[0-9a-f]{{4}}", a), a
+    assert a != b or a[:-4] == b[:-4]
+
+
+def test_the_resume_command_names_the_run_and_its_home_quoted(tmp_path: Path) -> None:
+    home = tmp_path / "a home"
+    cfg = compose([f"home={home}"])
+    command = resume_command(cfg, "r-1")
+    assert shlex.split(command) == ["python", "-m", "orchestrator", "action=resume", "run_id=r-1", f"home={home}"]

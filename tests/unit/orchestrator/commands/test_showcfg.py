@@ -1,0 +1,45 @@
+"""--cfg (orchestrator/commands/showcfg.py): the config it prints composes the same config, with no token in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.__main__ import main
+from orchestrator.commands.showcfg import SAVED_GROUP
+from orchestrator.config.compose import compose
+from orchestrator.errors import ConfigError
+from orchestrator.wire.codec import to_plain
+
+pytestmark = pytest.mark.unit
+
+
+def test_cfg_job_prints_a_config_that_composes_the_same_config_and_keeps_tokens_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = ["notify.webhook=https://hooks.example.com/T0K3N", "notify.command='notify-send T0K3N'"]
+    given = [
+        "job=gpt",
+        "cloud=local_cloudstores",
+        "data=ray_data",
+        "chaos.faults=[{kind:kill_region,at_step:5}]",
+        "job.params.n_layer=3",
+        "+cloud.regions.local-d.store=file:///tmp/d",
+        "cloud.candidates=[local-d,local-a]",
+        "notify.timeout_s=3",
+        "job.name=x",
+        *tokens,
+    ]
+    assert main(["--cfg", "job", *given]) == 0
+    printed = capsys.readouterr().out
+    assert "T0K3N" not in printed
+    assert "webhook: notify.secret:https://hooks.example.com" in printed and "notify.secret:notify-send" in printed
+    (tmp_path / SAVED_GROUP).mkdir()
+    (tmp_path / SAVED_GROUP / "saved.yaml").write_text(printed)
+    fed_back = [f"hydra.searchpath=['file://{tmp_path}']", f"+{SAVED_GROUP}=saved"]
+    assert to_plain(compose([*fed_back, *tokens])) == to_plain(compose(given))
+    # Fed back without them, the targets kept out are asked for by name.
+    with pytest.raises(ConfigError) as info:
+        compose(fed_back)
+    assert info.value.key == "notify.webhook" and "give the URL, or env:VARNAME" in str(info.value)

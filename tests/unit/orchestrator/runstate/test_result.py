@@ -1,0 +1,120 @@
+"""A run's files as readers meet them: damage is a DamagedFile naming the file (one line
+for the user), torn journal tails are still skipped, and preflight names the key at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
+from orchestrator.runstate.result import read_result
+
+RESULT = {
+    "run_id": "r",
+    "status": "SUCCEEDED",
+    "reason": "",
+    "final_step": 10,
+    "final_checkpoint": None,
+    "metrics": {"accuracy": 0.9},
+    "incidents": [],
+    "attempts": 1,
+    "duration_s": 1.5,
+}
+
+
+def damaged(call: Any, name: str) -> str:
+    with pytest.raises(DamagedFile) as info:
+        call()
+    assert name in str(info.value)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_a_result_as_written_reads_back(tmp_path: Path) -> None:
+    (tmp_path / "result.json").write_text(json.dumps(RESULT))
+    assert read_result(str(tmp_path)) == RESULT
+    assert read_result(str(tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (b"", "is empty"),
+        (json.dumps(RESULT)[:30].encode(), "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not text"),
+        (b"[]", "not a JSON object"),
+        (json.dumps({**RESULT, "status": 5}).encode(), "'status'"),
+        (json.dumps({**RESULT, "status": "RUNNING"}).encode(), "RUNNING"),
+        (json.dumps({k: v for k, v in RESULT.items() if k != "incidents"}).encode(), "'incidents'"),
+        (json.dumps({**RESULT, "incidents": [{"kind": 1}]}).encode(), "incident 0"),
+        (json.dumps({**RESULT, "duration_s": "long"}).encode(), "'duration_s'"),
+        (b"[" * 100_000, "nests too deep"),
+    ],
+)
+def test_a_damaged_result_is_named_in_one_line(tmp_path: Path, text: bytes, words: str) -> None:
+    (tmp_path / "result.json").write_bytes(text)
+    assert words in damaged(lambda: read_result(str(tmp_path)), "result.json")
+
+
+def test_a_result_that_is_a_folder_is_damage(tmp_path: Path) -> None:
+    (tmp_path / "result.json").mkdir()
+    damaged(lambda: read_result(str(tmp_path)), "result.json")
+
+
+def test_load_json_of_nothing_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_json(str(tmp_path / "config.json"))
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(FileNotFoundError):
+        load_json(str(tmp_path / "f" / "config.json"))
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("[1, 2]", "line 2 is list"),
+        ('"x"', "line 2 is str"),
+        ("{}", "lacks 'type'"),
+        ('{"type": "a", "ts": "yesterday"}', "'ts'"),
+        ('{"type": "a", "ts": NaN}', "'ts'"),
+        ('{"type": "transition", "ts": 1.0, "to": "BOGUS"}', "BOGUS"),
+        ('{"type": "incident", "ts": 1.0, "kind": "region_lost"}', "lacks 'from_region'"),
+        ('{"type": "attempt_started", "ts": 1.0, "generation": "1", "region": "a"}', "'generation'"),
+        ('{"type": "decision", "ts": 1.0, "failure": "x", "action": "y"}', "decision"),
+    ],
+)
+def test_a_journal_line_that_is_no_event_is_damage_named_by_line(tmp_path: Path, line: str, words: str) -> None:
+    path = tmp_path / "journal.jsonl"
+    Journal(str(path)).append("run_started")
+    with path.open("a") as fh:
+        fh.write(line + "\n")
+    assert words in damaged(lambda: list(read_events(str(path))), "journal.jsonl")
+
+
+def test_a_journal_line_that_is_not_text_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b'{"type": "a", "ts": 1}\n\xff\xfe\x80\n')
+    assert "line 2" in damaged(lambda: list(read_events(str(path))), "journal.jsonl")
+
+
+def test_torn_lines_and_huge_garbage_lines_are_skipped_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    j = Journal(str(path))
+    j.append("run_started")
+    with path.open("a") as fh:
+        fh.write('{"ts": 1.0, "type": "torn", "fie\n' + "x" * 1_000_000 + "\n")
+    j.append("run_finished")
+    assert [e["type"] for e in read_events(str(path))] == ["run_started", "run_finished"]
+
+
+def test_a_journal_under_a_file_is_no_journal_and_a_folder_is_damage(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    assert list(read_events(str(tmp_path / "f" / "journal.jsonl"))) == []
+    (tmp_path / "journal.jsonl").mkdir()
+    damaged(lambda: list(read_events(str(tmp_path / "journal.jsonl"))), "journal.jsonl")
+
+
+# --- preflight names the key at fault ---------------------------------------------------------

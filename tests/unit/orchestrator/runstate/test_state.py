@@ -1,0 +1,74 @@
+"""The run's view (orchestrator/runstate/state.py): apply() and fold() of the journal's typed events."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+import pytest
+
+from orchestrator.runstate import event_json as J
+from orchestrator.runstate import events as E
+from orchestrator.runstate.state import RunView, apply, fold
+from tests.unit.orchestrator.runstate.test_events import _journey
+from tests.unit.orchestrator.runstate.test_replay import ev
+
+pytestmark = pytest.mark.unit
+
+
+def _snapshot(value: Any) -> Any:
+    """A deep, plain copy of a view (mapping proxies included), to compare before and after."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple((f.name, _snapshot(getattr(value, f.name))) for f in fields(value)))
+    if hasattr(value, "items"):
+        return tuple((k, _snapshot(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_snapshot(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(value)
+    return value
+
+
+def test_apply_never_changes_the_view_it_is_given() -> None:
+    view = RunView()
+    for event in [J.from_json(e) for e in _journey()]:
+        before = _snapshot(view)
+        after = apply(view, event)
+        assert _snapshot(view) == before
+        view = after
+    assert view.leftover and view.started
+    with pytest.raises(TypeError):
+        view.leftover["x"] = view.leftover[next(iter(view.leftover))]  # type: ignore[index]
+
+
+def test_a_failed_notification_moves_only_the_clock() -> None:
+    view = fold(J.from_json(e) for e in _journey())
+    failed = E.NotifyFailed("command", "succeeded", "exited with status 1", endpoint="notify.sh", ts=view.last_ts + 5)
+    assert apply(view, failed) == replace(view, last_ts=view.last_ts + 5)
+
+
+def test_a_notify_target_turned_off_moves_only_the_clock() -> None:
+    view = fold(J.from_json(e) for e in _journey())
+    off = E.NotifyOff("command", "notify.secret is another run's", endpoint="notify.sh", ts=view.last_ts + 5)
+    assert apply(view, off) == replace(view, last_ts=view.last_ts + 5)
+
+
+def test_open_attempt_and_launching_come_from_apply_alone() -> None:
+    view = fold(J.from_json(e) for e in [ev("attempt_started", generation=1, region="a")])
+    assert view.launching == (("a", 1),) and view.open_attempt is not None
+    view = apply(view, J.from_json(ev("provisioned", region="a", cluster="r-a-g1", generation=1)))
+    assert view.launching == () and view.open_attempt is not None and view.open_attempt.cluster is not None
+
+
+def test_the_view_has_what_the_result_needs() -> None:
+    view = fold(J.from_json(e) for e in _journey())
+    assert view.status == "FAILED" and view.reason == "user error"
+    assert view.verdict is not None and view.verdict.region == "local-b"
+    # The attempt's first user error, not a later rank's.
+    assert view.error_traceback == "Traceback ...\nValueError: x"
+    assert view.replications == 2 and view.last_lag_s == 0.5 and len(view.skipped) == 3
+    assert (view.current_region, view.current_generation) == ("local-b", 2)
+    assert [a.as_dict() for a in view.attempt_lines] == [
+        {"generation": 1, "region": "local-a", "outcome": "cluster_lost"},
+        {"generation": 2, "region": "local-b", "outcome": "user_error"},
+    ]

@@ -1,0 +1,134 @@
+"""Nothing in a search snapshot can run code. A snapshot planted in a store is never even
+read, whatever step it claims; and one that verifies (a zombie's, or a bug's) holds only
+data: a pickle in it, where Tune's ``tuner.pkl`` used to be or as a trial's tensors, is
+refused by name and never loaded."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from orchestrator.hpo import sample_configs
+from orchestrator.runtime.search.restore import restore_search
+from orchestrator.runtime.search.snapshot import ARCHIVE, SearchSnapshot, SnapshotError, pack
+from orchestrator.runtime.search.trial import load_tensors
+from orchestrator.wire.control import ControlChannel
+from recovery.keys import controller_keys
+from recovery.manifest import MANIFEST_NAME
+from recovery.store import CheckpointStore
+from tests.support.runs import loop_spec
+from tests.support.stores import TEST_KEY
+
+pytestmark = pytest.mark.unit
+RUN = "search"
+HPO = {
+    "search_space": {"lr": "loguniform 0.01 0.2"},
+    "num_samples": 2,
+    "max_t": 6,
+    "scheduler": "fifo",
+    "grace_period": 2,
+    "reduction_factor": 2,
+}
+CONFIGS = sample_configs(HPO["search_space"], 2, seed=0)
+
+
+class Payload:
+    """What an attacker pickles: loading it runs a command (here: touches a marker)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def archive(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def plant(store: CheckpointStore, step: int, data: bytes, signature: str) -> None:
+    """A snapshot committed by someone with write access to the store: files and a
+    manifest whose digests are right, with ``signature`` in place of the run's."""
+    manifest = store.commit(RUN, step, attempt=1, files=[store.put(RUN, step, ARCHIVE, data)])
+    forged = replace(manifest, signature=signature)
+    store.fs.pipe_file(f"{store.step_path(RUN, step)}/{MANIFEST_NAME}", forged.to_json().encode())
+
+
+@pytest.mark.parametrize("how", ["unsigned", "another run's key", "a forged signature"])
+def test_a_planted_search_snapshot_is_never_unpacked(tmp_path: Path, how: str) -> None:
+    marker = tmp_path / "ran"
+    evil = archive({"search/tuner.pkl": pickle.dumps(Payload(marker)), "search/scheduler_state.pkl": b"x"})
+    spec = search_spec(tmp_path)
+    ours = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
+    legit = pack(SearchSnapshot(trials=[]))
+    ours.commit(RUN, 20, attempt=1, files=[ours.put(RUN, 20, ARCHIVE, legit)])
+
+    if how == "another run's key":
+        planter = CheckpointStore(spec.store_url, region="r", key=controller_keys(b"\1" * 32, RUN))
+        planter.commit(RUN, 900, attempt=1, files=[planter.put(RUN, 900, ARCHIVE, evil)])
+    else:
+        planter = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
+        plant(planter, 900, evil, signature="" if how == "unsigned" else "ab" * 32)
+
+    control = ControlChannel(spec.control_url)
+    step, url, snapshot = restore_search(spec, control, CONFIGS)
+
+    assert step == 20 and url is not None and url.endswith("/step-20")
+    assert snapshot == SearchSnapshot(trials=[])
+    assert not marker.exists()
+    skipped = [e for e in control.read_events(spec.generation, set()) if e["type"] == "checkpoint_skipped"]
+    assert [e["step"] for e in skipped] == [900]
+    assert "not written by this run" in skipped[0]["reason"]
+    # The payload is real: loading it is what the restore never did.
+    pickle.loads(pickle.dumps(Payload(marker)))
+    assert marker.exists()
+
+
+def search_spec(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return loop_spec(tmp_path, RUN, 2, {"name": "digits_hpo", "workload": "digits", "steps": 100, "seed": 0}, hpo=HPO)
+
+
+def _payload_checkpoint(marker: Path) -> bytes:
+    """A snapshot, signed with the run's own key, whose trial state is a pickle payload."""
+    from orchestrator.hpo import TrialRecord
+
+    record = TrialRecord("trial_00000", "RUNNING", iteration=2, config=CONFIGS[0], checkpoint_iteration=2)
+    evil = pickle.dumps(Payload(marker))
+    return pack(
+        SearchSnapshot([record], None, {"trial_00000": {"model.pt": evil, "optimizer.pt": evil, "state.pt": evil}})
+    )
+
+
+@pytest.mark.parametrize("what", ["Tune's tuner.pkl", "a trial's tensors"])
+def test_a_pickle_in_a_snapshot_this_run_signed_never_runs(tmp_path: Path, what: str) -> None:
+    marker = tmp_path / "ran"
+    spec = search_spec(tmp_path)
+    ours = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
+    if what == "Tune's tuner.pkl":
+        data = archive({"search.json": b"{}", "search/tuner.pkl": pickle.dumps(Payload(marker))})
+        words = "search/tuner.pkl"
+    else:
+        data = _payload_checkpoint(marker)
+        words = "trial_00000's checkpoint state does not load (UnpicklingError)"
+    ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data)])
+
+    with pytest.raises(SnapshotError) as err:
+        restore_search(spec, ControlChannel(spec.control_url), CONFIGS)
+    assert words in str(err.value)
+    assert not marker.exists()
+    # A trial loads its model and optimizer the same way: as tensors only.
+    with pytest.raises(pickle.UnpicklingError):
+        load_tensors(pickle.dumps(Payload(marker)))
+    assert not marker.exists()
