@@ -6,6 +6,7 @@ one line and exit status 2, and a run must not change the working directory.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from orchestrator.config.hydra_errors import refusal, refuse_sweeps, refuse_unhonoured, region_key, translate
 from orchestrator.config.notify_targets import refuse_kept
 from orchestrator.config.schema import Config, RegionConfig
+from orchestrator.config.typed import build
 from orchestrator.config.validate import validate
 from orchestrator.errors import ConfigError
 
@@ -90,16 +92,24 @@ def compose_full(overrides: list[str], conf_dir: Path = CONF_DIR) -> Composed:
 def primary_defaults(conf_dir: Path = CONF_DIR) -> list[tuple[str, str | None]]:
     """conf/config.yaml's defaults list, in order: (group, its default option) for a
     config group, (name, None) for a config (the schema base_config, _self_)."""
+    path = conf_dir / "config.yaml"
+    st = path.stat()
+    return list(_primary_defaults(path, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=16)
+def _primary_defaults(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, str | None], ...]:
+    # Read once per version of the file: every composition asks for it.
     from omegaconf import OmegaConf
 
     out: list[tuple[str, str | None]] = []
-    for entry in OmegaConf.to_container(OmegaConf.load(conf_dir / "config.yaml"))["defaults"]:  # type: ignore[index]
+    for entry in OmegaConf.to_container(OmegaConf.load(path))["defaults"]:  # type: ignore[index]
         if isinstance(entry, dict):
             ((group, option),) = entry.items()
             out.append((str(group), str(option)))
         else:
             out.append((str(entry), None))
-    return out
+    return tuple(out)
 
 
 def config_groups(dirs: list[Path]) -> dict[str, list[str]]:
@@ -263,12 +273,19 @@ def typed_config(plain: dict[str, Any]) -> Config:
 
     from orchestrator.config.compose_cache import schema
 
+    fast = build(Config, plain)
+    if fast is not None:
+        return _normalized(fast)
     try:
         cfg = OmegaConf.to_object(OmegaConf.merge(schema(Config), plain))
     except OmegaConfBaseException as exc:
         chaos = plain.get("chaos")
         raise refusal(exc, plain, chaos.get("faults") if isinstance(chaos, dict) else None) from None
     assert isinstance(cfg, Config)
+    return _normalized(cfg)
+
+
+def _normalized(cfg: Config) -> Config:
     for region in cfg.cloud.regions.values():
         region.store = _normalize_store(region.store)
     if cfg.cloud.control_store is not None:
