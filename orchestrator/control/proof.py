@@ -31,10 +31,17 @@ PROVEN_KEYS = frozenset({"final_step", "final_checkpoint", "weights_sha256", "ch
 
 @dataclass(frozen=True)
 class Signed:
-    """The newest signed checkpoint on the lineage, and where it is."""
+    """The newest signed checkpoint on the lineage, and every store that holds it signed
+    (replication puts one step in several): ``url`` is the first of ``urls``."""
 
     manifest: Manifest
     url: str
+    urls: tuple[str, ...] = ()
+
+    def where(self, claimed: object) -> str:
+        """The claimed location when it is one of the stores that hold this checkpoint
+        signed, else the first such store (never a location no signed manifest backs)."""
+        return claimed if isinstance(claimed, str) and claimed in self.urls else self.url
 
 
 @dataclass(frozen=True)
@@ -63,20 +70,25 @@ class Unproven(ValueError):
 
 def newest_signed(stores: Iterable[CheckpointStore], run_id: str, lineage: Admits) -> Signed | None:
     """The highest step any store holds whose manifest is signed with the run's key and on
-    the lineage (its files are not read: the signature covers their digests)."""
-    best: Signed | None = None
+    the lineage, with every store holding that step so (its files are not read: the
+    signature covers their digests)."""
+    found: list[tuple[Manifest, str]] = []
     for store in stores:
         try:
             for step in store.candidates(run_id):
-                if best is not None and step <= best.manifest.step:
+                if found and step < found[0][0].step:
                     break
                 m, verdict = store.trusted_manifest(run_id, step)
                 if m is not None and verdict.ok and lineage.allows(m.attempt, m.step):
-                    best = Signed(m, store.checkpoint_url(run_id, step))
+                    if found and m.step > found[0][0].step:
+                        found.clear()
+                    found.append((m, store.checkpoint_url(run_id, step)))
                     break
         except StoreError:
             continue  # a store that does not answer proves nothing; another may
-    return best
+    if not found:
+        return None
+    return Signed(found[0][0], found[0][1], tuple(url for _, url in found))
 
 
 def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed | None) -> Proven:
@@ -103,10 +115,11 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
         weights = _search_weights(m, claims)
     if not isinstance(weights, str) or not _SHA256.fullmatch(weights):
         raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
+    where = signed.where(claims.get("final_checkpoint"))
     _agree(claims, "final_step", m.step)
     _agree(claims, "weights_sha256", weights)
-    _agree(claims, "final_checkpoint", signed.url)
-    return Proven(m.step, signed.url, weights)
+    _agree(claims, "final_checkpoint", where)
+    return Proven(m.step, where, weights)
 
 
 def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
@@ -116,11 +129,12 @@ def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
             raise Unproven("final.json names a checkpoint, and no store holds a signed one of this run")
         return Proven(int(step or 0), None)
     digest = checkpoint_digest({f.name: f.sha256 for f in signed.manifest.files})
+    where = signed.where(claims.get("final_checkpoint"))
     _agree(claims, "checkpoint_sha256", digest)
-    _agree(claims, "final_checkpoint", signed.url)
+    _agree(claims, "final_checkpoint", where)
     if step is not None and step < signed.manifest.step:
         raise Unproven(f"final.json claims final_step {step}, before its checkpoint at {signed.manifest.step}")
-    return Proven(int(step if step is not None else signed.manifest.step), signed.url, None, digest)
+    return Proven(int(step if step is not None else signed.manifest.step), where, None, digest)
 
 
 def _search_weights(m: Manifest, claims: dict[str, Any]) -> object:

@@ -20,17 +20,23 @@ from tests.support.fakecloud import FakeCloud, Script
 pytestmark = pytest.mark.unit
 W = "ab" * 32
 URL = "file:///s/run/checkpoints/step-60"
+REPLICA = "file:///r/run/checkpoints/step-60"
 
 
 def _signed(step: int = 60, **extra: object) -> Signed:
     files = (FileEntry("model.pt", 3, "cd" * 32),)
-    return Signed(Manifest("run", step, 1, files, 1.0, extra=dict(extra)), URL)
+    return Signed(Manifest("run", step, 1, files, 1.0, extra=dict(extra)), URL, (URL, REPLICA))
 
 
 def test_the_loop_s_end_is_its_last_checkpoint_and_the_digest_it_names() -> None:
     got = prove(LOOP, 60, {"final_step": 60, "weights_sha256": W, "metrics": {"loss": 1}}, _signed(weights_sha256=W))
     assert got == Proven(60, URL, W)
     assert got.apply({"metrics": {"loss": 1}, "final_checkpoint": "x"})["final_checkpoint"] == URL
+
+
+def test_the_claimed_store_is_kept_when_it_holds_the_checkpoint_signed() -> None:
+    """Replication puts the last step in several stores: the runtime names the one it wrote."""
+    assert prove(LOOP, 60, {"final_checkpoint": REPLICA}, _signed(weights_sha256=W)).final_checkpoint == REPLICA
 
 
 def test_without_final_json_the_checkpoint_still_proves_the_end() -> None:
@@ -86,8 +92,10 @@ def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Pat
         store.commit("run", step, attempt, [store.put("run", step, "m", b"x")])
     stranger = CheckpointStore(f"file://{tmp_path}/b", "b", key=controller_keys(b"z" * 32, "run"))
     stranger.commit("run", 90, 1, [stranger.put("run", 90, "m", b"x")])
+    b.commit("run", 60, 1, [b.put("run", 60, "m", b"x")])  # a replica
     got = newest_signed([a, b], "run", Lineage())
     assert got is not None and got.manifest.step == 60 and got.url.endswith("/a/run/checkpoints/step-60")
+    assert [u.rsplit("/", 4)[1] for u in got.urls] == ["a", "b"]
     fenced = Lineage().then(1, 0).then(2, 40)  # attempt 1's step 60 came after attempt 2 restarted from 40
     got = newest_signed([a, b], "run", fenced)
     assert got is not None and got.manifest.step == 40
