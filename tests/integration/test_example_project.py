@@ -114,11 +114,12 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
     from orchestrator.wire import runkey
     from orchestrator.wire.control import ControlChannel
     from orchestrator.wire.spec import RuntimeSpec
+    from recovery.keys import controller_keys
     from recovery.store import CheckpointStore
 
     monkeypatch.syspath_prepend(str(project))
     # The run's key, as the driver installs it: the loop signs every checkpoint it commits.
-    monkeypatch.setattr(runkey, "_installed", [bytes(range(32))])
+    monkeypatch.setattr(runkey, "_installed", [controller_keys(bytes(range(32)), "example")])
     threads, rng = torch.get_num_threads(), rng_state()
 
     def spec(root: Path, generation: int) -> RuntimeSpec:
