@@ -11,90 +11,28 @@ from typing import Any
 import pytest
 
 from orchestrator.chaos.injector import FaultInjector
-from orchestrator.chaos.processes import choose_node
-from orchestrator.chaos.storage import corrupt_newest
 from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultRefused
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
-from recovery.keys import controller_keys
 from recovery.manifest import Manifest
-from recovery.store import CheckpointStore
-from tests.support.stores import TEST_KEY
 from tests.unit.orchestrator.config.test_compose import config_error
 
 RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
 
 
-def test_corrupt_newest_corrupts_the_newest_step_in_each_store_holding_it_and_spares_laggards(
-    tmp_path: Path, write_checkpoint: WriteCheckpoint
-) -> None:
-    a, b, c = (
-        CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("local-a", "local-b", "local-c")
-    )
-    for store, steps in ((a, (20, 40, 60)), (b, (20, 40, 60)), (c, (20, 40))):
-        for step in steps:
-            write_checkpoint(store, RUN, step)
-    lagging_before = {s: c.fs.cat_file(f"{c.step_path(RUN, s)}/model.pt") for s in (20, 40)}
-
-    assert corrupt_newest([a, b, c], RUN) == {"local-a": 60, "local-b": 60}
-
-    for store in (a, b):
-        assert not store.verify(RUN, 60).ok
-        assert store.verify(RUN, 40).ok
-        m = store.latest_verified(RUN)
-        assert m is not None
-        assert m.step == 40
-    assert {s: c.fs.cat_file(f"{c.step_path(RUN, s)}/model.pt") for s in (20, 40)} == lagging_before
-    assert c.verify(RUN, 40).ok
 
 
-def test_corrupt_newest_is_idempotent_and_passes_over_a_planted_newer_step(
-    tmp_path: Path, write_checkpoint: WriteCheckpoint
-) -> None:
-    """Fired twice (a controller that died before marking it fired), the checkpoint stays
-    corrupt rather than flipped back; a planted step above it (not signed with the run's
-    key) is not the run's newest."""
-    a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
-    for step in (20, 40):
-        write_checkpoint(a, RUN, step)
-    stranger = CheckpointStore(f"file://{tmp_path}/a", region="a", key=controller_keys(bytes(32), "stranger"))
-    write_checkpoint(stranger, RUN, 900)
-    assert corrupt_newest([a], RUN) == {"a": 40}
-    assert corrupt_newest([a], RUN) == {"a": 40}
-    assert not a.verify(RUN, 40).ok and a.verify(RUN, 20).ok
-    assert stranger.verify(RUN, 900).ok
 
 
-def test_corrupt_newest_without_any_checkpoint_does_nothing(tmp_path: Path) -> None:
-    stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("a", "b")]
-    assert corrupt_newest(stores, RUN) == {}
 
 
 # --- kill_node and hang_node ---------------------------------------------------------------------
 
 
-def test_a_named_node_is_struck_and_a_drawn_one_is_the_seeds_draw_among_the_worker_nodes() -> None:
-    assert choose_node(2, 0, [1, 2, 3]) == (2, None)
-    drawn = {seed: choose_node(None, seed, [3, 1, 2])[0] for seed in range(40)}
-    # The same seed, the same node, whatever order the provider lists them in.
-    assert drawn == {seed: choose_node(None, seed, [1, 2, 3])[0] for seed in range(40)}
-    assert set(drawn.values()) == {1, 2, 3}
-    assert choose_node(None, 7, [1]) == (1, None)
 
 
-@pytest.mark.parametrize(
-    ("node", "workers", "why"),
-    [
-        (None, [], "no worker node"),
-        (1, [], "no worker node"),
-        (3, [1, 2], "node 3 is not a worker node of the cluster (its worker nodes: 1..2)"),
-    ],
-)
-def test_no_node_to_strike_is_a_reason_not_a_node(node: int | None, workers: list[int], why: str) -> None:
-    chosen, problem = choose_node(node, 0, workers)
-    assert chosen is None and problem is not None and why in problem
 
 
 def test_a_provider_that_cannot_tell_nodes_apart_refuses_node_faults(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from orchestrator.runtime.checkpoint import shares as ck
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all, share_wait_s
-from recovery.fencing import Lineage
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError, sha256_hex
 from tests.support.stores import TEST_KEY
@@ -327,18 +326,6 @@ def test_a_late_share_lands_on_a_committed_checkpoint_and_it_still_verifies(
     assert rank0.verify(RUN, 20).ok
 
 
-def test_a_fenced_rank_puts_nothing(tmp_path: Path) -> None:
-    rank0, rank1 = _stores(tmp_path)
-    rank0.write_fence(RUN, Lineage().then(1, 0).then(2, 10))
-    files = dict(FILES)
-    shares, digests = _plan(files, 2)
-    share = ShareUploader(rank1, RUN, 1)  # attempt 1: a zombie now
-    share.submit(20, _share_of(files, shares, 1), digests)
-    share.wait(20)
-    assert set(share.last.values()) == {"fenced"} and share.fenced
-    assert rank0.all_steps(RUN) == {}
-    share.submit(40, _share_of(files, shares, 1), digests)  # and stays quiet
-    assert share.wait(1) and rank0.all_steps(RUN) == {}
 
 
 def test_shares_count_only_in_the_primary_store(tmp_path: Path) -> None:

@@ -1,0 +1,36 @@
+"""Which worker node a kill_node or hang_node strikes, and when there is none to strike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from orchestrator.chaos.processes import choose_node
+from recovery.manifest import Manifest
+
+RUN = "run-1"
+WriteCheckpoint = Callable[..., Manifest]
+TWO_NODES = "cloud.regions.local-a.nodes=2"
+
+
+def test_a_named_node_is_struck_and_a_drawn_one_is_the_seeds_draw_among_the_worker_nodes() -> None:
+    assert choose_node(2, 0, [1, 2, 3]) == (2, None)
+    drawn = {seed: choose_node(None, seed, [3, 1, 2])[0] for seed in range(40)}
+    # The same seed, the same node, whatever order the provider lists them in.
+    assert drawn == {seed: choose_node(None, seed, [1, 2, 3])[0] for seed in range(40)}
+    assert set(drawn.values()) == {1, 2, 3}
+    assert choose_node(None, 7, [1]) == (1, None)
+
+
+@pytest.mark.parametrize(
+    ("node", "workers", "why"),
+    [
+        (None, [], "no worker node"),
+        (1, [], "no worker node"),
+        (3, [1, 2], "node 3 is not a worker node of the cluster (its worker nodes: 1..2)"),
+    ],
+)
+def test_no_node_to_strike_is_a_reason_not_a_node(node: int | None, workers: list[int], why: str) -> None:
+    chosen, problem = choose_node(node, 0, workers)
+    assert chosen is None and problem is not None and why in problem
