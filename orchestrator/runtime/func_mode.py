@@ -12,8 +12,11 @@ go through the orchestrator's stores instead of Ray's storage path:
 - before the function starts, rank 0 picks the newest checkpoint that verifies on
   the controller's lineage exactly as the built-in loop does, and every rank
   downloads and verifies it into a temporary folder that get_checkpoint() returns;
-- each report's metrics go to the controller as progress; the last ones (rank 0's)
-  are the result's metrics, with ``checkpoint_sha256`` naming the final checkpoint;
+- each report's metrics go to the controller as progress, with the reports made so
+  far; the last ones (rank 0's) are the result's metrics, with ``checkpoint_sha256``
+  naming the final checkpoint. The progress has a total (and so an ETA) only when the
+  function's config says how many reports it will make (``declared_reports``):
+  ``job.steps`` is the built-in loop's count, not the function's;
 - after a preemption notice, the next report that carries a checkpoint commits it
   synchronously and the function is stopped on every rank (the driver then exits
   EXIT_PREEMPTED); chaos ``during: checkpoint_upload`` and ``during: restore`` meet
@@ -55,6 +58,7 @@ from ray.train.v2.api.report_config import CheckpointConsistencyMode, Checkpoint
 from orchestrator.runtime.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.workloads import declared_reports
 from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name, checkpoint_digest
 from recovery.store import sha256_hex
 
@@ -133,6 +137,13 @@ def merge_rank_files(per_rank: Sequence[Mapping[str, bytes] | None]) -> tuple[di
             elif merged[name] != data:
                 conflicts.add(name)
     return merged, sorted(conflicts)
+
+
+def reports_at(extra: Mapping[str, Any], step: int) -> int:
+    """The reports a function had made when it reported the checkpoint whose manifest
+    carries ``extra``; one committed before they were counted: at least its step."""
+    reports = extra.get("reports")
+    return reports if isinstance(reports, int) and not isinstance(reports, bool) and reports >= step else step
 
 
 def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
@@ -261,6 +272,9 @@ class FuncRun(WorkerAttempt):
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         super().__init__(spec, rank, world, control)
         self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
+        self.reports = 0  # reports made in the run so far (a restore starts it at its checkpoint's)
+        self.restored_reports = 0
+        self.total = declared_reports(spec.job.params)
         self.restored = 0
         self.restored_dir: str | None = None
         self.preempting = False  # a notice is agreed; the next checkpoint is the last
@@ -312,6 +326,7 @@ class FuncRun(WorkerAttempt):
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
+        self.reports = self.restored_reports = reports_at(m.extra, m.step)
         return m.step
 
     def finish(self) -> None:
@@ -319,16 +334,7 @@ class FuncRun(WorkerAttempt):
         self.flush_losses()
         self.checkpointer.wait()
         elapsed = max(time.time() - self._t_start, 1e-9)
-        total = self.spec.job.steps
-        self.control.progress(
-            self.gen,
-            step=self.count,
-            total=total,
-            loss=_number(self.metrics.get("loss")),
-            last_checkpoint=self.last_checkpoint,
-            restored_step=self.restored,
-            metrics=self.metrics,
-        )
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(elapsed))
         self.control.final(
             self.gen,
             final_step=self.count,
@@ -355,6 +361,7 @@ class FuncRun(WorkerAttempt):
                 mine = read_checkpoint_dir(folder)
             if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
+        self.reports += 1
         any_checkpoint, notice = self._agree(mine is not None)
         self.preempting = self.preempting or notice
         plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
@@ -415,7 +422,8 @@ class FuncRun(WorkerAttempt):
         self._digests = {name: sha256_hex(data) for name, data in files.items()}
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(step, files, extra={"world_size": self.world, "train_func": self.spec.job.train_func})
+        extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
+        self.checkpointer.submit(step, files, extra=extra)
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
@@ -429,14 +437,18 @@ class FuncRun(WorkerAttempt):
         if not force and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        self.control.progress(
-            self.gen,
-            step=self.count,
-            total=self.spec.job.steps,
-            loss=_number(self.metrics.get("loss")),
-            steps_per_s=(self.count - self.restored) / max(now - self._t_start, 1e-9),
-            last_checkpoint=self.last_checkpoint,
-            restored_step=self.restored,
-            metrics=self.metrics,
-        )
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(now - self._t_start))
         self.flush_losses()
+
+    def _progress_fields(self, elapsed: float) -> dict[str, Any]:
+        """What the function reported: its reports so far (of the total its config declares,
+        if it does), their rate, its metrics. ``step`` stays its checkpoint count."""
+        return {
+            "total": self.total,
+            "reports": self.reports,
+            "loss": _number(self.metrics.get("loss")),
+            "steps_per_s": (self.reports - self.restored_reports) / max(elapsed, 1e-9),
+            "last_checkpoint": self.last_checkpoint,
+            "restored_step": self.restored,
+            "metrics": self.metrics,
+        }

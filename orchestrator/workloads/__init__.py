@@ -29,6 +29,10 @@ REQUIRED = ("model", "optimizer", "loss")
 DATA_METHODS = ("batch", "dataset")
 # Built-ins that read job.lr / job.hidden_size / job.batch_size: what a search may vary.
 JOB_KEY_WORKLOADS = ("digits", "synthetic")
+# The keys of a train function's config (job.params) that say how many reports it will
+# make, as Ray Train's examples spell them: one report per epoch. Without one, a
+# function's progress has no total (job.steps is the built-in loop's, not its).
+REPORT_COUNT_KEYS = ("num_epochs", "epochs")
 
 
 class WorkloadError(Exception):
@@ -90,6 +94,15 @@ def train_function(path: str) -> Any:
     if not callable(fn) or isinstance(fn, type):
         raise WorkloadError("job.train_func", f"{path!r} is not a function")
     return fn
+
+
+def declared_reports(params: typing.Mapping[str, Any]) -> int | None:
+    """How many reports a train function with config ``params`` says it will make, or None."""
+    for key in REPORT_COUNT_KEYS:
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def is_builtin(path: str) -> bool:

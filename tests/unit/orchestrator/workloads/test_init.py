@@ -13,7 +13,7 @@ import pytest
 from orchestrator.config.compose import compose
 from orchestrator.config.usercode import check_user_code
 from orchestrator.errors import ConfigError
-from orchestrator.workloads import WorkloadError, make_workload, validate_params, workload_class
+from orchestrator.workloads import WorkloadError, declared_reports, make_workload, validate_params, workload_class
 from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "tinywork.py"
@@ -194,3 +194,12 @@ def test_config_dir_finds_the_users_own_job_configs(tmp_path: Path, userpkg: Pat
     with pytest.raises(ConfigError) as info:
         config_dir_overrides(["--config-dir", str(tmp_path / "missing")])
     assert info.value.key == "--config-dir"
+
+
+def test_a_train_function_declares_its_report_count_only_through_its_epochs() -> None:
+    assert declared_reports({"epochs": 5, "lr": 0.1}) == 5
+    assert declared_reports({"num_epochs": 3, "epochs": 9}) == 3
+    # No count, or none that is one: no total, so no ETA.
+    assert declared_reports({"lr": 0.1}) is None
+    assert declared_reports({"epochs": "5"}) is None and declared_reports({"epochs": True}) is None
+    assert declared_reports({"epochs": 0}) is None
