@@ -11,7 +11,7 @@ from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
-from orchestrator.runstate.state import RunView, fold
+from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, run_control_url
 
 
@@ -133,14 +133,14 @@ def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
 def render(run_id: str, s: dict[str, Any]) -> str:
     job = _section(s["config"], "job")
     cloud = _section(s["config"], "cloud")
-    total = s["total"] or job.get("steps", "?")
+    total = s["total"] if s["total"] is not None else planned_total(s["config"])
     lines = [
         f"run        {run_id}",
         f"status     {s['state']}"
         + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
-        f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
+        f"step       {s['step'] if s['step'] is not None else '-'}" + ("" if total is None else f"/{total}"),
         *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
         f"checkpoint {_short(s['last_checkpoint'])}",
         f"replicas   {s['replications']} copies"
