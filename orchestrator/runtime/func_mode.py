@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -52,6 +54,7 @@ from typing import Any, Protocol
 
 import torch
 from ray.train.v2._internal.constants import is_v2_enabled
+from ray.train.v2._internal.execution import context as ray_context
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
@@ -144,6 +147,32 @@ def reports_at(extra: Mapping[str, Any], step: int) -> int:
     carries ``extra``; one committed before they were counted: at least its step."""
     reports = extra.get("reports")
     return reports if isinstance(reports, int) and not isinstance(reports, bool) and reports >= step else step
+
+
+_RAY_REPORT_LINE = re.compile(r"Reporting training result (\d+): TrainingReport\(checkpoint=None,")
+
+
+def annotated_report_line(message: str, committed: Mapping[int, int]) -> str:
+    """Ray's log line for a report (``Reporting training result N: TrainingReport(checkpoint=None,
+    ...``) says what its report got: no checkpoint, since the run's go to its stores. For
+    the N-th report of this worker that carried one (``committed``: N -> the step it was
+    committed as), the line says where it went instead; other lines stay as Ray wrote them."""
+    match = _RAY_REPORT_LINE.match(message)
+    step = None if match is None else committed.get(int(match.group(1)))
+    if step is None:
+        return message
+    return message.replace("checkpoint=None", f"checkpoint=<step {step} in the run's stores>", 1)
+
+
+class _ReportLineFilter(logging.Filter):
+    def __init__(self, committed: Mapping[int, int]) -> None:
+        super().__init__()
+        self.committed = committed
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.args:
+            record.msg = annotated_report_line(record.msg, self.committed)
+        return True
 
 
 def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
@@ -283,6 +312,10 @@ class FuncRun(WorkerAttempt):
         self._digests: dict[str, str] | None = None
         self._last_progress = 0.0
         self._t_start = time.time()
+        # This worker's reports so far, as Ray numbers them in its log, and the step each
+        # one that carried a checkpoint was committed as.
+        self._calls = 0
+        self._committed_calls: dict[int, int] = {}
 
     # --- the attempt ---------------------------------------------------------------------
     def run(self) -> None:
@@ -307,8 +340,13 @@ class FuncRun(WorkerAttempt):
                 self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
             )
         self._t_start = time.time()
-        with routed_through(self):
-            call_user_function(fn, dict(self.spec.job.params))
+        lines = _ReportLineFilter(self._committed_calls)
+        ray_context.logger.addFilter(lines)
+        try:
+            with routed_through(self):
+                call_user_function(fn, dict(self.spec.job.params))
+        finally:
+            ray_context.logger.removeFilter(lines)
         if self.rank == 0:
             self.finish()
 
@@ -362,12 +400,14 @@ class FuncRun(WorkerAttempt):
             if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
         self.reports += 1
+        self._calls += 1
         any_checkpoint, notice = self._agree(mine is not None)
         self.preempting = self.preempting or notice
         plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         if plan.commit:
             per_rank = self._gather(mine)
             self.count = plan.step
+            self._committed_calls[self._calls] = plan.step
             if self.rank == 0:
                 self._commit(plan.step, per_rank, metrics, wait=plan.wait)
         if self.rank == 0:

@@ -26,6 +26,7 @@ from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
 from orchestrator.runtime import func_mode
 from orchestrator.runtime.func_mode import (
     StoreFnUtils,
+    annotated_report_line,
     call_user_function,
     merge_rank_files,
     plan_report,
@@ -404,3 +405,12 @@ def test_a_restored_functions_report_count_is_its_checkpoints_or_at_least_its_st
     assert reports_at({"reports": 12}, 4) == 12
     # Committed before reports were counted (or a count that cannot be): its step.
     assert reports_at({}, 4) == 4 and reports_at({"reports": 2}, 4) == 4 and reports_at({"reports": True}, 4) == 4
+
+
+def test_rays_log_line_for_a_report_that_carried_a_checkpoint_says_where_it_went() -> None:
+    line = "Reporting training result 2: TrainingReport(checkpoint=None, metrics={'loss': 0.5}, validation=False)"
+    ours = line.replace("checkpoint=None", "checkpoint=<step 7 in the run's stores>")
+    assert annotated_report_line(line, {2: 7}) == ours
+    # A report with no checkpoint, and any other line, stay as Ray wrote them.
+    assert annotated_report_line(line, {1: 6}) == line
+    assert annotated_report_line("Reporting training result 2: something else", {2: 7}).endswith("something else")
