@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import sys
 import types
 import typing
@@ -54,19 +55,48 @@ def import_object(path: str, key: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
+        site = import_site(exc)
+        if site is not None and not _is_package_of(missing, module_name):
+            # The user's module was found: it is what it imports that is missing.
+            raise WorkloadError(
+                key,
+                f"importing {module_name!r}: no module named {missing!r}, imported at {site}; install it "
+                "(clusters: job.code_dir's requirements.txt) or fix that import",
+            ) from None
         raise WorkloadError(
             key,
             f"cannot import {module_name!r} (no module named {missing!r}); put the folder that holds it "
             "on PYTHONPATH or run from it (clusters: job.code_dir)",
         ) from None
     except Exception as exc:  # the user's module raised while importing
-        raise WorkloadError(key, f"importing {module_name!r} raised {type(exc).__name__}: {_first(exc)}") from None
+        site = import_site(exc)
+        at = f" at {site}" if site is not None else ""
+        raise WorkloadError(key, f"importing {module_name!r} raised {type(exc).__name__}{at}: {_first(exc)}") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise WorkloadError(key, f"module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def import_site(exc: BaseException) -> str | None:
+    """``file:line`` of the user's code where an import raised: the innermost frame of its
+    traceback outside the import machinery; None when it never reached a file of theirs."""
+    site = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith("<") and name != __file__ and "importlib" not in name.split(os.sep):
+            site = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
+
+
+def _is_package_of(missing: str, module_name: str) -> bool:
+    """Whether the missing module is ``module_name`` or a package on its path (the user's
+    own module not found) rather than something it imports."""
+    return module_name == missing or module_name.startswith(missing + ".")
 
 
 def workload_class(path: str) -> type:
