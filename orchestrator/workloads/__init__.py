@@ -224,6 +224,27 @@ def make_workload(job: dict[str, Any], data: dict[str, Any] | None = None) -> An
     return cls(validate_params(cls, dict(job.get("params") or {})))
 
 
+def construct_problem(job: dict[str, Any]) -> WorkloadError | None:
+    """Construct the workload a job names (not a built-in: those take job.* and load data),
+    as every worker will; the constructor's exception as one WorkloadError naming the
+    class, the user's file and line, and the message. Run before anything launches, so a
+    constructor that always raises costs no cluster (``python -m orchestrator.workloads``)."""
+    path = str(job.get("workload") or "")
+    if not path or job.get("train_func") or is_builtin(path):
+        return None
+    try:
+        make_workload(job)
+    except WorkloadError as exc:
+        return exc
+    except Exception as exc:  # the user's constructor
+        site = import_site(exc)
+        at = f" at {site}" if site is not None else ""
+        return WorkloadError(
+            "job.workload", f"{path}(job.params) raised {type(exc).__name__}{at}: {_first(exc)}; fix it or job.params"
+        )
+    return None
+
+
 def _first(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else "no detail"
