@@ -47,6 +47,15 @@ class Injected:
         """The journal's ``fault_injected`` for a fault the controller carried out."""
         return FaultInjected(self.kind, index=self.index, step=self.step, extra=dict(self.detail))
 
+    def text(self) -> str:
+        """The terminal's line for it: the step it struck at, and what set it off when that
+        was not the step (a time into training, a phase)."""
+        if self.detail.get("during"):
+            return f"{self.kind} ({self.detail['during']})"
+        if self.detail.get("trigger") == "after_s":
+            return f"{self.kind} at step {self.step} (timed: after_s)"
+        return f"{self.kind} at step {self.step}"
+
 
 def request_problem(req: ChaosRequest, generation: int | None) -> str | None:
     """Why a runtime's request must not fire on the attempt of ``generation``, or None.
@@ -154,9 +163,16 @@ class FaultInjector:
         self.state.say(FaultRefused(index, reason, seq=req.seq, request_generation=req.generation))
 
     def timed(
-        self, cluster: ClusterHandle, runtime_pid: int | None, generation: int, training_for_s: float | None
+        self,
+        cluster: ClusterHandle,
+        runtime_pid: int | None,
+        generation: int,
+        training_for_s: float | None,
+        step: int = 0,
     ) -> list[Injected]:
-        """``after_s`` faults: once per attempt, that many seconds into its training."""
+        """``after_s`` faults: once per attempt, that many seconds into its training.
+        ``step``: the newest step the controller knows done, which is where it strikes
+        as far as anyone can tell (the workers are not stopped at a step for it)."""
         fired = []
         for index, fault in enumerate(self.faults):
             if (index, generation) in self._timed or not due_after(fault, training_for_s):
@@ -167,7 +183,7 @@ class FaultInjector:
             if exhausted(fault, count):
                 continue
             self._timed.add((index, generation))
-            req = {"step": -1, "generation": generation, "trigger": "after_s"}
+            req = {"step": step, "generation": generation, "trigger": "after_s"}
             fired.append(self._fire(index, req, cluster, runtime_pid, count + 1))
         return fired
 

@@ -59,12 +59,62 @@ def check_new_run(cfg: Config) -> None:
 
     check_regions(cfg)
     check_user_code(cfg)
+    if cfg.action == "run":
+        check_workload_constructs(cfg)
     # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
     cfg.notify = notify_from_env(cfg.notify)
     check_notify_program(cfg.notify)
     if cfg.action == "run":
         refuse_finished(cfg)
         refuse_unfinished(cfg)
+
+
+# A constructor slower than this (it loads a data set, say) is left to the workers.
+CONSTRUCT_TIMEOUT_S = 60.0
+
+
+def construct_answer(stdout: str) -> ConfigError | None:
+    """The constructing process's answer (orchestrator/workloads/__main__.py): the
+    ConfigError it names, or None (constructed, or no answer to go by)."""
+    import json
+
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("key"), str):
+        return None
+    return ConfigError(answer["key"], str(answer.get("message", "")))
+
+
+def check_workload_constructs(cfg: Config) -> None:
+    """The job's workload class constructed with job.params, in a process of its own, before
+    any cluster starts: a constructor that raises is one line naming it, not two cluster
+    launches. A process that cannot tell (it timed out, or died) leaves it to the workers."""
+    import json
+    import subprocess
+
+    from orchestrator.wire.codec import to_plain
+    from orchestrator.workloads import is_builtin
+
+    job = cfg.job
+    if job.train_func or not job.workload or is_builtin(job.workload):
+        return
+    request = json.dumps({"job": to_plain(job), "path": [p for p in sys.path if p]})
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.workloads"],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=CONSTRUCT_TIMEOUT_S,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return
+    problem = construct_answer(done.stdout)
+    if problem is not None:
+        raise problem
 
 
 def refuse_finished(cfg: Config) -> None:

@@ -24,7 +24,7 @@ from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.rundir import controller_alive
-from orchestrator.runstate.state import RunView, fold
+from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.codec import json_is
 
 # Statuses beyond the run states (orchestrator.runstate.lifecycle.RunState):
@@ -105,7 +105,8 @@ def row_from(
         region=view.current_region,
         # No live step (none yet, or the control store is out of reach): the last the journal named.
         step=step if step is not None else (view.last_step or None),
-        total=total if total is not None else _int_or_none(_section(view.config, "job").get("steps")),
+        # The total the run's progress reports (a search's search steps, not job.steps).
+        total=total if total is not None else planned_total(view.config),
         # Recorded incidents, and the one being recovered from.
         incidents=len(view.incidents) + (1 if view.pending is not None else 0),
         started_at=started,
@@ -176,6 +177,8 @@ def printable(text: str) -> str:
 
 
 def fmt_step(step: int | None, total: int | None) -> str:
+    if step is not None and total is None:
+        return str(step)  # nothing to count against (a train function that declares no count)
     if step is None and total is None:
         return "-"
     return f"{'-' if step is None else step}/{'?' if total is None else total}"

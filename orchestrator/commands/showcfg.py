@@ -17,8 +17,12 @@ from typing import Any
 
 from orchestrator.config.cli import Options
 from orchestrator.config.compose import Composed, primary_defaults
-from orchestrator.config.schema import NotifyConfig, env_name, kept_shown
+from orchestrator.config.schema import JobConfig, NotifyConfig, env_name, kept_shown
 from orchestrator.wire.codec import to_plain
+from orchestrator.workloads import JOB_KEY_WORKLOADS
+
+# Job keys only the built-ins of JOB_KEY_WORKLOADS read (the others take job.params).
+BUILTIN_JOB_KEYS = ("lr", "hidden_size", "eval_fraction")
 
 # The group under which a printed config is saved to be fed back (Hydra's convention).
 SAVED_GROUP = "experiment"
@@ -58,17 +62,29 @@ def _yaml(plain: dict[str, Any]) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(plain))
 
 
+def unread_job_keys(job: JobConfig) -> tuple[str, ...]:
+    """The job keys the job's workload (or train function) never reads: printed, they would
+    read as settings of the run (``job=gpt`` showing ``job.lr: 0.01``); left out, a config
+    fed back gets their defaults, which nothing reads either."""
+    return () if job.workload in JOB_KEY_WORKLOADS else BUILTIN_JOB_KEYS
+
+
 def job_yaml(composed: Composed) -> str:
     """--cfg job: the config, headed as a config of the group SAVED_GROUP."""
     cfg = composed.config
     notify, withheld = shown_notify(cfg.notify)
     plain = {**to_plain(cfg), "notify": to_plain(notify)}
+    unread = unread_job_keys(cfg.job)
+    plain["job"] = {k: v for k, v in plain["job"].items() if k not in unread}
     groups = [(g, composed.choices[g]) for g, option in primary_defaults() if option is not None]
     header = [
         "# @package _global_",
         "# The config python -m orchestrator composed (--cfg job). To compose it again, save it as",
         f"# DIR/{SAVED_GROUP}/NAME.yaml and give: --config-dir DIR +{SAVED_GROUP}=NAME",
     ]
+    if unread:
+        what = f"the {cfg.job.workload} workload" if cfg.job.workload else "a train function"
+        header.append(f"# Left out, {what} does not read them: {', '.join('job.' + k for k in unread)}")
     if withheld:
         header.append(
             f"# Kept out, as a run's config.json keeps it (it may hold a token): {', '.join(withheld)}; "

@@ -11,7 +11,7 @@ from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
-from orchestrator.runstate.state import RunView, fold
+from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, run_control_url
 
 
@@ -102,6 +102,20 @@ def _nodes_line(s: dict[str, Any], cloud: dict[str, Any]) -> str | None:
     return f"world      {group}   nodes {', '.join(shown)}"
 
 
+def _cell(value: Any) -> str:
+    # None: not known (a run that failed before it restored anything has no restored step).
+    return "-" if value is None else str(value)
+
+
+def incident_row(i: dict[str, Any]) -> str:
+    """One incident's row of the table."""
+    return (
+        f"  {i['kind']:<17}{i['from_region']:<10}{_cell(i.get('to_region') or None):<10}"
+        f"{_fmt_s(i.get('detected_after_s')):>9}{_cell(i.get('restored_step')):>9}"
+        f"{_cell(i.get('lost_steps')):>6}{_fmt_s(i.get('rto_s')):>8}{_incident_extra(i)}"
+    )
+
+
 def _incident_extra(i: dict[str, Any]) -> str:
     if i.get("kind") != "node_lost":
         return ""
@@ -119,14 +133,14 @@ def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
 def render(run_id: str, s: dict[str, Any]) -> str:
     job = _section(s["config"], "job")
     cloud = _section(s["config"], "cloud")
-    total = s["total"] or job.get("steps", "?")
+    total = s["total"] if s["total"] is not None else planned_total(s["config"])
     lines = [
         f"run        {run_id}",
         f"status     {s['state']}"
         + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
-        f"step       {s['step'] if s['step'] is not None else '-'}/{total}",
+        f"step       {s['step'] if s['step'] is not None else '-'}" + ("" if total is None else f"/{total}"),
         *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
         f"checkpoint {_short(s['last_checkpoint'])}",
         f"replicas   {s['replications']} copies"
@@ -148,12 +162,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     if s["incidents"]:
         lines.append("incidents")
         lines.append(f"  {'kind':<17}{'from':<10}{'to':<10}{'detected':>9}{'restored':>9}{'lost':>6}{'rto':>8}")
-        for i in s["incidents"]:
-            lines.append(
-                f"  {i['kind']:<17}{i['from_region']:<10}{i.get('to_region') or '-'!s:<10}"
-                f"{_fmt_s(i.get('detected_after_s')):>9}{i.get('restored_step', '-')!s:>9}"
-                f"{i.get('lost_steps', '-')!s:>6}{_fmt_s(i.get('rto_s')):>8}{_incident_extra(i)}"
-            )
+        lines.extend(incident_row(i) for i in s["incidents"])
     else:
         lines.append("incidents  none")
     return "\n".join(lines)

@@ -155,7 +155,7 @@ class AttemptRunner:
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
             self.ctx.emit(inj.event())
-            self.ctx.progress.note(f"chaos: {inj.kind} ({inj.detail.get('during', 'step')})")
+            self.ctx.progress.note(f"chaos: {inj.text()}")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctx = self.ctx

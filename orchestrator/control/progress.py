@@ -48,15 +48,15 @@ def line_text(region: str, generation: int, prog: dict[str, Any], lag: float | N
     ckpt_name = ckpt.rstrip("/").rsplit("/", 1)[-1] if ckpt else "none"
     rate = float(prog.get("steps_per_s") or 0.0)
     loss = prog.get("loss")
-    step = int(prog.get("step", 0) or 0)
-    total = prog.get("total", "?")
-    eta = eta_text(step, total, rate)
+    unit, done, total = counted(prog)
+    eta = eta_text(done, total, rate)
     # (text, rank): the lowest rank goes first when the line must be cut.
     parts = [
-        (f"[{region} g{generation}] step {step}/{total}", 9),
-        (f"  {rate:6.1f} steps/s", 8),
+        (f"[{region} g{generation}] {unit} {done}" + (f"/{total}" if total is not None else ""), 9),
+        (f"  {rate:6.1f} {unit}s/s", 8),
         (f"  {eta}" if eta else "", 7),
         (f"  loss {float(loss):.4f}" if loss is not None else "", 6),
+        (metrics_text(prog.get("metrics")), 4),
         (world_text(prog), 5),
         (f"  ckpt {ckpt_name}", 5),
         (f"  repl lag {lag:.2f}s" if lag is not None else "", 3),
@@ -68,6 +68,32 @@ def line_text(region: str, generation: int, prog: dict[str, Any], lag: float | N
         kept.remove(min(kept, key=lambda p: p[1]))
     text = "".join(t for t, _ in kept)
     return text if width is None else text[:width]
+
+
+def counted(prog: dict[str, Any]) -> tuple[str, int, int | None]:
+    """What the line counts, how many are done, and of how many (None: not known). A train
+    function's progress counts its reports, of the number its config declares if it does
+    (no total otherwise: no made-up ETA); the built-in loop and a search count steps."""
+    if "reports" in prog:
+        unit, done = "report", prog.get("reports")
+    else:
+        unit, done = "step", prog.get("step")
+    total = prog.get("total")
+    done = done if isinstance(done, int) and not isinstance(done, bool) else 0
+    return unit, done, total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
+def metrics_text(metrics: Any, most: int = 4) -> str:
+    """A train function's own metrics (its latest report's), the numbers among them; the
+    loss has its own part of the line."""
+    if not isinstance(metrics, dict):
+        return ""
+    shown = [
+        f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in metrics.items()
+        if k != "loss" and isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    return "  " + "  ".join(shown[:most]) if shown else ""
 
 
 def world_text(prog: dict[str, Any]) -> str:

@@ -53,6 +53,15 @@ ZOMBIE_SCAN_EVERY = 10  # looks
 REATTACH_EVERY_S = 1.0
 
 
+def step_after_report(known: int, reported: int, raised_since_restart: bool) -> int:
+    """The last step known done once a progress report of ``reported`` is read. A fault or a
+    preemption read since the worker group last (re)started moved ``known`` to the step it
+    struck at; a report read after it was written before it (reports come every half
+    second, faults and looks in between), so it cannot lower it. After a restart the
+    reports count from the restored checkpoint again, and do."""
+    return max(known, reported) if raised_since_restart else reported
+
+
 class AttemptWatch:
     """Watches one attempt to its verdict; ``out`` carries what it learns (``out.last_step``
     is the last step known done, moved by progress reports, faults and preemption notices)."""
@@ -99,6 +108,8 @@ class AttemptWatch:
         # the watch's own count may have passed by the time the restart is read (a later
         # fault's step, read in the same look).
         self.kill_steps: dict[str, int] = {}
+        # A fault or preemption moved out.last_step since the worker group last started.
+        self.step_raised = False
         self.started = ctx.clock()
         self.last_progress_at = self.started
         self.looks = 0
@@ -192,6 +203,7 @@ class AttemptWatch:
     def _on_preempted(self, ev: Event) -> None:
         # Committed at this step: nothing after it was lost.
         self.out.last_step = max(self.out.last_step, int(ev.fields["step"]))
+        self.step_raised = True
 
     def _on_preemption_notice(self, ev: Event) -> None:
         # The cloud's (or Ray's) notice is when the preemption began; a drill's
@@ -203,6 +215,7 @@ class AttemptWatch:
 
     def _train_started(self, ev: Event) -> None:
         self.train_starts += 1
+        self.step_raised = False
         restored = int(ev.fields["restored_step"])
         world = ev.fields.get("world_size")
         world = int(world) if isinstance(world, int) else None
@@ -268,7 +281,7 @@ class AttemptWatch:
             return  # only a new report moves the step: a fault's step can be newer
         step = prog.step
         self.last_progress_at = prog.time
-        self.out.last_step = step
+        self.out.last_step = step_after_report(self.out.last_step, step, self.step_raised)
 
         for inc in list(self.open_incidents):
             if inc.restored_step is not None and step > inc.restored_step:
@@ -292,13 +305,14 @@ class AttemptWatch:
         # it reported then is the previous fault's, and is recorded with that fault's time
         # and step before this one's replace them.
         fired = injector.poll(self.cluster, self.proc.pid, self.gen, before_fire=self._catch_up)
-        fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for)
+        fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for, self.out.last_step)
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.out.last_step = max(self.out.last_step, inj.step)
+            self.step_raised = True
             self.kill_steps[inj.kind] = self.out.last_step
             self.ctx.emit(inj.event())
-            self.ctx.progress.note(f"chaos: {inj.kind} at step {inj.step}")
+            self.ctx.progress.note(f"chaos: {inj.text()}")
         return bool(fired)
 
     # --- the verdict --------------------------------------------------------------

@@ -52,8 +52,13 @@ def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, starte
 
 
 def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:
-    """The newest checkpoint signed with the run's key in any store: one planted there
-    (a higher step, unsigned or signed by another run) is never named as the run's."""
+    newest = _newest_signed(run_id, stores)
+    return None if newest is None else newest[1]
+
+
+def _newest_signed(run_id: str, stores: dict[str, CheckpointStore]) -> tuple[int, str] | None:
+    """The newest checkpoint (step, url) signed with the run's key in any store: one planted
+    there (a higher step, unsigned or signed by another run) is never named as the run's."""
     best: tuple[int, str] | None = None
     for store in stores.values():
         try:
@@ -67,12 +72,21 @@ def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | 
                     break
         except StoreError:
             continue
-    return None if best is None else best[1]
+    return best
+
+
+def steps_done(attempt_steps: list[int], checkpoint_step: int | None) -> int:
+    """How far a run that did not finish got: the newest step an attempt was seen at, or
+    the newest checkpoint's, whichever is further. The workers train on between the
+    controller's looks (and a Ctrl-C stops the looks first), so a checkpoint can be newer
+    than any step the journal saw."""
+    return max([*attempt_steps, checkpoint_step or 0])
 
 
 def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
     final = record.final or {}
-    last_step = max([a.get("last_step") or 0 for a in record.attempts] or [0])
+    newest = None if final.get("final_checkpoint") else _newest_signed(record.run_id, stores)
+    last_step = steps_done([a.get("last_step") or 0 for a in record.attempts], None if newest is None else newest[0])
     finished = time.time()
     return {
         "run_id": record.run_id,
@@ -81,7 +95,7 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "region": record.region,
         "final_step": final.get("final_step", last_step),
         "metrics": final.get("metrics", {}),
-        "final_checkpoint": final.get("final_checkpoint") or _newest_committed(record.run_id, stores),
+        "final_checkpoint": final.get("final_checkpoint") or (None if newest is None else newest[1]),
         "weights_sha256": final.get("weights_sha256"),
         # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to know).
         "checkpoint_sha256": final.get("checkpoint_sha256"),

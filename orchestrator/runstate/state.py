@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from orchestrator.hpo import max_search_steps, trial_count
 from orchestrator.runstate.events import (
     AttemptEnded,
     AttemptStarted,
@@ -37,6 +38,7 @@ from orchestrator.runstate.events import (
     Unknown,
 )
 from orchestrator.runstate.lifecycle import RunState
+from orchestrator.workloads import declared_reports
 from recovery.detection import Failure
 from recovery.fencing import Lineage
 from recovery.policy import Decision, History
@@ -343,3 +345,22 @@ def fold(events: Iterable[Event], view: RunView | None = None) -> RunView:
     for event in events:
         out = apply(out, event)
     return out
+
+
+def planned_total(config: Mapping[str, Any]) -> int | None:
+    """The run's step total as the journal's copy of its config tells it, the total its
+    progress reports (orchestrator.config.derived.total_steps): a search's most search
+    steps, a train function's declared reports (None if it declares none), else
+    job.steps. None where the copy cannot tell (it is for display, and may be damaged)."""
+    job, hpo = config.get("job"), config.get("hpo")
+    job = job if isinstance(job, Mapping) else {}
+    try:
+        if isinstance(hpo, Mapping) and hpo.get("enabled"):
+            return max_search_steps(trial_count(dict(hpo["search_space"]), int(hpo["num_samples"])), int(hpo["max_t"]))
+        if job.get("train_func"):
+            params = job.get("params")
+            return declared_reports(params if isinstance(params, Mapping) else {})
+    except Exception:  # a damaged search section (ConfigError, KeyError, ...): cannot tell
+        return None
+    steps = job.get("steps")
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None

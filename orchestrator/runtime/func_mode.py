@@ -12,8 +12,11 @@ go through the orchestrator's stores instead of Ray's storage path:
 - before the function starts, rank 0 picks the newest checkpoint that verifies on
   the controller's lineage exactly as the built-in loop does, and every rank
   downloads and verifies it into a temporary folder that get_checkpoint() returns;
-- each report's metrics go to the controller as progress; the last ones (rank 0's)
-  are the result's metrics, with ``checkpoint_sha256`` naming the final checkpoint;
+- each report's metrics go to the controller as progress, with the reports made so
+  far; the last ones (rank 0's) are the result's metrics, with ``checkpoint_sha256``
+  naming the final checkpoint. The progress has a total (and so an ETA) only when the
+  function's config says how many reports it will make (``declared_reports``):
+  ``job.steps`` is the built-in loop's count, not the function's;
 - after a preemption notice, the next report that carries a checkpoint commits it
   synchronously and the function is stopped on every rank (the driver then exits
   EXIT_PREEMPTED); chaos ``during: checkpoint_upload`` and ``during: restore`` meet
@@ -38,7 +41,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -49,12 +54,14 @@ from typing import Any, Protocol
 
 import torch
 from ray.train.v2._internal.constants import is_v2_enabled
+from ray.train.v2._internal.execution import context as ray_context
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
 from orchestrator.runtime.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.workloads import declared_reports
 from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name, checkpoint_digest
 from recovery.store import sha256_hex
 
@@ -133,6 +140,39 @@ def merge_rank_files(per_rank: Sequence[Mapping[str, bytes] | None]) -> tuple[di
             elif merged[name] != data:
                 conflicts.add(name)
     return merged, sorted(conflicts)
+
+
+def reports_at(extra: Mapping[str, Any], step: int) -> int:
+    """The reports a function had made when it reported the checkpoint whose manifest
+    carries ``extra``; one committed before they were counted: at least its step."""
+    reports = extra.get("reports")
+    return reports if isinstance(reports, int) and not isinstance(reports, bool) and reports >= step else step
+
+
+_RAY_REPORT_LINE = re.compile(r"Reporting training result (\d+): TrainingReport\(checkpoint=None,")
+
+
+def annotated_report_line(message: str, committed: Mapping[int, int]) -> str:
+    """Ray's log line for a report (``Reporting training result N: TrainingReport(checkpoint=None,
+    ...``) says what its report got: no checkpoint, since the run's go to its stores. For
+    the N-th report of this worker that carried one (``committed``: N -> the step it was
+    committed as), the line says where it went instead; other lines stay as Ray wrote them."""
+    match = _RAY_REPORT_LINE.match(message)
+    step = None if match is None else committed.get(int(match.group(1)))
+    if step is None:
+        return message
+    return message.replace("checkpoint=None", f"checkpoint=<step {step} in the run's stores>", 1)
+
+
+class _ReportLineFilter(logging.Filter):
+    def __init__(self, committed: Mapping[int, int]) -> None:
+        super().__init__()
+        self.committed = committed
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.args:
+            record.msg = annotated_report_line(record.msg, self.committed)
+        return True
 
 
 def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
@@ -261,6 +301,9 @@ class FuncRun(WorkerAttempt):
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         super().__init__(spec, rank, world, control)
         self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
+        self.reports = 0  # reports made in the run so far (a restore starts it at its checkpoint's)
+        self.restored_reports = 0
+        self.total = declared_reports(spec.job.params)
         self.restored = 0
         self.restored_dir: str | None = None
         self.preempting = False  # a notice is agreed; the next checkpoint is the last
@@ -269,6 +312,10 @@ class FuncRun(WorkerAttempt):
         self._digests: dict[str, str] | None = None
         self._last_progress = 0.0
         self._t_start = time.time()
+        # This worker's reports so far, as Ray numbers them in its log, and the step each
+        # one that carried a checkpoint was committed as.
+        self._calls = 0
+        self._committed_calls: dict[int, int] = {}
 
     # --- the attempt ---------------------------------------------------------------------
     def run(self) -> None:
@@ -293,8 +340,13 @@ class FuncRun(WorkerAttempt):
                 self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
             )
         self._t_start = time.time()
-        with routed_through(self):
-            call_user_function(fn, dict(self.spec.job.params))
+        lines = _ReportLineFilter(self._committed_calls)
+        ray_context.logger.addFilter(lines)
+        try:
+            with routed_through(self):
+                call_user_function(fn, dict(self.spec.job.params))
+        finally:
+            ray_context.logger.removeFilter(lines)
         if self.rank == 0:
             self.finish()
 
@@ -312,6 +364,7 @@ class FuncRun(WorkerAttempt):
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
+        self.reports = self.restored_reports = reports_at(m.extra, m.step)
         return m.step
 
     def finish(self) -> None:
@@ -319,16 +372,7 @@ class FuncRun(WorkerAttempt):
         self.flush_losses()
         self.checkpointer.wait()
         elapsed = max(time.time() - self._t_start, 1e-9)
-        total = self.spec.job.steps
-        self.control.progress(
-            self.gen,
-            step=self.count,
-            total=total,
-            loss=_number(self.metrics.get("loss")),
-            last_checkpoint=self.last_checkpoint,
-            restored_step=self.restored,
-            metrics=self.metrics,
-        )
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(elapsed))
         self.control.final(
             self.gen,
             final_step=self.count,
@@ -355,12 +399,15 @@ class FuncRun(WorkerAttempt):
                 mine = read_checkpoint_dir(folder)
             if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
+        self.reports += 1
+        self._calls += 1
         any_checkpoint, notice = self._agree(mine is not None)
         self.preempting = self.preempting or notice
         plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         if plan.commit:
             per_rank = self._gather(mine)
             self.count = plan.step
+            self._committed_calls[self._calls] = plan.step
             if self.rank == 0:
                 self._commit(plan.step, per_rank, metrics, wait=plan.wait)
         if self.rank == 0:
@@ -415,7 +462,8 @@ class FuncRun(WorkerAttempt):
         self._digests = {name: sha256_hex(data) for name, data in files.items()}
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        self.checkpointer.submit(step, files, extra={"world_size": self.world, "train_func": self.spec.job.train_func})
+        extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
+        self.checkpointer.submit(step, files, extra=extra)
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
@@ -429,14 +477,18 @@ class FuncRun(WorkerAttempt):
         if not force and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        self.control.progress(
-            self.gen,
-            step=self.count,
-            total=self.spec.job.steps,
-            loss=_number(self.metrics.get("loss")),
-            steps_per_s=(self.count - self.restored) / max(now - self._t_start, 1e-9),
-            last_checkpoint=self.last_checkpoint,
-            restored_step=self.restored,
-            metrics=self.metrics,
-        )
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(now - self._t_start))
         self.flush_losses()
+
+    def _progress_fields(self, elapsed: float) -> dict[str, Any]:
+        """What the function reported: its reports so far (of the total its config declares,
+        if it does), their rate, its metrics. ``step`` stays its checkpoint count."""
+        return {
+            "total": self.total,
+            "reports": self.reports,
+            "loss": _number(self.metrics.get("loss")),
+            "steps_per_s": (self.reports - self.restored_reports) / max(elapsed, 1e-9),
+            "last_checkpoint": self.last_checkpoint,
+            "restored_step": self.restored,
+            "metrics": self.metrics,
+        }

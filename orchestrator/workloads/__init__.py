@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import sys
 import types
 import typing
@@ -29,6 +30,10 @@ REQUIRED = ("model", "optimizer", "loss")
 DATA_METHODS = ("batch", "dataset")
 # Built-ins that read job.lr / job.hidden_size / job.batch_size: what a search may vary.
 JOB_KEY_WORKLOADS = ("digits", "synthetic")
+# The keys of a train function's config (job.params) that say how many reports it will
+# make, as Ray Train's examples spell them: one report per epoch. Without one, a
+# function's progress has no total (job.steps is the built-in loop's, not its).
+REPORT_COUNT_KEYS = ("num_epochs", "epochs")
 
 
 class WorkloadError(Exception):
@@ -50,19 +55,48 @@ def import_object(path: str, key: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
+        site = import_site(exc)
+        if site is not None and not _is_package_of(missing, module_name):
+            # The user's module was found: it is what it imports that is missing.
+            raise WorkloadError(
+                key,
+                f"importing {module_name!r}: no module named {missing!r}, imported at {site}; install it "
+                "(clusters: job.code_dir's requirements.txt) or fix that import",
+            ) from None
         raise WorkloadError(
             key,
             f"cannot import {module_name!r} (no module named {missing!r}); put the folder that holds it "
             "on PYTHONPATH or run from it (clusters: job.code_dir)",
         ) from None
     except Exception as exc:  # the user's module raised while importing
-        raise WorkloadError(key, f"importing {module_name!r} raised {type(exc).__name__}: {_first(exc)}") from None
+        site = import_site(exc)
+        at = f" at {site}" if site is not None else ""
+        raise WorkloadError(key, f"importing {module_name!r} raised {type(exc).__name__}{at}: {_first(exc)}") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise WorkloadError(key, f"module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def import_site(exc: BaseException) -> str | None:
+    """``file:line`` of the user's code where an import raised: the innermost frame of its
+    traceback outside the import machinery; None when it never reached a file of theirs."""
+    site = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith("<") and name != __file__ and "importlib" not in name.split(os.sep):
+            site = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
+
+
+def _is_package_of(missing: str, module_name: str) -> bool:
+    """Whether the missing module is ``module_name`` or a package on its path (the user's
+    own module not found) rather than something it imports."""
+    return module_name == missing or module_name.startswith(missing + ".")
 
 
 def workload_class(path: str) -> type:
@@ -90,6 +124,15 @@ def train_function(path: str) -> Any:
     if not callable(fn) or isinstance(fn, type):
         raise WorkloadError("job.train_func", f"{path!r} is not a function")
     return fn
+
+
+def declared_reports(params: typing.Mapping[str, Any]) -> int | None:
+    """How many reports a train function with config ``params`` says it will make, or None."""
+    for key in REPORT_COUNT_KEYS:
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def is_builtin(path: str) -> bool:
@@ -179,6 +222,27 @@ def make_workload(job: dict[str, Any], data: dict[str, Any] | None = None) -> An
         # digits and synthetic predate job.params: they read job.* and data.*.
         return from_job(job, data or {})
     return cls(validate_params(cls, dict(job.get("params") or {})))
+
+
+def construct_problem(job: dict[str, Any]) -> WorkloadError | None:
+    """Construct the workload a job names (not a built-in: those take job.* and load data),
+    as every worker will; the constructor's exception as one WorkloadError naming the
+    class, the user's file and line, and the message. Run before anything launches, so a
+    constructor that always raises costs no cluster (``python -m orchestrator.workloads``)."""
+    path = str(job.get("workload") or "")
+    if not path or job.get("train_func") or is_builtin(path):
+        return None
+    try:
+        make_workload(job)
+    except WorkloadError as exc:
+        return exc
+    except Exception as exc:  # the user's constructor
+        site = import_site(exc)
+        at = f" at {site}" if site is not None else ""
+        return WorkloadError(
+            "job.workload", f"{path}(job.params) raised {type(exc).__name__}{at}: {_first(exc)}; fix it or job.params"
+        )
+    return None
 
 
 def _first(exc: BaseException) -> str:

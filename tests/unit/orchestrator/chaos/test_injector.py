@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos.injector import FaultInjector
+from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultRefused
 from orchestrator.wire.control import ControlChannel
@@ -79,3 +79,26 @@ def test_node_faults_in_the_config() -> None:
     assert (
         config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,during:provisioning}]"]).key == "chaos.faults[0].during"
     )
+
+
+# --- a time-based fault's step ---------------------------------------------------------------------
+
+
+def test_a_timed_fault_strikes_at_the_newest_step_known_done_and_says_what_set_it_off(tmp_path: Path) -> None:
+    class NoNodes:
+        name = "blob"
+
+        def processes(self, cluster: ClusterHandle) -> list[int]:
+            return []
+
+    control = ControlChannel(f"file://{tmp_path}/control")
+    blob: Any = NoNodes()
+    inj = FaultInjector([{"kind": "hang_node", "after_s": 1.0}], control, blob, lambda: [], "r")
+    (fired,) = inj.timed(ClusterHandle("c", "local-a", "blob", ""), None, 1, training_for_s=2.0, step=152)
+    assert fired.step == 152 and fired.event().step == 152
+    assert fired.text() == "hang_node at step 152 (timed: after_s)"
+
+
+def test_a_faults_line_names_its_step_or_its_phase() -> None:
+    assert Injected(0, "kill_region", 170, 0.0, {}).text() == "kill_region at step 170"
+    assert Injected(0, "kill_region", 170, 0.0, {"during": "failover"}).text() == "kill_region (failover)"

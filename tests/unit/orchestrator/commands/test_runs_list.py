@@ -263,7 +263,7 @@ def test_step_and_start_cells() -> None:
     assert (fmt_step(240, 500), fmt_step(None, 500), fmt_step(60, None), fmt_step(None, None)) == (
         "240/500",
         "-/500",
-        "60/?",
+        "60",  # no total to count against: none is made up
         "-",
     )
     assert fmt_started(None) == "-"
@@ -507,3 +507,12 @@ def test_main_refuses_a_runs_file_in_one_line(tmp_path: Path, capsys: pytest.Cap
     assert main(["action=list", f"home={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}/runs: is a file")
+
+
+def test_a_searchs_row_counts_its_search_steps_as_its_summary_does() -> None:
+    search = {**CONFIG, "hpo": {"enabled": True, "search_space": {"lr": "choice 0.1 0.2 0.3"}, "num_samples": 6,
+                                "max_t": 6}}  # fmt: skip
+    started = [E.RunStarted(run_id="r1", pid=1, config=search, ts=T0), *up_to_running()[1:]]
+    view = fold([*started, E.Transition(RunState.SUCCEEDED, RunState.RUNNING, ts=T0 + 60)])
+    row = row_from("r1", view, result_of("SUCCEEDED", final_step=32), None, False, now=T0 + 999)
+    assert fmt_step(row.step, row.total) == "32/42"

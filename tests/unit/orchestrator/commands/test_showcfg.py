@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.__main__ import main
-from orchestrator.commands.showcfg import SAVED_GROUP
+from orchestrator.commands.showcfg import SAVED_GROUP, unread_job_keys
 from orchestrator.config.compose import compose
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import to_plain
@@ -43,3 +43,13 @@ def test_cfg_job_prints_a_config_that_composes_the_same_config_and_keeps_tokens_
     with pytest.raises(ConfigError) as info:
         compose(fed_back)
     assert info.value.key == "notify.webhook" and "give the URL, or env:VARNAME" in str(info.value)
+
+
+def test_cfg_job_leaves_out_the_job_keys_the_workload_does_not_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert unread_job_keys(compose(["job=digits"]).job) == ()
+    assert unread_job_keys(compose(["job=gpt"]).job) == ("lr", "hidden_size", "eval_fraction")
+    assert main(["--cfg", "job", "job=gpt"]) == 0
+    printed = capsys.readouterr().out
+    job = printed.split("\njob:\n", 1)[1].split("\ntrainer:", 1)[0]
+    assert "\n  lr:" not in job and "hidden_size" not in job and "\n    lr: 0.003" in job
+    assert "# Left out, the gpt workload does not read them: job.lr, job.hidden_size, job.eval_fraction" in printed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.commands.status import _incident_extra, _nodes_line, world_now
+from orchestrator.commands.status import _incident_extra, _nodes_line, incident_row, world_now
 from orchestrator.runstate.events import NodeLost, NodeReplaced, RuntimeReport
 
 CLOUD = {"regions": {"local-a": {"nodes": 2}, "local-b": {"nodes": 1}}}
@@ -36,3 +36,15 @@ def test_a_node_lost_incident_names_the_node_the_replacement_and_the_world() -> 
     row = {"kind": "node_lost", "node": 1, "replace_s": None, "world_size_before": 2, "world_size_after": 1}
     assert _incident_extra(row) == "  node 1, not replaced, world 2->1"
     assert _incident_extra({"kind": "cluster_lost"}) == ""
+
+
+def test_an_incident_with_nothing_restored_shows_dashes_not_none() -> None:
+    # A user_error ends the run: nothing restored, nothing lost to count, no other region.
+    row = incident_row(
+        {"kind": "user_error", "from_region": "local-a", "to_region": None, "detected_after_s": 0.2,
+         "restored_step": None, "lost_steps": None, "rto_s": None}
+    )  # fmt: skip
+    assert "None" not in row and row.split() == ["user_error", "local-a", "-", "0.2s", "-", "-", "-"]
+    row = incident_row({"kind": "kill_region", "from_region": "a", "to_region": "b", "restored_step": 150,
+                        "lost_steps": 20})  # fmt: skip
+    assert row.split() == ["kill_region", "a", "b", "-", "150", "20", "-"]

@@ -166,3 +166,19 @@ def test_the_line_shows_the_world_and_the_nodes_where_they_can_change() -> None:
     assert world_text({"world_size": 1, "workers": 2}) == "  1/2 workers"
     assert world_text({"world_size": 2, "workers": 2, "nodes": "2/2"}) == "  2/2 workers, 2/2 nodes"
     assert world_text({"workers": 2, "nodes": "1/2"}) == "  1/2 nodes"
+
+
+def test_a_train_functions_line_counts_its_reports_with_no_total_or_eta_unless_declared() -> None:
+    # job.steps is the built-in loop's: a function that declares nothing has no total.
+    metrics = {"epoch": 7, "acc": 0.91234, "loss": 0.5}
+    prog = {"step": 8, "reports": 8, "steps_per_s": 2.0, "loss": 0.5, "metrics": metrics}
+    text = line_text("local-a", 1, prog, None, None)
+    assert text.startswith("[local-a g1] report 8  ") and "reports/s" in text
+    assert "ETA" not in text and "/500" not in text and "epoch 7  acc 0.9123" in text
+    declared = line_text("local-a", 1, {**prog, "total": 10}, None, None)
+    assert "report 8/10" in declared and "ETA 0:01" in declared
+
+
+def test_the_built_in_loop_and_a_search_count_steps_of_their_total() -> None:
+    assert progress.counted({"step": 32, "total": 42, "trials": {"RUNNING": 2}}) == ("step", 32, 42)
+    assert progress.counted({"step": 5}) == ("step", 5, None)

@@ -159,3 +159,17 @@ def test_the_tensorboard_writers_gathering_never_holds_its_close_up(
     writer.close()  # waits at most close_s, and says so if what was queued is not written by then
     assert failures == []
     assert list((tmp_path / "tb").iterdir())
+
+
+# --- the last step known done ------------------------------------------------------------------
+
+
+def test_a_report_written_before_a_fault_does_not_lower_the_faults_step() -> None:
+    # kill_region at step 170, read before the report of step 151 it overtook: 170 stands,
+    # so restoring step 150 loses 20 steps, not 1.
+    assert watch_mod.step_after_report(170, 151, raised_since_restart=True) == 170
+    assert watch_mod.step_after_report(170, 175, raised_since_restart=True) == 175
+
+
+def test_after_a_restart_the_reports_count_from_the_restored_checkpoint_again() -> None:
+    assert watch_mod.step_after_report(170, 151, raised_since_restart=False) == 151

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
-from orchestrator.runstate.result import read_result
+from orchestrator.runstate.result import read_result, steps_done
 
 RESULT = {
     "run_id": "r",
@@ -118,3 +118,10 @@ def test_a_journal_under_a_file_is_no_journal_and_a_folder_is_damage(tmp_path: P
 
 
 # --- preflight names the key at fault ---------------------------------------------------------
+
+
+def test_an_unfinished_runs_step_is_at_least_its_newest_checkpoints() -> None:
+    # Ctrl-C: the journal last saw step 1059, the workers had committed step-1100 by then.
+    assert steps_done([0, 1059], 1100) == 1100
+    assert steps_done([1180], 1100) == 1180
+    assert steps_done([], None) == 0

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.runstate import event_json as J
 from orchestrator.runstate import events as E
-from orchestrator.runstate.state import RunView, apply, fold
+from orchestrator.runstate.state import RunView, apply, fold, planned_total
 from tests.unit.orchestrator.runstate.test_events import _journey
 from tests.unit.orchestrator.runstate.test_replay import ev
 
@@ -72,3 +72,19 @@ def test_the_view_has_what_the_result_needs() -> None:
         {"generation": 1, "region": "local-a", "outcome": "cluster_lost"},
         {"generation": 2, "region": "local-b", "outcome": "user_error"},
     ]
+
+
+SEARCH = {"enabled": True, "search_space": {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64"},
+          "num_samples": 6, "max_t": 6}  # fmt: skip
+
+
+def test_the_planned_total_is_the_one_the_runs_progress_reports() -> None:
+    # digits_hpo: job.steps 150 is unused by a search; its progress counts 6 trials x (6 + 1) search steps.
+    assert planned_total({"job": {"steps": 150}, "hpo": SEARCH}) == 42
+    assert planned_total({"job": {"steps": 150}, "hpo": {**SEARCH, "enabled": False}}) == 150
+    # A train function: the reports its config declares, else no total (not job.steps).
+    assert planned_total({"job": {"steps": 500, "train_func": "m:f", "params": {"epochs": 5}}}) == 5
+    assert planned_total({"job": {"steps": 500, "train_func": "m:f", "params": {}}}) is None
+    # A damaged copy cannot tell.
+    assert planned_total({"job": {"steps": "x"}}) is None
+    assert planned_total({"job": {}, "hpo": {"enabled": True, "search_space": {"lr": "nope"}}}) is None

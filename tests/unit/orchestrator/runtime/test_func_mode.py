@@ -26,10 +26,12 @@ from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
 from orchestrator.runtime import func_mode
 from orchestrator.runtime.func_mode import (
     StoreFnUtils,
+    annotated_report_line,
     call_user_function,
     merge_rank_files,
     plan_report,
     read_checkpoint_dir,
+    reports_at,
     routed_through,
     write_checkpoint_dir,
 )
@@ -274,6 +276,10 @@ def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_
     assert trace.read_text().split() == ["0", "1", "2", "3", "4"]
     m5 = store.manifest("fn-unit", 5)
     assert m5 is not None and final["checkpoint_sha256"] == checkpoint_digest({f.name: f.sha256 for f in m5.files})
+    # Its progress: the reports it made, of the epochs its config declares (not job.steps).
+    prog = ControlChannel(second.control_url).read_progress(2)
+    assert prog is not None and (prog.step, prog["reports"], prog["total"]) == (5, 5, 5)
+    assert m5.extra["reports"] == 5
 
 
 def test_a_corrupt_newest_checkpoint_is_skipped_on_restore(
@@ -393,3 +399,18 @@ def test_during_restore_meets_the_injector_once_a_checkpoint_is_chosen(
 
 
 # --- two ranks over a real gloo group (no Ray): the collectives in report() ----------------------
+
+
+def test_a_restored_functions_report_count_is_its_checkpoints_or_at_least_its_step() -> None:
+    assert reports_at({"reports": 12}, 4) == 12
+    # Committed before reports were counted (or a count that cannot be): its step.
+    assert reports_at({}, 4) == 4 and reports_at({"reports": 2}, 4) == 4 and reports_at({"reports": True}, 4) == 4
+
+
+def test_rays_log_line_for_a_report_that_carried_a_checkpoint_says_where_it_went() -> None:
+    line = "Reporting training result 2: TrainingReport(checkpoint=None, metrics={'loss': 0.5}, validation=False)"
+    ours = line.replace("checkpoint=None", "checkpoint=<step 7 in the run's stores>")
+    assert annotated_report_line(line, {2: 7}) == ours
+    # A report with no checkpoint, and any other line, stay as Ray wrote them.
+    assert annotated_report_line(line, {1: 6}) == line
+    assert annotated_report_line("Reporting training result 2: something else", {2: 7}).endswith("something else")

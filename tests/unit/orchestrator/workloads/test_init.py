@@ -13,7 +13,7 @@ import pytest
 from orchestrator.config.compose import compose
 from orchestrator.config.usercode import check_user_code
 from orchestrator.errors import ConfigError
-from orchestrator.workloads import WorkloadError, make_workload, validate_params, workload_class
+from orchestrator.workloads import WorkloadError, declared_reports, make_workload, validate_params, workload_class
 from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "tinywork.py"
@@ -64,8 +64,9 @@ def userpkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copy(FIXTURE, tmp_path / "tinywork.py")
     (tmp_path / "usermods.py").write_text(BROKEN)
     (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('config file missing')\n")
+    (tmp_path / "imports_missing.py").write_text("import os\nimport torchvision_extras_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("tinywork", "usermods", "raises_on_import"):
+    for name in ("tinywork", "usermods", "raises_on_import", "imports_missing"):
         sys.modules.pop(name, None)
     return tmp_path
 
@@ -88,7 +89,8 @@ def test_bad_import_paths_name_job_workload(userpkg: Path) -> None:
     assert "expected 'module:name'" in message("job.workload=usermods.NoLoss")
     assert "built-ins: digits, synthetic, gpt" in message("job.workload=resnet")
     assert "is a int, expected a class" in message("job.workload=usermods:not_a_class")
-    assert "RuntimeError: config file missing" in message("job.workload=raises_on_import:X")
+    assert "RuntimeError at " in message("job.workload=raises_on_import:X")
+    assert "raises_on_import.py:1: config file missing" in message("job.workload=raises_on_import:X")
     assert key_of("job.train_func=nosuch:train") == "job.train_func"
     assert key_of("job.train_func=usermods:NoLoss") == "job.train_func"
 
@@ -194,3 +196,20 @@ def test_config_dir_finds_the_users_own_job_configs(tmp_path: Path, userpkg: Pat
     with pytest.raises(ConfigError) as info:
         config_dir_overrides(["--config-dir", str(tmp_path / "missing")])
     assert info.value.key == "--config-dir"
+
+
+def test_a_train_function_declares_its_report_count_only_through_its_epochs() -> None:
+    assert declared_reports({"epochs": 5, "lr": 0.1}) == 5
+    assert declared_reports({"num_epochs": 3, "epochs": 9}) == 3
+    # No count, or none that is one: no total, so no ETA.
+    assert declared_reports({"lr": 0.1}) is None
+    assert declared_reports({"epochs": "5"}) is None and declared_reports({"epochs": True}) is None
+    assert declared_reports({"epochs": 0}) is None
+
+
+def test_a_module_found_that_imports_a_missing_one_names_it_and_the_line_not_pythonpath(userpkg: Path) -> None:
+    text = message("job.workload=imports_missing:Net")
+    assert f"no module named 'torchvision_extras_xyz', imported at {userpkg / 'imports_missing.py'}:2" in text
+    assert "PYTHONPATH" not in text
+    # The user's own module not found: where to put it.
+    assert "PYTHONPATH" in message("job.workload=nosuch_usermod:Net")
