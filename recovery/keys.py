@@ -23,7 +23,6 @@ written to a store, a log or a file.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 from dataclasses import dataclass, field
@@ -40,11 +39,25 @@ class KeysError(ValueError):
     """Key material that cannot be used; the message never carries a key."""
 
 
-@functools.lru_cache(maxsize=256)
+# Keys met on the way down a chain, every ANCHOR hashes, per chain: a later derivation
+# starts from the nearest one above it instead of the top (a controller checks manifests
+# of many generations; each would otherwise cost up to TOP hashes).
+ANCHOR = 512
+_anchors: dict[bytes, dict[int, bytes]] = {}
+
+
 def _hash_down(key: bytes, times: int) -> bytes:
-    for _ in range(times):
-        key = hashlib.sha256(key).digest()
-    return key
+    """``key`` hashed ``times`` times."""
+    marks = _anchors.setdefault(key, {0: key})
+    start = max(t for t in marks if t <= times)
+    out = marks[start]
+    for t in range(start + 1, times + 1):
+        out = hashlib.sha256(out).digest()
+        if t % ANCHOR == 0 and len(marks) <= TOP // ANCHOR + 1:
+            marks[t] = out
+    if len(_anchors) > 64:  # bounded: one chain per run a process checks
+        _anchors.pop(next(iter(_anchors)))
+    return out
 
 
 def chain_top(secret: bytes, run_id: str) -> bytes:

@@ -445,7 +445,7 @@ def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
     if len(head) == 32 and count.isdigit():
         if int(count) != -(-len(data) // MULTIPART_CHUNK):
             return None  # another uploader's part size: read it back instead
-        return etag == multipart_etag(data)
+        return etag == multipart_etag(data, MULTIPART_CHUNK)
     return None
 
 
