@@ -12,8 +12,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.bounds import refuse_unbounded
 from orchestrator.config.hydra_errors import refusal, refuse_sweeps, refuse_unhonoured, region_key, translate
 from orchestrator.config.notify_targets import refuse_kept
+from orchestrator.config.overrides import refuse_no_ops
 from orchestrator.config.schema import Config, RegionConfig
 from orchestrator.config.typed import build
 from orchestrator.config.validate import validate
@@ -60,8 +62,10 @@ def compose_full(overrides: list[str], conf_dir: Path = CONF_DIR) -> Composed:
     from orchestrator.config import compose_cache
 
     _register()
+    refuse_unbounded(overrides)
     refuse_unhonoured(overrides)
     refuse_sweeps(overrides)
+    refuse_no_ops(overrides, [g for g, option in primary_defaults(conf_dir) if option is not None])
     given, additions = split_region_additions(_free_form(_absolute_home(overrides)))
     GlobalHydra.instance().clear()
     try:
