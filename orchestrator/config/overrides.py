@@ -37,8 +37,9 @@ def refuse_no_ops(overrides: list[str], groups: list[str]) -> None:
             picked[key] = value
         kind = schema_kind(key)
         if sep and value.replace(" ", "") == "{}" and kind in (SECTION, REGIONS, REGION, FREE):
-            how = f"to empty it: ~{key}" if kind == FREE else f"set its keys: {key}.<name>=VALUE"
-            raise ConfigError(key, f"{{}} changes nothing (Hydra merges a mapping into the key's); {how}")
+            raise ConfigError(
+                key, f"{{}} changes nothing (Hydra merges a mapping into the key's); set its keys: {key}.<name>=VALUE"
+            )
         if raw_key.startswith("~") and kind in (SECTION, REGIONS, FIELD):
             raise ConfigError(
                 key,
