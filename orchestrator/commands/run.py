@@ -218,7 +218,7 @@ def resume(cli: Config) -> int:
     # The journal is the run's state: read whole before anything is locked, torn down or launched.
     journal = rundir.journal_path(run_dir)
     refuse_damaged_journal(journal)
-    if os.path.lexists(journal) and not any(True for _ in read_events(journal)):
+    if os.path.lexists(journal) and sum(1 for _ in read_events(journal)) == 0:
         raise DamagedFile(journal, "holds no event: the run is damaged")
     cfg.progress, cfg.show_logs = cli.progress, cli.show_logs
     lock = rundir.lock_controller(run_dir)

@@ -59,7 +59,7 @@ def seconds(key: str, value: float, off: bool = False) -> None:
         return
     if not MIN_SECONDS <= value <= MAX_SECONDS:
         zero = "0 (off) or " if off else ""
-        raise ConfigError(key, f"got {show(value)}; expected {zero}seconds in {MIN_SECONDS:g}..{MAX_SECONDS:g}")
+        raise ConfigError(key, f"got {show(value)}; expected {zero}seconds > 0, in {MIN_SECONDS:g}..{MAX_SECONDS:g}")
 
 
 def at_least(key: str, value: float, least: float, what: str, off: bool = False) -> None:

@@ -48,7 +48,7 @@ def validate_notify(notify: NotifyConfig) -> None:
                 "notify.command", "is empty; give a program and its arguments, e.g. 'python3 notify.py', or null"
             )
     if not notify.timeout_s >= MIN_SECONDS:
-        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds >= {MIN_SECONDS:g}")
+        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds > 0, at least {MIN_SECONDS:g}")
     if notify.timeout_s > MAX_NOTIFY_TIMEOUT_S:
         raise ConfigError(
             "notify.timeout_s",

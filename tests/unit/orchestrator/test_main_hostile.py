@@ -4,7 +4,8 @@ Each case must end with exit status 2 and one stderr line starting ``error:`` th
 the key, with no traceback, within a few seconds, launching nothing (providers, the
 controller, the supervisor, preflight and plan fail the test if called) and writing
 nothing under the sandbox: home, the user's home (``~/.sky`` included) and the working
-directory. One test runs a handful of them as the real process.
+directory. tests/integration/orchestrator/test_main_hostile.py runs a handful of them as
+the real process.
 """
 
 from __future__ import annotations

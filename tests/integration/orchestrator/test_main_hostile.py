@@ -1,4 +1,4 @@
-"""A handful of the hostile command lines (tests/unit/orchestrator/commands/test_hostile_cli.py)
+"""A handful of the hostile command lines (tests/unit/orchestrator/test_main_hostile.py)
 as the real process: ``python -m orchestrator`` exits 2 with one line, within seconds,
 writing nothing under its home or the user's home."""
 
@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +29,7 @@ PROCESS_CASES = [
 
 
 def test_the_real_process_refuses_hostile_command_lines_in_one_line(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[4]
+    root = REPO
     for d in ("home", "user"):
         (tmp_path / d).mkdir()
     env = {
