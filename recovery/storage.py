@@ -26,7 +26,25 @@ SECRET_WORDS = frozenset(
 )
 # "key" is a credential after one of these words, or as the whole name (s3fs's key=);
 # a KMS key id (SSEKMSKeyId) or a cache key is not.
-KEY_QUALIFIERS = frozenset({"access", "secret", "private", "api", "account", "master", "shared", "signing", "sas"})
+KEY_QUALIFIERS = frozenset(
+    {"access", "secret", "private", "api", "account", "master", "shared", "signing", "sas", "customer"}
+)
+# The same, read in a name squashed to lowercase letters and digits, look-alike digits read
+# as letters ("Secret-Access_Key", "secretaccesskey" and "s3cr3tAcce55Key" are one name).
+SECRET_STEMS = frozenset(
+    {
+        *SECRET_WORDS - {"token"},
+        *(q + "key" for q in KEY_QUALIFIERS),
+        *(w + "token" for w in ("session", "security", "access", "refresh", "auth", "bearer", "id", "sas", "api")),
+        "connectionstring",
+    }
+)
+# Providers' option names that are a credential whole (s3fs's key/secret/token, paramiko's
+# pkey, aiohttp's auth, Azure's sas), squashed as above.
+CREDENTIAL_OPTIONS = frozenset({"key", "secret", "token", "pkey", "auth", "sas", "pwd", "pass", "cookie", "cookies"})
+_LOOKALIKE = {
+    one: str.maketrans({"0": "o", "1": one, "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}) for one in "il"
+}
 # Values of a token option that choose a credential chain rather than hold a credential.
 TOKEN_CHAINS = frozenset({"anon", "google_default", "cloud"})
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -54,9 +72,14 @@ def has_userinfo(url: str) -> bool:
 def credential_name(name: str) -> bool:
     """Whether an option of this name holds a credential: one of SECRET_WORDS among its
     words (split at '_', '-', '.' and camelCase), or "key" alone or after a KEY_QUALIFIERS
-    word. ``aws_secret_access_key``, ``client_secret``, ``sas_token``, ``Authorization``
-    are; ``endpoint_url``, ``region_name``, ``anon``, ``SSEKMSKeyId``, ``max_tokens`` are not."""
-    words = [w.lower() for w in _WORD.findall(name)]
+    word; or, squashed (``squashed``), one of CREDENTIAL_OPTIONS whole or holding one of
+    SECRET_STEMS. ``aws_secret_access_key``, ``secretaccesskey``, ``Passw0rd``,
+    ``client_secret``, ``SSECustomerKey``, ``sas_token``, ``Authorization`` are;
+    ``endpoint_url``, ``region_name``, ``anon``, ``SSEKMSKeyId``, ``max_tokens`` are not."""
+    for flat in squashed(name):
+        if flat in CREDENTIAL_OPTIONS or any(stem in flat for stem in SECRET_STEMS):
+            return True
+    words = [w.lower().translate(_LOOKALIKE["i"]) for w in _WORD.findall(name)]
     if words == ["key"]:
         return True
     for i, word in enumerate(words):
@@ -65,6 +88,15 @@ def credential_name(name: str) -> bool:
         if word == "key" and i > 0 and words[i - 1] in KEY_QUALIFIERS:
             return True
     return False
+
+
+def squashed(name: str) -> set[str]:
+    """``name`` as compared with credential names: NFKC, case-folded, look-alike digits read
+    as letters ('1' both as 'i' and as 'l'), nothing but letters and digits kept."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", name).casefold()
+    return {"".join(c for c in text.translate(table) if c.isalnum()) for table in _LOOKALIKE.values()}
 
 
 def find_secret(value: Any, path: str = "") -> tuple[str, str] | None:

@@ -144,16 +144,43 @@ def refuse_unfinished(cfg: Config) -> None:
     if cfg.run_id is None:
         return
     journal = rundir.journal_path(rundir.run_path(cfg.home_path, cfg.run_id))
-    try:
-        started = os.path.getsize(journal) > 0
-    except OSError:
+    if not os.path.lexists(journal):
         return  # no journal: nothing was started under this name
-    if started:
-        raise ConfigError(
-            "run_id",
-            f"run {cfg.run_id!r} has a journal and no result: it has not finished (its controller died, "
-            f"or still runs); continue it with action=resume run_id={cfg.run_id}, or omit run_id for a new run",
-        )
+    # An empty or unreadable journal is a damaged run, never a name free for a new one.
+    refuse_damaged_journal(journal)
+    raise ConfigError(
+        "run_id",
+        f"run {cfg.run_id!r} has a journal and no result: it has not finished (its controller died, "
+        f"or still runs); continue it with action=resume run_id={cfg.run_id}, or omit run_id for a new run",
+    )
+
+
+def journal_problem(journal: str) -> str | None:
+    """Why a journal that exists is a damaged run's rather than a started one's, or None:
+    not a regular file, unreadable, or empty (a run's first act is to journal its start)."""
+    import stat
+
+    try:
+        st = os.lstat(journal)
+        if not stat.S_ISREG(st.st_mode):
+            return "is not a regular file"
+        with open(journal, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if st.st_size == 0:
+        return "is empty: a run journals its start first, so this run is damaged, not new"
+    return None
+
+
+def refuse_damaged_journal(journal: str) -> None:
+    """DamagedFile for a journal that exists and is no started run's (``journal_problem``)."""
+    from orchestrator.runstate.journal import DamagedFile
+
+    if os.path.lexists(journal):
+        problem = journal_problem(journal)
+        if problem is not None:
+            raise DamagedFile(journal, problem)
 
 
 class ProviderPrecheckFailed(Exception):
@@ -217,7 +244,7 @@ def resume(cli: Config) -> int:
     from orchestrator.config.usercode import check_user_code
     from orchestrator.control.controller import Controller
     from orchestrator.notify.secret import NotifySecretError
-    from orchestrator.runstate.journal import load_json, read_events
+    from orchestrator.runstate.journal import DamagedFile, load_json, read_events
     from orchestrator.runstate.result import read_result
     from providers.registry import get_provider
     from recovery.signing import SigningError
@@ -239,8 +266,10 @@ def resume(cli: Config) -> int:
     except ConfigError as exc:
         return error(f"{config_path}: {exc}")
     # The journal is the run's state: read whole before anything is locked, torn down or launched.
-    for _ in read_events(rundir.journal_path(run_dir)):
-        pass
+    journal = rundir.journal_path(run_dir)
+    refuse_damaged_journal(journal)
+    if os.path.lexists(journal) and sum(1 for _ in read_events(journal)) == 0:
+        raise DamagedFile(journal, "holds no event: the run is damaged")
     cfg.progress, cfg.show_logs = cli.progress, cli.show_logs
     lock = rundir.lock_controller(run_dir)
     if lock is None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from orchestrator.commands.runs_list import fmt_duration, fmt_step, printable, read_row
+from orchestrator.config.checks import MAX_SWEEP_RUNS
 from orchestrator.config.cli import Options
 from orchestrator.config.schema import Action, Config
 from orchestrator.errors import EXIT_INTERRUPTED, ConfigError
@@ -67,6 +68,7 @@ def expand(overrides: list[str], group_options: Callable[[str], list[str]] = lam
     parser = OverridesParser.create()
     keys: list[str] = []
     choices: list[list[str]] = []
+    counts: list[int] = []
     for o in overrides:
         try:
             (parsed,) = parser.parse_overrides([o])
@@ -94,8 +96,22 @@ def expand(overrides: list[str], group_options: Callable[[str], list[str]] = lam
         if not values:
             raise ConfigError(key.lstrip("+~"), f"the sweep {o.partition('=')[2]!r} gives no value")
         keys.append(key)
+        counts.append(len(values))
         choices.append([f"{key}={v}" for v in values])
+    refuse_too_many(keys, counts)
     return Sweep(tuple(keys), tuple(tuple(run) for run in itertools.product(*choices)))
+
+
+def refuse_too_many(keys: list[str], counts: list[int]) -> None:
+    """A sweep of more than MAX_SWEEP_RUNS runs (the product of each key's values) is
+    refused before one is listed: its runs go one after another, each a training run."""
+    total = math.prod(counts)
+    if total > MAX_SWEEP_RUNS:
+        shown = " x ".join(f"{n} ({k.lstrip('+~')})" for k, n in zip(keys, counts, strict=True))
+        raise ConfigError(
+            keys[0].lstrip("+~"),
+            f"the sweep gives {shown} = {total} runs; at most {MAX_SWEEP_RUNS}: sweep fewer values",
+        )
 
 
 def named(sweep: Sweep) -> list[tuple[str, ...]]:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from orchestrator.config.bounds import refuse_unbounded
 from orchestrator.errors import ConfigError
 
 # --cfg job|hydra|all: the config composed, the Hydra settings honoured, or both.
@@ -50,6 +51,8 @@ class Options:
 def parse_args(args: list[str]) -> Options:
     """The options of ``args``; ConfigError (one line naming the flag) for one refused,
     misspelt or missing its value."""
+    # Before a word is parsed (here, by the sweep or by Hydra): see config.bounds.
+    refuse_unbounded(args)
     opts = Options()
     dirs: list[str] = []
     rest = _Args(args)

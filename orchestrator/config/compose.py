@@ -12,8 +12,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.bounds import refuse_unbounded
 from orchestrator.config.hydra_errors import refusal, refuse_sweeps, refuse_unhonoured, region_key, translate
 from orchestrator.config.notify_targets import refuse_kept
+from orchestrator.config.overrides import refuse_no_ops
 from orchestrator.config.schema import Config, RegionConfig
 from orchestrator.config.typed import build
 from orchestrator.config.validate import validate
@@ -60,8 +62,10 @@ def compose_full(overrides: list[str], conf_dir: Path = CONF_DIR) -> Composed:
     from orchestrator.config import compose_cache
 
     _register()
+    refuse_unbounded(overrides)
     refuse_unhonoured(overrides)
     refuse_sweeps(overrides)
+    refuse_no_ops(overrides, [g for g, option in primary_defaults(conf_dir) if option is not None])
     given, additions = split_region_additions(_free_form(_absolute_home(overrides)))
     GlobalHydra.instance().clear()
     try:
@@ -226,13 +230,24 @@ def _absolute_home(overrides: list[str]) -> list[str]:
             plain = value.strip("'\"")
             # An interpolation is Hydra's to resolve, and a quote or backslash would need its
             # escaping rules: those are left as given.
-            if plain.strip() and not plain.startswith("/") and not {"'", "\\", "$"} & set(plain):
+            if plain.strip() and not plain.startswith("/") and not {"'", "\\", "$"} & set(plain) and _plain_path(plain):
                 o = f"{key}={_quoted(os.path.abspath(os.path.expanduser(plain)))}"
         out.append(o)
     env = os.environ.get("ORCHESTRATOR_HOME")
-    if not given and env is not None and not env.startswith("/") and not {"'", "\\", "$"} & set(env):
+    if (
+        not given
+        and env is not None
+        and not env.startswith("/")
+        and not {"'", "\\", "$"} & set(env)
+        and _plain_path(env)
+    ):
         out.append(f"home={_quoted(os.path.abspath(os.path.expanduser(env)) if env.strip() else '')}")
     return out
+
+
+def _plain_path(text: str) -> bool:
+    """No URL and no fsspec chain: made absolute, either would lose what validate refuses."""
+    return "::" not in text and "://" not in text
 
 
 def _quoted(text: str) -> str:
@@ -297,13 +312,13 @@ def _normalized(cfg: Config) -> Config:
 def _normalize_store(url: str) -> str:
     # A file:// store under "~" must name one place, whoever resolves it later. A
     # relative one stays as it is, for validate to refuse (relative to what?).
-    if isinstance(url, str) and url.startswith(("file:///", "file://~")):
+    if isinstance(url, str) and url.startswith(("file:///", "file://~")) and url.count("://") == 1 and "::" not in url:
         return "file://" + os.path.abspath(os.path.expanduser(url[len("file://") :]))
     return url
 
 
 def _normalize_home(home: Any) -> Any:
     # Empty stays empty: made absolute it would be the working directory, and validate refuses it.
-    if isinstance(home, str) and home.strip() and "\x00" not in home:
+    if isinstance(home, str) and home.strip() and "\x00" not in home and _plain_path(home):
         return os.path.abspath(os.path.expanduser(home))
     return home

@@ -12,6 +12,7 @@ import re
 import shutil
 from collections.abc import Mapping
 
+from orchestrator.config.checks import MIN_SECONDS
 from orchestrator.config.schema import NOTIFY_ENV, NOTIFY_KEPT, NotifyConfig, env_name, kept_shown, webhook_endpoint
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import show
@@ -46,8 +47,8 @@ def validate_notify(notify: NotifyConfig) -> None:
             raise ConfigError(
                 "notify.command", "is empty; give a program and its arguments, e.g. 'python3 notify.py', or null"
             )
-    if not notify.timeout_s > 0:
-        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds > 0")
+    if not notify.timeout_s >= MIN_SECONDS:
+        raise ConfigError("notify.timeout_s", f"got {notify.timeout_s}; expected seconds > 0, at least {MIN_SECONDS:g}")
     if notify.timeout_s > MAX_NOTIFY_TIMEOUT_S:
         raise ConfigError(
             "notify.timeout_s",

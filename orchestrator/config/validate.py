@@ -17,11 +17,16 @@ from orchestrator.config.checks import (
     MAX_JOB_NAME,
     MAX_RUN_ID,
     MAX_STEPS,
+    MIN_CPUS,
+    MIN_GPUS,
     NAME_RULE,
+    at_least,
     bounded_int,
+    local_path,
     non_negative_int,
     positive_int,
     safe_name,
+    seconds,
 )
 from orchestrator.config.notify_targets import validate_notify
 from orchestrator.config.schema import (
@@ -69,6 +74,7 @@ def validate(cfg: Config) -> Config:
         return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
     _validate_job(cfg)
+    local_path("job.code_dir", cfg.job.code_dir, "job.code_dir")
     bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
     bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
     positive_int("job.hidden_size", cfg.job.hidden_size)
@@ -79,10 +85,8 @@ def validate(cfg: Config) -> Config:
         raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
     positive_int("trainer.workers", cfg.trainer.workers)
     _validate_min_workers(cfg)
-    if cfg.trainer.cpus_per_worker <= 0:
-        raise ConfigError("trainer.cpus_per_worker", f"got {cfg.trainer.cpus_per_worker}; expected a number > 0")
-    if cfg.trainer.gpus_per_worker < 0:
-        raise ConfigError("trainer.gpus_per_worker", f"got {cfg.trainer.gpus_per_worker}; expected >= 0")
+    at_least("trainer.cpus_per_worker", cfg.trainer.cpus_per_worker, MIN_CPUS, "CPUs")
+    at_least("trainer.gpus_per_worker", cfg.trainer.gpus_per_worker, MIN_GPUS, "GPUs", off=True)
     non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
     positive_int("trainer.grad_accum_steps", cfg.trainer.grad_accum_steps)
     positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
@@ -155,8 +159,11 @@ def _validate_home(home: str) -> None:
             "is empty; give the folder for journals, results and local stores, e.g. home=~/.orchestrator "
             "(ORCHESTRATOR_HOME sets the default)",
         )
-    if "\x00" in home:
-        raise ConfigError("home", f"got {show(home)}; a path cannot hold a NUL character")
+    local_path("home", home, "home")
+    if "${" in home:
+        # Taken literally here (ORCHESTRATOR_HOME too), it would be an interpolation in the
+        # command lines a run hands on (the supervisor's resume, a sweep's runs).
+        raise ConfigError("home", f"got {show(home)}; '${{' would be read as an interpolation: give a literal path")
     path = os.path.abspath(os.path.expanduser(home))
     existing = path
     while not os.path.lexists(existing):
@@ -237,8 +244,8 @@ def _validate_min_workers(cfg: Config) -> None:
 
 
 def _validate_recovery(rec: RecoveryConfig) -> None:
-    if rec.heartbeat_interval_s <= 0:
-        raise ConfigError("recovery.heartbeat_interval_s", f"got {rec.heartbeat_interval_s}; expected > 0")
+    seconds("recovery.heartbeat_interval_s", rec.heartbeat_interval_s)
+    seconds("recovery.heartbeat_timeout_s", rec.heartbeat_timeout_s)
     if rec.heartbeat_timeout_s < 2 * rec.heartbeat_interval_s:
         raise ConfigError(
             "recovery.heartbeat_timeout_s",
@@ -247,17 +254,11 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
         )
     non_negative_int("recovery.max_failovers", rec.max_failovers)
     non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
-    if rec.provision_timeout_s <= 0:
-        raise ConfigError("recovery.provision_timeout_s", f"got {rec.provision_timeout_s}; expected > 0")
-    if rec.store_outage_s <= 0:
-        raise ConfigError("recovery.store_outage_s", f"got {rec.store_outage_s}; expected > 0")
+    seconds("recovery.provision_timeout_s", rec.provision_timeout_s)
+    seconds("recovery.store_outage_s", rec.store_outage_s)
     positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
-    if not rec.node_replace_timeout_s >= 0:
-        raise ConfigError(
-            "recovery.node_replace_timeout_s", f"got {rec.node_replace_timeout_s}; expected >= 0 (0: no replacement)"
-        )
-    if rec.region_cooldown_s < 0:
-        raise ConfigError("recovery.region_cooldown_s", f"got {rec.region_cooldown_s}; expected >= 0")
+    seconds("recovery.node_replace_timeout_s", rec.node_replace_timeout_s, off=True)
+    seconds("recovery.region_cooldown_s", rec.region_cooldown_s, off=True)
     if rec.resume_errored and rec.restart_errored:
         raise ConfigError(
             "recovery.restart_errored",
@@ -267,6 +268,7 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
 
 
 def _validate_data(data: DataConfig) -> None:
+    local_path("data.cache_dir", data.cache_dir, "data.cache_dir")
     positive_int("data.shuffle_buffer_rows", data.shuffle_buffer_rows)
     positive_int("data.samples", data.samples)
     positive_int("data.features", data.features)
@@ -282,10 +284,8 @@ def _validate_hpo(cfg: Config) -> None:
         raise ConfigError("hpo.reduction_factor", f"got {hpo.reduction_factor}; expected an integer >= 2")
     if hpo.grace_period > hpo.max_t:
         raise ConfigError("hpo.grace_period", f"got {hpo.grace_period}; expected <= hpo.max_t ({hpo.max_t})")
-    if hpo.cpus_per_trial <= 0:
-        raise ConfigError("hpo.cpus_per_trial", f"got {hpo.cpus_per_trial}; expected a number > 0")
-    if hpo.snapshot_interval_s < 0:
-        raise ConfigError("hpo.snapshot_interval_s", f"got {hpo.snapshot_interval_s}; expected >= 0")
+    at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
+    seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
     if cfg.data.loader != "sharded":
         raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
     for name in cfg.candidate_regions():

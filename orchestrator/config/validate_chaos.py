@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.config.checks import bounded_int
+from orchestrator.config.checks import MAX_FAULTS, at_least, bounded_int, seconds
 from orchestrator.config.derived import proxy_target, total_steps
 from orchestrator.config.schema import Config, FaultConfig
 from orchestrator.errors import ConfigError
@@ -12,6 +12,8 @@ from orchestrator.wire.sections import MAX_SEED
 
 
 def validate_chaos(cfg: Config) -> None:
+    if len(cfg.chaos.faults) > MAX_FAULTS:
+        raise ConfigError("chaos.faults", f"lists {len(cfg.chaos.faults)} faults; at most {MAX_FAULTS} in one drill")
     for i, fault in enumerate(cfg.chaos.faults):
         if cfg.hpo.enabled and fault.kind not in HPO_FAULTS:
             raise ConfigError(
@@ -23,8 +25,9 @@ def validate_chaos(cfg: Config) -> None:
                 f"chaos.faults[{i}].region",
                 f"got {fault.region!r}; allowed: {', '.join(cfg.candidate_regions())}",
             )
-        if fault.duration_s < 0:
-            raise ConfigError(f"chaos.faults[{i}].duration_s", f"got {fault.duration_s}; expected >= 0")
+        seconds(f"chaos.faults[{i}].duration_s", fault.duration_s, off=True)
+        at_least(f"chaos.faults[{i}].latency_ms", fault.latency_ms, 1, "ms", off=True)
+        at_least(f"chaos.faults[{i}].bandwidth_kbps", fault.bandwidth_kbps, 1, "kbps", off=True)
         if fault.kind in STORAGE_FAULTS:
             regions = [fault.region] if fault.region else cfg.candidate_regions()
             for r in regions:
@@ -105,14 +108,13 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         raise ConfigError(f"{key}.at_step", f"got {fault.at_step}; expected a step in 1..{last} ({what})")
     if cfg.hpo.enabled and fault.at_step is None:
         raise ConfigError(key, f"a search (hpo.enabled) triggers {fault.kind} by at_step (a search step) only")
-    if fault.after_s is not None and fault.after_s <= 0:
-        raise ConfigError(f"{key}.after_s", f"got {fault.after_s}; expected seconds > 0")
+    if fault.after_s is not None:
+        seconds(f"{key}.after_s", fault.after_s)
     if fault.random is not None:
         bounded_int(f"{key}.random.seed", fault.random.seed, 0, MAX_SEED)
     if fault.random is not None and not 0.0 < fault.random.rate <= 1.0:
         raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
-    if fault.grace_s <= 0:
-        raise ConfigError(f"{key}.grace_s", f"got {fault.grace_s}; expected seconds > 0")
+    seconds(f"{key}.grace_s", fault.grace_s)
     if fault.count < 1:
         raise ConfigError(f"{key}.count", f"got {fault.count}; expected an integer >= 1 (health checks that fail)")
     if fault.kind == "user_error" and (fault.after_s is not None or fault.during not in (None, "restore")):

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.config.checks import MAX_REGION_NAME, NAME_RULE, non_negative_int, positive_int, safe_name
+from orchestrator.config.checks import (
+    MAX_REGION_NAME,
+    NAME_RULE,
+    non_negative_int,
+    positive_int,
+    safe_name,
+    seconds,
+)
 from orchestrator.config.derived import region_workers
 from orchestrator.config.schema import Config, RegionConfig
 from orchestrator.errors import ConfigError
@@ -13,6 +20,8 @@ from orchestrator.wire.codec import show
 from orchestrator.wire.sections import NoticeSource
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
+# The store's per-call deadline, in seconds (recovery.storage.op_timeout).
+OP_TIMEOUT = "op_timeout_s"
 _CREDENTIAL_CHAINS = (
     "use the standard chains: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, "
     "GOOGLE_APPLICATION_CREDENTIALS for gs://"
@@ -23,6 +32,7 @@ def validate_cloud(cfg: Config) -> None:
     cloud = cfg.cloud
     if not cloud.regions:
         raise ConfigError("cloud.regions", f"cloud {cloud.name!r} defines no region")
+    seconds("cloud.provision_timeout_s", cloud.provision_timeout_s)
     for name, region in cloud.regions.items():
         if not safe_name(name) or len(name) > MAX_REGION_NAME:
             raise ConfigError(
@@ -78,6 +88,12 @@ def _validate_url(key: str, url: str, example: str) -> None:
             "holds a user name or password ('user:pass@'); credentials do not belong in a config "
             f"(it is written to disk): remove it and {_CREDENTIAL_CHAINS}",
         )
+    if "::" in url:
+        raise ConfigError(
+            key, f"got {show(url)}; '::' chains filesystems (fsspec), which a store does not take: give one URL"
+        )
+    if url.count("://") > 1:
+        raise ConfigError(key, f"got {show(url)}; a store URL names one protocol: {example}")
     proto, sep, rest = url.partition("://")
     if not sep or proto not in STORE_PROTOCOLS:
         why = "; memory:// lives in one process, where no cluster reaches it" if proto == "memory" else ""
@@ -96,9 +112,15 @@ def _validate_url(key: str, url: str, example: str) -> None:
 
 
 def _validate_options(key: str, options: dict[str, Any]) -> None:
-    """No credential at any depth of fsspec options (see recovery.storage.find_secret)."""
+    """No credential at any depth of fsspec options (see recovery.storage.find_secret),
+    and the per-call deadline (op_timeout_s) a duration like any other."""
     found = find_secret(options)
     if found is None:
+        timeout = options.get(OP_TIMEOUT)
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+                raise ConfigError(f"{key}.{OP_TIMEOUT}", f"got {show(timeout)}; expected seconds")
+            seconds(f"{key}.{OP_TIMEOUT}", timeout)
         return
     path, why = found
     if why == "userinfo":

@@ -157,11 +157,15 @@ def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
 def test_a_run_id_that_was_never_started_is_not_refused(home: Path) -> None:
     from orchestrator.commands.run import refuse_unfinished as _refuse_unfinished
     from orchestrator.config.compose import compose
+    from orchestrator.runstate.journal import DamagedFile
 
-    (home / "runs" / RUN).mkdir(parents=True)
-    (home / "runs" / RUN / "journal.jsonl").write_bytes(b"")  # created, nothing written: no run began
+    (home / "runs" / RUN).mkdir(parents=True)  # a folder, no journal: no run began
     _refuse_unfinished(compose([f"run_id={RUN}"]))
     _refuse_unfinished(compose([]))
+    # An empty journal is a damaged run (a run journals its start first), not a new one.
+    (home / "runs" / RUN / "journal.jsonl").write_bytes(b"")
+    with pytest.raises(DamagedFile, match="is empty"):
+        _refuse_unfinished(compose([f"run_id={RUN}"]))
 
 
 def _controller(home: Path) -> Any:

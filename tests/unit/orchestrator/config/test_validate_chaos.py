@@ -1,4 +1,4 @@
-"""chaos.* checks: a fault's region among the candidates, what a search may take, triggers."""
+"""The checks of chaos.faults (orchestrator.config.validate_chaos): their number and durations."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config.checks import MAX_FAULTS
 from orchestrator.config.schema import FaultConfig
 from orchestrator.config.validate_chaos import validate_chaos
 from orchestrator.errors import ConfigError
@@ -14,6 +15,32 @@ from orchestrator.wire.faults import FaultKind
 from tests.unit.orchestrator.config.test_validate import config
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def cfg():  # type: ignore[no-untyped-def]
+    from orchestrator.config.compose import compose
+
+    return compose(["home=/tmp/orchestrator-validate-chaos"])
+
+
+def test_more_faults_than_a_drill_holds_are_refused(cfg) -> None:  # type: ignore[no-untyped-def]
+    cfg.chaos.faults = [FaultConfig(kind=FaultKind("preempt"), at_step=5) for _ in range(MAX_FAULTS + 1)]
+    with pytest.raises(ConfigError, match=f"at most {MAX_FAULTS}"):
+        validate_chaos(cfg)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("after_s", 1e-300), ("grace_s", 1e-300), ("duration_s", 1e-300), ("latency_ms", 1e-300), ("bandwidth_kbps", -1)],
+)
+def test_a_fault_duration_that_is_no_duration_is_refused(cfg, field: str, value: float) -> None:  # type: ignore[no-untyped-def]
+    fault = FaultConfig(kind=FaultKind("preempt"), at_step=None if field == "after_s" else 5)
+    setattr(fault, field, value)
+    cfg.chaos.faults = [fault]
+    with pytest.raises(ConfigError) as err:
+        validate_chaos(cfg)
+    assert err.value.key == f"chaos.faults[0].{field}"
 
 
 def _faults(tmp_path: Path, *faults: FaultConfig, hpo: bool = False):  # type: ignore[no-untyped-def]

@@ -1,0 +1,57 @@
+"""A handful of the hostile command lines (tests/unit/orchestrator/test_main_hostile.py)
+as the real process: ``python -m orchestrator`` exits 2 with one line, within seconds,
+writing nothing under its home or the user's home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+R = "cloud.regions.local-a"
+
+PROCESS_CASES = [
+    ["job.steps=" + "9" * 5000],
+    ["job.params.x=" + "[" * 3000 + "]" * 3000],
+    ["-m", "job.seed=range(0,100000000)"],
+    [f"+{R}.storage_options.s3_additional_kwargs.SSECustomerKey=x"],
+    ["cloud=local", "cloud=aws"],
+    ["~action"],
+]
+
+
+def test_the_real_process_refuses_hostile_command_lines_in_one_line(tmp_path: Path) -> None:
+    root = REPO
+    for d in ("home", "user"):
+        (tmp_path / d).mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "user"),
+        "ORCHESTRATOR_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(root),
+    }
+    for args in PROCESS_CASES:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        took = time.monotonic() - started
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2, (args[:2], done.stderr[-500:])
+        assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-500:]
+        assert "Traceback" not in done.stderr and done.stdout == ""
+        assert took < 30, f"{args[:2]} took {took:.0f}s"
+        assert sorted(tmp_path.rglob("*")) == [tmp_path / "home", tmp_path / "user"], args[:2]

@@ -1,0 +1,476 @@
+"""Hostile command lines through ``python -m orchestrator``'s entry point, in-process.
+
+Each case must end with exit status 2 and one stderr line starting ``error:`` that names
+the key, with no traceback, within a few seconds, launching nothing (providers, the
+controller, the supervisor, preflight and plan fail the test if called) and writing
+nothing under the sandbox: home, the user's home (``~/.sky`` included) and the working
+directory. tests/integration/orchestrator/test_main_hostile.py runs a handful of them as
+the real process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.__main__ import main
+from orchestrator.config.checks import (
+    MAX_COMMAND_CHARS,
+    MAX_FAULTS,
+    MAX_NESTING,
+    MAX_NUMBER_DIGITS,
+    MAX_RANGE_VALUES,
+    MAX_SWEEP_RUNS,
+    MAX_WORD_CHARS,
+    MAX_WORDS,
+)
+
+pytestmark = pytest.mark.unit
+
+R = "cloud.regions.local-a"
+# A refused command line answers within this many seconds (Hydra's compose is most of it).
+FEW_SECONDS = 5.0
+
+
+def tree(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under root with its mode, size and mtime: what a write would change."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            out[os.path.relpath(path, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _never(what: str) -> Callable[..., object]:
+    def fail(*args: object, **kwargs: object) -> object:
+        pytest.fail(f"{what} was called: a refused command line must launch nothing")
+
+    return fail
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    import orchestrator.commands.plan
+    import orchestrator.commands.run
+    import orchestrator.config.preflight
+    import orchestrator.control.controller
+    import providers.registry
+
+    for d in ("home", "user", "cwd"):
+        (tmp_path / d).mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    for name in list(providers.registry.PROVIDERS):
+        monkeypatch.setitem(providers.registry.PROVIDERS, name, _never(f"provider {name}"))
+    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(orchestrator.config.preflight, "preflight", _never("preflight"))
+    monkeypatch.setattr(orchestrator.commands.plan, "main", _never("plan"))
+    monkeypatch.setattr(orchestrator.commands.run, "supervise", _never("the supervisor"))
+    yield tmp_path
+
+
+def refused(root: Path, args: list[str], capsys: pytest.CaptureFixture[str], names: str) -> str:
+    """Run the CLI in-process; assert exit 2, one error line naming ``names``, no
+    traceback, a few seconds at most, and nothing written under ``root``."""
+    before = tree(root)
+    started = time.monotonic()
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = exc.code
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert code == 2, (args[:3], out[-300:], err[-600:])
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err[:600]
+    assert names in lines[0], lines[0]
+    assert out == ""
+    assert took < FEW_SECONDS, f"took {took:.1f}s"
+    assert tree(root) == before, "something was written"
+    assert not (root / "user" / ".sky").exists()
+    return lines[0]
+
+
+# --- the issue's cases, one each ----------------------------------------------------------------
+
+FAULT = "{kind:preempt,at_step:5}"
+ISSUE_CASES: list[tuple[list[str], str]] = [
+    (["job.steps=" + "9" * 5000], "error: job.steps:"),
+    (["job.params.x=" + "[" * 3000 + "]" * 3000], "error: job.params.x:"),
+    (["job.params.x=" + "{a:" * 1000 + "1" + "}" * 1000], "error: job.params.x:"),
+    (["-m", "job.seed=range(0,100000000)"], f"at most {MAX_RANGE_VALUES}"),
+    (["-m", "job.seed=range(0,5000)", "job.steps=range(1,5001)"], f"at most {MAX_RANGE_VALUES}"),
+    (["-m", "job.seed=range(0,100)", "job.steps=range(1,101)"], f"at most {MAX_SWEEP_RUNS}"),
+    (["chaos.faults=[" + ",".join([FAULT] * 3000) + "]"], "error: "),
+    (["chaos.faults=[" + ",".join([FAULT] * (MAX_FAULTS + 1)) + "]"], f"at most {MAX_FAULTS}"),
+    (["trainer.cpus_per_worker=1e-300"], "error: trainer.cpus_per_worker:"),
+    (["recovery.heartbeat_interval_s=1e-300"], "error: recovery.heartbeat_interval_s:"),
+    (
+        [f"+{R}.storage_options.s3_additional_kwargs.SSECustomerKey=x"],
+        f"error: {R}.storage_options.s3_additional_kwargs.SSECustomerKey:",
+    ),
+    ([f"+{R}.storage_options.secretaccesskey=x"], f"error: {R}.storage_options.secretaccesskey:"),
+    ([f"+{R}.storage_options.Passw0rd=x"], f"error: {R}.storage_options.Passw0rd:"),
+    (["cloud=local", "cloud=aws"], "error: cloud:"),
+    (["job={}"], "error: job:"),
+    (["cloud.regions={}"], "error: cloud.regions:"),
+    (["~action"], "error: action:"),
+    (["home='/tmp/a::b'"], "error: home:"),
+    ([f"{R}.store='simplecache::file:///tmp/x'"], f"error: {R}.store:"),
+    ([f"{R}.store='s3://bucket/x/gs://other/y'"], f"error: {R}.store:"),
+]
+
+
+@pytest.mark.parametrize(("args", "names"), ISSUE_CASES, ids=[" ".join(a)[:50] for a, _ in ISSUE_CASES])
+def test_each_hostile_case_of_the_issue_is_one_line_and_exit_2(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], args: list[str], names: str
+) -> None:
+    refused(sandbox, args, capsys, names)
+
+
+# --- the fuzz: each concern over many keys and shapes --------------------------------------------
+
+HUGE_INT = "9" * 5000
+NUMBER_KEYS = ["job.steps", "job.seed", "job.batch_size", "trainer.workers", "checkpoint.interval_steps", "job.lr"]
+NUMBERS = [
+    HUGE_INT,
+    "-" + HUGE_INT,
+    "1" + "0" * 19,
+    "9223372036854775808",
+    "-9223372036854775809",
+    "1_000_000_000_000_000_000_000",
+    "0." + "1" * (MAX_NUMBER_DIGITS + 1),
+    "1." + "0" * 40 + "1",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "1e99999999999",
+]
+NUMBER_CASES = [([f"{k}={v}"], f"error: {k}:") for k in NUMBER_KEYS for v in NUMBERS]
+# Numbers nested in lists and mappings, and in a free-form key, are bounded the same.
+NESTED_NUMBER_CASES = [
+    ([f"job.params.{k}={shape.format(v)}"], f"error: job.params.{k}:")
+    for k in ("x", "hidden")
+    for shape in ("[{}]", "{{a:{}}}", "[1,[2,{}]]")
+    for v in (HUGE_INT, "1e400", "0." + "3" * 30)
+]
+
+NESTING_KEYS = ["job.params.x", "chaos.faults", "cloud.regions", "hpo.search_space", "job.name", "+job.params.y"]
+NESTING_SHAPES = (
+    [("[" * n + "]" * n) for n in (MAX_NESTING + 1, 200, 3000)]
+    + [("{a:" * n + "1" + "}" * n) for n in (MAX_NESTING + 1, 500)]
+    + ["'" + "${" * 100 + "'"]
+)
+NESTING_CASES = [([f"{k}={s}"], f"error: {k.lstrip('+')}:") for k in NESTING_KEYS for s in NESTING_SHAPES]
+
+LONG_CASES = [
+    (["job.params.x='" + "a" * MAX_WORD_CHARS + "'"], "error: job.params.x:"),
+    (["job.name=" + "a" * (MAX_WORD_CHARS + 1)], "error: job.name:"),
+    (["job.params.x=1"] * (MAX_WORDS + 1), "error: command line:"),
+    ([f"job.params.k{i}='{'a' * 4000}'" for i in range(MAX_COMMAND_CHARS // 4000 + 1)], "error: command line:"),
+]
+
+RANGE_CASES = [
+    (["-m", f"{k}={fn}"], f"error: {k}:")
+    for k in ("job.seed", "job.steps", "job.params.x")
+    for fn in (
+        "range(0,100000000)",
+        "range(100000000)",
+        f"range(0,{MAX_RANGE_VALUES + 1})",
+        "range(0,1,0.0000001)",
+        "range(start=0,stop=100000000)",
+        "shuffle(range(0,100000000))",
+        "sort(range(0,100000000))",
+        "range(0,int(1e8))",
+    )
+] + [
+    # A range outside -m is bounded too (shuffle() lists it while parsing).
+    ([f"job.seed={fn}"], "error: job.seed:")
+    for fn in ("shuffle(range(0,100000000))", "range(0,100000000)")
+]
+
+SWEEP_CASES = [
+    (["-m", *[f"{k}={','.join(str(i) for i in range(n))}" for k, n in keys]], "at most")
+    for keys in (
+        [("job.seed", 40), ("job.steps", 40)],
+        [("job.seed", 11), ("job.params.a", 11), ("job.params.b", 11)],
+        [("job.seed", 1001)],
+    )
+] + [
+    (["-m", "job.seed=range(0,1000)", "job.lr=0.1,0.2"], f"at most {MAX_SWEEP_RUNS}"),
+    (["-m", "job.seed=range(0,500)", "job.steps=range(1,500)"], f"at most {MAX_SWEEP_RUNS}"),
+]
+
+FAULT_CASES = [
+    ([f"{plus}chaos.faults=[{','.join([fault] * n)}]"], "error: chaos.faults:")
+    for plus in ("", "+", "++")
+    for fault in (FAULT, "{kind:kill_region,after_s:1}")
+    for n in (MAX_FAULTS + 1, 1000)
+]
+
+# Every duration, CPU and interval key refuses a value that is no duration at all.
+DURATION_KEYS = [
+    "recovery.heartbeat_interval_s",
+    "recovery.heartbeat_timeout_s",
+    "recovery.provision_timeout_s",
+    "recovery.store_outage_s",
+    "recovery.node_replace_timeout_s",
+    "recovery.region_cooldown_s",
+    "cloud.provision_timeout_s",
+    "notify.timeout_s",
+]
+TINY = ["1e-300", "5e-324", "0.001", "-1e-300", "1e300"]
+DURATION_CASES = [([f"{k}={v}"], f"error: {k}:") for k in DURATION_KEYS for v in TINY] + [
+    ([f"{k}={v}", "hpo.enabled=true"], f"error: {k}:")
+    for k in ("hpo.cpus_per_trial", "hpo.snapshot_interval_s")
+    for v in ("1e-300", "-1e-300")
+]
+CPU_CASES = [
+    ([f"trainer.{k}={v}"], f"error: trainer.{k}:")
+    for k in ("cpus_per_worker", "gpus_per_worker")
+    for v in ("1e-300", "5e-324", "0.001", "-1e-300")
+] + [(["trainer.cpus_per_worker=0"], "error: trainer.cpus_per_worker:")]
+FAULT_DURATION_CASES = [
+    ([f"chaos.faults=[{{kind:{kind},{field}:{v}{extra}}}]"], f"error: chaos.faults[0].{field}:")
+    for kind, field, extra in (
+        ("kill_region", "after_s", ""),
+        ("preempt", "grace_s", ",at_step:5"),
+        ("partition", "duration_s", ",at_step:5"),
+    )
+    for v in ("1e-300", "-1e-300", "1e300")
+] + [([f"+{R}.storage_options.op_timeout_s={v}"], f"error: {R}.storage_options.op_timeout_s:") for v in TINY]
+
+# Credential option names: the issue's, providers' own, and each written with other case,
+# separators and look-alike digits, at any depth of the store's or the control's options.
+SECRET_NAMES = [
+    "SSECustomerKey",
+    "sse_customer_key",
+    "CopySourceSSECustomerKey",
+    "client_secret",
+    "private_key",
+    "token",
+    "secretaccesskey",
+    "SecretAccessKey",
+    "secret-access-key",
+    "Passw0rd",
+    "PASSWORD",
+    "p4ssw0rd",
+    "s3cr3t",
+    "S3CR3T_K3Y",
+    "account_key",
+    "AccountKey",
+    "sas_token",
+    "SasToken",
+    "connection_string",
+    "ConnectionString",
+    "session_token",
+    "AWS_SESSION_TOKEN",
+    "security_token",
+    "api_key",
+    "ApiKey",
+    "apiKey",
+    "access_token",
+    "refresh_token",
+    "pkey",
+    "passphrase",
+    "key",
+    "KEY",
+    "secret",
+    "credential",
+    "credentia1s",
+    "auth_token",
+    "Authorization",
+]
+SECRET_PLACES = [
+    (f"{R}.storage_options", "{name}=x"),
+    (f"{R}.storage_options", "s3_additional_kwargs.{name}=x"),
+    ("cloud.control_options", "client_kwargs.{name}=x"),
+    ("cloud.control_options", "{name}=x"),
+]
+SECRET_CASES = [
+    ([f"+{prefix}.{shape.format(name=name)}"], f"error: {prefix}.")
+    for name in SECRET_NAMES
+    for prefix, shape in SECRET_PLACES
+] + [
+    ([f"+{R}.storage_options.s3_additional_kwargs={{{name}:x}}"], f"error: {R}.storage_options.s3_additional_kwargs")
+    for name in ("SSECustomerKey", "Passw0rd", "secretaccesskey")
+]
+
+PATH_CASES = [
+    ([f"{key}='{value}'"], f"error: {key}:")
+    for key in ("home", "job.code_dir", "data.cache_dir")
+    for value in ("/tmp/a::b", "simplecache::/tmp/x", "file:///tmp/x", "s3://bucket/x", "a::b")
+] + [
+    ([f"{key}='{url}'"], f"error: {key}:")
+    for key in (f"{R}.store", "cloud.control_store")
+    for url in (
+        "simplecache::s3://bucket/x",
+        "s3://bucket/x::file:///tmp",
+        "file:///tmp/x::memory://y",
+        "filecache::file:///tmp/x",
+        "s3://bucket/file:///tmp/x",
+        "file:///tmp/s3://bucket",
+        "gs://b/x/s3://c/y",
+    )
+]
+
+NO_OP_CASES = (
+    [
+        ([f"{key}={{}}"], f"error: {key}:")
+        for key in (
+            "job",
+            "cloud",
+            "trainer",
+            "recovery",
+            "chaos",
+            "notify",
+            "cloud.regions",
+            f"{R}",
+            "job.params",
+            f"{R}.storage_options",
+            "hpo.search_space",
+        )
+    ]
+    + [
+        ([f"~{key}"], f"error: {key}:")
+        for key in (
+            "action",
+            "home",
+            "job",
+            "job.name",
+            "job.steps",
+            "job.workload",
+            "cloud",
+            "cloud.regions",
+            "cloud.provider",
+            f"{R}.store",
+            "trainer.workers",
+            "chaos",
+            "chaos.faults",
+            "recovery.heartbeat_interval_s",
+            "notify",
+            "format",
+        )
+    ]
+    + [([f"~{key}=run"], f"error: {key}:") for key in ("action",)]
+    + [
+        ([first, second], f"error: {first.partition('=')[0]}:")
+        for first, second in (
+            ("cloud=local", "cloud=aws"),
+            ("cloud=aws", "cloud=local"),
+            ("job=digits", "job=gpt"),
+            ("chaos=none", "chaos=soak"),
+            ("recovery=default", "recovery=warm_standby"),
+            ("data=sharded", "data=ray_data"),
+        )
+    ]
+)
+
+FUZZ_CASES = (
+    NUMBER_CASES
+    + NESTED_NUMBER_CASES
+    + NESTING_CASES
+    + LONG_CASES
+    + RANGE_CASES
+    + SWEEP_CASES
+    + FAULT_CASES
+    + DURATION_CASES
+    + CPU_CASES
+    + FAULT_DURATION_CASES
+    + SECRET_CASES
+    + PATH_CASES
+    + NO_OP_CASES
+)
+
+
+@pytest.mark.parametrize(("args", "names"), FUZZ_CASES, ids=[" ".join(a)[:60] for a, _ in FUZZ_CASES])
+def test_a_hostile_command_line_is_one_line_and_exit_2(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], args: list[str], names: str
+) -> None:
+    refused(sandbox, args, capsys, names)
+
+
+def test_the_fuzz_has_at_least_300_cases_of_its_own() -> None:
+    assert len(FUZZ_CASES) >= 300
+
+
+# --- a run's folder that is damaged, not free ---------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["run", "resume"])
+@pytest.mark.parametrize("damage", ["empty", "unreadable", "a-folder", "a-fifo", "a-dangling-link"])
+def test_an_empty_or_unreadable_journal_is_a_damaged_run_not_a_new_one(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], action: str, damage: str
+) -> None:
+    from orchestrator.config.compose import compose
+    from orchestrator.wire.codec import to_plain
+
+    run_dir = sandbox / "home" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(to_plain(compose(["run_id=r1"]))))
+    journal = run_dir / "journal.jsonl"
+    if damage == "a-folder":
+        journal.mkdir()
+    elif damage == "a-fifo":
+        os.mkfifo(journal)
+    elif damage == "a-dangling-link":
+        journal.symlink_to(sandbox / "nowhere")
+    else:
+        journal.write_bytes(b"")
+    if damage == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads any file")
+        journal.chmod(0)
+    refused(sandbox, [f"action={action}", "run_id=r1"], capsys, "journal.jsonl")
+
+
+# --- what stays allowed ---------------------------------------------------------------------------
+
+ALLOWED = [
+    ["job.params.x=9223372036854775807", "job.params.y=-9223372036854775808"],
+    ["job.lr=0.30000000000000004"],
+    ["job.lr=1e-300"],
+    ["job.params.x=[[[[1]]]]"],
+    ["trainer.cpus_per_worker=0.5"],
+    ["trainer.gpus_per_worker=0"],
+    ["recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3"],
+    ["recovery.node_replace_timeout_s=0", "recovery.region_cooldown_s=0"],
+    ["~cloud.regions.local-c"],
+    [f"+{R}.storage_options.s3_additional_kwargs.SSEKMSKeyId=arn"],
+    [f"+{R}.storage_options.max_tokens=3"],
+    [f"+{R}.storage_options.op_timeout_s=3"],
+    ["job.name='run::1'".replace("::", "-")],
+]
+
+
+@pytest.mark.parametrize("overrides", ALLOWED, ids=[" ".join(a)[:60] for a in ALLOWED])
+def test_what_is_in_bounds_still_composes(sandbox: Path, overrides: list[str]) -> None:
+    from orchestrator.config.compose import compose
+
+    compose(overrides)
+
+
+@pytest.mark.parametrize("sweep", [["job.seed=range(0,1000)"], ["job.seed=range(0,25)", "job.steps=range(1,41)"]])
+def test_a_sweep_within_bounds_is_expanded(sweep: list[str]) -> None:
+    from orchestrator.commands.sweep import expand
+
+    assert len(expand(sweep).runs) <= MAX_SWEEP_RUNS
+
+
+def test_orchestrator_home_is_a_literal_path_never_interpolated(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.config.compose import compose
+
+    monkeypatch.setenv("ORCH_HOSTILE_SECRET", "hunter2")
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(sandbox / "home" / "${oc.env:ORCH_HOSTILE_SECRET}"))
+    with pytest.raises(Exception, match="home") as err:
+        compose([])
+    assert "hunter2" not in str(err.value)
