@@ -13,6 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
+# urllib3 probes for IPv6 when it is first imported (a bind to ::1, port 0, closed at once):
+# imported here, before the guard below, so which test imports it first does not matter.
+import urllib3  # noqa: F401  # isort: skip
 from tests.support import composed
 from tests.support.stores import flip_byte, memory_url, run_key, store_url, write_checkpoint, write_torn
 
