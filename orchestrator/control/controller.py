@@ -409,7 +409,8 @@ class Controller:
         """The run's end as its signed checkpoints show it (orchestrator/control/proof.py)."""
         cfg = self.cfg
         mode = SEARCH if cfg.hpo.enabled else FUNC if cfg.job.train_func else LOOP
-        signed = newest_signed(self.stores.values(), self.run_id, self.lineage)
+        claimed = (final or {}).get("final_checkpoint")
+        signed = newest_signed(self.stores.values(), self.run_id, self.lineage, claimed)
         return prove(mode, total_steps(cfg), final, signed)
 
     def _unproven(self, outcome: AttemptOutcome, region: str, reason: str) -> None:

@@ -61,14 +61,21 @@ class Unproven(ValueError):
     """Why an outcome cannot be taken; one line."""
 
 
-def newest_signed(stores: Iterable[CheckpointStore], run_id: str, lineage: Admits) -> Signed | None:
+def newest_signed(
+    stores: Iterable[CheckpointStore], run_id: str, lineage: Admits, claimed: object = None
+) -> Signed | None:
     """The highest step any store holds whose manifest is signed with the run's key and on
-    the lineage (its files are not read: the signature covers their digests)."""
+    the lineage (its files are not read: the signature covers their digests). Replication
+    puts the same checkpoint in several stores: of the copies at that step, the one at
+    ``claimed`` (what final.json names: the store the runtime committed to) when it is
+    one, else the first store's."""
     best: Signed | None = None
     for store in stores:
         try:
             for step in store.candidates(run_id):
-                if best is not None and step <= best.manifest.step:
+                if best is not None and (
+                    step < best.manifest.step or (step == best.manifest.step and not _is(store, run_id, step, claimed))
+                ):
                     break
                 m, verdict = store.trusted_manifest(run_id, step)
                 if m is not None and verdict.ok and lineage.allows(m.attempt, m.step):
@@ -77,6 +84,10 @@ def newest_signed(stores: Iterable[CheckpointStore], run_id: str, lineage: Admit
         except StoreError:
             continue  # a store that does not answer proves nothing; another may
     return best
+
+
+def _is(store: CheckpointStore, run_id: str, step: int, claimed: object) -> bool:
+    return isinstance(claimed, str) and store.checkpoint_url(run_id, step) == claimed
 
 
 def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed | None) -> Proven:

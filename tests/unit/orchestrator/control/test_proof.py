@@ -93,6 +93,31 @@ def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Pat
     assert got is not None and got.manifest.step == 40
 
 
+def test_of_replicated_copies_the_proof_is_the_one_final_json_names(tmp_path: Path) -> None:
+    """A run that failed over commits its last checkpoint in its new region, and replication
+    copies it to the first: the copy final.json names proves the end, not the first store's."""
+    key = controller_keys(b"k" * 32, "run")
+    a, b, c = (CheckpointStore(f"file://{tmp_path}/{r}", r, key=key) for r in "abc")
+    for store in (a, b, c):
+        store.commit("run", 60, 2, [store.put("run", 60, "m", b"x")], extra={"weights_sha256": W})
+    claimed = b.checkpoint_url("run", 60)
+    got = newest_signed([a, b, c], "run", Lineage(), claimed)
+    assert got is not None and got.url == claimed
+    assert (
+        prove(LOOP, 60, {"final_step": 60, "final_checkpoint": claimed, "weights_sha256": W}, got).final_checkpoint
+        == claimed
+    )
+    # Nothing claimed, or a claim no store holds: the first store's copy, and the claim is refused.
+    assert newest_signed([a, b, c], "run", Lineage()).url == a.checkpoint_url("run", 60)  # type: ignore[union-attr]
+    elsewhere = newest_signed([a, b, c], "run", Lineage(), "file:///etc/passwd")
+    assert elsewhere is not None and elsewhere.url == a.checkpoint_url("run", 60)
+    with pytest.raises(Unproven, match="claims final_checkpoint"):
+        prove(LOOP, 60, {"final_checkpoint": "file:///etc/passwd"}, elsewhere)
+    # A newer step elsewhere still wins over the claimed store's older one.
+    c.commit("run", 80, 2, [c.put("run", 80, "m", b"x")], extra={"weights_sha256": W})
+    assert newest_signed([a, b, c], "run", Lineage(), claimed).manifest.step == 80  # type: ignore[union-attr]
+
+
 def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
