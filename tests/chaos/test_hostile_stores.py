@@ -17,10 +17,8 @@ Three runs, sharing the session's baseline:
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
-from pathlib import Path
 
 from hostile import (
     FENCE_PLANTS,
@@ -137,12 +135,11 @@ def test_a_forged_outcome_then_a_dead_driver_never_succeeds_with_the_forgery(orc
     assert r["final_step"] != forged["final_step"] and r["weights_sha256"] != forged["weights_sha256"]
     assert "/etc/passwd" not in str(r["final_checkpoint"])
     assert str(r["final_checkpoint"]).startswith("file://") and "/step-500" in r["final_checkpoint"]
-    # The forged generation failed (its outcome unproven, or its driver seen dead), and
-    # the run went on from its own checkpoint.
-    failures = [e for e in run.events("failure_detected") if e.get("generation", 1) == 1 or True]
-    assert failures, "the dead driver went unnoticed"
-    assert len(r["incidents"]) >= 1
-    assert all(inc["restored_step"] is None or inc["restored_step"] <= 120 for inc in r["incidents"]), r["incidents"]
+    # The forged generation failed (its outcome unproven: the forged exit.json is the
+    # runtime's word), and the run went on from its own checkpoint; the incident holds
+    # the steps the runtime reported, never the claim.
+    kinds = [e["kind"] for e in run.events("failure_detected")]
+    assert kinds and kinds[0] in ("outcome_unproven", "runtime_lost"), kinds
+    assert all(0 <= inc["last_step"] <= 500 and inc["detected_at"] > 0 for inc in r["incidents"]), r["incidents"]
     assert [e["to"] for e in run.events("transition")].count("SUCCEEDED") == 1
-    assert os.path.exists(Path(run.run_dir) / "result.json")
     nothing_left(before, orch_home)
