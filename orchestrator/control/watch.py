@@ -82,7 +82,6 @@ class AttemptWatch:
         self.out = out
         self.pending = pending
         self.gen, self.region = out.generation, out.region
-        self.total = total_steps(ctx.cfg)
         rec = ctx.cfg.recovery
         self.lease = Lease(
             rec.heartbeat_interval_s, rec.heartbeat_timeout_s, failures_to_lose=rec.health_failures_to_lose
@@ -400,7 +399,7 @@ class AttemptWatch:
             out.succeeded = True
             final = ctx.control.read_final(self.gen)
             out.final = None if final is None else final.as_dict()
-            if final is not None and 0 <= final.final_step <= self.total:
+            if final is not None and 0 <= final.final_step <= total_steps(ctx.cfg):
                 # The cluster's word, unproven yet: never past the job's last step into an incident.
                 out.last_step = final.final_step
             return True
