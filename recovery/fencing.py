@@ -12,9 +12,10 @@ every store it can reach. Then:
   did not), is never restored.
 
 Generations only go up: a new attempt's exceeds every fence found in any store
-(``first_generation``), and a fence that cannot be read (torn, malformed, or the
-store did not answer) is a store error, never "no fence": a zombie cannot commit
-past one, and nobody reads one as permission.
+(``first_generation``), and a fence that cannot be read (the store did not answer)
+is a store error, never "no fence": a zombie cannot commit past one, and nobody
+reads one as permission. A fence this run's controller did not sign (forged,
+malformed, not a regular file) is ignored: it can neither stop nor allow anything.
 
 This module is the rule, pure; reading and writing fences in a store is the store's
 (``recovery/store.py``: ``read_fence``, ``scan_fences``, ``CheckpointStore.write_fence``).

@@ -194,7 +194,10 @@ class Replicator:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.tick()
+            try:
+                self.tick()
+            except Exception as exc:  # whatever a store holds must not end replication for the run
+                self._report(f"replication: {type(exc).__name__}: {str(exc)[:300]}")
 
     def tick(self) -> list[Replicated]:
         with self._lock:
@@ -236,7 +239,12 @@ class Replicator:
                     done.append(r)
                     self.on_replicated(r)
                     try:
-                        target.retain(self.run_id, self.keep_last, lineage=lineage)
+                        target.retain(
+                            self.run_id,
+                            self.keep_last,
+                            lineage=lineage,
+                            on_skip=lambda s, why, t=target: self._report(f"{t.region} step {s}: {why}"),
+                        )
                     except StoreError as exc:
                         self._report(f"retention in {target.region} ({target.url}): {exc}")
                 break

@@ -83,6 +83,8 @@ class CheckpointStore:
         except (StorageSetupError, ValueError, OSError) as exc:
             raise StoreError(f"region {region or '?'}: store {self.url}: {exc}") from None
         self.fs = Bounded(fs, op_timeout(self.storage_options))
+        # (run, step) of foreign entries retention has reported: said once, not at every commit.
+        self._left_alone: set[tuple[str, int]] = set()
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r}, region={self.region!r})"
@@ -362,34 +364,47 @@ class CheckpointStore:
             raise self._error("cannot abort multipart uploads under " + prefix, exc) from None
         return aborted
 
-    def retain(self, run_id: str, keep: int, lineage: Admits | None = None, attempt: int | None = None) -> list[int]:
+    def retain(
+        self,
+        run_id: str,
+        keep: int,
+        lineage: Admits | None = None,
+        attempt: int | None = None,
+        on_skip: SkipHook | None = None,
+    ) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints on the lineage; drop older ones,
         torn leftovers, and (first) every checkpoint the lineage fences, so a zombie's
         newer steps can never push the lineage's own out. A manifest not signed with the
-        run's key is neither counted nor deleted (see ``retention_plan``), and neither is
+        run's key, or that is not a manifest at all (malformed, too large, not a regular
+        file), is neither counted nor deleted (see ``retention_plan``): a foreign entry is
+        left alone, and ``on_skip`` is told of it once per store, with the reason. So is
         one written by a later attempt than ``attempt`` (the attempt retaining: a zombie in
         a store its successor could not fence must not prune the successor's). The steps deleted."""
         steps = self.all_steps(run_id)
         fenced: set[int] = set()
-        untrusted: set[int] = set()
+        untrusted: dict[int, str] = {}
         for step in sorted(s for s, ok in steps.items() if ok):
             try:
                 m = self.manifest(run_id, step)
-            except ManifestError:
-                if lineage is not None:
-                    fenced.add(step)  # unreadable as a manifest: restorable by no one
-                else:
-                    untrusted.add(step)
+            except ManifestError as exc:
+                untrusted[step] = f"left alone by retention: {exc}"
                 continue
             if m is None:
                 continue
-            if not self.trusts(m).ok or (attempt is not None and m.attempt > attempt):
-                untrusted.add(step)
+            verdict = self.trusts(m)
+            if not verdict.ok:
+                untrusted[step] = f"left alone by retention: {verdict.reason}"
+            elif attempt is not None and m.attempt > attempt:
+                untrusted[step] = ""  # a successor's own: not foreign, nothing to say
             elif lineage is not None and not lineage.allows(m.attempt, m.step):
                 fenced.add(step)
-        doomed = retention_plan(steps, keep, fenced, untrusted)
+        doomed = retention_plan(steps, keep, fenced, set(untrusted))
         for step in doomed:
             self.delete(run_id, step)
+        for step, reason in sorted(untrusted.items()):
+            if reason and on_skip is not None and (run_id, step) not in self._left_alone:
+                self._left_alone.add((run_id, step))
+                on_skip(step, reason[:500])
         return sorted(doomed)
 
 

@@ -416,12 +416,15 @@ class Controller:
         """An exit 0 whose outcome no signed checkpoint backs: a failure of the attempt."""
         outcome.succeeded = False
         outcome.failure = Failure(FailureKind.OUTCOME_UNPROVEN, region, f"its outcome does not verify: {reason}")
+        # Found now: the incident's times are the controller's, not unset.
+        outcome.detected_at = outcome.detected_at or self.clock()
         self.emit(
             FailureDetected(
                 kind=str(FailureKind.OUTCOME_UNPROVEN),
                 region=region,
                 detail=outcome.failure.detail,
                 runtime_exit=0,
+                detected_after_s=0.0,
                 last_step=outcome.last_step,
             )
         )

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from orchestrator.chaos.injector import FaultInjector
+from orchestrator.config.derived import total_steps
 from orchestrator.control.cadence import look_cap_ticks, next_look_ticks, quiet
 from orchestrator.control.context import RunContext
 from orchestrator.control.nodewatch import NodeWatch
@@ -412,7 +413,8 @@ class AttemptWatch:
             out.succeeded = True
             final = ctx.control.read_final(self.gen)
             out.final = None if final is None else final.as_dict()
-            if final is not None:
+            if final is not None and 0 <= final.final_step <= total_steps(ctx.cfg):
+                # The cluster's word, unproven yet: never past the job's last step into an incident.
                 out.last_step = final.final_step
             return True
         if failure is None:

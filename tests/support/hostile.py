@@ -128,3 +128,169 @@ def assert_private(run: Any, home: Path) -> None:
         assert (os.stat(path).st_mode & 0o077) == 0, path
         for f in path.iterdir():
             assert (os.stat(f).st_mode & 0o077) == 0, f
+
+
+# --- malformed manifests, forged fences and special files (the second round) ----------------
+
+# Above anything the run commits: a nested manifest, one with a number past any float, a
+# MANIFEST.json FIFO, a step folder whose files are special and whose manifest is a
+# /dev/zero symlink, a step folder that is a symlink loop, a MANIFEST.json symlink loop.
+MALFORMED_STEPS = {
+    610: "deeply nested JSON",
+    620: "a number past any float (1e999)",
+    630: "a MANIFEST.json FIFO",
+    640: "special files, its manifest a /dev/zero symlink",
+    650: "a step folder that is a symlink loop",
+    660: "a MANIFEST.json symlink loop",
+}
+# Which steps a reader can journal: a looping step folder holds no manifest anyone can list.
+JOURNALED_MALFORMED = frozenset(MALFORMED_STEPS) - {650}
+NESTED = '{"a":' * 20_000 + "1" + "}" * 20_000
+
+
+def plant_malformed_manifests(home: Path, run_id: str) -> None:
+    """In every region's store, step folders above the run's own holding what a manifest
+    reader must skip without hanging, crashing or following a link (MALFORMED_STEPS)."""
+    for region in REGIONS:
+        root = home / "stores" / region / run_id / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        for step in MALFORMED_STEPS:
+            folder = root / f"step-{step}"
+            if step == 650:
+                folder.symlink_to(folder)
+                continue
+            folder.mkdir(exist_ok=True)
+            manifest = folder / MANIFEST_NAME
+            if step == 610:
+                manifest.write_text(NESTED)
+            elif step == 620:
+                manifest.write_text(
+                    json.dumps({"run_id": run_id, "step": step, "attempt": 1, "files": [], "committed_at": 1.0})
+                    .replace('"committed_at": 1.0', '"committed_at": 1e999')
+                    .replace(f'"step": {step}', '"step": 1e999')
+                )
+            elif step == 630:
+                os.mkfifo(manifest)
+            elif step == 640:
+                os.mkfifo(folder / "model.pt")
+                (folder / "optimizer.pt").symlink_to("/dev/zero")
+                (folder / "state.pt").symlink_to(folder / "state.pt")
+                manifest.symlink_to("/dev/zero")
+            else:
+                manifest.symlink_to(manifest)
+
+
+def forged_fence(run_id: str, generation: int = 99) -> bytes:
+    """A well-formed fence of ``run_id`` at ``generation``, signed by a controller of
+    another life of the run (another secret): it must verify under no key of this run."""
+    from recovery.fencing import Lineage, encode_fence
+    from recovery.keys import controller_keys
+
+    lineage = Lineage().then(generation, 450)
+    return encode_fence(run_id, lineage, controller_keys(os.urandom(32), run_id).sign_fence)
+
+
+# One store each: a forged high fence, garbage, a symlink loop.
+FENCE_PLANTS = ("forged", "garbage", "loop")
+
+
+def plant_fences(home: Path, run_id: str, order: tuple[str, ...] = FENCE_PLANTS) -> dict[str, str]:
+    """A FENCE.json in every store that this run's controller did not write; what each is, by region."""
+    planted = {}
+    for region, kind in zip(REGIONS, order, strict=True):
+        path = home / "stores" / region / run_id / "FENCE.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        if kind == "forged":
+            path.write_bytes(forged_fence(run_id))
+        elif kind == "garbage":
+            path.write_bytes(b'{"links": [[99, 1e999]], "signature": ' + b"[" * 5000)
+        else:
+            path.symlink_to(path)
+        planted[region] = kind
+    return planted
+
+
+# Event files named as the runtime names its events, each something no reader may open.
+SPECIAL_EVENTS = ("0000000001.000000-0000dead.json", "0000000001.000001-0000beef.json")
+
+
+def plant_special_control(run_dir: Path, generations: int) -> None:
+    """In the run's control channel: for each generation to come, its heartbeat a FIFO,
+    its exit.json a FIFO, its final.json a /dev/zero symlink, an event a /dev/zero symlink,
+    another a symlink loop, and a folder that loops back on itself."""
+    control = run_dir / CONTROL_DIR
+    control.mkdir(parents=True, exist_ok=True)
+    for gen in range(1, generations + 1):
+        g = control / f"g{gen}"
+        events = g / "events"
+        events.mkdir(parents=True, exist_ok=True)
+        for name, plant in (("heartbeat.json", os.mkfifo), ("exit.json", os.mkfifo)):
+            if not (g / name).exists():
+                plant(g / name)
+        if not (g / "final.json").is_symlink():
+            (g / "final.json").symlink_to("/dev/zero")
+        (events / SPECIAL_EVENTS[0]).symlink_to("/dev/zero")
+        (events / SPECIAL_EVENTS[1]).symlink_to(events / SPECIAL_EVENTS[1])
+        (g / "loop").symlink_to(g)
+    (control / "loop").symlink_to(control / "loop")
+
+
+def _control_json(path: Path) -> dict[str, Any] | None:
+    try:
+        if not path.is_file() or path.is_symlink():
+            return None
+        got = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def kill_driver_with_a_forged_outcome(
+    home: Path, run_id: str, *overrides: str, at_step: int = 120, timeout: float = 400
+) -> tuple[Any, dict[str, Any]]:
+    """A run in the background; once its first generation has trained past ``at_step``,
+    an exit.json (code 0) and a final.json claiming a forged end are written into that
+    generation's control folder, then its driver (the heartbeat's pid) is SIGKILLed.
+    The run as it ended, and what was forged."""
+    import signal
+    import subprocess
+    import sys
+
+    from support import REPO, Run, env_for
+
+    argv = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false", *overrides]
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    g1 = home / "runs" / run_id / CONTROL_DIR / "g1"
+    forged = {
+        "time": time.time(),
+        "generation": 1,
+        "final_step": 10**12,
+        "weights_sha256": "f" * 64,
+        "final_checkpoint": "file:///etc/passwd",
+    }
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the run ended before its driver could be killed: {proc.returncode}")
+            beat, progress = _control_json(g1 / "heartbeat.json"), _control_json(g1 / "progress.json")
+            if beat and progress and beat.get("pid") and int(progress.get("step", 0)) >= at_step:
+                break
+            time.sleep(0.2)
+        forged["time"] = time.time()
+        (g1 / "final.json").write_text(json.dumps(forged))
+        (g1 / "exit.json").write_text(json.dumps({"time": time.time(), "generation": 1, "code": 0}))
+        os.kill(int(beat["pid"]), signal.SIGKILL)
+        out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    run_dir = home / "runs" / run_id
+    result_path = run_dir / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return Run(proc.returncode, out, err, run_dir, result), forged

@@ -142,9 +142,18 @@ class Committer:
             return primary
 
     def retain(self, store: CheckpointStore) -> None:
-        """Retention after a commit; a failure costs only space (the next commit retries it)."""
+        """Retention after a commit; a failure costs only space (the next commit retries it).
+        A foreign entry it leaves alone is journaled once as a skipped checkpoint."""
         try:
-            store.retain(self.run_id, self.keep_last, lineage=self.lineage, attempt=self.generation)
+            store.retain(
+                self.run_id,
+                self.keep_last,
+                lineage=self.lineage,
+                attempt=self.generation,
+                on_skip=lambda step, reason: self.on_event(
+                    "checkpoint_skipped", {"step": step, "region": store.region, "reason": reason}
+                ),
+            )
         except StoreError as exc:
             self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
 

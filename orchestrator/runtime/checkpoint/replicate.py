@@ -68,7 +68,15 @@ class Replicator:
                 extra={**primary.extra, "replica_of": source.region},
                 fenced=True,
             )
-            replica.retain(self.run_id, self.keep_last, lineage=self.lineage, attempt=self.generation)
+            replica.retain(
+                self.run_id,
+                self.keep_last,
+                lineage=self.lineage,
+                attempt=self.generation,
+                on_skip=lambda step, reason: self.on_event(
+                    "checkpoint_skipped", {"step": step, "region": replica.region, "reason": reason}
+                ),
+            )
         except (StoreError, FencedError, OSError) as exc:
             # Stop trying this store for a while: a hung one would hold up every upload.
             self._down_until[replica.region] = time.monotonic() + self.outage_s

@@ -102,6 +102,31 @@ def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Pat
     assert got is not None and got.manifest.step == 40
 
 
+def test_of_replicated_copies_the_proof_is_the_one_final_json_names(tmp_path: Path) -> None:
+    """A run that failed over commits its last checkpoint in its new region, and replication
+    copies it to the first: the copy final.json names proves the end, not the first store's."""
+    key = controller_keys(b"k" * 32, "run")
+    a, b, c = (CheckpointStore(f"file://{tmp_path}/{r}", r, key=key) for r in "abc")
+    for store in (a, b, c):
+        store.commit("run", 60, 2, [store.put("run", 60, "m", b"x")], extra={"weights_sha256": W})
+    claimed = b.checkpoint_url("run", 60)
+    got = newest_signed([a, b, c], "run", Lineage())
+    assert got is not None and got.where(claimed) == claimed
+    assert (
+        prove(LOOP, 60, {"final_step": 60, "final_checkpoint": claimed, "weights_sha256": W}, got).final_checkpoint
+        == claimed
+    )
+    # Nothing claimed, or a claim no store holds: the first store's copy, and the claim is refused.
+    assert newest_signed([a, b, c], "run", Lineage()).url == a.checkpoint_url("run", 60)  # type: ignore[union-attr]
+    elsewhere = newest_signed([a, b, c], "run", Lineage())
+    assert elsewhere is not None and elsewhere.where("file:///etc/passwd") == a.checkpoint_url("run", 60)
+    with pytest.raises(Unproven, match="claims final_checkpoint"):
+        prove(LOOP, 60, {"final_checkpoint": "file:///etc/passwd"}, elsewhere)
+    # A newer step elsewhere still wins over the claimed store's older one.
+    c.commit("run", 80, 2, [c.put("run", 80, "m", b"x")], extra={"weights_sha256": W})
+    assert newest_signed([a, b, c], "run", Lineage()).manifest.step == 80  # type: ignore[union-attr]
+
+
 def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,3 +150,31 @@ def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
     assert "/etc/passwd" not in str(result["final_checkpoint"]) and result["final_checkpoint"].endswith("step-60")
     failures = [e for e in ctl.journal.events() if e["type"] == "failure_detected"]
     assert failures and failures[0]["kind"] == "outcome_unproven" and "final_step" in failures[0]["detail"]
+
+
+def test_a_forged_outcome_s_incident_holds_the_controller_s_times_and_steps_never_the_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "POLL_S", 0.002)
+    monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
+    cloud = FakeCloud({"local-a": [Script(until=40, then="forged_finish")]})
+    cfg = compose(
+        [
+            f"home={tmp_path}",
+            "run_id=forged-incident",
+            "progress=false",
+            "job.steps=60",
+            "recovery.heartbeat_interval_s=0.05",
+            "recovery.heartbeat_timeout_s=0.3",
+        ]
+    )
+    ctl = Controller(cfg, cloud, "forged-incident", out=io.StringIO())  # type: ignore[arg-type]
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED"
+    (inc,) = [i for i in result["incidents"] if i["kind"] == "outcome_unproven"]
+    # final.json claimed step 10**12: the incident keeps the step the runtime reported.
+    assert 0 <= inc["last_step"] <= 60 and 0 <= inc["lost_steps"] <= 60, inc
+    assert inc["detected_at"] > 0 and inc["failed_at"] > 0, inc
+    assert inc["rto_s"] is not None and 0 <= inc["rto_s"] < 60, inc
+    (ended,) = [e for e in ctl.journal.events() if e["type"] == "attempt_ended" and e["generation"] == 1]
+    assert ended["last_step"] <= 60, ended
