@@ -17,7 +17,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -96,24 +95,31 @@ def test_every_line_has_its_shortening() -> None:
     assert sorted(key_of(line) for line in lines) == sorted(SHORTER), "a README line without its entry in SHORTER"
 
 
-def test_the_readme_lines_run_as_written(tmp_path: Path) -> None:
-    lines, _ = readme_lines()
-    env = env_for(tmp_path / "home", activated_path(tmp_path / "bin"))
+@pytest.fixture(scope="module")
+def shell(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of the user's shell after the block's first line: one home for every line."""
+    tmp = tmp_path_factory.mktemp("readme")
+    env = env_for(tmp / "home", activated_path(tmp / "bin"))
     env.pop("PYTHONPATH", None)
-    took = []
-    for line in lines:
-        command = f"{line.split(' #', 1)[0].rstrip()} {SHORTER[key_of(line)]}".rstrip()
-        start = time.monotonic()
-        proc = bash(command, env, timeout=240)
-        took.append(f"{time.monotonic() - start:5.1f}s  {command}")
-        assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-        assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
-    listed = json.loads(bash("python -m orchestrator action=list format=json", env, timeout=60).stdout)
-    newest = listed[0]["run_id"]
-    proc = bash(REPORT.replace("<id>", newest), env, timeout=60)
+    return env
+
+
+# One test per line, in the README's order (a run per line: each gets its own time limit).
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("line", readme_lines()[0], ids=lambda line: key_of(line)[:60])
+def test_the_readme_line_runs_as_written(line: str, shell: dict[str, str]) -> None:
+    command = f"{line.split(' #', 1)[0].rstrip()} {SHORTER[key_of(line)]}".rstrip()
+    proc = bash(command, shell, timeout=400)
+    assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
+
+
+def test_the_report_line_runs_with_an_id_from_the_list(shell: dict[str, str]) -> None:
+    listed = json.loads(bash("python -m orchestrator action=list format=json", shell, timeout=60).stdout)
+    assert listed, "the lines above made no run"
+    proc = bash(REPORT.replace("<id>", listed[0]["run_id"]), shell, timeout=60)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert re.search(r"incident report: run \S+", proc.stdout), proc.stdout
-    print("\n".join(took))
 
 
 pytestmark = pytest.mark.integration
