@@ -291,6 +291,17 @@ def bare_train(config: dict[str, Any]) -> None:
         Path(config["out"]).write_text(json.dumps(record))
 
 
+def use_token_of(cluster_env: dict[str, str]) -> None:
+    """This driver's Ray token: the cluster's own (the local provider turns Ray's token auth
+    on, a new token per cluster). Ray caches the token it read for the process's life, so
+    the second round's cluster would get the first one's without the reset."""
+    from ray._raylet import AuthenticationTokenLoader
+
+    os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the cluster's file
+    os.environ.update({k: v for k, v in cluster_env.items() if k.startswith("RAY_AUTH")})
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 class BareCluster:
     """One local-provider cluster per round for the bare arms, torn down before ours run
     (an idle cluster would take CPU from them)."""
@@ -308,9 +319,7 @@ class BareCluster:
         self.cluster = self.provider.launch(RegionSpec("bench", "file:///tmp", 2), name, 60, env=TRAIN_ENV)
         try:
             os.environ.update(TRAIN_ENV)
-            # The cluster takes only its own token (the local provider turns Ray's token auth on).
-            auth = self.provider.cluster_env(self.cluster)
-            os.environ.update({k: v for k, v in auth.items() if k.startswith("RAY_AUTH")})
+            use_token_of(self.provider.cluster_env(self.cluster))
             ray.init(address=self.cluster.address, log_to_driver=False)
         except BaseException:
             self.provider.teardown(self.cluster)

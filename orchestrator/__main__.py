@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     from orchestrator.commands import run
+    from orchestrator.commands.output import forgiving_stdout
     from orchestrator.config.cli import parse_args
     from orchestrator.config.compose import compose
     from orchestrator.errors import ConfigError, error
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         if opts.multirun:
             from orchestrator.commands import sweep
 
-            return sweep.main(opts)
+            with forgiving_stdout():
+                return sweep.main(opts)
         if opts.cfg is not None or opts.info is not None:
             from orchestrator.commands import showcfg
 
@@ -67,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return report.main(cfg.home_path, str(cfg.run_id))
         if cfg.action == "resume":
-            return run.resume(cfg)
+            with forgiving_stdout():
+                return run.resume(cfg)
         if cfg.action == "list":
             from orchestrator.commands import runs_list
 
@@ -90,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         and any(f.kind == "controller_crash" for f in cfg.chaos.faults)
         and not os.environ.get(run.SUPERVISED_ENV)
     ):
-        return run.supervise(cfg, args)
-    return run.run(cfg)
+        with forgiving_stdout():
+            return run.supervise(cfg, args)
+    with forgiving_stdout():
+        return run.run(cfg)
 
 
 if __name__ == "__main__":
@@ -99,4 +104,6 @@ if __name__ == "__main__":
     # stores, its Ray clusters' files) is this user's alone; tests call main() in-process
     # and keep their own umask.
     os.umask(0o077)
-    sys.exit(main())
+    from orchestrator.commands.output import main_quietly
+
+    sys.exit(main_quietly(main))

@@ -342,7 +342,5 @@ def main(cfg: Config) -> int:
         return error(str(exc))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED  # Ctrl-C ends a follow: nothing to clean up
-    except BrokenPipeError:
-        # `action=logs ... | head`: the reader left; so do we, quietly.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    # `action=logs ... | head`: a reader that leaves ends it quietly (commands/output.py).
     return 0

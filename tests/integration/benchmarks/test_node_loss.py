@@ -1,0 +1,17 @@
+"""benchmarks/node_loss.py with its smallest useful settings: the fault after the first checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.benchmarks import run_benchmark
+
+pytestmark = pytest.mark.integration
+
+
+def test_node_loss_runs(tmp_path: Path) -> None:
+    run = run_benchmark("node_loss", tmp_path, "--steps", "200", "--kill-at", "120")
+    assert run.returncode == 0, run.said()
+    assert run.figures is not None
