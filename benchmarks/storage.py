@@ -82,7 +82,7 @@ def upload_ratio(endpoint: str, mb: int, rounds: int = 3, workers: int = 1) -> d
     for name, data in files.items():
         Path(tmp, name).write_bytes(data)
     fs, _ = open_fs("s3://bench-up", {"endpoint_url": endpoint})
-    key = secrets.token_bytes(32)
+    key = controller_keys(secrets.token_bytes(32), "bench-up")
 
     stores: dict[str, CheckpointStore] = {}
 
@@ -215,7 +215,7 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
     m = src.manifest(run_id, max(src.committed_steps(run_id)))
     assert m is not None
     files = {f.name: src.fs.cat_file(f"{src.step_path(run_id, m.step)}/{f.name}") for f in m.files}
-    store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=secrets.token_bytes(32))
+    store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=controller_keys(secrets.token_bytes(32), "restore"))
     entries = [store.put("restore", m.step, name, data) for name, data in files.items()]
     store.commit("restore", m.step, 1, entries)
     ours, raw = [], []
