@@ -215,7 +215,8 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
     m = src.manifest(run_id, max(src.committed_steps(run_id)))
     assert m is not None
     files = {f.name: src.fs.cat_file(f"{src.step_path(run_id, m.step)}/{f.name}") for f in m.files}
-    store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=controller_keys(secrets.token_bytes(32), "restore"))
+    keys = controller_keys(secrets.token_bytes(32), "restore")
+    store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=keys)
     entries = [store.put("restore", m.step, name, data) for name, data in files.items()]
     store.commit("restore", m.step, 1, entries)
     ours, raw = [], []
