@@ -241,7 +241,9 @@ def _pickled(cfg: Any) -> bytes | None:
 
 def _copy(kept: _Merge) -> Any:
     """A deep copy of the kept merge, its resolver cache included (OmegaConf pickles
-    a config whole: nodes, flags, types and cache)."""
+    a config whole: nodes, flags, types and cache). The bytes are only ever ``_pickled``'s,
+    made in this process from a config it composed and kept in memory: nothing from a
+    file, a store, the control channel or a cluster is unpickled here."""
     if kept.pickled is None:
         return copy.deepcopy(kept.config)
     return pickle.loads(kept.pickled)
