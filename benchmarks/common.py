@@ -26,9 +26,17 @@ def temp_home() -> str:
 
 def ray_client_env() -> None:
     """What a driver on this machine needs to reach a local-provider cluster (see providers/local/provider.py)."""
+    import sys
+
     from providers.local.provider import BASE_ENV
 
+    applied = all(os.environ.get(key) == value for key, value in BASE_ENV.items())
     os.environ.update(BASE_ENV)
+    # Ray reads its address and auth settings once, when it is first imported: a driver
+    # that imported Ray before would resolve the cluster's 127.0.0.1 to this machine's
+    # routed address (nothing listens there) and send no token.
+    if "ray" in sys.modules and not applied:
+        raise RuntimeError("ray_client_env() must run before the driver first imports ray")
 
 
 def write_json(path: str | None, figures: dict[str, Any]) -> None:

@@ -24,13 +24,18 @@ class BenchmarkRun:
         return f"exit {self.returncode}\n{self.stdout[-3000:]}\n{self.stderr[-3000:]}"
 
 
-def run_benchmark(script: str, tmp: Path, *args: str, timeout: float = 600) -> BenchmarkRun:
+def run_benchmark(script: str, tmp: Path, *args: str, timeout: float = 600, fresh_home: bool = True) -> BenchmarkRun:
     """``python benchmarks/<script>.py ARGS --json <tmp>/figures.json`` from the repository's
-    root, with a HOME of its own (no ``~/.ray``, no ``~/.orchestrator``: a fresh machine)."""
+    root, with a HOME of its own (no ``~/.ray``, no ``~/.orchestrator``: a fresh machine)
+    unless ``fresh_home`` is false (a benchmark that needs the user's SSH keys and SkyPilot
+    configuration, as the Slurm one does)."""
     out = tmp / "figures.json"
-    home = tmp / "user-home"
-    home.mkdir(parents=True, exist_ok=True)
-    env = env_for(tmp / "orchestrator-home", {"HOME": str(home)})
+    extra: dict[str, str] = {}
+    if fresh_home:
+        home = tmp / "user-home"
+        home.mkdir(parents=True, exist_ok=True)
+        extra["HOME"] = str(home)
+    env = env_for(tmp / "orchestrator-home", extra)
     proc = subprocess.run(
         [sys.executable, f"benchmarks/{script}.py", *args, "--json", str(out)],
         cwd=REPO,

@@ -258,7 +258,8 @@ def kill_driver_with_a_forged_outcome(
     import subprocess
     import sys
 
-    from support import REPO, Run, env_for
+    from tests.support.paths import REPO
+    from tests.support.runs import Run, env_for
 
     argv = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false", *overrides]
     proc = subprocess.Popen(

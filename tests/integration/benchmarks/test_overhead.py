@@ -18,11 +18,12 @@ pytestmark = pytest.mark.integration
 # Two rounds' bare clusters in one driver process, as main() makes them (a process of its
 # own: the driver changes its environment and connects to Ray).
 TWO_ROUNDS = """
-import ray
 from benchmarks.overhead import BareCluster
 
 for _ in range(2):
     with BareCluster():
+        import ray
+
         assert ray.cluster_resources().get("CPU") == 2
 print("both rounds connected")
 """

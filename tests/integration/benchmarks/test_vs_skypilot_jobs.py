@@ -21,11 +21,12 @@ def slurm_up() -> bool:
 
 
 def test_vs_skypilot_jobs_runs(tmp_path: Path) -> None:
+    # The user's HOME: the cluster's SSH key and ~/.slurm/config live there.
     if not slurm_up():
-        run = run_benchmark("vs_skypilot_jobs", tmp_path, "--trials", "1")
+        run = run_benchmark("vs_skypilot_jobs", tmp_path, "--trials", "1", fresh_home=False)
         assert run.returncode == 1 and "Traceback" not in run.stderr, run.said()
         assert "the CI Slurm cluster is not up" in run.stderr
         return
     args = ("--trials", "1", "--systems", "ours", "--steps", "300", "--interval", "50", "--cancel-at", "100")
-    run = run_benchmark("vs_skypilot_jobs", tmp_path, *args, timeout=900)
+    run = run_benchmark("vs_skypilot_jobs", tmp_path, *args, timeout=900, fresh_home=False)
     assert run.returncode == 0, run.said()
