@@ -64,7 +64,9 @@ class _Merge:
 
 
 _merges: OrderedDict[tuple[Any, ...], _Merge] = OrderedDict()
-stats = {"reused": 0, "merged": 0}
+# The primary configs loaded (fingerprint, pickled ConfigResult): see _load_primary.
+_primaries: dict[tuple[Any, ...], tuple[tuple[Any, ...], bytes]] = {}
+stats = {"reused": 0, "merged": 0, "primary_loaded": 0}
 
 
 def supported() -> bool:
@@ -75,8 +77,9 @@ def supported() -> bool:
 
 def clear() -> None:
     _merges.clear()
+    _primaries.clear()
     _schemas.clear()
-    stats.update(reused=0, merged=0)
+    stats.update(reused=0, merged=0, primary_loaded=0)
 
 
 _schemas: dict[type, Any] = {}
@@ -187,8 +190,42 @@ def _parse_overrides_and_create_caching_repo(loader: Any, config_name: str, over
     caching_repo = CachingConfigRepository.__new__(CachingConfigRepository)
     caching_repo.delegate = ConfigRepository(loader.config_search_path)
     caching_repo.cache = {}
+    if config_name is not None:
+        _load_primary(caching_repo, config_name)
     loader._process_config_searchpath(config_name, parsed_overrides, caching_repo)
     return parsed_overrides, caching_repo
+
+
+def _load_primary(repo: Any, config_name: str) -> None:
+    """The primary config into ``repo``'s cache, where Hydra's CachingConfigRepository keeps
+    it for the whole composition (Hydra's first step loads it to find ``hydra.searchpath``:
+    about half of a composition whose merge is reused): a copy of the one loaded before
+    while the search path is as it was, else loaded, and kept when it loaded cleanly."""
+    cache_key = f"config_path={config_name}"
+    sources = repo.get_sources()
+    key = (config_name, tuple((s.scheme(), s.provider, s.path) for s in sources))
+    fingerprint = _fingerprint(sources, _store_nodes())
+    kept = _primaries.get(key)
+    if kept is not None and fingerprint is not None and kept[0] == fingerprint:
+        # Bytes this process pickled from a config it loaded itself (see _copy).
+        repo.cache[cache_key] = pickle.loads(kept[1])
+        return
+    stats["primary_loaded"] += 1
+    started = time.time_ns()
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        loaded = repo.load_config(config_path=config_name)
+    if warned:
+        repo.cache.pop(cache_key, None)  # loaded again by Hydra, its warnings as it gives them
+        return
+    if loaded is None or fingerprint is None or _racy(fingerprint, started):
+        return
+    try:
+        _primaries[key] = (fingerprint, pickle.dumps(loaded, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return
+    while len(_primaries) > MAX_ENTRIES:
+        del _primaries[next(iter(_primaries))]
 
 
 def _merged(loader: Any, repo: Any, config_name: str, choices: list[Any]) -> tuple[Any, dict[str, Any]]:

@@ -151,7 +151,7 @@ def test_a_file_changed_just_before_its_merge_keeps_nothing(user_dir: Path) -> N
     overrides = [f"hydra.searchpath=['file://{user_dir}']", "job=mine"]
     composed(overrides, cached=True)
     composed(overrides, cached=True)
-    assert compose_cache.stats == {"reused": 0, "merged": 2}
+    assert (compose_cache.stats["reused"], compose_cache.stats["merged"]) == (0, 2)
 
 
 def test_a_resolver_in_a_defaults_list_is_resolved_per_call(user_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,7 +215,7 @@ def test_the_config_store_holding_other_nodes_merges_again(tmp_path: Path) -> No
     ConfigStore.instance().store(name="cc_test_only", node={"a": 1}, group="zz_compose_cache_test")
     try:
         composed(["job=gpt"], cached=True)
-        assert compose_cache.stats == {"reused": 0, "merged": 2}
+        assert compose_cache.stats == {"reused": 0, "merged": 2, "primary_loaded": 2}
     finally:
         del ConfigStore.instance().repo["zz_compose_cache_test"]
 
@@ -224,3 +224,26 @@ def test_the_pinned_hydra_is_one_compose_cache_follows() -> None:
     # compose_cache follows Hydra's loader step by step: a new Hydra needs its steps read
     # again (and SUPPORTED_HYDRA extended), or every command composes at Hydra's own pace.
     assert compose_cache.supported()
+
+
+def test_the_primary_config_is_read_once_while_unchanged_and_again_once_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    monkeypatch.setattr(compose_cache, "RACY_NS", 0)
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    overrides = ["job.steps=7"]
+    first = composed(overrides, cached=True, conf_dir=conf)
+    assert composed(overrides, cached=True, conf_dir=conf) == first
+    assert composed(["job.steps=8"], cached=True, conf_dir=conf) == composed(["job.steps=8"], False, conf)
+    assert compose_cache.stats["primary_loaded"] == 1
+    primary = conf / "config.yaml"
+    stat = primary.stat()
+    primary.write_text(primary.read_text().replace("job: digits", "job: gpt"))
+    os.utime(primary, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    edited = composed(overrides, cached=True, conf_dir=conf)
+    assert edited == composed(overrides, cached=False, conf_dir=conf)
+    assert edited != first
+    assert compose_cache.stats["primary_loaded"] == 2
