@@ -69,17 +69,18 @@ def compose_full(overrides: list[str], conf_dir: Path = CONF_DIR) -> Composed:
     given, additions = split_region_additions(_free_form(_absolute_home(overrides)))
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            raw = compose_cache.compose("config", given, keep_hydra=True)
-        runtime = raw.hydra.runtime
-        order = [g for g, _ in primary_defaults(conf_dir)]
-        picked = {str(g): str(o) for g, o in runtime.choices.items() if not str(g).startswith("hydra/")}
-        choices = {g: picked[g] for g in sorted(picked, key=lambda g: order.index(g) if g in order else len(order))}
-        searchpath = [f"{s.schema}://{s.path}" for s in runtime.config_sources if s.provider != "hydra"]
-        with open_dict(raw):
-            del raw["hydra"]
-        _add_regions(raw, additions)
-        plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
+        with compose_cache.parse_trees_reused():
+            with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+                raw = compose_cache.compose("config", given, keep_hydra=True)
+            runtime = raw.hydra.runtime
+            order = [g for g, _ in primary_defaults(conf_dir)]
+            picked = {str(g): str(o) for g, o in runtime.choices.items() if not str(g).startswith("hydra/")}
+            choices = {g: picked[g] for g in sorted(picked, key=lambda g: order.index(g) if g in order else len(order))}
+            searchpath = [f"{s.schema}://{s.path}" for s in runtime.config_sources if s.provider != "hydra"]
+            with open_dict(raw):
+                del raw["hydra"]
+            _add_regions(raw, additions)
+            plain = OmegaConf.to_container(raw, resolve=True, throw_on_missing=True)
     except ConfigError:
         raise
     except Exception as exc:

@@ -78,6 +78,7 @@ def supported() -> bool:
 def clear() -> None:
     _merges.clear()
     _primaries.clear()
+    _parsed.clear()
     _schemas.clear()
     stats.update(reused=0, merged=0, primary_loaded=0)
 
@@ -267,6 +268,48 @@ def _merged(loader: Any, repo: Any, config_name: str, choices: list[Any]) -> tup
         # The kept merge is never handed out; the copy's resolver cache is this merge's.
         cfg = _copy(kept)
     return cfg, dict(known_choices)
+
+
+# OmegaConf's interpolation grammar: a composition parses the same few interpolations
+# (``${oc.env:...}``, ``${home}``) each time it builds or resolves a config, and the
+# ANTLR parse is most of what resolving costs. Parse trees are only read once made
+# (OmegaConf already keeps a tree while it parses others), so one per text is reused
+# while ``parse_trees_reused`` is in effect.
+SUPPORTED_OMEGACONF = ("2.3.",)
+MAX_PARSED = 4096
+MAX_PARSED_CHARS = 512
+_parsed: dict[tuple[str, str, str], Any] = {}
+
+
+@contextmanager
+def parse_trees_reused() -> Iterator[None]:
+    """Within: OmegaConf's grammar parse of a text it parsed before is the tree it made
+    then (the same text, rule and mode; short texts only, bounded). Outside: as OmegaConf is."""
+    import omegaconf
+    from omegaconf import _utils, base, grammar_parser
+
+    if not omegaconf.__version__.startswith(SUPPORTED_OMEGACONF) or base.parse is not grammar_parser.parse:
+        yield
+        return
+    parse = grammar_parser.parse
+
+    def reused(value: str, parser_rule: str = "configValue", lexer_mode: str = "DEFAULT_MODE") -> Any:
+        if not isinstance(value, str) or len(value) > MAX_PARSED_CHARS:
+            return parse(value, parser_rule, lexer_mode)
+        key = (value, parser_rule, lexer_mode)
+        tree = _parsed.get(key)
+        if tree is None:
+            tree = parse(value, parser_rule, lexer_mode)  # an error is raised each time, never kept
+            if len(_parsed) >= MAX_PARSED:
+                _parsed.clear()
+            _parsed[key] = tree
+        return tree
+
+    base.parse = _utils.parse = reused
+    try:
+        yield
+    finally:
+        base.parse = _utils.parse = parse
 
 
 def _pickled(cfg: Any) -> bytes | None:

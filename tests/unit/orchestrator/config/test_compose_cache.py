@@ -247,3 +247,21 @@ def test_the_primary_config_is_read_once_while_unchanged_and_again_once_edited(
     assert edited == composed(overrides, cached=False, conf_dir=conf)
     assert edited != first
     assert compose_cache.stats["primary_loaded"] == 2
+
+
+def test_a_reused_parse_tree_still_resolves_per_call_and_a_bad_one_fails_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from omegaconf import OmegaConf, base, grammar_parser
+    from omegaconf.errors import GrammarParseError
+
+    with compose_cache.parse_trees_reused():
+        monkeypatch.setenv("CC_TEST_VALUE", "1")
+        assert OmegaConf.to_container(OmegaConf.create({"a": "${oc.env:CC_TEST_VALUE}"}), resolve=True) == {"a": "1"}
+        monkeypatch.setenv("CC_TEST_VALUE", "2")
+        assert OmegaConf.to_container(OmegaConf.create({"a": "${oc.env:CC_TEST_VALUE}"}), resolve=True) == {"a": "2"}
+        assert ("${oc.env:CC_TEST_VALUE}", "configValue", "DEFAULT_MODE") in compose_cache._parsed
+        for _ in range(2):
+            with pytest.raises(GrammarParseError):
+                OmegaConf.create({"a": "${oc.env:"})
+    assert base.parse is grammar_parser.parse
