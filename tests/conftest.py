@@ -9,6 +9,39 @@ import pytest
 _TIERS = ("unit", "integration", "chaos")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``pytest -m unit`` alone: the pure tier spread over this machine's cores (pytest-xdist),
+    which it can be since no unit test starts a process, opens a socket or shares a file.
+    The other tiers share Ray clusters and servers across a session: they stay in one."""
+    import os
+
+    if (
+        (config.option.markexpr or "").strip() != "unit"
+        or config.option.numprocesses is not None
+        or hasattr(config, "workerinput")
+        or not config.pluginmanager.hasplugin("xdist")
+        or config.getoption("usepdb", False)
+    ):
+        return
+    cores = min(os.cpu_count() or 1, 4)
+    if cores > 1:
+        config.option.numprocesses = cores
+
+
+def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
+    """Under ``-m TIER`` (one tier alone), the other tiers' folders are not even imported:
+    their tests carry their folder's marker, so none could be selected."""
+    tier = (config.option.markexpr or "").strip()
+    if tier not in _TIERS:
+        return None
+    for other in _TIERS:
+        if other != tier and collection_path.is_dir() and collection_path.name == other:
+            if collection_path.parent.name == "tests":
+                return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = pathlib.Path(str(item.fspath)).parts
