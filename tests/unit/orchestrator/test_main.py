@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.__main__ import main
+from tests.support.sandbox import launch_nothing, tree
 
 OUTSIDE = "{outside}"  # replaced by the sandbox's folder outside home
 R = "cloud.regions.local-a"
@@ -34,46 +35,12 @@ class Sandbox:
         return arg.replace(OUTSIDE, str(self.outside))
 
 
-def tree(root: Path) -> dict[str, tuple[int, int, int]]:
-    """Every path under root with its mode, size and mtime: what a write would change."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
-    return out
-
-
-def _never(what: str) -> Callable[..., object]:
-    def fail(*args: object, **kwargs: object) -> object:
-        pytest.fail(f"{what} was called: a refused input must launch nothing")
-
-    return fail
-
-
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
-    import orchestrator.commands.plan
-    import orchestrator.commands.run
-    import orchestrator.config.preflight
-    import orchestrator.control.controller
-    import providers.registry
-
     box = Sandbox(tmp_path, tmp_path / "home", tmp_path / "outside")
     for d in (box.home, box.outside, tmp_path / "cwd", tmp_path / "user"):
         d.mkdir()
-    monkeypatch.chdir(tmp_path / "cwd")
-    monkeypatch.setenv("ORCHESTRATOR_HOME", str(box.home))
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    for name in list(providers.registry.PROVIDERS):
-        monkeypatch.setitem(providers.registry.PROVIDERS, name, _never(f"provider {name}"))
-    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
-    monkeypatch.setattr(
-        orchestrator.config.preflight, "preflight", _never("preflight (a store was about to be written)")
-    )
-    monkeypatch.setattr(orchestrator.commands.plan, "main", _never("plan"))
-    monkeypatch.setattr(orchestrator.commands.run, "supervise", _never("the supervisor"))
+    launch_nothing(monkeypatch, box.home, tmp_path / "user", tmp_path / "cwd")
     yield box
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from orchestrator.config.checks import (
     MAX_WORD_CHARS,
     MAX_WORDS,
 )
+from tests.support.sandbox import launch_nothing, tree
 
 pytestmark = pytest.mark.unit
 
@@ -37,43 +38,11 @@ R = "cloud.regions.local-a"
 FEW_SECONDS = 5.0
 
 
-def tree(root: Path) -> dict[str, tuple[int, int, int]]:
-    """Every path under root with its mode, size and mtime: what a write would change."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
-    return out
-
-
-def _never(what: str) -> Callable[..., object]:
-    def fail(*args: object, **kwargs: object) -> object:
-        pytest.fail(f"{what} was called: a refused command line must launch nothing")
-
-    return fail
-
-
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    import orchestrator.commands.plan
-    import orchestrator.commands.run
-    import orchestrator.config.preflight
-    import orchestrator.control.controller
-    import providers.registry
-
     for d in ("home", "user", "cwd"):
         (tmp_path / d).mkdir()
-    monkeypatch.chdir(tmp_path / "cwd")
-    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    for name in list(providers.registry.PROVIDERS):
-        monkeypatch.setitem(providers.registry.PROVIDERS, name, _never(f"provider {name}"))
-    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
-    monkeypatch.setattr(orchestrator.config.preflight, "preflight", _never("preflight"))
-    monkeypatch.setattr(orchestrator.commands.plan, "main", _never("plan"))
-    monkeypatch.setattr(orchestrator.commands.run, "supervise", _never("the supervisor"))
+    launch_nothing(monkeypatch, tmp_path / "home", tmp_path / "user", tmp_path / "cwd")
     yield tmp_path
 
 
