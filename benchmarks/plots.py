@@ -82,28 +82,37 @@ def overhead(data: dict[str, Any], out: Path) -> None:
     _save(fig, out)
 
 
-def node_loss(data: dict[str, Any], out: Path) -> None:
+def _rto_bars(
+    out: Path, title: str, xlabel: str, bars: list[tuple[str, float, str]], goal: float, goal_label: str
+) -> None:
+    """Horizontal bars of RTOs (label, seconds, colour) and the goal's line."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    labels = ["kill_node, replaced", "kill_node, elastic", "kill_region, cold failover"]
-    values = [data["rto_node_replaced_s"], data["rto_node_elastic_s"], data["rto_cold_s"]]
-    ax.barh(labels, values, color=["tab:orange", "tab:green", "tab:blue"])
-    ax.axvline(data["rto_cold_s"] / 2, color="grey", linestyle="--", linewidth=0.8, label="goal: half the cold RTO")
-    ax.set_xlabel("RTO, seconds")
-    ax.set_title("Losing a node (benchmarks/node_loss.py)")
+    ax.barh([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
+    ax.axvline(goal, color="grey", linestyle="--", linewidth=0.8, label=goal_label)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     _save(fig, out)
+
+
+def node_loss(data: dict[str, Any], out: Path) -> None:
+    bars = [
+        ("kill_node, replaced", data["rto_node_replaced_s"], "tab:orange"),
+        ("kill_node, elastic", data["rto_node_elastic_s"], "tab:green"),
+        ("kill_region, cold failover", data["rto_cold_s"], "tab:blue"),
+    ]
+    goal = data["rto_cold_s"] / 2
+    _rto_bars(out, "Losing a node (benchmarks/node_loss.py)", "RTO, seconds", bars, goal, "goal: half the cold RTO")
 
 
 def vs_skypilot(data: dict[str, Any], out: Path) -> None:
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    labels = ["ours, cold", "ours, warm standby", "SkyPilot managed job"]
-    values = [data["rto_ours_s"], data["rto_ours_standby_s"], data["rto_skypilot_s"]]
-    ax.barh(labels, values, color=["tab:blue", "tab:green", "tab:grey"])
-    ax.axvline(data["rto_skypilot_s"] / 2, color="grey", linestyle="--", linewidth=0.8, label="goal: half theirs")
-    ax.set_xlabel("RTO after scancel, seconds")
-    ax.set_title("Against SkyPilot managed jobs (benchmarks/vs_skypilot_jobs.py)")
-    ax.legend(fontsize=8)
-    _save(fig, out)
+    bars = [
+        ("ours, cold", data["rto_ours_s"], "tab:blue"),
+        ("ours, warm standby", data["rto_ours_standby_s"], "tab:green"),
+        ("SkyPilot managed job", data["rto_skypilot_s"], "tab:grey"),
+    ]
+    title = "Against SkyPilot managed jobs (benchmarks/vs_skypilot_jobs.py)"
+    _rto_bars(out, title, "RTO after scancel, seconds", bars, data["rto_skypilot_s"] / 2, "goal: half theirs")
 
 
 def main(argv: list[str] | None = None) -> None:
