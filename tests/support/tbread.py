@@ -8,12 +8,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tensorboardX.proto.event_pb2 import Event, SessionLog
-from tensorboardX.record_writer import masked_crc32c
+if TYPE_CHECKING:  # imported where used: tensorboardX costs a second to import
+    from tensorboardX.proto.event_pb2 import Event
 
 
 def records(path: Path) -> list[bytes]:
+    from tensorboardX.record_writer import masked_crc32c
+
     data = path.read_bytes()
     out, at = [], 0
     while at < len(data):
@@ -35,6 +38,8 @@ def event_files(folder: Path) -> list[Path]:
 
 def events(folder: Path) -> list[Event]:
     """Every event of every file, files in name order (TensorBoard's), each file's version first."""
+    from tensorboardX.proto.event_pb2 import Event
+
     out = []
     for path in event_files(folder):
         for n, body in enumerate(records(path)):
@@ -59,6 +64,8 @@ class Shown:
 
 
 def shown(folder: Path) -> Shown:
+    from tensorboardX.proto.event_pb2 import SessionLog
+
     out = Shown()
     for event in events(folder):
         if event.HasField("session_log") and event.session_log.status == SessionLog.START:

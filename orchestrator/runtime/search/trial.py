@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from ray import tune
 
 from orchestrator.hpo import trial_key
 from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES
@@ -66,6 +65,8 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
     """One trial: the job's workload trained in-process (one worker), an evaluation and a
     checkpoint every ``steps_per_iteration`` steps; it goes on from Tune's checkpoint (a
     retry within this attempt) or else from the snapshot's (``resume``), if any."""
+    from ray import tune  # in the trial's process; the rest of this module needs no Ray
+
     from orchestrator.workloads import make_workload
 
     hpo: HpoSection = runtime["hpo"]

@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tensorboardX.proto.event_pb2 import Event as TbEvent
-from tensorboardX.proto.event_pb2 import SessionLog
-from tensorboardX.record_writer import masked_crc32c
-from tensorboardX.summary import scalar, text
 
 import orchestrator.control.watch as watch
 import orchestrator.metrics.board as metrics
@@ -51,6 +47,8 @@ pytestmark = pytest.mark.unit
 
 
 def test_the_crc_is_castagnolis_and_the_frame_is_tfrecords() -> None:
+    from tensorboardX.record_writer import masked_crc32c
+
     assert tbfile.crc32c(b"123456789") == 0xE3069283
     for data in (b"", b"x", bytes(range(256)) * 3):
         assert tbfile.masked_crc32c(data) == masked_crc32c(data)
@@ -59,6 +57,10 @@ def test_the_crc_is_castagnolis_and_the_frame_is_tfrecords() -> None:
 
 
 def test_each_record_is_byte_for_byte_what_tensorboardx_writes() -> None:
+    from tensorboardX.proto.event_pb2 import Event as TbEvent
+    from tensorboardX.proto.event_pb2 import SessionLog
+    from tensorboardX.summary import scalar, text
+
     assert (
         tbfile.scalar_event("train/loss", 0.25, 300, 12.5)
         == TbEvent(wall_time=12.5, step=300, summary=scalar("train/loss", 0.25)).SerializeToString()
@@ -76,6 +78,8 @@ def test_each_record_is_byte_for_byte_what_tensorboardx_writes() -> None:
 
 
 def test_a_scalar_beyond_float32_is_infinite_and_nan_stays_nan() -> None:
+    from tensorboardX.proto.event_pb2 import Event as TbEvent
+
     for value, check in ((1e300, math.isinf), (-1e300, math.isinf), (float("nan"), math.isnan)):
         event = TbEvent()
         event.ParseFromString(tbfile.scalar_event("t", value, 1, 0.0))

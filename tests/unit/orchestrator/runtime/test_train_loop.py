@@ -76,7 +76,7 @@ def spec(root: Path, run_id: str, generation: int, async_upload: bool = True) ->
             "seed": 0,
             "batch_size": 64,
             "lr": 0.05,
-            "hidden_size": 256,
+            "hidden_size": 32,
             "eval_fraction": 0.25,
         },
         # The resume tests count on every checkpoint committed: with uploads in the

@@ -3,39 +3,50 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from orchestrator.hpo import AshaRungs, asha_rungs
-from orchestrator.runtime.search.scheduler import StableASHA, make_scheduler
 from orchestrator.runtime.search.trial import INDEX
 
 pytestmark = pytest.mark.unit
 HPO = SimpleNamespace(metric="accuracy", mode="max", max_t=4)
 
 
+@pytest.fixture(scope="module")
+def tune() -> Any:
+    """Tune's schedulers and ours, imported by these tests only (Ray Tune takes seconds)."""
+    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+    from orchestrator.runtime.search.scheduler import StableASHA, make_scheduler
+
+    return SimpleNamespace(
+        FIFOScheduler=FIFOScheduler, TrialScheduler=TrialScheduler, StableASHA=StableASHA, make_scheduler=make_scheduler
+    )
+
+
 def rungs() -> AshaRungs:
     return AshaRungs(asha_rungs(4, 1, 2), 2, "max")
 
 
-def test_fifo_without_rungs_asha_with_them() -> None:
-    assert type(make_scheduler(HPO, None)) is FIFOScheduler  # type: ignore[arg-type]
-    asha = make_scheduler(HPO, rungs())  # type: ignore[arg-type]
-    assert isinstance(asha, StableASHA) and (asha.search_metric, asha.max_t) == ("accuracy", 4)
+def test_fifo_without_rungs_asha_with_them(tune: Any) -> None:
+    assert type(tune.make_scheduler(HPO, None)) is tune.FIFOScheduler  # type: ignore[arg-type]
+    asha = tune.make_scheduler(HPO, rungs())  # type: ignore[arg-type]
+    assert isinstance(asha, tune.StableASHA) and (asha.search_metric, asha.max_t) == ("accuracy", 4)
 
 
-def test_a_result_without_the_metric_goes_on_and_max_t_stops() -> None:
-    asha = StableASHA(rungs(), "accuracy", 4)
+def test_a_result_without_the_metric_goes_on_and_max_t_stops(tune: Any) -> None:
+    asha = tune.StableASHA(rungs(), "accuracy", 4)
     t = SimpleNamespace(config={INDEX: 0})
-    assert asha.on_trial_result(None, t, {"iteration": 1}) == TrialScheduler.CONTINUE
-    assert asha.on_trial_result(None, t, {"iteration": 4, "accuracy": 0.1}) == TrialScheduler.STOP
+    assert asha.on_trial_result(None, t, {"iteration": 1}) == tune.TrialScheduler.CONTINUE
+    assert asha.on_trial_result(None, t, {"iteration": 4, "accuracy": 0.1}) == tune.TrialScheduler.STOP
 
 
-def test_the_rungs_are_kept_by_our_trial_ids_and_a_poor_trial_stops() -> None:
+def test_the_rungs_are_kept_by_our_trial_ids_and_a_poor_trial_stops(tune: Any) -> None:
     state = rungs()
-    asha = StableASHA(state, "accuracy", 4)
+    asha = tune.StableASHA(state, "accuracy", 4)
     good, poor = SimpleNamespace(config={INDEX: 0}), SimpleNamespace(config={INDEX: 1})
-    assert asha.on_trial_result(None, good, {"iteration": 1, "accuracy": 0.9}) == TrialScheduler.CONTINUE
-    assert asha.on_trial_result(None, poor, {"iteration": 1, "accuracy": 0.1}) == TrialScheduler.STOP
+    assert asha.on_trial_result(None, good, {"iteration": 1, "accuracy": 0.9}) == tune.TrialScheduler.CONTINUE
+    assert asha.on_trial_result(None, poor, {"iteration": 1, "accuracy": 0.1}) == tune.TrialScheduler.STOP
     assert "trial_00000" in state.to_json()["1"] and "trial_00001" in state.to_json()["1"]
