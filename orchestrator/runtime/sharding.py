@@ -21,44 +21,9 @@ import torch
 from torch import nn
 
 from orchestrator.wire.sections import FsdpSection
+from orchestrator.workloads.units import ShardUnitError, default_units, shard_units  # noqa: F401  (re-exported)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-class ShardUnitError(ValueError):
-    """The workload's shard_units(model) named something FSDP cannot shard."""
-
-
-def default_units(model: nn.Module) -> list[nn.Module]:
-    """Every block of the model's largest nn.ModuleList (the first of the largest); none: no units."""
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
-    if not lists:
-        return []
-    largest = max(lists, key=len)
-    return list(largest)
-
-
-def shard_units(workload: Any, model: nn.Module) -> list[nn.Module]:
-    """The workload's shard_units(model) when it has one, checked: each unit a submodule of
-    the model (not the model itself, which is sharded last anyway), none twice."""
-    named = getattr(workload, "shard_units", None)
-    if not callable(named):
-        return default_units(model)
-    units = list(named(model))
-    inside = {id(m) for m in model.modules() if m is not model}
-    seen: set[int] = set()
-    for i, unit in enumerate(units):
-        if not isinstance(unit, nn.Module):
-            raise ShardUnitError(f"shard_units(model)[{i}] is a {type(unit).__name__}; expected an nn.Module")
-        if id(unit) not in inside:
-            raise ShardUnitError(
-                f"shard_units(model)[{i}] ({type(unit).__name__}) is not a submodule of the model; "
-                "return modules of the model it was given"
-            )
-        if id(unit) in seen:
-            raise ShardUnitError(f"shard_units(model)[{i}] ({type(unit).__name__}) is named twice")
-        seen.add(id(unit))
-    return units
 
 
 def checkpoint_activations(units: list[nn.Module]) -> None:
