@@ -109,9 +109,10 @@ class FsdpConfig:
     # Free each unit's gathered parameters after its forward pass (less memory, one more
     # all-gather in the backward pass); false keeps them until the backward pass.
     reshard_after_forward: bool = True
-    # A mixed-precision policy (GPU only): the dtype the gathered parameters compute in and
-    # the dtype gradients are reduced in; none keeps the parameters' own dtype.
+    # A mixed-precision policy (GPU only; refused on CPUs): the dtype the gathered
+    # parameters compute in; none keeps the parameters' own dtype.
     param_dtype: Precision = Precision.none
+    # The dtype gradients are reduced in; none: param_dtype's.
     reduce_dtype: Precision = Precision.none
 
 

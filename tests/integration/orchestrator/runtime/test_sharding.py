@@ -51,14 +51,14 @@ JOB = {
 }
 
 
-def spec(root: Path, generation: int = 1, strategy: str = "fsdp") -> RuntimeSpec:
+def spec(root: Path, generation: int = 1, strategy: str = "fsdp", workers: int = 2) -> RuntimeSpec:
     return loop_spec(
         root,
         RUN,
         generation,
         JOB,
         trainer={
-            "workers": 2,
+            "workers": workers,
             "min_workers": 1,
             "strategy": strategy,
             "grad_accum_steps": 2,
@@ -176,3 +176,13 @@ def test_a_checkpoint_of_the_other_strategy_is_refused_by_name(tmp_path: Path, r
     s = spec(root, generation=2, strategy="ddp")
     with pytest.raises(UserCodeError, match=r"trainer.strategy=fsdp, this run has trainer.strategy=ddp; resume it"):
         _Loop(s, rank=0, world=1, control=ControlChannel(s.control_url)).run(wrap=lambda m: m)
+
+
+def test_one_sharded_worker_ends_with_the_digest_of_the_same_run_under_ddp(tmp_path: Path) -> None:
+    sharded = train(spec(tmp_path / "fsdp", workers=1), world=1)
+    s = spec(tmp_path / "ddp", strategy="ddp", workers=1)
+    _Loop(s, rank=0, world=1, control=ControlChannel(s.control_url)).run(wrap=lambda m: m)
+    whole = ControlChannel(s.control_url).read_final(1)
+    assert sharded is not None and whole is not None
+    assert sharded["weights_sha256"] == whole["weights_sha256"]
+    assert sharded["metrics"] == whole["metrics"]
