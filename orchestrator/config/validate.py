@@ -299,6 +299,14 @@ def _validate_strategy(cfg: Config) -> None:
             "fsdp shards one run's model across its workers; a search (hpo.enabled) trains "
             "each trial in one process: use trainer.strategy=ddp",
         )
+    if trainer.autocast == "fp16":
+        # The gradient scaler checks for inf/nan in the gradients it holds: under fsdp each
+        # rank holds its own shard, and ranks that disagree on skipping a step diverge.
+        raise ConfigError(
+            "trainer.autocast",
+            "fp16 scales gradients that trainer.strategy=fsdp shards across ranks, which this loop does not "
+            "support: use trainer.autocast=bf16 (or auto), or trainer.strategy=ddp",
+        )
     if cfg.job.train_func:
         raise ConfigError(
             "trainer.strategy",

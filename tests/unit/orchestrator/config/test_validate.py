@@ -10,6 +10,7 @@ import pytest
 from orchestrator.config.checks import MAX_RUN_ID, MAX_STEPS
 from orchestrator.config.schema import (
     Action,
+    Autocast,
     CloudConfig,
     Config,
     FaultConfig,
@@ -46,9 +47,9 @@ def config(tmp_path: Path, **changes: object) -> Config:
 
 
 def fsdp(cfg: Config, **changes: object) -> Config:
-    """cfg with trainer.strategy=fsdp, and the trainer's (fsdp=...) or the config's other changes."""
-    trainer = {k: v for k, v in changes.items() if k == "fsdp"}
-    rest = {k: v for k, v in changes.items() if k != "fsdp"}
+    """cfg with trainer.strategy=fsdp, and the trainer's (fsdp=, autocast=) or the config's other changes."""
+    trainer = {k: v for k, v in changes.items() if k in ("fsdp", "autocast")}
+    rest = {k: v for k, v in changes.items() if k not in trainer}
     return replace(cfg, trainer=replace(cfg.trainer, strategy=Strategy.fsdp, **trainer), **rest)  # type: ignore[arg-type]
 
 
@@ -100,6 +101,7 @@ def test_a_sound_config_passes_and_is_returned(tmp_path: Path) -> None:
         (lambda c: replace(c, notify=replace(c.notify, timeout_s=0.0)), "notify.timeout_s"),
         (lambda c: fsdp(c, hpo=replace(c.hpo, enabled=True)), "trainer.strategy"),
         (lambda c: fsdp(c, job=replace(c.job, workload="", train_func="m:f")), "trainer.strategy"),
+        (lambda c: fsdp(c, autocast=Autocast.fp16), "trainer.autocast"),
         (lambda c: fsdp(c, fsdp=FsdpConfig(param_dtype=Precision.bf16)), "trainer.fsdp.param_dtype"),
         (lambda c: fsdp(c, fsdp=FsdpConfig(reduce_dtype=Precision.fp32)), "trainer.fsdp.reduce_dtype"),
         (
