@@ -326,6 +326,8 @@ def test_a_late_share_lands_on_a_committed_checkpoint_and_it_still_verifies(
     assert rank0.verify(RUN, 20).ok
 
 
+
+
 def test_shares_count_only_in_the_primary_store(tmp_path: Path) -> None:
     """After a fallback rank 0 puts everything itself: the other ranks write to the primary."""
     down = CheckpointStore(f"file://{tmp_path}/down", region="a", key=TEST_KEY)
