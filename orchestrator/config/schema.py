@@ -18,7 +18,17 @@ from typing import Any
 from omegaconf import MISSING
 
 from orchestrator.wire.faults import During, FaultKind
-from orchestrator.wire.sections import Autocast, Loader, Metric, Mode, NoticeSource, Scheduler
+from orchestrator.wire.sections import (
+    ActivationCheckpointing,
+    Autocast,
+    Loader,
+    Metric,
+    Mode,
+    NoticeSource,
+    Precision,
+    Scheduler,
+    Strategy,
+)
 
 
 # The closed sets. Member names equal their values: OmegaConf reads an enum-typed field by
@@ -93,6 +103,20 @@ class JobConfig:
 
 
 @dataclass
+class FsdpConfig:
+    """trainer.fsdp: how trainer.strategy=fsdp shards (FSDP2's fully_shard options)."""
+
+    # Free each unit's gathered parameters after its forward pass (less memory, one more
+    # all-gather in the backward pass); false keeps them until the backward pass.
+    reshard_after_forward: bool = True
+    # A mixed-precision policy (GPU only; refused on CPUs): the dtype the gathered
+    # parameters compute in; none keeps the parameters' own dtype.
+    param_dtype: Precision = Precision.none
+    # The dtype gradients are reduced in; none: param_dtype's.
+    reduce_dtype: Precision = Precision.none
+
+
+@dataclass
 class TrainerConfig:
     workers: int = 2
     # Elastic resume: the fewest workers a run may go on with, after a node is lost
@@ -111,6 +135,13 @@ class TrainerConfig:
     grad_clip_norm: float = 0.0
     autocast: Autocast = Autocast.none
     torch_threads: int = 1
+    # ddp: every worker holds the whole model (DistributedDataParallel); fsdp: FSDP2 shards
+    # parameters, gradients and optimizer state across the workers (the workload's
+    # shard_units(model), default every block of its largest nn.ModuleList, then the root).
+    strategy: Strategy = Strategy.ddp
+    fsdp: FsdpConfig = field(default_factory=FsdpConfig)
+    # units: recompute each shard unit's activations in the backward pass (less memory).
+    activation_checkpointing: ActivationCheckpointing = ActivationCheckpointing.none
 
     def min_world(self) -> int:
         """min_workers with its default (0: workers) resolved."""
@@ -306,6 +337,8 @@ class ChaosConfig:
     # Restart a crashed controller with action=resume, as a service manager would
     # (false: leave it to the user, which is what the resume tests exercise).
     supervise: bool = True
+
+
 # notify.webhook=env:VARNAME: the URL is read from the environment variable VARNAME at the
 # run's start, so that it is never typed on a command line (or kept in a shell's history).
 NOTIFY_ENV = "env:"

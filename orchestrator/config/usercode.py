@@ -92,3 +92,21 @@ def check_user_code(cfg: Config) -> None:
             f"({cfg.trainer.workers}) x trainer.grad_accum_steps ({cfg.trainer.grad_accum_steps}): "
             f"use a multiple of {split}",
         )
+    if cfg.trainer.strategy == "fsdp" and callable(getattr(cls, "shard_units", None)):
+        _check_shard_units(cls, dict(job.params))
+
+
+def _check_shard_units(cls: type, params: dict[str, object]) -> None:
+    """trainer.strategy=fsdp: the workload's own shard_units(model) names modules of its model
+    (built on the meta device: no weights allocated)."""
+    from orchestrator.workloads import validate_params
+    from orchestrator.workloads.units import ShardUnitError, check_units_before_launch
+
+    try:
+        workload = cls(validate_params(cls, params))
+    except Exception:  # the constructor's own failure is construct_problem's to report, by line
+        return
+    try:
+        check_units_before_launch(workload)
+    except ShardUnitError as exc:
+        raise ConfigError("job.workload", f"{cls.__module__}:{cls.__qualname__}: {exc}") from None

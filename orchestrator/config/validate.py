@@ -92,6 +92,7 @@ def validate(cfg: Config) -> Config:
     positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
     if not cfg.trainer.grad_clip_norm >= 0:
         raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
+    _validate_strategy(cfg)
     positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
     if cfg.checkpoint.keep_last < 2:
         raise ConfigError(
@@ -272,6 +273,46 @@ def _validate_data(data: DataConfig) -> None:
     positive_int("data.shuffle_buffer_rows", data.shuffle_buffer_rows)
     positive_int("data.samples", data.samples)
     positive_int("data.features", data.features)
+
+
+def _validate_strategy(cfg: Config) -> None:
+    """trainer.strategy=fsdp and its options: what the training loop of a workload can shard."""
+    trainer = cfg.trainer
+    fsdp = trainer.strategy == "fsdp"
+    for key in ("param_dtype", "reduce_dtype"):
+        value = getattr(trainer.fsdp, key)
+        if value == "none":
+            continue
+        if not fsdp:
+            raise ConfigError(f"trainer.fsdp.{key}", f"got {value}; it applies to trainer.strategy=fsdp only")
+        if not trainer.gpus_per_worker > 0:
+            raise ConfigError(
+                f"trainer.fsdp.{key}",
+                f"got {value}; a mixed-precision policy needs GPUs (trainer.gpus_per_worker > 0): "
+                f"use trainer.fsdp.{key}=none on CPUs",
+            )
+    if not fsdp:
+        return
+    if cfg.hpo.enabled:
+        raise ConfigError(
+            "trainer.strategy",
+            "fsdp shards one run's model across its workers; a search (hpo.enabled) trains "
+            "each trial in one process: use trainer.strategy=ddp",
+        )
+    if trainer.autocast == "fp16":
+        # The gradient scaler checks for inf/nan in the gradients it holds: under fsdp each
+        # rank holds its own shard, and ranks that disagree on skipping a step diverge.
+        raise ConfigError(
+            "trainer.autocast",
+            "fp16 scales gradients that trainer.strategy=fsdp shards across ranks, which this loop does not "
+            "support: use trainer.autocast=bf16 (or auto), or trainer.strategy=ddp",
+        )
+    if cfg.job.train_func:
+        raise ConfigError(
+            "trainer.strategy",
+            "fsdp applies to a workload class (job.workload); a train function (job.train_func) shards its "
+            "model itself: drop trainer.strategy=fsdp",
+        )
 
 
 def _validate_hpo(cfg: Config) -> None:

@@ -28,6 +28,14 @@ import torch
 
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.sharding import (
+    FullModel,
+    FullOptimizer,
+    ShardUnitError,
+    checkpoint_activations,
+    shard,
+    shard_units,
+)
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -187,6 +195,18 @@ class _Loop(WorkerAttempt):
         # The data loader (data.loader, or the workload's dataset()) and this worker's telemetry.
         self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum, self.workers)
         self.model = self.workload.model().to(self.device)
+        # trainer.strategy=fsdp shards the model in place before its optimizer is made, so
+        # the optimizer holds (and steps) the shards.
+        self.fsdp = trainer.strategy == "fsdp"
+        if self.fsdp or trainer.activation_checkpointing == "units":
+            try:
+                units = shard_units(self.workload, self.model)
+            except ShardUnitError as exc:
+                raise UserCodeError(f"job.workload: {exc}") from None
+            if trainer.activation_checkpointing == "units":
+                checkpoint_activations(units)
+            if self.fsdp:
+                shard(self.model, units, trainer.fsdp, self.device, world)
         self.optimizer = self.workload.optimizer(self.model)
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
@@ -211,8 +231,17 @@ class _Loop(WorkerAttempt):
         # What DDP keeps the same on every rank, so any rank may put it; the rest (the
         # data position, the workload's own state, the RNG states) is rank 0's alone.
         parts = self.parts()
-        same = [n for n in SAME_ON_EVERY_RANK if n in parts] if self.world > 1 else []
+        same = [n for n in SAME_ON_EVERY_RANK if n in parts] if self.world > 1 and not self.fsdp else []
+        if self.fsdp and self.rank != 0:
+            # Gathering a sharded state is a collective: every rank takes part, rank 0 keeps it.
+            for n in ("model", "optimizer"):
+                parts[n].state_dict()
         files = {f"{n}.pt": _dumps(parts[n].state_dict()) for n in (parts if self.rank == 0 else same)}
+        # The last step's manifest carries the weights' digest: what the controller proves
+        # the run's result from, signed, rather than what final.json claims. A sharded
+        # model's digest is a collective too.
+        last_step = step == self.spec.job.steps
+        digest = weights_sha256(self.model.state_dict()) if last_step and (self.rank == 0 or self.fsdp) else None
         # Rank 0 decides who puts what, with the sha256 of its bytes of each file another
         # rank puts: that rank puts a file only if its own bytes are the same.
         shares: dict[str, tuple[int, str]] = {}
@@ -254,13 +283,13 @@ class _Loop(WorkerAttempt):
         )
         if self._upload_fault_armed():
             self._upload_staged.clear()
-        # The last step's manifest carries the weights' digest: what the controller proves
-        # the run's result from, signed, rather than what final.json claims.
-        last = {"weights_sha256": weights_sha256(self.model.state_dict())} if step == self.spec.job.steps else {}
+        last = {"weights_sha256": digest} if digest is not None else {}
+        # A DDP checkpoint's extra stays as it was: no strategy is ddp.
+        strategy = {"strategy": "fsdp"} if self.fsdp else {}
         self.checkpointer.submit(
             step,
             files,
-            extra={"world_size": self.world, "workers": self.workers, **last},
+            extra={"world_size": self.world, "workers": self.workers, **strategy, **last},
             shares={n: r for n, (r, _) in shares.items()},
             digests={n: d for n, (_, d) in shares.items()},
         )
@@ -271,6 +300,9 @@ class _Loop(WorkerAttempt):
         """What a checkpoint holds besides the RNG states and the data position, by name
         (``<name>.pt``): saved and loaded through state_dict / load_state_dict alone."""
         parts: dict[str, Stateful] = {"model": self.model, "optimizer": self.optimizer}
+        if self.fsdp:
+            # Full state dicts keyed by parameter name: the same files at any world size.
+            parts = {"model": FullModel(self.model), "optimizer": FullOptimizer(self.model, self.optimizer)}
         if self.scheduler is not None:
             parts["scheduler"] = self.scheduler
         if self.scaler is not None:
@@ -293,6 +325,12 @@ class _Loop(WorkerAttempt):
                 f"checkpoint step {m.step} was written by a run of trainer.workers={saved_workers}, this run has "
                 f"{self.workers}; resume it with trainer.workers={saved_workers} (trainer.min_workers lets fewer "
                 "workers train it)"
+            )
+        saved_strategy = str(m.extra.get("strategy", "ddp"))
+        if saved_strategy != self.spec.trainer.strategy:
+            raise UserCodeError(
+                f"checkpoint step {m.step} was written by a run of trainer.strategy={saved_strategy}, this run has "
+                f"trainer.strategy={self.spec.trainer.strategy}; resume it with trainer.strategy={saved_strategy}"
             )
         saved = {f.name for f in m.files}
         files = self._verified
@@ -411,7 +449,8 @@ class _Loop(WorkerAttempt):
                 world_size=self.world,
                 workers=self.workers,
             )
-        ddp = wrap(self.model)
+        # A sharded model is its own wrapper: FSDP2 reduces its gradients.
+        ddp = self.model if self.fsdp else wrap(self.model)
         total = self.spec.job.steps
         interval = self.spec.checkpoint.interval_steps
         last_report = 0.0
@@ -444,8 +483,10 @@ class _Loop(WorkerAttempt):
                 self.on_preempt(step)
             if step % interval == 0 or step == total:
                 self.save(step)
+        # A sharded model's evaluation and digest are collectives: every rank takes part.
+        outcome = self.outcome() if self.fsdp else None
         if self.rank == 0:
-            self.finish(total, t_start, first_step)
+            self.finish(total, t_start, first_step, outcome)
 
     def train_step(self, ddp: torch.nn.Module, step: int) -> torch.Tensor:
         """One optimizer step over ``grad_accum_steps`` micro-batches per logical shard this
@@ -496,12 +537,19 @@ class _Loop(WorkerAttempt):
         dtype = torch.bfloat16 if self.autocast == "bf16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
-    def finish(self, total: int, t_start: float, first_step: int) -> None:
+    def outcome(self) -> tuple[dict[str, Any], str]:
+        """The trained model's metrics (the workload's evaluate()) and weights_sha256."""
+        evaluate = getattr(self.workload, "evaluate", None)
+        metrics = evaluate(self.model) if callable(evaluate) else {}
+        return metrics, weights_sha256(self.model.state_dict())
+
+    def finish(
+        self, total: int, t_start: float, first_step: int, outcome: tuple[dict[str, Any], str] | None = None
+    ) -> None:
         self.flush_losses()
         elapsed = max(time.time() - t_start, 1e-9)
         self.checkpointer.wait()  # the final checkpoint is committed before the result says so
-        evaluate = getattr(self.workload, "evaluate", None)
-        metrics = evaluate(self.model) if callable(evaluate) else {}
+        metrics, digest = outcome if outcome is not None else self.outcome()
         self.control.progress(
             self.gen,
             step=total,
@@ -515,7 +563,7 @@ class _Loop(WorkerAttempt):
             self.gen,
             final_step=total,
             metrics=metrics,
-            weights_sha256=weights_sha256(self.model.state_dict()),
+            weights_sha256=digest,
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(total - first_step + 1) / elapsed,
             checkpoint_stall_s=statistics.median(self.stalls) if self.stalls else None,

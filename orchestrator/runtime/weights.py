@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import torch
 
 
-def weights_sha256(state_dict: dict[str, torch.Tensor]) -> str:
-    """sha256 over keys sorted; each key's UTF-8 name, then its tensor's contiguous CPU bytes."""
+def weights_sha256(state_dict: dict[str, Any]) -> str:
+    """sha256 over keys sorted; each key's UTF-8 name, then its tensor's contiguous CPU bytes.
+
+    A sharded model's state (DTensors, trainer.strategy=fsdp) hashes to the same digest
+    as the same weights whole: each parameter is gathered alone (full_tensor, a
+    collective: every rank calls this, in the same key order), never the whole model."""
     h = hashlib.sha256()
     for key in sorted(state_dict):
-        t = state_dict[key].detach().cpu().contiguous()
+        value = state_dict[key].detach()
+        if hasattr(value, "full_tensor"):
+            value = value.full_tensor()
+        t = value.cpu().contiguous()
         h.update(key.encode("utf-8"))
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()

@@ -50,6 +50,25 @@ class Autocast(StrEnum):
     fp16 = "fp16"
 
 
+class Strategy(StrEnum):
+    ddp = "ddp"  # every worker holds the whole model; gradients all-reduced
+    fsdp = "fsdp"  # FSDP2: parameters, gradients and optimizer state sharded across workers
+
+
+class Precision(StrEnum):
+    """trainer.fsdp.param_dtype / reduce_dtype: none keeps the parameters' own dtype."""
+
+    none = "none"
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp32 = "fp32"
+
+
+class ActivationCheckpointing(StrEnum):
+    none = "none"
+    units = "units"  # each shard unit's activations recomputed in the backward pass
+
+
 class Loader(StrEnum):
     sharded = "sharded"
     ray_data = "ray_data"
@@ -80,6 +99,9 @@ class NoticeSource(StrEnum):
 
 DATA_LOADERS = tuple(str(x) for x in Loader)
 AUTOCAST = tuple(str(x) for x in Autocast)
+STRATEGIES = tuple(str(x) for x in Strategy)
+PRECISIONS = tuple(str(x) for x in Precision)
+ACTIVATION_CHECKPOINTING = tuple(str(x) for x in ActivationCheckpointing)
 HPO_METRICS = tuple(str(x) for x in Metric)
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
@@ -164,6 +186,14 @@ class JobSection(Section):
 
 
 @dataclass(frozen=True)
+class FsdpSection(Section):
+    KEY = "trainer.fsdp"
+    reshard_after_forward: bool = True
+    param_dtype: Annotated[str, OneOf(PRECISIONS)] = "none"
+    reduce_dtype: Annotated[str, OneOf(PRECISIONS)] = "none"
+
+
+@dataclass(frozen=True)
 class TrainerSection(Section):
     KEY = "trainer"
     workers: Count = 2
@@ -176,6 +206,9 @@ class TrainerSection(Section):
     grad_clip_norm: NonNegative = 0.0
     autocast: Annotated[str, OneOf(AUTOCAST)] = "none"
     torch_threads: Count = 1
+    strategy: Annotated[str, OneOf(STRATEGIES)] = "ddp"
+    fsdp: FsdpSection = field(default_factory=FsdpSection)
+    activation_checkpointing: Annotated[str, OneOf(ACTIVATION_CHECKPOINTING)] = "none"
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,17 @@ import pytest
 from orchestrator.config.checks import MAX_RUN_ID, MAX_STEPS
 from orchestrator.config.schema import (
     Action,
+    Autocast,
     CloudConfig,
     Config,
     FaultConfig,
+    FsdpConfig,
     JobConfig,
     OutputFormat,
+    Precision,
     ProviderKind,
     RegionConfig,
+    Strategy,
 )
 from orchestrator.config.validate import check_bounds, validate, validate_logs_keys
 from orchestrator.errors import ConfigError
@@ -40,6 +44,22 @@ def config(tmp_path: Path, **changes: object) -> Config:
         home=str(tmp_path / "home"),
     )
     return replace(cfg, **changes)  # type: ignore[arg-type]
+
+
+def fsdp(cfg: Config, **changes: object) -> Config:
+    """cfg with trainer.strategy=fsdp, and the trainer's (fsdp=, autocast=) or the config's other changes."""
+    trainer = {k: v for k, v in changes.items() if k in ("fsdp", "autocast")}
+    rest = {k: v for k, v in changes.items() if k not in trainer}
+    return replace(cfg, trainer=replace(cfg.trainer, strategy=Strategy.fsdp, **trainer), **rest)  # type: ignore[arg-type]
+
+
+def test_fsdp_with_mixed_precision_on_gpus_passes(tmp_path: Path) -> None:
+    cfg = fsdp(config(tmp_path), fsdp=FsdpConfig(param_dtype=Precision.bf16, reduce_dtype=Precision.fp32))
+    cfg = replace(cfg, trainer=replace(cfg.trainer, gpus_per_worker=1.0))
+    cfg = replace(
+        cfg, cloud=replace(cfg.cloud, regions={n: replace(r, num_gpus=1) for n, r in cfg.cloud.regions.items()})
+    )
+    assert validate(cfg) is cfg
 
 
 def refused(cfg: Config) -> ConfigError:
@@ -79,6 +99,15 @@ def test_a_sound_config_passes_and_is_returned(tmp_path: Path) -> None:
             "chaos.faults[0]",
         ),
         (lambda c: replace(c, notify=replace(c.notify, timeout_s=0.0)), "notify.timeout_s"),
+        (lambda c: fsdp(c, hpo=replace(c.hpo, enabled=True)), "trainer.strategy"),
+        (lambda c: fsdp(c, job=replace(c.job, workload="", train_func="m:f")), "trainer.strategy"),
+        (lambda c: fsdp(c, autocast=Autocast.fp16), "trainer.autocast"),
+        (lambda c: fsdp(c, fsdp=FsdpConfig(param_dtype=Precision.bf16)), "trainer.fsdp.param_dtype"),
+        (lambda c: fsdp(c, fsdp=FsdpConfig(reduce_dtype=Precision.fp32)), "trainer.fsdp.reduce_dtype"),
+        (
+            lambda c: replace(c, trainer=replace(c.trainer, fsdp=FsdpConfig(param_dtype=Precision.bf16))),
+            "trainer.fsdp.param_dtype",
+        ),
     ],
 )
 def test_each_refusal_names_its_key(tmp_path: Path, change: object, key: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from orchestrator.wire.sections import (
     DataSection,
     FallbackStore,
     FaultSpec,
+    FsdpSection,
     HpoSection,
     JobSection,
     RandomTrigger,
@@ -174,7 +175,9 @@ def _defaults(cls: type) -> dict[str, Any]:
         if f.default is not MISSING:
             out[f.name] = f.default
         elif f.default_factory is not MISSING:
-            out[f.name] = f.default_factory()
+            made = f.default_factory()
+            # A nested section (trainer.fsdp) mirrors its config dataclass field for field.
+            out[f.name] = asdict(made) if is_dataclass(made) else made
         else:
             out[f.name] = "<required>"
     return out
@@ -190,6 +193,7 @@ def _config_defaults(cls: type) -> dict[str, Any]:
     [
         (cfgmod.JobConfig, JobSection, {}),
         (cfgmod.TrainerConfig, TrainerSection, {}),
+        (cfgmod.FsdpConfig, FsdpSection, {}),
         (cfgmod.CheckpointConfig, CheckpointSection, {}),
         (cfgmod.DataConfig, DataSection, {}),
         (
