@@ -3,7 +3,8 @@
 Nothing is launched and no API server is started: each candidate region's task (the one
 ``launch`` would use, :func:`providers.skypilot.task.task_config`) goes through SkyPilot's
 optimizer in this process, which reads the cloud catalogs (cached CSVs under
-``~/.sky/catalogs``; SkyPilot fetches them when missing). The optimizer only plans on
+``~/.sky/catalogs``; SkyPilot fetches them when missing; offline, the snapshot shipped in
+``providers/skypilot/catalogs`` stands in, its date printed). The optimizer only plans on
 clouds it believes enabled; a plan is a dry run, so it is told the plan's clouds are, and
 the credentials are reported beside the table (a run checks them and stops without).
 
@@ -120,9 +121,9 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
                 with _quiet():
                     best = optimize_task(config)
             except Exception as exc:
-                from providers.skypilot.errors import first_line
+                from providers.skypilot.errors import one_line
 
-                p.unavailable = f"{type(exc).__name__}: {first_line(exc)}"
+                p.unavailable = f"{type(exc).__name__}: {one_line(exc)}"
                 placements.append(p)
                 continue
             p.cloud_region = best.region
@@ -171,8 +172,16 @@ def render(placements: list[Placement]) -> str:
     return "\n".join(lines)
 
 
+def unavailable_lines(placements: list[Placement]) -> list[str]:
+    """One line per region the config lists that cannot run the job, and why."""
+    return [
+        f"error: cloud.regions.{p.region}: cannot run the job: {p.unavailable}" for p in placements if p.unavailable
+    ]
+
+
 def main(cfg: Config) -> int:
-    """Print the plan; 0 when at least one placement exists, 1 when none, 2 on a bad config."""
+    """Print the plan; 0 when every listed region can run the job, 1 when one cannot, 2 on a
+    bad config or without SkyPilot."""
     import secrets
     import time
 
@@ -184,19 +193,28 @@ def main(cfg: Config) -> int:
         )
         print(f"error: {raise_cfg}", file=sys.stderr)
         return 2
-    from providers.skypilot.sdk import SkyPilotMissing
+    from providers.skypilot.sdk import SkyPilotMissing, import_sky
 
-    run_id = cfg.run_id or f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     try:
-        placements = make_plan(cfg, run_id)
-        notes = credentials_notes(cfg)
+        import_sky()
     except SkyPilotMissing as exc:
         print(f"error: cloud.provider: {exc}", file=sys.stderr)
         return 2
+    from providers.skypilot.catalog import use_catalogs
+    from providers.skypilot.regions import cloud_of
+
+    run_id = cfg.run_id or f"{cfg.job.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    catalogs = use_catalogs({cloud_of(cfg.cloud.regions[r]) for r in cfg.candidate_regions()})
+    placements = make_plan(cfg, run_id)
+    notes = credentials_notes(cfg)
     print(f"plan {run_id}: job {cfg.job.name} on {cfg.cloud.name}, placements in failover order")
     print(render(placements))
+    print(f"catalogs     {catalogs.describe()}")
     for note in notes:
         print(f"credentials  {note}")
     plan_dir = os.path.join(rundir.run_path(cfg.home_path, run_id), rundir.PLAN_DIR)
     print(f"task YAML: {plan_dir} (sky launch <file> takes each)")
-    return 0 if any(p.unavailable is None for p in placements) else 1
+    bad = unavailable_lines(placements)
+    for line in bad:
+        print(line, file=sys.stderr)
+    return 1 if bad else 0

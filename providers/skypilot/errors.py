@@ -79,3 +79,19 @@ def first_line(exc: BaseException) -> str:
     """An exception's first line without SkyPilot's colour codes (plan shows the optimizer's, too)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
     return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception's whole message on one line, for a table row: a header line ending in ':'
+    leads, the detail lines follow joined by '; ' (an optimizer's mismatch is in its
+    details, not its header); an unreachable host is named instead of urllib3's chain."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    host = re.search(r"HTTPS?ConnectionPool\(host='([^']+)'", text)
+    if host:
+        return f"cannot reach {host.group(1)} (offline?)"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    head, rest = (lines[0] + " ", lines[1:]) if lines[0].endswith(":") and len(lines) > 1 else ("", lines)
+    out = head + "; ".join(rest)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
