@@ -19,6 +19,7 @@ from orchestrator.config.notify_targets import check_notify_program, notify_from
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
 from orchestrator.errors import EXIT_INTERRUPTED, ConfigError, error
 from orchestrator.runstate import rundir
+from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
@@ -206,14 +207,29 @@ def provider_precheck(cfg: Config) -> None:
 
 
 def run(cfg: Config) -> int:
-    """A new run: preflight, then the controller to the run's end."""
+    """A new run: its local stores' servers (cloud.local_servers), preflight, then the controller to the run's end."""
+    run_id = cfg.run_id or new_run_id(cfg)
+    run_dir = rundir.run_path(cfg.home_path, run_id)
+    hint = local_stores_hint(cfg)
+    if hint:
+        return error(hint)
+    # Before preflight, which writes to the stores.
+    try:
+        stores = LocalStores(cfg.cloud, run_dir).__enter__()
+    except LocalStoresError as exc:
+        return error(str(exc))
+    try:
+        return _run(cfg, run_id, run_dir)
+    finally:
+        stores.stop()
+
+
+def _run(cfg: Config, run_id: str, run_dir: str) -> int:
     from orchestrator.config.preflight import PreflightError, preflight
     from orchestrator.control.controller import Controller
     from providers.registry import UnknownProvider, get_provider
     from recovery.signing import SigningError
 
-    run_id = cfg.run_id or new_run_id(cfg)
-    run_dir = rundir.run_path(cfg.home_path, run_id)
     try:
         provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
         provider_precheck(cfg)
@@ -274,14 +290,26 @@ def resume(cli: Config) -> int:
     lock = rundir.lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
+    hint = local_stores_hint(cfg)
+    if hint:
+        return error(hint)
     print(f"run {run_id}: resuming from its journal", file=sys.stderr)
     interruptible()
     try:
-        ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
-    except (SigningError, NotifySecretError) as exc:
+        with LocalStores(cfg.cloud, run_dir):
+            try:
+                ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
+            except (SigningError, NotifySecretError) as exc:
+                return error(str(exc))
+            result = ctl.resume()
+    except LocalStoresError as exc:
         return error(str(exc))
-    result = ctl.resume()
     return finish(cfg, run_id, result)
+
+
+def local_stores_hint(cfg: Config) -> str | None:
+    """cloud.local_servers's one line when its servers' packages are missing, before anything launches."""
+    return EXTRA_HINT if cfg.cloud.local_servers and missing_packages() else None
 
 
 def supervise(cfg: Config, args: list[str]) -> int:

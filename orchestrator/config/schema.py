@@ -226,6 +226,11 @@ class CloudConfig:
     # machine: reach a cloud's through ssh -L); its URL is printed and journaled.
     # false: no dashboard (the processes and the CPU it takes are left out).
     dashboard: bool = False
+    # true: the orchestrator starts, on 127.0.0.1 and free ports, an S3 (moto) or GCS
+    # (fake-gcs-server) server for each s3:// or gs:// region with no
+    # storage_options.endpoint_url, with its bucket and dummy credentials, and stops it
+    # when the controller ends (the localstores extra); see conf/cloud/local_cloudstores.yaml.
+    local_servers: bool = False
 
 
 @dataclass

@@ -31,7 +31,7 @@ def validate_chaos(cfg: Config) -> None:
         if fault.kind in STORAGE_FAULTS:
             regions = [fault.region] if fault.region else cfg.candidate_regions()
             for r in regions:
-                if proxy_target(cfg.cloud.regions[r]) is None:
+                if proxy_target(cfg.cloud.regions[r]) is None and not _served_locally(cfg, r):
                     raise ConfigError(
                         f"chaos.faults[{i}].kind",
                         f"{fault.kind} needs region {r!r} to keep its store behind a plain-http endpoint "
@@ -133,3 +133,10 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
             f"{key}.during",
             f"{fault.kind} needs a running attempt; during: {fault.during} allows {', '.join(allowed)}",
         )
+
+
+def _served_locally(cfg: Config, region: str) -> bool:
+    """cloud.local_servers gives this region a plain-http endpoint when the run starts (before its proxies)."""
+    r = cfg.cloud.regions[region]
+    object_store = r.store.split("://", 1)[0] in ("s3", "gs")
+    return cfg.cloud.local_servers and object_store and not r.storage_options.get("endpoint_url")

@@ -27,3 +27,14 @@ def test_the_resume_command_names_the_run_and_its_home_quoted(tmp_path: Path) ->
     cfg = compose([f"home={home}"])
     command = resume_command(cfg, "r-1")
     assert shlex.split(command) == ["python", "-m", "orchestrator", "action=resume", "run_id=r-1", f"home={home}"]
+
+
+def test_local_servers_without_their_packages_is_one_line_naming_the_extra(monkeypatch) -> None:
+    import orchestrator.commands.run as run_cmd
+
+    cfg = compose(["cloud=local_cloudstores"])
+    monkeypatch.setattr(run_cmd, "missing_packages", lambda: ["moto[server]"])
+    assert "'.[localstores]'" in (run_cmd.local_stores_hint(cfg) or "")
+    monkeypatch.setattr(run_cmd, "missing_packages", lambda: [])
+    assert run_cmd.local_stores_hint(cfg) is None
+    assert run_cmd.local_stores_hint(compose([])) is None
