@@ -50,9 +50,9 @@ def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) ->
             data = src.read(manifest, entry.name)
         except ManifestError as exc:
             raise ReplicationError(f"source {src.url} step {step} does not verify: {exc}") from None
-        dst.put(run_id, step, entry.name, data)
+        dst.put(run_id, step, entry.name, data, manifest.attempt)
         try:
-            dst.verify_copy(run_id, step, entry.name, data)
+            dst.verify_copy(run_id, step, entry.name, data, manifest.attempt)
         except StoreError as exc:
             raise ReplicationError(str(exc)) from None
         total += len(data)

@@ -1,7 +1,11 @@
 """Checkpoint store over fsspec: files first, the manifest last as the commit.
 
-Layout: ``<store>/<run_id>/checkpoints/step-<N>/{<files>, MANIFEST.json}``.
-A checkpoint exists only once its manifest does, and counts only if its manifest
+Layout: ``<store>/<run_id>/checkpoints/step-<N>-g<G>/{<files>, MANIFEST.json}``, where ``G``
+is the generation (attempt) that wrote it: a fenced zombie's late puts of step N land in its
+own folder and can never overwrite a newer generation's files of the same step. Two
+generations' checkpoints of one step may both exist; a reader takes the highest generation
+(``pick_folder``). Folders named ``step-<N>`` (written by earlier versions) are still read, as
+the lowest generation. A checkpoint exists only once its manifest does, and counts only if its manifest
 is signed with the run's key (recovery/signing.py) and every file it names verifies
 (size and sha256). A store opened without the key can list checkpoints, never trust one.
 """
@@ -12,7 +16,7 @@ import hashlib
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from recovery.fencing import (
     FENCE_NAME,
@@ -41,6 +45,7 @@ from recovery.signing import SigningError, check, signed
 from recovery.storage import Bounded, StorageSetupError, op_timeout, open_fs
 
 SkipHook = Callable[[int, str], None]
+K = TypeVar("K", int, tuple[int, int])
 Keep = Callable[[str], bool]  # which of a checkpoint's files a reader keeps the bytes of
 
 
@@ -52,16 +57,47 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def step_dir_name(step: int) -> str:
-    return f"step-{step}"
+def step_dir_name(step: int, generation: int | None = None) -> str:
+    """The folder of ``step`` written by ``generation`` (None: the old, step-only name)."""
+    return f"step-{step}" if generation is None else f"step-{step}-g{generation}"
 
 
-def parse_step_dir(name: str) -> int | None:
+def parse_step_folder(name: str) -> tuple[int, int | None] | None:
+    """(step, generation) of a checkpoint folder's name (a path's last part); generation
+    None for an old ``step-N`` folder; None for anything else."""
     base = name.rstrip("/").rsplit("/", 1)[-1]
     if not base.startswith("step-"):
         return None
-    digits = base[len("step-") :]
-    return int(digits) if digits.isdigit() else None
+    digits, sep, gen = base[len("step-") :].partition("-g")
+    if not digits.isdigit() or (sep and not gen.isdigit()):
+        return None
+    return int(digits), (int(gen) if sep else None)
+
+
+def parse_step_dir(name: str) -> int | None:
+    """The step of a checkpoint folder's name, whichever generation wrote it."""
+    parsed = parse_step_folder(name)
+    return None if parsed is None else parsed[0]
+
+
+def folder_rank(step: int, generation: int | None) -> tuple[int, int]:
+    """How folders order: by step, then by generation; an old folder (no generation) lowest."""
+    return step, -1 if generation is None else generation
+
+
+def relabelled(folder: str, manifest: Manifest) -> Verdict:
+    """Whether ``manifest`` was written by the generation its folder is named after (an old
+    step-only folder names none): a manifest moved into another generation's folder is not."""
+    parsed = parse_step_folder(folder)
+    if parsed is None or parsed[1] is None or parsed[1] == manifest.attempt:
+        return Verdict(True)
+    return Verdict(False, f"written by generation {manifest.attempt}, in the folder of generation {parsed[1]}")
+
+
+def pick_folder(folders: Iterable[tuple[int, int | None]]) -> tuple[int, int | None] | None:
+    """The folder a restore takes among ``folders`` ((step, generation)): the newest step,
+    and for equal steps the highest generation. None when there is none."""
+    return max(folders, key=lambda f: folder_rank(*f), default=None)
 
 
 class CheckpointStore:
@@ -84,7 +120,7 @@ class CheckpointStore:
             raise StoreError(f"region {region or '?'}: store {self.url}: {exc}") from None
         self.fs = Bounded(fs, op_timeout(self.storage_options))
         # (run, step) of foreign entries retention has reported: said once, not at every commit.
-        self._left_alone: set[tuple[str, int]] = set()
+        self._left_alone: set[tuple[str, int, int]] = set()
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r}, region={self.region!r})"
@@ -99,16 +135,40 @@ class CheckpointStore:
         return f"{self.root}/{run_id}/checkpoints"
 
     def step_path(self, run_id: str, step: int) -> str:
-        return f"{self.run_root(run_id)}/{step_dir_name(step)}"
+        """The folder a reader takes for ``step`` (``pick_folder``: of its folders, the highest
+        generation's with a manifest, else the highest generation's)."""
+        return f"{self.run_root(run_id)}/{self._folder(run_id, step)}"
+
+    def write_path(self, run_id: str, step: int, generation: int | None) -> str:
+        """The folder ``generation`` writes ``step`` into."""
+        return f"{self.run_root(run_id)}/{step_dir_name(step, generation)}"
+
+    def manifest_path(self, manifest: Manifest) -> str:
+        """The folder ``manifest`` was read from: its generation's, or an old step-only one."""
+        names = self._folders(run_id := manifest.run_id).get(manifest.step, {})
+        gen: int | None = manifest.attempt if manifest.attempt in names or None not in names else None
+        return self.write_path(run_id, manifest.step, gen)
 
     def checkpoint_url(self, run_id: str, step: int) -> str:
-        return f"{self.url}/{run_id}/checkpoints/{step_dir_name(step)}"
+        return f"{self.url}/{run_id}/checkpoints/{self._folder(run_id, step)}"
+
+    def generation_of(self, generation: int | None) -> int | None:
+        """The generation a write goes under: the one given, else the keys' (an attempt's keys are its generation's)."""
+        if generation is not None:
+            return generation
+        return self.key.generation if self.key is not None else None
+
+    def _folder(self, run_id: str, step: int) -> str:
+        gens = self._folders(run_id).get(step, {})
+        committed = [(step, g) for g, ok in gens.items() if ok]
+        best = pick_folder(committed or [(step, g) for g in gens])
+        return step_dir_name(step, best[1] if best else self.generation_of(None))
 
     # --- writing -----------------------------------------------------------
-    def verify_copy(self, run_id: str, step: int, name: str, data: bytes) -> None:
+    def verify_copy(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> None:
         """Check that a file just written holds ``data``: by the MD5 the object store
         computed of what it received when it reports one, else by reading it back."""
-        path = f"{self.step_path(run_id, step)}/{name}"
+        path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
         try:
             if is_local(self.fs):
                 ok = sha256_hex(self.fs.cat_file(path)) == sha256_hex(data)
@@ -128,9 +188,10 @@ class CheckpointStore:
             raise SigningError(f"store {self.url}: no run key: the fence of {run_id} cannot be signed")
         self._write(f"{self.root}/{run_id}/{FENCE_NAME}", encode_fence(run_id, lineage, self.key.sign_fence))
 
-    def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
+    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
+        """Write one file of ``step`` into ``generation``'s folder (default: the keys' generation)."""
         check_member_name(name)
-        self._write(f"{self.step_path(run_id, step)}/{name}", data)
+        self._write(f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}", data)
         return FileEntry(name=name, size=len(data), sha256=sha256_hex(data))
 
     def commit(
@@ -168,7 +229,7 @@ class CheckpointStore:
             extra=dict(extra or {}),
         )
         manifest = signed(manifest, self.key)
-        self._write(f"{self.step_path(run_id, step)}/{MANIFEST_NAME}", manifest.to_json().encode())
+        self._write(f"{self.write_path(run_id, step, attempt)}/{MANIFEST_NAME}", manifest.to_json().encode())
         return manifest
 
     def _write(self, path: str, data: bytes) -> None:
@@ -187,6 +248,10 @@ class CheckpointStore:
         return self._step_dirs(run_id)
 
     def _step_dirs(self, run_id: str) -> dict[int, bool]:
+        return {step: any(gens.values()) for step, gens in self._folders(run_id).items()}
+
+    def _folders(self, run_id: str) -> dict[int, dict[int | None, bool]]:
+        """step -> {generation (None: an old step-only folder) -> whether it has a manifest}."""
         root = self.run_root(run_id)
         try:
             self.fs.invalidate_cache()
@@ -198,19 +263,22 @@ class CheckpointStore:
             return {}
         except Exception as exc:  # any client error (botocore, google-auth) names the store
             raise self._error("cannot list " + root, exc) from None
-        out: dict[int, bool] = {}
+        out: dict[int, dict[int | None, bool]] = {}
         for e in entries:
-            step = parse_step_dir(e)
-            if step is not None:
-                out[step] = False
+            parsed = parse_step_folder(e)
+            if parsed is not None:
+                out.setdefault(parsed[0], {})[parsed[1]] = False
         for m in manifests:
-            step = parse_step_dir(m.rsplit("/", 1)[0])
-            if step is not None:
-                out[step] = True
+            parsed = parse_step_folder(m.rsplit("/", 1)[0])
+            if parsed is not None:
+                out.setdefault(parsed[0], {})[parsed[1]] = True
         return out
 
-    def manifest(self, run_id: str, step: int) -> Manifest | None:
-        path = f"{self.step_path(run_id, step)}/{MANIFEST_NAME}"
+    def manifest(self, run_id: str, step: int, folder: str | None = None) -> Manifest | None:
+        """The manifest of ``step`` (in ``folder``, a folder name; default: ``step_path``'s).
+        One whose generation is not its folder's (a relabelled folder) is a ManifestError."""
+        folder = folder or self._folder(run_id, step)
+        path = f"{self.run_root(run_id)}/{folder}/{MANIFEST_NAME}"
         try:
             raw = read_capped(self.fs, path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
@@ -230,16 +298,19 @@ class CheckpointStore:
         """Whether ``manifest`` is signed with this run's key (its files not looked at)."""
         return check(manifest, self.key)
 
-    def trusted_manifest(self, run_id: str, step: int) -> tuple[Manifest | None, Verdict]:
+    def trusted_manifest(self, run_id: str, step: int, folder: str | None = None) -> tuple[Manifest | None, Verdict]:
         """The manifest of ``step`` and whether it is signed with the run's key: a cheap
         check (no file read) for "is this step really there"."""
         try:
-            m = self.manifest(run_id, step)
+            m = self.manifest(run_id, step, folder)
         except ManifestError as exc:
             return None, Verdict(False, str(exc))
         if m is None:
             return None, Verdict(False, "no manifest (never committed)")
-        return m, self.trusts(m)
+        verdict = self.trusts(m)
+        if verdict.ok:
+            verdict = relabelled(folder or self._folder(run_id, step), m)
+        return m, verdict
 
     def verify(self, run_id: str, step: int) -> Verdict:
         return self.load(run_id, step)[1]
@@ -257,18 +328,20 @@ class CheckpointStore:
         file read once, verified as it streams in). The signature and the lineage come
         first: a stranger's files are never read, nor a fenced checkpoint's.
         ``before_read``: called with a manifest that passed both, before its files are read."""
-        m, verdict = self.trusted_manifest(run_id, step)
+        folder = self._folder(run_id, step)
+        m, verdict = self.trusted_manifest(run_id, step, folder)
         if m is None or not verdict.ok:
             return m, verdict, {}
         if lineage is not None and not lineage.allows(m.attempt, m.step):
             return m, Verdict(False, lineage.why_not(m.attempt, m.step)), {}
         if before_read is not None:
             before_read(m)
-        paths = {f"{self.step_path(run_id, step)}/{f.name}": f for f in m.files}
+        where = f"{self.run_root(run_id)}/{folder}"
+        paths = {f"{where}/{f.name}": f for f in m.files}
         try:
             got = fetch(self.fs, {path: f.size for path, f in paths.items()}, ranged=not is_local(self.fs))
         except Exception as exc:  # a timeout, a folder in its place: the store's error, named
-            raise self._error(f"cannot read {self.step_path(run_id, step)}", exc) from None
+            raise self._error(f"cannot read {where}", exc) from None
         unsafe = next((g.reason for g in got.values() if g.reason), None)
         if unsafe is not None:
             return m, Verdict(False, unsafe), {}
@@ -314,11 +387,12 @@ class CheckpointStore:
 
     def read_many(self, manifest: Manifest, names: Collection[str]) -> dict[str, bytes]:
         """Files of a committed checkpoint, read at once, each verified against its manifest."""
-        entries = {f"{self.step_path(manifest.run_id, manifest.step)}/{n}": manifest.entry(n) for n in names}
+        where = self.manifest_path(manifest)
+        entries = {f"{where}/{n}": manifest.entry(n) for n in names}
         try:
             got = fetch(self.fs, {path: e.size for path, e in entries.items()}, ranged=not is_local(self.fs))
         except Exception as exc:  # any client error (botocore, google-auth) names the store
-            raise self._error(f"cannot read {self.step_path(manifest.run_id, manifest.step)}", exc) from None
+            raise self._error(f"cannot read {where}", exc) from None
         out = {}
         for path, entry in entries.items():
             g = got[path]
@@ -331,7 +405,13 @@ class CheckpointStore:
 
     # --- deleting ----------------------------------------------------------
     def delete(self, run_id: str, step: int) -> None:
-        path = self.step_path(run_id, step)
+        """Delete every generation's folder of ``step``."""
+        for gen in self._folders(run_id).get(step, {}):
+            self.delete_folder(run_id, step, gen)
+
+    def delete_folder(self, run_id: str, step: int, generation: int | None) -> None:
+        """Delete ``step``'s folder of ``generation`` (None: an old step-only one)."""
+        path = self.write_path(run_id, step, generation)
         try:
             # The manifest goes first: a half-deleted checkpoint must read as uncommitted.
             if self.fs.exists(f"{path}/{MANIFEST_NAME}"):
@@ -380,40 +460,47 @@ class CheckpointStore:
         left alone, and ``on_skip`` is told of it once per store, with the reason. So is
         one written by a later attempt than ``attempt`` (the attempt retaining: a zombie in
         a store its successor could not fence must not prune the successor's). The steps deleted."""
-        steps = self.all_steps(run_id)
-        fenced: set[int] = set()
-        untrusted: dict[int, str] = {}
-        for step in sorted(s for s, ok in steps.items() if ok):
+        # Retention counts folders, not steps: two generations' checkpoints of one step are two
+        # (a zombie's of step N is fenced and goes first; the lineage's own stays).
+        folders = {
+            folder_rank(step, gen): ok for step, gens in self._folders(run_id).items() for gen, ok in gens.items()
+        }
+        fenced: set[tuple[int, int]] = set()
+        untrusted: dict[tuple[int, int], str] = {}
+        for key in sorted(k for k, ok in folders.items() if ok):
+            step, gen = key[0], (None if key[1] < 0 else key[1])
             try:
-                m = self.manifest(run_id, step)
+                m = self.manifest(run_id, step, step_dir_name(step, gen))
             except ManifestError as exc:
-                untrusted[step] = f"left alone by retention: {exc}"
+                untrusted[key] = f"left alone by retention: {exc}"
                 continue
             if m is None:
                 continue
             verdict = self.trusts(m)
+            if verdict.ok:
+                verdict = relabelled(step_dir_name(step, gen), m)
             if not verdict.ok:
-                untrusted[step] = f"left alone by retention: {verdict.reason}"
+                untrusted[key] = f"left alone by retention: {verdict.reason}"
             elif attempt is not None and m.attempt > attempt:
-                untrusted[step] = ""  # a successor's own: not foreign, nothing to say
+                untrusted[key] = ""  # a successor's own: not foreign, nothing to say
             elif lineage is not None and not lineage.allows(m.attempt, m.step):
-                fenced.add(step)
-        doomed = retention_plan(steps, keep, fenced, set(untrusted))
-        for step in doomed:
-            self.delete(run_id, step)
-        for step, reason in sorted(untrusted.items()):
-            if reason and on_skip is not None and (run_id, step) not in self._left_alone:
-                self._left_alone.add((run_id, step))
+                fenced.add(key)
+        doomed = retention_plan(folders, keep, fenced, set(untrusted))
+        for step, gen in doomed:
+            self.delete_folder(run_id, step, None if gen < 0 else gen)
+        for (step, gen), reason in sorted(untrusted.items()):
+            if reason and on_skip is not None and (run_id, step, gen) not in self._left_alone:
+                self._left_alone.add((run_id, step, gen))
                 on_skip(step, reason[:500])
-        return sorted(doomed)
+        return sorted({step for step, _ in doomed})
 
 
 def retention_plan(
-    steps: dict[int, bool],
+    steps: dict[K, bool],
     keep: int,
-    fenced: set[int] | frozenset[int] = frozenset(),
-    untrusted: set[int] | frozenset[int] = frozenset(),
-) -> list[int]:
+    fenced: set[K] | frozenset[K] = frozenset(),
+    untrusted: set[K] | frozenset[K] = frozenset(),
+) -> list[K]:
     """What retention deletes, in order: fenced checkpoints first, then all but the newest
     ``keep`` of the others, then folders without manifest older than the newest kept
     commit (torn writes; newer ones may still be in flight, and a zombie's higher steps
@@ -424,7 +511,7 @@ def retention_plan(
     with a wrong or lost key every checkpoint would look planted, and retention must not
     then empty the store.
 
-    ``steps`` maps a step to whether it is committed (``all_steps``)."""
+    ``steps`` maps a step, or a folder's ``folder_rank``, to whether it is committed."""
     committed = sorted(s for s, ok in steps.items() if ok and s not in fenced and s not in untrusted)
     doomed = sorted(s for s in fenced if steps.get(s))
     doomed += committed[:-keep] if keep > 0 else committed

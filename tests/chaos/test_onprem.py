@@ -98,7 +98,8 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # SkyPilot's provisioning is shown to the person waiting, not a silent wait.
     assert "skypilot: launching" in run.stderr and "skypilot: tearing down" in run.stderr
     # The runtime ran on the nodes (as the node user) and committed every named part.
-    final = onprem.home.parent / "stores" / "orch-slurm-b" / run_id / "checkpoints" / "step-600" / "MANIFEST.json"
+    ckpts = onprem.home.parent / "stores" / "orch-slurm-b" / run_id / "checkpoints"
+    final = next(ckpts.glob("step-600-g*/MANIFEST.json"), ckpts / "step-600-g?" / "MANIFEST.json")
     assert final.exists()
     names = {f["name"] for f in json.loads(final.read_text())["files"]}
     assert {"model.pt", "optimizer.pt", "scheduler.pt", "workload.pt"} <= names, names

@@ -42,7 +42,7 @@ def plant_checkpoints(home: Path, run_id: str, donor: Path, marker: Path) -> Non
     donor_id = donor.name
     src_store = home / "stores" / "local-a" / donor_id / "checkpoints"
     newest = max(int(p.name.split("-")[1]) for p in src_store.glob("step-*") if (p / MANIFEST_NAME).exists())
-    src = src_store / f"step-{newest}"
+    src = max(src_store.glob(f"step-{newest}-g*"), key=lambda p: int(p.name.rsplit("-g", 1)[1]))
     original = Manifest.from_json((src / MANIFEST_NAME).read_text())
     files = {f.name: (src / f.name).read_bytes() for f in original.files}
     donor_key = run_keys_of(str(donor))

@@ -74,7 +74,7 @@ def write_checkpoint() -> WriteCheckpoint:
         committed_at: float | None = None,
     ) -> Manifest:
         data = default_files(step) if files is None else files
-        entries = [store.put(run_id, step, name, blob) for name, blob in data.items()]
+        entries = [store.put(run_id, step, name, blob, attempt) for name, blob in data.items()]
         return store.commit(run_id, step, attempt, entries, extra=extra, committed_at=committed_at)
 
     return write

@@ -54,7 +54,7 @@ class AsyncCheckpointer:
             run_id,
             generation,
             keep_last,
-            SharedPuts(run_id, files, on_stage),
+            SharedPuts(run_id, files, on_stage, generation),
             outage_s=outage_s,
             on_event=self.on_event,
             lineage=lineage,

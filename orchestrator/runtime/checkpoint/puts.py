@@ -27,11 +27,12 @@ def put_all(
     files: Mapping[str, bytes],
     names: Iterable[str],
     on_first: Callable[[], None] | None = None,
+    generation: int | None = None,
 ) -> list[FileEntry]:
     """Put ``names`` concurrently, the largest first; ``on_first`` once the first is in
     and none has failed. Returns only when every put has ended (no write of this call
     outlives it); raises the first failure."""
-    futures = [pool.submit(store.put, run_id, step, name, files[name]) for name in put_order(files, names)]
+    futures = [pool.submit(store.put, run_id, step, name, files[name], generation) for name in put_order(files, names)]
     entries: list[FileEntry] = []
     error: BaseException | None = None
     try:

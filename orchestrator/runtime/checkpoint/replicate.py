@@ -95,6 +95,6 @@ class Replicator:
         )
 
     def _copy_one(self, replica: CheckpointStore, step: int, name: str, data: bytes) -> FileEntry:
-        entry = replica.put(self.run_id, step, name, data)
-        replica.verify_copy(self.run_id, step, name, data)
+        entry = replica.put(self.run_id, step, name, data, self.generation)
+        replica.verify_copy(self.run_id, step, name, data, self.generation)
         return entry

@@ -91,7 +91,7 @@ class ShareUploader:
             if sha256_hex(data) != digests.get(name):
                 return "other_bytes"
             try:
-                self.store.put(self.run_id, step, name, data)
+                self.store.put(self.run_id, step, name, data, self.generation)
             except Exception:  # any store or client error: rank 0 puts it
                 return "failed"
             return "put"

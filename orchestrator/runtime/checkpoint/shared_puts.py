@@ -27,8 +27,15 @@ class SharedPuts:
     in the store, concurrently; ``report`` is None when no other rank had a share. Only
     the first try waits for the other ranks (a retry puts what is missing at once)."""
 
-    def __init__(self, run_id: str, pool: ThreadPoolExecutor, on_stage: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        pool: ThreadPoolExecutor,
+        on_stage: Callable[[int], None] | None = None,
+        generation: int | None = None,
+    ) -> None:
         self.run_id = run_id
+        self.generation = generation  # whose step folder the files go in (recovery/store.py)
         self.pool = pool
         # Called half way through an upload (chaos: a fault "during: checkpoint_upload").
         self.on_stage = on_stage
@@ -45,7 +52,9 @@ class SharedPuts:
                 self.on_stage(step)
 
         t0 = time.monotonic()
-        entries = put_all(self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first)
+        entries = put_all(
+            self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first, self.generation
+        )
         if not shares:
             return entries, None
         own_s = time.monotonic() - t0
@@ -55,7 +64,9 @@ class SharedPuts:
         taken = sorted(n for n in shares if n not in landed)
         waited_s = time.monotonic() - t0 - own_s
         # Puts of rank 0's own bytes: whatever rank r writes there later is the same bytes.
-        entries += put_all(self.pool, store, self.run_id, step, files, taken, None if staged else on_first)
+        entries += put_all(
+            self.pool, store, self.run_id, step, files, taken, None if staged else on_first, self.generation
+        )
         entries += [FileEntry(n, len(files[n]), snap.digests[n]) for n in sorted(landed)]
         delivered = delivered_by_rank(files, shares, landed, taken)
         return entries, ShareReport(delivered, taken, round(own_s, 4), round(waited_s, 4))
@@ -71,14 +82,14 @@ class SharedPuts:
 
         def holds(name: str) -> bool:
             try:
-                store.verify_copy(self.run_id, step, name, files[name])
+                store.verify_copy(self.run_id, step, name, files[name], self.generation)
             except StoreError:
                 return False  # not there yet, other bytes, or the store failing: not this rank's to judge
             return True
 
         while True:
             try:
-                store.fs.invalidate_cache(store.step_path(self.run_id, step))
+                store.fs.invalidate_cache(store.write_path(self.run_id, step, store.generation_of(self.generation)))
             except Exception:  # a cache the client does not keep
                 pass
             names = sorted(pending)

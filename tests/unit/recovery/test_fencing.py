@@ -17,7 +17,7 @@ RUN = "fence-run"
 
 
 def _ckpt(store: CheckpointStore, step: int, attempt: int) -> None:
-    store.commit(RUN, step, attempt, [store.put(RUN, step, "model.pt", f"{step}/{attempt}".encode())])
+    store.commit(RUN, step, attempt, [store.put(RUN, step, "model.pt", f"{step}/{attempt}".encode(), attempt)])
 
 
 def test_a_checkpoint_counts_up_to_the_step_the_next_generation_restarted_from() -> None:

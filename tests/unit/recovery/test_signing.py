@@ -38,7 +38,7 @@ def stores(tmp_path: Path, *names: str, key: bytes | None = TEST_KEY) -> list[Ch
 def plant(store: CheckpointStore, step: int, signature: str | None = None, key: bytes | None = None) -> Manifest:
     """A checkpoint whose files and sha256 digests are all correct, written by someone
     with write access to the store: unsigned, with ``signature``, or signed with ``key``."""
-    entries = [store.put(RUN, step, name, blob) for name, blob in default_files(step).items()]
+    entries = [store.put(RUN, step, name, blob, 1) for name, blob in default_files(step).items()]
     m = Manifest(RUN, step, 1, tuple(sorted(entries, key=lambda f: f.name)), 1.0, region=store.region)
     if key is not None:
         m = signed(m, key)
@@ -274,7 +274,7 @@ def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
     cluster = ClusterHandle("c", "local-a", "fake", "127.0.0.1:1", {})
     runner.start_runtime(cluster, "local-a", 1)
     store = ctl.stores["local-a"]
-    store.commit(RUN, 10, 1, [store.put(RUN, 10, "model.pt", b"w")])
+    store.commit(RUN, 10, 1, [store.put(RUN, 10, "model.pt", b"w", 1)])
     assert store.latest_verified(RUN).step == 10  # type: ignore[union-attr]
     # The driver gets its generation's keys in its environment, and only there.
     wire = ctl.run_key.for_attempt(1).to_wire()

@@ -95,7 +95,7 @@ def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Pat
     stranger.commit("run", 90, 1, [stranger.put("run", 90, "m", b"x")])
     b.commit("run", 60, 1, [b.put("run", 60, "m", b"x")])  # a replica
     got = newest_signed([a, b], "run", Lineage())
-    assert got is not None and got.manifest.step == 60 and got.url.endswith("/a/run/checkpoints/step-60")
+    assert got is not None and got.manifest.step == 60 and got.url.endswith("/a/run/checkpoints/step-60-g1")
     assert [u.rsplit("/", 4)[1] for u in got.urls] == ["a", "b"]
     fenced = Lineage().then(1, 0).then(2, 40)  # attempt 1's step 60 came after attempt 2 restarted from 40
     got = newest_signed([a, b], "run", fenced)
@@ -148,7 +148,7 @@ def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
     result = ctl.run()
     assert result["status"] == "SUCCEEDED" and result["attempts"] == 2
     assert result["final_step"] == 60 and result["weights_sha256"] != "f" * 64
-    assert "/etc/passwd" not in str(result["final_checkpoint"]) and result["final_checkpoint"].endswith("step-60")
+    assert "/etc/passwd" not in str(result["final_checkpoint"]) and result["final_checkpoint"].endswith("/step-60-g2")
     failures = [e for e in ctl.journal.events() if e["type"] == "failure_detected"]
     assert failures and failures[0]["kind"] == "outcome_unproven" and "final_step" in failures[0]["detail"]
     (inc,) = [i for i in result["incidents"] if i["kind"] == "outcome_unproven"]

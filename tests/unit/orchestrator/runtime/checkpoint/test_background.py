@@ -87,7 +87,7 @@ class Recording:
         self.in_flight = 0
         self.peak = 0
 
-    def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
+    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
         with self.lock:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
@@ -119,7 +119,7 @@ class Recording:
         return []
 
     def checkpoint_url(self, run_id: str, step: int) -> str:
-        return f"{self.url}/{run_id}/step-{step}"
+        return f"{self.url}/{run_id}/step-{step}-g1"
 
 
 FILES = {"model.pt": b"m" * 300, "optimizer.pt": b"o" * 600, "state.pt": b"s" * 10, "rng-rank0.pt": b"r" * 20}
@@ -324,8 +324,6 @@ def test_a_late_share_lands_on_a_committed_checkpoint_and_it_still_verifies(
     share.wait(20)
     assert set(share.last.values()) == {"put"}
     assert rank0.verify(RUN, 20).ok
-
-
 
 
 def test_shares_count_only_in_the_primary_store(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ class Store:
         self.lock = threading.Lock()
         self.ended: list[str] = []
 
-    def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
+    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
         try:
             if name in self.fail:
                 raise StoreError(f"cannot write {name}")

@@ -31,16 +31,19 @@ class Store:
     def invalidate_cache(self, path: str) -> None:
         pass
 
-    def step_path(self, run_id: str, step: int) -> str:
-        return f"{run_id}/{step}"
+    def write_path(self, run_id: str, step: int, generation: int | None) -> str:
+        return f"{run_id}/{step}-{generation}"
 
-    def put(self, run_id: str, step: int, name: str, data: bytes) -> FileEntry:
+    def generation_of(self, generation: int | None) -> int | None:
+        return generation
+
+    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
         with self.lock:
             self.held[name] = data
             self.put_by_me.append(name)
         return FileEntry(name, len(data), sha256_hex(data))
 
-    def verify_copy(self, run_id: str, step: int, name: str, data: bytes) -> None:
+    def verify_copy(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> None:
         if self.held.get(name) != data:
             raise StoreError(f"{name}: not there or other bytes")
 

@@ -61,7 +61,7 @@ def archive(files: dict[str, bytes]) -> bytes:
 def plant(store: CheckpointStore, step: int, data: bytes, signature: str) -> None:
     """A snapshot committed by someone with write access to the store: files and a
     manifest whose digests are right, with ``signature`` in place of the run's."""
-    manifest = store.commit(RUN, step, attempt=1, files=[store.put(RUN, step, ARCHIVE, data)])
+    manifest = store.commit(RUN, step, attempt=1, files=[store.put(RUN, step, ARCHIVE, data, 1)])
     forged = replace(manifest, signature=signature)
     store.fs.pipe_file(f"{store.step_path(RUN, step)}/{MANIFEST_NAME}", forged.to_json().encode())
 
@@ -73,11 +73,11 @@ def test_a_planted_search_snapshot_is_never_unpacked(tmp_path: Path, how: str) -
     spec = search_spec(tmp_path)
     ours = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     legit = pack(SearchSnapshot(trials=[]))
-    ours.commit(RUN, 20, attempt=1, files=[ours.put(RUN, 20, ARCHIVE, legit)])
+    ours.commit(RUN, 20, attempt=1, files=[ours.put(RUN, 20, ARCHIVE, legit, 1)])
 
     if how == "another run's key":
         planter = CheckpointStore(spec.store_url, region="r", key=controller_keys(b"\1" * 32, RUN))
-        planter.commit(RUN, 900, attempt=1, files=[planter.put(RUN, 900, ARCHIVE, evil)])
+        planter.commit(RUN, 900, attempt=1, files=[planter.put(RUN, 900, ARCHIVE, evil, 1)])
     else:
         planter = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
         plant(planter, 900, evil, signature="" if how == "unsigned" else "ab" * 32)
@@ -85,7 +85,7 @@ def test_a_planted_search_snapshot_is_never_unpacked(tmp_path: Path, how: str) -
     control = ControlChannel(spec.control_url)
     step, url, snapshot = restore_search(spec, control, CONFIGS)
 
-    assert step == 20 and url is not None and url.endswith("/step-20")
+    assert step == 20 and url is not None and url.endswith("/step-20-g1")
     assert snapshot == SearchSnapshot(trials=[])
     assert not marker.exists()
     skipped = [e for e in control.read_events(spec.generation, set()) if e["type"] == "checkpoint_skipped"]
@@ -122,7 +122,7 @@ def test_a_pickle_in_a_snapshot_this_run_signed_never_runs(tmp_path: Path, what:
     else:
         data = _payload_checkpoint(marker)
         words = "trial_00000's checkpoint state does not load (UnpicklingError)"
-    ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data)])
+    ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data, 1)])
 
     with pytest.raises(SnapshotError) as err:
         restore_search(spec, ControlChannel(spec.control_url), CONFIGS)
