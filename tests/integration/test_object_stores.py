@@ -52,7 +52,8 @@ def _gs(servers, prefix: str, **opts) -> CheckpointStore:
 
 
 def _write(store: CheckpointStore, step: int, attempt: int = 1) -> None:
-    entries = [store.put(RUN, step, n, f"{n}@{step}".encode() * 1000) for n in ("model.pt", "state.pt")]
+    # Files go into the folder of the generation that commits them (step-N-gG).
+    entries = [store.put(RUN, step, n, f"{n}@{step}".encode() * 1000, attempt) for n in ("model.pt", "state.pt")]
     store.commit(RUN, step, attempt, entries)
 
 
@@ -61,7 +62,7 @@ def test_commit_verify_skip_corrupt_and_retain(servers, make):
     store = make(servers, f"conf-{time.time_ns()}")
     for step in (10, 20, 30):
         _write(store, step)
-    store.put(RUN, 40, "model.pt", b"torn")  # a write cut off before its manifest
+    store.put(RUN, 40, "model.pt", b"torn", 1)  # a write cut off before its manifest
     assert store.committed_steps(RUN) == [10, 20, 30]
     path = f"{store.step_path(RUN, 30)}/model.pt"
     data = bytearray(store.fs.cat_file(path))
@@ -138,7 +139,7 @@ def test_a_large_file_is_read_in_ranges_once_verified_and_a_resized_one_fails_it
     monkeypatch.setattr("recovery.fetch.RANGE_BYTES", RANGE_BYTES)
     store = make(servers, f"ranged-{time.time_ns()}")
     big = os.urandom(2 * RANGE_BYTES + 12345)  # three ranges, the last one short
-    entries = [store.put(RUN, 10, "model.pt", big), store.put(RUN, 10, "state.pt", b"s" * 100)]
+    entries = [store.put(RUN, 10, "model.pt", big, 1), store.put(RUN, 10, "state.pt", b"s" * 100, 1)]
     store.commit(RUN, 10, 1, entries)
     best = load_newest(RUN, [store], on_skip=pytest.fail, keep=lambda name: name == "model.pt")
     assert best is not None and best.manifest.step == 10
