@@ -217,7 +217,7 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
     files = {f.name: src.fs.cat_file(f"{src.step_path(run_id, m.step)}/{f.name}") for f in m.files}
     keys = controller_keys(secrets.token_bytes(32), "restore")
     store = CheckpointStore(f"{src_url}-restore", region="src", storage_options=opts, key=keys)
-    entries = [store.put("restore", m.step, name, data) for name, data in files.items()]
+    entries = [store.put("restore", m.step, name, data, 1) for name, data in files.items()]
     store.commit("restore", m.step, 1, entries)
     ours, raw = [], []
     for _ in range(rounds):
