@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import logs
 
             return logs.main(cfg)
+        if cfg.action == "stop":
+            from orchestrator.commands import stop
+
+            return stop.main(cfg.home_path, str(cfg.run_id))
     except DamagedFile as exc:
         return error(f"{exc}; restore it from a copy or move it aside")
     if cfg.action == "plan":

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from orchestrator.commands.status import live_progress
+from orchestrator.commands.status import CONTROLLER_DIED, live_progress
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result
@@ -29,7 +29,7 @@ from orchestrator.wire.codec import json_is
 
 # Statuses beyond the run states (orchestrator.runstate.lifecycle.RunState):
 UNREADABLE = "UNREADABLE"  # its folder, journal or result.json cannot be read
-CONTROLLER_DIED = "CONTROLLER_DIED"  # a journal, no result, and no controller holds the lock
+# CONTROLLER_DIED (orchestrator.commands.status): a journal, no result, no controller holds the lock
 EMPTY = "EMPTY"  # a folder without a word of a controller's in it
 
 START_ONE = "python -m orchestrator job=digits"

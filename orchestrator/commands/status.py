@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any
 
 from orchestrator.errors import error
@@ -13,6 +14,9 @@ from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, run_control_url
+
+# A run with a journal, no result.json, and no controller holding its lock.
+CONTROLLER_DIED = "CONTROLLER_DIED"
 
 
 def _fmt_s(value: Any) -> str:
@@ -58,6 +62,18 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s
+
+
+def controller_state(state: str, alive: bool | None, run_id: str, home: str) -> tuple[str, str | None]:
+    """The status of a run without a result.json, given whether a controller holds its
+    lock, and a note: its journal's last state while a controller runs; CONTROLLER_DIED,
+    with the command that goes on, once none does (whatever the journal's last state)."""
+    if alive is False:
+        resume = f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(home)}"
+        return CONTROLLER_DIED, f"its controller died; continue it with: {resume}"
+    if alive is None:
+        return state, f"cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)"
+    return state, None
 
 
 def world_now(events: list[Event], generation: int | None) -> dict[str, Any]:
@@ -137,7 +153,8 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     lines = [
         f"run        {run_id}",
         f"status     {s['state']}"
-        + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else ""),
+        + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else "")
+        + (f"  ({s['note']})" if s.get("note") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
         f"step       {s['step'] if s['step'] is not None else '-'}" + ("" if total is None else f"/{total}"),
@@ -193,10 +210,14 @@ def run_ids(home: str) -> list[str]:
 
 def main(home: str, run_id: str) -> int:
     """``action=status``: the run's table, or one line naming the runs there are."""
-    s = summarize(rundir.run_path(home, run_id))
+    run_dir = rundir.run_path(home, run_id)
+    s = summarize(run_dir)
     if s is None:
         known = run_ids(home)
         hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
         return error(f"run_id: no run named {run_id!r}{hint}")
+    if s["result"] is None:
+        # Whether a controller still holds the run is news the journal cannot tell.
+        s["state"], s["note"] = controller_state(s["state"], rundir.controller_alive(run_dir), run_id, home)
     print(render(run_id, s))
     return 0

@@ -42,12 +42,14 @@ class Action(StrEnum):
     plan = "plan"
     list = "list"
     logs = "logs"
+    stop = "stop"
 
 
-# Actions that read runs' files and launch nothing: they get only the checks of what they read.
-READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs)
+# Actions that read runs' files and launch nothing (stop writes its request alone): they
+# get only the checks of what they read.
+READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs, Action.stop)
 # Actions about one run, which run_id names.
-ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs)
+ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs, Action.stop)
 # Actions that run the job and print its progress (and, with show_logs, its output).
 RUNNING_ACTIONS = (Action.run, Action.resume)
 

@@ -28,6 +28,7 @@ from orchestrator.control.progress import ProgressLine
 from orchestrator.control.proof import FUNC, LOOP, PROVEN_KEYS, SEARCH, Proven, Unproven, newest_signed, prove
 from orchestrator.control.resume import Adoption
 from orchestrator.control.standby import StandbyManager
+from orchestrator.control.stopreq import StopRequest, StopWatch, clear_request
 from orchestrator.metrics.board import NoMetrics, TensorBoardWriter, tensorboard_writer
 from orchestrator.notify import secret as notify_secret
 from orchestrator.notify.notifier import Notifier, shown
@@ -95,6 +96,8 @@ class Controller:
         self.run_id = run_id
         self.run_dir = rundir.run_path(cfg.home_path, run_id)
         make_run_dir(self.run_dir)
+        # A stop asked of a controller that died before it read it is not this one's.
+        clear_request(self.run_dir)
         if not cfg.cloud.control_store:
             make_control_dir(self.run_dir)
         self.journal = Journal(rundir.journal_path(self.run_dir))
@@ -443,12 +446,20 @@ class Controller:
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
         self._next = Next(region, pending, adopt)
+        # action=stop's request reaches the loop as Ctrl-C does.
+        stops = StopWatch(self.run_dir).start()
         try:
-            while not self.step():
-                pass
+            try:
+                while not self.step():
+                    pass
+            finally:
+                try:
+                    stops.disarm()
+                except KeyboardInterrupt:
+                    pass  # a stop asked for as the run ended: it has ended
         except KeyboardInterrupt:
             at_region, at_generation = self._at or (region, self._generation)
-            self._interrupted(at_region, at_generation)
+            self._interrupted(at_region, at_generation, stops.request)
         finally:
             run_all(
                 [
@@ -545,11 +556,13 @@ class Controller:
             generation=generation,
         )
 
-    def _interrupted(self, region: str, generation: int) -> None:
-        """Ctrl-C or SIGTERM: the run stops (its clusters are torn down on the way out) and
-        waits for action=resume, which starts it again from its newest verified checkpoint."""
+    def _interrupted(self, region: str, generation: int, request: StopRequest | None = None) -> None:
+        """Ctrl-C, SIGTERM or action=stop: the run stops (its clusters are torn down on the
+        way out) and waits for action=resume, which starts it again from its newest
+        verified checkpoint. The journaled reason names who asked for a stop."""
+        reason = INTERRUPTED_REASON if request is None else stopped_reason(request)
         if not self.sm.state.stopped:
-            self.sm.to(RunState.INTERRUPTED, reason=INTERRUPTED_REASON, region=region, generation=generation)
+            self.sm.to(RunState.INTERRUPTED, reason=reason, region=region, generation=generation)
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
@@ -559,6 +572,10 @@ class Controller:
 
 
 INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoints kept; action=resume goes on"
+
+
+def stopped_reason(request: StopRequest) -> str:
+    return f"stopped by action=stop ({request.who()}): clusters torn down, checkpoints kept; action=resume goes on"
 
 
 def too_small(cfg: Config, candidates: list[str]) -> dict[str, str]:

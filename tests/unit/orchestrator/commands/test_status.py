@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
-from orchestrator.commands.status import _incident_extra, _nodes_line, incident_row, world_now
-from orchestrator.runstate.events import NodeLost, NodeReplaced, RuntimeReport
+from pathlib import Path
+
+import pytest
+
+from orchestrator.commands.status import (
+    CONTROLLER_DIED,
+    _incident_extra,
+    _nodes_line,
+    controller_state,
+    incident_row,
+    world_now,
+)
+from orchestrator.commands.status import main as status_main
+from orchestrator.runstate.events import NodeLost, NodeReplaced, RunStarted, RuntimeReport, Transition
+from orchestrator.runstate.journal import Journal
+from orchestrator.runstate.lifecycle import RunState
+from orchestrator.runstate.rundir import lock_controller
 
 CLOUD = {"regions": {"local-a": {"nodes": 2}, "local-b": {"nodes": 1}}}
 
@@ -48,3 +63,32 @@ def test_an_incident_with_nothing_restored_shows_dashes_not_none() -> None:
     row = incident_row({"kind": "kill_region", "from_region": "a", "to_region": "b", "restored_step": 150,
                         "lost_steps": 20})  # fmt: skip
     assert row.split() == ["kill_region", "a", "b", "-", "150", "20", "-"]
+
+
+# --- is its controller alive -------------------------------------------------------------------
+
+
+def test_a_run_without_a_live_controller_shows_as_dead_with_the_resume_command() -> None:
+    state, note = controller_state("RUNNING", False, "r1", "/h o")
+    assert state == CONTROLLER_DIED
+    assert note == "its controller died; continue it with: python -m orchestrator action=resume run_id=r1 home='/h o'"
+    assert controller_state("RUNNING", True, "r1", "/h") == ("RUNNING", None)
+    state, note = controller_state("RECOVERING", None, "r1", "/h")
+    assert state == "RECOVERING" and note is not None and "cannot tell" in note
+
+
+def test_status_tells_a_dead_controller_from_a_live_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    run_dir = home / "runs" / "r1"
+    j = Journal(str(run_dir / "journal.jsonl"))
+    j.emit(RunStarted(run_id="r1", config={"job": {"name": "digits", "steps": 10}}))
+    j.emit(Transition(RunState.PROVISIONING, RunState.PENDING))
+    held = lock_controller(str(run_dir))
+    assert held is not None
+    assert status_main(str(home), "r1") == 0
+    assert "status     PROVISIONING\n" in capsys.readouterr().out
+    held.close()  # the controller is gone, SIGKILL or not: the lock goes with it
+    assert status_main(str(home), "r1") == 0
+    out = capsys.readouterr().out
+    assert f"status     {CONTROLLER_DIED}  (its controller died; continue it with: " in out
+    assert "action=resume run_id=r1" in out

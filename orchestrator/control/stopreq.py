@@ -1,0 +1,181 @@
+"""``action=stop``'s request: a small private file in the run's folder that the run's
+controller polls and acts on as on Ctrl-C (INTERRUPTED, clusters torn down, checkpoints
+kept; action=resume goes on).
+
+A file and not a signal: only the run's owner can write its folder (0711, its own), so
+no other user can stop the run, and no pid is ever signalled that might have been reused.
+The request says who asked (user, host, pid), which the run's INTERRUPTED reason then
+names. Everything read is bounded and checked: a file that is not a regular one of this
+user's, not private, too long, or not the JSON object below is no request and is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+STOP_NAME = "stop.request"
+MAX_BYTES = 4096
+_MAX_FIELD = 255
+POLL_S = 0.2  # as the watch's wakeups
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    user: str
+    host: str
+    pid: int
+    at: float  # seconds since the epoch
+
+    def who(self) -> str:
+        return f"{self.user}@{self.host} pid {self.pid}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"action": "stop", "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_FIELD:
+        return None
+    # Printable only: it ends up in the journal and on people's terminals.
+    return value if value.isprintable() else None
+
+
+def parse_request(raw: bytes) -> StopRequest | None:
+    """The request ``raw`` holds, or None when it is none (too long, not UTF-8 JSON, not
+    an object with action "stop" and a printable user and host, a positive pid and a time)."""
+    if len(raw) > MAX_BYTES:
+        return None
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get("action") != "stop":
+        return None
+    user, host, pid, at = _text(obj.get("user")), _text(obj.get("host")), obj.get("pid"), obj.get("at")
+    if user is None or host is None:
+        return None
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return None
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 <= at < 1e11:
+        return None
+    return StopRequest(user=user, host=host, pid=pid, at=float(at))
+
+
+def file_acceptable(st: os.stat_result, uid: int) -> bool:
+    """Whether a request file's status is one this controller may act on: a regular file
+    of its own user's, writable by no one else, of a bounded size."""
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_uid == uid
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        and st.st_size <= MAX_BYTES
+    )
+
+
+def request_path(run_dir: str) -> str:
+    return os.path.join(run_dir, STOP_NAME)
+
+
+def this_request() -> StopRequest:
+    """A request from this process, as it names itself."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return StopRequest(
+        user=user[:_MAX_FIELD] or "?", host=socket.gethostname()[:_MAX_FIELD] or "?", pid=os.getpid(), at=time.time()
+    )
+
+
+def write_request(run_dir: str, req: StopRequest) -> None:
+    """Put ``req`` in ``run_dir`` whole (written aside, then renamed in), 0600."""
+    tmp = os.path.join(run_dir, f".{STOP_NAME}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(json.dumps(req.as_json()).encode())
+        os.replace(tmp, request_path(run_dir))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def take_request(run_dir: str) -> StopRequest | None:
+    """The request waiting in ``run_dir``, removed as it is read; None when there is none
+    or what is there is no request (removed too, so it is judged once)."""
+    path = request_path(run_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        # A link or something else that cannot be opened as a file: no request.
+        clear_request(run_dir)
+        return None
+    try:
+        st = os.fstat(fd)
+        raw = os.read(fd, MAX_BYTES + 1) if file_acceptable(st, os.getuid()) else b""
+    finally:
+        os.close(fd)
+    clear_request(run_dir)
+    return parse_request(raw) if raw else None
+
+
+def clear_request(run_dir: str) -> None:
+    """No request waits in ``run_dir`` (a new controller clears an old one's)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(request_path(run_dir))
+
+
+class StopWatch:
+    """A thread that polls the run folder for a stop request and, when one comes,
+    interrupts the controller's main thread as Ctrl-C does. ``disarm`` stops it; an
+    interrupt is never delivered after it returns (one delivered just before is the
+    caller's to catch)."""
+
+    def __init__(self, run_dir: str, poll_s: float = POLL_S) -> None:
+        self.run_dir = run_dir
+        self.poll_s = poll_s
+        self.request: StopRequest | None = None
+        self._armed = True
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="stop-request", daemon=True)
+
+    def start(self) -> StopWatch:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        import _thread
+
+        while not self._done.wait(self.poll_s):
+            try:
+                req = take_request(self.run_dir)
+            except OSError:
+                continue
+            if req is None:
+                continue
+            with self._lock:
+                if not self._armed:
+                    return
+                self.request = req
+                _thread.interrupt_main()
+            return
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        self._done.set()
+        self._thread.join(timeout=2 * self.poll_s + 1)
