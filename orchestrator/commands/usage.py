@@ -26,6 +26,7 @@ ACTIONS: dict[Action, str] = {
     Action.plan: "show placements and cost, write the SkyPilot task YAML, launch nothing",
     Action.list: "list every run under home (format=table|json)",
     Action.logs: "print an attempt's driver and rank logs (attempt=N rank=R|driver follow=true)",
+    Action.stop: "stop a running run as Ctrl-C would (INTERRUPTED, checkpoints kept); action=resume goes on",
 }
 OPTIONS = (
     ("--config-dir DIR, -cd DIR", "your own config groups (DIR/job/NAME.yaml, ...), searched after ours"),
