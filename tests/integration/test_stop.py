@@ -1,0 +1,97 @@
+"""``action=stop`` from another process, and a controller that dies without a word, on one
+short run: stop ends it INTERRUPTED naming who asked; a resumed controller SIGKILLed shows
+in ``action=status`` as dead, with the command that goes on; that command ends the run
+with exactly the weights of a run never stopped."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.paths import REPO
+from tests.support.runs import env_for, ray_pids, wait_no_new_ray
+
+
+def _orch(orch_home: Path, *args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env_for(orch_home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env_for(orch_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_training(run_dir: Path, proc: subprocess.Popen[str], times: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        journal = run_dir / "journal.jsonl"
+        if journal.exists() and journal.read_text().count('"runtime.train_started"') >= times:
+            time.sleep(2)  # let a checkpoint or two commit
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError("training never started")
+
+
+def test_stop_then_a_dead_controller_then_resume_ends_with_the_unstopped_weights(orch_home, long_baseline):
+    before = ray_pids()
+    run_dir = orch_home / "runs" / "stopped"
+    proc = _start(orch_home, "job=digits", "run_id=stopped", "progress=false", "job.steps=2000")
+    try:
+        _wait_training(run_dir, proc, 1)
+        stop = _orch(orch_home, "action=stop", "run_id=stopped")
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stop.returncode == 0, stop.stderr[-2000:]
+    assert "INTERRUPTED" in stop.stdout and "action=resume run_id=stopped" in stop.stdout
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "INTERRUPTED" and result["final_checkpoint"]
+    assert "stopped by action=stop (" in result["reason"] and " pid " in result["reason"]
+    assert not (run_dir / "stop.request").exists()
+    assert not wait_no_new_ray(before)
+    # A second stop finds nothing to stop.
+    again = _orch(orch_home, "action=stop", "run_id=stopped")
+    assert again.returncode == 0 and "already ended (INTERRUPTED)" in again.stderr
+
+    # The resumed controller dies with no word (SIGKILL): status says so, and how to go on.
+    proc = _start(orch_home, "action=resume", "run_id=stopped", "progress=false")
+    try:
+        _wait_training(run_dir, proc, 2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    status = _orch(orch_home, "action=status", "run_id=stopped")
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert "status     CONTROLLER_DIED  (its controller died; continue it with: " in status.stdout
+    assert "action=resume run_id=stopped home=" in status.stdout
+    dead = _orch(orch_home, "action=stop", "run_id=stopped")
+    assert dead.returncode != 0 and "its controller is not running" in dead.stderr
+
+    resumed = _orch(orch_home, "action=resume", "run_id=stopped", "progress=false", timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "SUCCEEDED" and result["final_step"] == 2000
+    assert result["weights_sha256"] == long_baseline.result["weights_sha256"]
+    assert not wait_no_new_ray(before)
