@@ -43,7 +43,8 @@ class Script:
     ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
     cluster stays), ``hang`` (heartbeats stop), ``unreachable`` (heartbeats stop and
     the provider can no longer tell: its health checks answer NOT_UP, never GONE),
-    ``user_error`` (no step known), ``user_error_in_step`` (in step ``until`` + 1), ``preempted``, ``forged_finish`` (exit 0 with a forged final.json)
+    ``user_error`` (no step known), ``user_error_in_step`` (in step ``until`` + 1),
+    ``preempted``, ``forged_finish`` (exit 0 with a forged final.json)
     (commits, then exits so), ``workers_exhausted``, ``interrupt`` (Ctrl-C reaches the
     controller, as SIGINT raises KeyboardInterrupt wherever its main thread is)."""
 
