@@ -129,9 +129,7 @@ def repeats_user_error(failure: Failure, history: History) -> bool:
     exception type and message): deterministic, so another restart would only repeat it.
     One at another step (flaky, or data-dependent) stays within recovery.max_restarts_on_errors."""
     return (
-        failure.kind is FailureKind.USER_ERROR
-        and failure.signature != ""
-        and failure.signature == history.user_error
+        failure.kind is FailureKind.USER_ERROR and failure.signature != "" and failure.signature == history.user_error
     )
 
 
