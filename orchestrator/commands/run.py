@@ -377,6 +377,8 @@ def user_error_advice(bug: dict[str, Any]) -> str:
     step = bug.get("step") if isinstance(bug.get("step"), int) else None
     site = bug.get("site") if isinstance(bug.get("site"), str) else None
     line = user_error_line(str(bug.get("error") or "the workload raised"), step, site)
+    # What a cluster sent reaches a terminal: control characters shown, not obeyed.
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
     return f"the workload raised {line}; fix the code, then run it again (a FAILED run is not resumed)"
 
 

@@ -48,3 +48,8 @@ def test_a_run_the_workloads_code_failed_ends_with_one_line_saying_what_where_an
     assert user_error_advice({"error": "KeyError: 'x'", "step": None, "site": None}).startswith(
         "the workload raised KeyError: 'x'; fix"
     )
+
+
+def test_control_characters_from_the_cluster_are_shown_not_obeyed() -> None:
+    line = user_error_advice({"error": "ValueError: \x1b[2Jgone", "step": 1, "site": "m.py:1"})
+    assert "\x1b" not in line and "\\x1b[2Jgone" in line
