@@ -173,6 +173,8 @@ class _Loop(WorkerAttempt):
         from orchestrator.workloads import make_workload
 
         super().__init__(spec, rank, world, control)
+        # The step in progress (0 before the first): a user error names it.
+        self.user_step = 0
         trainer = spec.trainer
         torch.set_num_threads(trainer.torch_threads)
         self.device = worker_device(trainer)
@@ -457,6 +459,7 @@ class _Loop(WorkerAttempt):
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")
         for step in range(restored + 1, total + 1):
+            self.user_step = step
             self.hold_for_upload_fault()
             loss = self.train_step(ddp, step)
             now = time.time()

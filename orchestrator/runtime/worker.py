@@ -140,19 +140,30 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     stop_watch = threading.Event()
     if ctx.get_local_rank() == 0:
         watch_node(spec, control, rank, stop_watch)
+    attempt = None
     try:
-        make(spec, rank, world, control).run()
+        attempt = make(spec, rank, world, control)
+        attempt.run()
     except Stopped:
         return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
     except Exception as exc:
         if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
+            from orchestrator.runtime.user_site import user_site
+
             first = str(exc).splitlines()[0] if str(exc) else ""
+            # The step it was raised in, where the worker knows it (0: while it was built):
+            # the same error at the same step again after a restart is deterministic.
+            step = 0 if attempt is None else getattr(attempt, "user_step", None)
+            where = {"step": step} if isinstance(step, int) else {}
+            site = user_site(exc)
             control.event(
                 spec.generation,
                 "user_error",
                 rank=rank,
                 error=f"{type(exc).__name__}: {first}"[:500],
                 traceback=full_traceback(exc)[-8000:],
+                **where,
+                **({"site": site} if site is not None else {}),
             )
         raise
     finally:
