@@ -182,6 +182,17 @@ class CheckpointStore:
         if not ok:
             raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
 
+    def holds(self, run_id: str, step: int, name: str, size: int, sha256: str, generation: int | None = None) -> bool:
+        """Whether ``generation``'s folder of ``step`` holds ``name`` with this size and sha256
+        (a file another process put: its size first, then read back and hashed)."""
+        path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
+        try:
+            if not self.fs.exists(path) or int(self.fs.info(path).get("size", -1)) != size:
+                return False
+            return sha256_hex(self.fs.cat_file(path)) == sha256
+        except Exception as exc:  # any client error names the store
+            raise self._error("cannot verify " + path, exc) from None
+
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
         """The controller's fence (signed with its fence key, which no attempt holds)."""
         if self.key is None:

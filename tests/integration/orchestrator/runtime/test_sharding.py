@@ -20,6 +20,7 @@ from orchestrator.runtime.train_loop import _Loop
 from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.runtime.shard_index import INDEX_NAME, REST_NAME, parse_index, shard_file
 from recovery.store import CheckpointStore
 from tests.support.runs import loop_spec, run_forked_ranks
 from tests.support.stores import TEST_KEY
@@ -113,10 +114,17 @@ def events(s: RuntimeSpec, kind: str) -> list[dict[str, Any]]:
 
 
 def final_weights(root: Path) -> dict[str, torch.Tensor]:
+    """The whole model of the last checkpoint, put together from every rank's file."""
     st = store(root)
     m = st.manifest(RUN, STEPS)
     assert m is not None
-    return torch.load(io.BytesIO(st.read(m, "model.pt")), weights_only=True, map_location="cpu")
+    index = parse_index(st.read(m, INDEX_NAME))
+    files = [torch.load(io.BytesIO(st.read(m, shard_file(r))), weights_only=True) for r in range(index.world)]
+    return {
+        key.removeprefix("model/"): torch.cat([f[key] for f in files])
+        for key in sorted(index.tensors)
+        if key.startswith("model/")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +153,14 @@ def test_a_sharded_run_resumed_at_its_world_size_ends_bitwise_equal(tmp_path: Pa
     m = store(whole).manifest(RUN, STEPS)
     assert m is not None and m.extra["weights_sha256"] == unbroken["weights_sha256"]
     assert m.extra["strategy"] == "fsdp"
+    # One file of shards per rank, all in the one signed manifest; no whole model anywhere.
+    names = {f.name for f in m.files}
+    assert {shard_file(0), shard_file(1), INDEX_NAME, REST_NAME} <= names and "model.pt" not in names
+    # Each rank read its own file of shards alone.
+    assert sorted((e["rank"], tuple(e["read"])) for e in events(s, "restore_shards")) == [
+        (0, (shard_file(0),)),
+        (1, (shard_file(1),)),
+    ]
 
 
 def test_a_checkpoint_of_two_ranks_restores_resharded_at_one(tmp_path: Path, runs: Any) -> None:
@@ -153,6 +169,8 @@ def test_a_checkpoint_of_two_ranks_restores_resharded_at_one(tmp_path: Path, run
     s = spec(root, generation=2)
     assert train(s, world=1) is not None
     assert [e["restored_step"] for e in events(s, "train_started")] == [8]
+    # The one rank read both files of the checkpoint of two: resharded.
+    assert [tuple(e["read"]) for e in events(s, "restore_shards")] == [(shard_file(0), shard_file(1))]
     ours, theirs = final_weights(root), final_weights(whole)
     assert list(ours) == list(theirs)
     assert max(float((ours[k] - theirs[k]).abs().max()) for k in ours) < TOL_PARAM
@@ -161,11 +179,12 @@ def test_a_checkpoint_of_two_ranks_restores_resharded_at_one(tmp_path: Path, run
 def test_a_corrupt_checkpoint_is_skipped_with_its_reason(tmp_path: Path, runs: Any, flip_byte: Any) -> None:
     _, unbroken, crashed = runs
     root = shutil.copytree(crashed, tmp_path / "run")
-    flip_byte(store(root), RUN, 8, "model.pt")
+    # One rank's file of shards corrupted: the whole step is skipped, the file named.
+    flip_byte(store(root), RUN, 8, shard_file(1))
     s = spec(root, generation=2)
     final = train(s, world=2)
     skipped = events(s, "checkpoint_skipped")
-    assert [e["step"] for e in skipped] == [8] and "model.pt" in skipped[0]["reason"]
+    assert [e["step"] for e in skipped] == [8] and shard_file(1) in skipped[0]["reason"]
     assert [e["restored_step"] for e in events(s, "train_started")] == [4]
     assert final is not None and final["weights_sha256"] == unbroken["weights_sha256"]
 
