@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import torch
 
+from orchestrator.runtime.shard_index import INDEX_NAME, REST_NAME, parse_index, shard_file
 from orchestrator.runtime.train_loop import _Loop
 from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
-from orchestrator.runtime.shard_index import INDEX_NAME, REST_NAME, parse_index, shard_file
 from recovery.store import CheckpointStore
 from tests.support.runs import loop_spec, run_forked_ranks
 from tests.support.stores import TEST_KEY
