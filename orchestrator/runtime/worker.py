@@ -385,6 +385,8 @@ class WorkerAttempt:
                 on_store_error=store_failed,
                 keep=restored_by_rank0,
                 before_read=choose,
+                # Every rank's file of a sharded checkpoint verified, none held with another.
+                one_by_one=is_shard_file,
             )
             if best is None:
                 return None
