@@ -6,10 +6,11 @@ workload protocol is unchanged: a workload may name its units with an optional
 ``shard_units(model)``; without it, every block of the model's largest
 ``nn.ModuleList`` is a unit.
 
-A checkpoint of a sharded model holds the same ``model.pt`` and ``optimizer.pt``
-keys whatever the world size (full state dicts keyed by parameter name), so a
-restore reshards at any world size. Building them gathers the full state on rank
-0's CPU, one parameter at a time; each rank writing its own shards is not done yet.
+A checkpoint of a sharded model is sharded too (``save_shards`` / ``load_shards``, the
+layout in ``shard_index``): each rank's own rows of every sharded tensor, loaded at any
+world size by copying the rows each rank now holds from the saved ranks' files that
+hold them. ``FullModel`` / ``FullOptimizer`` (the whole state, gathered on rank 0 one
+parameter at a time) read the checkpoints of fsdp runs written before that.
 """
 
 from __future__ import annotations
@@ -230,8 +231,12 @@ def load_shards(
             for r, lo, hi in overlapping(entry, start, end):
                 part = rank_file(r).get(key)
                 a, b = entry.rows[r]
-                if not isinstance(part, torch.Tensor) or tuple(part.shape) != (b - a, *tree.shape[1:]):
-                    raise ValueError(f"{key}: rank {r}'s file does not hold rows {a}..{b}")
+                if (
+                    not isinstance(part, torch.Tensor)
+                    or tuple(part.shape) != (b - a, *tree.shape[1:])
+                    or part.dtype != tree.dtype
+                ):
+                    raise ValueError(f"{key}: rank {r}'s file does not hold rows {a}..{b} as {entry.dtype}")
                 local[lo - start : hi - start].copy_(part[lo - a : hi - a])
         return tree
 

@@ -370,7 +370,8 @@ class _Loop(WorkerAttempt):
         (``<name>.pt``): saved and loaded through state_dict / load_state_dict alone."""
         parts: dict[str, Stateful] = {"model": self.model, "optimizer": self.optimizer}
         if self.fsdp:
-            # Full state dicts keyed by parameter name: the same files at any world size.
+            # Whole state dicts: what an fsdp checkpoint held before it was sharded (read only;
+            # _snapshot_sharded writes each rank's shards and leaves these two out).
             parts = {"model": FullModel(self.model), "optimizer": FullOptimizer(self.model, self.optimizer)}
         if self.scheduler is not None:
             parts["scheduler"] = self.scheduler
