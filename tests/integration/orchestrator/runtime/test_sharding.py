@@ -52,7 +52,9 @@ JOB = {
 }
 
 
-def spec(root: Path, generation: int = 1, strategy: str = "fsdp", workers: int = 2) -> RuntimeSpec:
+def spec(
+    root: Path, generation: int = 1, strategy: str = "fsdp", workers: int = 2, async_upload: bool = False
+) -> RuntimeSpec:
     return loop_spec(
         root,
         RUN,
@@ -66,7 +68,7 @@ def spec(root: Path, generation: int = 1, strategy: str = "fsdp", workers: int =
             "grad_clip_norm": 1.0,
             "activation_checkpointing": "units",
         },
-        checkpoint={"interval_steps": 4, "async_upload": False},
+        checkpoint={"interval_steps": 4, "async_upload": async_upload},
     )
 
 
@@ -74,7 +76,9 @@ class _Crash(RuntimeError):
     pass
 
 
-def _rank_main(s: RuntimeSpec, rank: int, world: int, crash_at: int | None, root: str) -> None:
+def _rank_main(
+    s: RuntimeSpec, rank: int, world: int, crash_at: int | None, root: str, lost_share: int | None = None
+) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{root}/pg-{s.generation}", rank=rank, world_size=world)
@@ -89,16 +93,27 @@ def _rank_main(s: RuntimeSpec, rank: int, world: int, crash_at: int | None, root
                 return real(step, micro)
 
             loop.data.batch = batch  # type: ignore[method-assign]
+        if lost_share is not None and loop.share is not None:
+            # This rank's file of that step never reaches the store (a rank that died mid-upload).
+            submit = loop.share.submit
+
+            def lossy(step: int, files: Any, digests: Any) -> None:
+                if step != lost_share:
+                    submit(step, files, digests)
+
+            loop.share.submit = lossy  # type: ignore[method-assign]
         with pytest.raises(_Crash) if crash_at is not None else contextlib.nullcontext():
             loop.run()
     finally:
         dist.destroy_process_group()
 
 
-def train(s: RuntimeSpec, world: int, crash_at: int | None = None) -> dict[str, Any] | None:
+def train(
+    s: RuntimeSpec, world: int, crash_at: int | None = None, lost_share: int | None = None
+) -> dict[str, Any] | None:
     root = Path(s.ray_storage_path).parent
     root.mkdir(parents=True, exist_ok=True)
-    args = [(s, r, world, crash_at, str(root)) for r in range(world)]
+    args = [(s, r, world, crash_at, str(root), lost_share) for r in range(world)]
     assert run_forked_ranks(_rank_main, args, 120) == [0] * world
     final = ControlChannel(s.control_url).read_final(s.generation)
     assert (final is None) == (crash_at is not None)
@@ -205,3 +220,14 @@ def test_one_sharded_worker_ends_with_the_digest_of_the_same_run_under_ddp(tmp_p
     assert sharded is not None and whole is not None
     assert sharded["weights_sha256"] == whole["weights_sha256"]
     assert sharded["metrics"] == whole["metrics"]
+
+
+def test_a_step_whose_rank_file_never_lands_is_not_committed(tmp_path: Path, runs: Any) -> None:
+    _, unbroken, _ = runs
+    s = spec(tmp_path / "run", async_upload=True)
+    final = train(s, world=2, lost_share=8)
+    # Rank 0 cannot put rank 1's shards: step 8 is given up, the others commit.
+    assert store(tmp_path / "run").committed_steps(RUN) == [4, 12]
+    retries = events(s, "upload_retry")
+    assert [e["step"] for e in retries] == [8] and "rank 1's shard-r1.pt" in retries[0]["error"]
+    assert final is not None and final["weights_sha256"] == unbroken["weights_sha256"]
