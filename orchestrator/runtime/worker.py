@@ -24,6 +24,7 @@ import torch
 from orchestrator.runtime import rank_log, rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+from orchestrator.runtime.shard_index import is_shard_file
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.faults import FaultKind
@@ -55,7 +56,10 @@ class Stopped(BaseException):
 
 def restored_by_rank0(name: str) -> bool:
     """The files rank 0 keeps from the checkpoint it chose: the shared state and its own
-    RNG (every other rank reads its own RNG file itself)."""
+    RNG (every other rank reads its own RNG file itself). A sharded checkpoint's rank
+    files each rank reads itself, only those it needs."""
+    if is_shard_file(name):
+        return False
     return not name.startswith("rng-") or name == "rng-rank0.pt"
 
 
@@ -392,6 +396,8 @@ class WorkerAttempt:
                 on_store_error=store_failed,
                 keep=restored_by_rank0,
                 before_read=choose,
+                # Every rank's file of a sharded checkpoint verified, none held with another.
+                one_by_one=is_shard_file,
             )
             if best is None:
                 return None

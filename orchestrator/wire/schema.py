@@ -55,6 +55,7 @@ EVENT_KINDS = frozenset(
         "replicated",
         "replication_failed",
         "restore_store_skipped",
+        "restore_shards",
         "restored_from_scratch",
         "retention_failed",
         "runtime_error",
