@@ -286,19 +286,7 @@ class _Loop(WorkerAttempt):
                 share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
                 self.share.submit(step, share, {n: shares[n][1] for n in share})
             return
-        for r, got in enumerate(gathered):
-            files[f"rng-rank{r}.pt"] = got[0]
-        files["state.pt"] = _dumps(
-            {
-                "step": step,
-                "data_position": step,
-                "data": self.data.position(step).to_json(),
-                "world_size": self.world,
-                "workers": self.workers,
-            }
-        )
-        if self._upload_fault_armed():
-            self._upload_staged.clear()
+        files |= self._rank0_state(step, [got[0] for got in gathered])
         last = {"weights_sha256": digest} if digest is not None else {}
         # A DDP checkpoint's extra stays as it was: no strategy is ddp.
         strategy = {"strategy": "fsdp"} if self.fsdp else {}
@@ -311,6 +299,22 @@ class _Loop(WorkerAttempt):
         )
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
+
+    def _rank0_state(self, step: int, rngs: list[bytes]) -> dict[str, bytes]:
+        """What rank 0 adds to any checkpoint: every rank's RNG states and the loop's position."""
+        files = {f"rng-rank{r}.pt": rng for r, rng in enumerate(rngs)}
+        files["state.pt"] = _dumps(
+            {
+                "step": step,
+                "data_position": step,
+                "data": self.data.position(step).to_json(),
+                "world_size": self.world,
+                "workers": self.workers,
+            }
+        )
+        if self._upload_fault_armed():
+            self._upload_staged.clear()
+        return files
 
     def _snapshot_sharded(self, step: int) -> None:
         """A sharded checkpoint (all ranks): each rank serialises its own shards of the
@@ -344,19 +348,7 @@ class _Loop(WorkerAttempt):
         files |= own
         files[INDEX_NAME] = build_index(self.world, [got[4] for got in gathered]).to_json()
         files[REST_NAME] = _dumps(rest)
-        for r, got in enumerate(gathered):
-            files[f"rng-rank{r}.pt"] = got[0]
-        files["state.pt"] = _dumps(
-            {
-                "step": step,
-                "data_position": step,
-                "data": self.data.position(step).to_json(),
-                "world_size": self.world,
-                "workers": self.workers,
-            }
-        )
-        if self._upload_fault_armed():
-            self._upload_staged.clear()
+        files |= self._rank0_state(step, [got[0] for got in gathered])
         last = {"weights_sha256": digest} if digest is not None else {}
         self.checkpointer.submit(
             step,
