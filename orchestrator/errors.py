@@ -15,6 +15,10 @@ class ConfigError(Exception):
         self.key = key
 
 
+# A run FAILED because the workload's own code raised (result.json's user_error): the
+# same number the runtime driver exits with for it (recovery.detection.EXIT_USER_ERROR).
+EXIT_USER_ERROR = 3
+
 # A run stopped by Ctrl-C or SIGTERM (status INTERRUPTED): 128 + SIGINT, as a shell reports it.
 EXIT_INTERRUPTED = 130
 

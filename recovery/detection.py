@@ -37,6 +37,27 @@ class Failure:
     kind: FailureKind
     region: str
     detail: str = ""
+    # A user error's identity (``user_error_signature``): the same one again after an
+    # in-place restart is a deterministic bug. Empty when the step is not known.
+    signature: str = ""
+
+
+def user_error_signature(error: str, step: int | None) -> str:
+    """What makes two user errors the same one: the step the workload raised at and a
+    digest of its exception's type and message. Empty (never the same as another) when
+    the step is not known: a Ray Train function's steps are its own."""
+    if step is None:
+        return ""
+    import hashlib
+
+    return f"{step}:{hashlib.sha256(error.encode()).hexdigest()[:16]}"
+
+
+def user_error_line(error: str, step: int | None, site: str | None) -> str:
+    """A user error in one line: the exception, the user's file and line, the step."""
+    at = f" at {site}" if site else ""
+    when = "" if step is None else (" before the first step" if step == 0 else f" in step {step}")
+    return f"{error}{at}{when}"
 
 
 class Health(StrEnum):
@@ -72,6 +93,9 @@ class Observation:
     failed_checks: int = 0  # consecutive health checks not UP, the newest included
     # Why the region can no longer train: nodes lost, not replaced, too few workers left.
     nodes_short: str | None = None
+    # The user error's step (0: before the first) and the user's file:line, when known.
+    user_error_step: int | None = None
+    user_error_site: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +178,12 @@ def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
     if obs.runtime_exit == EXIT_OK:
         return None
     if obs.user_error is not None:
-        return Failure(FailureKind.USER_ERROR, region, obs.user_error)
+        return Failure(
+            FailureKind.USER_ERROR,
+            region,
+            user_error_line(obs.user_error, obs.user_error_step, obs.user_error_site),
+            user_error_signature(obs.user_error, obs.user_error_step),
+        )
     lost = cluster_lost(obs, lease)
     if lost is not None:
         return Failure(FailureKind.CLUSTER_LOST, region, lost)

@@ -39,6 +39,8 @@ class History:
     failovers: int = 0
     restarts_on_errors: int = 0
     preemptions: int = 0
+    # The signature of the last user error the run restarted after (Failure.signature).
+    user_error: str = ""
     # region -> time of its last failure (seconds, any clock the caller uses consistently)
     region_failed_at: dict[str, float] = field(default_factory=dict)
 
@@ -56,6 +58,7 @@ class History:
             failovers=self.failovers + int(recovered and counted),
             restarts_on_errors=self.restarts_on_errors + int(recovered and user),
             preemptions=self.preemptions + int(recovered and preempted),
+            user_error=failure.signature if recovered and user else self.user_error,
             region_failed_at=failed,
         )
 
@@ -121,11 +124,27 @@ def _skips(candidates: list[str], current: str, target: str | None, too_small: d
     return "".join(f"; skipped {r}: {too_small[r]}" for r in skipped)
 
 
+def repeats_user_error(failure: Failure, history: History) -> bool:
+    """A user error that is the one the run last restarted after (same step, same
+    exception type and message): deterministic, so another restart would only repeat it.
+    One at another step (flaky, or data-dependent) stays within recovery.max_restarts_on_errors."""
+    return (
+        failure.kind is FailureKind.USER_ERROR and failure.signature != "" and failure.signature == history.user_error
+    )
+
+
 def decide(failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float) -> Decision:
     kind = failure.kind
     if kind is FailureKind.PRECHECK:
         return Decision(Action.GIVE_UP, None, f"{failure.region}: {failure.detail}")
     if kind is FailureKind.USER_ERROR:
+        if repeats_user_error(failure, history):
+            return Decision(
+                Action.GIVE_UP,
+                None,
+                f"{failure.detail}: raised again at the same step after an in-place restart, a bug in "
+                "the workload (retrying cannot help); fix it, then run again",
+            )
         if history.restarts_on_errors < budgets.max_restarts_on_errors:
             return Decision(
                 Action.RESTART_IN_PLACE,

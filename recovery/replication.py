@@ -105,6 +105,7 @@ def load_newest(
     on_store_error: Callable[[CheckpointStore, str], None] | None = None,
     keep: Keep | None = None,
     before_read: Callable[[CheckpointStore, Manifest], None] | None = None,
+    one_by_one: Keep | None = None,
 ) -> Restorable | None:
     """The newest checkpoint that verifies (and is on the lineage) in any store, the
     first store winning ties, with the verified bytes of the files ``keep`` says yes to.
@@ -114,7 +115,8 @@ def load_newest(
     (unreachable, a timeout, a folder where a file should be) is passed over from
     there on and reported to ``on_store_error``; so are the (region, step) pairs in
     ``exclude``; a candidate that fails is reported to ``on_skip``. ``before_read``:
-    told of a candidate whose manifest is trusted, before its files are read."""
+    told of a candidate whose manifest is trusted, before its files are read;
+    ``one_by_one``: files verified one at a time and not kept (see ``CheckpointStore.load``)."""
     listed: list[tuple[int, int, CheckpointStore]] = []
     failed: set[int] = set()
 
@@ -134,7 +136,7 @@ def load_newest(
             continue
         try:
             hook = None if before_read is None else (lambda m, st=store: before_read(st, m))
-            m, verdict, files = store.load(run_id, step, lineage, keep, hook)
+            m, verdict, files = store.load(run_id, step, lineage, keep, hook, one_by_one)
         except Exception as exc:  # as above: from here on this store is passed over
             store_failed(i, exc)
             continue

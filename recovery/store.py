@@ -182,6 +182,17 @@ class CheckpointStore:
         if not ok:
             raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
 
+    def holds(self, run_id: str, step: int, name: str, size: int, sha256: str, generation: int | None = None) -> bool:
+        """Whether ``generation``'s folder of ``step`` holds ``name`` with this size and sha256
+        (a file another process put: its size first, then read back and hashed)."""
+        path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
+        try:
+            if not self.fs.exists(path) or int(self.fs.info(path).get("size", -1)) != size:
+                return False
+            return sha256_hex(self.fs.cat_file(path)) == sha256
+        except Exception as exc:  # any client error names the store
+            raise self._error("cannot verify " + path, exc) from None
+
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
         """The controller's fence (signed with its fence key, which no attempt holds)."""
         if self.key is None:
@@ -322,12 +333,15 @@ class CheckpointStore:
         lineage: Admits | None = None,
         keep: Keep | None = None,
         before_read: Callable[[Manifest], None] | None = None,
+        one_by_one: Keep | None = None,
     ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
         """The manifest of ``step`` (read once), whether it is signed, on ``lineage`` and
         its files verify, and the verified bytes of the files ``keep`` says yes to (each
         file read once, verified as it streams in). The signature and the lineage come
         first: a stranger's files are never read, nor a fenced checkpoint's.
-        ``before_read``: called with a manifest that passed both, before its files are read."""
+        ``before_read``: called with a manifest that passed both, before its files are read.
+        ``one_by_one``: files verified after the others, one at a time, and never kept (a
+        sharded checkpoint's rank files: the reader never holds every rank's bytes at once)."""
         folder = self._folder(run_id, step)
         m, verdict = self.trusted_manifest(run_id, step, folder)
         if m is None or not verdict.ok:
@@ -338,8 +352,10 @@ class CheckpointStore:
             before_read(m)
         where = f"{self.run_root(run_id)}/{folder}"
         paths = {f"{where}/{f.name}": f for f in m.files}
+        alone = [path for path, f in paths.items() if one_by_one is not None and one_by_one(f.name)]
+        ranged = not is_local(self.fs)
         try:
-            got = fetch(self.fs, {path: f.size for path, f in paths.items()}, ranged=not is_local(self.fs))
+            got = fetch(self.fs, {path: f.size for path, f in paths.items() if path not in alone}, ranged=ranged)
         except Exception as exc:  # a timeout, a folder in its place: the store's error, named
             raise self._error(f"cannot read {where}", exc) from None
         unsafe = next((g.reason for g in got.values() if g.reason), None)
@@ -348,12 +364,24 @@ class CheckpointStore:
         actual = {
             f.name: (len(g.data), g.sha256 if len(g.data) == f.size else None)
             for path, f in paths.items()
-            if (g := got[path]).data is not None
+            if path in got and (g := got[path]).data is not None
         }
+        for path in alone:
+            f = paths[path]
+            try:
+                one = fetch(self.fs, {path: f.size}, ranged=ranged)[path]
+            except Exception as exc:
+                raise self._error(f"cannot read {where}", exc) from None
+            if one.reason:
+                return m, Verdict(False, one.reason), {}
+            if one.data is not None:
+                actual[f.name] = (len(one.data), one.sha256 if len(one.data) == f.size else None)
         verdict = judge(m, actual)
         if not verdict.ok:
             return m, verdict, {}
-        kept = {f.name: got[path].data for path, f in paths.items() if keep is not None and keep(f.name)}
+        kept = {
+            f.name: got[path].data for path, f in paths.items() if path in got and keep is not None and keep(f.name)
+        }
         return m, verdict, {name: data for name, data in kept.items() if data is not None}
 
     def candidates(self, run_id: str, at_most: int | None = None, exclude: Collection[int] = ()) -> list[int]:

@@ -4,6 +4,7 @@ and the newest checkpoint gets a byte flipped in every store holding it."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -49,9 +50,22 @@ def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]
     done = {}
     for store in stores:
         if newest in held[store.region]:
-            flip_byte(store, run_id, newest)
+            manifest = store.manifest(run_id, newest)
+            flip_byte(store, run_id, newest, corrupt_target([f.name for f in manifest.files] if manifest else []))
             done[store.region] = newest
     return done
+
+
+# A sharded checkpoint's rank files, as runtime/shard_index.py names them (the controller's
+# side imports no runtime code).
+_SHARD_FILE = re.compile(r"shard-r(\d+)\.pt")
+
+
+def corrupt_target(names: list[str]) -> str:
+    """The file a corrupt_checkpoint flips a byte of: the model's (a DDP checkpoint), else
+    one rank's file of shards, the last rank's (a sharded checkpoint)."""
+    shards = sorted((int(m[1]), n) for n in names if (m := _SHARD_FILE.fullmatch(n)))
+    return "model.pt" if "model.pt" in names or not shards else shards[-1][1]
 
 
 def shape(kind: str, fault: FaultSpec) -> Shape:

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.config.notify_targets import check_notify_program, notify_from_env
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
-from orchestrator.errors import EXIT_INTERRUPTED, ConfigError, error
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error
 from orchestrator.runstate import rundir
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 
@@ -363,7 +363,23 @@ def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:
     if result["status"] == "INTERRUPTED":
         print(f"interrupted: go on from the newest checkpoint with: {resume_command(cfg, run_id)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    bug = result.get("user_error") if result["status"] == "FAILED" else None
+    if bug:
+        print(f"error: run {run_id}: {user_error_advice(bug)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def user_error_advice(bug: dict[str, Any]) -> str:
+    """One line for a run the workload's own code failed: what raised, where, what to do."""
+    from recovery.detection import user_error_line
+
+    step = bug.get("step") if isinstance(bug.get("step"), int) else None
+    site = bug.get("site") if isinstance(bug.get("site"), str) else None
+    line = user_error_line(str(bug.get("error") or "the workload raised"), step, site)
+    # What a cluster sent reaches a terminal: control characters shown, not obeyed.
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return f"the workload raised {line}; fix the code, then run it again (a FAILED run is not resumed)"
 
 
 def resume_command(cfg: Config, run_id: str) -> str:

@@ -277,6 +277,8 @@ class RecoveryConfig:
     heartbeat_interval_s: float = 1.0
     heartbeat_timeout_s: float = 10.0
     max_failovers: int = 2
+    # In-place restarts after the workload raised; the same error again in the same step
+    # ends the run at once (a bug), whatever is left of these.
     max_restarts_on_errors: int = 1
     # Preemption notices survived (spot reclaims): a budget of their own.
     max_preemptions: int = 10

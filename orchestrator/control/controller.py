@@ -517,6 +517,7 @@ class Controller:
                 reason=decision.reason,
                 failure=outcome.failure.kind,
                 failed_region=outcome.failure.region,
+                signature=outcome.failure.signature or None,
             )
         )
         self.progress.note(_decision_text(decision.action, decision.region))

@@ -104,6 +104,8 @@ class AttemptWatch:
         self.train_starts = 0
         self.train_started_at: float | None = None
         self.user_error: str | None = None
+        self.user_error_step: int | None = None
+        self.user_error_site: str | None = None
         self.kill_times: dict[str, float] = {}
         # The newest step known done when each fault fired: its incident's last step, which
         # the watch's own count may have passed by the time the restart is read (a later
@@ -200,6 +202,10 @@ class AttemptWatch:
     def _on_user_error(self, ev: Event) -> None:
         if self.user_error is None:
             self.user_error = str(ev.fields["error"])
+            # Validated by the wire's schema (a count, a bounded string) when present.
+            step, site = ev.get("step"), ev.get("site")
+            self.user_error_step = step if isinstance(step, int) else None
+            self.user_error_site = site if isinstance(site, str) else None
 
     def _on_preempted(self, ev: Event) -> None:
         # Committed at this step: nothing after it was lost.
@@ -398,6 +404,8 @@ class AttemptWatch:
             heartbeat_age_s=heartbeat_age,
             running_for_s=now - self.started,
             user_error=self.user_error,
+            user_error_step=self.user_error_step,
+            user_error_site=self.user_error_site,
             failed_checks=self.failed_checks,
             nodes_short=self.nodes.short,
         )

@@ -316,11 +316,15 @@ class ControlInvalid(Event):
 @_event("decision")
 @dataclass(frozen=True)
 class DecisionMade(Event):
+    SPARSE = frozenset({"signature"})
+
     action: Action
     failure: FailureKind
     region: str | None = None
     reason: str = ""
     failed_region: str = ""
+    # A user error's Failure.signature: a resumed controller knows the error it restarted after.
+    signature: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,12 @@ from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import payload
 from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
+from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.replay import incident_from
 from orchestrator.runstate.state import RunView
+from recovery.detection import FailureKind
 from recovery.fsio import write_private
+from recovery.policy import Action
 from recovery.store import CheckpointStore, StoreError
 
 
@@ -32,6 +35,8 @@ class RunRecord:
     region: str | None = None
     # The workload's own traceback, when a user error ended an attempt.
     error_traceback: str | None = None
+    # When a user error ended the run: its exception line, step and the user's file:line.
+    user_error: dict[str, Any] | None = None
 
 
 def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, started_at: float) -> RunRecord:
@@ -48,7 +53,18 @@ def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, starte
         final=final,
         region=verdict.region if verdict is not None else None,
         error_traceback=view.error_traceback,
+        user_error=_ended_by_user_error(view),
     )
+
+
+def _ended_by_user_error(view: RunView) -> dict[str, Any] | None:
+    """The user error that failed the run (its last decision gave up on one), or None."""
+    last = view.decisions[-1] if view.decisions else None
+    if view.state is not RunState.FAILED or last is None or view.user_error is None:
+        return None
+    if last.action is not Action.GIVE_UP or last.failure is not FailureKind.USER_ERROR:
+        return None
+    return view.user_error.as_dict()
 
 
 def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:
@@ -103,6 +119,8 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "attempt_history": record.attempts,
         "incidents": [i.record() for i in record.incidents],
         "error_traceback": record.error_traceback,
+        # A run the workload's own code failed: {"error", "step", "site"} (the user's file:line); else null.
+        "user_error": record.user_error,
         "train_steps_per_s": final.get("train_steps_per_s"),
         # Median seconds a checkpoint's snapshot blocked the training loop (rank 0; built-in loop).
         "checkpoint_stall_s": final.get("checkpoint_stall_s"),
@@ -152,6 +170,7 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "weights_sha256": (str, _NONE),
     "checkpoint_sha256": (str, _NONE),
     "error_traceback": (str, _NONE),
+    "user_error": (dict, _NONE),
 }
 # The statuses a result.json may hold: the run ended, or (INTERRUPTED) it stopped on
 # Ctrl-C or SIGTERM and waits for action=resume.

@@ -87,6 +87,18 @@ class AttemptLine:
 
 
 @dataclass(frozen=True)
+class UserErrorSeen:
+    """The workload's exception as the runtime reported it (validated on the wire)."""
+
+    error: str
+    step: int | None = None  # 0: raised before the first step
+    site: str | None = None  # the user's file:line
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": self.error, "step": self.step, "site": self.site}
+
+
+@dataclass(frozen=True)
 class RunView:
     # --- what a resumed controller adopts (the attributes replay.Replayed has) ---
     run_id: str = ""
@@ -125,6 +137,8 @@ class RunView:
     verdict: Transition | None = None  # the transition into a terminal state, or INTERRUPTED
     error_traceback: str | None = None  # the workload's, from its first user_error in an attempt
     user_errors: frozenset[int] = frozenset()  # generations whose first user_error was read
+    # That user_error's exception line, step and the user's file:line (what result.json names).
+    user_error: UserErrorSeen | None = None
 
     @property
     def open_attempt(self) -> AttemptView | None:
@@ -246,7 +260,7 @@ def _attempt_ended(v: RunView, e: AttemptEnded) -> RunView:
 
 
 def _decision(v: RunView, e: DecisionMade) -> RunView:
-    failure = Failure(e.failure, e.failed_region, "")
+    failure = Failure(e.failure, e.failed_region, "", e.signature or "")
     decision = Decision(e.action, e.region, e.reason)
     return replace(
         v,
@@ -322,10 +336,17 @@ def _runtime(v: RunView, e: RuntimeReport) -> RunView:
         if gen in v.user_errors:
             return v
         traceback = e.fields.get("traceback")
+        error, step, site = e.fields.get("error"), e.fields.get("step"), e.fields.get("site")
+        seen = UserErrorSeen(
+            error=error if isinstance(error, str) else "",
+            step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+            site=site if isinstance(site, str) else None,
+        )
         return replace(
             v,
             user_errors=v.user_errors | {gen},
             error_traceback=traceback if isinstance(traceback, str) and traceback else v.error_traceback,
+            user_error=seen,
         )
     return v
 

@@ -28,11 +28,22 @@ import torch
 
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.shard_index import (
+    INDEX_NAME,
+    REST_NAME,
+    ShardIndexError,
+    build_index,
+    files_needed,
+    parse_index,
+    shard_file,
+)
 from orchestrator.runtime.sharding import (
     FullModel,
     FullOptimizer,
     ShardUnitError,
     checkpoint_activations,
+    load_shards,
+    save_shards,
     shard,
     shard_units,
 )
@@ -173,6 +184,8 @@ class _Loop(WorkerAttempt):
         from orchestrator.workloads import make_workload
 
         super().__init__(spec, rank, world, control)
+        # The step in progress (0 before the first): a user error names it.
+        self.user_step = 0
         trainer = spec.trainer
         torch.set_num_threads(trainer.torch_threads)
         self.device = worker_device(trainer)
@@ -228,6 +241,9 @@ class _Loop(WorkerAttempt):
         more than one rank each puts its share of the files (see checkpoint/shares.py)."""
         import torch.distributed as dist
 
+        if self.fsdp:
+            self._snapshot_sharded(step)
+            return
         # What DDP keeps the same on every rank, so any rank may put it; the rest (the
         # data position, the workload's own state, the RNG states) is rank 0's alone.
         parts = self.parts()
@@ -270,19 +286,7 @@ class _Loop(WorkerAttempt):
                 share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
                 self.share.submit(step, share, {n: shares[n][1] for n in share})
             return
-        for r, got in enumerate(gathered):
-            files[f"rng-rank{r}.pt"] = got[0]
-        files["state.pt"] = _dumps(
-            {
-                "step": step,
-                "data_position": step,
-                "data": self.data.position(step).to_json(),
-                "world_size": self.world,
-                "workers": self.workers,
-            }
-        )
-        if self._upload_fault_armed():
-            self._upload_staged.clear()
+        files |= self._rank0_state(step, [got[0] for got in gathered])
         last = {"weights_sha256": digest} if digest is not None else {}
         # A DDP checkpoint's extra stays as it was: no strategy is ddp.
         strategy = {"strategy": "fsdp"} if self.fsdp else {}
@@ -296,12 +300,72 @@ class _Loop(WorkerAttempt):
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
+    def _rank0_state(self, step: int, rngs: list[bytes]) -> dict[str, bytes]:
+        """What rank 0 adds to any checkpoint: every rank's RNG states and the loop's position."""
+        files = {f"rng-rank{r}.pt": rng for r, rng in enumerate(rngs)}
+        files["state.pt"] = _dumps(
+            {
+                "step": step,
+                "data_position": step,
+                "data": self.data.position(step).to_json(),
+                "world_size": self.world,
+                "workers": self.workers,
+            }
+        )
+        if self._upload_fault_armed():
+            self._upload_staged.clear()
+        return files
+
+    def _snapshot_sharded(self, step: int) -> None:
+        """A sharded checkpoint (all ranks): each rank serialises its own shards of the
+        model and optimizer into one file and puts it; rank 0 adds the index, the rest of
+        the state and the RNG states, and commits once every rank's file is in the store
+        with the size and sha256 that rank reported (see checkpoint/shared_puts.py)."""
+        import torch.distributed as dist
+
+        from recovery.store import sha256_hex
+
+        tensors, described, rest = save_shards(self.model, self.optimizer, self.rank, self.world)
+        name = shard_file(self.rank)
+        own = {name: _dumps(tensors)}
+        del tensors
+        sha = sha256_hex(own[name])
+        last_step = step == self.spec.job.steps
+        digest = weights_sha256(self.model.state_dict()) if last_step else None  # a collective
+        mine = (_dumps(rng_state(self.device)), name, len(own[name]), sha, described)
+        gathered: list[Any] = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(gathered, mine)
+        else:
+            gathered = [mine]
+        self.data.gather_telemetry()  # the ranks meet here anyway
+        if self.rank != 0:
+            if self.share is not None:
+                self.share.submit(step, own, {name: sha})
+            return
+        parts = {n: p for n, p in self.parts().items() if n not in ("model", "optimizer")}
+        files = {f"{n}.pt": _dumps(p.state_dict()) for n, p in parts.items()}
+        files |= own
+        files[INDEX_NAME] = build_index(self.world, [got[4] for got in gathered]).to_json()
+        files[REST_NAME] = _dumps(rest)
+        files |= self._rank0_state(step, [got[0] for got in gathered])
+        last = {"weights_sha256": digest} if digest is not None else {}
+        self.checkpointer.submit(
+            step,
+            files,
+            extra={"world_size": self.world, "workers": self.workers, "strategy": "fsdp", **last},
+            remote={got[1]: (r, got[2], got[3]) for r, got in enumerate(gathered) if r != 0},
+        )
+        if not self.spec.checkpoint.async_upload:
+            self.checkpointer.wait()
+
     def parts(self) -> dict[str, Stateful]:
         """What a checkpoint holds besides the RNG states and the data position, by name
         (``<name>.pt``): saved and loaded through state_dict / load_state_dict alone."""
         parts: dict[str, Stateful] = {"model": self.model, "optimizer": self.optimizer}
         if self.fsdp:
-            # Full state dicts keyed by parameter name: the same files at any world size.
+            # Whole state dicts: what an fsdp checkpoint held before it was sharded (read only;
+            # _snapshot_sharded writes each rank's shards and leaves these two out).
             parts = {"model": FullModel(self.model), "optimizer": FullOptimizer(self.model, self.optimizer)}
         if self.scheduler is not None:
             parts["scheduler"] = self.scheduler
@@ -335,15 +399,23 @@ class _Loop(WorkerAttempt):
         saved = {f.name for f in m.files}
         files = self._verified
         self._verified = {}
+        # A sharded checkpoint (shards.json): the model and optimizer from the ranks' files.
+        sharded = self.fsdp and INDEX_NAME in saved
+        parts = self.parts()
+        if sharded:
+            parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
         if self.rank != 0:
             # Every file this rank loads, read at once (rank 0 kept its own while choosing).
-            wanted = [f"{name}.pt" for name in self.parts()] + ["state.pt", rng_file(self.rank, saved_world, saved)]
+            wanted = [f"{name}.pt" for name in parts] + ["state.pt", rng_file(self.rank, saved_world, saved)]
+            wanted += [INDEX_NAME, REST_NAME] if sharded else []
             files = source.read_many(m, [name for name in wanted if name in saved])
 
         def read(name: str) -> bytes:
             return files[name] if name in files else source.read(m, name)
 
-        for name, part in self.parts().items():
+        if sharded:
+            self._load_sharded(source, m, read)
+        for name, part in parts.items():
             if f"{name}.pt" not in saved:
                 raise UserCodeError(
                     f"checkpoint step {m.step} holds no {name} state, which this run has "
@@ -358,6 +430,31 @@ class _Loop(WorkerAttempt):
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         return int(state["data_position"])
+
+    def _load_sharded(self, source: Any, m: Any, read: Any) -> None:
+        """This rank's shards of a sharded checkpoint: only the saved ranks' files that
+        hold rows it now holds (its own at the same world size), each verified against
+        the signed manifest as it is read; resharded when the world size changed."""
+        try:
+            index = parse_index(read(INDEX_NAME))
+        except ShardIndexError as exc:
+            raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
+        needed = files_needed(index, self.world, self.rank)
+        loaded: dict[int, dict[str, Any]] = {}
+        for name in needed:
+            rank = int(name[len("shard-r") : -len(".pt")])
+            loaded[rank] = _loads(source.read(m, name))
+            if not isinstance(loaded[rank], dict):
+                raise UserCodeError(f"checkpoint step {m.step}: {name} does not hold a dict of tensors")
+        # The journal says which rank files each rank read (the acceptance: only its own).
+        self.control.event(
+            self.gen, "restore_shards", step=m.step, rank=self.rank, saved_world=index.world, read=needed
+        )
+        rest = _loads(read(REST_NAME))
+        try:
+            load_shards(self.model, self.optimizer, index, self.rank, self.world, lambda r: loaded.get(r, {}), rest)
+        except ValueError as exc:
+            raise UserCodeError(f"checkpoint step {m.step}: {exc}; an exact resume needs the same model") from None
 
     # --- chaos --------------------------------------------------------------------
     def chaos_hook(self, step: int) -> None:
@@ -457,6 +554,7 @@ class _Loop(WorkerAttempt):
         t_start, first_step = time.time(), restored + 1
         loss_value = float("nan")
         for step in range(restored + 1, total + 1):
+            self.user_step = step
             self.hold_for_upload_fault()
             loss = self.train_step(ddp, step)
             now = time.time()

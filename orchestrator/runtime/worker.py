@@ -24,6 +24,7 @@ import torch
 from orchestrator.runtime import rank_log, rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+from orchestrator.runtime.shard_index import is_shard_file
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.faults import FaultKind
@@ -55,7 +56,10 @@ class Stopped(BaseException):
 
 def restored_by_rank0(name: str) -> bool:
     """The files rank 0 keeps from the checkpoint it chose: the shared state and its own
-    RNG (every other rank reads its own RNG file itself)."""
+    RNG (every other rank reads its own RNG file itself). A sharded checkpoint's rank
+    files each rank reads itself, only those it needs."""
+    if is_shard_file(name):
+        return False
     return not name.startswith("rng-") or name == "rng-rank0.pt"
 
 
@@ -140,19 +144,30 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     stop_watch = threading.Event()
     if ctx.get_local_rank() == 0:
         watch_node(spec, control, rank, stop_watch)
+    attempt = None
     try:
-        make(spec, rank, world, control).run()
+        attempt = make(spec, rank, world, control)
+        attempt.run()
     except Stopped:
         return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
     except Exception as exc:
         if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
+            from orchestrator.runtime.user_site import user_site
+
             first = str(exc).splitlines()[0] if str(exc) else ""
+            # The step it was raised in, where the worker knows it (0: while it was built):
+            # the same error at the same step again after a restart is deterministic.
+            step = 0 if attempt is None else getattr(attempt, "user_step", None)
+            where = {"step": step} if isinstance(step, int) else {}
+            site = user_site(exc)
             control.event(
                 spec.generation,
                 "user_error",
                 rank=rank,
                 error=f"{type(exc).__name__}: {first}"[:500],
                 traceback=full_traceback(exc)[-8000:],
+                **where,
+                **({"site": site} if site is not None else {}),
             )
         raise
     finally:
@@ -381,6 +396,8 @@ class WorkerAttempt:
                 on_store_error=store_failed,
                 keep=restored_by_rank0,
                 before_read=choose,
+                # Every rank's file of a sharded checkpoint verified, none held with another.
+                one_by_one=is_shard_file,
             )
             if best is None:
                 return None

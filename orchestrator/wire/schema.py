@@ -26,6 +26,7 @@ from recovery.boundedjson import CodecError
 
 # A final.json with a search's trials and every rank's telemetry stays well below this.
 MAX_BYTES = 1 << 20
+MAX_SITE = 512  # a user error's file:line (the runtime cuts it to 400)
 MAX_STR = 16_384  # a user error's traceback is cut to 8000 characters by the runtime
 MAX_DEPTH = 12
 MAX_NODES = 50_000
@@ -54,6 +55,7 @@ EVENT_KINDS = frozenset(
         "replicated",
         "replication_failed",
         "restore_store_skipped",
+        "restore_shards",
         "restored_from_scratch",
         "retention_failed",
         "runtime_error",
@@ -187,6 +189,14 @@ def _number_or_none(value: Any, name: str) -> float | None:
     return _opt(_number, value, name)
 
 
+def _site(value: Any, name: str) -> str:
+    """A user error's ``file:line``: one short line."""
+    text = read_str(value, name, MAX_SITE)
+    if "\n" in text:
+        raise WireError(f"{name!r} is more than one line")
+    return text
+
+
 def _str_or_none(value: Any, name: str) -> str | None:
     return _opt(_str, value, name)
 
@@ -282,6 +292,7 @@ _EVENT_FIELDS: dict[str, Any] = {
     "config": read_dict,
     "error": _str,
     "traceback": _str_or_none,
+    "site": lambda v, n: _opt(_site, v, n),
 }
 # Fields the controller stamps itself: the runtime must not supply them.
 _RESERVED = ("ts", "by", "type_")

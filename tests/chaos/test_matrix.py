@@ -131,10 +131,13 @@ def test_user_error_twice_in_a_row_fails_with_the_workload_traceback(orch_home):
         "recovery.max_restarts_on_errors=1",
         _faults("{kind:user_error,at_step:60,repeat:2}"),
     )
-    assert run.returncode == 1
+    # The workload's bug: exit 3. Raised again in the same step after the restart, it ends
+    # the run as deterministic (with or without restarts left), naming the step.
+    assert run.returncode == 3
     r = run.result
     assert r["status"] == "FAILED"
-    assert "recovery.max_restarts_on_errors=1" in r["reason"]
+    assert "same step" in r["reason"] and "in step 60" in r["reason"]
+    assert r["user_error"]["step"] == 60 and r["user_error"]["error"].startswith("InjectedUserError")
     assert "InjectedUserError" in r["error_traceback"] and "Traceback" in r["error_traceback"]
     # Retried in place once, from the checkpoint before the error, never failed over.
     assert {a["region"] for a in r["attempt_history"]} == {"local-a"}

@@ -43,7 +43,8 @@ class Script:
     ``cluster_lost`` (the region goes dark), ``runtime_lost`` (the driver dies, the
     cluster stays), ``hang`` (heartbeats stop), ``unreachable`` (heartbeats stop and
     the provider can no longer tell: its health checks answer NOT_UP, never GONE),
-    ``user_error``, ``preempted``, ``forged_finish`` (exit 0 with a forged final.json)
+    ``user_error`` (no step known), ``user_error_in_step`` (in step ``until`` + 1),
+    ``preempted``, ``forged_finish`` (exit 0 with a forged final.json)
     (commits, then exits so), ``workers_exhausted``, ``interrupt`` (Ctrl-C reaches the
     controller, as SIGINT raises KeyboardInterrupt wherever its main thread is)."""
 
@@ -154,6 +155,18 @@ class FakeRuntime:
             return None
         elif then == "user_error":
             control.event(gen, "user_error", error="ValueError: boom", traceback="Traceback: boom", rank=0)
+            self.code = EXIT_USER_ERROR
+        elif then == "user_error_in_step":
+            # The built-in loop's report: the step it raised in, and the user's file and line.
+            control.event(
+                gen,
+                "user_error",
+                error="ValueError: boom",
+                traceback="Traceback: boom",
+                rank=0,
+                step=self.step + 1,
+                site="/proj/model.py:46",
+            )
             self.code = EXIT_USER_ERROR
         elif then == "preempted":
             control.event(gen, "preempted", step=self.step)

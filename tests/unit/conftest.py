@@ -41,10 +41,20 @@ _violations: list[str] = []
 
 def _refusing(what: str):
     def refuse(*args: object, **kwargs: object) -> None:
+        if _asks_fontconfig(args):
+            # matplotlib's first import on a fresh machine lists the system's fonts with
+            # fc-list to build its cache: answered as if fontconfig were absent, so it
+            # falls back to its own fonts, with no process started.
+            raise FileNotFoundError("fc-list (refused in the unit tier)")
         _violations.append(what)
         raise ImpureUnitTest(f"a unit test {what}: it belongs in tests/integration")
 
     return refuse
+
+
+def _asks_fontconfig(args: tuple[object, ...]) -> bool:
+    command = args[1] if len(args) > 1 else None
+    return isinstance(command, list | tuple) and bool(command) and command[0] == "fc-list"
 
 
 @pytest.fixture(autouse=True, scope="package")

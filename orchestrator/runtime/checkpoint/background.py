@@ -94,13 +94,15 @@ class AsyncCheckpointer:
         extra: dict[str, object],
         shares: Mapping[str, int] | None = None,
         digests: Mapping[str, str] | None = None,
+        remote: Mapping[str, tuple[int, int, str]] | None = None,
     ) -> None:
         """Hand over a snapshot (bytes already taken). Never blocks on storage.
         ``shares``: files other ranks put (name -> rank), with ``digests``, the sha256
-        of this process's bytes of each (see ``shares``)."""
+        of this process's bytes of each (see ``shares``); ``remote``: files only other
+        ranks hold, name -> (rank, size, sha256) (a sharded checkpoint)."""
         if self.fenced:
             raise FencedError(f"attempt {self.generation} is fenced: a newer generation has taken over")
-        snapshot = snapshot_of(step, files, extra, shares, digests)
+        snapshot = snapshot_of(step, files, extra, shares, digests, remote)
         with self._cond:
             if self._queued is not None:
                 self.on_event("upload_superseded", {"step": self._queued.step, "superseded_by": step})

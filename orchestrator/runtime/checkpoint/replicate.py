@@ -60,6 +60,13 @@ class Replicator:
         t0 = time.monotonic()
         try:
             entries = list(self.files_pool.map(lambda n: self._copy_one(replica, primary.step, n, files[n]), files))
+            # A sharded checkpoint's other ranks' files: read back from the source, verified
+            # against its manifest, one at a time (never every rank's bytes at once).
+            for entry in primary.files:
+                if entry.name not in files:
+                    data = source.read(primary, entry.name)
+                    entries.append(self._copy_one(replica, primary.step, entry.name, data))
+                    del data
             copy = replica.commit(
                 self.run_id,
                 primary.step,
@@ -90,7 +97,7 @@ class Replicator:
                 "to": replica.region,
                 "lag_s": round(copy.committed_at - primary.committed_at, 4),
                 "copy_s": round(time.monotonic() - t0, 4),
-                "bytes": sum(len(d) for d in files.values()),
+                "bytes": sum(f.size for f in primary.files),
             },
         )
 

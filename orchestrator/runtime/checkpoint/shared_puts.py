@@ -55,6 +55,8 @@ class SharedPuts:
         entries = put_all(
             self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first, self.generation
         )
+        if snap.remote:
+            entries += self._await_remote(store, snap, time.monotonic() - t0, first_try)
         if not shares:
             return entries, None
         own_s = time.monotonic() - t0
@@ -70,6 +72,45 @@ class SharedPuts:
         entries += [FileEntry(n, len(files[n]), snap.digests[n]) for n in sorted(landed)]
         delivered = delivered_by_rank(files, shares, landed, taken)
         return entries, ShareReport(delivered, taken, round(own_s, 4), round(waited_s, 4))
+
+    def _await_remote(self, store: CheckpointStore, snap: Snapshot, own_s: float, first_try: bool) -> list[FileEntry]:
+        """The entries of the files other ranks alone hold (a sharded checkpoint), each
+        found in ``store`` with the size and sha256 that rank reported; rank 0 cannot put
+        them itself, so one still missing after the wait means no commit (StoreError)."""
+        remote = snap.remote
+        own_bytes = sum(len(d) for d in snap.files.values())
+        wait_s = share_wait_s(own_s, own_bytes, max(v[1] for v in remote.values())) if first_try else 0.0
+        pending, deadline, delay = set(remote), time.monotonic() + wait_s, SHARE_POLL_S
+
+        def holds(name: str) -> bool:
+            _, size, sha = remote[name]
+            try:
+                return store.holds(self.run_id, snap.step, name, size, sha, self.generation)
+            except StoreError:
+                return False
+
+        while True:
+            try:
+                store.fs.invalidate_cache(
+                    store.write_path(self.run_id, snap.step, store.generation_of(self.generation))
+                )
+            except Exception:  # a cache the client does not keep
+                pass
+            # One file at a time: rank 0 never holds more than one other rank's file.
+            for name in sorted(pending):
+                if holds(name):
+                    pending.discard(name)
+            left = deadline - time.monotonic()
+            if not pending:
+                return [FileEntry(n, remote[n][1], remote[n][2]) for n in sorted(remote)]
+            if left <= 0:
+                name = sorted(pending)[0]
+                raise StoreError(
+                    f"region {store.region or '?'}: rank {remote[name][0]}'s {name} of step {snap.step} is not in "
+                    f"{store.url} with the size and sha256 it reported ({len(pending)} file(s) missing): not committed"
+                )
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, SHARE_POLL_MAX_S)
 
     def _await_shares(
         self, store: CheckpointStore, step: int, files: Mapping[str, bytes], shares: Mapping[str, int], wait_s: float

@@ -21,10 +21,12 @@ class Snapshot:
     # Files other ranks put: name -> rank. Their sha256 (of rank 0's bytes) in ``digests``.
     shares: dict[str, int] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
+    # Files only another rank holds (a sharded checkpoint): name -> (rank, size, sha256).
+    remote: dict[str, tuple[int, int, str]] = field(default_factory=dict)
 
     def alone(self) -> Snapshot:
-        """The same checkpoint with every file this rank's to put (another store than the
-        one the other ranks write to)."""
+        """The same checkpoint with every file this rank holds its to put (another store
+        than the one the other ranks write to); a remote file stays remote."""
         return replace(self, shares={}, digests={})
 
 
@@ -34,9 +36,11 @@ def snapshot_of(
     extra: dict[str, object],
     shares: Mapping[str, int] | None = None,
     digests: Mapping[str, str] | None = None,
+    remote: Mapping[str, tuple[int, int, str]] | None = None,
 ) -> Snapshot:
     """The snapshot to upload: a share counts only for a file this rank holds, given to a
     rank other than 0, with a digest (else this rank puts it itself)."""
     digests = digests or {}
     shared = {n: r for n, r in (shares or {}).items() if r != 0 and n in files and n in digests}
-    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared})
+    others = {n: v for n, v in (remote or {}).items() if v[0] != 0 and n not in files}
+    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared}, others)

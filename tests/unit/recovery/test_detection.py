@@ -21,6 +21,8 @@ from recovery.detection import (
     confirm_health,
     health_glitch,
     may_reattach,
+    user_error_line,
+    user_error_signature,
 )
 
 LEASE = Lease(interval_s=1.0, timeout_s=10.0, startup_grace_s=120.0, failures_to_lose=3)
@@ -59,6 +61,27 @@ def test_user_error_event_wins_over_a_lost_cluster_and_an_exit_code() -> None:
     f = classify(obs(runtime_exit=-9, health=GONE, user_error="ValueError: bad"), REGION, LEASE)
     assert f is not None
     assert (f.kind, f.detail) == (FailureKind.USER_ERROR, "ValueError: bad")
+
+
+def test_a_user_error_names_the_users_file_and_line_and_its_step_and_carries_its_signature() -> None:
+    o = Observation(None, UP, 0.5, 30.0, "ValueError: bad", user_error_step=12, user_error_site="/proj/m.py:46")
+    f = classify(o, REGION, LEASE)
+    assert f is not None and f.kind is FailureKind.USER_ERROR
+    assert f.detail == "ValueError: bad at /proj/m.py:46 in step 12"
+    assert f.signature == user_error_signature("ValueError: bad", 12) != ""
+
+
+def test_a_user_error_signature_is_its_step_and_message() -> None:
+    sig = user_error_signature("ValueError: bad", 12)
+    assert sig == user_error_signature("ValueError: bad", 12)
+    assert sig != user_error_signature("ValueError: bad", 13)
+    assert sig != user_error_signature("ValueError: worse", 12)
+    assert user_error_signature("ValueError: bad", None) == ""
+
+
+def test_a_user_error_line_says_before_the_first_step_for_step_0_and_leaves_out_what_is_not_known() -> None:
+    assert user_error_line("E: x", 0, "m.py:3") == "E: x at m.py:3 before the first step"
+    assert user_error_line("E: x", None, None) == "E: x"
 
 
 def test_a_cluster_gone_for_sure_is_cluster_lost() -> None:

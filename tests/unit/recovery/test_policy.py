@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from recovery.detection import Failure, FailureKind
-from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, decide, next_region, passed_over
+from recovery.detection import Failure, FailureKind, user_error_signature
+from recovery.policy import (
+    Action,
+    Budgets,
+    Decision,
+    FailurePolicy,
+    History,
+    decide,
+    next_region,
+    passed_over,
+    repeats_user_error,
+)
 
 K = FailureKind
 CANDIDATES = ["a", "b", "c"]
@@ -161,3 +173,68 @@ def test_a_node_lost_with_too_few_workers_left_is_a_region_failure() -> None:
     d = decide(f, ["a", "b"], History(), Budgets(3, 1, 600.0), now=5.0)
     assert d.action is Action.FAILOVER and d.region == "b"
     assert History().after(f, d, 5.0).region_failed_at == {"a": 5.0}
+
+
+def _user_error(step: int | None, error: str = "ValueError: loss exploded") -> Failure:
+    return Failure(K.USER_ERROR, "a", f"{error} in step {step}", user_error_signature(error, step))
+
+
+def _after(p: FailurePolicy, h: History, failure: Failure, now: float) -> tuple[Decision, History]:
+    d = p.make_decision(failure, h, now)
+    return d, h.after(failure, d, now)
+
+
+def test_a_user_error_that_recurs_at_the_same_step_after_a_restart_fails_the_run_at_once() -> None:
+    p, h = policy(max_restarts_on_errors=5), History()
+    d, h = _after(p, h, _user_error(12), 0.0)
+    assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "a")
+    assert h.user_error == user_error_signature("ValueError: loss exploded", 12)
+    d, h = _after(p, h, _user_error(12), 1.0)
+    # Four restarts of budget left, none used: the same error at the same step is a bug.
+    assert (d.action, d.region) == (Action.GIVE_UP, None)
+    assert "same step" in d.reason and "ValueError: loss exploded in step 12" in d.reason
+    assert "fix" in d.reason
+    assert (h.restarts_on_errors, h.failovers, h.region_failed_at) == (1, 0, {})
+
+
+def test_a_user_error_at_another_step_after_a_restart_stays_within_the_restart_budget() -> None:
+    p, h = policy(max_restarts_on_errors=2), History()
+    d, h = _after(p, h, _user_error(12), 0.0)
+    assert d.action is Action.RESTART_IN_PLACE
+    d, h = _after(p, h, _user_error(17), 1.0)  # flaky: not where it was
+    assert d.action is Action.RESTART_IN_PLACE
+    d, h = _after(p, h, _user_error(12), 2.0)  # 12 again, but 17 came last: the budget decides
+    assert d.action is Action.GIVE_UP and "recovery.max_restarts_on_errors=2" in d.reason
+
+
+def test_a_different_message_at_the_same_step_is_another_error() -> None:
+    p, h = policy(max_restarts_on_errors=2), History()
+    _, h = _after(p, h, _user_error(3, "ValueError: nan at row 7"), 0.0)
+    d, _ = _after(p, h, _user_error(3, "ValueError: nan at row 9"), 1.0)
+    assert d.action is Action.RESTART_IN_PLACE
+
+
+def test_a_user_error_without_a_known_step_is_never_taken_for_a_repeat() -> None:
+    p, h = policy(max_restarts_on_errors=2), History()
+    _, h = _after(p, h, _user_error(None), 0.0)
+    d, _ = _after(p, h, _user_error(None), 1.0)
+    assert d.action is Action.RESTART_IN_PLACE
+    assert not repeats_user_error(_user_error(None), h)
+
+
+def test_the_first_user_error_restarts_in_place_once_and_never_fails_over() -> None:
+    p, h = policy(max_failovers=2, max_restarts_on_errors=1), History()
+    d, h = _after(p, h, _user_error(1), 0.0)
+    assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "a")
+    d, h = _after(p, h, _user_error(1), 1.0)
+    assert d.action is Action.GIVE_UP
+    assert h.failovers == 0
+
+
+def test_an_infrastructure_failure_between_two_user_errors_does_not_hide_the_repeat() -> None:
+    p, h = policy(max_restarts_on_errors=3), History()
+    _, h = _after(p, h, _user_error(40), 0.0)
+    d, h = _after(p, h, Failure(K.CLUSTER_LOST, "a", "gone"), 1.0)
+    assert d.action is Action.FAILOVER
+    d, _ = _after(p, h, replace(_user_error(40), region="b"), 2.0)
+    assert d.action is Action.GIVE_UP

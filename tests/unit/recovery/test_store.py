@@ -173,3 +173,15 @@ def test_delete_removes_the_manifest_first_so_a_half_deleted_checkpoint_reads_un
     assert store.all_steps(RUN) == {20: True, 40: False}
     assert store.committed_steps(RUN) == [20]
     assert skips_of(store) == (20, [])
+
+
+def test_files_read_one_by_one_are_verified_but_never_kept(
+    store: CheckpointStore, write_checkpoint: WriteCheckpoint, flip_byte: FlipByte
+) -> None:
+    files = {**FILES, "shard-r0.pt": b"zero " * 40, "shard-r1.pt": b"one " * 40}
+    write_checkpoint(store, RUN, 20, files=files)
+    m, verdict, kept = store.load(RUN, 20, keep=lambda n: True, one_by_one=lambda n: n.startswith("shard-"))
+    assert m is not None and verdict.ok and sorted(kept) == sorted(FILES)
+    flip_byte(store, RUN, 20, "shard-r1.pt")
+    _, verdict, kept = store.load(RUN, 20, keep=lambda n: True, one_by_one=lambda n: n.startswith("shard-"))
+    assert not verdict.ok and "shard-r1.pt" in verdict.reason and kept == {}

@@ -22,17 +22,7 @@ RUN = "run-1"
 WriteCheckpoint = Callable[..., Manifest]
 
 
-
-
-
-
-
-
 # --- kill_node and hang_node ---------------------------------------------------------------------
-
-
-
-
 
 
 def test_a_provider_that_cannot_tell_nodes_apart_refuses_node_faults(tmp_path: Path) -> None:

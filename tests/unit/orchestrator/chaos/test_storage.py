@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.chaos.storage import corrupt_newest
+from orchestrator.chaos.storage import corrupt_newest, corrupt_target
 from recovery.keys import controller_keys
 from recovery.manifest import Manifest
 from recovery.store import CheckpointStore
@@ -59,3 +59,10 @@ def test_corrupt_newest_is_idempotent_and_passes_over_a_planted_newer_step(
 def test_corrupt_newest_without_any_checkpoint_does_nothing(tmp_path: Path) -> None:
     stores = [CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("a", "b")]
     assert corrupt_newest(stores, RUN) == {}
+
+
+def test_corrupt_checkpoint_flips_the_model_or_one_ranks_shards() -> None:
+    assert corrupt_target(["model.pt", "optimizer.pt", "state.pt"]) == "model.pt"
+    names = ["shard-r0.pt", "shard-r10.pt", "shard-r2.pt", "shards.json", "state.pt"]
+    assert corrupt_target(names) == "shard-r10.pt"
+    assert corrupt_target([]) == "model.pt"

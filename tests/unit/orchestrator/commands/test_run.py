@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.commands.run import new_run_id, resume_command
+from orchestrator.commands.run import new_run_id, resume_command, user_error_advice
 from orchestrator.config.compose import compose
 
 pytestmark = pytest.mark.unit
@@ -38,3 +38,18 @@ def test_local_servers_without_their_packages_is_one_line_naming_the_extra(monke
     monkeypatch.setattr(run_cmd, "missing_packages", lambda: [])
     assert run_cmd.local_stores_hint(cfg) is None
     assert run_cmd.local_stores_hint(compose([])) is None
+
+
+def test_a_run_the_workloads_code_failed_ends_with_one_line_saying_what_where_and_what_to_do() -> None:
+    line = user_error_advice({"error": "ValueError: loss exploded", "step": 12, "site": "/proj/m.py:46"})
+    assert line.startswith("the workload raised ValueError: loss exploded at /proj/m.py:46 in step 12; fix the code")
+    assert "\n" not in line
+    # What result.json may lack (a Ray Train function's step, a bug in no file of the user's).
+    assert user_error_advice({"error": "KeyError: 'x'", "step": None, "site": None}).startswith(
+        "the workload raised KeyError: 'x'; fix"
+    )
+
+
+def test_control_characters_from_the_cluster_are_shown_not_obeyed() -> None:
+    line = user_error_advice({"error": "ValueError: \x1b[2Jgone", "step": 1, "site": "m.py:1"})
+    assert "\x1b" not in line and "\\x1b[2Jgone" in line

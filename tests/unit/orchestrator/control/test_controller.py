@@ -187,6 +187,24 @@ def test_a_region_that_failed_recently_is_skipped_and_restarts_have_their_own_bu
     assert ctl.history.restarts_on_errors == 1 and ctl.history.failovers == 0
 
 
+def test_a_user_error_again_in_the_same_step_after_a_restart_fails_the_run_with_restarts_left(tmp_path: Path) -> None:
+    again = Script(20, "user_error_in_step")
+    cloud = FakeCloud({"local-a": [again, again, again]})
+    ctl = _controller(tmp_path, cloud, "recovery.max_restarts_on_errors=3")
+    _start(ctl)
+    assert ctl.step() is False and ctl._next.region == "local-a"  # type: ignore[union-attr]
+    assert ctl.step() is True
+    assert ctl.sm.state is RunState.FAILED
+    assert "ValueError: boom at /proj/model.py:46 in step 21" in ctl.record.reason
+    assert "same step" in ctl.record.reason
+    assert [d["action"] for d in _events(ctl, "decision")] == ["restart_in_place", "give_up"]
+    assert ctl.history.restarts_on_errors == 1 and ctl.history.failovers == 0
+    assert ctl.record.user_error == {"error": "ValueError: boom", "step": 21, "site": "/proj/model.py:46"}
+    assert len(cloud.torn_down) == 2 and not cloud.clusters
+    # A resumed controller decides with the same history: the signature is journaled.
+    assert _live(ctl) == _replayed(ctl)
+
+
 def test_preemptions_have_their_own_budget_and_leave_no_region_held_against(tmp_path: Path) -> None:
     notice = Script(20, "preempted")
     cloud = FakeCloud({"local-a": [notice], "local-b": [notice], "local-c": [notice]})

@@ -315,7 +315,15 @@ def _journey() -> list[dict[str, Any]]:
         e("fenced_write", generation=1, step=70, by="zombie"),
         e("transition", to="SUCCEEDED", by="runtime"),  # forged: changes nothing
         e("from_another_version", generation=9),
-        rt("user_error", 2, error="ValueError: x", traceback="Traceback ...\nValueError: x", rank=0),
+        rt(
+            "user_error",
+            2,
+            error="ValueError: x",
+            traceback="Traceback ...\nValueError: x",
+            rank=0,
+            step=90,
+            site="m.py:4",
+        ),
         rt("user_error", 2, error="ValueError: y", traceback="second", rank=1),
         e("failure_detected", kind="user_error", region="local-b", detail="x", last_step=90),
         e(

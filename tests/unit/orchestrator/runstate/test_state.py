@@ -9,7 +9,10 @@ import pytest
 
 from orchestrator.runstate import event_json as J
 from orchestrator.runstate import events as E
-from orchestrator.runstate.state import RunView, apply, fold, planned_total
+from orchestrator.runstate.result import record_from
+from orchestrator.runstate.state import RunView, UserErrorSeen, apply, fold, planned_total
+from recovery.detection import FailureKind
+from recovery.policy import Action
 from tests.unit.orchestrator.runstate.test_events import _journey
 from tests.unit.orchestrator.runstate.test_replay import ev
 
@@ -66,6 +69,9 @@ def test_the_view_has_what_the_result_needs() -> None:
     assert view.verdict is not None and view.verdict.region == "local-b"
     # The attempt's first user error, not a later rank's.
     assert view.error_traceback == "Traceback ...\nValueError: x"
+    assert view.user_error == UserErrorSeen("ValueError: x", step=90, site="m.py:4")
+    # The run gave up on that user error: result.json names it.
+    assert record_from(view, "r", None, 0.0).user_error == {"error": "ValueError: x", "step": 90, "site": "m.py:4"}
     assert view.replications == 2 and view.last_lag_s == 0.5 and len(view.skipped) == 3
     assert (view.current_region, view.current_generation) == ("local-b", 2)
     assert [a.as_dict() for a in view.attempt_lines] == [
@@ -88,3 +94,23 @@ def test_the_planned_total_is_the_one_the_runs_progress_reports() -> None:
     # A damaged copy cannot tell.
     assert planned_total({"job": {"steps": "x"}}) is None
     assert planned_total({"job": {}, "hpo": {"enabled": True, "search_space": {"lr": "nope"}}}) is None
+
+
+def test_a_run_failed_by_something_else_names_no_user_error() -> None:
+    journey = _journey()
+    decision = next(i for i, e in enumerate(journey) if e["type"] == "decision" and e["action"] == "give_up")
+    journey[decision] = {**journey[decision], "failure": "cluster_lost"}
+    view = fold(J.from_json(e) for e in journey)
+    assert view.user_error is not None and record_from(view, "r", None, 0.0).user_error is None
+
+
+def test_a_decisions_signature_is_folded_into_the_history_a_resumed_controller_decides_with() -> None:
+    line = ev(
+        "decision", action="restart_in_place", region="a", failure="user_error", failed_region="a", signature="12:ab"
+    )
+    view = fold([J.from_json(line)])
+    assert view.history.user_error == "12:ab" and view.history.restarts_on_errors == 1
+    # A decision journaled without one (no user error, or an older journal) reads as before.
+    plain = ev("decision", action="restart_in_place", region="a", failure="user_error", failed_region="a")
+    assert fold([J.from_json(plain)]).history.user_error == ""
+    assert "signature" not in J.to_json(E.DecisionMade(action=Action.FAILOVER, failure=FailureKind.CLUSTER_LOST))

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
 from orchestrator.runtime.sharding import checkpoint_activations, default_units, mixed_precision
 from orchestrator.wire.sections import FsdpSection
+from tests.support.nets import Net
 
 pytestmark = pytest.mark.unit
-
-
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.small = nn.ModuleList([nn.Linear(4, 4)])
-        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4), nn.ReLU()])
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for m in [*self.small, *self.blocks]:
-            x = m(x)
-        return self.head(x)
 
 
 def test_activation_checkpointing_keeps_the_names_and_the_gradients() -> None:

@@ -213,3 +213,6 @@ def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_tra
     (err,) = [e for e in ControlChannel(s.control_url).read_events(1, set()) if e["type"] == "user_error"]
     assert err["error"].startswith("ValueError: tinywork: bad batch at call 11")
     assert "tinywork.py" in err["traceback"] and "in loss" in err["traceback"]
+    # Plain bounded fields the controller decides with: the step (2 micro-batches a step:
+    # call 11 is step 6's first) and the innermost frame in the user's file.
+    assert err["step"] == 6 and err["site"].endswith("tinywork.py:69")

@@ -182,16 +182,19 @@ def test_runtime_events_are_journaled_in_their_namespace_and_replay_ignores_them
     _controller_run(journal)
     before = replay(journal.events())
     control.event(2, "train_started", restored_step=0, pid=123)
-    control.event(2, "user_error", error="ValueError: boom", rank=0, by_hand="x")
+    control.event(2, "user_error", error="ValueError: boom", rank=0, by_hand="x", step=7, site="/proj/m.py:46")
+    control.event(2, "user_error", error="ValueError: later", rank=1, step=8, site="/proj/m.py:50")
     # Forged controller events: not kinds the runtime has, so dropped and journaled as invalid.
     for kind in ("transition", "fence", "teardown", "fences_read"):
         control.event(2, kind, to="SUCCEEDED", cluster="r-local-a-g2", generation_floor=99, restored_step=5)
     watch._events()
     events = journal.events()
     runtime = [e for e in events if e["type"].startswith("runtime.")]
-    assert [e["type"] for e in runtime] == ["runtime.train_started", "runtime.user_error"]
+    assert [e["type"] for e in runtime] == ["runtime.train_started", "runtime.user_error", "runtime.user_error"]
     assert all(e["by"] == "runtime" and e["generation"] == 2 for e in runtime)
     assert watch.user_error == "ValueError: boom" and watch.train_starts == 1
+    # The first rank's error, its step and the user's file and line.
+    assert (watch.user_error_step, watch.user_error_site) == (7, "/proj/m.py:46")
     invalid = [e for e in events if e["type"] == "control_invalid"]
     assert len(invalid) == 4 and all("unknown kind" in e["reason"] for e in invalid)
     after = replay(events)

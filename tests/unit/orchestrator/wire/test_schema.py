@@ -70,6 +70,9 @@ MALFORMED: list[tuple[str, Any, Any]] = [
     ("event", wire.parse_event, {**EV, "k" * 100: 1}),
     ("event", wire.parse_event, {**EV, "type": "train_started"}),  # lacks restored_step
     ("event", wire.parse_event, {**EV, "type": "user_error", "error": None}),
+    ("event", wire.parse_event, {**EV, "type": "user_error", "error": "E: x", "site": "a.py:1\nforged"}),
+    ("event", wire.parse_event, {**EV, "type": "user_error", "error": "E: x", "site": "a" * 600}),
+    ("event", wire.parse_event, {**EV, "type": "user_error", "error": "E: x", "site": 3}),
     ("event", wire.parse_event, {**EV, "type": "losses", "points": [[1, "x"]]}),
     ("event", wire.parse_event, {**EV, "type": "losses", "points": [[1, 2, 3]]}),
     ("event", wire.parse_event, {**EV, "type": "losses", "points": "1,2"}),

@@ -7,21 +7,9 @@ import torch
 from torch import nn
 
 from orchestrator.workloads.units import ShardUnitError, check_units_before_launch, default_units, shard_units
+from tests.support.nets import Net
 
 pytestmark = pytest.mark.unit
-
-
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.small = nn.ModuleList([nn.Linear(4, 4)])
-        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4), nn.ReLU()])
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for m in [*self.small, *self.blocks]:
-            x = m(x)
-        return self.head(x)
 
 
 class Named:

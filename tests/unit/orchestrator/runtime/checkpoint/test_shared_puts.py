@@ -86,3 +86,45 @@ def test_a_retry_does_not_wait_for_the_other_ranks(pool: ThreadPoolExecutor) -> 
     snap = snapshot_of(20, FILES, {}, {"model.pt": 1}, {"model.pt": sha256_hex(FILES["model.pt"])})
     _, report = SharedPuts("run", pool)(store, snap, False)  # type: ignore[arg-type]
     assert report is not None and report.taken == ["model.pt"] and report.waited_s < 1.0
+
+
+class HoldingStore(Store):
+    """Also answers ``holds`` (size and sha256 of a file another rank put)."""
+
+    region, url = "r", "file:///store"
+
+    def holds(self, run_id: str, step: int, name: str, size: int, sha: str, generation: int | None = None) -> bool:
+        data = self.held.get(name)
+        return data is not None and len(data) == size and sha256_hex(data) == sha
+
+
+SHARD = b"r1" * 100
+
+
+def test_every_ranks_shard_file_in_the_store_is_listed_with_its_reported_digest(pool: ThreadPoolExecutor) -> None:
+    store = HoldingStore({"shard-r1.pt": SHARD})
+    snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
+    entries, _ = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    assert FileEntry("shard-r1.pt", len(SHARD), sha256_hex(SHARD)) in entries
+    assert sorted(e.name for e in entries) == sorted([*FILES, "shard-r1.pt"])
+    assert "shard-r1.pt" not in store.put_by_me
+
+
+@pytest.mark.parametrize("landed", [{}, {"shard-r1.pt": b"r1" * 99 + b"xx"}, {"shard-r1.pt": SHARD[:-1]}])
+def test_a_rank_file_missing_or_other_means_no_commit(
+    pool: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch, landed: dict[str, bytes]
+) -> None:
+    monkeypatch.setattr("orchestrator.runtime.checkpoint.shared_puts.share_wait_s", lambda *a: 0.05)
+    store = HoldingStore(landed)
+    snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
+    with pytest.raises(StoreError, match=r"rank 1's shard-r1\.pt of step 8 is not in .* not committed"):
+        SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    assert store.held.get("shard-r1.pt") == landed.get("shard-r1.pt")  # rank 0 has no bytes to put
+
+
+def test_a_rank_file_that_lands_during_the_wait_is_committed(pool: ThreadPoolExecutor) -> None:
+    store = HoldingStore()
+    threading.Timer(0.2, lambda: store.held.__setitem__("shard-r1.pt", SHARD)).start()
+    snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
+    entries, _ = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    assert "shard-r1.pt" in {e.name for e in entries}

@@ -30,3 +30,11 @@ def test_alone_keeps_the_checkpoint_and_drops_the_shares() -> None:
     assert (alone.step, alone.files, alone.extra) == (40, FILES, {"k": 1})
     assert (alone.shares, alone.digests) == ({}, {})
     assert snap.shares == {"model.pt": 1}  # the original is unchanged
+
+
+def test_remote_files_are_other_ranks_files_this_rank_does_not_hold_and_stay_remote_alone() -> None:
+    remote = {"shard-r1.pt": (1, 10, "d1"), "shard-r0.pt": (0, 5, "d0"), "model.pt": (2, 1, "dm")}
+    snap = snapshot_of(8, FILES, {}, remote=remote)
+    # shard-r0.pt: rank 0's own; model.pt: held here.
+    assert snap.remote == {"shard-r1.pt": (1, 10, "d1")}
+    assert snap.alone().remote == snap.remote
