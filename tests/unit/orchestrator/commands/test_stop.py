@@ -1,0 +1,97 @@
+"""action=stop's side: which runs it asks, what it writes, and how long it waits."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.commands import stop
+from orchestrator.control.stopreq import request_path, take_request
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import RunStarted
+from orchestrator.runstate.journal import Journal
+from orchestrator.runstate.rundir import lock_controller
+
+RESULT = {"status": "INTERRUPTED", "final_step": 5, "final_checkpoint": None, "metrics": {}, "incidents": [],
+          "attempts": 1, "duration_s": 1.0}  # fmt: skip
+
+
+def _run(tmp_path: Path) -> tuple[str, str]:
+    home = tmp_path / "home"
+    run_dir = rundir.run_path(str(home), "r1")
+    Journal(rundir.journal_path(run_dir)).emit(RunStarted(run_id="r1", config={"job": {"name": "digits"}}))
+    return str(home), run_dir
+
+
+def test_a_run_that_does_not_exist_is_one_line_naming_run_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert stop.main(str(tmp_path), "nope", wait_s=0.1) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: run_id: no run named 'nope'") and err.count("\n") == 1
+
+
+def test_an_ended_run_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home, run_dir = _run(tmp_path)
+    Path(rundir.result_path(run_dir)).write_text(json.dumps({**RESULT, "status": "SUCCEEDED"}))
+    assert stop.main(home, "r1", wait_s=0.1) == 0
+    assert "already ended (SUCCEEDED)" in capsys.readouterr().err
+    assert not Path(request_path(run_dir)).exists()
+
+
+def test_a_run_whose_controller_died_is_told_with_the_resume_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir = _run(tmp_path)
+    assert stop.main(home, "r1", wait_s=0.1) == 2
+    err = capsys.readouterr().err
+    assert "its controller is not running (it died)" in err and "action=resume run_id=r1" in err
+    assert not Path(request_path(run_dir)).exists(), "nobody would read a request"
+
+
+def test_a_live_controller_that_never_answers_is_waited_for_a_bounded_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir = _run(tmp_path)
+    held = lock_controller(run_dir)
+    assert held is not None
+    try:
+        assert stop.main(home, "r1", wait_s=0.3) == 2
+        assert "not stopped after 0s (the request is still waiting)" in capsys.readouterr().err
+        req = take_request(run_dir)
+        assert req is not None and req.pid > 0
+    finally:
+        held.close()
+
+
+def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir = _run(tmp_path)
+    held = lock_controller(run_dir)
+    assert held is not None
+    taken: list[object] = []
+
+    def controller() -> None:
+        # As the controller's watch does: take the request, then end INTERRUPTED.
+        for _ in range(200):
+            req = take_request(run_dir)
+            if req is not None:
+                taken.append(req)
+                Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+                return
+            threading.Event().wait(0.01)
+
+    t = threading.Thread(target=controller)
+    t.start()
+    try:
+        assert stop.main(home, "r1", wait_s=5.0) == 0
+    finally:
+        t.join()
+        held.close()
+    assert len(taken) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("run r1: INTERRUPTED; go on with: python -m orchestrator action=resume run_id=r1 home=")
