@@ -1,7 +1,8 @@
-"""``action=stop`` from another process, and a controller that dies without a word, on one
-short run: stop ends it INTERRUPTED naming who asked; a resumed controller SIGKILLed shows
-in ``action=status`` as dead, with the command that goes on; that command ends the run
-with exactly the weights of a run never stopped."""
+"""Every way a run's controller stops short, on one run (one baseline, CI's time): Ctrl-C
+ends it INTERRUPTED with its checkpoints and no process left; ``action=stop`` from another
+process does the same, naming who asked; a controller SIGKILLed shows in ``action=status``
+as dead, with the command that goes on; and that command ends the run with exactly the
+weights of a run never stopped."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def _orch(orch_home: Path, *args: str, timeout: float = 200) -> subprocess.Compl
 
 
 def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
+    # stdout unread: a controller blocked on a full pipe would look like a hang.
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=REPO,
@@ -50,12 +52,39 @@ def _wait_training(run_dir: Path, proc: subprocess.Popen[str], times: int) -> No
     raise AssertionError("training never started")
 
 
-def test_stop_then_a_dead_controller_then_resume_ends_with_the_unstopped_weights(orch_home, long_baseline):
+def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weights(orch_home, long_baseline):
     before = ray_pids()
     run_dir = orch_home / "runs" / "stopped"
+    # long_baseline's job: the weights the resumed run must end with.
     proc = _start(orch_home, "job=digits", "run_id=stopped", "progress=false", "job.steps=2000")
     try:
         _wait_training(run_dir, proc, 1)
+        proc.send_signal(signal.SIGINT)
+        try:
+            _out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the controller dumps its threads' stacks
+            time.sleep(2)
+            proc.kill()
+            _out, err = proc.communicate()
+            raise AssertionError(f"the controller did not end after SIGINT; its stacks:\n{err[-6000:]}") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "action=resume run_id=stopped" in err, "the way on is printed"
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "INTERRUPTED" and result["reason"].startswith("interrupted (SIGINT/SIGTERM)")
+    assert result["final_checkpoint"], "checkpoints made before the interrupt are kept"
+    assert not wait_no_new_ray(before)
+    steps = (orch_home / "stores" / "local-a" / "stopped" / "checkpoints").glob("step-*")
+    stopped_at = max(int(p.name.split("-")[1]) for p in steps)
+    assert stopped_at < 2000, "interrupted before the end"
+
+    # Resumed, then stopped from another process.
+    proc = _start(orch_home, "action=resume", "run_id=stopped", "progress=false")
+    try:
+        _wait_training(run_dir, proc, 2)
         stop = _orch(orch_home, "action=stop", "run_id=stopped")
         _out, err = proc.communicate(timeout=120)
     finally:
@@ -76,7 +105,7 @@ def test_stop_then_a_dead_controller_then_resume_ends_with_the_unstopped_weights
     # The resumed controller dies with no word (SIGKILL): status says so, and how to go on.
     proc = _start(orch_home, "action=resume", "run_id=stopped", "progress=false")
     try:
-        _wait_training(run_dir, proc, 2)
+        _wait_training(run_dir, proc, 3)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -94,4 +123,11 @@ def test_stop_then_a_dead_controller_then_resume_ends_with_the_unstopped_weights
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "SUCCEEDED" and result["final_step"] == 2000
     assert result["weights_sha256"] == long_baseline.result["weights_sha256"]
+    # Nothing failed but the controller: its loss is the one incident.
+    assert [inc["kind"] for inc in result["incidents"]] == ["controller_lost"] and result["attempts"] >= 3
+    journal = map(json.loads, (run_dir / "journal.jsonl").read_text().splitlines())
+    attempts = [e for e in journal if e["type"] == "attempt_ended"]
+    assert [a["outcome"] for a in attempts[:2]] == ["interrupted", "interrupted"]
+    assert attempts[-1]["outcome"] == "succeeded"
+    assert 0 < attempts[1]["restored_step"] <= stopped_at
     assert not wait_no_new_ray(before)
