@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import report
 
             return report.main(cfg.home_path, str(cfg.run_id))
+        if cfg.action == "resume" and cfg.detach:
+            from orchestrator.commands import detach
+
+            return detach.main(cfg, args, str(cfg.run_id))
         if cfg.action == "resume":
             with forgiving_stdout():
                 return run.resume(cfg)
@@ -83,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import stop
 
             return stop.main(cfg.home_path, str(cfg.run_id))
+        if cfg.action == "watch":
+            from orchestrator.commands import watch
+
+            with forgiving_stdout():
+                return watch.main(cfg.home_path, str(cfg.run_id))
     except DamagedFile as exc:
         return error(f"{exc}; restore it from a copy or move it aside")
     if cfg.action == "plan":
@@ -92,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.action != "run":
         # An action added to the schema and not dispatched above must not start a run.
         return error(f"action: {cfg.action!s} is not handled by python -m orchestrator")
+    if cfg.detach:
+        from orchestrator.commands import detach
+
+        return detach.main(cfg, args, cfg.run_id or run.new_run_id(cfg))
     if (
         cfg.chaos.supervise
         and any(f.kind == "controller_crash" for f in cfg.chaos.faults)

@@ -360,14 +360,23 @@ def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:
         if done is not None:
             print(done[0])
             print(f"plot: {done[1]}")
+    code, line = verdict(cfg.home_path, run_id, result)
+    if line:
+        print(line, file=sys.stderr)
+    return code
+
+
+def verdict(home: str, run_id: str, result: dict[str, Any]) -> tuple[int, str | None]:
+    """A run's exit status from its result, and the line that says what to do next, if
+    any: the foreground run's and action=watch's, so the two always agree."""
+    from orchestrator.commands.status import resume_line
+
     if result["status"] == "INTERRUPTED":
-        print(f"interrupted: go on from the newest checkpoint with: {resume_command(cfg, run_id)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, f"interrupted: go on from the newest checkpoint with: {resume_line(home, run_id)}"
     bug = result.get("user_error") if result["status"] == "FAILED" else None
     if bug:
-        print(f"error: run {run_id}: {user_error_advice(bug)}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    return 0 if result["status"] == "SUCCEEDED" else 1
+        return EXIT_USER_ERROR, f"error: run {run_id}: {user_error_advice(bug)}"
+    return (0 if result["status"] == "SUCCEEDED" else 1), None
 
 
 def user_error_advice(bug: dict[str, Any]) -> str:
@@ -384,6 +393,6 @@ def user_error_advice(bug: dict[str, Any]) -> str:
 
 def resume_command(cfg: Config, run_id: str) -> str:
     """The command that takes ``run_id`` on, with the home it lives under."""
-    import shlex
+    from orchestrator.commands.status import resume_line
 
-    return f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(str(cfg.home_path))}"
+    return resume_line(cfg.home_path, run_id)

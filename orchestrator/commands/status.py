@@ -64,13 +64,17 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     return s
 
 
+def resume_line(home: str, run_id: str) -> str:
+    """The command that takes ``run_id`` on, with the home it lives under."""
+    return f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(str(home))}"
+
+
 def controller_state(state: str, alive: bool | None, run_id: str, home: str) -> tuple[str, str | None]:
     """The status of a run without a result.json, given whether a controller holds its
     lock, and a note: its journal's last state while a controller runs; CONTROLLER_DIED,
     with the command that goes on, once none does (whatever the journal's last state)."""
     if alive is False:
-        resume = f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(home)}"
-        return CONTROLLER_DIED, f"its controller died; continue it with: {resume}"
+        return CONTROLLER_DIED, f"its controller died; continue it with: {resume_line(home, run_id)}"
     if alive is None:
         return state, f"cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)"
     return state, None

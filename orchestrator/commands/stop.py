@@ -9,10 +9,10 @@ controller died is told as such, with the command that goes on from there.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 
+from orchestrator.commands.status import resume_line
 from orchestrator.control.stopreq import request_path, this_request, write_request
 from orchestrator.errors import error
 from orchestrator.runstate import rundir
@@ -24,7 +24,7 @@ POLL_S = 0.2
 
 def main(home: str, run_id: str, wait_s: float = WAIT_S) -> int:
     run_dir = rundir.run_path(home, run_id)
-    resume = f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(home)}"
+    resume = resume_line(home, run_id)
     if not os.path.isfile(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
     done = read_result(run_dir)
@@ -42,14 +42,16 @@ def main(home: str, run_id: str, wait_s: float = WAIT_S) -> int:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         done = read_result(run_dir)
-        if done is not None:
+        alive = rundir.controller_alive(run_dir)
+        # Stopped once the controller is gone too: its last lines written, its lock free.
+        if done is not None and (alive is not True or time.monotonic() > deadline - POLL_S):
             print(
                 f"run {run_id}: {done['status']}; go on with: {resume}"
                 if done["status"] == "INTERRUPTED"
                 else f"run {run_id}: {done['status']}"
             )
             return 0
-        if rundir.controller_alive(run_dir) is False:
+        if done is None and alive is False:
             return error(f"run {run_id}: its controller ended without a result; go on with: {resume}")
         time.sleep(POLL_S)
     left = " (the request is still waiting)" if os.path.exists(request_path(run_dir)) else ""

@@ -43,13 +43,14 @@ class Action(StrEnum):
     list = "list"
     logs = "logs"
     stop = "stop"
+    watch = "watch"
 
 
 # Actions that read runs' files and launch nothing (stop writes its request alone): they
 # get only the checks of what they read.
-READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs, Action.stop)
+READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs, Action.stop, Action.watch)
 # Actions about one run, which run_id names.
-ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs, Action.stop)
+ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs, Action.stop, Action.watch)
 # Actions that run the job and print its progress (and, with show_logs, its output).
 RUNNING_ACTIONS = (Action.run, Action.resume)
 
@@ -459,6 +460,9 @@ class Config:
     follow: bool = False
     # action=run and resume: print the driver's and the ranks' output live, above the progress line.
     show_logs: bool = False
+    # action=run and resume: start the controller in the background (its own session, its
+    # output in the run folder's controller.log) and return once the first attempt starts.
+    detach: bool = False
 
     @property
     def home_path(self) -> str:
@@ -470,4 +474,4 @@ class Config:
 
 # Keys that shape what this command prints, not the run: the journal's copy of the config
 # leaves them out, and a config.json may lack them (one written before format existed).
-DISPLAY_KEYS = ("progress", "format", "attempt", "rank", "follow", "show_logs")
+DISPLAY_KEYS = ("progress", "format", "attempt", "rank", "follow", "show_logs", "detach")

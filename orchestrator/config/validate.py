@@ -119,6 +119,10 @@ def validate_logs_keys(cfg: Config) -> None:
         raise ConfigError(
             "show_logs", f"prints a running job's output; action={cfg.action} runs none: use action=logs run_id=<id>"
         )
+    if cfg.detach and cfg.action not in RUNNING_ACTIONS:
+        raise ConfigError(
+            "detach", f"starts a run's controller in the background; action={cfg.action} runs none: drop detach=true"
+        )
     if cfg.attempt is not None and not 1 <= cfg.attempt <= INT64[1]:
         raise ConfigError("attempt", f"got {show(cfg.attempt)}; expected an attempt number >= 1 (see action=status)")
     if cfg.rank is not None and not (cfg.rank == "driver" or re.fullmatch(r"0|[1-9][0-9]{0,5}", cfg.rank)):

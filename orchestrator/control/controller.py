@@ -24,7 +24,7 @@ from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.outcome import AttemptOutcome
-from orchestrator.control.progress import ProgressLine
+from orchestrator.control.progress import ProgressLine, decision_text
 from orchestrator.control.proof import FUNC, LOOP, PROVEN_KEYS, SEARCH, Proven, Unproven, newest_signed, prove
 from orchestrator.control.resume import Adoption
 from orchestrator.control.standby import StandbyManager
@@ -520,7 +520,7 @@ class Controller:
                 signature=outcome.failure.signature or None,
             )
         )
-        self.progress.note(_decision_text(decision.action, decision.region))
+        self.progress.note(decision_text(decision.action, decision.region))
         if decision.action is Action.GIVE_UP:
             self._fail(decision.reason, region, generation, failed)
             return True
@@ -623,10 +623,3 @@ def start_proxies(cfg: Config) -> dict[str, FaultProxy]:
             proxies[region] = FaultProxy(*target).start()
     return proxies
 
-
-def _decision_text(action: Action, region: str | None) -> str:
-    if action is Action.FAILOVER:
-        return f"failing over to {region}"
-    if action is Action.RESTART_IN_PLACE:
-        return f"restarting in {region}"
-    return "giving up"

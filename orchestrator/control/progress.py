@@ -23,6 +23,7 @@ from orchestrator.runstate.events import (
     RuntimeStarted,
     StandbyActivated,
 )
+from recovery.policy import Action
 
 NON_TTY_EVERY_S = 5.0
 # A progress line older than this belongs to a phase that has ended (the attempt failed, a
@@ -135,6 +136,15 @@ def startup_text(ev: Event) -> str | None:
     return None
 
 
+def decision_text(action: Action, region: str | None) -> str:
+    """The line a recovery decision prints (the controller's, and action=watch's from the journal)."""
+    if action is Action.FAILOVER:
+        return f"failing over to {region}"
+    if action is Action.RESTART_IN_PLACE:
+        return f"restarting in {region}"
+    return "giving up"
+
+
 def _runtime_text(kind: str, fields: dict[str, Any]) -> str | None:
     if kind == "driver_connected":
         return "connected to Ray; starting the workers"
@@ -193,7 +203,8 @@ class ProgressLine:
         text = startup_text(ev)
         if isinstance(ev, AttemptStarted | AttemptAdopted | FailureDetected | DecisionMade):
             self._last_text = ""  # that attempt's line is history now: never reprinted
-        now = time.time()
+        # The event's own time (the journal's stamp): a watcher catching up reads it late.
+        now = ev.ts or time.time()
         if isinstance(ev, AttemptStarted | AttemptAdopted):
             self._attempt_t0 = now
         elif text is not None and self._attempt_t0 is not None:

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, BinaryIO
@@ -164,24 +164,38 @@ def json_lines(path: str) -> Iterator[tuple[int, Any]]:
     except PermissionError:
         raise DamagedFile(path, "cannot be read (permission denied)") from None
     with fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                # Not strict: a runtime's report may carry a diverged loss (NaN), as it was written.
-                value = decode(raw, strict=False)
-            except NotJSON:
-                continue
-            except CodecError as exc:
-                raise DamagedFile(path, f"line {n} {exc}; the file is damaged") from None
-            yield n, value
+        yield from _values(path, enumerate(fh, 1))
 
 
-def _read(path: str) -> Iterator[tuple[dict[str, Any], Event]]:
-    for n, line in json_lines(path):
+def _values(path: str, lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, Any]]:
+    for n, raw in lines:
+        try:
+            # Not strict: a runtime's report may carry a diverged loss (NaN), as it was written.
+            value = decode(raw, strict=False)
+        except NotJSON:
+            continue
+        except CodecError as exc:
+            raise DamagedFile(path, f"line {n} {exc}; the file is damaged") from None
+        yield n, value
+
+
+def _events(path: str, values: Iterable[tuple[int, Any]]) -> Iterator[tuple[dict[str, Any], Event]]:
+    for n, line in values:
         try:
             event = from_json(line)
         except EventError as exc:
             raise DamagedFile(path, f"line {n} {exc}; the journal is damaged or was edited") from None
         yield line, event
+
+
+def _read(path: str) -> Iterator[tuple[dict[str, Any], Event]]:
+    return _events(path, json_lines(path))
+
+
+def typed_lines(path: str, lines: Iterable[tuple[int, bytes]]) -> Iterator[Event]:
+    """The events of whole journal lines (number, bytes) read some other way than from
+    the start (a reader following the file as it grows), judged as read_typed judges them."""
+    return (event for _, event in _events(path, _values(path, lines)))
 
 
 def read_typed(path: str) -> Iterator[Event]:

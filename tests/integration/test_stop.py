@@ -1,12 +1,15 @@
-"""Every way a run's controller stops short, on one run (one baseline, CI's time): Ctrl-C
-ends it INTERRUPTED with its checkpoints and no process left; ``action=stop`` from another
-process does the same, naming who asked; a controller SIGKILLed shows in ``action=status``
-as dead, with the command that goes on; and that command ends the run with exactly the
-weights of a run never stopped."""
+"""Every way a run's controller stops short or runs away from its terminal, on one run
+(one baseline, CI's time): Ctrl-C ends it INTERRUPTED with its checkpoints and no process
+left; ``detach=true`` returns at once and ``action=watch`` follows it (Ctrl-C leaves the
+watch, not the run); ``action=stop`` from another process ends it as Ctrl-C does, naming
+who asked; a controller SIGKILLed shows in ``action=status`` as dead, with the command
+that goes on; and that command, detached and watched to its end, ends the run with
+exactly the weights of a run never stopped."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +32,6 @@ def _orch(orch_home: Path, *args: str, timeout: float = 200) -> subprocess.Compl
 
 
 def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
-    # stdout unread: a controller blocked on a full pipe would look like a hang.
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=REPO,
@@ -40,16 +42,28 @@ def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_training(run_dir: Path, proc: subprocess.Popen[str], times: int) -> None:
+def _wait_training(run_dir: Path, proc: subprocess.Popen[str] | None, times: int) -> None:
+    """Until the run's ``times``-th attempt trains (a detached one: no ``proc`` to watch)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         journal = run_dir / "journal.jsonl"
         if journal.exists() and journal.read_text().count('"runtime.train_started"') >= times:
             time.sleep(2)  # let a checkpoint or two commit
             return
-        assert proc.poll() is None, proc.communicate()
+        assert proc is None or proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     raise AssertionError("training never started")
+
+
+def _detach(orch_home: Path, *args: str) -> str:
+    """``detach=true``: back within 30 s, saying how to follow the run."""
+    t0 = time.monotonic()
+    started = _orch(orch_home, *args, "detach=true", timeout=60)
+    took = time.monotonic() - t0
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert took < 30, f"detach=true took {took:.1f}s"
+    assert "in the background" in started.stdout and "action=watch run_id=stopped" in started.stdout
+    return started.stdout
 
 
 def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weights(orch_home, long_baseline):
@@ -81,18 +95,22 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     stopped_at = max(int(p.name.split("-")[1]) for p in steps)
     assert stopped_at < 2000, "interrupted before the end"
 
-    # Resumed, then stopped from another process.
-    proc = _start(orch_home, "action=resume", "run_id=stopped", "progress=false")
-    try:
-        _wait_training(run_dir, proc, 2)
-        stop = _orch(orch_home, "action=stop", "run_id=stopped")
-        _out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # Resumed in the background; watched, and the watch left with Ctrl-C; then stopped
+    # from another process.
+    _detach(orch_home, "action=resume", "run_id=stopped")
+    _wait_training(run_dir, None, 2)
+    watcher = _start(orch_home, "action=watch", "run_id=stopped")
+    time.sleep(3)
+    watcher.send_signal(signal.SIGINT)
+    _out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "-- training from step " in err and "watch: left run stopped; it goes on" in err
+    assert not (run_dir / "result.json").exists(), "leaving the watch leaves the run"
+    stop = _orch(orch_home, "action=stop", "run_id=stopped")
     assert stop.returncode == 0, stop.stderr[-2000:]
     assert "INTERRUPTED" in stop.stdout and "action=resume run_id=stopped" in stop.stdout
-    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    log = (run_dir / "controller.log").read_text()
+    assert "Traceback" not in log and "interrupted: go on from the newest checkpoint" in log, log[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "INTERRUPTED" and result["final_checkpoint"]
     assert "stopped by action=stop (" in result["reason"] and " pid " in result["reason"]
@@ -118,8 +136,11 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     dead = _orch(orch_home, "action=stop", "run_id=stopped")
     assert dead.returncode != 0 and "its controller is not running" in dead.stderr
 
-    resumed = _orch(orch_home, "action=resume", "run_id=stopped", "progress=false", timeout=400)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # Resumed in the background and watched to its end: the foreground run's exit status.
+    _detach(orch_home, "action=resume", "run_id=stopped")
+    watched = _orch(orch_home, "action=watch", "run_id=stopped", timeout=400)
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    assert "status     SUCCEEDED" in watched.stdout and re.search(r"\] step \d+/2000 ", watched.stderr), watched.stderr
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "SUCCEEDED" and result["final_step"] == 2000
     assert result["weights_sha256"] == long_baseline.result["weights_sha256"]

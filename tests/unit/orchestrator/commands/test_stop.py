@@ -76,12 +76,14 @@ def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
     taken: list[object] = []
 
     def controller() -> None:
-        # As the controller's watch does: take the request, then end INTERRUPTED.
+        # As the controller does: take the request, end INTERRUPTED, then exit.
         for _ in range(200):
             req = take_request(run_dir)
             if req is not None:
                 taken.append(req)
                 Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+                threading.Event().wait(0.3)  # its last lines, then its lock goes
+                held.close()
                 return
             threading.Event().wait(0.01)
 

@@ -130,6 +130,9 @@ def test_logs_keys_belong_to_their_actions(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^rank:"):
         validate_logs_keys(replace(config(tmp_path), action=Action.logs, rank="x"))
     validate_logs_keys(replace(config(tmp_path), action=Action.logs, rank="driver", attempt=2, follow=True))
+    with pytest.raises(ConfigError, match=r"^detach: .*action=watch runs none"):
+        validate_logs_keys(replace(config(tmp_path), action=Action.watch, run_id="r1", detach=True))
+    validate_logs_keys(replace(config(tmp_path), action=Action.resume, run_id="r1", detach=True))
 
 
 def test_bounds_hold_in_every_field_at_any_depth(tmp_path: Path) -> None:

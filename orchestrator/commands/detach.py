@@ -1,0 +1,93 @@
+"""``detach=true``: the run's controller in the background, away from this terminal.
+
+The same command line, without ``detach=true`` and with a fixed ``run_id``, runs as a
+child in a session of its own (no controlling terminal: closing this one sends it no
+SIGHUP), stdin from /dev/null, its output appended to ``controller.log`` in the run
+folder. This command returns once the child's first attempt has started (or the run has
+ended already), printing the run id and the commands that follow, stop and resume it.
+A child that exits before then has its last lines shown and its exit status returned.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from orchestrator.commands.status import resume_line
+from orchestrator.commands.watch import JournalTail
+from orchestrator.config.schema import Config
+from orchestrator.errors import error
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import AttemptAdopted, AttemptStarted, Event
+
+LOG_NAME = "controller.log"
+WAIT_S = 60.0  # for the first attempt to start; the controller goes on regardless
+POLL_S = 0.2
+TAIL_BYTES = 2000
+
+
+def child_argv(args: Sequence[str], run_id: str) -> list[str]:
+    """The controller's command line: the user's, less ``detach`` and ``run_id``, plus
+    the run id chosen here (so this side knows the run folder before the child does)."""
+    kept = [a for a in args if a.lstrip("+~").split("=", 1)[0] not in ("detach", "run_id")]
+    return [sys.executable, "-m", "orchestrator", *kept, f"run_id={run_id}"]
+
+
+def started(events: Sequence[Event]) -> bool:
+    """Whether the child has begun an attempt of its own (events read since it started)."""
+    return any(isinstance(ev, AttemptStarted | AttemptAdopted) for ev in events)
+
+
+def tail_text(path: str, limit: int = TAIL_BYTES) -> str:
+    """The end of ``path``, control characters shown, not obeyed."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - limit))
+            text = fh.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join("".join(c if c.isprintable() else repr(c)[1:-1] for c in line) for line in text.splitlines())
+
+
+def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> int:
+    home = cfg.home_path
+    run_dir = rundir.run_path(home, run_id)
+    if cfg.action == "resume" and not os.path.isfile(rundir.journal_path(run_dir)):
+        return error(f"run_id: no run named {run_id!r} under {home}")
+    rundir.make_run_dir(run_dir)
+    log_path = os.path.join(run_dir, LOG_NAME)
+    journal = JournalTail(rundir.journal_path(run_dir))
+    journal.read()  # a resumed run's earlier attempts are not this child's
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        child = subprocess.Popen(
+            child_argv(args, run_id),
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log_fd)
+    seen: list[Event] = []
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and not started(seen):
+        code = child.poll()
+        seen += journal.read()
+        if code is not None and not started(seen):
+            # Ended before an attempt of its own: refused, or a run that had nothing left to do.
+            print(tail_text(log_path), file=sys.stderr)
+            return code
+        time.sleep(POLL_S)
+    state = "started" if started(seen) else "still starting"
+    where = f"run_id={run_id} home={shlex.quote(home)}"
+    print(f"run {run_id} {state} in the background (controller pid {child.pid}; its output: {log_path})")
+    print(f"  follow it:  python -m orchestrator action=watch {where}")
+    print(f"  its logs:   python -m orchestrator action=logs {where} follow=true")
+    print(f"  stop it:    python -m orchestrator action=stop {where}")
+    print(f"  go on after a stop: {resume_line(home, run_id)}")
+    return 0

@@ -1,0 +1,115 @@
+"""``action=watch run_id=X``: a run's live progress line and its start-up, fault and
+decision lines, from any terminal, as the foreground run prints them, until the run ends;
+then its result and the exit status the foreground run would have had. Ctrl-C leaves the
+watch, never the run.
+
+It follows the journal as it grows (whole lines only: a line still being written waits
+for the next read) and reads the live step from the run's control channel, as
+``action=status`` does; it writes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from orchestrator.commands.status import live_progress, render, resume_line, summarize
+from orchestrator.control.progress import ProgressLine, decision_text
+from orchestrator.errors import EXIT_INTERRUPTED, error
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import DecisionMade, Event, FailureDetected
+from orchestrator.runstate.journal import typed_lines
+from orchestrator.runstate.result import read_result
+from orchestrator.runstate.state import RunView, apply
+
+POLL_S = 1.0
+CHUNK = 1 << 20  # bytes read at most per poll: a long journal is caught up over a few
+MAX_LINE = 1 << 20  # a "line" longer than this is no journal line of ours
+
+
+class JournalTail:
+    """The events appended to a journal since the last read: whole lines only."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+        self._partial = b""
+
+    def read(self) -> list[Event]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(CHUNK)
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        *whole, self._partial = data.split(b"\n")
+        if len(self._partial) > MAX_LINE:
+            self._partial = b""  # never ends in a line we would parse; skipped as a torn one
+        numbered = []
+        for raw in whole:
+            self.lines += 1
+            numbered.append((self.lines, raw + b"\n"))
+        return list(typed_lines(self.path, numbered))
+
+
+def event_line(ev: Event) -> str | None:
+    """The line a failure or a decision prints (start-up phases have ProgressLine's)."""
+    if isinstance(ev, FailureDetected):
+        return f"failure in {ev.region}: {ev.kind}" + (f" ({ev.detail})" if ev.detail else "")
+    if isinstance(ev, DecisionMade):
+        return decision_text(ev.action, ev.region)
+    return None
+
+
+def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL_S) -> int:
+    stream = out or sys.stderr
+    run_dir = rundir.run_path(home, run_id)
+    journal = rundir.journal_path(run_dir)
+    if not os.path.isfile(journal):
+        return error(f"run_id: no run named {run_id!r} under {home}")
+    tail = JournalTail(journal)
+    view = RunView()
+    progress = ProgressLine(stream)
+    try:
+        while True:
+            for ev in tail.read():
+                view = apply(view, ev)
+                progress.event(ev)
+                line = event_line(ev)
+                if line:
+                    progress.note(line)
+            result = read_result(run_dir)
+            if result is None and rundir.controller_alive(run_dir) is False:
+                # The controller may have written its result just before it let go of the lock.
+                result = read_result(run_dir)
+                if result is None:
+                    progress.close()
+                    return error(f"run {run_id}: its controller died; continue it with: {resume_line(home, run_id)}")
+            if result is not None:
+                progress.close()
+                return _ended(home, run_id, result)
+            prog = live_progress(run_dir, view)
+            if prog and view.current_region and view.current_generation:
+                progress.update(view.current_region, view.current_generation, prog)
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"watch: left run {run_id}; it goes on (action=watch run_id={run_id} to come back)", file=stream)
+        return EXIT_INTERRUPTED
+
+
+def _ended(home: str, run_id: str, result: dict[str, Any]) -> int:
+    from orchestrator.commands.run import verdict
+
+    summary = summarize(rundir.run_path(home, run_id))
+    print(render(run_id, summary) if summary else result)
+    print(f"result: {rundir.result_path(rundir.run_path(home, run_id))}")
+    code, line = verdict(home, run_id, result)
+    if line:
+        print(line, file=sys.stderr)
+    return code

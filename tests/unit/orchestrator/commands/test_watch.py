@@ -1,0 +1,125 @@
+"""action=watch: following a journal as it grows, and ending as the foreground run would."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.commands import watch
+from orchestrator.commands.watch import JournalTail, event_line
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import AttemptStarted, DecisionMade, FailureDetected, RunStarted
+from orchestrator.runstate.journal import DamagedFile, Journal
+from orchestrator.runstate.rundir import lock_controller
+from recovery.detection import FailureKind
+from recovery.policy import Action
+
+RESULT = {"status": "SUCCEEDED", "final_step": 5, "final_checkpoint": None, "metrics": {}, "incidents": [],
+          "attempts": 1, "duration_s": 1.0, "weights_sha256": None}  # fmt: skip
+
+
+def _run(tmp_path: Path) -> tuple[str, str, Journal]:
+    home = str(tmp_path / "home")
+    run_dir = rundir.run_path(home, "r1")
+    j = Journal(rundir.journal_path(run_dir))
+    j.emit(RunStarted(run_id="r1", config={"job": {"name": "digits", "steps": 5}}))
+    return home, run_dir, j
+
+
+def test_the_tail_gives_each_whole_line_once_and_waits_for_a_line_being_written(tmp_path: Path) -> None:
+    _home, run_dir, j = _run(tmp_path)
+    path = rundir.journal_path(run_dir)
+    tail = JournalTail(path)
+    assert [type(e) for e in tail.read()] == [RunStarted]
+    assert tail.read() == []
+    j.emit(AttemptStarted(generation=1, region="local-a"))
+    whole = Path(path).read_bytes()
+    line = whole.splitlines(keepends=True)[-1]
+    Path(path).write_bytes(whole[: -len(line)] + line[:10])  # the same line, still being written
+    tail = JournalTail(path)
+    assert [type(e) for e in tail.read()] == [RunStarted]
+    with open(path, "ab") as fh:
+        fh.write(line[10:])
+    (ev,) = tail.read()
+    assert isinstance(ev, AttemptStarted) and ev.region == "local-a"
+
+
+def test_a_torn_line_is_skipped_and_a_line_that_is_no_event_is_damage(tmp_path: Path) -> None:
+    _home, run_dir, _j = _run(tmp_path)
+    path = rundir.journal_path(run_dir)
+    with open(path, "ab") as fh:
+        fh.write(b'{"type": "attempt_sta\n')
+    assert [type(e) for e in JournalTail(path).read()] == [RunStarted]
+    with open(path, "ab") as fh:
+        fh.write(b'{"type": "attempt_started", "ts": 1, "generation": "one", "region": "a"}\n')
+    with pytest.raises(DamagedFile):
+        JournalTail(path).read()
+
+
+def test_failures_and_decisions_have_the_foreground_runs_lines() -> None:
+    failed = FailureDetected(kind="cluster_lost", region="local-a", detail="no heartbeat")
+    assert event_line(failed) == "failure in local-a: cluster_lost (no heartbeat)"
+    decided = DecisionMade(action=Action.FAILOVER, failure=FailureKind.CLUSTER_LOST, region="local-b")
+    assert event_line(decided) == "failing over to local-b"
+    assert event_line(AttemptStarted(generation=1, region="local-a")) is None
+
+
+@pytest.mark.parametrize(
+    ("result", "code", "said"),
+    [
+        ({}, 0, ""),
+        ({"status": "INTERRUPTED"}, 130, "interrupted: go on from the newest checkpoint with: python -m orchestrator"),
+        ({"status": "FAILED", "user_error": {"error": "ValueError: x", "step": 3, "site": "m.py:4"}}, 3, "m.py:4"),
+        ({"status": "FAILED"}, 1, ""),
+    ],
+)
+def test_an_ended_run_exits_as_the_foreground_run_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], result: dict, code: int, said: str
+) -> None:
+    home, run_dir, j = _run(tmp_path)
+    j.emit(AttemptStarted(generation=1, region="local-a"))
+    Path(rundir.result_path(run_dir)).write_text(json.dumps({**RESULT, **result}))
+    out = io.StringIO()
+    assert watch.main(home, "r1", out=out, poll_s=0.01) == code
+    assert "-- attempt 1 in local-a: provisioning a cluster" in out.getvalue()
+    printed = capsys.readouterr()
+    assert "result: " in printed.out and said in printed.err
+
+
+def test_a_dead_controller_ends_the_watch_with_the_resume_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir, _j = _run(tmp_path)
+    held = lock_controller(run_dir)
+    assert held is not None
+    held.close()
+    assert watch.main(home, "r1", out=io.StringIO(), poll_s=0.01) == 2
+    assert "its controller died; continue it with: python -m orchestrator action=resume run_id=r1" in (
+        capsys.readouterr().err
+    )
+
+
+def test_no_such_run_is_one_line_naming_run_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert watch.main(str(tmp_path), "nope", out=io.StringIO()) == 2
+    assert capsys.readouterr().err.startswith("error: run_id: no run named 'nope'")
+
+
+def test_ctrl_c_leaves_the_watch_and_not_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, run_dir, _j = _run(tmp_path)
+    held = lock_controller(run_dir)
+    assert held is not None
+
+    def interrupted(_s: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch.time, "sleep", interrupted)
+    out = io.StringIO()
+    try:
+        assert watch.main(home, "r1", out=out) == 130
+    finally:
+        held.close()
+    assert "watch: left run r1; it goes on" in out.getvalue()
+    assert not Path(rundir.result_path(run_dir)).exists()
