@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -52,27 +54,30 @@ def test_a_run_whose_controller_died_is_told_with_the_resume_command(
     assert not Path(request_path(run_dir)).exists(), "nobody would read a request"
 
 
-def test_a_live_controller_that_never_answers_is_waited_for_a_bounded_time(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[str, str, IO[str]]]:
+    """A run whose controller holds its lock (this process, as far as the lock tells)."""
     home, run_dir = _run(tmp_path)
     held = lock_controller(run_dir)
     assert held is not None
-    try:
-        assert stop.main(home, "r1", wait_s=0.3) == 2
-        assert "not stopped after 0s (the request is still waiting)" in capsys.readouterr().err
-        req = take_request(run_dir)
-        assert req is not None and req.pid > 0
-    finally:
-        held.close()
+    yield home, run_dir, held
+    held.close()
+
+
+def test_a_live_controller_that_never_answers_is_waited_for_a_bounded_time(
+    live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir, _held = live
+    assert stop.main(home, "r1", wait_s=0.3) == 2
+    assert "not stopped after 0s (the request is still waiting)" in capsys.readouterr().err
+    req = take_request(run_dir)
+    assert req is not None and req.pid > 0
 
 
 def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    home, run_dir = _run(tmp_path)
-    held = lock_controller(run_dir)
-    assert held is not None
+    home, run_dir, held = live
     taken: list[object] = []
 
     def controller() -> None:
@@ -93,7 +98,6 @@ def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
         assert stop.main(home, "r1", wait_s=5.0) == 0
     finally:
         t.join()
-        held.close()
     assert len(taken) == 1
     out = capsys.readouterr().out
     assert out.startswith("run r1: INTERRUPTED; go on with: python -m orchestrator action=resume run_id=r1 home=")
