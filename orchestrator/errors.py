@@ -23,10 +23,14 @@ EXIT_USER_ERROR = 3
 EXIT_INTERRUPTED = 130
 
 
+def printable(text: str) -> str:
+    """Control characters escaped: text read from disk or a cluster must not drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def error(message: str) -> int:
     """A refused input: one line on stderr (control characters escaped), exit status 2."""
     import sys
 
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    print(f"error: {line}", file=sys.stderr)
+    print(f"error: {printable(message)}", file=sys.stderr)
     return 2

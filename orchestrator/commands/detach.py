@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from orchestrator.commands.status import resume_line
 from orchestrator.commands.watch import JournalTail
 from orchestrator.config.schema import Config
-from orchestrator.errors import error
+from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import AttemptAdopted, AttemptStarted, Event
 
@@ -50,7 +50,7 @@ def tail_text(path: str, limit: int = TAIL_BYTES) -> str:
             text = fh.read(limit).decode("utf-8", "replace")
     except OSError:
         return ""
-    return "\n".join("".join(c if c.isprintable() else repr(c)[1:-1] for c in line) for line in text.splitlines())
+    return "\n".join(printable(line) for line in text.splitlines())
 
 
 def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.config.notify_targets import check_notify_program, notify_from_env
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
-from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error, printable
 from orchestrator.runstate import rundir
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 
@@ -387,7 +387,7 @@ def user_error_advice(bug: dict[str, Any]) -> str:
     site = bug.get("site") if isinstance(bug.get("site"), str) else None
     line = user_error_line(str(bug.get("error") or "the workload raised"), step, site)
     # What a cluster sent reaches a terminal: control characters shown, not obeyed.
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    line = printable(line)
     return f"the workload raised {line}; fix the code, then run it again (a FAILED run is not resumed)"
 
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from orchestrator.commands.status import CONTROLLER_DIED, live_progress
+from orchestrator.errors import printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result
@@ -169,11 +170,6 @@ def newest_first(rows: Iterable[RunRow]) -> list[RunRow]:
 # --- formatting (pure) ------------------------------------------------------------------------
 
 HEADER = ("RUN ID", "JOB", "STATUS", "REGION", "STEP", "INCIDENTS", "STARTED", "DURATION")
-
-
-def printable(text: str) -> str:
-    """Control characters escaped: a name read from disk must not drive the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def fmt_step(step: int | None, total: int | None) -> str:

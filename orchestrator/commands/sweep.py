@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from orchestrator.commands.runs_list import fmt_duration, fmt_step, printable, read_row
+from orchestrator.commands.runs_list import fmt_duration, fmt_step, read_row
 from orchestrator.config.checks import MAX_SWEEP_RUNS
 from orchestrator.config.cli import Options
 from orchestrator.config.schema import Action, Config
-from orchestrator.errors import EXIT_INTERRUPTED, ConfigError
+from orchestrator.errors import EXIT_INTERRUPTED, ConfigError, printable
 from orchestrator.runstate import rundir
 
 NOT_STARTED = "NOT_STARTED"

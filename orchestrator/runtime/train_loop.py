@@ -239,7 +239,6 @@ class _Loop(WorkerAttempt):
     def _snapshot(self, step: int) -> None:
         """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
         more than one rank each puts its share of the files (see checkpoint/shares.py)."""
-        import torch.distributed as dist
 
         if self.fsdp:
             self._snapshot_sharded(step)
@@ -267,13 +266,7 @@ class _Loop(WorkerAttempt):
             shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
         # Each rank also says whether its last share had bytes other than rank 0's.
         diverged = self.share is not None and "other_bytes" in self.share.last.values()
-        mine = (_dumps(rng_state(self.device)), shares, diverged)
-        gathered: list[Any] = [None] * self.world
-        if self.world > 1:
-            dist.all_gather_object(gathered, mine)
-        else:
-            gathered = [mine]
-        self.data.gather_telemetry()  # the ranks meet here anyway
+        gathered = self._gather((_dumps(rng_state(self.device)), shares, diverged))
         shares = gathered[0][1]
         if self.rank == 0 and self._sharing and any(got[2] for got in gathered):
             # Serialized bytes that differ by rank (say, tensors on cuda:1 against cuda:0)
@@ -300,6 +293,19 @@ class _Loop(WorkerAttempt):
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()
 
+    def _gather(self, mine: Any) -> list[Any]:
+        """Every rank's ``mine`` (a checkpoint's small parts), in rank order; the data
+        loader's telemetry is gathered too, since the ranks meet here anyway."""
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(gathered, mine)
+        else:
+            gathered = [mine]
+        self.data.gather_telemetry()
+        return gathered
+
     def _rank0_state(self, step: int, rngs: list[bytes]) -> dict[str, bytes]:
         """What rank 0 adds to any checkpoint: every rank's RNG states and the loop's position."""
         files = {f"rng-rank{r}.pt": rng for r, rng in enumerate(rngs)}
@@ -321,7 +327,6 @@ class _Loop(WorkerAttempt):
         model and optimizer into one file and puts it; rank 0 adds the index, the rest of
         the state and the RNG states, and commits once every rank's file is in the store
         with the size and sha256 that rank reported (see checkpoint/shared_puts.py)."""
-        import torch.distributed as dist
 
         from recovery.store import sha256_hex
 
@@ -332,13 +337,7 @@ class _Loop(WorkerAttempt):
         sha = sha256_hex(own[name])
         last_step = step == self.spec.job.steps
         digest = weights_sha256(self.model.state_dict()) if last_step else None  # a collective
-        mine = (_dumps(rng_state(self.device)), name, len(own[name]), sha, described)
-        gathered: list[Any] = [None] * self.world
-        if self.world > 1:
-            dist.all_gather_object(gathered, mine)
-        else:
-            gathered = [mine]
-        self.data.gather_telemetry()  # the ranks meet here anyway
+        gathered = self._gather((_dumps(rng_state(self.device)), name, len(own[name]), sha, described))
         if self.rank != 0:
             if self.share is not None:
                 self.share.submit(step, own, {name: sha})
