@@ -74,8 +74,12 @@ def test_workers_lost_nodes_lost_and_hung_are_restarted_in_place_exactly_and_a_t
     # A fault can strike a recovery still under way (a kill during the restore that follows
     # a kill): then one incident covers both.
     assert 1 <= len([i for i in r["incidents"] if i["kind"] == "worker_lost"]) <= 4, r["incidents"]
-    # Restarted in place after the commit of step 100: the node's local copy, not the store.
-    assert 100 in [e["step"] for e in run.events("restored_from_scratch")], run.events("restored_from_scratch")
+    # A group restarted in place reads the head node's local copy, not the store. Which
+    # restores do is timing's choice (a CI run once restored step 100 from the store and
+    # 150 and 250 from scratch), so: some do, and only steps that were committed.
+    scratch = [e["step"] for e in run.events("restored_from_scratch")]
+    timeline = [(e["type"], e.get("step"), e.get("kind"), e.get("during")) for e in run.journal()]
+    assert scratch and set(scratch) <= set(range(50, 360, 50)), timeline
     # (kill_region may take node 1 a moment before the head: a third node_lost, no incident.)
     assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")][:2] == [
         (1, "gone", True),
