@@ -28,7 +28,7 @@ from recovery.fencing import (
     decode_fence,
     encode_fence,
 )
-from recovery.fetch import fetch
+from recovery.fetch import fetch, sha256_streamed
 from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.keys import AttemptKeys
 from recovery.manifest import (
@@ -189,7 +189,7 @@ class CheckpointStore:
         try:
             if not self.fs.exists(path) or int(self.fs.info(path).get("size", -1)) != size:
                 return False
-            return sha256_hex(self.fs.cat_file(path)) == sha256
+            return sha256_streamed(self.fs, path, size) == sha256
         except Exception as exc:  # any client error names the store
             raise self._error("cannot verify " + path, exc) from None
 

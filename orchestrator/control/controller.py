@@ -622,4 +622,3 @@ def start_proxies(cfg: Config) -> dict[str, FaultProxy]:
         if target is not None:
             proxies[region] = FaultProxy(*target).start()
     return proxies
-

@@ -8,10 +8,16 @@ go through the orchestrator's stores instead of Ray's storage path:
 - every checkpoint a report carries is committed through ``AsyncCheckpointer``
   (files, the manifest last with sha256, replication, fencing, fallback stores) as
   step N+1, N being the checkpoints the run has reported so far (the restored one's
-  step included); when several ranks pass one, their folders are merged on rank 0;
+  step included). When several ranks pass one, their folders make one checkpoint, as
+  Ray merges them, without any rank holding another's bytes: the ranks exchange only
+  each file's name, size and sha256; each rank puts the files it is the lowest rank to
+  hold (``layout_of``); rank 0 commits the one signed manifest once every file is in the
+  store with the size and sha256 its rank reported (a rank that dies first: no commit);
 - before the function starts, rank 0 picks the newest checkpoint that verifies on
   the controller's lineage exactly as the built-in loop does, and every rank
-  downloads and verifies it into a temporary folder that get_checkpoint() returns;
+  downloads the whole folder (each file verified again, a bounded batch at a time,
+  straight to disk) into a temporary folder that get_checkpoint() returns: DCP's load
+  then reads the shards it needs, at this world size or another;
 - each report's metrics go to the controller as progress, with the reports made so
   far; the last ones (rank 0's) are the result's metrics, with ``checkpoint_sha256``
   naming the final checkpoint. The progress has a total (and so an ETA) only when the
@@ -122,24 +128,58 @@ def write_checkpoint_dir(files: Mapping[str, bytes], root: str) -> None:
         path.write_bytes(data)
 
 
-def merge_rank_files(per_rank: Sequence[Mapping[str, bytes] | None]) -> tuple[dict[str, bytes] | None, list[str]]:
-    """Every rank's checkpoint folder as one, as Ray merges them; None when no rank passed one.
+# What one rank holds of a reported checkpoint: relative name -> (size, sha256).
+Catalog = dict[str, tuple[int, str]]
 
-    A name two ranks wrote with different bytes keeps the lowest rank's (Ray leaves the
-    winner to chance); those names come back second, sorted.
-    """
-    given = [files for files in per_rank if files is not None]
-    if not given:
-        return None, []
-    merged: dict[str, bytes] = {}
+
+def catalog_of(files: Mapping[str, bytes]) -> Catalog:
+    return {name: (len(data), sha256_hex(data)) for name, data in files.items()}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One report's checkpoint across the ranks: who puts each file and what the
+    manifest lists for it, as Ray merges the ranks' folders into one."""
+
+    owners: dict[str, int]  # name -> the lowest rank that holds it: that rank puts it
+    entries: dict[str, tuple[int, str]]  # name -> the owner's (size, sha256)
+    conflicts: list[str]  # names two ranks hold with different bytes (the lowest rank's kept)
+
+    def remote(self) -> dict[str, tuple[int, int, str]]:
+        """The files rank 0 does not hold: name -> (rank, size, sha256)."""
+        return {n: (r, *self.entries[n]) for n, r in self.owners.items() if r != 0}
+
+
+def layout_of(catalogs: Sequence[Mapping[str, tuple[int, str]] | None]) -> Layout | None:
+    """Every rank's catalog as one checkpoint; None when no rank passed one. A name two
+    ranks wrote with different bytes keeps the lowest rank's (Ray leaves the winner to
+    chance); an empty folder is still a checkpoint."""
+    if all(c is None for c in catalogs):
+        return None
+    owners: dict[str, int] = {}
+    entries: dict[str, tuple[int, str]] = {}
     conflicts: set[str] = set()
-    for files in given:
-        for name, data in files.items():
-            if name not in merged:
-                merged[name] = data
-            elif merged[name] != data:
+    for rank, catalog in enumerate(catalogs):
+        for name, entry in (catalog or {}).items():
+            if name not in owners:
+                owners[name], entries[name] = rank, tuple(entry)  # type: ignore[assignment]
+            elif entries[name] != tuple(entry):
                 conflicts.add(name)
-    return merged, sorted(conflicts)
+    return Layout(owners, entries, sorted(conflicts))
+
+
+def restore_batches(sizes: Mapping[str, int], limit: int) -> list[list[str]]:
+    """The files of a restore in batches of at most ``limit`` bytes each (a larger file
+    alone), the largest first: a rank holds one batch at a time on its way to disk."""
+    batches: list[list[str]] = []
+    held = 0
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        if not batches or held + sizes[name] > limit:
+            batches.append([])
+            held = 0
+        batches[-1].append(name)
+        held += sizes[name]
+    return batches
 
 
 def reports_at(extra: Mapping[str, Any], step: int) -> int:
@@ -291,6 +331,10 @@ def train_func(config: dict[str, Any]) -> None:
     run_worker(config, FuncRun)
 
 
+# The most checkpoint bytes a rank holds at once while it restores a train function's folder.
+RESTORE_BATCH_BYTES = 64 * 2**20
+
+
 class FuncRun(WorkerAttempt):
     """One worker's side of a train-function attempt: restore, the report sink, the end.
 
@@ -316,6 +360,13 @@ class FuncRun(WorkerAttempt):
         # one that carried a checkpoint was committed as.
         self._calls = 0
         self._committed_calls: dict[int, int] = {}
+
+    def kept_on_choice(self, name: str) -> bool:
+        # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory.
+        return False
+
+    def verified_alone(self, name: str) -> bool:
+        return True
 
     # --- the attempt ---------------------------------------------------------------------
     def run(self) -> None:
@@ -356,11 +407,13 @@ class FuncRun(WorkerAttempt):
         if chosen is None:
             return 0
         source, m = chosen
-        # Rank 0 read and verified (most of) it while choosing; the rest is read here, verified by read().
-        have, self._verified = (self._verified if self.rank == 0 else {}), {}
-        files = have | source.read_many(m, [f.name for f in m.files if f.name not in have])
+        # Rank 0 verified every file while choosing and kept none (see kept_on_choice): each
+        # rank reads the whole folder, a bounded batch at a time, each file verified again as
+        # it streams in, straight to disk.
+        self._verified = {}
         self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
-        write_checkpoint_dir(files, self.restored_dir)
+        for names in restore_batches({f.name: f.size for f in m.files}, RESTORE_BATCH_BYTES):
+            write_checkpoint_dir(source.read_many(m, names), self.restored_dir)
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
@@ -405,11 +458,17 @@ class FuncRun(WorkerAttempt):
         self.preempting = self.preempting or notice
         plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         if plan.commit:
-            per_rank = self._gather(mine)
+            layout = layout_of(self._catalogs(None if mine is None else catalog_of(mine)))
+            assert layout is not None, "plan_report commits only when some rank passed a checkpoint"
             self.count = plan.step
             self._committed_calls[self._calls] = plan.step
+            # Each rank puts the files it is the lowest rank to hold; no rank sees another's bytes.
+            own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank} if mine else {}
             if self.rank == 0:
-                self._commit(plan.step, per_rank, metrics, wait=plan.wait)
+                self._commit(plan.step, own, layout, metrics, wait=plan.wait)
+            elif self.share is not None:
+                self.share.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
+            del own, mine
         if self.rank == 0:
             self.metrics = dict(metrics)
             self._progress(force=plan.commit)
@@ -431,17 +490,17 @@ class FuncRun(WorkerAttempt):
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item())
 
-    def _gather(self, mine: dict[str, bytes] | None) -> list[dict[str, bytes] | None]:
-        """Every rank's checkpoint files on rank 0 (others get an empty list)."""
+    def _catalogs(self, mine: Catalog | None) -> list[Catalog | None]:
+        """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every rank."""
         if self.world == 1:
             return [mine]
         import torch.distributed as dist
 
-        out: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        out: list[Any] = [None] * self.world
         device = self._device()
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-            dist.gather_object(mine, out, dst=0)
-        return list(out or [])
+            dist.all_gather_object(out, mine)
+        return out
 
     def _device(self) -> torch.device:
         """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
@@ -453,17 +512,17 @@ class FuncRun(WorkerAttempt):
             return get_device()
         return torch.device("cpu")
 
-    def _commit(self, step: int, per_rank: list[dict[str, bytes] | None], metrics: dict[str, Any], wait: bool) -> None:
-        files, conflicts = merge_rank_files(per_rank)
-        assert files is not None, "plan_report commits only when some rank passed a checkpoint"
-        if conflicts:
-            self.control.event(self.gen, "checkpoint_merge_conflict", step=step, names=conflicts[:20], kept="rank 0")
-        # What the manifest will list: store.put hashes the same bytes.
-        self._digests = {name: sha256_hex(data) for name, data in files.items()}
+    def _commit(self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool) -> None:
+        """Rank 0: its own files put, the other ranks' awaited in the store, one manifest."""
+        if layout.conflicts:
+            self.control.event(
+                self.gen, "checkpoint_merge_conflict", step=step, names=layout.conflicts[:20], kept="the lowest rank"
+            )
+        self._digests = {name: sha for name, (_, sha) in layout.entries.items()}
         if self._upload_fault_armed():
             self._upload_staged.clear()
         extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
-        self.checkpointer.submit(step, files, extra=extra)
+        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote())
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).

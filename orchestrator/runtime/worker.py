@@ -350,6 +350,16 @@ class WorkerAttempt:
         index, text = choice[0]
         return [self.store, *self.fallbacks][index], Manifest.from_json(text)
 
+    def kept_on_choice(self, name: str) -> bool:
+        """Rank 0: whether a file of the checkpoint it chooses is kept in memory as it is
+        verified (and so not read again): the shared state and rank 0's RNG."""
+        return restored_by_rank0(name)
+
+    def verified_alone(self, name: str) -> bool:
+        """Whether a file is verified one at a time and not kept: every rank's file of a
+        sharded checkpoint, none held with another."""
+        return is_shard_file(name)
+
     def _skipped(self, store: CheckpointStore, step: int, reason: str) -> None:
         self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
@@ -394,16 +404,16 @@ class WorkerAttempt:
                 lineage=lineage,
                 exclude=bad,
                 on_store_error=store_failed,
-                keep=restored_by_rank0,
+                keep=self.kept_on_choice,
                 before_read=choose,
-                # Every rank's file of a sharded checkpoint verified, none held with another.
-                one_by_one=is_shard_file,
+                one_by_one=self.verified_alone,
             )
             if best is None:
                 return None
             store, m = best.store, best.manifest
-            names = [f.name for f in m.files if restored_by_rank0(f.name)]
-            local = self.checkpointer.local.load(m, names) if self.checkpointer.local is not None else None
+            names = [f.name for f in m.files if self.kept_on_choice(f.name)]
+            scratch = self.checkpointer.local
+            local = scratch.load(m, names) if scratch is not None and names else None
             try:
                 # Verified as it was read; a file not kept then is read and verified now.
                 kept = {name: best.files[name] for name in names if name in best.files}

@@ -2,7 +2,9 @@
 file of shards per rank, one signed manifest), and a lost region whose newest
 checkpoint then has one rank's shard corrupted ends with exactly the weights of its
 uninterrupted run: the corrupted step skipped by a reason naming the file, the one
-before it restored with each rank reading its own file of shards alone."""
+before it restored with each rank reading its own file of shards alone. So does a run
+whose rank is killed half way through its first sharded upload (nothing committed for
+that step), whose worker is killed later (restarted in place) and which is preempted."""
 
 from __future__ import annotations
 
@@ -53,4 +55,27 @@ def test_a_lost_region_and_a_corrupt_shard_end_with_the_uninterrupted_weights(or
     assert skipped and all("shard-r1.pt" in e["reason"] for e in skipped), skipped
     restored = [e for e in run.events("restore_shards") if e["step"] < step]
     assert sorted((e["rank"], tuple(e["read"])) for e in restored) == [(0, ("shard-r0.pt",)), (1, ("shard-r1.pt",))]
+    nothing_left(before, orch_home)
+
+
+def test_a_rank_killed_mid_upload_a_lost_worker_and_a_preemption_end_with_the_uninterrupted_weights(
+    orch_home, fsdp_baseline
+) -> None:
+    before = ray_pids()
+    faults = "{kind:kill_worker,during:checkpoint_upload},{kind:kill_worker,at_step:25},{kind:preempt,at_step:45}"
+    run = orchestrate(orch_home, "fsdp-workers", *JOB, f"chaos.faults=[{faults}]", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS
+    assert r["weights_sha256"] == fsdp_baseline.result["weights_sha256"]
+    (mid_upload,) = [e for e in fired(run, "kill_worker") if e.get("during") == "checkpoint_upload"]
+    assert mid_upload["step"] == 10, mid_upload
+    # The upload it cut short committed nothing: the restarted group began again at step 0.
+    started = run.events("train_started")
+    assert [e["restored_step"] for e in started][:3] == [0, 0, 20], started
+    # Preempted: the notice's checkpoint restored by the next attempt, nothing lost.
+    assert started[-1]["restored_step"] >= 45 and started[-1]["generation"] == 2, started
+    kinds = [i["kind"] for i in r["incidents"]]
+    assert 1 <= kinds.count("worker_lost") <= 2 and kinds[-1] == "preempted", r["incidents"]
+    assert r["incidents"][-1]["lost_steps"] == 0, r["incidents"]
     nothing_left(before, orch_home)

@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.runtime.checkpoint.puts import put_all
-from orchestrator.runtime.checkpoint.shares import ShareReport, bytes_by_rank, delivered_by_rank, share_wait_s
+from orchestrator.runtime.checkpoint.shares import (
+    ShareReport,
+    bytes_by_rank,
+    delivered_by_rank,
+    remote_wait_s,
+    share_wait_s,
+)
 from orchestrator.runtime.checkpoint.snapshot import Snapshot
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError
@@ -56,6 +62,8 @@ class SharedPuts:
             self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first, self.generation
         )
         if snap.remote:
+            if not staged:
+                on_first()  # nothing of its own to put: the upload is half way now
             entries += self._await_remote(store, snap, time.monotonic() - t0, first_try)
         if not shares:
             return entries, None
@@ -79,7 +87,10 @@ class SharedPuts:
         them itself, so one still missing after the wait means no commit (StoreError)."""
         remote = snap.remote
         own_bytes = sum(len(d) for d in snap.files.values())
-        wait_s = share_wait_s(own_s, own_bytes, max(v[1] for v in remote.values())) if first_try else 0.0
+        per_rank: dict[int, int] = {}
+        for rank, size, _ in remote.values():
+            per_rank[rank] = per_rank.get(rank, 0) + size
+        wait_s = remote_wait_s(own_s, own_bytes, max(per_rank.values())) if first_try else 0.0
         pending, deadline, delay = set(remote), time.monotonic() + wait_s, SHARE_POLL_S
 
         def holds(name: str) -> bool:

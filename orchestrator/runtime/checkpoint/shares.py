@@ -70,6 +70,26 @@ def share_wait_s(own_s: float, own_bytes: int, other_bytes: int) -> float:
     return max(SHARE_WAIT_MIN_S, SHARE_WAIT_FACTOR * own_s * min(2.0, max(1.0, scale)))
 
 
+# The slowest put rate rank 0 assumes of another rank whose files only it holds (a
+# sharded checkpoint): its wait grows with that rank's bytes even when its own are few.
+REMOTE_FLOOR_BYTES_PER_S = 20 * 2**20
+
+
+def remote_wait_s(own_s: float, own_bytes: int, rank_bytes: int) -> float:
+    """How long rank 0 waits for the files only other ranks hold, once its own are in
+    (``rank_bytes``: the most any one rank puts): twice its own time, or twice what that
+    rank's bytes take at rank 0's own rate, but never assuming a rate below
+    ``REMOTE_FLOOR_BYTES_PER_S``. Unlike ``share_wait_s``, nothing bounds another rank's
+    bytes against rank 0's (a train function's rank 0 may write only an index), and rank
+    0 cannot put them itself."""
+    rate = own_bytes / own_s if own_s > 0 else float("inf")
+    return max(
+        SHARE_WAIT_MIN_S,
+        SHARE_WAIT_FACTOR * own_s,
+        SHARE_WAIT_FACTOR * rank_bytes / max(rate, REMOTE_FLOOR_BYTES_PER_S),
+    )
+
+
 def bytes_by_rank(files: Mapping[str, bytes], shares: Mapping[str, int]) -> dict[int, int]:
     """The bytes each other rank was given to put."""
     out: dict[int, int] = {}

@@ -42,7 +42,7 @@ def test_nesting_up_to_the_limit_reads_and_brackets_in_strings_do_not_count() ->
     deep = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     assert decode(deep) is not None
     assert decode(json.dumps({"s": "[" * 10_000})) == {"s": "[" * 10_000}
-    assert decode(json.dumps(["\\\"[[[", "]]]"])) == ["\\\"[[[", "]]]"]
+    assert decode(json.dumps(['\\"[[[', "]]]"])) == ['\\"[[[', "]]]"]
     assert not nests_deeper('["[[[["]', 1)
     assert nests_deeper("[[1]]", 1) and not nests_deeper("[[1]]", 2)
 

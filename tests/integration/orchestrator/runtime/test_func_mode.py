@@ -7,6 +7,7 @@ Here the tests that start a process, open a socket or start Ray; the rest are un
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,76 @@ def test_two_ranks_merge_their_folders_number_steps_alike_and_stop_together(tmp_
     spec = make_spec(tmp_path, 1, {})
     assert [(e["step"], e["names"]) for e in events(spec, "checkpoint_merge_conflict")] == [(1, ["shared.txt"])]
     assert [e["step"] for e in events(spec, "preempted")] == [3]
+
+
+SHARD_BYTES = 24 * 2**20
+
+
+def _sharded_rank_main(rank: int, world: int, root: str) -> None:
+    """One of ``world`` ranks, each reporting a folder as DCP writes one (its own shard,
+    rank 0 the index too); rank 0 measures the Python memory it allocates while the
+    report commits, then while a second attempt restores the whole folder."""
+    import tracemalloc
+
+    import torch.distributed as dist
+    from ray.train import Checkpoint
+
+    dist.init_process_group("gloo", init_method=f"file://{root}/pg", rank=rank, world_size=world)
+    spec = make_spec(Path(root), 1, {}, async_upload=False)
+    run = func_mode.FuncRun(spec, rank, world, ControlChannel(spec.control_url))
+    folder = Path(root, f"r{rank}")
+    files = {f"__{rank}_0.distcp": os.urandom(SHARD_BYTES)}
+    if rank == 0:
+        files[".metadata"] = b"index"
+    write_checkpoint_dir(files, str(folder))
+    del files
+    dist.barrier()
+    if rank == 0:
+        tracemalloc.start()
+    run.report({"loss": 1.0}, Checkpoint.from_directory(str(folder)), False)
+    run.wait_for_share()
+    out: dict[str, int] = {}
+    if rank == 0:
+        out["commit_peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    dist.barrier()
+    # The next attempt: every rank reads the whole folder, one shard at a time.
+    func_mode.RESTORE_BATCH_BYTES = SHARD_BYTES
+    again = func_mode.FuncRun(make_spec(Path(root), 2, {}), rank, world, ControlChannel(spec.control_url))
+    if rank == 0:
+        tracemalloc.start()
+    out["restored"] = again.restore()
+    if rank == 0:
+        out["restore_peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert again.restored_dir is not None
+    out["folder"] = sorted(p.name for p in Path(again.restored_dir).iterdir())  # type: ignore[assignment]
+    Path(root, f"rank{rank}.json").write_text(json.dumps(out))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _sharded_run(root: Path, world: int) -> dict[str, int]:
+    root.mkdir()
+    args = [(rank, world, str(root)) for rank in range(world)]
+    assert run_forked_ranks(_sharded_rank_main, args, deadline_s=120) == [0] * world
+    ranks = [json.loads((root / f"rank{r}.json").read_text()) for r in range(world)]
+    store = CheckpointStore(f"file://{root}/store", region="r", key=TEST_KEY)
+    m = store.manifest("fn-unit", 1)
+    names = [".metadata", *(f"__{r}_0.distcp" for r in range(world))]
+    assert m is not None and sorted(f.name for f in m.files) == sorted(names)
+    assert all(r["restored"] == 1 and r["folder"] == sorted(names) for r in ranks)
+    assert not events(make_spec(root, 1, {}), "checkpoint_merge_conflict")
+    return ranks[0]
+
+
+def test_no_rank_holds_another_ranks_files_and_rank_0s_memory_does_not_grow_with_the_world(tmp_path: Path) -> None:
+    two, four = _sharded_run(tmp_path / "w2", 2), _sharded_run(tmp_path / "w4", 4)
+    # Rank 0 reads its own shard and checks each other rank's in the store a chunk at a
+    # time: twice the ranks, the same peak. Were the folders gathered on rank 0, it would
+    # hold every rank's shard at once (four shards against two).
+    assert four["commit_peak"] < two["commit_peak"] + SHARD_BYTES / 2, (two, four)
+    assert two["commit_peak"] < 2.5 * SHARD_BYTES, two
+    # The whole folder restored to disk one shard at a time: its peak does not grow either.
+    assert four["restore_peak"] < two["restore_peak"] + SHARD_BYTES / 2, (two, four)
+    assert two["restore_peak"] < 3.5 * SHARD_BYTES, two

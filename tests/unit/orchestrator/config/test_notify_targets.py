@@ -39,7 +39,9 @@ def test_sound_targets_pass() -> None:
 
 def test_env_webhook_is_read_at_the_start_and_never_shown() -> None:
     notify = NotifyConfig(webhook="env:HOOK")
-    assert notify_from_env(notify, {"HOOK": f"https://h.example.com/{TOKEN}"}).webhook == f"https://h.example.com/{TOKEN}"
+    assert (
+        notify_from_env(notify, {"HOOK": f"https://h.example.com/{TOKEN}"}).webhook == f"https://h.example.com/{TOKEN}"
+    )
     with pytest.raises(ConfigError, match=r"HOOK is not set"):
         notify_from_env(notify, {})
     with pytest.raises(ConfigError) as err:

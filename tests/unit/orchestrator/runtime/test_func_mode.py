@@ -28,10 +28,12 @@ from orchestrator.runtime.func_mode import (
     StoreFnUtils,
     annotated_report_line,
     call_user_function,
-    merge_rank_files,
+    catalog_of,
+    layout_of,
     plan_report,
     read_checkpoint_dir,
     reports_at,
+    restore_batches,
     routed_through,
     write_checkpoint_dir,
 )
@@ -104,16 +106,31 @@ def test_a_preemption_waits_for_the_next_checkpoint_commits_it_and_stops() -> No
     assert (ckpt.step, ckpt.commit, ckpt.wait, ckpt.stop) == (5, True, True, True)
 
 
-def test_rank_folders_merge_into_one_lowest_rank_winning_a_clash() -> None:
-    assert merge_rank_files([None, None]) == (None, [])
-    assert merge_rank_files([{"model.pt": b"m"}, None]) == ({"model.pt": b"m"}, [])
-    merged, clashes = merge_rank_files(
-        [{"model.pt": b"m", "shard-0.pt": b"a"}, {"model.pt": b"m", "shard-1.pt": b"b"}, None]
-    )
-    assert merged == {"model.pt": b"m", "shard-0.pt": b"a", "shard-1.pt": b"b"} and clashes == []
-    merged, clashes = merge_rank_files([None, {"log.txt": b"rank1", "x": b"1"}, {"log.txt": b"rank2"}])
-    assert merged == {"log.txt": b"rank1", "x": b"1"} and clashes == ["log.txt"]
-    assert merge_rank_files([{}, None]) == ({}, [])  # an empty folder is still a checkpoint
+def test_rank_folders_make_one_checkpoint_each_file_put_by_the_lowest_rank_holding_it() -> None:
+    m, a, b = ("m", (1, "mm")), ("shard-0.pt", (1, "aa")), ("shard-1.pt", (1, "bb"))
+    assert layout_of([None, None]) is None
+    one = layout_of([dict([m]), None])
+    assert one is not None and one.owners == {"m": 0} and one.remote() == {} and one.conflicts == []
+    both = layout_of([dict([m, a]), dict([m, b]), None])
+    assert both is not None and both.owners == {"m": 0, "shard-0.pt": 0, "shard-1.pt": 1}
+    assert both.remote() == {"shard-1.pt": (1, 1, "bb")} and both.conflicts == []
+    # A clash keeps the lowest rank's bytes, whichever rank that is.
+    clash = layout_of([None, {"log.txt": (5, "r1"), "x": (1, "xx")}, {"log.txt": (5, "r2")}])
+    assert clash is not None and clash.owners == {"log.txt": 1, "x": 1} and clash.conflicts == ["log.txt"]
+    assert clash.entries["log.txt"] == (5, "r1")
+    empty = layout_of([{}, None])  # an empty folder is still a checkpoint
+    assert empty is not None and empty.owners == {}
+
+
+def test_a_catalog_names_each_files_size_and_sha256() -> None:
+    assert catalog_of({"a": b"xyz"}) == {"a": (3, hashlib.sha256(b"xyz").hexdigest())}
+
+
+def test_a_restore_holds_one_bounded_batch_at_a_time_a_larger_file_alone() -> None:
+    sizes = {"big": 100, "a": 30, "b": 30, "c": 30, "d": 5}
+    assert restore_batches(sizes, 64) == [["big"], ["a", "b"], ["c", "d"]]
+    assert restore_batches({}, 64) == []
+    assert restore_batches({"x": 0, "y": 0}, 64) == [["x", "y"]]
 
 
 def test_checkpoint_sha256_covers_sorted_names_and_digests() -> None:

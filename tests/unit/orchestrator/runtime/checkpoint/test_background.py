@@ -14,7 +14,7 @@ import pytest
 from orchestrator.runtime.checkpoint import shares as ck
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
-from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all, share_wait_s
+from orchestrator.runtime.checkpoint.shares import assign_shares, remote_wait_s, sha256_all, share_wait_s
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError, sha256_hex
 from tests.support.stores import TEST_KEY
@@ -52,6 +52,16 @@ def test_share_wait_is_bounded_below_and_scales_with_the_largest_other_share() -
     assert share_wait_s(10.0, 100, 150) == 30.0  # rank r has 1.5 times rank 0's bytes
     assert share_wait_s(10.0, 1, 10**9) == 40.0  # never more than twice (see assign_shares)
     assert share_wait_s(10.0, 0, 300) == 20.0
+
+
+def test_files_only_another_rank_holds_are_awaited_as_long_as_their_bytes_take() -> None:
+    floor = ck.REMOTE_FLOOR_BYTES_PER_S
+    assert remote_wait_s(0.01, 100, 100) == ck.SHARE_WAIT_MIN_S
+    assert remote_wait_s(10.0, 100, 150) == 20.0  # twice rank 0's own time
+    # At rank 0's own rate: 1 GB in 10 s, the other rank's 2 GB awaited 40 s.
+    assert remote_wait_s(10.0, 10**9, 2 * 10**9) == 40.0
+    # A rank 0 that wrote an index alone (its "rate" is latency): never below the floor rate.
+    assert remote_wait_s(0.01, 1000, 2**30) == 2 * 2**30 / floor
 
 
 def test_under_assign_shares_no_rank_has_more_than_twice_rank_0s_bytes() -> None:
