@@ -124,6 +124,8 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
         "train_steps_per_s": final.get("train_steps_per_s"),
         # Median seconds a checkpoint's snapshot blocked the training loop (rank 0; built-in loop).
         "checkpoint_stall_s": final.get("checkpoint_stall_s"),
+        # Bytes of parameters and optimizer state rank 0 held (its shards alone under fsdp; built-in loop).
+        "state_bytes_per_rank": final.get("state_bytes"),
         # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent).
         "telemetry": final.get("telemetry"),
         # A search (hpo.enabled): the winning trial and every trial's outcome.

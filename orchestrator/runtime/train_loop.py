@@ -47,7 +47,7 @@ from orchestrator.runtime.sharding import (
     shard,
     shard_units,
 )
-from orchestrator.runtime.weights import weights_sha256
+from orchestrator.runtime.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
     InjectedUserError,
@@ -533,6 +533,9 @@ class _Loop(WorkerAttempt):
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
         self.wait_until_active()
+        if self.spec.standby:
+            self.restore_began = time.monotonic()  # a standby chooses once activated
+        called = time.monotonic()
         restored = self.restore()
         if self.rank == 0:
             self.control.event(
@@ -540,6 +543,8 @@ class _Loop(WorkerAttempt):
                 "train_started",
                 restored_step=restored,
                 restored_from=self._restored_url,
+                # The choice (every file verified) and the load on every rank, overlap counted once.
+                restore_s=round(self.restore_work_s(called, time.monotonic()), 4) if restored else None,
                 pid=os.getpid(),
                 device=str(self.device),
                 world_size=self.world,
@@ -664,6 +669,7 @@ class _Loop(WorkerAttempt):
             final_checkpoint=self.last_checkpoint,
             train_steps_per_s=(total - first_step + 1) / elapsed,
             checkpoint_stall_s=statistics.median(self.stalls) if self.stalls else None,
+            state_bytes=local_state_bytes(self.model, self.optimizer),
             world_size=self.world,
             # Gathered from every rank at the final checkpoint.
             telemetry=self.data.telemetry,

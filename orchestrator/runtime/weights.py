@@ -1,4 +1,4 @@
-"""The fingerprint of a model's weights that result.json reports."""
+"""The fingerprint of a model's weights that result.json reports, and what its state weighs on a rank."""
 
 from __future__ import annotations
 
@@ -23,3 +23,15 @@ def weights_sha256(state_dict: dict[str, Any]) -> str:
         h.update(key.encode("utf-8"))
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def local_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """The bytes of parameters and optimizer state this rank holds: a sharded tensor
+    (a DTensor under trainer.strategy=fsdp) counts its local shard alone."""
+    tensors = [*model.parameters(), *(v for state in optimizer.state.values() for v in state.values())]
+    total = 0
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            local = t.to_local() if hasattr(t, "to_local") else t
+            total += local.numel() * local.element_size()
+    return total

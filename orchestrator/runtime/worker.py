@@ -298,6 +298,9 @@ class WorkerAttempt:
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
         self._choice: Prefetch | None = None
+        # A restore's time counts from here: the choice starts now, beside the model's build.
+        self.restore_began = time.monotonic()
+        self.choice_ended: float | None = None
         if rank == 0 and not spec.standby:
             # The checkpoint is chosen and read while this worker builds its model and data
             # (a standby chooses once activated: the newest checkpoint is the one then).
@@ -364,6 +367,18 @@ class WorkerAttempt:
         self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
     def _choose(self, skipped: Any) -> tuple[int, str] | None:
+        try:
+            return self._choose_newest(skipped)
+        finally:
+            self.choice_ended = time.monotonic()
+
+    def restore_work_s(self, called: float, ended: float) -> float:
+        """Rank 0: what a restore took, its choice (begun beside the model's build) and its
+        load (``called`` to ``ended``), without counting the load's wait for the choice twice."""
+        chosen = self.choice_ended if self.choice_ended is not None else called
+        return (chosen - self.restore_began) + (ended - max(called, chosen))
+
+    def _choose_newest(self, skipped: Any) -> tuple[int, str] | None:
         """Rank 0: the newest checkpoint whose every file reads back and verifies now.
 
         Each candidate's manifest is checked first, then its files are read once,

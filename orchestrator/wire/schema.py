@@ -39,6 +39,7 @@ MAX_INT = (1 << 63) - 1
 # sources). Closed: an event of another kind is not the runtime's, and is dropped.
 EVENT_KINDS = frozenset(
     {
+        "checkpoint_committed",
         "checkpoint_merge_conflict",
         "checkpoint_skipped",
         "driver_connected",
@@ -354,6 +355,7 @@ _FINAL_FIELDS: dict[str, Any] = {
     "checkpoint_sha256": _str_or_none,
     "train_steps_per_s": _number_or_none,
     "checkpoint_stall_s": _number_or_none,
+    "state_bytes": _nonneg_or_none,
     "world_size": _world_or_none,
     "telemetry": lambda v, n: _opt(read_dict, v, n),
     "best_trial": lambda v, n: _opt(read_dict, v, n),

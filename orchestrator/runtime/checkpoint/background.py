@@ -166,6 +166,17 @@ class AsyncCheckpointer:
         store = self.committer.store
         self.committed_step = snap.step
         self.committed_url = store.checkpoint_url(self.run_id, snap.step)
+        # From the hand-over to the signed manifest: what benchmarks/sharded.py compares.
+        self.on_event(
+            "checkpoint_committed",
+            {
+                "step": snap.step,
+                "region": store.region,
+                "commit_s": round(time.monotonic() - snap.taken_at, 4),
+                "bytes": sum(f.size for f in primary.files),
+                "files": len(primary.files),
+            },
+        )
         if self._scratch is not None:
             self._scratch.keep(primary, snap.files)
         # With a newer snapshot waiting, that one is the one worth copying.

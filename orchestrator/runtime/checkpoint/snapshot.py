@@ -9,6 +9,7 @@ shard files the same way; who puts which file is said by ``shares``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -23,6 +24,8 @@ class Snapshot:
     digests: dict[str, str] = field(default_factory=dict)
     # Files only another rank holds (a sharded checkpoint): name -> (rank, size, sha256).
     remote: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    # time.monotonic() when it was handed over: a commit's time counts from here.
+    taken_at: float = field(default_factory=time.monotonic, compare=False)
 
     def alone(self) -> Snapshot:
         """The same checkpoint with every file this rank holds its to put (another store

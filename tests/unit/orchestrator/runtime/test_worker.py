@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from orchestrator.runtime.worker import Prefetch, restored_by_rank0
+from orchestrator.runtime.worker import Prefetch, WorkerAttempt, restored_by_rank0
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +37,18 @@ def test_prefetch_raises_what_the_choice_raised_where_it_is_taken() -> None:
 def test_rank0_keeps_the_shared_state_and_its_own_rng_only() -> None:
     assert restored_by_rank0("model.pt") and restored_by_rank0("state.pt") and restored_by_rank0("rng-rank0.pt")
     assert not restored_by_rank0("rng-rank1.pt")
+
+
+def _timed(began: float, chosen: float | None) -> WorkerAttempt:
+    attempt = object.__new__(WorkerAttempt)
+    attempt.restore_began, attempt.choice_ended = began, chosen
+    return attempt
+
+
+def test_a_restores_time_is_its_choice_and_its_load_their_overlap_counted_once() -> None:
+    # Chosen (0-3) before the model was built (restore called at 5): 3 s choice + 2 s load.
+    assert _timed(0.0, 3.0).restore_work_s(5.0, 7.0) == 5.0
+    # Still choosing when called at 2 (chosen at 6, loaded by 7): 6 s of choice + 1 s of load.
+    assert _timed(0.0, 6.0).restore_work_s(2.0, 7.0) == 7.0
+    # No choice made beside the build (rank > 0, a standby): the load alone.
+    assert _timed(4.0, None).restore_work_s(4.0, 5.5) == 1.5

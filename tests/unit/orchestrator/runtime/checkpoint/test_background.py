@@ -163,7 +163,7 @@ def test_a_failing_put_is_retried_and_the_hook_runs_once_per_try() -> None:
     ckpt.submit(40, dict(FILES), {})
     ckpt.wait(timeout_s=20)
     kinds = [t for t, _ in events]
-    assert kinds == ["upload_retry", "upload_recovered"]
+    assert kinds == ["upload_retry", "upload_recovered", "checkpoint_committed"]
     commits = [what for kind, what in store.log if kind == "commit"]
     assert commits == [",".join(sorted(FILES))]
     # Every put of the failed try ended before the retry began: no write outlives its try.
@@ -197,7 +197,10 @@ def test_replicas_are_copied_concurrently_each_file_verified_and_their_manifest_
     ckpt.replicate = True
     ckpt.submit(20, dict(FILES), {})
     ckpt.wait(timeout_s=20)
-    assert [t for t, _ in events] == ["replicated"]
+    assert [t for t, _ in events] == ["checkpoint_committed", "replicated"]
+    committed = events[0][1]
+    assert committed["step"] == 20 and committed["files"] == len(FILES) and committed["commit_s"] >= 0
+    assert committed["bytes"] == sum(len(d) for d in FILES.values())
     for store in (primary, replica):
         m = store.latest_verified(RUN)
         assert m is not None and m.step == 20 and {f.name for f in m.files} == set(FILES)
@@ -240,6 +243,7 @@ def test_each_rank_puts_its_share_and_rank_0_commits_what_it_checked(tmp_path: P
     assert ckpt.last_share is not None and ckpt.last_share.taken == []
     assert ckpt.last_share.delivered == {0: 600, 1: 330}
     # Journaled: the attempt's first shared upload, with each rank's bytes.
+    events[:] = [e for e in events if e[0] != "checkpoint_committed"]
     assert events == [
         (
             "upload_shared",
@@ -257,7 +261,7 @@ def test_each_rank_puts_its_share_and_rank_0_commits_what_it_checked(tmp_path: P
     share.wait(20)
     ckpt.submit(40, files, {}, shares=shares, digests=digests)
     ckpt.wait(timeout_s=20)
-    assert len(events) == 1
+    assert [t for t, _ in events] == ["upload_shared", "checkpoint_committed"]
 
 
 def test_a_share_that_never_comes_is_put_by_rank_0_after_a_bounded_wait(

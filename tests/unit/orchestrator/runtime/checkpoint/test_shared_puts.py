@@ -114,7 +114,7 @@ def test_every_ranks_shard_file_in_the_store_is_listed_with_its_reported_digest(
 def test_a_rank_file_missing_or_other_means_no_commit(
     pool: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch, landed: dict[str, bytes]
 ) -> None:
-    monkeypatch.setattr("orchestrator.runtime.checkpoint.shared_puts.share_wait_s", lambda *a: 0.05)
+    monkeypatch.setattr("orchestrator.runtime.checkpoint.shared_puts.remote_wait_s", lambda *a: 0.05)
     store = HoldingStore(landed)
     snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
     with pytest.raises(StoreError, match=r"rank 1's shard-r1\.pt of step 8 is not in .* not committed"):

@@ -1,0 +1,160 @@
+"""Sharded checkpoints (trainer.strategy=fsdp) against whole ones (ddp): memory, stall,
+commit, restore and speed, at ``--workers`` (2) on ``local``.
+
+For each job of ``--jobs`` (gpt_large, about 230 MB of model and optimizer state, and
+gpt_xl, 1.2 GB), two runs: ddp and fsdp, each with a worker killed at step
+``--kill-at`` (the group restarts in place and restores), and prints, fsdp / ddp:
+
+1. ``fsdp_state_bytes_per_rank_ratio``: the parameter and optimizer bytes rank 0 holds
+   (result.json's ``state_bytes_per_rank``; goal <= 0.6 at two workers);
+2. ``ckpt_stall_ratio_fsdp_vs_ddp``: the median time a checkpoint blocks the training
+   loop (``checkpoint_stall_s``; goal <= 1.0);
+3. ``ckpt_commit_ratio_fsdp_vs_ddp``: the median time from a snapshot's hand-over to its
+   signed manifest (``runtime.checkpoint_committed``'s ``commit_s``; goal <= 0.7: two
+   ranks write in parallel);
+4. ``restore_ratio_sharded``: the fsdp run's restore after the kill (``train_started``'s
+   ``restore_s``: rank 0's choice, every file verified, and the load, each rank reading
+   and loading its shards, their overlap counted once; the choice runs beside the
+   model's build, which is not counted) / a raw download of the same checkpoint's
+   files, all at once (fsspec ``cat_file``, a thread per file; goal <= 1.2);
+5. ``steps_ratio_fsdp_vs_ddp``: training steps per second (the last attempt's rate).
+
+    python benchmarks/sharded.py [--jobs gpt_large,gpt_xl] [--steps 6] [--interval 2] [--kill-at 5] [--json PATH]
+
+The unprefixed keys are the last job's; each job's are also written as ``<job>_<key>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import orchestrate, temp_home, write_json  # noqa: E402
+
+GOALS = {
+    "fsdp_state_bytes_per_rank_ratio": ("<=", 0.6),
+    "ckpt_stall_ratio_fsdp_vs_ddp": ("<=", 1.0),
+    "ckpt_commit_ratio_fsdp_vs_ddp": ("<=", 0.7),
+    "restore_ratio_sharded": ("<=", 1.2),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", default="gpt_large,gpt_xl", help="comma-separated job configs")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--interval", type=int, default=2, help="checkpoint.interval_steps")
+    ap.add_argument("--kill-at", type=int, default=5, help="the step at which a worker is killed")
+    ap.add_argument("--json", default=None, help="write the figures to this file")
+    return ap.parse_args(argv)
+
+
+def commit_times(journal: list[dict[str, Any]]) -> list[float]:
+    return [float(e["commit_s"]) for e in journal if e.get("type") == "runtime.checkpoint_committed"]
+
+
+def restore_window(journal: list[dict[str, Any]]) -> tuple[float, int, str] | None:
+    """(seconds, step, checkpoint url) of the first restore of a run: ``train_started``'s
+    ``restore_s`` (rank 0: the choice and the load)."""
+    for e in journal:
+        if e.get("type") == "runtime.train_started" and e.get("restored_step") and e.get("restore_s") is not None:
+            return float(e["restore_s"]), int(e["restored_step"]), str(e["restored_from"])
+    return None
+
+
+def raw_download_s(folder: str) -> float:
+    """Every file of a checkpoint folder read at once, a thread per file, as fsspec reads it."""
+    from recovery.storage import open_fs
+
+    fs, root = open_fs(folder)
+    names = [p for p in fs.ls(root, detail=False) if not p.endswith("MANIFEST.json")]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        sum(len(b) for b in pool.map(fs.cat_file, names))
+    return time.perf_counter() - t0
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else round(a / b, 3)
+
+
+def figures_of(ddp: dict[str, Any], fsdp: dict[str, Any]) -> dict[str, Any]:
+    """The ratios from each arm's measures (``state_bytes``, ``stall_s``, ``commit_s``,
+    ``steps_per_s``; the fsdp arm's ``restore_s`` and ``raw_s``)."""
+    return {
+        "fsdp_state_bytes_per_rank_ratio": ratio(fsdp["state_bytes"], ddp["state_bytes"]),
+        "ckpt_stall_ratio_fsdp_vs_ddp": ratio(fsdp["stall_s"], ddp["stall_s"]),
+        "ckpt_commit_ratio_fsdp_vs_ddp": ratio(fsdp["commit_s"], ddp["commit_s"]),
+        "restore_ratio_sharded": ratio(fsdp.get("restore_s"), fsdp.get("raw_s")),
+        "steps_ratio_fsdp_vs_ddp": ratio(fsdp["steps_per_s"], ddp["steps_per_s"]),
+    }
+
+
+def measure(home: str, job: str, strategy: str, args: argparse.Namespace) -> dict[str, Any]:
+    result, journal = orchestrate(
+        home,
+        f"sharded-{job}-{strategy}",
+        f"job={job}",
+        f"job.steps={args.steps}",
+        f"checkpoint.interval_steps={args.interval}",
+        "checkpoint.keep_last=2",
+        f"trainer.workers={args.workers}",
+        f"trainer.strategy={strategy}",
+        f"chaos.faults=[{{kind:kill_worker,at_step:{args.kill_at}}}]",
+    )
+    commits = commit_times(journal)
+    out: dict[str, Any] = {
+        "state_bytes": result.get("state_bytes_per_rank"),
+        "stall_s": result.get("checkpoint_stall_s"),
+        "commit_s": statistics.median(commits) if commits else None,
+        "steps_per_s": result.get("train_steps_per_s"),
+        "checkpoint_bytes": max((int(e["bytes"]) for e in journal if "bytes" in e and e.get("commit_s")), default=0),
+    }
+    window = restore_window(journal)
+    if window is not None:
+        out["restore_s"], out["restored_step"], url = window
+        out["raw_s"] = raw_download_s(url)
+    return out
+
+
+def verdict(key: str, value: float | None) -> str:
+    if key not in GOALS or value is None:
+        return ""
+    op, goal = GOALS[key]
+    met = value <= goal if op == "<=" else value >= goal
+    return f"goal {op} {goal}: {'met' if met else 'NOT met'}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    figures: dict[str, Any] = {"workers": args.workers, "steps": args.steps}
+    for job in [j.strip() for j in args.jobs.split(",") if j.strip()]:
+        home = temp_home()
+        try:
+            arms = {s: measure(home, job, s, args) for s in ("ddp", "fsdp")}
+        finally:
+            shutil.rmtree(home, ignore_errors=True)  # gpt_xl's stores hold gigabytes
+        got = figures_of(arms["ddp"], arms["fsdp"])
+        print(f"== {job} at {args.workers} workers ({arms['ddp']['checkpoint_bytes'] / 2**20:.0f} MiB per checkpoint)")
+        for strategy, arm in arms.items():
+            print(f"   {strategy}: " + ", ".join(f"{k}={v}" for k, v in arm.items()))
+        for key, value in got.items():
+            print(f"   {key:34} {value}   {verdict(key, value)}")
+        figures.update(got)
+        figures.update({f"{job}_{k}": v for k, v in got.items()})
+        figures.update({f"{job}_{s}_{k}": v for s, arm in arms.items() for k, v in arm.items()})
+    write_json(args.json, figures)
+
+
+if __name__ == "__main__":
+    main()
