@@ -4,7 +4,10 @@ checkpoint then has one rank's shard corrupted ends with exactly the weights of 
 uninterrupted run: the corrupted step skipped by a reason naming the file, the one
 before it restored with each rank reading its own file of shards alone. So does a run
 whose rank is killed half way through its first sharded upload (nothing committed for
-that step), whose worker is killed later (restarted in place) and which is preempted."""
+that step), whose worker is killed later (restarted in place) and which is preempted.
+A two-node region that loses a node goes on at one worker from a resharded checkpoint,
+then at two again in the next region (resharded back), and ends within the elastic
+tolerance of the run that never shrank."""
 
 from __future__ import annotations
 
@@ -78,4 +81,41 @@ def test_a_rank_killed_mid_upload_a_lost_worker_and_a_preemption_end_with_the_un
     kinds = [i["kind"] for i in r["incidents"]]
     assert 1 <= kinds.count("worker_lost") <= 2 and kinds[-1] == "preempted", r["incidents"]
     assert r["incidents"][-1]["lost_steps"] == 0, r["incidents"]
+    nothing_left(before, orch_home)
+
+
+# The elastic promise (docs/guides/workloads.md, "Elastic resume"): the held-out loss
+# within this of the run that never shrank.
+TOL_LOSS = 1e-4
+
+
+def test_a_lost_node_reshards_to_one_worker_and_the_next_region_back_to_two(orch_home, fsdp_baseline) -> None:
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "fsdp-elastic",
+        *JOB,
+        "cloud.regions.local-a.nodes=2",
+        "cloud.regions.local-a.num_cpus=1",
+        "cloud.candidates=[local-a,local-c]",
+        "trainer.min_workers=1",
+        "recovery.node_replace_timeout_s=0",
+        "chaos.faults=[{kind:kill_node,at_step:25},{kind:kill_region,at_step:45}]",
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS, r
+    worlds = [(e["region"], e["world_size"], e["restored_step"]) for e in run.events("runtime.train_started")]
+    assert worlds == [("local-a", 2, 0), ("local-a", 1, 20), ("local-c", 2, 40)], worlds
+    # Each restore resharded: at one worker rank 0 read both ranks' files of step 20; back
+    # at two, each rank read the one file step 40 was written in.
+    reads = sorted((e["step"], e["rank"], tuple(e["read"]), e["saved_world"]) for e in run.events("restore_shards"))
+    assert reads == [
+        (20, 0, ("shard-r0.pt", "shard-r1.pt"), 2),
+        (40, 0, ("shard-r0.pt",), 1),
+        (40, 1, ("shard-r0.pt",), 1),
+    ], reads
+    base = fsdp_baseline.result["metrics"]["eval_loss"]
+    assert abs(r["metrics"]["eval_loss"] - base) <= TOL_LOSS, (r["metrics"], base)
     nothing_left(before, orch_home)
