@@ -458,15 +458,17 @@ class FuncRun(WorkerAttempt):
         self.preempting = self.preempting or notice
         plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         if plan.commit:
-            layout = layout_of(self._catalogs(None if mine is None else catalog_of(mine)))
+            catalogs, index = self._catalogs(None if mine is None else catalog_of(mine))
+            layout = layout_of(catalogs)
             assert layout is not None, "plan_report commits only when some rank passed a checkpoint"
             self.count = plan.step
             self._committed_calls[self._calls] = plan.step
             # Each rank puts the files it is the lowest rank to hold; no rank sees another's bytes.
             own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank} if mine else {}
             if self.rank == 0:
-                self._commit(plan.step, own, layout, metrics, wait=plan.wait)
+                self._commit(plan.step, own, layout, metrics, plan.wait, index)
             elif self.share is not None:
+                self.share_to(index)  # where rank 0 commits now
                 self.share.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
             del own, mine
         if self.rank == 0:
@@ -490,17 +492,19 @@ class FuncRun(WorkerAttempt):
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item())
 
-    def _catalogs(self, mine: Catalog | None) -> list[Catalog | None]:
-        """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every rank."""
+    def _catalogs(self, mine: Catalog | None) -> tuple[list[Catalog | None], object]:
+        """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every
+        rank, with the index of the store rank 0 commits to now."""
+        index = self.checkpointer.store_index if self.rank == 0 else 0
         if self.world == 1:
-            return [mine]
+            return [mine], index
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.world
         device = self._device()
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-            dist.all_gather_object(out, mine)
-        return out
+            dist.all_gather_object(out, (mine, index))
+        return [got[0] for got in out], out[0][1]
 
     def _device(self) -> torch.device:
         """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
@@ -512,7 +516,9 @@ class FuncRun(WorkerAttempt):
             return get_device()
         return torch.device("cpu")
 
-    def _commit(self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool) -> None:
+    def _commit(
+        self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool, index: object
+    ) -> None:
         """Rank 0: its own files put, the other ranks' awaited in the store, one manifest."""
         if layout.conflicts:
             self.control.event(
@@ -522,7 +528,8 @@ class FuncRun(WorkerAttempt):
         if self._upload_fault_armed():
             self._upload_staged.clear()
         extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
-        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote())
+        store_index = index if isinstance(index, int) else None
+        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote(), store_index=store_index)
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).

@@ -337,8 +337,10 @@ class _Loop(WorkerAttempt):
         sha = sha256_hex(own[name])
         last_step = step == self.spec.job.steps
         digest = weights_sha256(self.model.state_dict()) if last_step else None  # a collective
-        gathered = self._gather((_dumps(rng_state(self.device)), name, len(own[name]), sha, described))
+        index = self.checkpointer.store_index if self.rank == 0 else 0
+        gathered = self._gather((_dumps(rng_state(self.device)), name, len(own[name]), sha, described, index))
         if self.rank != 0:
+            self.share_to(gathered[0][5])  # where rank 0 commits now
             if self.share is not None:
                 self.share.submit(step, own, {name: sha})
             return
@@ -354,6 +356,7 @@ class _Loop(WorkerAttempt):
             files,
             extra={"world_size": self.world, "workers": self.workers, "strategy": "fsdp", **last},
             remote={got[1]: (r, got[2], got[3]) for r, got in enumerate(gathered) if r != 0},
+            store_index=index,
         )
         if not self.spec.checkpoint.async_upload:
             self.checkpointer.wait()

@@ -320,6 +320,13 @@ class WorkerAttempt:
             raise
         self.wait_for_share()
 
+    def share_to(self, index: object) -> None:
+        """Ranks > 0: put this rank's files into store ``index`` of the spec's stores from now
+        on: the one rank 0 commits to (it falls back to the next region's store in an outage)."""
+        stores = [self.store, *self.fallbacks]
+        if self.share is not None and isinstance(index, int) and 0 <= index < len(stores):
+            self.share.store = stores[index]
+
     def wait_for_share(self) -> None:
         """Ranks > 0: until this rank's share of the last checkpoint is put (bounded: rank 0
         puts whatever is missing)."""

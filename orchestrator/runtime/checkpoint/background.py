@@ -80,6 +80,12 @@ class AsyncCheckpointer:
         return self.committer.store
 
     @property
+    def store_index(self) -> int:
+        """Which of ``stores`` uploads go to now: where the other ranks must put their
+        files of a sharded checkpoint (rank 0 tells them at each snapshot)."""
+        return self.committer.current
+
+    @property
     def fenced(self) -> bool:
         return self.committer.fenced
 
@@ -95,14 +101,17 @@ class AsyncCheckpointer:
         shares: Mapping[str, int] | None = None,
         digests: Mapping[str, str] | None = None,
         remote: Mapping[str, tuple[int, int, str]] | None = None,
+        store_index: int | None = None,
     ) -> None:
         """Hand over a snapshot (bytes already taken). Never blocks on storage.
         ``shares``: files other ranks put (name -> rank), with ``digests``, the sha256
         of this process's bytes of each (see ``shares``); ``remote``: files only other
-        ranks hold, name -> (rank, size, sha256) (a sharded checkpoint)."""
+        ranks hold, name -> (rank, size, sha256) (a sharded checkpoint), put into the
+        store ``store_index`` names (default: the current one, ``store_index``)."""
         if self.fenced:
             raise FencedError(f"attempt {self.generation} is fenced: a newer generation has taken over")
-        snapshot = snapshot_of(step, files, extra, shares, digests, remote)
+        index = self.store_index if store_index is None else store_index
+        snapshot = snapshot_of(step, files, extra, shares, digests, remote, index)
         with self._cond:
             if self._queued is not None:
                 self.on_event("upload_superseded", {"step": self._queued.step, "superseded_by": step})

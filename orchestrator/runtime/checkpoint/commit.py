@@ -88,12 +88,19 @@ class Committer:
 
     def commit(self, snap: Snapshot, newer_waiting: Callable[[], bool]) -> Manifest | None:
         """The snapshot committed in the current store (moving on to the next one if it
-        stays down); None if given up for a newer one. Raises FencedError for good."""
+        stays down); None if given up for a newer one. Raises FencedError for good.
+
+        A sharded snapshot (files only other ranks hold) commits only in the store those
+        ranks were told to put into (``snap.store_index``): an outage there still moves
+        the current store on, once, so that the next snapshot tells them the next one,
+        and this one is retried where its files are until that newer one supersedes it."""
         step = snap.step
         backoff, failures = Backoff(BACKOFF_START_S, BACKOFF_MAX_S), 0
         first_try = True
+        pinned = bool(snap.remote) and 0 <= snap.store_index < len(self.stores)
+        moved = False
         while True:
-            store = self.store
+            store = self.stores[snap.store_index] if pinned else self.store
             try:
                 # The other ranks' shares count only in the primary store (where they put them).
                 entries, shared = self.put_files(store, snap if store is self.stores[0] else snap.alone(), first_try)
@@ -113,6 +120,8 @@ class Committer:
                     self._failing_since = now
                     self.on_event("upload_retry", {"step": step, "region": store.region, "error": str(exc)[:300]})
                 move = after_failure(now - self._failing_since, self.outage_s, newer_waiting())
+                if move is Move.FALLBACK and pinned and moved:
+                    move = Move.RETRY  # the next snapshot goes to the store moved to already
                 if move is Move.SUPERSEDED:
                     self.on_event("upload_superseded", {"step": step, "region": store.region})
                     return None
@@ -129,6 +138,7 @@ class Committer:
                     )
                     self.current = nxt
                     self._failing_since, failures = None, 0
+                    moved = True
                     continue
                 failures += 1
                 time.sleep(backoff.delay(failures))

@@ -24,6 +24,8 @@ class Snapshot:
     digests: dict[str, str] = field(default_factory=dict)
     # Files only another rank holds (a sharded checkpoint): name -> (rank, size, sha256).
     remote: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    # Which store the other ranks were told to put their files of it into (see Committer.commit).
+    store_index: int = 0
     # time.monotonic() when it was handed over: a commit's time counts from here.
     taken_at: float = field(default_factory=time.monotonic, compare=False)
 
@@ -40,10 +42,11 @@ def snapshot_of(
     shares: Mapping[str, int] | None = None,
     digests: Mapping[str, str] | None = None,
     remote: Mapping[str, tuple[int, int, str]] | None = None,
+    store_index: int = 0,
 ) -> Snapshot:
     """The snapshot to upload: a share counts only for a file this rank holds, given to a
     rank other than 0, with a digest (else this rank puts it itself)."""
     digests = digests or {}
     shared = {n: r for n, r in (shares or {}).items() if r != 0 and n in files and n in digests}
     others = {n: v for n, v in (remote or {}).items() if v[0] != 0 and n not in files}
-    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared}, others)
+    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared}, others, store_index)

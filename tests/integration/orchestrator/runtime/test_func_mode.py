@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,51 @@ def test_no_rank_holds_another_ranks_files_and_rank_0s_memory_does_not_grow_with
     # The whole folder restored to disk one shard at a time: its peak does not grow either.
     assert four["restore_peak"] < two["restore_peak"] + SHARD_BYTES / 2, (two, four)
     assert two["restore_peak"] < 3.5 * SHARD_BYTES, two
+
+
+def _fallback_rank_main(rank: int, root: str) -> None:
+    """Two ranks reporting one shard each; the primary store is lost after the first
+    commit (its folder becomes a file: every write there fails)."""
+    import time
+
+    import torch.distributed as dist
+    from ray.train import Checkpoint
+
+    dist.init_process_group("gloo", init_method=f"file://{root}/pg", rank=rank, world_size=2)
+    spec = make_spec(Path(root), 1, {})
+    spec = replace(spec, fallback_stores=[{"region": "b", "url": f"file://{root}/store-b"}], store_outage_s=0.3)
+    run = func_mode.FuncRun(spec, rank, 2, ControlChannel(spec.control_url))
+
+    def report(n: int) -> None:
+        folder = Path(root, f"r{rank}-{n}")
+        write_checkpoint_dir({f"__{rank}_0.distcp": f"{rank}:{n}".encode()}, str(folder))
+        run.report({"loss": 1.0}, Checkpoint.from_directory(str(folder)), False)
+
+    report(1)
+    run.checkpointer.wait() if rank == 0 else run.wait_for_share()
+    dist.barrier()
+    if rank == 0:
+        Path(root, "store").rename(Path(root, "store-lost"))
+        Path(root, "store").write_text("lost")
+    dist.barrier()
+    report(2)  # its shards go to the lost store: never committed
+    time.sleep(1.5)  # rank 0 falls back to store-b meanwhile
+    report(3)  # told store-b at the snapshot: committed there
+    if rank == 0:
+        run.checkpointer.wait(timeout_s=30)
+    run.wait_for_share()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_after_a_fallback_every_rank_puts_into_the_store_rank_0_commits_to(tmp_path: Path) -> None:
+    assert run_forked_ranks(_fallback_rank_main, [(rank, str(tmp_path)) for rank in (0, 1)]) == [0, 0]
+    lost = CheckpointStore(f"file://{tmp_path}/store-lost", region="r", key=TEST_KEY)
+    assert lost.committed_steps("fn-unit") == [1]
+    b = CheckpointStore(f"file://{tmp_path}/store-b", region="b", key=TEST_KEY)
+    m = b.manifest("fn-unit", 3)
+    assert m is not None, b.committed_steps("fn-unit")
+    assert {f.name: b.read(m, f.name) for f in m.files} == {"__0_0.distcp": b"0:3", "__1_0.distcp": b"1:3"}
+    spec = make_spec(tmp_path, 1, {})
+    fallbacks = events(spec, "store_fallback")
+    assert len(fallbacks) == 1 and fallbacks[0]["to"] == "b", fallbacks

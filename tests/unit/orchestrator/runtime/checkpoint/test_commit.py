@@ -102,6 +102,27 @@ def test_a_store_down_past_the_outage_falls_back_and_shares_stay_with_the_primar
     assert [(r, s.shares) for r, s, _ in seen] == [("a", {"model.pt": 1}), ("b", {})]
 
 
+SHARDED = snapshot_of(30, {"index.json": b"i"}, {}, remote={"shard-r1.pt": (1, 5, "e" * 64)})
+
+
+def test_a_sharded_snapshot_stays_in_the_store_its_ranks_put_into_and_the_next_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("orchestrator.runtime.checkpoint.commit.time.sleep", lambda s: None)
+    down, other, seen, events = Store("a", fails=-1), Store("b"), [], []
+    c = committer([down, other], seen, events, outage_s=0.0)
+    calls = iter([False] * 5 + [True])  # a newer snapshot arrives after a few retries
+    assert c.commit(SHARDED, lambda: next(calls)) is None
+    # Every try was in "a", where rank 1's shard is; the outage moved the current store
+    # on once (the next snapshot tells the ranks "b"), never round again.
+    assert {region for region, _, _ in seen} == {"a"}
+    assert [t for t, _ in events].count("store_fallback") == 1 and c.store is other
+    assert events[-1][0] == "upload_superseded"
+    # The next snapshot, its ranks told "b", commits there.
+    told = snapshot_of(40, {"index.json": b"i"}, {}, remote={"shard-r1.pt": (1, 5, "e" * 64)}, store_index=1)
+    assert c.commit(told, lambda: False) is not None and other.commits[0][0] == 40
+
+
 def test_a_newer_snapshot_waiting_ends_the_retries() -> None:
     store, seen, events = Store("a", fails=-1), [], []
     assert committer([store], seen, events).commit(SNAP, lambda: True) is None
