@@ -126,7 +126,7 @@ def test_cfg_hydra_and_info_name_the_search_path_and_the_choices(
     assert main(["--info", "--config-dir", str(tmp_path), "cloud=multi"]) == 0
     out = capsys.readouterr().out
     assert f"  file://{CONF_DIR}\n  file://{tmp_path}\n  structured://" in out
-    assert re.search(r"job +\*digits digits_hpo gpt gpt_large mine synthetic", out)
+    assert re.search(r"job +\*digits digits_hpo gpt gpt_large gpt_xl mine synthetic", out)
     assert "  cloud: multi\n" in out and "  base_config\n" in out
 
 
