@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.invariants import fired, nothing_left
-from tests.support.runs import orchestrate, ray_pids
+from tests.support.runs import Run, orchestrate, ray_pids
 
 STEPS = 60
 JOB = ("job=gpt", f"job.steps={STEPS}", "checkpoint.interval_steps=10", "trainer.strategy=fsdp", "trainer.workers=2")
@@ -30,6 +31,15 @@ def fsdp_baseline(orch_home):
     return run
 
 
+def _ended(orch_home: Path, run_id: str, *overrides: str) -> tuple[Run, dict[str, Any]]:
+    """A faulted fsdp run of JOB, which must end SUCCEEDED at its last step."""
+    run = orchestrate(orch_home, run_id, *JOB, *overrides, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED" and r["final_step"] == STEPS, r
+    return run, r
+
+
 def _files(url: str) -> set[str]:
     return {f["name"] for f in json.loads((Path(url.removeprefix("file://")) / "MANIFEST.json").read_text())["files"]}
 
@@ -40,17 +50,12 @@ def test_a_lost_region_and_a_corrupt_shard_end_with_the_uninterrupted_weights(or
     assert {"shard-r0.pt", "shard-r1.pt", "shards.json"} <= _files(base["final_checkpoint"])
     assert "model.pt" not in _files(base["final_checkpoint"])
     before = ray_pids()
-    run = orchestrate(
+    run, r = _ended(
         orch_home,
         "fsdp-faults",
-        *JOB,
         "chaos.faults=[{kind:kill_region,at_step:35},{kind:corrupt_checkpoint,during:restore}]",
         "recovery.region_cooldown_s=0",
-        timeout=600,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
-    r = run.result
-    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS
     assert r["weights_sha256"] == base["weights_sha256"]
     (corrupt,) = fired(run, "corrupt_checkpoint")
     (step,) = set(corrupt["corrupted"].values())
@@ -66,10 +71,7 @@ def test_a_rank_killed_mid_upload_a_lost_worker_and_a_preemption_end_with_the_un
 ) -> None:
     before = ray_pids()
     faults = "{kind:kill_worker,during:checkpoint_upload},{kind:kill_worker,at_step:25},{kind:preempt,at_step:45}"
-    run = orchestrate(orch_home, "fsdp-workers", *JOB, f"chaos.faults=[{faults}]", timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    r = run.result
-    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS
+    run, r = _ended(orch_home, "fsdp-workers", f"chaos.faults=[{faults}]")
     assert r["weights_sha256"] == fsdp_baseline.result["weights_sha256"]
     (mid_upload,) = [e for e in fired(run, "kill_worker") if e.get("during") == "checkpoint_upload"]
     assert mid_upload["step"] == 10, mid_upload
@@ -91,21 +93,16 @@ TOL_LOSS = 1e-4
 
 def test_a_lost_node_reshards_to_one_worker_and_the_next_region_back_to_two(orch_home, fsdp_baseline) -> None:
     before = ray_pids()
-    run = orchestrate(
+    run, r = _ended(
         orch_home,
         "fsdp-elastic",
-        *JOB,
         "cloud.regions.local-a.nodes=2",
         "cloud.regions.local-a.num_cpus=1",
         "cloud.candidates=[local-a,local-c]",
         "trainer.min_workers=1",
         "recovery.node_replace_timeout_s=0",
         "chaos.faults=[{kind:kill_node,at_step:25},{kind:kill_region,at_step:45}]",
-        timeout=600,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
-    r = run.result
-    assert r["status"] == "SUCCEEDED" and r["final_step"] == STEPS, r
     worlds = [(e["region"], e["world_size"], e["restored_step"]) for e in run.events("runtime.train_started")]
     assert worlds == [("local-a", 2, 0), ("local-a", 1, 20), ("local-c", 2, 40)], worlds
     # Each restore resharded: at one worker rank 0 read both ranks' files of step 20; back
