@@ -179,7 +179,11 @@ def _fallback_rank_main(rank: int, root: str) -> None:
         Path(root, "store").write_text("lost")
     dist.barrier()
     report(2)  # its shards go to the lost store: never committed
-    time.sleep(1.5)  # rank 0 falls back to store-b meanwhile
+    if rank == 0:  # until rank 0's uploader has fallen back to store-b
+        deadline = time.monotonic() + 30
+        while run.checkpointer.store_index != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    dist.barrier()
     report(3)  # told store-b at the snapshot: committed there
     if rank == 0:
         run.checkpointer.wait(timeout_s=30)
