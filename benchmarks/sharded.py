@@ -59,8 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def committed(journal: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in journal if e.get("type") == "runtime.checkpoint_committed"]
+
+
 def commit_times(journal: list[dict[str, Any]]) -> list[float]:
-    return [float(e["commit_s"]) for e in journal if e.get("type") == "runtime.checkpoint_committed"]
+    return [float(e["commit_s"]) for e in committed(journal)]
 
 
 def restore_window(journal: list[dict[str, Any]]) -> tuple[float, int, str] | None:
@@ -118,7 +122,7 @@ def measure(home: str, job: str, strategy: str, args: argparse.Namespace) -> dic
         "stall_s": result.get("checkpoint_stall_s"),
         "commit_s": statistics.median(commits) if commits else None,
         "steps_per_s": result.get("train_steps_per_s"),
-        "checkpoint_bytes": max((int(e["bytes"]) for e in journal if "bytes" in e and e.get("commit_s")), default=0),
+        "checkpoint_bytes": max((int(e["bytes"]) for e in committed(journal)), default=0),
     }
     window = restore_window(journal)
     if window is not None:

@@ -470,7 +470,6 @@ class FuncRun(WorkerAttempt):
             elif self.share is not None:
                 self.share_to(index)  # where rank 0 commits now
                 self.share.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
-            del own, mine
         if self.rank == 0:
             self.metrics = dict(metrics)
             self._progress(force=plan.commit)
@@ -492,7 +491,7 @@ class FuncRun(WorkerAttempt):
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item())
 
-    def _catalogs(self, mine: Catalog | None) -> tuple[list[Catalog | None], object]:
+    def _catalogs(self, mine: Catalog | None) -> tuple[list[Catalog | None], int]:
         """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every
         rank, with the index of the store rank 0 commits to now."""
         index = self.checkpointer.store_index if self.rank == 0 else 0
@@ -504,7 +503,7 @@ class FuncRun(WorkerAttempt):
         device = self._device()
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
             dist.all_gather_object(out, (mine, index))
-        return [got[0] for got in out], out[0][1]
+        return [got[0] for got in out], int(out[0][1])
 
     def _device(self) -> torch.device:
         """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
@@ -517,7 +516,7 @@ class FuncRun(WorkerAttempt):
         return torch.device("cpu")
 
     def _commit(
-        self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool, index: object
+        self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool, index: int
     ) -> None:
         """Rank 0: its own files put, the other ranks' awaited in the store, one manifest."""
         if layout.conflicts:
@@ -528,8 +527,7 @@ class FuncRun(WorkerAttempt):
         if self._upload_fault_armed():
             self._upload_staged.clear()
         extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
-        store_index = index if isinstance(index, int) else None
-        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote(), store_index=store_index)
+        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote(), store_index=index)
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).

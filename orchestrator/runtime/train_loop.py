@@ -536,8 +536,6 @@ class _Loop(WorkerAttempt):
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
         self.wait_until_active()
-        if self.spec.standby:
-            self.restore_began = time.monotonic()  # a standby chooses once activated
         called = time.monotonic()
         restored = self.restore()
         if self.rank == 0:

@@ -298,8 +298,8 @@ class WorkerAttempt:
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
         self._choice: Prefetch | None = None
-        # A restore's time counts from here: the choice starts now, beside the model's build.
-        self.restore_began = time.monotonic()
+        # When rank 0's choice of a checkpoint began and ended (what a restore took).
+        self.choice_began: float | None = None
         self.choice_ended: float | None = None
         if rank == 0 and not spec.standby:
             # The checkpoint is chosen and read while this worker builds its model and data
@@ -320,11 +320,11 @@ class WorkerAttempt:
             raise
         self.wait_for_share()
 
-    def share_to(self, index: object) -> None:
+    def share_to(self, index: int) -> None:
         """Ranks > 0: put this rank's files into store ``index`` of the spec's stores from now
         on: the one rank 0 commits to (it falls back to the next region's store in an outage)."""
         stores = [self.store, *self.fallbacks]
-        if self.share is not None and isinstance(index, int) and 0 <= index < len(stores):
+        if self.share is not None and 0 <= index < len(stores):
             self.share.store = stores[index]
 
     def wait_for_share(self) -> None:
@@ -374,16 +374,19 @@ class WorkerAttempt:
         self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
 
     def _choose(self, skipped: Any) -> tuple[int, str] | None:
+        self.choice_began = time.monotonic()
         try:
             return self._choose_newest(skipped)
         finally:
             self.choice_ended = time.monotonic()
 
     def restore_work_s(self, called: float, ended: float) -> float:
-        """Rank 0: what a restore took, its choice (begun beside the model's build) and its
-        load (``called`` to ``ended``), without counting the load's wait for the choice twice."""
-        chosen = self.choice_ended if self.choice_ended is not None else called
-        return (chosen - self.restore_began) + (ended - max(called, chosen))
+        """Rank 0: what a restore took: its choice (made beside the model's build, or inside
+        the restore for a standby) and its load (``called`` to ``ended``), the load's wait
+        for the choice counted once."""
+        if self.choice_began is None or self.choice_ended is None:
+            return ended - called
+        return (self.choice_ended - self.choice_began) + (ended - max(called, self.choice_ended))
 
     def _choose_newest(self, skipped: Any) -> tuple[int, str] | None:
         """Rank 0: the newest checkpoint whose every file reads back and verifies now.

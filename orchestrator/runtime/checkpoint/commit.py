@@ -97,7 +97,7 @@ class Committer:
         step = snap.step
         backoff, failures = Backoff(BACKOFF_START_S, BACKOFF_MAX_S), 0
         first_try = True
-        pinned = bool(snap.remote) and 0 <= snap.store_index < len(self.stores)
+        pinned = bool(snap.remote)
         moved = False
         while True:
             store = self.stores[snap.store_index] if pinned else self.store

@@ -41,7 +41,7 @@ def test_rank0_keeps_the_shared_state_and_its_own_rng_only() -> None:
 
 def _timed(began: float, chosen: float | None) -> WorkerAttempt:
     attempt = object.__new__(WorkerAttempt)
-    attempt.restore_began, attempt.choice_ended = began, chosen
+    attempt.choice_began, attempt.choice_ended = began, chosen
     return attempt
 
 
@@ -50,5 +50,7 @@ def test_a_restores_time_is_its_choice_and_its_load_their_overlap_counted_once()
     assert _timed(0.0, 3.0).restore_work_s(5.0, 7.0) == 5.0
     # Still choosing when called at 2 (chosen at 6, loaded by 7): 6 s of choice + 1 s of load.
     assert _timed(0.0, 6.0).restore_work_s(2.0, 7.0) == 7.0
-    # No choice made beside the build (rank > 0, a standby): the load alone.
+    # No choice made (rank > 0): the load alone.
     assert _timed(4.0, None).restore_work_s(4.0, 5.5) == 1.5
+    # A standby chooses inside its restore (4-5), then loads (5-5.5): all of it, once.
+    assert _timed(4.0, 5.0).restore_work_s(4.0, 5.5) == 1.5
