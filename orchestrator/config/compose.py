@@ -256,8 +256,8 @@ def _quoted(text: str) -> str:
 
 
 # Mappings whose keys are the user's to choose: job.params.hidden=64 adds the key (Hydra's
-# struct mode would want '+') or replaces it.
-FREE_FORM = ("job.params.",)
+# struct mode would want '+') or replaces it; so does hpo.search_space.job.params.hidden=...
+FREE_FORM = ("job.params.", "hpo.search_space.")
 
 
 def _free_form(overrides: list[str]) -> list[str]:

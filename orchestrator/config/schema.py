@@ -22,7 +22,6 @@ from orchestrator.wire.sections import (
     ActivationCheckpointing,
     Autocast,
     Loader,
-    Metric,
     Mode,
     NoticeSource,
     Precision,
@@ -254,7 +253,8 @@ class DataConfig:
 class HpoConfig:
     # A Ray Tune search over the job instead of one training run.
     enabled: bool = False
-    metric: Metric = Metric.accuracy
+    # Any metric the workload's evaluate() returns (or a train function reports).
+    metric: str = "accuracy"
     mode: Mode = Mode.max
     num_samples: int = 6
     max_concurrent: int = 2
@@ -266,9 +266,11 @@ class HpoConfig:
     grace_period: int = 2
     reduction_factor: int = 2
     steps_per_iteration: int = 20
-    # {job key: "distribution numbers..."}, e.g. {lr: "loguniform 0.01 0.2", hidden_size: "choice 32 64"};
-    # distributions: choice, grid, uniform, loguniform, randint.
-    search_space: dict[str, str] = field(default_factory=dict)
+    # {config path: "distribution numbers..."}, e.g. {job.params.hidden: "choice 32 64",
+    # job.lr: "loguniform 0.01 0.2"}; a nested mapping is read as paths (lr, hidden_size and
+    # batch_size alone mean job.<key>); distributions: choice, grid, uniform, quniform,
+    # loguniform, qloguniform, randint (orchestrator/hpo/space.py).
+    search_space: dict[str, Any] = field(default_factory=dict)
     # At most one snapshot of the experiment (state + trial checkpoints) per this many seconds.
     snapshot_interval_s: float = 1.0
 

@@ -9,6 +9,7 @@ imports happen again on every worker; this check makes the first failure cheap.
 from __future__ import annotations
 
 from orchestrator.config.schema import Config
+from orchestrator.config.validate_search import BUILTIN_ONLY, each_trial
 from orchestrator.errors import ConfigError
 
 # Where the code's own usage goes wrong (beyond importing): the method that decides the data path.
@@ -40,13 +41,7 @@ def check_user_code(cfg: Config) -> None:
     import os
     import sys
 
-    from orchestrator.workloads import (
-        JOB_KEY_WORKLOADS,
-        WorkloadError,
-        train_function,
-        validate_params,
-        workload_class,
-    )
+    from orchestrator.workloads import JOB_KEY_WORKLOADS, WorkloadError, train_function, workload_class
 
     job = cfg.job
     if job.code_dir:
@@ -62,18 +57,39 @@ def check_user_code(cfg: Config) -> None:
     if job.workload in JOB_KEY_WORKLOADS:
         # digits and synthetic: batch() workloads that read job.* and have train_arrays();
         # nothing to import (torch would cost every run's start seconds).
-        if job.params:
-            raise ConfigError(
-                f"job.params.{next(iter(job.params))}",
-                f"the built-in {job.workload} takes no params; it reads job.lr, job.hidden_size, "
-                "job.batch_size and job.eval_fraction",
-            )
+        _check_builtin(cfg)
+        if cfg.hpo.enabled:
+            each_trial(cfg, _check_builtin)
         return
     try:
         if job.train_func:
             train_function(job.train_func)
             return
         cls = workload_class(job.workload)
+    except WorkloadError as exc:
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1]) from None
+    _check_class(cfg, cls)
+    if cfg.hpo.enabled:
+        _check_search_keys(cfg, cls)
+        each_trial(cfg, lambda trial: _check_class(trial, cls))
+
+
+def _check_builtin(cfg: Config) -> None:
+    job = cfg.job
+    if job.params:
+        raise ConfigError(
+            f"job.params.{next(iter(job.params))}",
+            f"the built-in {job.workload} takes no params; it reads job.lr, job.hidden_size, "
+            "job.batch_size and job.eval_fraction",
+        )
+
+
+def _check_class(cfg: Config, cls: type) -> None:
+    """job.params against the class's Params, its data path against data.loader and the batch split."""
+    from orchestrator.workloads import WorkloadError, validate_params
+
+    job = cfg.job
+    try:
         validate_params(cls, dict(job.params))
     except WorkloadError as exc:
         raise ConfigError(exc.key, str(exc).split(": ", 1)[1]) from None
@@ -85,15 +101,35 @@ def check_user_code(cfg: Config) -> None:
             "use data.loader=sharded",
         )
     split = cfg.trainer.workers * cfg.trainer.grad_accum_steps
+    if cfg.hpo.enabled:
+        split = cfg.trainer.grad_accum_steps  # a trial trains in one process
     if mode == DATASET_MODE and job.batch_size % split:
         raise ConfigError(
             "job.batch_size",
             f"got {job.batch_size}; a dataset() workload splits the global batch across trainer.workers "
-            f"({cfg.trainer.workers}) x trainer.grad_accum_steps ({cfg.trainer.grad_accum_steps}): "
-            f"use a multiple of {split}",
+            f"({1 if cfg.hpo.enabled else cfg.trainer.workers}) x trainer.grad_accum_steps "
+            f"({cfg.trainer.grad_accum_steps}): use a multiple of {split}",
         )
     if cfg.trainer.strategy == "fsdp" and callable(getattr(cls, "shard_units", None)):
         _check_shard_units(cls, dict(job.params))
+
+
+def _check_search_keys(cfg: Config, cls: type) -> None:
+    """A workload class reads job.params (and, in a search, job.lr scales its optimizer):
+    the built-ins' own keys would vary nothing."""
+    from orchestrator.hpo.space import config_path, where
+
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    for key in cfg.hpo.search_space:
+        path = config_path(key)
+        if path in BUILTIN_ONLY:
+            raise ConfigError(
+                where(key), f"{name} reads its own job.params; {path} applies to the built-ins digits and synthetic"
+            )
+        if path == "job.batch_size" and data_mode(cls) != DATASET_MODE:
+            raise ConfigError(
+                where(key), f"{name} makes its own batches (batch()); job.batch_size applies to dataset() workloads"
+            )
 
 
 def _check_shard_units(cls: type, params: dict[str, object]) -> None:

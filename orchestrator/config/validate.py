@@ -41,12 +41,11 @@ from orchestrator.config.schema import (
 )
 from orchestrator.config.validate_chaos import validate_chaos
 from orchestrator.config.validate_cloud import validate_cloud
+from orchestrator.config.validate_search import validate_search
 from orchestrator.errors import ConfigError
-from orchestrator.hpo import MAX_TRIALS, trial_count, validate_search_space
 from orchestrator.wire.codec import show
 from orchestrator.wire.faults import STEP_TRIGGERS
 from orchestrator.wire.sections import MAX_SEED
-from orchestrator.workloads import JOB_KEY_WORKLOADS
 from recovery.boundedjson import INT64
 
 
@@ -73,26 +72,7 @@ def validate(cfg: Config) -> Config:
     if cfg.action in READ_ONLY_ACTIONS:
         return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
-    _validate_job(cfg)
-    local_path("job.code_dir", cfg.job.code_dir, "job.code_dir")
-    bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
-    bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
-    positive_int("job.hidden_size", cfg.job.hidden_size)
-    bounded_int("job.seed", cfg.job.seed, 0, MAX_SEED)
-    if not (math.isfinite(cfg.job.lr) and cfg.job.lr > 0.0):
-        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a finite number > 0")
-    if not 0.0 < cfg.job.eval_fraction < 1.0:
-        raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
-    positive_int("trainer.workers", cfg.trainer.workers)
-    _validate_min_workers(cfg)
-    at_least("trainer.cpus_per_worker", cfg.trainer.cpus_per_worker, MIN_CPUS, "CPUs")
-    at_least("trainer.gpus_per_worker", cfg.trainer.gpus_per_worker, MIN_GPUS, "GPUs", off=True)
-    non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
-    positive_int("trainer.grad_accum_steps", cfg.trainer.grad_accum_steps)
-    positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
-    if not cfg.trainer.grad_clip_norm >= 0:
-        raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
-    _validate_strategy(cfg)
+    validate_training(cfg)
     positive_int("checkpoint.interval_steps", cfg.checkpoint.interval_steps)
     if cfg.checkpoint.keep_last < 2:
         raise ConfigError(
@@ -102,8 +82,7 @@ def validate(cfg: Config) -> Config:
         )
     validate_cloud(cfg)
     _validate_recovery(cfg.recovery)
-    _validate_data(cfg.data)
-    _validate_hpo(cfg)
+    validate_search(cfg, validate_training)
     validate_chaos(cfg)
     validate_notify(cfg.notify)
     return cfg
@@ -190,6 +169,32 @@ def _validate_name(key: str, value: str, longest: int) -> None:
         )
 
 
+def validate_training(cfg: Config) -> None:
+    """What trains and how: job.*, trainer.* and data.*. A search checks each of its trials
+    with it too, the trial's values set (orchestrator.config.validate_search)."""
+    _validate_job(cfg)
+    local_path("job.code_dir", cfg.job.code_dir, "job.code_dir")
+    bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
+    bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
+    positive_int("job.hidden_size", cfg.job.hidden_size)
+    bounded_int("job.seed", cfg.job.seed, 0, MAX_SEED)
+    if not (math.isfinite(cfg.job.lr) and cfg.job.lr > 0.0):
+        raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a finite number > 0")
+    if not 0.0 < cfg.job.eval_fraction < 1.0:
+        raise ConfigError("job.eval_fraction", f"got {cfg.job.eval_fraction}; expected 0 < x < 1")
+    positive_int("trainer.workers", cfg.trainer.workers)
+    _validate_min_workers(cfg)
+    at_least("trainer.cpus_per_worker", cfg.trainer.cpus_per_worker, MIN_CPUS, "CPUs")
+    at_least("trainer.gpus_per_worker", cfg.trainer.gpus_per_worker, MIN_GPUS, "GPUs", off=True)
+    non_negative_int("trainer.max_worker_restarts", cfg.trainer.max_worker_restarts)
+    positive_int("trainer.grad_accum_steps", cfg.trainer.grad_accum_steps)
+    positive_int("trainer.torch_threads", cfg.trainer.torch_threads)
+    if not cfg.trainer.grad_clip_norm >= 0:
+        raise ConfigError("trainer.grad_clip_norm", f"got {cfg.trainer.grad_clip_norm}; expected >= 0 (0: no clipping)")
+    _validate_strategy(cfg)
+    _validate_data(cfg.data)
+
+
 def _validate_job(cfg: Config) -> None:
     job = cfg.job
     if bool(job.workload) == bool(job.train_func):
@@ -199,15 +204,13 @@ def _validate_job(cfg: Config) -> None:
             f"{given}; set exactly one of job.workload (a built-in name or 'module:Class') and "
             "job.train_func ('module:function')",
         )
-    if cfg.hpo.enabled and job.workload and job.workload not in JOB_KEY_WORKLOADS:
-        raise ConfigError(
-            "job.workload",
-            f"got {job.workload!r}; a search (hpo.enabled) varies job.lr, job.hidden_size and job.batch_size, "
-            f"which only the built-ins {', '.join(JOB_KEY_WORKLOADS)} read",
-        )
     if job.train_func:
         if cfg.hpo.enabled:
-            raise ConfigError("job.train_func", "a search (hpo.enabled) trains a workload class; use job.workload")
+            raise ConfigError(
+                "job.train_func",
+                "a search (hpo.enabled) trains a workload class (job.workload); "
+                "a train function cannot be searched yet",
+            )
         if cfg.data.loader != "sharded":
             raise ConfigError(
                 "data.loader", "a Ray Train function loads its own data: only data.loader=sharded applies"
@@ -316,33 +319,4 @@ def _validate_strategy(cfg: Config) -> None:
             "trainer.strategy",
             "fsdp applies to a workload class (job.workload); a train function (job.train_func) shards its "
             "model itself: drop trainer.strategy=fsdp",
-        )
-
-
-def _validate_hpo(cfg: Config) -> None:
-    hpo = cfg.hpo
-    if not hpo.enabled:
-        return
-    for key in ("num_samples", "max_concurrent", "max_t", "grace_period", "steps_per_iteration"):
-        positive_int(f"hpo.{key}", getattr(hpo, key))
-    if hpo.reduction_factor < 2:
-        raise ConfigError("hpo.reduction_factor", f"got {hpo.reduction_factor}; expected an integer >= 2")
-    if hpo.grace_period > hpo.max_t:
-        raise ConfigError("hpo.grace_period", f"got {hpo.grace_period}; expected <= hpo.max_t ({hpo.max_t})")
-    at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
-    seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
-    if cfg.data.loader != "sharded":
-        raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
-    for name in cfg.candidate_regions():
-        have = cfg.cloud.regions[name].num_cpus
-        if hpo.cpus_per_trial > have:
-            raise ConfigError(
-                "hpo.cpus_per_trial",
-                f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
-            )
-    validate_search_space(hpo.search_space)
-    if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
-        raise ConfigError(
-            "hpo.num_samples",
-            f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
         )

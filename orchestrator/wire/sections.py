@@ -17,6 +17,7 @@ raises ValueError, one line that names the key: ``runtime spec: job.steps: ...``
 from __future__ import annotations
 
 import functools
+import re
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
@@ -74,11 +75,6 @@ class Loader(StrEnum):
     ray_data = "ray_data"
 
 
-class Metric(StrEnum):
-    accuracy = "accuracy"
-    eval_loss = "eval_loss"
-
-
 class Mode(StrEnum):
     max = "max"
     min = "min"
@@ -102,7 +98,9 @@ AUTOCAST = tuple(str(x) for x in Autocast)
 STRATEGIES = tuple(str(x) for x in Strategy)
 PRECISIONS = tuple(str(x) for x in Precision)
 ACTIVATION_CHECKPOINTING = tuple(str(x) for x in ActivationCheckpointing)
-HPO_METRICS = tuple(str(x) for x in Metric)
+# A metric a search optimises: any name the workload's evaluate() (or the function's
+# report) gives, as a TensorBoard tag or a Python identifier spells it.
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
 NOTICE_SOURCES = tuple(str(x) for x in NoticeSource)
@@ -141,6 +139,14 @@ class OneOf:
 
     def check(self, value: str) -> str | None:
         return None if value in self.allowed else f"allowed: {', '.join(self.allowed)}"
+
+
+@dataclass(frozen=True)
+class Named:
+    pattern: re.Pattern[str]
+
+    def check(self, value: str) -> str | None:
+        return None if self.pattern.fullmatch(value) else f"expected a name matching {self.pattern.pattern}"
 
 
 Count = Annotated[int, AtLeast(1)]
@@ -236,7 +242,7 @@ class HpoSection(Section):
 
     KEY = "hpo"
     enabled: bool = False
-    metric: Annotated[str, OneOf(HPO_METRICS)] = "accuracy"
+    metric: Annotated[str, Named(METRIC_NAME)] = "accuracy"
     mode: Annotated[str, OneOf(HPO_MODES)] = "max"
     num_samples: Count = 6
     max_concurrent: Count = 2

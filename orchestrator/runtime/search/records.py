@@ -11,10 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.hpo import ERROR, TERMINATED, TrialRecord, trial_key
+from orchestrator.runtime.search.snapshot import METRICS_KEY
 from orchestrator.runtime.search.trial import INDEX, trial_id_of
 
-# The metrics a record keeps of a trial's report.
-RECORD_METRICS = ("accuracy", "eval_loss")
+
+def reported_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The workload's metrics in a trial's report (see trial.eval_metrics), as numbers."""
+    metrics = result.get(METRICS_KEY)
+    if not isinstance(metrics, dict):
+        return {}
+    return {str(k): float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def latest_checkpoint(trial: Any) -> Any:
@@ -45,7 +51,7 @@ def live_record(trial: Any, configs: list[dict[str, Any]], restored: dict[str, T
         status=str(trial.status),
         iteration=int(last.get("iteration", 0) or 0),
         config=dict(configs[int(trial.config[INDEX])]),
-        metrics={k: float(last[k]) for k in RECORD_METRICS if k in last},
+        metrics=reported_metrics(last),
         checkpoint_iteration=ckpt_it,
         error=error,
         weights_sha256=sha if isinstance(sha, str) else None,
@@ -82,7 +88,7 @@ def result_record(result: Any, configs: list[dict[str, Any]]) -> TrialRecord:
         status=ERROR if result.error is not None else TERMINATED,
         iteration=int(m.get("iteration", 0) or 0),
         config=dict(configs[index]),
-        metrics={k: float(m[k]) for k in RECORD_METRICS if k in m},
+        metrics=reported_metrics(m),
         checkpoint_iteration=int(m.get("iteration", 0) or 0) if result.checkpoint is not None else None,
         error=None if result.error is None else f"{type(result.error).__name__}: {str(result.error)[:300]}",
         weights_sha256=sha if isinstance(sha, str) else None,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
+from orchestrator.wire.sections import METRIC_NAME
 
 FORMAT = "orchestrator.search/1"
 # The one file of a search's checkpoint in the store.
@@ -35,7 +36,10 @@ ARCHIVE = "experiment.tar"
 STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
-METRICS = frozenset({"accuracy", "eval_loss"})
+# A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
+# reported to Tune at the top level (for its scheduler) and together under METRICS_KEY.
+METRICS_KEY = "eval_metrics"
+MAX_METRICS = 32
 MAX_STATE_BYTES = 16 << 20
 MAX_FILE_BYTES = 4 << 30
 MAX_ERROR = 2000
@@ -136,9 +140,11 @@ def _record(raw: Any, i: int, configs: list[dict[str, Any]], max_t: int) -> Tria
     if raw["checkpoint_iteration"] is not None:
         _iteration(raw["checkpoint_iteration"], f"{where}.checkpoint_iteration", 1, max_t)
     metrics = raw["metrics"]
-    if not isinstance(metrics, dict) or not set(metrics) <= METRICS:
-        raise SnapshotError(f"{where}.metrics is not an object of {', '.join(sorted(METRICS))}")
+    if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
+        raise SnapshotError(f"{where}.metrics is not an object of at most {MAX_METRICS} metrics")
     for name, value in metrics.items():
+        if not METRIC_NAME.fullmatch(name):
+            raise SnapshotError(f"{where}.metrics has a name that is not a metric's ({name[:40]!r})")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SnapshotError(f"{where}.metrics.{name} is not a number")
     if raw["error"] is not None and not (isinstance(raw["error"], str) and len(raw["error"]) <= MAX_ERROR):

@@ -9,6 +9,7 @@ values up by index.
 from __future__ import annotations
 
 import io
+import math
 import os
 import random
 import tempfile
@@ -18,11 +19,14 @@ import numpy as np
 import torch
 
 from orchestrator.hpo import trial_key
-from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES
-from orchestrator.runtime.telemetry import Sampler
+from orchestrator.hpo.space import apply_values, config_path
+from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS, METRICS_KEY
+from orchestrator.runtime.train_loop import rng_state, set_rng_state
 from orchestrator.runtime.weights import weights_sha256
+from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
-from orchestrator.wire.sections import HpoSection, JobSection
+from orchestrator.wire.sections import METRIC_NAME, DataSection, HpoSection, JobSection, TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
 
 # The one key of a Tune trial's config: the trial's index in hpo.sample_configs.
@@ -53,6 +57,7 @@ def trial_inputs(spec: RuntimeSpec, hpo: HpoSection, configs: list[dict[str, Any
     return {
         "hpo": hpo,
         "job": spec.job,
+        "trainer": spec.trainer,
         "data": spec.data,
         "configs": configs,
         "control_url": spec.control_url,
@@ -61,68 +66,163 @@ def trial_inputs(spec: RuntimeSpec, hpo: HpoSection, configs: list[dict[str, Any
     }
 
 
+def trial_sections(runtime: dict[str, Any], values: dict[str, Any]) -> tuple[JobSection, TrainerSection, DataSection]:
+    """The run's job, trainer and data sections with the trial's values at their paths
+    (checked before launch as a run's config: orchestrator.config.validate_search)."""
+    plain = apply_values({name: runtime[name].to_plain() for name in ("job", "trainer", "data")}, values)
+    return (
+        JobSection.from_plain(plain["job"]),
+        TrainerSection.from_plain(plain["trainer"]),
+        DataSection.from_plain(plain["data"]),
+    )
+
+
+def scale_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """A searched job.lr for a workload class: every param group's rate scaled so that the
+    first group's is ``lr`` (their ratios kept), before a scheduler reads them."""
+    base = float(optimizer.param_groups[0]["lr"])
+    for group in optimizer.param_groups:
+        group["lr"] = lr if base == 0 else float(group["lr"]) * lr / base
+
+
+def eval_metrics(metrics: Any, wanted: str) -> dict[str, float]:
+    """The numbers of the workload's evaluate(), at most MAX_METRICS of them, named as a
+    metric may be; UserCodeError when the search's metric is not among them."""
+    out: dict[str, float] = {}
+    for name, value in (metrics or {}).items() if isinstance(metrics, dict) else ():
+        if isinstance(name, str) and METRIC_NAME.fullmatch(name) and isinstance(value, int | float | torch.Tensor):
+            number = float(value)
+            if math.isfinite(number) and len(out) < MAX_METRICS:
+                out[name] = number
+    if wanted not in out:
+        raise UserCodeError(
+            f"hpo.metric: the search optimises {wanted!r}, and the workload's evaluate() returned "
+            f"{', '.join(sorted(out)) or 'no numbers'}: set hpo.metric to one of them"
+        )
+    return out
+
+
+class TrialLoop:
+    """One trial's training, Tune aside: the job's workload in this process (a world of
+    one), the trial's values at their config paths, an evaluation and a checkpoint every
+    ``hpo.steps_per_iteration`` steps. The step is the run loop's in a world of one
+    (gradient accumulation, clipping, the workload's scheduler; see
+    orchestrator.runtime.train_loop), and a checkpoint carries everything a resumed trial
+    needs to end with the weights of one never stopped: model, optimizer, scheduler, the
+    workload's own state and the RNG states."""
+
+    def __init__(self, runtime: dict[str, Any], index: int) -> None:
+        from orchestrator.workloads import is_builtin, make_workload
+
+        self.hpo: HpoSection = runtime["hpo"]
+        self.trial_id = trial_key(index)
+        self.values = runtime["configs"][index]
+        job, trainer, data = trial_sections(runtime, self.values)
+        self.clip = trainer.grad_clip_norm
+        torch.set_num_threads(trainer.torch_threads)
+        torch.manual_seed(job.seed)
+        random.seed(job.seed)
+        np.random.seed(job.seed)
+        self.workload = make_workload(job.to_plain(), data.to_plain())
+        self.feed = WorkerData(data, job, self.workload, 0, 1, trainer.grad_accum_steps)
+        self.model = self.workload.model()
+        self.optimizer = self.workload.optimizer(self.model)
+        if any(config_path(k) == "job.lr" for k in self.values) and not is_builtin(job.workload):
+            scale_lr(self.optimizer, job.lr)
+        make_sched = getattr(self.workload, "scheduler", None)
+        self.scheduler = make_sched(self.optimizer) if callable(make_sched) else None
+
+    def restore(self, parts: dict[str, bytes]) -> int:
+        """The state of a checkpoint this loop wrote (CHECKPOINT_FILES); its iteration."""
+        self.model.load_state_dict(load_tensors(parts["model.pt"]))
+        self.optimizer.load_state_dict(load_tensors(parts["optimizer.pt"]))
+        state = load_tensors(parts["state.pt"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if callable(getattr(self.workload, "load_state_dict", None)) and state.get("workload") is not None:
+            self.workload.load_state_dict(state["workload"])
+        if state.get("rng") is not None:
+            set_rng_state(state["rng"])
+        return int(state["iteration"])
+
+    def run(self, start: int, report: Any) -> None:
+        """Iterations ``start + 1`` .. ``hpo.max_t``: each one's metrics and checkpoint folder to
+        ``report(iteration, metrics, folder)`` (the folder is gone once it returns)."""
+        spi = self.hpo.steps_per_iteration
+        try:
+            for it in range(start + 1, self.hpo.max_t + 1):
+                # Steps (it-1)*spi+1 .. it*spi: the data position is the iteration.
+                for step in range((it - 1) * spi + 1, it * spi + 1):
+                    train_step(self.workload, self.model, self.optimizer, self.scheduler, self.feed, step, self.clip)
+                metrics = eval_metrics(self.workload.evaluate(self.model), self.hpo.metric)
+                with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as d:
+                    self.save(d, it)
+                    report(it, metrics, d)
+        finally:
+            self.feed.close()
+
+    def save(self, folder: str, iteration: int) -> None:
+        torch.save(self.model.state_dict(), os.path.join(folder, "model.pt"))
+        torch.save(self.optimizer.state_dict(), os.path.join(folder, "optimizer.pt"))
+        own = getattr(self.workload, "state_dict", None)
+        state = {
+            "iteration": iteration,
+            "trial_id": self.trial_id,
+            "data_position": iteration * self.hpo.steps_per_iteration,
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+            "workload": own() if callable(own) else None,
+            "rng": rng_state(),
+        }
+        torch.save(state, os.path.join(folder, "state.pt"))
+
+
 def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str, dict[str, bytes]]) -> None:
-    """One trial: the job's workload trained in-process (one worker), an evaluation and a
-    checkpoint every ``steps_per_iteration`` steps; it goes on from Tune's checkpoint (a
-    retry within this attempt) or else from the snapshot's (``resume``), if any."""
+    """One Tune trial: a TrialLoop that goes on from Tune's checkpoint (a retry within this
+    attempt) or else from the snapshot's (``resume``), if any, reporting each iteration."""
     from ray import tune  # in the trial's process; the rest of this module needs no Ray
 
-    from orchestrator.workloads import make_workload
-
-    hpo: HpoSection = runtime["hpo"]
-    job: JobSection = runtime["job"]
-    index = int(config[INDEX])
-    trial_id = trial_key(index)
-    values = runtime["configs"][index]
+    loop = TrialLoop(runtime, int(config[INDEX]))
     control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
     gen = int(runtime["generation"])
-    torch.set_num_threads(1)
-    torch.manual_seed(job.seed)
-    random.seed(job.seed)
-    np.random.seed(job.seed)
-    # The trial's values (job keys: lr, hidden_size, batch_size) over the job's.
-    workload = make_workload({**job.to_plain(), **values}, runtime["data"].to_plain())
-    model = workload.model()
-    optimizer = workload.optimizer(model)
-    parts: dict[str, bytes] | None = resume.get(trial_id)
+    parts: dict[str, bytes] | None = resume.get(loop.trial_id)
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
             parts = read_trial_checkpoint(d)
     start = 0
     if parts is not None:
-        model.load_state_dict(load_tensors(parts["model.pt"]))
-        optimizer.load_state_dict(load_tensors(parts["optimizer.pt"]))
-        start = int(load_tensors(parts["state.pt"])["iteration"])
-        control.event(gen, "trial_restored", trial_id=trial_id, iteration=start, pid=os.getpid())
+        start = loop.restore(parts)
+        control.event(gen, "trial_restored", trial_id=loop.trial_id, iteration=start, pid=os.getpid())
     else:
-        control.event(gen, "trial_started", trial_id=trial_id, config=values)
-    spi = hpo.steps_per_iteration
-    sampler = Sampler(rank=0).start()
-    try:
-        for it in range(start + 1, hpo.max_t + 1):
-            # Steps (it-1)*spi+1 .. it*spi: the data position is the iteration.
-            for step in range((it - 1) * spi + 1, it * spi + 1):
-                x, y = workload.batch(step, 0, 1)
-                optimizer.zero_grad(set_to_none=True)
-                workload.loss(model, (x, y)).backward()
-                optimizer.step()
-                sampler.count(len(x))
-            metrics = workload.evaluate(model)
-            with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as d:
-                torch.save(model.state_dict(), os.path.join(d, "model.pt"))
-                torch.save(optimizer.state_dict(), os.path.join(d, "optimizer.pt"))
-                torch.save(
-                    {"iteration": it, "trial_id": trial_id, "data_position": it * spi}, os.path.join(d, "state.pt")
-                )
-                tune.report(
-                    {
-                        **metrics,
-                        "iteration": it,
-                        "weights_sha256": weights_sha256(model.state_dict()),
-                        "telemetry": sampler.snapshot().to_json(),
-                    },
-                    checkpoint=tune.Checkpoint.from_directory(d),
-                )
-    finally:
-        sampler.stop()
+        control.event(gen, "trial_started", trial_id=loop.trial_id, config=loop.values)
+
+    def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
+        tune.report(
+            {
+                **metrics,
+                METRICS_KEY: metrics,
+                "iteration": iteration,
+                "weights_sha256": weights_sha256(loop.model.state_dict()),
+                "telemetry": loop.feed.sampler.snapshot().to_json(),
+            },
+            checkpoint=tune.Checkpoint.from_directory(folder),
+        )
+
+    loop.run(start, report)
+
+
+def train_step(
+    workload: Any, model: Any, optimizer: Any, scheduler: Any, feed: WorkerData, step: int, clip: float
+) -> None:
+    """One optimizer step over the feed's micro-batches, as the run's loop takes it in a
+    world of one: the mean loss over ``grad_accum_steps``, clipping by total norm."""
+    optimizer.zero_grad(set_to_none=True)
+    micros = feed.micro_batches
+    for micro in range(micros):
+        loss = workload.loss(model, feed.batch(step, micro))
+        (loss / micros if micros > 1 else loss).backward()
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()

@@ -17,7 +17,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.hpo import Distribution
 from orchestrator.wire.codec import to_plain
 from orchestrator.wire.faults import During, FaultKind
-from orchestrator.wire.sections import Autocast, Loader, Metric, Scheduler
+from orchestrator.wire.sections import Autocast, Loader, Scheduler
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -51,7 +51,6 @@ CASES = [
     ),
     (["trainer.autocast=fp8"], "trainer.autocast", "fp8", Autocast),
     (["data.loader=torch"], "data.loader", "torch", Loader),
-    (["hpo.metric=loss"], "hpo.metric", "loss", Metric),
     (["hpo.mode=maximize"], "hpo.mode", "maximize", Mode),
     (["hpo.scheduler=pbt"], "hpo.scheduler", "pbt", Scheduler),
     (

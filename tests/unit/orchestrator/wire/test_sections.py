@@ -123,7 +123,7 @@ BAD = [
     ("trainer.autocast", lambda d: d["trainer"].update(autocast="fp8")),
     ("data.loader", lambda d: d["data"].update(loader="mmap")),
     ("hpo.mode", lambda d: d["hpo"].update(mode="best")),
-    ("hpo.metric", lambda d: d["hpo"].update(metric="loss")),
+    ("hpo.metric", lambda d: d["hpo"].update(metric="a loss")),
     ("hpo.scheduler", lambda d: d["hpo"].update(scheduler="pbt")),
     ("faults[0].kind", lambda d: d["faults"][0].update(kind="explode")),
     ("faults[0].during", lambda d: d["faults"][0].update(during="lunch")),
@@ -211,12 +211,11 @@ def test_each_section_mirrors_its_config_dataclass(config_cls: type, section: ty
 
 def test_the_closed_sets_are_the_configs() -> None:
     # One vocabulary: the config types its fields with the wire's enums.
-    assert (cfgmod.Loader, cfgmod.Autocast, cfgmod.Mode, cfgmod.Scheduler, cfgmod.Metric) == (
+    assert (cfgmod.Loader, cfgmod.Autocast, cfgmod.Mode, cfgmod.Scheduler) == (
         sections.Loader,
         sections.Autocast,
         sections.Mode,
         sections.Scheduler,
-        sections.Metric,
     )
     # A region's preemption_notice: the wire's sources, and auto, which the controller resolves.
     assert [m.value for m in cfgmod.PreemptionNotice] == ["auto", *sections.NOTICE_SOURCES]

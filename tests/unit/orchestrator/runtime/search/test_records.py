@@ -37,14 +37,16 @@ def trial(index: int, status: str = "RUNNING", last: dict[str, Any] | None = Non
 
 
 def test_a_live_trial_that_reported_is_recorded_from_its_last_result() -> None:
-    last = {"iteration": 3, "accuracy": 0.5, "eval_loss": 1.0, "other": 7, "weights_sha256": SHA}
+    # The workload's metrics: the ones under eval_metrics, not Tune's own numbers beside them.
+    metrics = {"accuracy": 0.5, "eval_loss": 1.0, "perplexity": 2.7}
+    last = {"iteration": 3, **metrics, "eval_metrics": metrics, "other": 7, "weights_sha256": SHA}
     record = live_record(trial(1, last=last, ckpt_it=2), CONFIGS, {})
     assert record == TrialRecord(
         trial_id="trial_00001",
         status="RUNNING",
         iteration=3,
         config={"lr": 0.2},
-        metrics={"accuracy": 0.5, "eval_loss": 1.0},
+        metrics=metrics,
         checkpoint_iteration=2,
         error=None,
         weights_sha256=SHA,

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import torch
 
-from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES
-from orchestrator.runtime.search.trial import INDEX, read_trial_checkpoint, trial_id_of, trial_inputs
+from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS
+from orchestrator.runtime.search.trial import (
+    INDEX,
+    TrialLoop,
+    eval_metrics,
+    load_tensors,
+    read_trial_checkpoint,
+    scale_lr,
+    trial_id_of,
+    trial_inputs,
+    trial_sections,
+)
+from orchestrator.runtime.worker import UserCodeError
+from orchestrator.wire.sections import DataSection, HpoSection, JobSection, TrainerSection
 
 pytestmark = pytest.mark.unit
 
@@ -29,14 +44,88 @@ def test_a_checkpoint_folder_is_read_file_by_file(tmp_path: Path) -> None:
 
 
 def test_every_trial_gets_the_job_the_data_the_values_and_the_control_channel() -> None:
-    spec = SimpleNamespace(job="J", data="D", control_url="file:///c", control_options={"k": 1}, generation=4)
+    spec = SimpleNamespace(
+        job="J", trainer="T", data="D", control_url="file:///c", control_options={"k": 1}, generation=4
+    )
     got = trial_inputs(spec, "H", [{"lr": 0.1}])  # type: ignore[arg-type]
     assert got == {
         "hpo": "H",
         "job": "J",
+        "trainer": "T",
         "data": "D",
         "configs": [{"lr": 0.1}],
         "control_url": "file:///c",
         "control_options": {"k": 1},
         "generation": 4,
     }
+
+
+# --- the trial's loop ---------------------------------------------------------------------------
+
+TINY = "tests.fixtures.tinywork:Tiny"  # a dataset() workload with a scheduler and state of its own
+
+
+def runtime(values: dict[str, Any], max_t: int = 4, **job: Any) -> dict[str, Any]:
+    return {
+        "hpo": HpoSection(enabled=True, metric="accuracy", max_t=max_t, steps_per_iteration=3),
+        "job": JobSection(name="t", workload=TINY, params={"samples": 256, "step_size": 4}, batch_size=16, **job),
+        "trainer": TrainerSection(workers=1),
+        "data": DataSection(),
+        "configs": [values],
+    }
+
+
+def test_a_trials_values_land_at_their_paths_and_the_runs_sections_stay_as_they_were() -> None:
+    rt = runtime({"job.params.hidden": 8, "lr": 0.5, "trainer.grad_clip_norm": 1.5, "data.samples": 99})
+    job, trainer, data = trial_sections(rt, rt["configs"][0])
+    assert job.params == {"samples": 256, "step_size": 4, "hidden": 8} and job.lr == 0.5
+    assert (trainer.grad_clip_norm, data.samples) == (1.5, 99)
+    assert rt["job"].params == {"samples": 256, "step_size": 4} and rt["trainer"].grad_clip_norm == 0.0
+
+
+def test_a_searched_learning_rate_scales_every_param_group_keeping_their_ratios() -> None:
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([{"params": [a], "lr": 0.1}, {"params": [b], "lr": 0.01}], lr=0.1)
+    scale_lr(opt, 0.5)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.5, 0.05])
+
+
+def test_the_metrics_are_the_workloads_numbers_and_the_searched_one_must_be_among_them() -> None:
+    got = eval_metrics({"accuracy": 0.5, "n": 3, "t": torch.tensor(2.0), "bad name": 1.0, "nan": float("nan")}, "n")
+    assert got == {"accuracy": 0.5, "n": 3.0, "t": 2.0}
+    with pytest.raises(UserCodeError, match=r"^hpo.metric: the search optimises 'f1'.*accuracy, n, t"):
+        eval_metrics({"accuracy": 0.5, "n": 3, "t": 2.0}, "f1")
+    assert len(eval_metrics({f"m{i}": 1.0 for i in range(40)}, "m0")) == MAX_METRICS
+
+
+def _run(loop: TrialLoop, start: int = 0, stop: int | None = None) -> dict[int, dict[str, bytes]]:
+    """Iterations from ``start``; each one's checkpoint files (and, at ``stop``, no further)."""
+    saved: dict[int, dict[str, bytes]] = {}
+
+    class Stop(Exception):
+        pass
+
+    def report(it: int, metrics: dict[str, float], folder: str) -> None:
+        assert set(metrics) == {"accuracy", "loss_calls"}
+        saved[it] = read_trial_checkpoint(folder)
+        if it == stop:
+            raise Stop
+
+    with contextlib.suppress(Stop):
+        loop.run(start, report)
+    return saved
+
+
+def test_a_trial_resumed_from_its_checkpoint_ends_with_the_weights_of_one_never_stopped() -> None:
+    values = {"job.params.hidden": 8, "lr": 0.3, "trainer.grad_clip_norm": 0.5, "trainer.grad_accum_steps": 2}
+    whole = _run(TrialLoop(runtime(values), 0))
+    stopped = _run(TrialLoop(runtime(values), 0), stop=2)
+    again = TrialLoop(runtime(values), 0)
+    assert again.restore(stopped[2]) == 2
+    rest = _run(again, start=2)
+    assert sorted(rest) == [3, 4]
+    assert rest[4] == whole[4]  # model, optimizer, scheduler, the workload's own state, RNG: byte for byte
+    # The values took effect: another clip norm trains other weights.
+    other = _run(TrialLoop(runtime({**values, "trainer.grad_clip_norm": 0.0}), 0))
+    assert other[4]["model.pt"] != whole[4]["model.pt"]
+    assert load_tensors(whole[4]["state.pt"])["workload"] == {"calls": 4 * 3 * 2}

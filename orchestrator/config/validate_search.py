@@ -1,0 +1,180 @@
+"""A search's config: hpo.*, its search space, and every trial it can run checked as a run is.
+
+A search space that can draw a value a run's config would refuse (a ``Params`` field's
+type, a bound, the batch-size split) is refused before anything launches, naming the
+search key, the value and what refused it: each trial's values are set in a copy of the
+config (``with_values``) and that copy meets the run's checks (``each_trial``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from orchestrator.config.checks import MIN_CPUS, at_least, positive_int, seconds
+from orchestrator.config.schema import Config
+from orchestrator.errors import ConfigError
+from orchestrator.hpo.space import (
+    MAX_TRIALS,
+    config_path,
+    flatten_space,
+    sample_configs,
+    trial_count,
+    validate_search_space,
+    where,
+)
+from orchestrator.hpo.trials import trial_key
+from orchestrator.wire.codec import show
+from orchestrator.wire.sections import METRIC_NAME
+
+# What a trial honours besides job.params.*: the keys of each section its loop reads.
+TRIAL_KEYS = {
+    "job": ("lr", "hidden_size", "batch_size", "seed", "eval_fraction"),
+    "trainer": ("grad_clip_norm", "grad_accum_steps", "torch_threads"),
+    "data": ("samples", "features"),
+}
+# Keys only the built-in workloads (digits, synthetic) read.
+BUILTIN_ONLY = ("job.hidden_size", "job.eval_fraction", "data.samples", "data.features")
+
+
+def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> None:
+    """hpo.* (the search space made flat: config paths), then every trial it can run
+    through ``check_training`` (the run's checks of job.*, trainer.* and data.*)."""
+    hpo = cfg.hpo
+    if not hpo.enabled:
+        return
+    for key in ("num_samples", "max_concurrent", "max_t", "grace_period", "steps_per_iteration"):
+        positive_int(f"hpo.{key}", getattr(hpo, key))
+    if hpo.reduction_factor < 2:
+        raise ConfigError("hpo.reduction_factor", f"got {hpo.reduction_factor}; expected an integer >= 2")
+    if hpo.grace_period > hpo.max_t:
+        raise ConfigError("hpo.grace_period", f"got {hpo.grace_period}; expected <= hpo.max_t ({hpo.max_t})")
+    if not (isinstance(hpo.metric, str) and METRIC_NAME.fullmatch(hpo.metric)):
+        raise ConfigError(
+            "hpo.metric",
+            f"got {show(hpo.metric)}; expected the name of a metric the workload's evaluate() returns "
+            "(e.g. accuracy, eval_loss)",
+        )
+    at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
+    seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
+    if cfg.data.loader != "sharded":
+        raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
+    for name in cfg.candidate_regions():
+        have = cfg.cloud.regions[name].num_cpus
+        if hpo.cpus_per_trial > have:
+            raise ConfigError(
+                "hpo.cpus_per_trial",
+                f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
+            )
+    # Paths from here on: the saved config, the runtime and the records see them flat.
+    hpo.search_space = flatten_space(hpo.search_space)
+    validate_search_space(hpo.search_space)
+    for key in hpo.search_space:
+        check_trial_key(key)
+    if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
+        raise ConfigError(
+            "hpo.num_samples",
+            f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
+        )
+    each_trial(cfg, check_training)
+
+
+def check_trial_key(key: str) -> None:
+    """A path the trial loop honours: job.params.*, or one of TRIAL_KEYS."""
+    path = config_path(key)
+    section, _, rest = path.partition(".")
+    if section == "job" and rest.startswith("params."):
+        return
+    if rest not in TRIAL_KEYS[section]:
+        if rest == "steps":
+            raise ConfigError(where(key), "a trial trains hpo.max_t x hpo.steps_per_iteration steps: vary those")
+        allowed = ", ".join(f"{section}.{k}" for k in TRIAL_KEYS[section])
+        raise ConfigError(
+            where(key),
+            f"{path} is not a key a trial can vary; of {section}.* a trial honours {allowed}"
+            + (", and any job.params.<key> of the workload" if section == "job" else ""),
+        )
+
+
+def trials(cfg: Config) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each trial the search can run, by id, with its values."""
+    hpo = cfg.hpo
+    for i, values in enumerate(sample_configs(hpo.search_space, hpo.num_samples, cfg.job.seed)):
+        yield trial_key(i), values
+
+
+def each_trial(cfg: Config, check: Callable[[Config], None]) -> None:
+    """``check`` on a copy of ``cfg`` with each distinct trial's values set; the first
+    ConfigError comes back naming the search key that drew the value, the value, the
+    trial and what refused it."""
+    seen: set[tuple[tuple[str, Any], ...]] = set()
+    for label, values in trials(cfg):
+        signature = tuple(sorted(values.items()))
+        if signature in seen:
+            continue
+        seen.add(signature)
+        try:
+            check(with_values(cfg, values))
+        except ConfigError as exc:
+            key = blamed(exc.key, values, lambda without: _passes(check, with_values(cfg, without)))
+            raise ConfigError(
+                where(key),
+                f"can draw {show(values[key])} ({label}), which {exc.key} refuses: {str(exc).split(': ', 1)[1]}",
+            ) from None
+
+
+def blamed(refused: str, values: dict[str, Any], passes: Callable[[dict[str, Any]], bool]) -> str:
+    """The search key to name for a refusal of ``refused`` (a config path): the key at that
+    path; else the first whose value, left at the run's, lets the trial pass (a batch size
+    that a searched grad_accum_steps cannot split names grad_accum_steps)."""
+    paths = {config_path(k): k for k in values}
+    for path, key in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+        if refused == path or refused.startswith(f"{path}.") or path.startswith(f"{refused}."):
+            return key
+    for key in values:
+        if passes({k: v for k, v in values.items() if k != key}):
+            return key
+    return next(iter(values))
+
+
+def _passes(check: Callable[[Config], None], trial: Config) -> bool:
+    try:
+        check(trial)
+    except ConfigError:
+        return False
+    return True
+
+
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """A copy of ``cfg`` (job, trainer and data copied; the rest shared) with each search
+    key's value at its path; a value of the wrong type for its field is a ConfigError."""
+    trial = copy.copy(cfg)
+    trial.job, trial.trainer, trial.data = copy.deepcopy(cfg.job), copy.deepcopy(cfg.trainer), copy.copy(cfg.data)
+    for key, value in values.items():
+        parts = config_path(key).split(".")
+        if parts[:2] == ["job", "params"]:
+            node = trial.job.params
+            for name in parts[2:-1]:
+                child = node.get(name)
+                node[name] = node = dict(child) if isinstance(child, dict) else {}
+            node[parts[-1]] = value
+            continue
+        section = getattr(trial, parts[0])
+        setattr(section, parts[1], typed(config_path(key), section, parts[1], value))
+    return trial
+
+
+def typed(path: str, section: Any, name: str, value: Any) -> Any:
+    """``value`` as the field's type: an int field takes integers only, a float field any number."""
+    assert is_dataclass(section)
+    kind = type(next(f for f in fields(section) if f.name == name).default)
+    if kind is int:
+        if not isinstance(value, int):
+            raise ConfigError(
+                path, f"got {show(value)}; expected an integer (draw it with choice, grid, randint or quniform)"
+            )
+    if kind is float:
+        return float(value)
+    return value

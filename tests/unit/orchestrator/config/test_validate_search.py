@@ -1,0 +1,123 @@
+"""A search's config: config paths, and every trial it can draw checked as a run's config is,
+before anything launches (the workload's Params, bounds, the batch split)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.compose import compose
+from orchestrator.config.schema import Config
+from orchestrator.config.usercode import check_user_code
+from orchestrator.errors import ConfigError
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A workload class outside the repository (its own folder, job.code_dir), searched."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "tinywork.py", folder / "tinywork.py")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield ["job=digits_hpo", "job.workload=tinywork:Tiny", f"job.code_dir={folder}", "job.batch_size=32"]
+    sys.modules.pop("tinywork", None)
+
+
+def checked(overrides: list[str]) -> Config:
+    cfg = compose(overrides)
+    check_user_code(cfg)
+    return cfg
+
+
+def refused(overrides: list[str]) -> ConfigError:
+    with pytest.raises(ConfigError) as err:
+        checked(overrides)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_a_nested_search_space_is_read_as_config_paths_and_saved_flat(tiny: list[str]) -> None:
+    cfg = checked(
+        [
+            *tiny,
+            "~hpo.search_space.lr",
+            "~hpo.search_space.hidden_size",
+            "hpo.search_space.job.params.hidden=choice 8 16 32",
+            "hpo.search_space.job.lr=loguniform 0.01 0.3",
+            "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2.0",
+            "hpo.search_space.job.params.gamma=quniform 0.25 1.0 0.25",
+            "hpo.metric=loss_calls",
+            "hpo.mode=min",
+        ]
+    )
+    assert cfg.hpo.search_space == {
+        "job.params.hidden": "choice 8 16 32",
+        "job.lr": "loguniform 0.01 0.3",
+        "trainer.grad_clip_norm": "uniform 0.5 2.0",
+        "job.params.gamma": "quniform 0.25 1.0 0.25",
+    }
+    assert cfg.hpo.metric == "loss_calls"
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "words"),
+    [
+        # A key that does not exist: in the workload's Params, or a trial's loop.
+        ("hpo.search_space.job.params.depth=choice 1 2", "hpo.search_space.job.params.depth", "unknown key; Tiny"),
+        ("hpo.search_space.trainer.workers=choice 1 2", "hpo.search_space.trainer.workers", "trainer.grad_clip_norm"),
+        ("hpo.search_space.job.steps=choice 10 20", "hpo.search_space.job.steps", "hpo.max_t x"),
+        ("hpo.search_space.cloud.provider=choice 1", "hpo.search_space.cloud.provider", "not a config path"),
+        # A value the Params refuses (its type), or a bound a run's config has.
+        ("hpo.search_space.job.params.hidden=choice 16 8.5", "hpo.search_space.job.params.hidden", "8.5"),
+        ("hpo.search_space.job.params.hidden=uniform 8 16", "hpo.search_space.job.params.hidden", "expected an integer"),
+        ("hpo.search_space.trainer.grad_accum_steps=choice 1 0", "hpo.search_space.trainer.grad_accum_steps", ">= 1"),
+        # A batch size the trial cannot split: named by the key that drew the split.
+        ("hpo.search_space.trainer.grad_accum_steps=choice 1 3", "hpo.search_space.trainer.grad_accum_steps", "of 3"),
+        (
+            "hpo.search_space.job.batch_size=choice 32 33,trainer.grad_accum_steps=2",
+            "hpo.search_space.job.batch_size",
+            "can draw 33",
+        ),
+        # Keys only the built-ins read vary nothing for a class.
+        ("hpo.search_space.job.hidden_size=choice 8 16", "hpo.search_space.job.hidden_size", "Tiny reads its own"),
+        # Two keys for one path.
+        ("hpo.search_space.job.lr=uniform 0.1 0.2", "hpo.search_space.job.lr", "as hpo.search_space.lr does"),
+    ],
+)
+def test_a_search_that_can_draw_a_trial_a_run_would_refuse_is_one_line_naming_the_key(
+    tiny: list[str], override: str, key: str, words: str
+) -> None:
+    base = [*tiny, "~hpo.search_space.hidden_size"]
+    err = refused([*base, *override.split(",")])
+    assert err.key == key, err
+    assert words in str(err), err
+
+
+def test_the_refusal_names_the_trial_and_what_refused_the_value(tiny: list[str]) -> None:
+    err = refused([*tiny, "~hpo.search_space.hidden_size", "hpo.search_space.job.params.hidden=choice 16 8.5"])
+    assert str(err).startswith("hpo.search_space.job.params.hidden: can draw 8.5 (trial_0000")
+    assert "which job.params.hidden refuses: got 8.5; expected an integer" in str(err)
+
+
+def test_a_built_in_takes_its_job_keys_and_trainer_keys_and_refuses_params(tiny: list[str]) -> None:
+    ok = checked(["job=digits_hpo", "hpo.search_space.trainer.grad_accum_steps=grid 1 2"])
+    assert ok.hpo.search_space["trainer.grad_accum_steps"] == "grid 1 2"
+    err = refused(["job=digits_hpo", "hpo.search_space.job.params.hidden=choice 8 16"])
+    assert err.key == "hpo.search_space.job.params.hidden" and "takes no params" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("42", "expected a distribution"), ("uniform 1", "low < high"), ("quniform 0 1 2", "q must be")],
+)
+def test_a_malformed_distribution_names_its_path(value: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        compose(["job=digits_hpo", f"hpo.search_space.trainer.grad_clip_norm={value}"])
+    assert err.value.key == "hpo.search_space.trainer.grad_clip_norm" and words in str(err.value)
