@@ -1,17 +1,22 @@
-"""job=digits_hpo (a Ray Tune search with ASHA) that loses its region mid-way: it finishes in
-the next one, every trial from its own checkpoint, with its best trial in result.json. The
-search's uninterrupted path is the first attempt of this same run."""
+"""A Ray Tune search with ASHA over a user's workload class (outside the repository, its keys
+named by config path) that loses its region mid-way: it finishes in the next one, every trial
+from its own checkpoint and with exactly the weights of the same trial trained in one go, the
+best trial in result.json. (job=digits_hpo itself runs in tests/integration/test_readme.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import shutil
 import tarfile
+from pathlib import Path
 
 import torch
 
+from tests.support.paths import REPO
 from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
 
-MAX_T, RUNGS = 6, {2, 4}  # conf/job/digits_hpo.yaml: max_t 6, grace 2, reduction factor 2
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def _newest_checkpoints(archive: bytes) -> dict[str, int]:
@@ -28,22 +33,67 @@ def _newest_checkpoints(archive: bytes) -> dict[str, int]:
     return newest
 
 
-def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_home):
+# --- a user's workload class, searched by config path -------------------------------------------------
+
+USER_MAX_T, USER_RUNGS = 4, {1, 2}  # grace period 1, reduction factor 2 (digits_hpo's)
+USER_SEARCH = (
+    "job=digits_hpo",
+    "job.workload=tinywork:Tiny",
+    "job.batch_size=32",
+    "job.params.samples=1024",
+    "~hpo.search_space.lr",
+    "~hpo.search_space.hidden_size",
+    "hpo.search_space.job.params.hidden=choice 8 16 32",
+    "hpo.search_space.job.params.gamma=quniform 0.25 1.0 0.25",
+    "hpo.search_space.job.lr=loguniform 0.01 0.3",
+    "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2.0",
+    "hpo.num_samples=4",
+    f"hpo.max_t={USER_MAX_T}",
+    "hpo.grace_period=1",
+    "hpo.steps_per_iteration=10",
+    "hpo.snapshot_interval_s=0",
+    "trainer.grad_accum_steps=2",
+)
+
+
+def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int) -> str:
+    """The trial's weights at ``iteration`` when trained in one go (no restore), in this process."""
+    from orchestrator.hpo import sample_configs
+    from orchestrator.runtime.search.trial import TrialLoop, trial_inputs
+    from orchestrator.runtime.weights import weights_sha256
+    from orchestrator.wire.spec import RuntimeSpec
+
+    spec = RuntimeSpec.load(str(spec_path))
+    assert spec.hpo is not None
+    hpo = dataclasses.replace(spec.hpo, max_t=iteration)
+    configs = sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
+    loop = TrialLoop(trial_inputs(spec, hpo, configs), trial_index)
+    loop.run(0, lambda *_: None)
+    return weights_sha256(loop.model.state_dict())
+
+
+def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_with_its_uninterrupted_weights(
+    orch_home, tmp_path, monkeypatch
+):
+    from recovery.signing import run_keys_of
     from recovery.store import CheckpointStore
 
+    folder = tmp_path / "user-project"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "tinywork.py", folder / "tinywork.py")
     before = ray_pids()
     run_id = "hpo-kill-region"
     run = orchestrate(
         orch_home,
         run_id,
-        "job=digits_hpo",
+        *USER_SEARCH,
         "checkpoint.keep_last=100",  # keep the snapshot the second attempt restored, to look inside
-        # One trial at a time and a snapshot at every change: the kill at search step 4 lands in
-        # the first trial's fourth iteration (the first trial at a rung always goes on), so the
+        # One trial at a time and a snapshot at every change: the kill at search step 3 lands in
+        # the first trial's third iteration (the first trial at a rung always goes on), so the
         # snapshot restored holds a trial half way with a checkpoint, the case under test.
         "hpo.max_concurrent=1",
-        "hpo.snapshot_interval_s=0",
-        "chaos.faults=[{kind:kill_region,at_step:4}]",
+        "chaos.faults=[{kind:kill_region,at_step:3}]",
+        env={"PYTHONPATH": str(folder)},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
@@ -52,19 +102,20 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
     (inc,) = r["incidents"]
     assert inc["kind"] == "cluster_lost" and (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")
     restored = inc["restored_step"]
-    assert 1 <= restored <= 4
+    assert 1 <= restored <= 3
 
-    # Every trial reached its final iteration or an ASHA rung, from its last checkpoint,
-    # and the best one is in result.json.
+    # Every trial reached its final iteration or an ASHA rung, from its last checkpoint, its
+    # values named by their config paths and its metrics all the workload's evaluate() gave.
     trials = r["trials"]
-    assert len({t["trial_id"] for t in trials}) == 6
+    assert len({t["trial_id"] for t in trials}) == 4
     assert all(t["status"] == "TERMINATED" and t["checkpoint_iteration"] == t["iteration"] for t in trials), trials
-    assert all(t["iteration"] == MAX_T or t["iteration"] in RUNGS for t in trials), trials
-    assert r["search"]["rungs"] == sorted(RUNGS)
+    assert all(t["iteration"] == USER_MAX_T or t["iteration"] in USER_RUNGS for t in trials), trials
+    assert r["search"]["rungs"] == sorted(USER_RUNGS)
+    keys = {"job.params.hidden", "job.params.gamma", "job.lr", "trainer.grad_clip_norm"}
+    assert all(t["config"].keys() == keys and t["metrics"].keys() == {"accuracy", "loss_calls"} for t in trials)
     best = r["best_trial"]
-    assert best["metric"] == "accuracy" and best["mode"] == "max"
+    assert best["metric"] == "accuracy" and best["mode"] == "max" and best["config"].keys() == keys
     assert best["value"] == max(t["metrics"]["accuracy"] for t in trials)
-    assert best["config"].keys() == {"lr", "hidden_size"} and best["value"] >= 0.9
     assert r["metrics"]["accuracy"] == best["value"] and len(r["weights_sha256"]) == 64
     # The experiment went to the store as verified snapshots, replicated on from the new region.
     assert r["final_checkpoint"].startswith(f"file://{orch_home}/stores/local-b/")
@@ -75,8 +126,6 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
     assert all(w["samples_per_s"] > 0 and w["peak_rss_bytes"] > 0 for w in tele["workers"])
 
     # What the second attempt restored: the snapshot in local-b's store, verified.
-    from recovery.signing import run_keys_of
-
     store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))
     manifest = store.manifest(run_id, restored)
     assert manifest is not None and store.verify(run_id, restored).ok
@@ -94,4 +143,11 @@ def test_kill_region_mid_search_resumes_every_trial_from_its_checkpoint(orch_hom
             assert trial_id not in started, f"{trial_id} had a checkpoint, yet started from scratch"
             assert resumed[trial_id] == newest[trial_id] == snap["checkpoint_iteration"], (trial_id, snap)
     assert set(resumed) <= set(newest)
+
+    # Every trial, resumed or not, ends with the weights it has when trained in one go.
+    monkeypatch.syspath_prepend(str(folder))
+    spec = run.run_dir / "attempts" / "g1" / "spec.json"
+    for t in trials:
+        index = int(t["trial_id"].split("_")[1])
+        assert t["weights_sha256"] == _uninterrupted_sha(spec, index, t["iteration"]), t
     assert not wait_no_new_ray(before)

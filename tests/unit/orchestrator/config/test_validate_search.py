@@ -76,7 +76,11 @@ def test_a_nested_search_space_is_read_as_config_paths_and_saved_flat(tiny: list
         ("hpo.search_space.cloud.provider=choice 1", "hpo.search_space.cloud.provider", "not a config path"),
         # A value the Params refuses (its type), or a bound a run's config has.
         ("hpo.search_space.job.params.hidden=choice 16 8.5", "hpo.search_space.job.params.hidden", "8.5"),
-        ("hpo.search_space.job.params.hidden=uniform 8 16", "hpo.search_space.job.params.hidden", "expected an integer"),
+        (
+            "hpo.search_space.job.params.hidden=uniform 8 16",
+            "hpo.search_space.job.params.hidden",
+            "expected an integer",
+        ),
         ("hpo.search_space.trainer.grad_accum_steps=choice 1 0", "hpo.search_space.trainer.grad_accum_steps", ">= 1"),
         # A batch size the trial cannot split: named by the key that drew the split.
         ("hpo.search_space.trainer.grad_accum_steps=choice 1 3", "hpo.search_space.trainer.grad_accum_steps", "of 3"),
@@ -121,3 +125,14 @@ def test_a_malformed_distribution_names_its_path(value: str, words: str) -> None
     with pytest.raises(ConfigError) as err:
         compose(["job=digits_hpo", f"hpo.search_space.trainer.grad_clip_norm={value}"])
     assert err.value.key == "hpo.search_space.trainer.grad_clip_norm" and words in str(err.value)
+
+
+def test_a_saved_search_reads_back_with_the_same_paths() -> None:
+    import json
+
+    from orchestrator.config.saved import config_from_plain, to_plain
+
+    cfg = compose(["job=digits_hpo", "run_id=r1", "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2"])
+    back = config_from_plain(json.loads(json.dumps(to_plain(cfg))))
+    assert back.hpo.search_space == cfg.hpo.search_space
+    assert back.hpo.search_space["trainer.grad_clip_norm"] == "uniform 0.5 2"

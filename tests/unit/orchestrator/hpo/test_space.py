@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from orchestrator.config.compose import compose
 from orchestrator.errors import ConfigError
-from orchestrator.hpo.space import parse_distribution, sample_configs, trial_count
+from orchestrator.hpo.space import (
+    apply_values,
+    config_path,
+    flatten_space,
+    parse_distribution,
+    quantize,
+    sample_configs,
+    trial_count,
+)
 from orchestrator.hpo.trials import trial_key
 
 
@@ -73,3 +82,63 @@ def test_every_round_takes_every_grid_combination() -> None:
     assert grid[:6] == grid[6:] == [(32, 8), (32, 16), (32, 32), (64, 8), (64, 16), (64, 32)]
     assert len({c["lr"] for c in configs}) == 12
     assert trial_key(3) == "trial_00003"
+
+
+# --- config paths and the quantized distributions ----------------------------------------------------
+
+
+def test_a_nested_space_flattens_to_paths_and_a_flat_one_stays_as_it_is() -> None:
+    nested = {"job": {"params": {"hidden": "choice 8 16"}, "lr": "uniform 0.1 0.2"}, "lr": "choice 0.1"}
+    flat = flatten_space(nested)
+    assert flat == {"job.params.hidden": "choice 8 16", "job.lr": "uniform 0.1 0.2", "lr": "choice 0.1"}
+    assert flatten_space(flat) == flat
+    with pytest.raises(ConfigError, match=r"^hpo.search_space.job.params.hidden: got '3'; expected a distribution"):
+        flatten_space({"job": {"params": {"hidden": 3}}})
+    deep: dict = {"job": {}}
+    node = deep["job"]
+    for _ in range(10):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(ConfigError, match="nests deeper"):
+        flatten_space(deep)
+
+
+def test_a_key_is_a_config_path_or_one_of_the_short_keys() -> None:
+    assert config_path("lr") == "job.lr" and config_path("batch_size") == "job.batch_size"
+    assert config_path("trainer.grad_clip_norm") == "trainer.grad_clip_norm"
+    for bad in ("momentum", "job", "cloud.provider", "job..lr", "trainer."):
+        with pytest.raises(ConfigError, match=f"^hpo.search_space.{re.escape(bad)}: not a config path"):
+            config_path(bad)
+
+
+def test_quantized_draws_are_multiples_of_q_within_the_bounds() -> None:
+    space = {"a": "quniform 8 64 8", "b": "qloguniform 0.001 1.0 0.005", "c": "quniform 0 10 6"}
+    configs = sample_configs(space, 300, seed=0)
+    assert {c["a"] for c in configs} <= set(range(8, 65, 8)) and all(isinstance(c["a"], int) for c in configs)
+    assert all(isinstance(c["b"], float) and 0.005 <= c["b"] <= 1.0 for c in configs)
+    assert all(abs(c["b"] / 0.005 - round(c["b"] / 0.005)) < 1e-9 for c in configs)
+    assert {c["c"] for c in configs} <= {0, 6}  # 12 rounds past high: back to the last multiple inside
+    assert quantize(9.4, 0, 10, 6) == 6 and quantize(0.2, 0.5, 1.0, 0.25) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("quniform 1 2", "low, high and q"),
+        ("quniform 0 1 2", "q must be > 0 and at most high - low"),
+        ("qloguniform 0 1 0.1", "low > 0"),
+        ("randint 1 2.5", "randint takes integers"),
+        ("choice 1 inf", "finite"),
+    ],
+)
+def test_a_malformed_distribution_says_what_it_needs(text: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        parse_distribution("job.params.x", text)
+
+
+def test_values_land_at_their_paths_in_a_copy() -> None:
+    plain = {"job": {"lr": 0.1, "params": {"a": 1}}, "trainer": {"grad_clip_norm": 0.0}, "data": {}}
+    out = apply_values(plain, {"lr": 0.5, "job.params.b.c": 2, "trainer.grad_clip_norm": 1.0})
+    assert out["job"] == {"lr": 0.5, "params": {"a": 1, "b": {"c": 2}}} and out["trainer"]["grad_clip_norm"] == 1.0
+    assert plain["job"] == {"lr": 0.1, "params": {"a": 1}} and plain["trainer"]["grad_clip_norm"] == 0.0
+    assert out["data"] is plain["data"]
