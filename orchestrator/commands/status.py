@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from orchestrator.errors import error
+from orchestrator.hpo import progress_text as search_text
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport
@@ -55,6 +56,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
         s["last_checkpoint"] = prog.get("last_checkpoint")
+        s["search"] = search_text(prog).strip()
     s["result"] = result
     if result is not None:
         s["state"] = result["status"]
@@ -127,6 +129,10 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else _cell(value)
+
+
 def incident_row(i: dict[str, Any]) -> str:
     """One incident's row of the table."""
     return (
@@ -176,6 +182,10 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         else:
             lines.append(f"checkpoint sha256 {r['checkpoint_sha256']}")
         lines.append(f"duration   {r['duration_s']:.1f}s over {r['attempts']} attempt(s)")
+    if r is not None and r.get("trials"):
+        lines.extend(trial_rows(r))
+    elif s.get("search"):
+        lines.append(f"search     {s['search']}")
     if s["skipped"]:
         lines.append(f"skipped    {len(s['skipped'])} checkpoint(s) that did not verify:")
         for ev in s["skipped"][:5]:
@@ -187,6 +197,35 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     else:
         lines.append("incidents  none")
     return "\n".join(lines)
+
+
+# A search's table shows this many trials (the best first, then by id); the rest are counted.
+MAX_TRIAL_ROWS = 50
+
+
+def trial_rows(result: dict[str, Any]) -> list[str]:
+    """A finished search's trials, one line each: id, status (``stopped`` for a trial ASHA
+    ended before max_t), last iteration, the searched metric and the trial's values;
+    the best trial marked ``*`` and listed first."""
+    best = result.get("best_trial") or {}
+    metric = str(best.get("metric") or "")
+    max_t = (result.get("search") or {}).get("max_t")
+    trials = sorted(result["trials"], key=lambda t: (t.get("trial_id") != best.get("trial_id"), str(t.get("trial_id"))))
+    lines = ["trials", f"  {'':2}{'trial':<13}{'status':<11}{'iter':>5}{metric[:12]:>13}  config"]
+    for t in trials[:MAX_TRIAL_ROWS]:
+        status = str(t.get("status", "?"))
+        if status == "TERMINATED":
+            status = "stopped" if max_t is not None and t.get("iteration", 0) < max_t else "done"
+        value = (t.get("metrics") or {}).get(metric)
+        values = "  ".join(f"{k}={_num(v)}" for k, v in (t.get("config") or {}).items())
+        mark = "*" if t.get("trial_id") == best.get("trial_id") else ""
+        lines.append(
+            f"  {mark:<2}{t.get('trial_id')!s:<13}{status.lower():<11}{t.get('iteration', 0):>5}"
+            f"{_num(value):>13}  {values}"
+        )
+    if len(trials) > MAX_TRIAL_ROWS:
+        lines.append(f"  ... {len(trials) - MAX_TRIAL_ROWS} more in result.json's trials")
+    return lines
 
 
 def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from orchestrator.commands.status import (
     _nodes_line,
     controller_state,
     incident_row,
+    trial_rows,
     world_now,
 )
 from orchestrator.commands.status import main as status_main
@@ -92,3 +93,45 @@ def test_status_tells_a_dead_controller_from_a_live_one(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert f"status     {CONTROLLER_DIED}  (its controller died; continue it with: " in out
     assert "action=resume run_id=r1" in out
+
+
+def test_a_finished_search_shows_a_line_per_trial_the_best_first_and_the_stopped_marked() -> None:
+    result = {
+        "best_trial": {"trial_id": "trial_00002", "metric": "accuracy"},
+        "search": {"max_t": 4},
+        "trials": [
+            {
+                "trial_id": "trial_00000",
+                "status": "TERMINATED",
+                "iteration": 4,
+                "config": {"job.lr": 0.0123456},
+                "metrics": {"accuracy": 0.5},
+            },
+            {
+                "trial_id": "trial_00001",
+                "status": "TERMINATED",
+                "iteration": 1,
+                "config": {"job.lr": 0.2},
+                "metrics": {"accuracy": 0.25},
+            },
+            {
+                "trial_id": "trial_00002",
+                "status": "TERMINATED",
+                "iteration": 4,
+                "config": {"job.lr": 0.1},
+                "metrics": {"accuracy": 0.875},
+            },
+            {"trial_id": "trial_00003", "status": "ERROR", "iteration": 0, "config": {"job.lr": 0.3}, "metrics": {}},
+        ],
+    }
+    lines = trial_rows(result)
+    assert lines[0] == "trials" and lines[1].split() == ["trial", "status", "iter", "accuracy", "config"]
+    rows = [line.split() for line in lines[2:]]
+    assert rows == [
+        ["*", "trial_00002", "done", "4", "0.875", "job.lr=0.1"],
+        ["trial_00000", "done", "4", "0.5", "job.lr=0.01235"],
+        ["trial_00001", "stopped", "1", "0.25", "job.lr=0.2"],
+        ["trial_00003", "error", "0", "-", "job.lr=0.3"],
+    ]
+    many = {**result, "trials": [dict(result["trials"][0], trial_id=f"trial_{i:05d}") for i in range(60)]}
+    assert trial_rows(many)[-1] == "  ... 10 more in result.json's trials" and len(trial_rows(many)) == 2 + 50 + 1
