@@ -26,6 +26,7 @@ from orchestrator.wire.sections import (
     NoticeSource,
     Precision,
     Scheduler,
+    SearchAlg,
     Strategy,
 )
 
@@ -260,6 +261,9 @@ class HpoConfig:
     max_concurrent: int = 2
     cpus_per_trial: float = 1.0
     scheduler: Scheduler = Scheduler.asha
+    # random: trials drawn up front from job.seed (grid keys too); optuna: Optuna's TPE
+    # proposes each trial from the results so far (pip install '.[search]').
+    search_alg: SearchAlg = SearchAlg.random
     # Trial iterations (one iteration = steps_per_iteration training steps, then an evaluation
     # and a checkpoint); ASHA stops trials at rungs grace_period * reduction_factor**k.
     max_t: int = 6

@@ -18,8 +18,11 @@ from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
 from orchestrator.hpo.space import (
     MAX_TRIALS,
+    Distribution,
     config_path,
+    edge_values,
     flatten_space,
+    parse_distribution,
     sample_configs,
     trial_count,
     validate_search_space,
@@ -73,6 +76,8 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
     validate_search_space(hpo.search_space)
     for key in hpo.search_space:
         check_trial_key(key)
+    if hpo.search_alg == "optuna":
+        check_optuna(hpo.search_space)
     if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
         raise ConfigError(
             "hpo.num_samples",
@@ -98,11 +103,40 @@ def check_trial_key(key: str) -> None:
         )
 
 
+def check_optuna(space: dict[str, str]) -> None:
+    """Optuna proposes every value itself: no grid keys; and it must be installed here
+    (the controller's check before launch; the clusters get it as the controller's
+    environment does)."""
+    import importlib.util
+
+    for key, text in space.items():
+        if parse_distribution(key, text)[0] == Distribution.grid:
+            raise ConfigError(
+                where(key), "a grid is search_alg=random's (every combination, in order); with optuna use choice"
+            )
+    if importlib.util.find_spec("optuna") is None:
+        raise ConfigError(
+            "hpo.search_alg",
+            "optuna is not installed in this Python: pip install -c constraints.txt -e '.[search]', "
+            "or use hpo.search_alg=random",
+        )
+
+
 def trials(cfg: Config) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each trial the search can run, by id, with its values."""
+    """Each trial the search can run, by id, with its values: a random search's list; for a
+    searcher that proposes its own, a trial at each edge of each key (every choice, both
+    ends of a range), the other keys at their first edge."""
     hpo = cfg.hpo
-    for i, values in enumerate(sample_configs(hpo.search_space, hpo.num_samples, cfg.job.seed)):
-        yield trial_key(i), values
+    if hpo.search_alg == "random":
+        for i, values in enumerate(sample_configs(hpo.search_space, hpo.num_samples, cfg.job.seed)):
+            yield trial_key(i), values
+        return
+    edges = edge_values(hpo.search_space)
+    base = {key: values[0] for key, values in edges.items()}
+    yield "a proposed trial", base
+    for key, values in edges.items():
+        for value in values[1:]:
+            yield "a proposed trial", {**base, key: value}
 
 
 def each_trial(cfg: Config, check: Callable[[Config], None]) -> None:

@@ -200,6 +200,36 @@ def sample_configs(space: dict[str, str], num_samples: int, seed: int) -> list[d
     return out
 
 
+def in_space(kind: Distribution, args: list[Value], value: Any) -> bool:
+    """Whether ``value`` is one this distribution can give (a snapshot's record of a trial
+    a searcher proposed is checked so)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    if kind in (Distribution.choice, Distribution.grid):
+        return value in args
+    if kind == Distribution.randint:
+        return isinstance(value, int) and args[0] <= value < args[1]
+    return args[0] <= value <= args[1]
+
+
+def edge_values(space: dict[str, str]) -> dict[str, list[Value]]:
+    """The values at the edges of each key, for a searcher that proposes its own trials:
+    every choice, both ends of a range (randint's top is high - 1, a quantized range's
+    the multiples of q nearest its ends)."""
+    out: dict[str, list[Value]] = {}
+    for key, text in space.items():
+        kind, args = parse_distribution(key, text)
+        if kind in (Distribution.choice, Distribution.grid):
+            out[key] = list(dict.fromkeys(args))
+        elif kind == Distribution.randint:
+            out[key] = [args[0], args[1] - 1]
+        elif kind in QUANTIZED:
+            out[key] = [quantize(float(args[0]), *args), quantize(float(args[1]), *args)]
+        else:
+            out[key] = [float(args[0]), float(args[1])]
+    return out
+
+
 def apply_values(plain: dict[str, Any], values: Mapping[str, Value]) -> dict[str, Any]:
     """A copy of the plain config sections ``plain`` ({"job": ..., "trainer": ..., "data": ...})
     with each search key's value set at its path; the sections not named stay shared."""

@@ -85,6 +85,14 @@ class Scheduler(StrEnum):
     fifo = "fifo"
 
 
+class SearchAlg(StrEnum):
+    """How a search picks its trials: drawn up front from job.seed (random, grid keys
+    included), or proposed from the results so far by Optuna's TPE (optuna)."""
+
+    random = "random"
+    optuna = "optuna"
+
+
 class NoticeSource(StrEnum):
     """Where a node hears of its reclaim ahead of it (README "Preemption notices")."""
 
@@ -103,6 +111,7 @@ ACTIVATION_CHECKPOINTING = tuple(str(x) for x in ActivationCheckpointing)
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
+HPO_SEARCH_ALGS = tuple(str(x) for x in SearchAlg)
 NOTICE_SOURCES = tuple(str(x) for x in NoticeSource)
 # numpy's seeds are 32-bit unsigned.
 MAX_SEED = 2**32 - 1
@@ -248,6 +257,7 @@ class HpoSection(Section):
     max_concurrent: Count = 2
     cpus_per_trial: Positive = 1.0
     scheduler: Annotated[str, OneOf(HPO_SCHEDULERS)] = "asha"
+    search_alg: Annotated[str, OneOf(HPO_SEARCH_ALGS)] = "random"
     max_t: Count = 6
     grace_period: Count = 2
     reduction_factor: Annotated[int, AtLeast(2)] = 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -47,6 +48,7 @@ USER_SEARCH = (
     "hpo.search_space.job.params.gamma=quniform 0.25 1.0 0.25",
     "hpo.search_space.job.lr=loguniform 0.01 0.3",
     "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2.0",
+    "hpo.search_alg=optuna",
     "hpo.num_samples=4",
     f"hpo.max_t={USER_MAX_T}",
     "hpo.grace_period=1",
@@ -56,9 +58,8 @@ USER_SEARCH = (
 )
 
 
-def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int) -> str:
+def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values: dict) -> str:
     """The trial's weights at ``iteration`` when trained in one go (no restore), in this process."""
-    from orchestrator.hpo import sample_configs
     from orchestrator.runtime.search.trial import TrialLoop, trial_inputs
     from orchestrator.runtime.weights import weights_sha256
     from orchestrator.wire.spec import RuntimeSpec
@@ -66,8 +67,7 @@ def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int) -> str
     spec = RuntimeSpec.load(str(spec_path))
     assert spec.hpo is not None
     hpo = dataclasses.replace(spec.hpo, max_t=iteration)
-    configs = sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
-    loop = TrialLoop(trial_inputs(spec, hpo, configs), trial_index)
+    loop = TrialLoop(trial_inputs(spec, hpo, []), trial_index, values)
     loop.run(0, lambda *_: None)
     return weights_sha256(loop.model.state_dict())
 
@@ -149,5 +149,28 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     spec = run.run_dir / "attempts" / "g1" / "spec.json"
     for t in trials:
         index = int(t["trial_id"].split("_")[1])
-        assert t["weights_sha256"] == _uninterrupted_sha(spec, index, t["iteration"]), t
+        assert t["weights_sha256"] == _uninterrupted_sha(spec, index, t["iteration"], t["config"]), t
+    # Optuna's log, replayed here in a fresh searcher from the final snapshot, proposes every
+    # trial's values again: the searcher the second attempt rebuilt went on as the lost one
+    # would have, given the same results in the same order.
+    from orchestrator.hpo.replay import OptunaReplay
+
+    final = store.manifest(run_id, r["final_step"])
+    assert final is not None and store.verify(run_id, r["final_step"]).ok
+    with tarfile.open(fileobj=io.BytesIO(store.read(final, "experiment.tar"))) as tar:
+        member = tar.extractfile("search.json")
+        assert member is not None
+        state = json.loads(member.read())
+    configs = [t["config"] for t in sorted(trials, key=lambda t: t["trial_id"])]
+    assert sum(e[0] == "ask" for e in state["searcher"]) == 4 and sum(e[0] == "tell" for e in state["searcher"]) == 4
+    OptunaReplay.replay(dict(state_space(run.run_dir)), 0, "max", 4, state["searcher"], configs)
     assert not wait_no_new_ray(before)
+
+
+def state_space(run_dir: Path) -> dict[str, str]:
+    """The search space as the run saved it (config paths)."""
+    from orchestrator.wire.spec import RuntimeSpec
+
+    spec = RuntimeSpec.load(str(run_dir / "attempts" / "g1" / "spec.json"))
+    assert spec.hpo is not None
+    return dict(spec.hpo.search_space)

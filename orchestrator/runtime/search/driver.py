@@ -25,6 +25,7 @@ from typing import Any
 from ray import tune
 
 from orchestrator.hpo import TERMINATED, AshaRungs, TrialRecord, best_of, counts, max_search_steps, search_step
+from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
 from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers
@@ -90,10 +91,12 @@ class SearchDriver:
         configs: list[dict[str, Any]],
         plan: ResumePlan,
         rungs: AshaRungs | None,
+        count: int | None = None,
+        proposer: OptunaReplay | None = None,
     ):
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo = search_of(spec)
-        self.configs, self.plan, self.rungs = configs, plan, rungs
+        self.configs, self.plan, self.rungs, self.proposer = configs, plan, rungs, proposer
         self.checkpointer = AsyncCheckpointer(
             spec_stores(spec, runkey.require()),
             spec.run_id,
@@ -105,7 +108,7 @@ class SearchDriver:
             lineage=spec.fencing_lineage(),
         )
         self.restored_step, self.restored_url = restored_step, restored_url
-        self.total = max_search_steps(len(configs), self.hpo.max_t)
+        self.total = max_search_steps(len(configs) if count is None else count, self.hpo.max_t)
         self.last_snapshot_step = restored_step
         self.last_snapshot_t = 0.0
         self.dirty = False
@@ -196,7 +199,8 @@ class SearchDriver:
             if record.status != TERMINATED and record.trial_id in self.plan.checkpoints:
                 checkpoints[record.trial_id] = self.plan.checkpoints[record.trial_id]
         rungs = None if self.rungs is None else self.rungs.to_json()
-        data = pack(SearchSnapshot(records, rungs, checkpoints))
+        log = None if self.proposer is None else [list(e) for e in self.proposer.events]
+        data = pack(SearchSnapshot(records, rungs, checkpoints, log))
         self.checkpointer.submit(
             step,
             {ARCHIVE: data},

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.hpo import trial_key
+from orchestrator.hpo.replay import ASK, OptunaReplay, ReplayError
 from orchestrator.runtime.search.section import rung_list, search_of
-from orchestrator.runtime.search.snapshot import ARCHIVE, SearchSnapshot, SnapshotError, unpack
+from orchestrator.runtime.search.snapshot import ARCHIVE, Expected, SearchSnapshot, SnapshotError, unpack
 from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import HpoSection
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.replication import load_newest
 from recovery.store import CheckpointStore
@@ -40,7 +43,7 @@ def check_trial_checkpoints(snapshot: SearchSnapshot) -> None:
 
 
 def restore_search(
-    spec: RuntimeSpec, control: ControlChannel, configs: list[dict[str, Any]]
+    spec: RuntimeSpec, control: ControlChannel, configs: list[dict[str, Any]] | Expected
 ) -> tuple[int, str | None, SearchSnapshot | None]:
     """The newest verified snapshot, checked: (its step, its URL, its contents), or (0, None,
     None). A snapshot that verifies but does not check raises SnapshotError (one line)."""
@@ -65,3 +68,28 @@ def restore_search(
     snapshot = unpack(archive, configs, hpo.max_t, rung_list(hpo))
     check_trial_checkpoints(snapshot)
     return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot
+
+
+def proposer_from(
+    hpo: HpoSection, seed: int, snapshot: SearchSnapshot | None
+) -> tuple[OptunaReplay, list[dict[str, Any]]]:
+    """The searcher of a search whose trials it proposes, rebuilt from the snapshot's log,
+    and the list of the trials it proposed (their recorded values, by index). Every trial
+    it asked for must have a record, and every record must be one it asked for; its
+    replay must propose each recorded trial's values again. SnapshotError if not."""
+    events = [] if snapshot is None else snapshot.searcher or []
+    records = {} if snapshot is None else {t.trial_id: t for t in snapshot.trials}
+    asked = sum(1 for e in events if e[0] == ASK)
+    if set(records) - {trial_key(i) for i in range(asked)}:
+        raise SnapshotError("the snapshot records a trial its searcher never proposed")
+    configs: list[dict[str, Any]] = []
+    for index in range(asked):
+        record = records.get(trial_key(index))
+        if record is None:
+            raise SnapshotError(f"the searcher proposed {trial_key(index)}, and the snapshot has no record of it")
+        configs.append(dict(record.config))
+    try:
+        proposer = OptunaReplay.replay(hpo.search_space, seed, hpo.mode, hpo.num_samples, events, configs)
+    except ReplayError as exc:
+        raise SnapshotError(str(exc)) from None
+    return proposer, configs

@@ -15,12 +15,14 @@ from typing import Any
 from ray import tune
 
 from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
+from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install
 from orchestrator.runtime.search.records import final_records, result_workers
-from orchestrator.runtime.search.restore import restore_search
+from orchestrator.runtime.search.restore import proposer_from, restore_search
 from orchestrator.runtime.search.scheduler import make_scheduler
+from orchestrator.runtime.search.searcher import ProposingSearcher
 from orchestrator.runtime.search.section import rung_list, search_of
-from orchestrator.runtime.search.snapshot import SnapshotError, resume_plan, rungs_from
+from orchestrator.runtime.search.snapshot import Expected, SnapshotError, resume_plan, rungs_from
 from orchestrator.runtime.search.trial import INDEX, trial_func, trial_inputs
 from orchestrator.runtime.telemetry import summary
 from orchestrator.wire.control import ControlChannel
@@ -40,9 +42,15 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
         control.event(spec.generation, "workers_ready", pid=os.getpid(), standby=True)
         while not control.is_active(spec.generation):
             time.sleep(STANDBY_POLL_S)
-    configs = sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
+    proposes = hpo.search_alg != "random"
+    # The search's list of trials: drawn up front, or grown as its searcher proposes them.
+    configs = [] if proposes else sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
+    expected = Expected(hpo.num_samples, None, hpo.search_space) if proposes else Expected(len(configs), configs)
+    proposer: OptunaReplay | None = None
     try:
-        restored_step, restored_url, snapshot = restore_search(spec, control, configs)
+        restored_step, restored_url, snapshot = restore_search(spec, control, expected)
+        if proposes:
+            proposer, configs = proposer_from(hpo, spec.job.seed, snapshot)
     except SnapshotError as exc:
         control.event(spec.generation, "runtime_error", error=f"search snapshot refused: {exc}"[:1000])
         return EXIT_INFRA
@@ -52,10 +60,10 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     plan = resume_plan(snapshot, len(configs), hpo.resume_errored, hpo.restart_errored)
     rungs = rung_list(hpo)
     asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
-    driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha)
+    driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer)
     install(driver)
     results: list[Any] = []
-    if plan.run:
+    if trials_left(driver):
         # Scratch is per cluster; a Tune experiment of an earlier attempt there is not ours to go on from.
         os.makedirs(spec.ray_storage_path, mode=0o700, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="tune-", dir=spec.ray_storage_path)
@@ -116,10 +124,24 @@ EXPERIMENT = "search"
 KEEP_TRIAL_CHECKPOINTS = 2
 
 
+def trials_left(driver: SearchDriver) -> int:
+    """Trials this attempt runs: the plan's, and those the searcher has yet to propose."""
+    unproposed = 0 if driver.proposer is None else driver.proposer.num_samples - driver.proposer.asked
+    return len(driver.plan.run) + unproposed
+
+
 def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
-    """A Tuner over the trials ``driver``'s plan runs (a grid of their indexes), its
-    experiment folder under ``scratch``, Tune's events to ``driver``."""
+    """A Tuner over the trials ``driver``'s plan runs (a grid of their indexes; with a
+    searcher that proposes trials, those first, then its proposals), its experiment folder
+    under ``scratch``, Tune's events to ``driver``."""
     hpo = driver.hpo
+    if driver.proposer is None:
+        space: dict[str, Any] = {INDEX: tune.grid_search(driver.plan.run)}
+        searcher, samples = None, 1
+    else:
+        space = {}
+        searcher = ProposingSearcher(driver.proposer, driver.configs, driver.plan.run, hpo.metric, hpo.mode)
+        samples = trials_left(driver)
     trainable = tune.with_resources(
         tune.with_parameters(
             trial_func, runtime=trial_inputs(spec, hpo, driver.configs), resume=driver.plan.checkpoints
@@ -128,11 +150,12 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
     )
     return tune.Tuner(
         trainable,
-        param_space={INDEX: tune.grid_search(driver.plan.run)},
+        param_space=space,
         tune_config=tune.TuneConfig(
             metric=hpo.metric,
             mode=hpo.mode,
-            num_samples=1,
+            num_samples=samples,
+            search_alg=searcher,
             max_concurrent_trials=hpo.max_concurrent,
             scheduler=make_scheduler(hpo, driver.rungs),
         ),

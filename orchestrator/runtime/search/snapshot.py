@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
+from orchestrator.hpo.replay import ReplayError, check_events
+from orchestrator.hpo.space import in_space, parse_distribution
 from orchestrator.wire.sections import METRIC_NAME
 
 FORMAT = "orchestrator.search/1"
@@ -35,6 +37,7 @@ FORMAT = "orchestrator.search/1"
 ARCHIVE = "experiment.tar"
 STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
+STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher"})
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
 # A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
 # reported to Tune at the top level (for its scheduler) and together under METRICS_KEY.
@@ -60,10 +63,36 @@ class SearchSnapshot:
     rungs: dict[str, dict[str, float]] | None = None
     # trial_id -> {file name: bytes}: the newest checkpoint of each trial that may still run.
     checkpoints: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    # A searcher that proposes trials (hpo.search_alg=optuna): its log (orchestrator.hpo.replay).
+    searcher: list[list[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the run's config says of a search's trials: a random search's list of values
+    (``listed``), or, for trials a searcher proposes, how many and from which ``space``."""
+
+    count: int
+    listed: list[dict[str, Any]] | None = None
+    space: dict[str, str] | None = None
+
+    def holds(self, index: int, config: Any) -> bool:
+        if self.listed is not None:
+            return bool(config == self.listed[index])
+        space = self.space or {}
+        if not isinstance(config, dict) or set(config) != set(space):
+            return False
+        return all(in_space(*parse_distribution(k, space[k]), v) for k, v in config.items())
 
 
 def pack(snapshot: SearchSnapshot) -> bytes:
-    state = {"format": FORMAT, "trials": [t.to_json() for t in snapshot.trials], "rungs": snapshot.rungs}
+    state: dict[str, Any] = {
+        "format": FORMAT,
+        "trials": [t.to_json() for t in snapshot.trials],
+        "rungs": snapshot.rungs,
+    }
+    if snapshot.searcher is not None:
+        state["searcher"] = snapshot.searcher
     files = {STATE: json.dumps(state, sort_keys=True).encode()}
     for trial_id, parts in sorted(snapshot.checkpoints.items()):
         for name in CHECKPOINT_FILES:
@@ -77,10 +106,14 @@ def pack(snapshot: SearchSnapshot) -> bytes:
     return buf.getvalue()
 
 
-def unpack(data: bytes, configs: list[dict[str, Any]], max_t: int, rungs: list[int] | None) -> SearchSnapshot:
+def unpack(
+    data: bytes, configs: list[dict[str, Any]] | Expected, max_t: int, rungs: list[int] | None
+) -> SearchSnapshot:
     """The snapshot in ``data``, checked against the search the run's config describes
-    (``configs`` from hpo.sample_configs, ``rungs`` from hpo.asha_rungs or None for FIFO).
+    (``configs`` from hpo.sample_configs, or an Expected; ``rungs`` from hpo.asha_rungs or
+    None for FIFO). A searcher's log is checked in shape here, and by its replay later.
     Raises SnapshotError naming what is wrong; reads members in memory, extracts nothing."""
+    expected = configs if isinstance(configs, Expected) else Expected(len(configs), configs)
     try:
         members = _members(data)
     except (tarfile.TarError, EOFError, OSError) as exc:
@@ -91,18 +124,26 @@ def unpack(data: bytes, configs: list[dict[str, Any]], max_t: int, rungs: list[i
         state = json.loads(members.pop(STATE))
     except (UnicodeDecodeError, ValueError):
         raise SnapshotError(f"{STATE} is not JSON") from None
-    if not isinstance(state, dict) or set(state) != {"format", "trials", "rungs"}:
-        raise SnapshotError(f"{STATE} is not an object with exactly format, trials and rungs")
+    if not isinstance(state, dict) or not {"format", "trials", "rungs"} <= set(state) <= STATE_KEYS:
+        raise SnapshotError(f"{STATE} is not an object of format, trials, rungs (and a searcher's log)")
     if state["format"] != FORMAT:
         raise SnapshotError(f"{STATE} has format {str(state['format'])[:40]!r}; expected {FORMAT!r}")
     if not isinstance(state["trials"], list):
         raise SnapshotError(f"{STATE}: trials is not a list")
-    trials = [_record(raw, i, configs, max_t) for i, raw in enumerate(state["trials"])]
+    trials = [_record(raw, i, expected, max_t) for i, raw in enumerate(state["trials"])]
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):
         raise SnapshotError(f"{STATE} names a trial twice")
     checkpoints = _checkpoints(members, {t.trial_id: t for t in trials})
-    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints)
+    searcher = state.get("searcher")
+    if (searcher is not None) != (expected.listed is None):
+        raise SnapshotError(f"{STATE}: a searcher's log goes with a searcher that proposes trials, and only then")
+    if searcher is not None:
+        try:
+            check_events(searcher, expected.count)
+        except ReplayError as exc:
+            raise SnapshotError(f"{STATE}: {exc}") from None
+    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints, searcher)
 
 
 def _members(data: bytes) -> dict[str, bytes]:
@@ -124,15 +165,15 @@ def _members(data: bytes) -> dict[str, bytes]:
     return out
 
 
-def _record(raw: Any, i: int, configs: list[dict[str, Any]], max_t: int) -> TrialRecord:
+def _record(raw: Any, i: int, expected: Expected, max_t: int) -> TrialRecord:
     where = f"{STATE}: trials[{i}]"
     if not isinstance(raw, dict) or set(raw) != RECORD_KEYS:
         raise SnapshotError(f"{where} is not a trial record (fields {', '.join(sorted(RECORD_KEYS))})")
     trial_id = raw["trial_id"]
     match = _TRIAL.fullmatch(trial_id) if isinstance(trial_id, str) else None
-    if match is None or int(match.group(1)) >= len(configs):
-        raise SnapshotError(f"{where}.trial_id is not one of this search's {len(configs)} trials")
-    if raw["config"] != configs[int(match.group(1))]:
+    if match is None or int(match.group(1)) >= expected.count:
+        raise SnapshotError(f"{where}.trial_id is not one of this search's {expected.count} trials")
+    if not expected.holds(int(match.group(1)), raw["config"]):
         raise SnapshotError(f"{where}.config differs from the values the run's config gives {trial_id}")
     if raw["status"] not in STATUSES:
         raise SnapshotError(f"{where}.status is not one of {', '.join(sorted(STATUSES))}")

@@ -29,8 +29,10 @@ from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import METRIC_NAME, DataSection, HpoSection, JobSection, TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
 
-# The one key of a Tune trial's config: the trial's index in hpo.sample_configs.
+# A Tune trial's config: the trial's index in the search's list of trials, and (for a
+# trial a searcher proposed, which a trial's process cannot look up) its values.
 INDEX = "trial_index"
+VALUES = "trial_values"
 
 
 def trial_id_of(trial: Any) -> str:
@@ -111,12 +113,12 @@ class TrialLoop:
     needs to end with the weights of one never stopped: model, optimizer, scheduler, the
     workload's own state and the RNG states."""
 
-    def __init__(self, runtime: dict[str, Any], index: int) -> None:
+    def __init__(self, runtime: dict[str, Any], index: int, values: dict[str, Any] | None = None) -> None:
         from orchestrator.workloads import is_builtin, make_workload
 
         self.hpo: HpoSection = runtime["hpo"]
         self.trial_id = trial_key(index)
-        self.values = runtime["configs"][index]
+        self.values = runtime["configs"][index] if values is None else values
         job, trainer, data = trial_sections(runtime, self.values)
         self.clip = trainer.grad_clip_norm
         torch.set_num_threads(trainer.torch_threads)
@@ -181,7 +183,7 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
     attempt) or else from the snapshot's (``resume``), if any, reporting each iteration."""
     from ray import tune  # in the trial's process; the rest of this module needs no Ray
 
-    loop = TrialLoop(runtime, int(config[INDEX]))
+    loop = TrialLoop(runtime, int(config[INDEX]), config.get(VALUES))
     control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
     gen = int(runtime["generation"])
     parts: dict[str, bytes] | None = resume.get(loop.trial_id)

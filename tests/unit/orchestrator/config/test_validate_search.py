@@ -136,3 +136,16 @@ def test_a_saved_search_reads_back_with_the_same_paths() -> None:
     back = config_from_plain(json.loads(json.dumps(to_plain(cfg))))
     assert back.hpo.search_space == cfg.hpo.search_space
     assert back.hpo.search_space["trainer.grad_clip_norm"] == "uniform 0.5 2"
+
+
+def test_optuna_takes_no_grid_and_its_edges_are_checked_as_trials(tiny: list[str]) -> None:
+    base = [*tiny, "~hpo.search_space.hidden_size", "hpo.search_alg=optuna"]
+    ok = checked([*base, "hpo.search_space.job.params.hidden=choice 8 16", "hpo.search_space.lr=uniform 0.01 0.5"])
+    assert ok.hpo.search_alg == "optuna"
+    err = refused([*base, "hpo.search_space.job.params.hidden=grid 8 16"])
+    assert err.key == "hpo.search_space.job.params.hidden" and "with optuna use choice" in str(err)
+    # Optuna proposes any value of a range: its ends are tried, as a trial, before launch.
+    err = refused([*base, "hpo.search_space.trainer.grad_accum_steps=randint 0 3"])
+    assert err.key == "hpo.search_space.trainer.grad_accum_steps" and "can draw 0 (a proposed trial)" in str(err)
+    err = refused([*base, "hpo.search_space.trainer.grad_accum_steps=randint 1 4"])
+    assert "can draw 3 (a proposed trial)" in str(err) and "use a multiple of 3" in str(err)

@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.hpo import TrialRecord, asha_rungs, sample_configs, trial_key
 from orchestrator.runtime.search.snapshot import (
+    Expected,
     SearchSnapshot,
     SnapshotError,
     pack,
@@ -117,7 +118,7 @@ def _with(name: str, data: bytes = b"x") -> bytes:
         (_with("/etc/passwd"), "never has"),
         (tar({"search.json": b"{}", "trials/trial_00002/model.pt": b""}, tarfile.SYMTYPE), "not a plain file"),
         (tar({"search.json": b"\xff\xfe"}), "not JSON"),
-        (tar({"search.json": b"[]"}), "exactly format, trials and rungs"),
+        (tar({"search.json": b"[]"}), "an object of format, trials, rungs"),
         (_state(format="tune/2"), "format"),
         (_state(trials={}), "not a list"),
         (_state(trials__0=[1, 2]), "not a trial record"),
@@ -192,3 +193,49 @@ def test_trials_the_snapshot_never_saw_start_and_no_snapshot_runs_them_all() -> 
     assert resume_plan(snap, 4, True, False).run == [2, 3]
     fresh = resume_plan(None, 4, True, False)
     assert fresh.run == [0, 1, 2, 3] and not fresh.carried and not fresh.checkpoints
+
+
+# --- a searcher that proposes trials (hpo.search_alg=optuna) ---------------------------------------
+
+
+def proposed_snapshot() -> tuple[SearchSnapshot, Expected]:
+    from orchestrator.hpo.replay import OptunaReplay
+
+    proposer = OptunaReplay(SPACE, 0, "max", 4)
+    trials = []
+    for _ in range(2):
+        index, values = proposer.ask()
+        trials.append(TrialRecord(trial_key(index), "RUNNING", config=values))
+    proposer.tell(0, 0.5)
+    trials[0] = replace(trials[0], status="TERMINATED", iteration=6, metrics={"accuracy": 0.5})
+    snap = SearchSnapshot(trials=trials, rungs=None, searcher=proposer.events)
+    return snap, Expected(4, None, SPACE)
+
+
+def test_a_proposing_searchers_snapshot_reads_back_with_its_log() -> None:
+    snap, expected = proposed_snapshot()
+    back = unpack(pack(snap), expected, 6, None)
+    assert back.searcher == snap.searcher and back.trials == snap.trials
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda s: s.trials[1].config.update({"job.lr": 5.0}), "config differs"),
+        (lambda s: s.trials[1].config.update({"momentum": 0.9}), "config differs"),
+        (lambda s: s.trials[1].config.update({"hidden_size": 48}), "config differs"),
+        (lambda s: s.searcher.append(["tell", 0, 0.5]), "told before"),
+        (lambda s: setattr(s, "searcher", None), "a searcher's log goes with"),
+    ],
+)
+def test_a_proposing_searchers_snapshot_that_is_not_this_searchs_is_refused(change, words: str) -> None:
+    snap, expected = proposed_snapshot()
+    change(snap)
+    with pytest.raises(SnapshotError, match=words):
+        unpack(pack(snap), expected, 6, None)
+
+
+def test_a_searchers_log_in_a_random_search_is_refused() -> None:
+    snap = replace(snapshot(), searcher=[["ask", 0]])
+    with pytest.raises(SnapshotError, match="a searcher's log goes with"):
+        unpack(pack(snap), CONFIGS, 6, RUNGS)
