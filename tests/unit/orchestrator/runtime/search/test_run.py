@@ -6,6 +6,7 @@ refused by name and never loaded."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import tarfile
@@ -16,7 +17,7 @@ import pytest
 
 from orchestrator.hpo import sample_configs
 from orchestrator.runtime.search.restore import restore_search
-from orchestrator.runtime.search.snapshot import ARCHIVE, SearchSnapshot, SnapshotError, pack
+from orchestrator.runtime.search.snapshot import ARCHIVE, FORMAT, Expected, SearchSnapshot, SnapshotError, pack
 from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.wire.control import ControlChannel
 from recovery.keys import controller_keys
@@ -131,4 +132,32 @@ def test_a_pickle_in_a_snapshot_this_run_signed_never_runs(tmp_path: Path, what:
     # A trial loads its model and optimizer the same way: as tensors only.
     with pytest.raises(pickle.UnpicklingError):
         load_tensors(pickle.dumps(Payload(marker)))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["a member of its own", "the searcher's log"])
+def test_an_optuna_searchers_state_as_a_pickle_in_a_signed_snapshot_never_runs(tmp_path: Path, where: str) -> None:
+    """Tune's OptunaSearch saves its study as a pickle; ours is a log of plain events."""
+    marker = tmp_path / "ran"
+    spec = loop_spec(
+        tmp_path,
+        RUN,
+        2,
+        {"name": "digits_hpo", "workload": "digits", "steps": 100, "seed": 0},
+        hpo={**HPO, "search_alg": "optuna"},
+    )
+    evil = pickle.dumps(Payload(marker))
+    state = {"format": FORMAT, "trials": [], "rungs": None, "searcher": []}
+    if where == "a member of its own":
+        data = archive({"search.json": json.dumps(state).encode(), "search/searcher-state.pkl": evil})
+        words = "search/searcher-state.pkl"
+    else:
+        data = archive({"search.json": json.dumps({**state, "searcher": evil.hex()}).encode()})
+        words = "the searcher's log is not a list"
+    ours = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
+    ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data, 1)])
+    expected = Expected(2, None, HPO["search_space"])
+    with pytest.raises(SnapshotError) as err:
+        restore_search(spec, ControlChannel(spec.control_url), expected)
+    assert words in str(err.value)
     assert not marker.exists()
