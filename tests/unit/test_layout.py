@@ -42,7 +42,8 @@ def covered(module: Path) -> bool:
 
 
 def test_every_module_with_logic_has_a_unit_test_file_at_its_mirrored_path() -> None:
-    missing = [str(m) for m in modules() if has_logic(REPO / m) and not covered(m)]
+    # A covered module needs no parse: only the uncovered ones are read for logic.
+    missing = [str(m) for m in modules() if not covered(m) and has_logic(REPO / m)]
     assert not missing, "modules with no tests/unit/<package path>/test_<module>.py: " + ", ".join(missing)
 
 
