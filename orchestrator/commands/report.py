@@ -52,6 +52,9 @@ class Report:
     traceback: str | None = None
     # (step the worker group started from, its world size), in order: where it changed.
     worlds: list[tuple[int, int]] = field(default_factory=list)
+    # A search: its metric, and each trial's value of it by iteration (trial_result events).
+    search_metric: str = ""
+    search: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -88,6 +91,20 @@ def world_sizes(events: list[Any]) -> list[tuple[int, int]]:
     return out
 
 
+def search_series(events: list[Any], metric: str) -> dict[str, list[tuple[int, float]]]:
+    """Each trial's ``metric`` by iteration, from the runtime's trial_result events; an
+    iteration reported again (a trial resumed from an earlier checkpoint) keeps its last."""
+    by_trial: dict[str, dict[int, float]] = {}
+    for ev in events:
+        if not (isinstance(ev, RuntimeReport) and ev.kind == "trial_result" and ev.fields.get("by") == "runtime"):
+            continue
+        trial, it, metrics = ev.fields.get("trial_id"), ev.fields.get("iteration"), ev.fields.get("metrics")
+        value = metrics.get(metric) if isinstance(metrics, dict) else None
+        if isinstance(trial, str) and isinstance(it, int) and isinstance(value, int | float):
+            by_trial.setdefault(trial[:64], {})[it] = float(value)
+    return {t: sorted(points.items()) for t, points in sorted(by_trial.items())}
+
+
 def build(run_dir: str) -> Report | None:
     events = list(read_typed(rundir.journal_path(run_dir)))
     view = fold(events)
@@ -103,6 +120,10 @@ def build(run_dir: str) -> Report | None:
     rep.faults = [to_json(f) for f in view.faults]
     rep.attempts = [to_json(a) for a in view.attempts]
     rep.worlds = world_sizes(events)
+    hpo = view.config.get("hpo") if isinstance(view.config, dict) else None
+    if isinstance(hpo, dict) and hpo.get("enabled"):
+        rep.search_metric = str(hpo.get("metric") or "")
+        rep.search = search_series(events, rep.search_metric)
     for inc in view.incidents:
         decision = next(
             (d for d in view.decisions if float(d.ts) >= float(inc.detected_at) - 1e-3 and d.failure == inc.kind),
@@ -186,6 +207,8 @@ def plot(run_dir: str, rep: Report) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if rep.search:
+        return _search_plot(run_dir, rep, plt)
     points = read_loss(run_dir)
     regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
@@ -230,6 +253,53 @@ def plot(run_dir: str, rep: Report) -> str:
     band.set_yticks([])
     band.set_xlabel("step")
     band.set_ylabel("region")
+    path = os.path.join(run_dir, PLOT_NAME)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
+    """A search's report: each trial's metric over its iterations (the best one thick, the
+    ones ASHA stopped dashed and ended with an x), and the faults and restores by search step."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (ax, band) = plt.subplots(
+        2, 1, figsize=(10, 5.5), gridspec_kw={"height_ratios": [5, 1]}, constrained_layout=True
+    )
+    result = rep.result or {}
+    best = (result.get("best_trial") or {}).get("trial_id")
+    max_t = (result.get("search") or {}).get("max_t")
+    ended = {t.get("trial_id"): t for t in result.get("trials") or [] if isinstance(t, dict)}
+    for i, (trial, points) in enumerate(rep.search.items()):
+        its, values = [p[0] for p in points], [p[1] for p in points]
+        record = ended.get(trial, {})
+        stopped = record.get("status") == "TERMINATED" and max_t is not None and record.get("iteration", 0) < max_t
+        colour = plt.get_cmap("tab20")(i % 20)
+        ax.plot(its, values, "--" if stopped else "-", color=colour, lw=2.8 if trial == best else 1.0, label=trial)
+        if stopped:
+            ax.plot(its[-1:], values[-1:], "x", color=colour, ms=8)
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(rep.search_metric)
+    ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.search)} trials, best {best or '-'} (thick); stopped: x")
+    if len(rep.search) <= 20:
+        ax.legend(fontsize=7, ncol=2)
+    last = max((int(a.get("last_step") or 0) for a in rep.attempts), default=0)
+    for a in rep.attempts:
+        lo, hi = int(a.get("restored_step") or 0), int(a.get("last_step") or 0)
+        if hi > lo:
+            band.broken_barh([(lo, hi - lo)], (0, 1), color="lightsteelblue")
+            band.text((lo + hi) / 2, 0.5, f"{a['region']} g{a['generation']}", ha="center", va="center", fontsize=7)
+    for f in rep.faults:
+        if isinstance(f.get("step"), int) and f["step"] > 0:
+            _mark(band, f["step"], str(f["kind"]), "red", "--", top=True)
+    for r in rep.rows:
+        if r.restored_step is not None:
+            _mark(band, r.restored_step, "restore", "green", ":", top=False)
+    band.set_xlim(0, max(last, 1))
+    band.set_yticks([])
+    band.set_xlabel("search step")
     path = os.path.join(run_dir, PLOT_NAME)
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +46,8 @@ from orchestrator.runstate.losses import last_loss_step
 from orchestrator.runstate.state import RunView
 
 LOSS = "train/loss"
+# A search's trial ids (orchestrator.hpo.trial_key): the one shape a trial's run folder takes.
+TRIAL_ID = re.compile(r"trial_\d{5}")
 # Offers waiting for the writer: beyond this (a disk that stopped answering) new ones
 # are dropped, and said once.
 QUEUE_MAX = 4096
@@ -62,6 +65,8 @@ class Scalar:
     tag: str
     step: int
     value: float
+    # A run of its own under the run's folder (a search's trial: ``trials/trial_00003``).
+    run: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ def event_records(event: Event, view: RunView) -> list[Record]:
             return [Restart(int(fields["restored_step"]) + 1)]
         if event.kind == "replicated":
             return _lag(fields.get("step"), fields.get("lag_s"))
+        if event.kind == "trial_result":
+            return trial_records(fields)
         return []
     if isinstance(event, Replicated):
         return _lag(event.step, event.lag_s)
@@ -208,6 +215,17 @@ def event_records(event: Event, view: RunView) -> list[Record]:
         reason = "" if status == "SUCCEEDED" or not view.reason else f": {view.reason}"
         return [Text("run", int(step), f"**{status}** at step {step}{reason}")]
     return []
+
+
+def trial_records(fields: dict[str, Any]) -> list[Record]:
+    """A search trial's iteration: each of its metrics in the trial's own run (a
+    TensorBoard run per trial, its iterations the steps). An id that is not a trial's
+    (it names a folder) is no record."""
+    trial, step, metrics = fields.get("trial_id"), _step(fields.get("iteration")), fields.get("metrics")
+    if not isinstance(trial, str) or not TRIAL_ID.fullmatch(trial) or step is None or not isinstance(metrics, dict):
+        return []
+    values = {f"search/{tag_name(str(k))}": _number(v) for k, v in metrics.items()}
+    return [Scalar(tag, step, v, run=f"trials/{trial}") for tag, v in values.items() if v is not None]
 
 
 def _lag(step: Any, lag: Any) -> list[Record]:
@@ -277,10 +295,11 @@ class Curves:
             for tag, step in self.last.items():
                 self.last[tag] = min(step, record.step - 1)
             return True
-        last = self.last.get(record.tag)
+        tag = f"{record.run}/{record.tag}" if isinstance(record, Scalar) and record.run else record.tag
+        last = self.last.get(tag)
         if last is not None and record.step < last:
             return False
-        self.last[record.tag] = record.step
+        self.last[tag] = record.step
         return True
 
 
@@ -320,7 +339,8 @@ class TensorBoardWriter:
         self._closed = False
         self._told = False
         self._dropped = 0
-        self._file: EventFile | None = None
+        # The run's own file ("") and one per run under it (a search's trials).
+        self._files: dict[str, EventFile] = {}
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tensorboard", daemon=True)
         self._thread.start()
@@ -371,29 +391,32 @@ class TensorBoardWriter:
                 return
 
     def _write(self, batch: list[Any]) -> bool:
-        out: list[bytes] = []
+        out: dict[str, list[bytes]] = {}
         stop = False
         for item in batch:
             if item is _STOP:
                 stop = True
                 break
             records, source, at = item
-            out.extend(encode(r, at) for r in records(source) if self._curves.admit(r))
-        if out:
-            if self._file is None:
-                self._file = EventFile(self.folder, time.time())
-            self._file.write(*out)
-            self._file.flush()
-        if stop and self._file is not None:
-            self._file.close()
+            for r in records(source):
+                if self._curves.admit(r):
+                    out.setdefault(r.run if isinstance(r, Scalar) else "", []).append(encode(r, at))
+        for run, encoded in out.items():
+            if run not in self._files:
+                self._files[run] = EventFile(os.path.join(self.folder, run) if run else self.folder, time.time())
+            self._files[run].write(*encoded)
+            self._files[run].flush()
+        if stop:
+            for f in self._files.values():
+                f.close()
         return stop
 
     def _stop(self, error: str) -> None:
         self._off = True
         self._tell(f"stopped: {error}")
-        if self._file is not None:
+        for f in self._files.values():
             try:
-                self._file.close()
+                f.close()
             except OSError:
                 pass
 

@@ -65,6 +65,7 @@ EVENT_KINDS = frozenset(
         "store_fallback",
         "train_started",
         "trial_restored",
+        "trial_result",
         "trial_started",
         "upload_recovered",
         "upload_retry",

@@ -144,6 +144,11 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
             assert resumed[trial_id] == newest[trial_id] == snap["checkpoint_iteration"], (trial_id, snap)
     assert set(resumed) <= set(newest)
 
+    # Each trial's curve: journaled per iteration, a TensorBoard run of its own.
+    curves = {e["trial_id"] for e in run.events("trial_result")}
+    assert curves == {t["trial_id"] for t in trials}
+    assert {p.name for p in (run.run_dir / "tensorboard" / "trials").iterdir()} == curves
+
     # Every trial, resumed or not, ends with the weights it has when trained in one go.
     monkeypatch.syspath_prepend(str(folder))
     spec = run.run_dir / "attempts" / "g1" / "spec.json"

@@ -28,7 +28,7 @@ from orchestrator.hpo import TERMINATED, AshaRungs, TrialRecord, best_of, counts
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
-from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers
+from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers, reported_metrics
 from orchestrator.runtime.search.section import search_of
 from orchestrator.runtime.search.snapshot import ARCHIVE, ResumePlan, SearchSnapshot, pack
 from orchestrator.runtime.search.trial import read_trial_checkpoint, trial_id_of
@@ -52,6 +52,7 @@ class SearchCallback(tune.Callback):
     its RunConfig (callbacks included) into its experiment folder on scratch."""
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict, **info: Any) -> None:
+        current_driver().result(trial, result)
         current_driver().changed(trials)
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -126,6 +127,15 @@ class SearchDriver:
         return live_records(self.plan.carried, trials, self.configs, self.plan.restored)
 
     # --- progress and chaos ---------------------------------------------------------------
+    def result(self, trial: Any, result: dict) -> None:
+        """Each iteration of a trial, journaled (``trial_result``): the search's curves in
+        action=report and TensorBoard (one run per trial)."""
+        metrics, iteration = reported_metrics(result), result.get("iteration")
+        if metrics and isinstance(iteration, int):
+            self.control.event(
+                self.gen, "trial_result", trial_id=trial_id_of(trial), iteration=iteration, metrics=metrics
+            )
+
     def changed(self, trials: list[Any]) -> None:
         self.dirty = True
         records = self.records(trials)

@@ -128,3 +128,38 @@ def test_the_world_size_over_steps_gets_its_own_panel_where_it_changed(tmp_path:
     _journal(tmp_path, [*_events(), started(101.0, 1, 0, 2)])
     rep = build(str(tmp_path))
     assert rep is not None and rep.worlds == [(0, 2)]
+
+
+def _search_events() -> list[dict]:
+    config = {"hpo": {"enabled": True, "metric": "accuracy"}}
+
+    def result(trial: str, it: int, value: float) -> dict:
+        metrics = {"accuracy": value, "eval_loss": 1.0}
+        return {
+            "ts": 101.0 + it,
+            "type": "runtime.trial_result",
+            "generation": 1,
+            "by": "runtime",
+            "trial_id": trial,
+            "iteration": it,
+            "metrics": metrics,
+        }
+
+    return [
+        {"ts": 100.0, "type": "run_started", "run_id": "s1", "config": config},
+        result("trial_00000", 1, 0.2),
+        result("trial_00001", 1, 0.1),
+        result("trial_00000", 2, 0.4),
+        result("trial_00000", 2, 0.45),  # reported again after a restore: the last counts
+        {**result("trial_00000", 3, 0.99), "by": "zombie"},
+        _ended(120.0, 1, "local-a", 0, 5),
+    ]
+
+
+def test_a_search_report_plots_each_trials_metric_by_iteration(tmp_path: Path) -> None:
+    _journal(tmp_path, _search_events())
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.search_metric == "accuracy"
+    assert rep.search == {"trial_00000": [(1, 0.2), (2, 0.45)], "trial_00001": [(1, 0.1)]}
+    done = write(str(tmp_path))
+    assert done is not None and Path(done[1]).stat().st_size > 10_000

@@ -336,3 +336,39 @@ def test_tensorboard_off_writes_nothing_and_a_failing_one_is_journaled_once(tmp_
     (failed,) = [e for e in ctl.journal.events() if e["type"] == "tensorboard_failed"]
     assert failed["error"].startswith("stopped: FileExistsError")
     assert not (tmp_path / "runs" / "off" / "tensorboard").exists()
+
+
+def _trial(trial_id: Any, iteration: Any, metrics: Any, by: str = "runtime") -> E.RuntimeReport:
+    fields = {"trial_id": trial_id, "iteration": iteration, "metrics": metrics, "generation": 1, "by": by}
+    return E.RuntimeReport("trial_result", fields, ts=1.0)
+
+
+def test_a_trials_iteration_is_its_metrics_in_a_run_of_its_own() -> None:
+    got = event_records(_trial("trial_00003", 2, {"accuracy": 0.5, "loss calls": 4, "x": "no"}), RunView())
+    assert got == [
+        Scalar("search/accuracy", 2, 0.5, run="trials/trial_00003"),
+        Scalar("search/loss_calls", 2, 4.0, run="trials/trial_00003"),
+    ]
+    # The id names a folder: anything but a trial's id is no record.
+    for bad in ("../../etc", "trial_3", "trial_00003/..", None):
+        assert event_records(_trial(bad, 2, {"accuracy": 0.5}), RunView()) == []
+    assert event_records(_trial("trial_00003", -1, {"accuracy": 0.5}), RunView()) == []
+    assert event_records(_trial("trial_00003", 2, {"accuracy": 0.5}, by="zombie"), RunView()) == []
+
+
+def test_each_trial_is_a_tensorboard_run_beside_the_runs_own_curves(tmp_path: Path) -> None:
+    def feed(w: TensorBoardWriter) -> None:
+        w.progress({"step": 3, "time": 1.0, "trials": {"running": 2}})
+        for it in (1, 2, 3):
+            w.event(_trial("trial_00000", it, {"accuracy": 0.1 * it}), RunView())
+        w.event(_trial("trial_00001", 1, {"accuracy": 0.7}), RunView())
+        # A trial resumed from its checkpoint at 2 reports 3 again, and the same curve goes on.
+        w.event(_trial("trial_00000", 3, {"accuracy": 0.3}), RunView())
+        w.event(_trial("trial_00000", 4, {"accuracy": 0.4}), RunView())
+
+    assert _written(tmp_path, feed) == []
+    assert shown(tmp_path / "tb").scalars["search/trials_running"] == [(3, 2.0)]
+    first = shown(tmp_path / "tb" / "trials" / "trial_00000").scalars["search/accuracy"]
+    assert [(s, round(v, 6)) for s, v in first] == [(1, 0.1), (2, 0.2), (3, 0.3), (3, 0.3), (4, 0.4)]
+    assert shown(tmp_path / "tb" / "trials" / "trial_00001").scalars["search/accuracy"] == [(1, pytest.approx(0.7))]
+    assert "search/accuracy" not in shown(tmp_path / "tb").scalars
