@@ -8,6 +8,7 @@ activated on failover; and each attempt is fenced before its cluster exists.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 import orchestrator.control.attempt as attempt
 import orchestrator.control.watch as watch
+import recovery.signing as signing
 from orchestrator.config.compose import compose
 from orchestrator.control.controller import Controller
 from orchestrator.runstate.events import RunStarted
@@ -31,10 +33,27 @@ pytestmark = pytest.mark.unit
 RUN = "loop"
 
 
+class _Secrets:
+    """``secrets`` for recovery.signing: a test's runs get distinct secrets, the same ones
+    in the same order in every test. A run's key chain (TOP hashes, ~30 ms) depends only
+    on its secret and run id (all runs here are RUN), so recovery.keys derives it once
+    per process instead of once per test."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def token_bytes(self, n: int) -> bytes:
+        self.made += 1
+        out = hashlib.sha512(b"test_controller run secret %d" % self.made).digest()
+        assert n <= len(out)
+        return out[:n]
+
+
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch, "POLL_S", 0.002)
     monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
+    monkeypatch.setattr(signing, "secrets", _Secrets())
 
 
 def _controller(home: Path, cloud: FakeCloud, *overrides: str) -> Controller:
