@@ -264,6 +264,13 @@ class HpoConfig:
     # random: trials drawn up front from job.seed (grid keys too); optuna: Optuna's TPE
     # proposes each trial from the results so far (pip install '.[search]').
     search_alg: SearchAlg = SearchAlg.random
+    # hpo.scheduler=pbt: every this many iterations a trial in the bottom quantile_fraction
+    # takes a top trial's newest checkpoint and goes on with its values perturbed.
+    perturbation_interval: int = 2
+    quantile_fraction: float = 0.25
+    # The search keys PBT perturbs; the others a trial takes from its donor as they are (a
+    # checkpoint's shapes must fit). Empty: every key of non-integer values (rates, norms).
+    mutate: list[str] = field(default_factory=list)
     # Trial iterations (one iteration = steps_per_iteration training steps, then an evaluation
     # and a checkpoint); ASHA stops trials at rungs grace_period * reduction_factor**k.
     max_t: int = 6

@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.config.checks import MIN_CPUS, at_least, positive_int, seconds
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
+from orchestrator.hpo.pbt import mutable_keys
 from orchestrator.hpo.space import (
     MAX_TRIALS,
     Distribution,
@@ -78,6 +79,8 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
         check_trial_key(key)
     if hpo.search_alg == "optuna":
         check_optuna(hpo.search_space)
+    if hpo.scheduler == "pbt":
+        check_pbt(cfg)
     if (n := trial_count(hpo.search_space, hpo.num_samples)) > MAX_TRIALS:
         raise ConfigError(
             "hpo.num_samples",
@@ -100,6 +103,31 @@ def check_trial_key(key: str) -> None:
             where(key),
             f"{path} is not a key a trial can vary; of {section}.* a trial honours {allowed}"
             + (", and any job.params.<key> of the workload" if section == "job" else ""),
+        )
+
+
+def check_pbt(cfg: Config) -> None:
+    """Population-based training perturbs the population it started with (drawn up front)."""
+    hpo = cfg.hpo
+    if hpo.search_alg != "random":
+        raise ConfigError("hpo.scheduler", "pbt evolves a population drawn up front: use hpo.search_alg=random with it")
+    if not 1 <= hpo.perturbation_interval < hpo.max_t:
+        raise ConfigError(
+            "hpo.perturbation_interval",
+            f"got {show(hpo.perturbation_interval)}; expected an integer in 1..{hpo.max_t - 1} (below hpo.max_t)",
+        )
+    if not 0 < hpo.quantile_fraction <= 0.5:
+        raise ConfigError("hpo.quantile_fraction", f"got {show(hpo.quantile_fraction)}; expected 0 < x <= 0.5")
+    if trial_count(hpo.search_space, hpo.num_samples) < 2:
+        raise ConfigError("hpo.num_samples", "pbt needs a population: at least 2 trials")
+    for key in hpo.mutate:
+        if key not in hpo.search_space:
+            raise ConfigError("hpo.mutate", f"names {key!r}, which is not a key of hpo.search_space")
+    if not mutable_keys(hpo.search_space, list(hpo.mutate)):
+        raise ConfigError(
+            "hpo.mutate",
+            "pbt would perturb nothing: the search space has only integer keys (kept from a trial's donor); "
+            "name the keys to perturb, e.g. hpo.mutate=[lr]",
         )
 
 

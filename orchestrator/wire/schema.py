@@ -50,6 +50,7 @@ EVENT_KINDS = frozenset(
         "fence_ignored",
         "losses",
         "multipart_aborted",
+        "pbt_exploit",
         "preempted",
         "preemption_notice",
         "preemption_notice_invalid",

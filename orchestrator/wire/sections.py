@@ -83,6 +83,7 @@ class Mode(StrEnum):
 class Scheduler(StrEnum):
     asha = "asha"
     fifo = "fifo"
+    pbt = "pbt"
 
 
 class SearchAlg(StrEnum):
@@ -258,6 +259,9 @@ class HpoSection(Section):
     cpus_per_trial: Positive = 1.0
     scheduler: Annotated[str, OneOf(HPO_SCHEDULERS)] = "asha"
     search_alg: Annotated[str, OneOf(HPO_SEARCH_ALGS)] = "random"
+    perturbation_interval: Count = 2
+    quantile_fraction: Annotated[float, Above(0), AtMost(0.5)] = 0.25
+    mutate: list[str] = field(default_factory=list)
     max_t: Count = 6
     grace_period: Count = 2
     reduction_factor: Annotated[int, AtLeast(2)] = 2

@@ -179,3 +179,61 @@ def state_space(run_dir: Path) -> dict[str, str]:
     spec = RuntimeSpec.load(str(run_dir / "attempts" / "g1" / "spec.json"))
     assert spec.hpo is not None
     return dict(spec.hpo.search_space)
+
+
+def test_population_based_training_loses_its_region_and_keeps_every_exploit_decision(orch_home):
+    """PBT's decisions before the loss are in the snapshot the next region restored, and the
+    search goes on from them: the same population, each trial with the values they gave it."""
+    from recovery.signing import run_keys_of
+    from recovery.store import CheckpointStore
+
+    before = ray_pids()
+    run_id = "hpo-pbt-kill-region"
+    run = orchestrate(
+        orch_home,
+        run_id,
+        "job=digits_hpo",
+        "checkpoint.keep_last=100",
+        "hpo.scheduler=pbt",
+        "hpo.num_samples=4",
+        "hpo.max_concurrent=4",
+        "hpo.cpus_per_trial=0.5",  # the population trains side by side: its members meet at each interval
+        "hpo.max_t=6",
+        "hpo.steps_per_iteration=20",
+        "hpo.snapshot_interval_s=0",
+        "chaos.faults=[{kind:kill_region,at_step:16}]",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and (r["region"], r["attempts"]) == ("local-b", 2)
+    exploits = r["search"]["exploits"]
+    (inc,) = r["incidents"]
+    store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))
+    manifest = store.manifest(run_id, inc["restored_step"])
+    assert manifest is not None and store.verify(run_id, inc["restored_step"]).ok
+    with tarfile.open(fileobj=io.BytesIO(store.read(manifest, "experiment.tar"))) as tar:
+        member = tar.extractfile("search.json")
+        assert member is not None
+        restored = json.loads(member.read())
+    kept = restored["pbt"]
+    assert kept, "no exploit before the region was lost: the kill came too early to test keeping them"
+    assert exploits[: len(kept)] == kept  # every decision before the loss, in order, then the new ones
+    journaled = [
+        {k: e[k] for k in ("trial_id", "donor_id", "iteration", "donor_iteration", "values")}
+        for e in run.events("pbt_exploit")
+    ]
+    assert journaled[: len(kept)] == kept
+    # Each trial ended with the values its last decision gave it (or its own, never exploited),
+    # and a trial's donor keeps the integer keys (the model's width) a checkpoint was made with.
+    from orchestrator.hpo import sample_configs
+
+    drawn = sample_configs({"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128"}, 4, 0)
+    for t in r["trials"]:
+        mine = [e for e in exploits if e["trial_id"] == t["trial_id"]]
+        assert t["status"] == "TERMINATED" and t["iteration"] == 6, t
+        assert t["config"] == (mine[-1]["values"] if mine else drawn[int(t["trial_id"][-5:])]), t
+    for e in exploits:
+        donor_before = [d for d in exploits if d["trial_id"] == e["donor_id"] and exploits.index(d) < exploits.index(e)]
+        donor_values = donor_before[-1]["values"] if donor_before else drawn[int(e["donor_id"][-5:])]
+        assert e["values"]["hidden_size"] == donor_values["hidden_size"], e
+    assert not wait_no_new_ray(before)

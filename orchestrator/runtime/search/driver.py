@@ -25,6 +25,7 @@ from typing import Any
 from ray import tune
 
 from orchestrator.hpo import TERMINATED, AshaRungs, TrialRecord, best_of, counts, max_search_steps, search_step
+from orchestrator.hpo.pbt import Exploit
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
@@ -75,6 +76,11 @@ def current_driver() -> SearchDriver:
     return _DRIVERS[-1]
 
 
+def report_exploit(decision: Exploit) -> None:
+    """A PBT decision to this process's SearchDriver (StablePBT's ``on_exploit``)."""
+    current_driver().exploit(decision)
+
+
 def install(driver: SearchDriver) -> None:
     """Make ``driver`` the one SearchCallback hands Tune's events to."""
     _DRIVERS.append(driver)
@@ -98,6 +104,8 @@ class SearchDriver:
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo = search_of(spec)
         self.configs, self.plan, self.rungs, self.proposer = configs, plan, rungs, proposer
+        # hpo.scheduler=pbt: every exploit decision so far (the snapshot's, then this attempt's).
+        self.exploits: list[Exploit] | None = None
         self.checkpointer = AsyncCheckpointer(
             spec_stores(spec, runkey.require()),
             spec.run_id,
@@ -135,6 +143,14 @@ class SearchDriver:
             self.control.event(
                 self.gen, "trial_result", trial_id=trial_id_of(trial), iteration=iteration, metrics=metrics
             )
+
+    def exploit(self, decision: Exploit) -> None:
+        """A PBT decision: journaled (``pbt_exploit``), and in every snapshot from now on."""
+        if self.exploits is None:
+            self.exploits = []
+        self.exploits.append(decision)
+        self.dirty = True
+        self.control.event(self.gen, "pbt_exploit", **decision.to_json())
 
     def changed(self, trials: list[Any]) -> None:
         self.dirty = True
@@ -201,16 +217,21 @@ class SearchDriver:
             return  # nothing new since the last one (or since the restored one)
         checkpoints: dict[str, dict[str, bytes]] = {}
         by_id = {r.trial_id: r for r in records}
-        for t in trials:
-            files = self._checkpoint_files(t, by_id[trial_id_of(t)])
-            if files is not None:
-                checkpoints[trial_id_of(t)] = files
+        try:
+            for t in trials:
+                files = self._checkpoint_files(t, by_id[trial_id_of(t)])
+                if files is not None:
+                    checkpoints[trial_id_of(t)] = files
+        except FileNotFoundError:
+            # A checkpoint Tune registered and has since removed from scratch: this step's
+            # snapshot would not be whole; the next one is taken at the next step.
+            return
         for record in self.plan.carried:
             if record.status != TERMINATED and record.trial_id in self.plan.checkpoints:
                 checkpoints[record.trial_id] = self.plan.checkpoints[record.trial_id]
         rungs = None if self.rungs is None else self.rungs.to_json()
         log = None if self.proposer is None else [list(e) for e in self.proposer.events]
-        data = pack(SearchSnapshot(records, rungs, checkpoints, log))
+        data = pack(SearchSnapshot(records, rungs, checkpoints, log, self.exploits))
         self.checkpointer.submit(
             step,
             {ARCHIVE: data},

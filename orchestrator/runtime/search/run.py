@@ -16,16 +16,17 @@ from ray import tune
 
 from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
 from orchestrator.hpo.replay import OptunaReplay
-from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install
+from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install, report_exploit
 from orchestrator.runtime.search.records import final_records, result_workers
 from orchestrator.runtime.search.restore import proposer_from, restore_search
-from orchestrator.runtime.search.scheduler import make_scheduler
+from orchestrator.runtime.search.scheduler import StablePBT, make_scheduler
 from orchestrator.runtime.search.searcher import ProposingSearcher
 from orchestrator.runtime.search.section import rung_list, search_of
 from orchestrator.runtime.search.snapshot import Expected, SnapshotError, resume_plan, rungs_from
 from orchestrator.runtime.search.trial import INDEX, trial_func, trial_inputs
 from orchestrator.runtime.telemetry import summary
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.sections import HpoSection
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_USER_ERROR
 from recovery.fencing import FencedError
@@ -45,12 +46,19 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     proposes = hpo.search_alg != "random"
     # The search's list of trials: drawn up front, or grown as its searcher proposes them.
     configs = [] if proposes else sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
-    expected = Expected(hpo.num_samples, None, hpo.search_space) if proposes else Expected(len(configs), configs)
+    if proposes:
+        expected = Expected(hpo.num_samples, None, hpo.search_space, proposes=True)
+    else:
+        expected = Expected(len(configs), configs, hpo.search_space, evolves=hpo.scheduler == "pbt")
     proposer: OptunaReplay | None = None
     try:
         restored_step, restored_url, snapshot = restore_search(spec, control, expected)
         if proposes:
             proposer, configs = proposer_from(hpo, spec.job.seed, snapshot)
+        elif snapshot is not None and expected.evolves:
+            # PBT: a trial goes on with the values it had (explored ones, after an exploit).
+            for record in snapshot.trials:
+                configs[int(record.trial_id.split("_")[1])] = dict(record.config)
     except SnapshotError as exc:
         control.event(spec.generation, "runtime_error", error=f"search snapshot refused: {exc}"[:1000])
         return EXIT_INFRA
@@ -61,6 +69,8 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     rungs = rung_list(hpo)
     asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
     driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer)
+    if expected.evolves:
+        driver.exploits = list(snapshot.exploits or []) if snapshot is not None else []
     install(driver)
     results: list[Any] = []
     if trials_left(driver):
@@ -109,9 +119,11 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
         trials=[r.to_json() for r in ordered],
         search={
             "scheduler": hpo.scheduler,
+            "search_alg": hpo.search_alg,
             "max_t": hpo.max_t,
             "rungs": rung_list(hpo) or [],
             "snapshots": driver.snapshots,
+            **({} if driver.exploits is None else {"exploits": [e.to_json() for e in driver.exploits]}),
         },
         telemetry=summary(workers) if workers else None,
     )
@@ -122,6 +134,20 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
 EXPERIMENT = "search"
 # Trial checkpoints Tune keeps (the newest is the one a trial resumes from).
 KEEP_TRIAL_CHECKPOINTS = 2
+
+
+def keep_trial_checkpoints(hpo: HpoSection) -> int:
+    """Trial checkpoints Tune keeps on scratch: the newest two, or under PBT every one (a
+    trial that exploits another takes a checkpoint its owner has moved past)."""
+    return hpo.max_t if hpo.scheduler == "pbt" else KEEP_TRIAL_CHECKPOINTS
+
+
+def pbt_of(spec: RuntimeSpec, driver: SearchDriver) -> StablePBT:
+    """PBT over the driver's trials: an exploit replaces the trial's values in its list and
+    goes to the driver (journaled, snapshotted); a restored trial perturbs next one
+    interval after its checkpoint."""
+    started = {t: r.checkpoint_iteration or 0 for t, r in driver.plan.restored.items()}
+    return StablePBT(driver.hpo, spec.job.seed, driver.configs, report_exploit, started)
 
 
 def trials_left(driver: SearchDriver) -> int:
@@ -157,14 +183,14 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
             num_samples=samples,
             search_alg=searcher,
             max_concurrent_trials=hpo.max_concurrent,
-            scheduler=make_scheduler(hpo, driver.rungs),
+            scheduler=make_scheduler(hpo, driver.rungs, lambda: pbt_of(spec, driver)),
         ),
         run_config=tune.RunConfig(
             name=EXPERIMENT,
             storage_path=scratch,
             callbacks=[SearchCallback()],
             failure_config=tune.FailureConfig(max_failures=spec.trainer.max_worker_restarts),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=KEEP_TRIAL_CHECKPOINTS),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=keep_trial_checkpoints(hpo)),
             verbose=0,
         ),
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
+from orchestrator.hpo.pbt import Exploit, read_exploits
 from orchestrator.hpo.replay import ReplayError, check_events
 from orchestrator.hpo.space import in_space, parse_distribution
 from orchestrator.wire.sections import METRIC_NAME
@@ -37,7 +38,7 @@ FORMAT = "orchestrator.search/1"
 ARCHIVE = "experiment.tar"
 STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
-STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher"})
+STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher", "pbt"})
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
 # A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
 # reported to Tune at the top level (for its scheduler) and together under METRICS_KEY.
@@ -65,6 +66,8 @@ class SearchSnapshot:
     checkpoints: dict[str, dict[str, bytes]] = field(default_factory=dict)
     # A searcher that proposes trials (hpo.search_alg=optuna): its log (orchestrator.hpo.replay).
     searcher: list[list[Any]] | None = None
+    # Population-based training's decisions so far (orchestrator.hpo.pbt), in order.
+    exploits: list[Exploit] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,13 @@ class Expected:
     count: int
     listed: list[dict[str, Any]] | None = None
     space: dict[str, str] | None = None
+    # Trials proposed by a searcher whose log the snapshot holds (hpo.search_alg=optuna).
+    proposes: bool = False
+    # Trials whose values PBT explored (any of the space's), its decisions in the snapshot.
+    evolves: bool = False
 
     def holds(self, index: int, config: Any) -> bool:
-        if self.listed is not None:
+        if self.listed is not None and (config == self.listed[index] or not self.evolves):
             return bool(config == self.listed[index])
         space = self.space or {}
         if not isinstance(config, dict) or set(config) != set(space):
@@ -93,6 +100,8 @@ def pack(snapshot: SearchSnapshot) -> bytes:
     }
     if snapshot.searcher is not None:
         state["searcher"] = snapshot.searcher
+    if snapshot.exploits is not None:
+        state["pbt"] = [e.to_json() for e in snapshot.exploits]
     files = {STATE: json.dumps(state, sort_keys=True).encode()}
     for trial_id, parts in sorted(snapshot.checkpoints.items()):
         for name in CHECKPOINT_FILES:
@@ -136,14 +145,22 @@ def unpack(
         raise SnapshotError(f"{STATE} names a trial twice")
     checkpoints = _checkpoints(members, {t.trial_id: t for t in trials})
     searcher = state.get("searcher")
-    if (searcher is not None) != (expected.listed is None):
+    if (searcher is not None) != expected.proposes:
         raise SnapshotError(f"{STATE}: a searcher's log goes with a searcher that proposes trials, and only then")
     if searcher is not None:
         try:
             check_events(searcher, expected.count)
         except ReplayError as exc:
             raise SnapshotError(f"{STATE}: {exc}") from None
-    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints, searcher)
+    exploits = None
+    if ("pbt" in state) != expected.evolves:
+        raise SnapshotError(f"{STATE}: PBT's decisions go with hpo.scheduler=pbt, and only then")
+    if expected.evolves:
+        try:
+            exploits = read_exploits(state["pbt"], expected.space or {}, set(ids), max_t)
+        except ValueError as exc:
+            raise SnapshotError(f"{STATE}: {exc}") from None
+    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints, searcher, exploits)
 
 
 def _members(data: bytes) -> dict[str, bytes]:

@@ -83,8 +83,8 @@ def scale_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """A searched job.lr for a workload class: every param group's rate scaled so that the
     first group's is ``lr`` (their ratios kept), before a scheduler reads them."""
     base = float(optimizer.param_groups[0]["lr"])
-    for group in optimizer.param_groups:
-        group["lr"] = lr if base == 0 else float(group["lr"]) * lr / base
+    for i, group in enumerate(optimizer.param_groups):
+        group["lr"] = lr if i == 0 or base == 0 else float(group["lr"]) / base * lr
 
 
 def eval_metrics(metrics: Any, wanted: str) -> dict[str, float]:
@@ -135,12 +135,27 @@ class TrialLoop:
         self.scheduler = make_sched(self.optimizer) if callable(make_sched) else None
 
     def restore(self, parts: dict[str, bytes]) -> int:
-        """The state of a checkpoint this loop wrote (CHECKPOINT_FILES); its iteration."""
+        """The state of a checkpoint this loop wrote (CHECKPOINT_FILES); its iteration.
+
+        A checkpoint another trial wrote, with other values (PBT's exploit), gives the
+        weights, the optimizer's state and the step; the hyperparameters are this trial's:
+        each param group's (its learning rate among them) as this trial's optimizer was
+        built, and the scheduler's base rates, its step count kept."""
+        own = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+        base = None if self.scheduler is None else list(getattr(self.scheduler, "base_lrs", []) or [])
         self.model.load_state_dict(load_tensors(parts["model.pt"]))
         self.optimizer.load_state_dict(load_tensors(parts["optimizer.pt"]))
         state = load_tensors(parts["state.pt"])
+        explored = state.get("values") is not None and state["values"] != self.values
+        if explored:
+            for group, hyper in zip(self.optimizer.param_groups, own, strict=True):
+                group.update(hyper)
         if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
+            saved = dict(state["scheduler"])
+            if explored and base:
+                saved["base_lrs"] = base
+                saved["_last_lr"] = [g["lr"] for g in self.optimizer.param_groups]
+            self.scheduler.load_state_dict(saved)
         if callable(getattr(self.workload, "load_state_dict", None)) and state.get("workload") is not None:
             self.workload.load_state_dict(state["workload"])
         if state.get("rng") is not None:
@@ -174,6 +189,8 @@ class TrialLoop:
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "workload": own() if callable(own) else None,
             "rng": rng_state(),
+            # The values that trained it: a trial that takes it with others (PBT) knows.
+            "values": dict(self.values),
         }
         torch.save(state, os.path.join(folder, "state.pt"))
 

@@ -52,7 +52,7 @@ CASES = [
     (["trainer.autocast=fp8"], "trainer.autocast", "fp8", Autocast),
     (["data.loader=torch"], "data.loader", "torch", Loader),
     (["hpo.mode=maximize"], "hpo.mode", "maximize", Mode),
-    (["hpo.scheduler=pbt"], "hpo.scheduler", "pbt", Scheduler),
+    (["hpo.scheduler=hyperband"], "hpo.scheduler", "hyperband", Scheduler),
     (
         ["chaos.faults=[{kind:kill_region,at_step:5},{kind:explode,at_step:6}]"],
         "chaos.faults[1].kind",

@@ -149,3 +149,24 @@ def test_optuna_takes_no_grid_and_its_edges_are_checked_as_trials(tiny: list[str
     assert err.key == "hpo.search_space.trainer.grad_accum_steps" and "can draw 0 (a proposed trial)" in str(err)
     err = refused([*base, "hpo.search_space.trainer.grad_accum_steps=randint 1 4"])
     assert "can draw 3 (a proposed trial)" in str(err) and "use a multiple of 3" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        (["hpo.search_alg=optuna"], "hpo.scheduler", "use hpo.search_alg=random"),
+        (["hpo.perturbation_interval=6"], "hpo.perturbation_interval", "1..5"),
+        (["hpo.quantile_fraction=0.75"], "hpo.quantile_fraction", "0 < x <= 0.5"),
+        (["hpo.num_samples=1"], "hpo.num_samples", "at least 2 trials"),
+        (["hpo.mutate=[momentum]"], "hpo.mutate", "not a key of hpo.search_space"),
+        (["~hpo.search_space.lr"], "hpo.mutate", "perturb nothing"),
+    ],
+)
+def test_a_pbt_search_that_could_not_evolve_is_refused(overrides: list[str], key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        compose(["job=digits_hpo", "hpo.scheduler=pbt", *overrides])
+    assert err.value.key == key and words in str(err.value), err.value
+    assert compose(["job=digits_hpo", "hpo.scheduler=pbt", "hpo.mutate=[lr,hidden_size]"]).hpo.mutate == [
+        "lr",
+        "hidden_size",
+    ]

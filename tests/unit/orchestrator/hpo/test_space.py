@@ -38,7 +38,7 @@ def test_digits_hpo_composes_with_the_search_in_the_job_config() -> None:
         ("hpo.search_space.hidden_size=choice 32 6.5", "hpo.search_space.hidden_size", "expected an integer"),
         ("+hpo.search_space.momentum=choice 0.9", "hpo.search_space.momentum", "not a config path"),
         ("hpo.mode=maximize", "hpo.mode", "max, min"),
-        ("hpo.scheduler=pbt", "hpo.scheduler", "asha, fifo"),
+        ("hpo.scheduler=hyperband", "hpo.scheduler", "asha, fifo, pbt"),
         ("hpo.grace_period=9", "hpo.grace_period", "hpo.max_t"),
         ("hpo.reduction_factor=1", "hpo.reduction_factor", ">= 2"),
         ("hpo.cpus_per_trial=4", "hpo.cpus_per_trial", "no trial could start"),

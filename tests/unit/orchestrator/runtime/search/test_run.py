@@ -156,7 +156,7 @@ def test_an_optuna_searchers_state_as_a_pickle_in_a_signed_snapshot_never_runs(t
         words = "the searcher's log is not a list"
     ours = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     ours.commit(RUN, 30, attempt=1, files=[ours.put(RUN, 30, ARCHIVE, data, 1)])
-    expected = Expected(2, None, HPO["search_space"])
+    expected = Expected(2, None, HPO["search_space"], proposes=True)
     with pytest.raises(SnapshotError) as err:
         restore_search(spec, ControlChannel(spec.control_url), expected)
     assert words in str(err.value)

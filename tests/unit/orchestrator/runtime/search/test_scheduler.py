@@ -11,7 +11,7 @@ from orchestrator.hpo import AshaRungs, asha_rungs
 from orchestrator.runtime.search.trial import INDEX
 
 pytestmark = pytest.mark.unit
-HPO = SimpleNamespace(metric="accuracy", mode="max", max_t=4)
+HPO = SimpleNamespace(metric="accuracy", mode="max", max_t=4, scheduler="asha")
 
 
 @pytest.fixture(scope="module")
@@ -19,10 +19,14 @@ def tune() -> Any:
     """Tune's schedulers and ours, imported by these tests only (Ray Tune takes seconds)."""
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-    from orchestrator.runtime.search.scheduler import StableASHA, make_scheduler
+    from orchestrator.runtime.search.scheduler import StableASHA, StablePBT, make_scheduler
 
     return SimpleNamespace(
-        FIFOScheduler=FIFOScheduler, TrialScheduler=TrialScheduler, StableASHA=StableASHA, make_scheduler=make_scheduler
+        FIFOScheduler=FIFOScheduler,
+        TrialScheduler=TrialScheduler,
+        StableASHA=StableASHA,
+        StablePBT=StablePBT,
+        make_scheduler=make_scheduler,
     )
 
 
@@ -50,3 +54,32 @@ def test_the_rungs_are_kept_by_our_trial_ids_and_a_poor_trial_stops(tune: Any) -
     assert asha.on_trial_result(None, good, {"iteration": 1, "accuracy": 0.9}) == tune.TrialScheduler.CONTINUE
     assert asha.on_trial_result(None, poor, {"iteration": 1, "accuracy": 0.1}) == tune.TrialScheduler.STOP
     assert "trial_00000" in state.to_json()["1"] and "trial_00001" in state.to_json()["1"]
+
+
+def test_pbt_explores_the_donors_values_and_hands_each_exploit_over(tune: Any) -> None:
+    from orchestrator.hpo.pbt import Exploit, decision_rng, explore
+    from orchestrator.runtime.search.trial import VALUES
+
+    space = {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128"}
+    hpo = SimpleNamespace(
+        metric="accuracy",
+        mode="max",
+        max_t=6,
+        scheduler="pbt",
+        perturbation_interval=2,
+        quantile_fraction=0.25,
+        search_space=space,
+    )
+    configs = [{"lr": 0.05, "hidden_size": 64}, {"lr": 0.1, "hidden_size": 32}]
+    seen: list[Exploit] = []
+    pbt = tune.make_scheduler(hpo, None, lambda: tune.StablePBT(hpo, 3, configs, seen.append))
+    assert isinstance(pbt, tune.StablePBT)
+
+    class T:  # a trial as PBT keys its state: by the object
+        def __init__(self, index: int) -> None:
+            self.config = {INDEX: index}
+
+    worse, better = T(0), T(1)
+    pbt._trial_state = {worse: SimpleNamespace(last_train_time=4), better: SimpleNamespace(last_train_time=4)}
+    new, _ = pbt._get_new_config(worse, better)
+    assert new == {INDEX: 0, VALUES: explore(space, configs[1], decision_rng(3, "trial_00000", 4))}

@@ -209,7 +209,7 @@ def proposed_snapshot() -> tuple[SearchSnapshot, Expected]:
     proposer.tell(0, 0.5)
     trials[0] = replace(trials[0], status="TERMINATED", iteration=6, metrics={"accuracy": 0.5})
     snap = SearchSnapshot(trials=trials, rungs=None, searcher=proposer.events)
-    return snap, Expected(4, None, SPACE)
+    return snap, Expected(4, None, SPACE, proposes=True)
 
 
 def test_a_proposing_searchers_snapshot_reads_back_with_its_log() -> None:
@@ -239,3 +239,27 @@ def test_a_searchers_log_in_a_random_search_is_refused() -> None:
     snap = replace(snapshot(), searcher=[["ask", 0]])
     with pytest.raises(SnapshotError, match="a searcher's log goes with"):
         unpack(pack(snap), CONFIGS, 6, RUNGS)
+
+
+# --- population-based training (hpo.scheduler=pbt) -------------------------------------------------
+
+
+def test_pbts_decisions_read_back_and_an_explored_trials_values_are_any_of_the_space() -> None:
+    from orchestrator.hpo.pbt import Exploit
+
+    values = {"lr": 0.0123, "hidden_size": 128}
+    snap = replace(snapshot(), rungs=None, exploits=[Exploit(trial_key(2), trial_key(0), 4, 4, values)])
+    snap.trials[2] = replace(snap.trials[2], config=values)
+    evolves = Expected(len(CONFIGS), CONFIGS, SPACE, evolves=True)
+    back = unpack(pack(snap), evolves, 6, None)
+    assert back.exploits == snap.exploits and back.trials[2].config == values
+    # Without PBT an explored trial's values are not this search's; nor are PBT's decisions.
+    with pytest.raises(SnapshotError, match="config differs"):
+        unpack(pack(snap), CONFIGS, 6, None)
+    with pytest.raises(SnapshotError, match="PBT's decisions go with"):
+        unpack(pack(replace(snap, trials=snapshot().trials)), CONFIGS, 6, None)
+    with pytest.raises(SnapshotError, match="PBT's decisions go with"):
+        unpack(pack(replace(snap, exploits=None)), evolves, 6, None)
+    outside = replace(snap, exploits=[Exploit(trial_key(2), trial_key(0), 4, 4, {**values, "hidden_size": 48})])
+    with pytest.raises(SnapshotError, match="not a value of its distribution"):
+        unpack(pack(outside), evolves, 6, None)

@@ -129,3 +129,23 @@ def test_a_trial_resumed_from_its_checkpoint_ends_with_the_weights_of_one_never_
     other = _run(TrialLoop(runtime({**values, "trainer.grad_clip_norm": 0.0}), 0))
     assert other[4]["model.pt"] != whole[4]["model.pt"]
     assert load_tensors(whole[4]["state.pt"])["workload"] == {"calls": 4 * 3 * 2}
+
+
+def test_a_checkpoint_another_trial_wrote_gives_its_weights_and_step_and_this_trials_hyperparameters() -> None:
+    """PBT's exploit: the donor's weights, optimizer state and step; the taker's rates."""
+    donor_values, own = {"lr": 0.3, "job.params.hidden": 8}, {"lr": 0.05, "job.params.hidden": 8}
+    donor = _run(TrialLoop(runtime(donor_values), 0), stop=2)[2]
+    taker = TrialLoop(runtime(own), 1, own)
+    assert taker.restore(donor) == 2
+    assert [g["lr"] for g in taker.optimizer.param_groups] == [0.05]
+    assert taker.scheduler.base_lrs == [0.05] and taker.scheduler.last_epoch == 2 * 3
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(taker.model.state_dict().values(), load_tensors(donor["model.pt"]).values(), strict=True)
+    )
+    momentum = load_tensors(donor["optimizer.pt"])["state"]
+    assert torch.equal(taker.optimizer.state_dict()["state"][0]["momentum_buffer"], momentum[0]["momentum_buffer"])
+    # Its own checkpoint, restored again, keeps the rates it trained with (a scheduler's decay).
+    again = TrialLoop(runtime(donor_values), 0)
+    again.restore(donor)
+    assert [g["lr"] for g in again.optimizer.param_groups] == [pytest.approx(0.3 * 0.5 ** (6 // 4))]
