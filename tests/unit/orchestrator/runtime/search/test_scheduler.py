@@ -69,6 +69,7 @@ def test_pbt_explores_the_donors_values_and_hands_each_exploit_over(tune: Any) -
         perturbation_interval=2,
         quantile_fraction=0.25,
         search_space=space,
+        mutate=[],
     )
     configs = [{"lr": 0.05, "hidden_size": 64}, {"lr": 0.1, "hidden_size": 32}]
     seen: list[Exploit] = []
