@@ -83,4 +83,5 @@ def test_pbt_explores_the_donors_values_and_hands_each_exploit_over(tune: Any) -
     worse, better = T(0), T(1)
     pbt._trial_state = {worse: SimpleNamespace(last_train_time=4), better: SimpleNamespace(last_train_time=4)}
     new, _ = pbt._get_new_config(worse, better)
-    assert new == {INDEX: 0, VALUES: explore(space, configs[1], decision_rng(3, "trial_00000", 4))}
+    assert new == {INDEX: 0, VALUES: explore(space, configs[1], decision_rng(3, "trial_00000", 4), ["lr"])}
+    assert new[VALUES]["hidden_size"] == 32  # an integer key: the donor's, so its checkpoint fits
