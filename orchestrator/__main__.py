@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import logs
 
             return logs.main(cfg)
-        if cfg.action == "stop":
+        if cfg.action in ("stop", "cancel"):
             from orchestrator.commands import stop
 
-            return stop.main(cfg.home_path, str(cfg.run_id))
+            return stop.main(cfg.home_path, str(cfg.run_id), action=str(cfg.action))
         if cfg.action == "watch":
             from orchestrator.commands import watch
 

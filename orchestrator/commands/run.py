@@ -373,6 +373,8 @@ def verdict(home: str, run_id: str, result: dict[str, Any]) -> tuple[int, str | 
 
     if result["status"] == "INTERRUPTED":
         return EXIT_INTERRUPTED, f"interrupted: go on from the newest checkpoint with: {resume_line(home, run_id)}"
+    if result["status"] == "CANCELLED":
+        return EXIT_INTERRUPTED, f"cancelled: {result.get('reason') or 'by action=cancel'}"
     bug = result.get("user_error") if result["status"] == "FAILED" else None
     if bug:
         return EXIT_USER_ERROR, f"error: run {run_id}: {user_error_advice(bug)}"

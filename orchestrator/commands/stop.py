@@ -1,6 +1,7 @@
 """``action=stop``: ask a run's live controller to stop it as Ctrl-C would (INTERRUPTED,
-clusters torn down, checkpoints kept; action=resume goes on), through a request file in
-the run's folder (``orchestrator.control.stopreq``), then wait a bounded time for it.
+clusters torn down, checkpoints kept; action=resume goes on); ``action=cancel``: the same
+way, to end it for good (CANCELLED: action=resume refuses it). Through a request file in
+the run's folder (``orchestrator.control.stopreq``), then a bounded wait for it.
 
 Only a run whose controller holds its lock is asked: a run already ended or whose
 controller died is told as such, with the command that goes on from there.
@@ -22,23 +23,28 @@ WAIT_S = 120.0  # for the controller to tear its clusters down and write result.
 POLL_S = 0.2
 
 
-def main(home: str, run_id: str, wait_s: float = WAIT_S) -> int:
+def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
     run_dir = rundir.run_path(home, run_id)
     resume = resume_line(home, run_id)
     if not os.path.isfile(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
     done = read_result(run_dir)
-    if done is not None:
-        print(f"run {run_id} already ended ({done['status']}); nothing to stop", file=sys.stderr)
+    if done is not None and not (action == "cancel" and done["status"] == "INTERRUPTED"):
+        print(f"run {run_id} already ended ({done['status']}); nothing to {action}", file=sys.stderr)
         return 0
+    if done is not None:
+        return error(
+            f"run {run_id} is interrupted and nothing runs it; leave it, or go on with: {resume} "
+            "(then action=cancel ends it for good)"
+        )
     alive = rundir.controller_alive(run_dir)
     if alive is False:
         return error(f"run {run_id}: its controller is not running (it died); go on with: {resume}")
     if alive is None:
         return error(f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)")
-    req = this_request()
+    req = this_request(action)
     write_request(run_dir, req)
-    print(f"run {run_id}: stop asked ({req.who()}); waiting for its controller", file=sys.stderr)
+    print(f"run {run_id}: {action} asked ({req.who()}); waiting for its controller", file=sys.stderr)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         done = read_result(run_dir)
@@ -55,4 +61,5 @@ def main(home: str, run_id: str, wait_s: float = WAIT_S) -> int:
             return error(f"run {run_id}: its controller ended without a result; go on with: {resume}")
         time.sleep(POLL_S)
     left = " (the request is still waiting)" if os.path.exists(request_path(run_dir)) else ""
-    return error(f"run {run_id}: not stopped after {wait_s:.0f}s{left}; see action=status run_id={run_id}")
+    verb = "cancelled" if action == "cancel" else "stopped"
+    return error(f"run {run_id}: not {verb} after {wait_s:.0f}s{left}; see action=status run_id={run_id}")

@@ -43,14 +43,31 @@ class Action(StrEnum):
     list = "list"
     logs = "logs"
     stop = "stop"
+    cancel = "cancel"
     watch = "watch"
 
 
 # Actions that read runs' files and launch nothing (stop writes its request alone): they
 # get only the checks of what they read.
-READ_ONLY_ACTIONS = (Action.status, Action.report, Action.list, Action.logs, Action.stop, Action.watch)
+READ_ONLY_ACTIONS = (
+    Action.status,
+    Action.report,
+    Action.list,
+    Action.logs,
+    Action.stop,
+    Action.cancel,
+    Action.watch,
+)
 # Actions about one run, which run_id names.
-ONE_RUN_ACTIONS = (Action.status, Action.report, Action.resume, Action.logs, Action.stop, Action.watch)
+ONE_RUN_ACTIONS = (
+    Action.status,
+    Action.report,
+    Action.resume,
+    Action.logs,
+    Action.stop,
+    Action.cancel,
+    Action.watch,
+)
 # Actions that run the job and print its progress (and, with show_logs, its output).
 RUNNING_ACTIONS = (Action.run, Action.resume)
 

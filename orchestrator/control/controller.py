@@ -562,8 +562,9 @@ class Controller:
         way out) and waits for action=resume, which starts it again from its newest
         verified checkpoint. The journaled reason names who asked for a stop."""
         reason = INTERRUPTED_REASON if request is None else stopped_reason(request)
+        end = RunState.CANCELLED if request is not None and request.action == "cancel" else RunState.INTERRUPTED
         if not self.sm.state.stopped:
-            self.sm.to(RunState.INTERRUPTED, reason=reason, region=region, generation=generation)
+            self.sm.to(end, reason=reason, region=region, generation=generation)
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
@@ -576,6 +577,8 @@ INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoi
 
 
 def stopped_reason(request: StopRequest) -> str:
+    if request.action == "cancel":
+        return f"cancelled by action=cancel ({request.who()}): clusters torn down, checkpoints kept; not resumable"
     return f"stopped by action=stop ({request.who()}): clusters torn down, checkpoints kept; action=resume goes on"
 
 

@@ -1,6 +1,7 @@
-"""``action=stop``'s request: a small private file in the run's folder that the run's
-controller polls and acts on as on Ctrl-C (INTERRUPTED, clusters torn down, checkpoints
-kept; action=resume goes on).
+"""``action=stop``'s and ``action=cancel``'s request: a small private file in the run's
+folder that the run's controller polls and acts on as on Ctrl-C (clusters torn down,
+checkpoints kept): INTERRUPTED for a stop (action=resume goes on), CANCELLED for a
+cancel (the run ends; nothing resumes it).
 
 A file and not a signal: only the run's owner can write its folder (0711, its own), so
 no other user can stop the run, and no pid is ever signalled that might have been reused.
@@ -26,18 +27,22 @@ _MAX_FIELD = 255
 POLL_S = 0.2  # as the watch's wakeups
 
 
+ACTIONS = ("stop", "cancel")
+
+
 @dataclass(frozen=True)
 class StopRequest:
     user: str
     host: str
     pid: int
     at: float  # seconds since the epoch
+    action: str = "stop"  # or "cancel"
 
     def who(self) -> str:
         return f"{self.user}@{self.host} pid {self.pid}"
 
     def as_json(self) -> dict[str, Any]:
-        return {"action": "stop", "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
+        return {"action": self.action, "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
 
 
 def _text(value: Any) -> str | None:
@@ -49,14 +54,14 @@ def _text(value: Any) -> str | None:
 
 def parse_request(raw: bytes) -> StopRequest | None:
     """The request ``raw`` holds, or None when it is none (too long, not UTF-8 JSON, not
-    an object with action "stop" and a printable user and host, a positive pid and a time)."""
+    an object with action "stop" or "cancel", a printable user and host, a positive pid and a time)."""
     if len(raw) > MAX_BYTES:
         return None
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
-    if not isinstance(obj, dict) or obj.get("action") != "stop":
+    if not isinstance(obj, dict) or obj.get("action") not in ACTIONS:
         return None
     user, host, pid, at = _text(obj.get("user")), _text(obj.get("host")), obj.get("pid"), obj.get("at")
     if user is None or host is None:
@@ -65,7 +70,7 @@ def parse_request(raw: bytes) -> StopRequest | None:
         return None
     if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 <= at < 1e11:
         return None
-    return StopRequest(user=user, host=host, pid=pid, at=float(at))
+    return StopRequest(user=user, host=host, pid=pid, at=float(at), action=str(obj["action"]))
 
 
 def file_acceptable(st: os.stat_result, uid: int) -> bool:
@@ -83,7 +88,7 @@ def request_path(run_dir: str) -> str:
     return os.path.join(run_dir, STOP_NAME)
 
 
-def this_request() -> StopRequest:
+def this_request(action: str = "stop") -> StopRequest:
     """A request from this process, as it names itself."""
     import getpass
     import socket
@@ -93,7 +98,11 @@ def this_request() -> StopRequest:
     except (KeyError, OSError):
         user = str(os.getuid())
     return StopRequest(
-        user=user[:_MAX_FIELD] or "?", host=socket.gethostname()[:_MAX_FIELD] or "?", pid=os.getpid(), at=time.time()
+        user=user[:_MAX_FIELD] or "?",
+        host=socket.gethostname()[:_MAX_FIELD] or "?",
+        pid=os.getpid(),
+        at=time.time(),
+        action=action,
     )
 
 

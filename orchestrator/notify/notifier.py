@@ -68,6 +68,7 @@ class NotificationKind(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     interrupted = "interrupted"  # Ctrl-C or SIGTERM: waits for action=resume
+    cancelled = "cancelled"  # action=cancel: ended for good, checkpoints kept
 
 
 # Incidents that no failure_detected or provision_failed announced: heard of when recorded.
@@ -142,6 +143,7 @@ _END_KINDS = {
     "SUCCEEDED": NotificationKind.succeeded,
     "FAILED": NotificationKind.failed,
     "INTERRUPTED": NotificationKind.interrupted,
+    "CANCELLED": NotificationKind.cancelled,
 }
 
 

@@ -16,10 +16,12 @@ class RunState(StrEnum):
     # Stopped by Ctrl-C or SIGTERM: clusters torn down, checkpoints kept; action=resume
     # takes it on from its newest verified checkpoint.
     INTERRUPTED = "INTERRUPTED"
+    # Ended by action=cancel: clusters torn down, checkpoints kept, never resumed.
+    CANCELLED = "CANCELLED"
 
     @property
     def terminal(self) -> bool:
-        return self in (RunState.SUCCEEDED, RunState.FAILED)
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 
     @property
     def stopped(self) -> bool:
@@ -27,7 +29,7 @@ class RunState(StrEnum):
         return self.terminal or self is RunState.INTERRUPTED
 
 
-_STOP = frozenset({RunState.FAILED, RunState.INTERRUPTED})
+_STOP = frozenset({RunState.FAILED, RunState.INTERRUPTED, RunState.CANCELLED})
 ALLOWED: dict[RunState, frozenset[RunState]] = {
     RunState.PENDING: frozenset({RunState.PROVISIONING}) | _STOP,
     RunState.PROVISIONING: frozenset({RunState.RUNNING, RunState.RECOVERING}) | _STOP,
@@ -35,6 +37,7 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
     RunState.RECOVERING: frozenset({RunState.PROVISIONING}) | _STOP,
     RunState.SUCCEEDED: frozenset(),
     RunState.FAILED: frozenset(),
+    RunState.CANCELLED: frozenset(),
     # action=resume: a new attempt, or the verdict a resume can reach before one.
     RunState.INTERRUPTED: frozenset({RunState.PROVISIONING, RunState.FAILED}),
 }

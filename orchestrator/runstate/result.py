@@ -174,9 +174,9 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "error_traceback": (str, _NONE),
     "user_error": (dict, _NONE),
 }
-# The statuses a result.json may hold: the run ended, or (INTERRUPTED) it stopped on
-# Ctrl-C or SIGTERM and waits for action=resume.
-RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED")
+# The statuses a result.json may hold: the run ended (CANCELLED: by action=cancel), or
+# (INTERRUPTED) it stopped on Ctrl-C, SIGTERM or action=stop and waits for action=resume.
+RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED", "CANCELLED")
 
 
 def read_result(run_dir: str) -> dict[str, Any] | None:

@@ -152,3 +152,26 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     assert attempts[-1]["outcome"] == "succeeded"
     assert 0 < attempts[1]["restored_step"] <= stopped_at
     assert not wait_no_new_ray(before)
+
+
+def test_cancel_ends_a_detached_run_for_good_and_resume_refuses_it(orch_home):
+    """``action=cancel``: as a stop (clusters down, checkpoints kept), then CANCELLED for good."""
+    before = ray_pids()
+    started = _orch(
+        orch_home, "job=digits", "job.steps=100000", "run_id=cancelled", "progress=false", "detach=true", timeout=60
+    )
+    assert started.returncode == 0, started.stderr[-2000:]
+    run_dir = orch_home / "runs" / "cancelled"
+    _wait_training(run_dir, None, 1)
+    cancel = _orch(orch_home, "action=cancel", "run_id=cancelled")
+    assert cancel.returncode == 0 and cancel.stdout.strip() == "run cancelled: CANCELLED", cancel.stderr[-2000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "CANCELLED" and result["final_checkpoint"], result
+    assert result["reason"].startswith("cancelled by action=cancel (") and "not resumable" in result["reason"]
+    assert not wait_no_new_ray(before)
+    resume = _orch(orch_home, "action=resume", "run_id=cancelled")
+    assert resume.returncode == 1 and "already finished (CANCELLED); nothing to resume" in resume.stderr
+    status = _orch(orch_home, "action=status", "run_id=cancelled")
+    assert "status     CANCELLED" in status.stdout, status.stdout
+    listed = _orch(orch_home, "action=list", "format=json")
+    assert {r["run_id"]: r["status"] for r in json.loads(listed.stdout)}["cancelled"] == "CANCELLED"

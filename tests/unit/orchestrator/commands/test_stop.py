@@ -101,3 +101,45 @@ def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
     assert len(taken) == 1
     out = capsys.readouterr().out
     assert out.startswith("run r1: INTERRUPTED; go on with: python -m orchestrator action=resume run_id=r1 home=")
+
+
+def test_a_cancel_reaches_a_live_controller_as_a_cancel_and_says_it_ended(
+    live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir, held = live
+    taken: list[object] = []
+
+    def controller() -> None:
+        for _ in range(200):
+            req = take_request(run_dir)
+            if req is not None:
+                taken.append(req)
+                cancelled = {**RESULT, "status": "CANCELLED", "reason": "cancelled by action=cancel"}
+                Path(rundir.result_path(run_dir)).write_text(json.dumps(cancelled))
+                threading.Event().wait(0.3)
+                held.close()
+                return
+            threading.Event().wait(0.01)
+
+    t = threading.Thread(target=controller)
+    t.start()
+    try:
+        assert stop.main(home, "r1", wait_s=5.0, action="cancel") == 0
+    finally:
+        t.join()
+    assert [getattr(r, "action", None) for r in taken] == ["cancel"]
+    captured = capsys.readouterr()
+    assert "cancel asked (" in captured.err and captured.out.strip() == "run r1: CANCELLED"
+
+
+def test_a_cancel_of_an_ended_or_interrupted_run_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, run_dir = _run(tmp_path)
+    Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))  # INTERRUPTED: nothing runs it
+    assert stop.main(home, "r1", action="cancel") == 2
+    assert "is interrupted and nothing runs it; leave it, or go on with: " in capsys.readouterr().err
+    Path(rundir.result_path(run_dir)).write_text(json.dumps({**RESULT, "status": "SUCCEEDED"}))
+    assert stop.main(home, "r1", action="cancel") == 0
+    assert "already ended (SUCCEEDED); nothing to cancel" in capsys.readouterr().err
+    assert not Path(request_path(run_dir)).exists()

@@ -34,6 +34,9 @@ def test_a_well_formed_request_is_read_with_who_asked() -> None:
     assert req == StopRequest(user="ana", host="box", pid=4242, at=1.7e9)
     assert req.who() == "ana@box pid 4242"
     assert parse_request(json.dumps(req.as_json()).encode()) == req
+    cancel = parse_request(raw(action="cancel"))
+    assert cancel is not None and cancel.action == "cancel" and req.action == "stop"
+    assert parse_request(json.dumps(cancel.as_json()).encode()) == cancel
 
 
 @pytest.mark.parametrize(
@@ -44,7 +47,8 @@ def test_a_well_formed_request_is_read_with_who_asked() -> None:
         b"[1, 2]",
         b"null",
         b"[" * 100_000,  # deep nesting
-        raw(action="cancel"),
+        raw(action="kill"),
+        raw(action=["cancel"]),
         raw(user=""),
         raw(user="x" * 256),
         raw(user="ana\x1b[2J"),  # terminal control in a name the journal and screens show

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.runstate.lifecycle import IllegalTransition, RunState, StateMachine
+from orchestrator.runstate.lifecycle import ALLOWED, IllegalTransition, RunState, StateMachine
 
 S = RunState
 
@@ -72,6 +72,10 @@ def test_an_interrupted_run_resumes_into_a_new_attempt_and_can_be_interrupted_ag
     assert sm.state is S.SUCCEEDED
 
 
-def test_only_succeeded_and_failed_are_terminal_and_interrupted_is_stopped() -> None:
-    assert {s for s in RunState if s.terminal} == {S.SUCCEEDED, S.FAILED}
-    assert {s for s in RunState if s.stopped} == {S.SUCCEEDED, S.FAILED, S.INTERRUPTED}
+def test_only_succeeded_failed_and_cancelled_are_terminal_and_interrupted_is_stopped() -> None:
+    assert {s for s in RunState if s.terminal} == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+    assert {s for s in RunState if s.stopped} == {S.SUCCEEDED, S.FAILED, S.CANCELLED, S.INTERRUPTED}
+    # A cancel ends a run from any live state, and nothing goes on from it (not even a resume).
+    for live in (S.PENDING, S.PROVISIONING, S.RUNNING, S.RECOVERING):
+        assert S.CANCELLED in ALLOWED[live]
+    assert not ALLOWED[S.CANCELLED] and S.CANCELLED not in ALLOWED[S.INTERRUPTED]
