@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import logs
 
             return logs.main(cfg)
+        if cfg.action == "drill":
+            from orchestrator.commands import drill
+
+            return drill.main(cfg)
         if cfg.action in ("stop", "cancel"):
             from orchestrator.commands import stop
 

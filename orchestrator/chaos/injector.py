@@ -54,6 +54,8 @@ class Injected:
             return f"{self.kind} ({self.detail['during']})"
         if self.detail.get("trigger") == "after_s":
             return f"{self.kind} at step {self.step} (timed: after_s)"
+        if self.detail.get("trigger") == "drill":
+            return f"{self.kind} at step {self.step} (drill)"
         return f"{self.kind} at step {self.step}"
 
 
@@ -186,6 +188,16 @@ class FaultInjector:
             req = {"step": step, "generation": generation, "trigger": "after_s"}
             fired.append(self._fire(index, req, cluster, runtime_pid, count + 1))
         return fired
+
+    def drill(
+        self, fault: FaultSpec, cluster: ClusterHandle, runtime_pid: int | None, generation: int, step: int
+    ) -> Injected:
+        """action=drill: ``fault`` (checked by its reader) on the running attempt now, as a
+        fault of its own after the config's (its own index: it fires once)."""
+        self.faults.append(fault)
+        index = len(self.faults) - 1
+        req = {"step": step, "generation": generation, "trigger": "drill"}
+        return self._fire(index, req, cluster, runtime_pid, self.control.fired_count(index) + 1)
 
     def at_point(self, point: str, cluster: ClusterHandle | None, region: str, step: int) -> list[Injected]:
         """Controller-side points: ``provisioning`` (a cluster just up, nothing on it

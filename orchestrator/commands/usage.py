@@ -28,6 +28,7 @@ ACTIONS: dict[Action, str] = {
     Action.logs: "print an attempt's driver and rank logs (attempt=N rank=R|driver follow=true)",
     Action.stop: "stop a running run as Ctrl-C would (INTERRUPTED, checkpoints kept); action=resume goes on",
     Action.cancel: "end a running run for good (CANCELLED: clusters torn down, checkpoints kept, never resumed)",
+    Action.drill: "inject a fault (fault=kill_region, preempt, ...) into a running run, as chaos.faults would",
     Action.watch: "follow a run's progress and events to its end, from any terminal (Ctrl-C leaves the run alone)",
 }
 OPTIONS = (

@@ -44,6 +44,7 @@ class Action(StrEnum):
     logs = "logs"
     stop = "stop"
     cancel = "cancel"
+    drill = "drill"
     watch = "watch"
 
 
@@ -56,6 +57,7 @@ READ_ONLY_ACTIONS = (
     Action.logs,
     Action.stop,
     Action.cancel,
+    Action.drill,
     Action.watch,
 )
 # Actions about one run, which run_id names.
@@ -66,6 +68,7 @@ ONE_RUN_ACTIONS = (
     Action.logs,
     Action.stop,
     Action.cancel,
+    Action.drill,
     Action.watch,
 )
 # Actions that run the job and print its progress (and, with show_logs, its output).
@@ -493,6 +496,11 @@ class Config:
     # action=run and resume: start the controller in the background (its own session, its
     # output in the run folder's controller.log) and return once the first attempt starts.
     detach: bool = False
+    # action=drill: the fault to inject into the running attempt (a kind of chaos.faults that
+    # strikes at once, orchestrator.wire.faults.DRILL_FAULTS), and its region (default: where
+    # the run trains).
+    fault: str | None = None
+    region: str | None = None
 
     @property
     def home_path(self) -> str:

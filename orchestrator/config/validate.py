@@ -44,7 +44,7 @@ from orchestrator.config.validate_cloud import validate_cloud
 from orchestrator.config.validate_search import validate_search
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import show
-from orchestrator.wire.faults import STEP_TRIGGERS
+from orchestrator.wire.faults import DRILL_FAULTS, STEP_TRIGGERS
 from orchestrator.wire.sections import MAX_SEED
 from recovery.boundedjson import INT64
 
@@ -90,6 +90,14 @@ def validate(cfg: Config) -> Config:
 
 def validate_logs_keys(cfg: Config) -> None:
     """attempt, rank and follow belong to action=logs; show_logs to a run (or resume)."""
+    for key, value in (("fault", cfg.fault), ("region", cfg.region)):
+        if value is not None and cfg.action is not Action.drill:
+            raise ConfigError(key, f"only action=drill takes it: drop {key}=..., or add action=drill run_id=<id>")
+    if cfg.action is Action.drill and cfg.fault not in DRILL_FAULTS:
+        raise ConfigError(
+            "fault",
+            f"got {show(cfg.fault)}; action=drill injects one of: {', '.join(DRILL_FAULTS)} (e.g. fault=kill_region)",
+        )
     given = {"attempt": cfg.attempt is not None, "rank": cfg.rank is not None, "follow": cfg.follow}
     for key, is_given in given.items():
         if is_given and cfg.action is not Action.logs:

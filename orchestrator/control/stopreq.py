@@ -1,7 +1,9 @@
-"""``action=stop``'s and ``action=cancel``'s request: a small private file in the run's
-folder that the run's controller polls and acts on as on Ctrl-C (clusters torn down,
-checkpoints kept): INTERRUPTED for a stop (action=resume goes on), CANCELLED for a
-cancel (the run ends; nothing resumes it).
+"""``action=stop``'s, ``action=cancel``'s and ``action=drill``'s requests: a small
+private file in the run's folder that the run's controller polls and acts on. A stop
+or a cancel as on Ctrl-C (clusters torn down, checkpoints kept): INTERRUPTED for a stop
+(action=resume goes on), CANCELLED for a cancel (the run ends; nothing resumes it). A
+drill (``drill.request``) carries a fault for the running attempt, as chaos.faults
+names one; the controller injects it.
 
 A file and not a signal: only the run's owner can write its folder (0711, its own), so
 no other user can stop the run, and no pid is ever signalled that might have been reused.
@@ -22,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 STOP_NAME = "stop.request"
+DRILL_NAME = "drill.request"
 MAX_BYTES = 4096
 _MAX_FIELD = 255
 POLL_S = 0.2  # as the watch's wakeups
 
 
-ACTIONS = ("stop", "cancel")
+ACTIONS = ("stop", "cancel", "drill")
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,16 @@ class StopRequest:
     host: str
     pid: int
     at: float  # seconds since the epoch
-    action: str = "stop"  # or "cancel"
+    action: str = "stop"  # or "cancel", or "drill" (with its fault)
+    # A drill's fault, as plain JSON (chaos.faults[i]'s keys); checked by its reader.
+    fault: dict[str, Any] | None = None
 
     def who(self) -> str:
         return f"{self.user}@{self.host} pid {self.pid}"
 
     def as_json(self) -> dict[str, Any]:
-        return {"action": self.action, "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
+        out = {"action": self.action, "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
+        return out if self.fault is None else {**out, "fault": self.fault}
 
 
 def _text(value: Any) -> str | None:
@@ -70,7 +76,10 @@ def parse_request(raw: bytes) -> StopRequest | None:
         return None
     if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 <= at < 1e11:
         return None
-    return StopRequest(user=user, host=host, pid=pid, at=float(at), action=str(obj["action"]))
+    fault = obj.get("fault")
+    if (obj["action"] == "drill") != isinstance(fault, dict):
+        return None  # a drill carries its fault, and only a drill does
+    return StopRequest(user=user, host=host, pid=pid, at=float(at), action=str(obj["action"]), fault=fault)
 
 
 def file_acceptable(st: os.stat_result, uid: int) -> bool:
@@ -84,11 +93,11 @@ def file_acceptable(st: os.stat_result, uid: int) -> bool:
     )
 
 
-def request_path(run_dir: str) -> str:
-    return os.path.join(run_dir, STOP_NAME)
+def request_path(run_dir: str, name: str = STOP_NAME) -> str:
+    return os.path.join(run_dir, name)
 
 
-def this_request(action: str = "stop") -> StopRequest:
+def this_request(action: str = "stop", fault: dict[str, Any] | None = None) -> StopRequest:
     """A request from this process, as it names itself."""
     import getpass
     import socket
@@ -103,48 +112,51 @@ def this_request(action: str = "stop") -> StopRequest:
         pid=os.getpid(),
         at=time.time(),
         action=action,
+        fault=fault,
     )
 
 
-def write_request(run_dir: str, req: StopRequest) -> None:
+def write_request(run_dir: str, req: StopRequest, name: str = STOP_NAME) -> None:
     """Put ``req`` in ``run_dir`` whole (written aside, then renamed in), 0600."""
-    tmp = os.path.join(run_dir, f".{STOP_NAME}.{os.getpid()}")
+    tmp = os.path.join(run_dir, f".{name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(req.as_json()).encode())
-        os.replace(tmp, request_path(run_dir))
+        os.replace(tmp, request_path(run_dir, name))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
-def take_request(run_dir: str) -> StopRequest | None:
+def take_request(run_dir: str, name: str = STOP_NAME) -> StopRequest | None:
     """The request waiting in ``run_dir``, removed as it is read; None when there is none
     or what is there is no request (removed too, so it is judged once)."""
-    path = request_path(run_dir)
+    path = request_path(run_dir, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError:
         # A link or something else that cannot be opened as a file: no request.
-        clear_request(run_dir)
+        clear_request(run_dir, name)
         return None
     try:
         st = os.fstat(fd)
         raw = os.read(fd, MAX_BYTES + 1) if file_acceptable(st, os.getuid()) else b""
     finally:
         os.close(fd)
-    clear_request(run_dir)
-    return parse_request(raw) if raw else None
+    clear_request(run_dir, name)
+    req = parse_request(raw) if raw else None
+    # A stop's file holds a stop or a cancel, a drill's a drill: anything else is no request.
+    return req if req is not None and (req.action == "drill") == (name == DRILL_NAME) else None
 
 
-def clear_request(run_dir: str) -> None:
+def clear_request(run_dir: str, name: str = STOP_NAME) -> None:
     """No request waits in ``run_dir`` (a new controller clears an old one's)."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(request_path(run_dir))
+        os.unlink(request_path(run_dir, name))
 
 
 class StopWatch:

@@ -16,13 +16,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
-from orchestrator.chaos.injector import FaultInjector
+from orchestrator.chaos.drill import drill_fault
+from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.config.derived import total_steps
 from orchestrator.control.cadence import look_cap_ticks, next_look_ticks, quiet
 from orchestrator.control.context import RunContext
 from orchestrator.control.nodewatch import NodeWatch
 from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.stopreq import DRILL_NAME, take_request
 from orchestrator.runstate.events import (
+    DrillRequested,
     FailureDetected,
     HealthGlitch,
     IncidentRecorded,
@@ -313,6 +316,7 @@ class AttemptWatch:
         # and step before this one's replace them.
         fired = injector.poll(self.cluster, self.proc.pid, self.gen, before_fire=self._catch_up)
         fired += injector.timed(self.cluster, self.proc.pid, self.gen, training_for, self.out.last_step)
+        fired += self._drill()
         for inj in fired:
             self.kill_times[inj.kind] = inj.at
             self.out.last_step = max(self.out.last_step, inj.step)
@@ -321,6 +325,22 @@ class AttemptWatch:
             self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.text()}")
         return bool(fired)
+
+    def _drill(self) -> list[Injected]:
+        """action=drill: a fault asked for the running attempt (``drill.request``), checked,
+        journaled with who asked (``drill_requested``), then injected now."""
+        try:
+            req = take_request(self.ctx.run_dir, DRILL_NAME)
+        except OSError:
+            return []
+        if req is None or req.fault is None:
+            return []
+        problem, fault = drill_fault(req.fault, self.region)
+        kind = str(req.fault.get("kind"))[:64]
+        self.ctx.emit(DrillRequested(kind=kind, who=req.who(), region=self.region, refused=problem))
+        if fault is None:
+            return []
+        return [self.injector.drill(fault, self.cluster, self.proc.pid, self.gen, self.out.last_step)]
 
     # --- the verdict --------------------------------------------------------------
     def _health(self) -> HealthCheck:

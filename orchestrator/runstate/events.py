@@ -472,6 +472,19 @@ class FaultInjected(Event):
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@_event("drill_requested")
+@dataclass(frozen=True)
+class DrillRequested(Event):
+    """action=drill: a fault for the running attempt, who asked, and (``refused``) why it
+    was not injected; an injected one's fault_injected follows."""
+
+    SPARSE = frozenset({"region", "refused"})
+    kind: str
+    who: str
+    region: str | None = None
+    refused: str | None = None
+
+
 @_event("fault_refused")
 @dataclass(frozen=True)
 class FaultRefused(Event):

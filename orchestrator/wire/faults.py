@@ -45,6 +45,21 @@ REGION_FAULTS = (
     FaultKind.partition_region,
     FaultKind.preempt,
 )
+# Faults action=drill injects into a running attempt: the ones the controller carries out
+# alone, at once (no rendezvous with a worker, no proxy or mount set up when the run began).
+DRILL_FAULTS = (
+    FaultKind.kill_region,
+    FaultKind.kill_head,
+    FaultKind.hang_region,
+    FaultKind.partition,
+    FaultKind.partition_region,
+    FaultKind.preempt,
+    FaultKind.kill_node,
+    FaultKind.hang_node,
+    FaultKind.corrupt_checkpoint,
+    FaultKind.status_flap,
+    FaultKind.ssh_drop,
+)
 # Faults that strike one worker node of a multi-node cluster (chaos.faults[i].node).
 NODE_FAULTS = (FaultKind.kill_node, FaultKind.hang_node)
 # A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.

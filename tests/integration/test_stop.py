@@ -4,7 +4,8 @@ left; ``detach=true`` returns at once and ``action=watch`` follows it (Ctrl-C le
 watch, not the run); ``action=stop`` from another process ends it as Ctrl-C does, naming
 who asked; a controller SIGKILLed shows in ``action=status`` as dead, with the command
 that goes on; and that command, detached and watched to its end, ends the run with
-exactly the weights of a run never stopped."""
+exactly the weights of a run never stopped. On a second run: ``action=drill`` fails a
+detached run over, and ``action=cancel`` ends it for good."""
 
 from __future__ import annotations
 
@@ -154,8 +155,10 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     assert not wait_no_new_ray(before)
 
 
-def test_cancel_ends_a_detached_run_for_good_and_resume_refuses_it(orch_home):
-    """``action=cancel``: as a stop (clusters down, checkpoints kept), then CANCELLED for good."""
+def test_a_drill_fails_a_detached_run_over_then_cancel_ends_it_for_good(orch_home):
+    """``action=drill fault=kill_region`` on a detached run: injected at once, journaled with
+    who asked, the run fails over; then ``action=cancel``: as a stop (clusters down,
+    checkpoints kept), then CANCELLED for good, which action=resume refuses."""
     before = ray_pids()
     started = _orch(
         orch_home, "job=digits", "job.steps=100000", "run_id=cancelled", "progress=false", "detach=true", timeout=60
@@ -163,11 +166,25 @@ def test_cancel_ends_a_detached_run_for_good_and_resume_refuses_it(orch_home):
     assert started.returncode == 0, started.stderr[-2000:]
     run_dir = orch_home / "runs" / "cancelled"
     _wait_training(run_dir, None, 1)
+    refused = _orch(orch_home, "action=drill", "run_id=cancelled", "fault=kill_node")
+    assert refused.returncode == 2 and "nodes to 2 or more" in refused.stderr, refused.stderr[-2000:]
+    drilled = _orch(orch_home, "action=drill", "run_id=cancelled", "fault=kill_region")
+    assert drilled.returncode == 0, drilled.stderr[-2000:]
+    assert re.fullmatch(
+        r"run cancelled: kill_region injected at step \d+ in local-a; follow it with: .*\n", drilled.stdout
+    )
+    _wait_training(run_dir, None, 2)
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    (asked,) = [e for e in journal if e["type"] == "drill_requested"]
+    assert asked["kind"] == "kill_region" and " pid " in asked["who"] and "refused" not in asked
     cancel = _orch(orch_home, "action=cancel", "run_id=cancelled")
     assert cancel.returncode == 0 and cancel.stdout.strip() == "run cancelled: CANCELLED", cancel.stderr[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "CANCELLED" and result["final_checkpoint"], result
     assert result["reason"].startswith("cancelled by action=cancel (") and "not resumable" in result["reason"]
+    assert [(i["kind"], i["from_region"], i["to_region"]) for i in result["incidents"]] == [
+        ("cluster_lost", "local-a", "local-b")
+    ]
     assert not wait_no_new_ray(before)
     resume = _orch(orch_home, "action=resume", "run_id=cancelled")
     assert resume.returncode == 1 and "already finished (CANCELLED); nothing to resume" in resume.stderr

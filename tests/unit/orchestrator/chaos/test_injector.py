@@ -92,3 +92,22 @@ def test_a_timed_fault_strikes_at_the_newest_step_known_done_and_says_what_set_i
 def test_a_faults_line_names_its_step_or_its_phase() -> None:
     assert Injected(0, "kill_region", 170, 0.0, {}).text() == "kill_region at step 170"
     assert Injected(0, "kill_region", 170, 0.0, {"during": "failover"}).text() == "kill_region (failover)"
+
+
+def test_a_drill_fires_once_as_a_fault_of_its_own_after_the_configs(tmp_path: Path) -> None:
+    from orchestrator.wire.sections import FaultSpec
+
+    class NoNodes:
+        name = "blob"
+
+        def processes(self, cluster: ClusterHandle) -> list[int]:
+            return []
+
+    control = ControlChannel(f"file://{tmp_path}/control")
+    blob: Any = NoNodes()
+    inj = FaultInjector([{"kind": "hang_node", "after_s": 100.0}], control, blob, lambda: [], "r")
+    cluster = ClusterHandle("c", "local-a", "blob", "")
+    fired = inj.drill(FaultSpec.from_plain({"kind": "hang_node"}, "fault"), cluster, None, 1, step=77)
+    assert (fired.index, fired.step, fired.detail["trigger"]) == (1, 77, "drill")
+    assert fired.text() == "hang_node at step 77 (drill)" and control.fired_count(1) == 1
+    assert inj.timed(cluster, None, 1, training_for_s=2.0) == []  # the config's own waits its time

@@ -117,3 +117,21 @@ def test_a_disarmed_watch_acts_on_nothing(tmp_path: Path) -> None:
     write_request(str(tmp_path), this_request())
     time.sleep(0.1)
     assert watch.request is None and (tmp_path / STOP_NAME).exists()
+
+
+def test_a_drill_carries_its_fault_and_only_a_drill_does(tmp_path: Path) -> None:
+    from orchestrator.control.stopreq import DRILL_NAME, STOP_NAME, take_request, this_request, write_request
+
+    drill = parse_request(raw(action="drill", fault={"kind": "kill_region"}))
+    assert drill is not None and drill.fault == {"kind": "kill_region"}
+    assert parse_request(raw(action="drill")) is None
+    assert parse_request(raw(action="drill", fault="kill_region")) is None
+    assert parse_request(raw(fault={"kind": "kill_region"})) is None  # a stop carries none
+    # Each file holds its own kind: a drill put where a stop goes is no request, and back.
+    write_request(str(tmp_path), this_request("drill", {"kind": "preempt"}), STOP_NAME)
+    assert take_request(str(tmp_path), STOP_NAME) is None
+    write_request(str(tmp_path), this_request("stop"), DRILL_NAME)
+    assert take_request(str(tmp_path), DRILL_NAME) is None
+    write_request(str(tmp_path), this_request("drill", {"kind": "preempt"}), DRILL_NAME)
+    got = take_request(str(tmp_path), DRILL_NAME)
+    assert got is not None and got.fault == {"kind": "preempt"} and not (tmp_path / DRILL_NAME).exists()

@@ -99,6 +99,8 @@ SAMPLES: list[E.Event] = [
     E.FaultInjected("kill_region", index=0, step=60, extra={"seq": 1, "region": "a", "killed": 4}),
     E.FaultInjected("torn_checkpoint", index=1, extra={"torn_step": 40, "stage": "kill"}),
     E.FaultRefused(0, "stale", seq=1, request_generation=2),
+    E.DrillRequested("kill_region", "ana@box pid 7", region="local-a"),
+    E.DrillRequested("kill_worker", "ana@box pid 7", region="local-a", refused="not a drill's"),
     E.FaultRefused(0, "not a worker", kind="kill_worker", pid=12),
     E.FaultFailed(2, "disk_full", "no scratch_dir"),
     E.FaultEnded(3, "partition_region", region="a", resumed=4),

@@ -1,0 +1,98 @@
+"""``action=drill run_id=X fault=<kind> [region=...]``: inject a fault into a run that is
+training now (detached or not), through the same path as ``chaos.faults``.
+
+The fault is checked against the run's own saved config as a ``chaos.faults`` entry
+would be, then asked of the run's live controller through a request file in the run's
+folder (``drill.request``, as action=stop's: only the run's owner can write it). The
+controller checks it again, journals ``drill_requested`` with who asked, and injects it
+into the running attempt at once; what follows (the failover, the restart) is the run's
+as for any fault. The command waits for the controller's answer and prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from orchestrator.commands.status import resume_line
+from orchestrator.config.saved import config_from_plain
+from orchestrator.config.schema import Config, FaultConfig
+from orchestrator.config.validate_chaos import validate_chaos
+from orchestrator.control.stopreq import DRILL_NAME, request_path, this_request, write_request
+from orchestrator.errors import ConfigError, error
+from orchestrator.runstate import rundir
+from orchestrator.runstate.events import DrillRequested, FaultInjected
+from orchestrator.runstate.journal import load_json, read_typed
+from orchestrator.runstate.result import read_result
+from orchestrator.wire.faults import FaultKind
+
+WAIT_S = 60.0  # for the controller's answer: it looks every 0.2 s while an attempt trains
+POLL_S = 0.2
+
+
+def main(cli: Config) -> int:
+    home, run_id = cli.home_path, str(cli.run_id)
+    run_dir = rundir.run_path(home, run_id)
+    if not os.path.isfile(rundir.journal_path(run_dir)):
+        return error(f"run_id: no run named {run_id!r} under {home}")
+    done = read_result(run_dir)
+    if done is not None:
+        return error(f"run {run_id} already ended ({done['status']}); a drill needs a run that trains")
+    alive = rundir.controller_alive(run_dir)
+    if alive is False:
+        return error(f"run {run_id}: its controller is not running (it died); go on with: {resume_line(home, run_id)}")
+    if alive is None:
+        return error(f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)")
+    fault: dict[str, Any] = {"kind": str(cli.fault)}
+    if cli.region:
+        fault["region"] = cli.region
+    problem = config_problem(load_json(rundir.config_path(run_dir)), fault)
+    if problem is not None:
+        return error(problem)
+    req = this_request("drill", fault)
+    write_request(run_dir, req, DRILL_NAME)
+    print(f"run {run_id}: drill {fault['kind']} asked ({req.who()}); waiting for its controller", file=sys.stderr)
+    answer = wait_answer(run_dir, req.who(), WAIT_S)
+    if answer is None:
+        left = " (the request is still waiting)" if os.path.exists(request_path(run_dir, DRILL_NAME)) else ""
+        return error(
+            f"run {run_id}: no answer to the drill after {WAIT_S:.0f}s{left}; see action=status run_id={run_id}"
+        )
+    asked, injected = answer
+    if asked.refused:
+        return error(f"run {run_id}: drill {asked.kind} refused: {asked.refused}")
+    at = "" if injected is None or injected.step is None else f" at step {injected.step}"
+    print(f"run {run_id}: {asked.kind} injected{at} in {asked.region}; follow it with: action=watch run_id={run_id}")
+    return 0
+
+
+def config_problem(saved: Any, fault: dict[str, Any]) -> str | None:
+    """Why ``fault`` cannot strike the run its saved config describes, as a chaos.faults
+    entry with a timed trigger is checked (one line naming the key), or None."""
+    cfg = config_from_plain(saved)
+    cfg.chaos.faults = [FaultConfig(kind=FaultKind(fault["kind"]), after_s=1.0, region=fault.get("region"))]
+    try:
+        validate_chaos(cfg)
+    except ConfigError as exc:
+        key = "region" if exc.key.endswith(".region") else "fault"
+        return f"{key}: {str(exc).split(': ', 1)[1]}"
+    return None
+
+
+def wait_answer(run_dir: str, who: str, wait_s: float) -> tuple[DrillRequested, FaultInjected | None] | None:
+    """The controller's drill_requested for the request ``who`` made, and the fault_injected
+    after it (None: refused, or not journaled yet when the wait ended); None without one."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        asked: DrillRequested | None = None
+        for event in read_typed(rundir.journal_path(run_dir)):
+            if isinstance(event, DrillRequested) and event.who == who:
+                asked = event
+            elif asked is not None and not asked.refused and isinstance(event, FaultInjected):
+                return asked, event
+        if asked is not None and (asked.refused or time.monotonic() > deadline - 1.0):
+            return asked, None
+        time.sleep(POLL_S)
+    return None
