@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.action == "report":
             from orchestrator.commands import report
 
-            return report.main(cfg.home_path, str(cfg.run_id))
+            return report.main(cfg.home_path, str(cfg.run_id), cfg.junit)
         if cfg.action == "resume" and cfg.detach:
             from orchestrator.commands import detach
 

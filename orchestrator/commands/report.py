@@ -342,12 +342,62 @@ def write(run_dir: str) -> tuple[str, str] | None:
     return text, plot(run_dir, rep)
 
 
-def main(home: str, run_id: str) -> int:
-    """``action=report``: the incident report's text, and where its plot was written."""
-    done = write(rundir.run_path(home, run_id))
+def main(home: str, run_id: str, junit: str | None = None) -> int:
+    """``action=report``: the incident report's text, and where its plot was written;
+    with ``junit``, the JUnit XML report written there too."""
+    run_dir = rundir.run_path(home, run_id)
+    done = write(run_dir)
     if done is None:
         return error(f"run_id: no run named {run_id!r} under {home}")
     text, png = done
     print(text)
     print(f"plot: {png}")
+    if junit is not None:
+        rep = build(run_dir)
+        assert rep is not None  # write() found the journal
+        path = os.path.abspath(os.path.expanduser(junit))
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(junit_xml(rep))
+        except OSError as exc:
+            return error(f"junit: cannot write {path} ({exc.strerror or exc}); give a writable file path")
+        print(f"junit: {path}")
     return 0
+
+
+def junit_xml(rep: Report) -> str:
+    """The run as a JUnit report CI systems read: a test suite with the run's end (failed
+    unless it SUCCEEDED), one case per incident (its recovery time) and one per
+    chaos.objectives objective (failed when missed)."""
+    from xml.etree import ElementTree as ET
+
+    result = rep.result or {}
+    suite = ET.Element("testsuite", name=f"orchestrator.{rep.run_id}")
+    cases: list[tuple[ET.Element, str | None]] = []
+    run = ET.Element("testcase", classname=rep.run_id, name="run", time=str(result.get("duration_s") or 0))
+    ended = None if rep.status == "SUCCEEDED" else f"{rep.status}: {rep.reason or '-'}"
+    cases.append((run, ended))
+    for i, row in enumerate(rep.rows, 1):
+        name = f"incident {i}: {row.failure} {row.from_region} -> {row.to_region or '-'}"
+        case = ET.Element("testcase", classname=rep.run_id, name=name, time=str(row.rto_s or 0))
+        ET.SubElement(case, "system-out").text = (
+            f"fault {row.fault}; detected after {_s(row.detected_after_s)}; restored step {row.restored_step}; "
+            f"lost steps {row.lost_steps}; decision {row.decision}"
+        )
+        cases.append((case, None))
+    objectives = result.get("objectives") if isinstance(result.get("objectives"), dict) else {}
+    for c in objectives.get("checked") or []:
+        name = f"objective {c.get('objective')} {c.get('limit')}"
+        case = ET.Element("testcase", classname=rep.run_id, name=name, time="0")
+        missed = None if c.get("met") else f"measured {c.get('measured')}{'; ' + c['why'] if c.get('why') else ''}"
+        cases.append((case, missed))
+    for case, failure in cases:
+        if failure is not None:
+            ET.SubElement(case, "failure", message=failure[:1000]).text = failure
+        suite.append(case)
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for _, f in cases if f is not None)))
+    suite.set("time", str(result.get("duration_s") or 0))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

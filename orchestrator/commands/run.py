@@ -19,6 +19,7 @@ from orchestrator.config.notify_targets import check_notify_program, notify_from
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error, printable
 from orchestrator.runstate import rundir
+from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 
 # Set for a controller that a supervising parent restarts after a crash.
@@ -375,6 +376,9 @@ def verdict(home: str, run_id: str, result: dict[str, Any]) -> tuple[int, str | 
         return EXIT_INTERRUPTED, f"interrupted: go on from the newest checkpoint with: {resume_line(home, run_id)}"
     if result["status"] == "CANCELLED":
         return EXIT_INTERRUPTED, f"cancelled: {result.get('reason') or 'by action=cancel'}"
+    objectives = result.get("objectives")
+    if result["status"] == "SUCCEEDED" and isinstance(objectives, dict) and not objectives.get("met", True):
+        return EXIT_OBJECTIVE_MISSED, f"error: run {run_id}: {missed_line(objectives)}"
     bug = result.get("user_error") if result["status"] == "FAILED" else None
     if bug:
         return EXIT_USER_ERROR, f"error: run {run_id}: {user_error_advice(bug)}"

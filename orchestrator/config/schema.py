@@ -375,8 +375,21 @@ class FaultConfig:
 
 
 @dataclass
+class ObjectivesConfig:
+    """A chaos run's (or a drilled run's) pass/fail gate, judged as its result is written."""
+
+    # Every incident's recovery time at most this (seconds).
+    max_rto_s: float | None = None
+    # Every incident's lost steps at most this.
+    max_lost_steps: int | None = None
+    # A finished run under the same home whose final weights this run must end with.
+    exact: str | None = None
+
+
+@dataclass
 class ChaosConfig:
     faults: list[FaultConfig] = field(default_factory=list)
+    objectives: ObjectivesConfig = field(default_factory=ObjectivesConfig)
     # Restart a crashed controller with action=resume, as a service manager would
     # (false: leave it to the user, which is what the resume tests exercise).
     supervise: bool = True
@@ -501,6 +514,8 @@ class Config:
     # the run trains).
     fault: str | None = None
     region: str | None = None
+    # action=report: also write the run's incidents and objectives as a JUnit XML report here.
+    junit: str | None = None
 
     @property
     def home_path(self) -> str:

@@ -90,6 +90,10 @@ def validate(cfg: Config) -> Config:
 
 def validate_logs_keys(cfg: Config) -> None:
     """attempt, rank and follow belong to action=logs; show_logs to a run (or resume)."""
+    if cfg.junit is not None:
+        if cfg.action is not Action.report:
+            raise ConfigError("junit", "only action=report takes it: add action=report run_id=<id>")
+        local_path("junit", cfg.junit, "junit")
     for key, value in (("fault", cfg.fault), ("region", cfg.region)):
         if value is not None and cfg.action is not Action.drill:
             raise ConfigError(key, f"only action=drill takes it: drop {key}=..., or add action=drill run_id=<id>")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.config.checks import MAX_FAULTS, at_least, bounded_int, seconds
+from orchestrator.config.checks import MAX_FAULTS, at_least, bounded_int, safe_name, seconds
 from orchestrator.config.derived import proxy_target, total_steps
 from orchestrator.config.schema import Config, FaultConfig
 from orchestrator.errors import ConfigError
@@ -11,7 +11,20 @@ from orchestrator.wire.faults import SEARCH_FAULTS as HPO_FAULTS
 from orchestrator.wire.sections import MAX_SEED
 
 
+def validate_objectives(cfg: Config) -> None:
+    o = cfg.chaos.objectives
+    if o.max_rto_s is not None:
+        seconds("chaos.objectives.max_rto_s", o.max_rto_s)
+    if o.max_lost_steps is not None and o.max_lost_steps < 0:
+        raise ConfigError("chaos.objectives.max_lost_steps", f"got {o.max_lost_steps}; expected an integer >= 0")
+    if o.exact is not None and not safe_name(o.exact):
+        raise ConfigError(
+            "chaos.objectives.exact", f"got {o.exact!r}; expected the run_id of a finished run under home to match"
+        )
+
+
 def validate_chaos(cfg: Config) -> None:
+    validate_objectives(cfg)
     if len(cfg.chaos.faults) > MAX_FAULTS:
         raise ConfigError("chaos.faults", f"lists {len(cfg.chaos.faults)} faults; at most {MAX_FAULTS} in one drill")
     for i, fault in enumerate(cfg.chaos.faults):

@@ -58,9 +58,10 @@ from orchestrator.runstate.events import (
 )
 from orchestrator.runstate.events import Replicated as ReplicatedEvent
 from orchestrator.runstate.incidents import Incident
-from orchestrator.runstate.journal import Journal
+from orchestrator.runstate.journal import DamagedFile, Journal
 from orchestrator.runstate.lifecycle import RunState, StateMachine
-from orchestrator.runstate.result import RunRecord, record_from, withdraw_result, write_result
+from orchestrator.runstate.objectives import judge
+from orchestrator.runstate.result import RunRecord, read_result, record_from, withdraw_result, write_result
 from orchestrator.runstate.rundir import make_control_dir, make_run_dir
 from orchestrator.runstate.state import RunView, apply, fold
 from orchestrator.wire.codec import to_plain
@@ -404,7 +405,7 @@ class Controller:
             # (a store gone since) is left out rather than taken from the cluster's word.
             self.final = {k: v for k, v in (claims or {}).items() if k not in PROVEN_KEYS}
         self.replicator.stop(drain=False)
-        result = write_result(self.run_dir, self.record, self.stores)
+        result = write_result(self.run_dir, self.record, self.stores, self._judge)
         self._finished(result)
         return result
 
@@ -471,9 +472,20 @@ class Controller:
                     *(proxy.stop for proxy in self.proxies.values()),
                 ]
             )
-        result = write_result(self.run_dir, self.record, self.stores)
+        result = write_result(self.run_dir, self.record, self.stores, self._judge)
         self._finished(result)
         return result
+
+    def _judge(self, result: dict[str, Any]) -> dict[str, Any] | None:
+        """chaos.objectives on the run's result (``exact``: against a finished run's under home)."""
+        o = self.cfg.chaos.objectives
+        baseline = None
+        if o.exact is not None:
+            try:
+                baseline = read_result(rundir.run_path(self.cfg.home_path, o.exact))
+            except DamagedFile:
+                baseline = None
+        return judge(o.max_rto_s, o.max_lost_steps, o.exact, result, baseline)
 
     def step(self) -> bool:
         """One iteration of the control loop: run (or adopt) one attempt to its outcome,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +100,12 @@ def steps_done(attempt_steps: list[int], checkpoint_step: int | None) -> int:
     return max([*attempt_steps, checkpoint_step or 0])
 
 
-def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
+def build_result(
+    record: RunRecord,
+    stores: dict[str, CheckpointStore],
+    judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+) -> dict[str, Any]:
+    """The run's result; ``judge``: its chaos.objectives, judged on the rest."""
     final = record.final or {}
     newest = None if final.get("final_checkpoint") else _newest_signed(record.run_id, stores)
     last_step = steps_done([a.get("last_step") or 0 for a in record.attempts], None if newest is None else newest[0])
@@ -134,14 +140,30 @@ def build_result(record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[
             if "trials" in final
             else {}
         ),
+        # chaos.objectives, judged: {"met", "checked": [{objective, limit, measured, met}]}; null when none are set.
+        "objectives": _judged(record, judge),
         "started_at": record.started_at,
         "finished_at": finished,
         "duration_s": round(finished - record.started_at, 3),
     }
 
 
-def write_result(run_dir: str, record: RunRecord, stores: dict[str, CheckpointStore]) -> dict[str, Any]:
-    result = build_result(record, stores)
+def _judged(
+    record: RunRecord, judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None
+) -> dict[str, Any] | None:
+    if judge is None or record.status not in ("SUCCEEDED", "FAILED"):
+        return None
+    incidents = [i.record() for i in record.incidents]
+    return judge({"status": record.status, "incidents": incidents, **(record.final or {})})
+
+
+def write_result(
+    run_dir: str,
+    record: RunRecord,
+    stores: dict[str, CheckpointStore],
+    judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+) -> dict[str, Any]:
+    result = build_result(record, stores, judge)
     write_private(rundir.result_path(run_dir), (json.dumps(result, indent=2) + "\n").encode())
     return result
 
@@ -173,6 +195,7 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "checkpoint_sha256": (str, _NONE),
     "error_traceback": (str, _NONE),
     "user_error": (dict, _NONE),
+    "objectives": (dict, _NONE),
 }
 # The statuses a result.json may hold: the run ended (CANCELLED: by action=cancel), or
 # (INTERRUPTED) it stopped on Ctrl-C, SIGTERM or action=stop and waits for action=resume.

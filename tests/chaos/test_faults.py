@@ -24,8 +24,24 @@ def _survived(run, baseline):
 
 def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baseline):
     before = ray_pids()
-    run = orchestrate(orch_home, "standby", "recovery=warm_standby", "chaos.faults=[{kind:kill_region,at_step:200}]")
+    run = orchestrate(
+        orch_home,
+        "standby",
+        "recovery=warm_standby",
+        "chaos.faults=[{kind:kill_region,at_step:200}]",
+        # The drill as a gate: exact against the baseline run, a bounded loss and recovery.
+        f"chaos.objectives.exact={baseline.run_dir.name}",
+        "chaos.objectives.max_lost_steps=50",
+        "chaos.objectives.max_rto_s=120",
+    )
     r, inc = _survived(run, baseline)
+    assert r["objectives"]["met"] and [c["objective"] for c in r["objectives"]["checked"]] == [
+        "max_rto_s",
+        "max_lost_steps",
+        "exact",
+    ]
+    assert r["objectives"]["checked"][2]["measured"] == baseline.result["weights_sha256"]
+    _junit_says_it_passed(orch_home, run, inc)
     assert r["region"] == "local-b"
     assert (inc["from_region"], inc["to_region"]) == ("local-a", "local-b")
     attempts = run.events("attempt_started")
@@ -37,6 +53,33 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
     assert provisioned <= torn_down
     assert not wait_no_new_ray(before)
     _tensorboard_marks_the_incident(run, inc)
+
+
+def _junit_says_it_passed(orch_home, run, inc):
+    """action=report junit=PATH: the run, its incident and its objectives as JUnit cases."""
+    import subprocess
+    import sys
+    from xml.etree import ElementTree as ET
+
+    from tests.support.paths import REPO
+    from tests.support.runs import env_for
+
+    path = run.run_dir.parent / "standby-junit.xml"
+    args = ["action=report", f"run_id={run.run_dir.name}", f"junit={path}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env_for(orch_home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and f"junit: {path}" in done.stdout, done.stderr[-2000:]
+    (suite,) = ET.parse(path).getroot().findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("5", "0")
+    names = [c.get("name") for c in suite.findall("testcase")]
+    assert names[1] == "incident 1: cluster_lost local-a -> local-b" and names[2] == "objective max_rto_s 120.0"
+    assert float(suite.findall("testcase")[1].get("time")) == pytest.approx(inc["rto_s"])
 
 
 def _tensorboard_marks_the_incident(run, inc):

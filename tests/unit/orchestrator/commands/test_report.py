@@ -163,3 +163,55 @@ def test_a_search_report_plots_each_trials_metric_by_iteration(tmp_path: Path) -
     assert rep.search == {"trial_00000": [(1, 0.2), (2, 0.45)], "trial_00001": [(1, 0.1)]}
     done = write(str(tmp_path))
     assert done is not None and Path(done[1]).stat().st_size > 10_000
+
+
+def test_the_junit_report_is_a_suite_ci_reads_with_a_failure_per_missed_objective(tmp_path: Path) -> None:
+    from xml.etree import ElementTree as ET
+
+    from orchestrator.commands.report import junit_xml
+
+    _journal(tmp_path, _events())
+    rep = build(str(tmp_path))
+    assert rep is not None
+    rep.result = {
+        "duration_s": 40.0,
+        "objectives": {
+            "met": False,
+            "checked": [
+                {"objective": "max_rto_s", "limit": 5.0, "measured": 15.0, "met": False},
+                {"objective": "exact", "limit": "base", "measured": None, "met": False, "why": "no run <&>"},
+                {"objective": "max_lost_steps", "limit": 10, "measured": 10, "met": True},
+            ],
+        },
+    }
+    root = ET.fromstring(junit_xml(rep))
+    (suite,) = root.findall("testsuite")
+    assert suite.get("name") == "orchestrator.r1" and (suite.get("tests"), suite.get("failures")) == ("5", "2")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert list(cases) == [
+        "run",
+        "incident 1: cluster_lost local-a -> local-b",
+        "objective max_rto_s 5.0",
+        "objective exact base",
+        "objective max_lost_steps 10",
+    ]
+    assert cases["run"].find("failure") is None  # it SUCCEEDED
+    assert cases["incident 1: cluster_lost local-a -> local-b"].get("time") == "15.0"
+    assert cases["objective max_rto_s 5.0"].find("failure").get("message") == "measured 15.0"  # type: ignore[union-attr]
+    assert "no run <&>" in cases["objective exact base"].find("failure").text  # type: ignore[operator, union-attr]
+
+
+def test_junit_is_a_file_here_and_only_action_report_takes_it() -> None:
+    import pytest
+
+    from orchestrator.config.compose import compose
+    from orchestrator.errors import ConfigError
+
+    assert compose(["action=report", "run_id=r1", "junit=out.xml"]).junit == "out.xml"
+    for overrides, words in (
+        (["action=status", "run_id=r1", "junit=out.xml"], "only action=report takes it"),
+        (["action=report", "run_id=r1", "junit=s3://b/out.xml"], "not a URL"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            compose(overrides)
+        assert err.value.key == "junit" and words in str(err.value)

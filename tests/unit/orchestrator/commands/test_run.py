@@ -53,3 +53,17 @@ def test_a_run_the_workloads_code_failed_ends_with_one_line_saying_what_where_an
 def test_control_characters_from_the_cluster_are_shown_not_obeyed() -> None:
     line = user_error_advice({"error": "ValueError: \x1b[2Jgone", "step": 1, "site": "m.py:1"})
     assert "\x1b" not in line and "\\x1b[2Jgone" in line
+
+
+def test_a_run_that_missed_an_objective_exits_with_its_own_status_naming_it() -> None:
+    from orchestrator.commands.run import verdict
+    from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED
+
+    missed = {"met": False, "checked": [{"objective": "max_rto_s", "limit": 5.0, "measured": 9.5, "met": False}]}
+    code, line = verdict("/h", "r1", {"status": "SUCCEEDED", "objectives": missed})
+    assert code == EXIT_OBJECTIVE_MISSED == 4
+    assert line == "error: run r1: objective missed: max_rto_s 5.0 (measured 9.5)"
+    assert verdict("/h", "r1", {"status": "SUCCEEDED", "objectives": {**missed, "met": True}}) == (0, None)
+    assert verdict("/h", "r1", {"status": "FAILED", "objectives": missed})[0] == 1
+    cancelled = verdict("/h", "r1", {"status": "CANCELLED", "reason": "cancelled by action=cancel (a@b pid 1)"})
+    assert cancelled == (130, "cancelled: cancelled by action=cancel (a@b pid 1)")
