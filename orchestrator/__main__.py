@@ -72,6 +72,13 @@ def main(argv: list[str] | None = None) -> int:
             from orchestrator.commands import detach
 
             return detach.main(cfg, args, str(cfg.run_id))
+        if (
+            cfg.action in ("run", "resume")
+            and os.environ.get(run.SUPERVISE_ENV)
+            and not os.environ.get(run.SUPERVISED_ENV)
+        ):
+            # A detached run's first process: its supervisor, the controller its child.
+            return run.supervise(cfg, args, cfg.recovery.controller_restarts)
         if cfg.action == "resume":
             with forgiving_stdout():
                 return run.resume(cfg)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from orchestrator.commands.run import SUPERVISE_ENV
 from orchestrator.commands.status import resume_line
 from orchestrator.commands.watch import JournalTail
 from orchestrator.config.schema import Config
@@ -64,12 +65,15 @@ def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) 
     journal.read()  # a resumed run's earlier attempts are not this child's
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
+        # The child is the run's supervisor (orchestrator.commands.run.supervise): it runs the
+        # controller and resumes it if it dies, recovery.controller_restarts times at most.
         child = subprocess.Popen(
             child_argv(args, run_id),
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, SUPERVISE_ENV: "1"},
         )
     finally:
         os.close(log_fd)
@@ -85,7 +89,7 @@ def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) 
         time.sleep(POLL_S)
     state = "started" if started(seen) else "still starting"
     where = f"run_id={run_id} home={shlex.quote(home)}"
-    print(f"run {run_id} {state} in the background (controller pid {child.pid}; its output: {log_path})")
+    print(f"run {run_id} {state} in the background (supervisor pid {child.pid}; its output: {log_path})")
     print(f"  follow it:  python -m orchestrator action=watch {where}")
     print(f"  its logs:   python -m orchestrator action=logs {where} follow=true")
     print(f"  stop it:    python -m orchestrator action=stop {where}")

@@ -19,11 +19,17 @@ from orchestrator.config.notify_targets import check_notify_program, notify_from
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error, printable
 from orchestrator.runstate import rundir
+from orchestrator.runstate.events import ControllerRestarted
 from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
+# Set for a detached run's first process: it becomes the run's supervisor.
+SUPERVISE_ENV = "ORCHESTRATOR_SUPERVISE"
+# Set by the supervisor for a controller it resumed: why the last one died, and how many so far.
+RESTART_CAUSE_ENV = "ORCHESTRATOR_RESTART_CAUSE"
+RESTARTS_ENV = "ORCHESTRATOR_RESTARTS"
 MAX_RESUMES = 10
 
 
@@ -302,6 +308,10 @@ def resume(cli: Config) -> int:
                 ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
             except (SigningError, NotifySecretError) as exc:
                 return error(str(exc))
+            cause = os.environ.get(RESTART_CAUSE_ENV)
+            if cause:
+                restarts = os.environ.get(RESTARTS_ENV, "")
+                ctl.emit(ControllerRestarted(cause=cause[:200], restart=int(restarts) if restarts.isdigit() else 1))
             result = ctl.resume()
     except LocalStoresError as exc:
         return error(str(exc))
@@ -313,16 +323,30 @@ def local_stores_hint(cfg: Config) -> str | None:
     return EXTRA_HINT if cfg.cloud.local_servers and missing_packages() else None
 
 
-def supervise(cfg: Config, args: list[str]) -> int:
-    """Run the controller as a child and resume it each time it dies, as a service
-    manager would: a controller_crash drill then ends with its report like any other."""
+def supervise(cfg: Config, args: list[str], restarts: int | None = None) -> int:
+    """Run the controller as a child and resume it each time it dies abnormally, as a
+    service manager would: killed by a signal (SIGKILL, an OOM kill), or ended by an
+    uncaught exception (status 1) without the run's result. A run that ended (its
+    result.json written: SUCCEEDED, FAILED, or stopped, cancelled), or a controller that
+    refused to start (a config error, status 2), is not a death. The resumed controller
+    journals ``controller_restarted`` with the cause. At most ``restarts`` times
+    (recovery.controller_restarts for a detached run; MAX_RESUMES for the drill)."""
     import subprocess
 
+    from orchestrator.runstate.result import read_result
+
     run_id = cfg.run_id or new_run_id(cfg)
+    run_dir = rundir.run_path(cfg.home_path, run_id)
+    most = MAX_RESUMES if restarts is None else restarts
+    # Held while this process lives: action=watch waits through a restart while it is.
+    held = rundir.lock_controller(run_dir, rundir.SUPERVISOR_LOCK)
+    if held is None:
+        return error(f"run_id: run {run_id!r} already has a supervisor")
     env = {**os.environ, SUPERVISED_ENV: "1"}
+    env.pop(SUPERVISE_ENV, None)
     base = [sys.executable, "-m", "orchestrator"]
     argv = [*base, *[a for a in args if not a.startswith("run_id=")], f"run_id={run_id}"]
-    for _ in range(MAX_RESUMES + 1):
+    for restart in range(most + 1):
         child = subprocess.Popen(argv, env=env)
         while True:
             try:
@@ -332,9 +356,13 @@ def supervise(cfg: Config, args: list[str]) -> int:
                 # Ctrl-C reaches the child too (same process group): it ends the run
                 # cleanly; we wait for it rather than leave it behind.
                 continue
-        if code != -signal.SIGKILL:
+        cause = died_of(code)
+        if cause is None or read_result(run_dir) is not None:
             return code
-        print(f"supervisor: the controller of run {run_id} was killed; resuming it", file=sys.stderr)
+        if restart == most:
+            break
+        print(f"supervisor: the controller of run {run_id} died ({cause}); resuming it", file=sys.stderr)
+        env = {**env, RESTART_CAUSE_ENV: cause, RESTARTS_ENV: str(restart + 1)}
         argv = [
             *base,
             "action=resume",
@@ -343,8 +371,19 @@ def supervise(cfg: Config, args: list[str]) -> int:
             f"progress={cfg.progress}",
             f"show_logs={cfg.show_logs}",
         ]
-    print(f"error: run {run_id}: the controller died {MAX_RESUMES + 1} times; giving up", file=sys.stderr)
+    print(f"error: run {run_id}: the controller died {most + 1} times; giving up", file=sys.stderr)
     return 1
+
+
+def died_of(code: int) -> str | None:
+    """Why a controller that exited with ``code`` died, or None when it did not die (it ended,
+    or refused to start)."""
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return "an uncaught exception (exit 1)" if code == 1 else None
 
 
 def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:

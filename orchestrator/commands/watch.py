@@ -75,6 +75,7 @@ def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL
     tail = JournalTail(journal)
     view = RunView()
     progress = ProgressLine(stream)
+    restarting = False
     try:
         while True:
             for ev in tail.read():
@@ -84,10 +85,16 @@ def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL
                 if line:
                     progress.note(line)
             result = read_result(run_dir)
-            if result is None and rundir.controller_alive(run_dir) is False:
+            alive = rundir.controller_alive(run_dir)
+            restarting = restarting and alive is False
+            if result is None and alive is False:
                 # The controller may have written its result just before it let go of the lock.
                 result = read_result(run_dir)
-                if result is None:
+                if result is None and rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK):
+                    if not restarting:
+                        progress.note("the controller died; its supervisor resumes it")
+                    restarting = True
+                elif result is None:
                     progress.close()
                     return error(f"run {run_id}: its controller died; continue it with: {resume_line(home, run_id)}")
             if result is not None:

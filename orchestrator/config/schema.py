@@ -321,6 +321,9 @@ class RecoveryConfig:
     region_cooldown_s: float = 600.0
     # Keep the next region's cluster up with the runtime waiting (faster failover, twice the clusters).
     standby: bool = False
+    # A detached run's supervisor resumes a controller that died abnormally (a signal, an
+    # uncaught exception) at most this many times; stop, cancel and the run's end are not deaths.
+    controller_restarts: int = 3
     # A store that fails this long makes the runtime commit to the next region's store.
     store_outage_s: float = 15.0
     # Health checks in a row not UP (or failing) that, with no heartbeat within the lease,

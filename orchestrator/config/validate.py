@@ -276,6 +276,7 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     non_negative_int("recovery.max_restarts_on_errors", rec.max_restarts_on_errors)
     seconds("recovery.provision_timeout_s", rec.provision_timeout_s)
     seconds("recovery.store_outage_s", rec.store_outage_s)
+    bounded_int("recovery.controller_restarts", rec.controller_restarts, 0, 100)
     positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
     seconds("recovery.node_replace_timeout_s", rec.node_replace_timeout_s, off=True)
     seconds("recovery.region_cooldown_s", rec.region_cooldown_s, off=True)

@@ -472,6 +472,16 @@ class FaultInjected(Event):
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@_event("controller_restarted")
+@dataclass(frozen=True)
+class ControllerRestarted(Event):
+    """The run's supervisor resumed its controller, which had died (``cause``: the signal,
+    or the exit status of an uncaught exception); ``restart``: how many so far."""
+
+    cause: str
+    restart: int
+
+
 @_event("drill_requested")
 @dataclass(frozen=True)
 class DrillRequested(Event):

@@ -32,6 +32,8 @@ TB_DIR = "tensorboard"
 PLAN_DIR = "plan"
 CONTROL_DIR = "control"
 LOCK_NAME = "controller.lock"
+# Held by a detached run's supervisor (orchestrator.commands.run.supervise) while it lives.
+SUPERVISOR_LOCK = "supervisor.lock"
 # Each attempt's folder: attempts/g<generation>/ holds its runtime spec, the driver's
 # log and, once its cluster is torn down, the copies of its ranks' logs.
 ATTEMPTS_DIR = "attempts"
@@ -114,12 +116,13 @@ def _drop_default_acl(path: str) -> None:
     os.chmod(path, 0o711)
 
 
-def lock_controller(run_dir: str) -> IO[str] | None:
+def lock_controller(run_dir: str, name: str = LOCK_NAME) -> IO[str] | None:
     """One controller per run: the lock on ``run_dir``'s controller.lock, held while the
     returned file stays open, or None when another process holds it. It goes with the
-    process, a SIGKILL included, so a held lock is a live controller."""
+    process, a SIGKILL included, so a held lock is a live controller. (``name``: another
+    lock of the same kind, a supervisor's.)"""
     make_run_dir(run_dir)
-    fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(os.path.join(run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     fh = os.fdopen(fd, "a")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -129,12 +132,13 @@ def lock_controller(run_dir: str) -> IO[str] | None:
     return fh
 
 
-def controller_alive(run_dir: str) -> bool | None:
+def controller_alive(run_dir: str, name: str = LOCK_NAME) -> bool | None:
     """Whether a controller holds the run's lock now; None when that cannot be told (the
     lock file cannot be opened). Creates nothing. The probe holds a shared lock for an
-    instant: a controller taking the lock in that instant is told another one runs."""
+    instant: a controller taking the lock in that instant is told another one runs.
+    (``name``: another lock of the same kind, a supervisor's.)"""
     try:
-        fh = open(os.path.join(run_dir, LOCK_NAME), "rb")
+        fh = open(os.path.join(run_dir, name), "rb")
     except (FileNotFoundError, NotADirectoryError):
         return False  # no controller ever locked this run
     except OSError:

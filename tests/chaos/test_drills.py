@@ -1,8 +1,8 @@
 """The drills in conf/chaos/ from the CLI: each ends SUCCEEDED, exactly, with its report and plot.
 
-Real runs for the drills whose path is their own: controller_crash (the supervising
-parent resumes the controller; its report and plot stand for every drill's) and the
-soak. region_outage and double_region_loss (regions lost), spot_storm (three
+Real runs for the drills whose path is their own: controller_crash in a detached run
+(its supervisor resumes the controller; its report and plot stand for every drill's)
+and the soak. region_outage and double_region_loss (regions lost), spot_storm (three
 preemptions) and worker_loss (a killed worker) run the faults of the invariant
 matrix's kill_region, preempt and kill_worker rows (test_matrix.py), which check
 their incidents; their configs are checked in tests/unit/orchestrator/config/test_compose_drills.py. Each
@@ -27,10 +27,44 @@ def _drill(home: Path, name: str, baseline):
     return run, r
 
 
-def test_the_controller_crash_drill_runs_from_the_cli_and_ends_with_its_report(orch_home, baseline):
+def test_the_controller_crash_drill_in_a_detached_run_is_restarted_by_its_supervisor(orch_home, baseline):
+    """The drill detached: the run's supervisor resumes the killed controller, which adopts
+    the attempt (no failover, nothing lost) and journals why it was restarted; the run,
+    followed by action=watch, ends exactly, with its report."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.paths import REPO
+    from tests.support.runs import Run, env_for
+
     before = ray_pids()
-    run, r = _drill(orch_home, "controller_crash", baseline)
-    assert "resuming it" in run.stderr
+    started = orchestrate(orch_home, "drill-controller_crash", "chaos=controller_crash", "detach=true")
+    assert started.returncode == 0 and "in the background (supervisor pid " in started.stdout, started.stderr[-2000:]
+    watched = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "action=watch", "run_id=drill-controller_crash"],
+        cwd=REPO,
+        env=env_for(orch_home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    run_dir = started.run_dir
+    # The watch ends at result.json; the controller writes its report after it, then the supervisor ends.
+    from orchestrator.runstate import rundir
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and rundir.controller_alive(str(run_dir), rundir.SUPERVISOR_LOCK):
+        time.sleep(0.2)
+    result = json.loads((run_dir / "result.json").read_text())
+    run = Run(watched.returncode, watched.stdout, watched.stderr, run_dir, result)
+    r = survived(run, baseline)
+    assert (run_dir / "report.png").stat().st_size > 10_000
+    log = (run_dir / "controller.log").read_text()
+    assert "supervisor: the controller of run drill-controller_crash died (SIGKILL); resuming it" in log, log[-2000:]
+    (restarted,) = run.events("controller_restarted")
+    assert (restarted["cause"], restarted["restart"]) == ("SIGKILL", 1)
     assert [i["kind"] for i in r["incidents"]] == ["controller_lost"]
     # Adopted: the attempt trained on while no controller watched; no second cluster,
     # nothing lost.

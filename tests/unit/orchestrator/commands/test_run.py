@@ -67,3 +67,14 @@ def test_a_run_that_missed_an_objective_exits_with_its_own_status_naming_it() ->
     assert verdict("/h", "r1", {"status": "FAILED", "objectives": missed})[0] == 1
     cancelled = verdict("/h", "r1", {"status": "CANCELLED", "reason": "cancelled by action=cancel (a@b pid 1)"})
     assert cancelled == (130, "cancelled: cancelled by action=cancel (a@b pid 1)")
+
+
+def test_a_controller_that_died_is_told_from_one_that_ended_or_refused() -> None:
+    import signal
+
+    from orchestrator.commands.run import died_of
+
+    assert died_of(-signal.SIGKILL) == "SIGKILL" and died_of(-signal.SIGSEGV) == "SIGSEGV"
+    assert died_of(1) == "an uncaught exception (exit 1)"
+    for ended in (0, 2, 3, 4, 130):  # succeeded, refused (config), user error, objective missed, stopped
+        assert died_of(ended) is None

@@ -100,6 +100,7 @@ SAMPLES: list[E.Event] = [
     E.FaultInjected("torn_checkpoint", index=1, extra={"torn_step": 40, "stage": "kill"}),
     E.FaultRefused(0, "stale", seq=1, request_generation=2),
     E.DrillRequested("kill_region", "ana@box pid 7", region="local-a"),
+    E.ControllerRestarted("SIGKILL", 1),
     E.DrillRequested("kill_worker", "ana@box pid 7", region="local-a", refused="not a drill's"),
     E.FaultRefused(0, "not a worker", kind="kill_worker", pid=12),
     E.FaultFailed(2, "disk_full", "no scratch_dir"),

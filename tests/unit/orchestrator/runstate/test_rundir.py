@@ -11,6 +11,7 @@ import pytest
 from orchestrator.runstate.rundir import (
     CONTROL_DIR,
     LOCK_NAME,
+    SUPERVISOR_LOCK,
     controller_alive,
     lock_controller,
     make_control_dir,
@@ -59,3 +60,17 @@ def test_a_run_folder_is_traversable_only_and_its_control_folder_private(tmp_pat
     assert mode(run_dir / CONTROL_DIR) == 0o700
     make_run_dir(str(run_dir))  # an existing run folder is left as it is
     assert mode(run_dir) == 0o700
+
+
+def test_a_supervisors_lock_is_its_own(tmp_path: Path) -> None:
+    run_dir = str(tmp_path / "r")
+    supervisor = lock_controller(run_dir, SUPERVISOR_LOCK)
+    assert supervisor is not None
+    try:
+        assert controller_alive(run_dir, SUPERVISOR_LOCK) is True and controller_alive(run_dir) is False
+        controller = lock_controller(run_dir)  # the controller it runs takes the run's own
+        assert controller is not None and lock_controller(run_dir, SUPERVISOR_LOCK) is None
+        controller.close()
+    finally:
+        supervisor.close()
+    assert controller_alive(run_dir, SUPERVISOR_LOCK) is False
