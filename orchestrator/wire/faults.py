@@ -48,12 +48,7 @@ REGION_FAULTS = (
 # Faults action=drill injects into a running attempt: the ones the controller carries out
 # alone, at once (no rendezvous with a worker, no proxy or mount set up when the run began).
 DRILL_FAULTS = (
-    FaultKind.kill_region,
-    FaultKind.kill_head,
-    FaultKind.hang_region,
-    FaultKind.partition,
-    FaultKind.partition_region,
-    FaultKind.preempt,
+    *REGION_FAULTS,
     FaultKind.kill_node,
     FaultKind.hang_node,
     FaultKind.corrupt_checkpoint,

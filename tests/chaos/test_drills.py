@@ -32,24 +32,14 @@ def test_the_controller_crash_drill_in_a_detached_run_is_restarted_by_its_superv
     the attempt (no failover, nothing lost) and journals why it was restarted; the run,
     followed by action=watch, ends exactly, with its report."""
     import json
-    import subprocess
-    import sys
     import time
 
-    from tests.support.paths import REPO
-    from tests.support.runs import Run, env_for
+    from tests.support.runs import Run, orch
 
     before = ray_pids()
     started = orchestrate(orch_home, "drill-controller_crash", "chaos=controller_crash", "detach=true")
     assert started.returncode == 0 and "in the background (supervisor pid " in started.stdout, started.stderr[-2000:]
-    watched = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "action=watch", "run_id=drill-controller_crash"],
-        cwd=REPO,
-        env=env_for(orch_home),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    watched = orch(orch_home, "action=watch", "run_id=drill-controller_crash", timeout=900)
     run_dir = started.run_dir
     # The watch ends at result.json; the controller writes its report after it, then the supervisor ends.
     from orchestrator.runstate import rundir

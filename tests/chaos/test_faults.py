@@ -57,23 +57,12 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
 
 def _junit_says_it_passed(orch_home, run, inc):
     """action=report junit=PATH: the run, its incident and its objectives as JUnit cases."""
-    import subprocess
-    import sys
     from xml.etree import ElementTree as ET
 
-    from tests.support.paths import REPO
-    from tests.support.runs import env_for
+    from tests.support.runs import orch
 
     path = run.run_dir.parent / "standby-junit.xml"
-    args = ["action=report", f"run_id={run.run_dir.name}", f"junit={path}"]
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env_for(orch_home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = orch(orch_home, "action=report", f"run_id={run.run_dir.name}", f"junit={path}", timeout=120)
     assert done.returncode == 0 and f"junit: {path}" in done.stdout, done.stderr[-2000:]
     (suite,) = ET.parse(path).getroot().findall("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("5", "0")

@@ -58,6 +58,14 @@ USER_SEARCH = (
 )
 
 
+def _search_json(archive: bytes) -> dict:
+    """A search snapshot's search.json (its records, rungs, searcher's log, PBT's decisions)."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.extractfile("search.json")
+        assert member is not None
+        return json.loads(member.read())
+
+
 def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values: dict) -> str:
     """The trial's weights at ``iteration`` when trained in one go (no restore), in this process."""
     from orchestrator.runtime.search.trial import TrialLoop, trial_inputs
@@ -162,10 +170,7 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
 
     final = store.manifest(run_id, r["final_step"])
     assert final is not None and store.verify(run_id, r["final_step"]).ok
-    with tarfile.open(fileobj=io.BytesIO(store.read(final, "experiment.tar"))) as tar:
-        member = tar.extractfile("search.json")
-        assert member is not None
-        state = json.loads(member.read())
+    state = _search_json(store.read(final, "experiment.tar"))
     configs = [t["config"] for t in sorted(trials, key=lambda t: t["trial_id"])]
     assert sum(e[0] == "ask" for e in state["searcher"]) == 4 and sum(e[0] == "tell" for e in state["searcher"]) == 4
     OptunaReplay.replay(dict(state_space(run.run_dir)), 0, "max", 4, state["searcher"], configs)
@@ -211,10 +216,7 @@ def test_population_based_training_loses_its_region_and_keeps_every_exploit_deci
     store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))
     manifest = store.manifest(run_id, inc["restored_step"])
     assert manifest is not None and store.verify(run_id, inc["restored_step"]).ok
-    with tarfile.open(fileobj=io.BytesIO(store.read(manifest, "experiment.tar"))) as tar:
-        member = tar.extractfile("search.json")
-        assert member is not None
-        restored = json.loads(member.read())
+    restored = _search_json(store.read(manifest, "experiment.tar"))
     kept = restored["pbt"]
     assert kept, "no exploit before the region was lost: the kill came too early to test keeping them"
     assert exploits[: len(kept)] == kept  # every decision before the loss, in order, then the new ones

@@ -18,18 +18,11 @@ import time
 from pathlib import Path
 
 from tests.support.paths import REPO
-from tests.support.runs import env_for, ray_pids, wait_no_new_ray
+from tests.support.runs import env_for, orch, ray_pids, wait_no_new_ray
 
 
 def _orch(orch_home: Path, *args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env_for(orch_home),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return orch(orch_home, *args, timeout=timeout)
 
 
 def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:

@@ -195,6 +195,18 @@ def orchestrate(
     return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
 
 
+def orch(home: Path, *args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
+    """``python -m orchestrator ARGS`` as a user types it (an action on a run, a watch), under ``home``."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float = 60.0) -> list[int | None]:
     """``target(*args[r])`` in a forked process per rank, all started at once (spawn would
     import torch and Ray again, seconds each), each killed past ``deadline_s``; their exit codes."""

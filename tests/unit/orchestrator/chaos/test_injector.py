@@ -74,13 +74,16 @@ def test_node_faults_in_the_config() -> None:
 # --- a time-based fault's step ---------------------------------------------------------------------
 
 
+class NoNodes:
+    """A provider that cannot tell a cluster's nodes apart."""
+
+    name = "blob"
+
+    def processes(self, cluster: ClusterHandle) -> list[int]:
+        return []
+
+
 def test_a_timed_fault_strikes_at_the_newest_step_known_done_and_says_what_set_it_off(tmp_path: Path) -> None:
-    class NoNodes:
-        name = "blob"
-
-        def processes(self, cluster: ClusterHandle) -> list[int]:
-            return []
-
     control = ControlChannel(f"file://{tmp_path}/control")
     blob: Any = NoNodes()
     inj = FaultInjector([{"kind": "hang_node", "after_s": 1.0}], control, blob, lambda: [], "r")
@@ -96,12 +99,6 @@ def test_a_faults_line_names_its_step_or_its_phase() -> None:
 
 def test_a_drill_fires_once_as_a_fault_of_its_own_after_the_configs(tmp_path: Path) -> None:
     from orchestrator.wire.sections import FaultSpec
-
-    class NoNodes:
-        name = "blob"
-
-        def processes(self, cluster: ClusterHandle) -> list[int]:
-            return []
 
     control = ControlChannel(f"file://{tmp_path}/control")
     blob: Any = NoNodes()

@@ -6,7 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -74,19 +74,18 @@ def test_a_live_controller_that_never_answers_is_waited_for_a_bounded_time(
     assert req is not None and req.pid > 0
 
 
-def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
-    live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
-) -> None:
+def _answered(live: tuple[str, str, IO[str]], result: dict, action: str) -> list[Any]:
+    """``stop.main`` with ``action`` against a controller that does as the real one: takes
+    the request, writes ``result``, its last lines, then lets go of its lock. The requests it took."""
     home, run_dir, held = live
-    taken: list[object] = []
+    taken: list[Any] = []
 
     def controller() -> None:
-        # As the controller does: take the request, end INTERRUPTED, then exit.
         for _ in range(200):
             req = take_request(run_dir)
             if req is not None:
                 taken.append(req)
-                Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+                Path(rundir.result_path(run_dir)).write_text(json.dumps(result))
                 threading.Event().wait(0.3)  # its last lines, then its lock goes
                 held.close()
                 return
@@ -95,10 +94,16 @@ def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
     t = threading.Thread(target=controller)
     t.start()
     try:
-        assert stop.main(home, "r1", wait_s=5.0) == 0
+        assert stop.main(home, "r1", wait_s=5.0, action=action) == 0
     finally:
         t.join()
-    assert len(taken) == 1
+    return taken
+
+
+def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
+    live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert len(_answered(live, RESULT, "stop")) == 1
     out = capsys.readouterr().out
     assert out.startswith("run r1: INTERRUPTED; go on with: python -m orchestrator action=resume run_id=r1 home=")
 
@@ -106,28 +111,8 @@ def test_a_live_controller_that_stops_is_reported_with_how_to_go_on(
 def test_a_cancel_reaches_a_live_controller_as_a_cancel_and_says_it_ended(
     live: tuple[str, str, IO[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    home, run_dir, held = live
-    taken: list[object] = []
-
-    def controller() -> None:
-        for _ in range(200):
-            req = take_request(run_dir)
-            if req is not None:
-                taken.append(req)
-                cancelled = {**RESULT, "status": "CANCELLED", "reason": "cancelled by action=cancel"}
-                Path(rundir.result_path(run_dir)).write_text(json.dumps(cancelled))
-                threading.Event().wait(0.3)
-                held.close()
-                return
-            threading.Event().wait(0.01)
-
-    t = threading.Thread(target=controller)
-    t.start()
-    try:
-        assert stop.main(home, "r1", wait_s=5.0, action="cancel") == 0
-    finally:
-        t.join()
-    assert [getattr(r, "action", None) for r in taken] == ["cancel"]
+    cancelled = {**RESULT, "status": "CANCELLED", "reason": "cancelled by action=cancel"}
+    assert [r.action for r in _answered(live, cancelled, "cancel")] == ["cancel"]
     captured = capsys.readouterr()
     assert "cancel asked (" in captured.err and captured.out.strip() == "run r1: CANCELLED"
 
