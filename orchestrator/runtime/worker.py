@@ -70,7 +70,10 @@ def _is_comm_error(exc: BaseException) -> bool:
     if dist_error and isinstance(exc, dist_error):
         return True
     text = f"{type(exc).__name__}: {exc}".lower()
-    return any(word in text for word in ("gloo", "connection reset", "connection closed", "nccl", "broken pipe"))
+    # "Default process group has not been initialized": Ray Train's group torn down under a
+    # rank mid-restart (the loop's collectives run only in a group Ray Train set up).
+    words = ("gloo", "connection reset", "connection closed", "nccl", "broken pipe", "process group has not been")
+    return any(word in text for word in words)
 
 
 def _ray_system_errors() -> tuple[type[BaseException], ...]:

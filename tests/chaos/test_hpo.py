@@ -204,6 +204,10 @@ def test_population_based_training_loses_its_region_and_keeps_every_exploit_deci
         "hpo.max_concurrent=4",
         "hpo.cpus_per_trial=0.5",  # the population trains side by side: its members meet at each interval
         "hpo.max_t=6",
+        # A decision at every iteration for the bottom half: some land before the loss,
+        # whatever the order the results come in.
+        "hpo.perturbation_interval=1",
+        "hpo.quantile_fraction=0.5",
         "hpo.steps_per_iteration=20",
         "hpo.snapshot_interval_s=0",
         "chaos.faults=[{kind:kill_region,at_step:16}]",

@@ -190,6 +190,9 @@ def test_platform_failures_under_the_workload_are_not_user_errors() -> None:
     assert is_infra_error(rx.RayTaskError("read", "tb", died).as_instanceof_cause())
     assert is_infra_error(_raised_from(RuntimeError("batch failed"), rx.NodeDiedError("node 127.0.0.1 died")))
     assert is_infra_error(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
+    # A rank whose process group Ray Train tore down mid-restart (torch raises a ValueError).
+    no_group = "Default process group has not been initialized, please make sure to call init_process_group."
+    assert is_infra_error(ValueError(no_group))
     # A checkpoint that went bad between rank 0's check and another rank's read.
     from recovery.manifest import ManifestError
     from recovery.store import StoreError
