@@ -98,6 +98,10 @@ def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL
                     progress.close()
                     return error(f"run {run_id}: its controller died; continue it with: {resume_line(home, run_id)}")
             if result is not None:
+                # The last progress the run reported, also when it ended before the watch showed any.
+                prog = live_progress(run_dir, view)
+                if prog and view.current_region and view.current_generation:
+                    progress.update(view.current_region, view.current_generation, prog)
                 progress.close()
                 return _ended(home, run_id, result)
             prog = live_progress(run_dir, view)
