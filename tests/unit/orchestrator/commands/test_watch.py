@@ -123,3 +123,41 @@ def test_ctrl_c_leaves_the_watch_and_not_the_run(tmp_path: Path, monkeypatch: py
         held.close()
     assert "watch: left run r1; it goes on" in out.getvalue()
     assert not Path(rundir.result_path(run_dir)).exists()
+
+
+def test_a_run_that_ended_before_the_watch_showed_progress_still_shows_its_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.wire.control import ControlChannel, run_control_url
+
+    home, run_dir, j = _run(tmp_path)
+    j.emit(AttemptStarted(generation=1, region="local-a"))
+    ControlChannel(run_control_url(None, "r1", run_dir)).progress(1, step=5, total=5, steps_per_s=2.0)
+    Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+    out = io.StringIO()
+    assert watch.main(home, "r1", out=out, poll_s=0.01) == 0
+    assert "] step 5/5 " in out.getvalue(), out.getvalue()
+
+
+def test_a_supervised_run_is_watched_through_its_controllers_restart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    home, run_dir, _j = _run(tmp_path)
+    supervisor = lock_controller(run_dir, rundir.SUPERVISOR_LOCK)
+    assert supervisor is not None  # alive; the controller (its child) dead for now
+
+    def resumed() -> None:
+        threading.Event().wait(0.3)
+        Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+
+    t = threading.Thread(target=resumed)
+    t.start()
+    try:
+        out = io.StringIO()
+        assert watch.main(home, "r1", out=out, poll_s=0.01) == 0
+    finally:
+        t.join()
+        supervisor.close()
+    assert out.getvalue().count("the controller died; its supervisor resumes it") == 1
