@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from orchestrator.commands.status import resume_line
+from orchestrator.commands.watch import JournalTail
 from orchestrator.config.saved import config_from_plain
 from orchestrator.config.schema import Config, FaultConfig
 from orchestrator.config.validate_chaos import validate_chaos
@@ -24,7 +25,7 @@ from orchestrator.control.stopreq import DRILL_NAME, request_path, this_request,
 from orchestrator.errors import ConfigError, error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import DrillRequested, FaultInjected
-from orchestrator.runstate.journal import load_json, read_typed
+from orchestrator.runstate.journal import load_json
 from orchestrator.runstate.result import read_result
 from orchestrator.wire.faults import FaultKind
 
@@ -85,9 +86,10 @@ def wait_answer(run_dir: str, who: str, wait_s: float) -> tuple[DrillRequested, 
     """The controller's drill_requested for the request ``who`` made, and the fault_injected
     after it (None: refused, or not journaled yet when the wait ended); None without one."""
     deadline = time.monotonic() + wait_s
+    tail = JournalTail(rundir.journal_path(run_dir))  # each poll reads only what was appended
+    asked: DrillRequested | None = None
     while time.monotonic() < deadline:
-        asked: DrillRequested | None = None
-        for event in read_typed(rundir.journal_path(run_dir)):
+        for event in tail.read():
             if isinstance(event, DrillRequested) and event.who == who:
                 asked = event
             elif asked is not None and not asked.refused and isinstance(event, FaultInjected):

@@ -232,24 +232,12 @@ def plot(run_dir: str, rep: Report) -> str:
         pts.sort(key=lambda p: p["step"])
         region = str(pts[0]["region"])
         ax.plot([p["step"] for p in pts], [p["loss"] for p in pts], "-", color=colours[region], lw=1.2)
-    for f in rep.faults:
-        step = f.get("step")
-        if isinstance(step, int) and step > 0:
-            _mark(ax, step, str(f["kind"]), "red", "--", top=True)
-    for r in rep.rows:
-        if r.restored_step is not None:
-            _mark(ax, r.restored_step, f"restore→{r.to_region or r.from_region}", "green", ":", top=False)
+    _faults_and_restores(ax, rep, lambda r: f"restore→{r.to_region or r.from_region}")
     ax.set_ylabel("training loss")
     if points and min(p["loss"] for p in points) > 0:
         ax.set_yscale("log")  # from ~2 down to ~0.01: a linear axis hides all but the start
     ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.rows)} incidents")
-    for a in rep.attempts:
-        lo = int(a.get("restored_step") or 0)
-        hi = int(a.get("last_step") or lo)
-        if hi > lo:
-            region = str(a["region"])
-            band.broken_barh([(lo, hi - lo)], (0, 1), color=colours.get(region, "grey"), alpha=0.8)
-            band.text((lo + hi) / 2, 0.5, f"{region} g{a['generation']}", ha="center", va="center", fontsize=7)
+    _attempts_band(band, rep.attempts, lambda region: colours.get(region, "grey"))
     band.set_yticks([])
     band.set_xlabel("step")
     band.set_ylabel("region")
@@ -286,17 +274,8 @@ def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
     if len(rep.search) <= 20:
         ax.legend(fontsize=7, ncol=2)
     last = max((int(a.get("last_step") or 0) for a in rep.attempts), default=0)
-    for a in rep.attempts:
-        lo, hi = int(a.get("restored_step") or 0), int(a.get("last_step") or 0)
-        if hi > lo:
-            band.broken_barh([(lo, hi - lo)], (0, 1), color="lightsteelblue")
-            band.text((lo + hi) / 2, 0.5, f"{a['region']} g{a['generation']}", ha="center", va="center", fontsize=7)
-    for f in rep.faults:
-        if isinstance(f.get("step"), int) and f["step"] > 0:
-            _mark(band, f["step"], str(f["kind"]), "red", "--", top=True)
-    for r in rep.rows:
-        if r.restored_step is not None:
-            _mark(band, r.restored_step, "restore", "green", ":", top=False)
+    _attempts_band(band, rep.attempts, lambda region: "lightsteelblue")
+    _faults_and_restores(band, rep, lambda r: "restore")
     band.set_xlim(0, max(last, 1))
     band.set_yticks([])
     band.set_xlabel("search step")
@@ -304,6 +283,28 @@ def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _attempts_band(band: Any, attempts: list[dict[str, Any]], colour_of: Any) -> None:
+    """Each attempt as a bar from the step it restored to its last, named by region and generation."""
+    for a in attempts:
+        lo = int(a.get("restored_step") or 0)
+        hi = int(a.get("last_step") or lo)
+        if hi > lo:
+            region = str(a["region"])
+            band.broken_barh([(lo, hi - lo)], (0, 1), color=colour_of(region), alpha=0.8)
+            band.text((lo + hi) / 2, 0.5, f"{region} g{a['generation']}", ha="center", va="center", fontsize=7)
+
+
+def _faults_and_restores(ax: Any, rep: Report, restore_label: Any) -> None:
+    """Each fault at its step (at the top), each restore at the step restored (at the bottom)."""
+    for f in rep.faults:
+        step = f.get("step")
+        if isinstance(step, int) and step > 0:
+            _mark(ax, step, str(f["kind"]), "red", "--", top=True)
+    for r in rep.rows:
+        if r.restored_step is not None:
+            _mark(ax, r.restored_step, restore_label(r), "green", ":", top=False)
 
 
 def _world_panel(ax: Any, worlds: list[tuple[int, int]], last_step: int) -> None:
@@ -331,9 +332,10 @@ def _mark(ax: Any, step: int, text: str, colour: str, style: str, top: bool) -> 
     )
 
 
-def write(run_dir: str) -> tuple[str, str] | None:
-    """The report's text and the plot's path, or None for a run with no journal."""
-    rep = build(run_dir)
+def write(run_dir: str, rep: Report | None = None) -> tuple[str, str] | None:
+    """The report's text and the plot's path (of ``rep``, or the run's built here), or None
+    for a run with no journal."""
+    rep = rep or build(run_dir)
     if rep is None:
         return None
     text = render(rep)
@@ -346,15 +348,14 @@ def main(home: str, run_id: str, junit: str | None = None) -> int:
     """``action=report``: the incident report's text, and where its plot was written;
     with ``junit``, the JUnit XML report written there too."""
     run_dir = rundir.run_path(home, run_id)
-    done = write(run_dir)
-    if done is None:
+    rep = build(run_dir)
+    done = write(run_dir, rep)
+    if rep is None or done is None:
         return error(f"run_id: no run named {run_id!r} under {home}")
     text, png = done
     print(text)
     print(f"plot: {png}")
     if junit is not None:
-        rep = build(run_dir)
-        assert rep is not None  # write() found the journal
         path = os.path.abspath(os.path.expanduser(junit))
         try:
             with open(path, "w", encoding="utf-8") as fh:

@@ -20,6 +20,7 @@ from orchestrator.hpo.pbt import mutable_keys
 from orchestrator.hpo.space import (
     MAX_TRIALS,
     Distribution,
+    apply_values,
     config_path,
     edge_values,
     flatten_space,
@@ -213,18 +214,17 @@ def with_values(cfg: Config, values: dict[str, Any]) -> Config:
     """A copy of ``cfg`` (job, trainer and data copied; the rest shared) with each search
     key's value at its path; a value of the wrong type for its field is a ConfigError."""
     trial = copy.copy(cfg)
-    trial.job, trial.trainer, trial.data = copy.deepcopy(cfg.job), copy.deepcopy(cfg.trainer), copy.copy(cfg.data)
+    trial.job, trial.trainer, trial.data = copy.copy(cfg.job), copy.copy(cfg.trainer), copy.copy(cfg.data)
+    params = {k: v for k, v in values.items() if config_path(k).startswith("job.params.")}
+    if params:
+        # As the trial's loop sets them (apply_values copies what it changes).
+        trial.job.params = apply_values({"job": {"params": cfg.job.params}}, params)["job"]["params"]
     for key, value in values.items():
-        parts = config_path(key).split(".")
-        if parts[:2] == ["job", "params"]:
-            node = trial.job.params
-            for name in parts[2:-1]:
-                child = node.get(name)
-                node[name] = node = dict(child) if isinstance(child, dict) else {}
-            node[parts[-1]] = value
+        if key in params:
             continue
-        section = getattr(trial, parts[0])
-        setattr(section, parts[1], typed(config_path(key), section, parts[1], value))
+        section_name, name = config_path(key).split(".")
+        section = getattr(trial, section_name)
+        setattr(section, name, typed(config_path(key), section, name, value))
     return trial
 
 

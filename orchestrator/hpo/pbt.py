@@ -60,7 +60,7 @@ def explore(
         if mutable is not None and key not in mutable:
             out[key] = value
         elif rng.random() < RESAMPLE_PROBABILITY:
-            out[key] = args[0] if kind == Distribution.grid and len(args) == 1 else _resample(kind, args, rng)
+            out[key] = rng.choice(args) if kind == Distribution.grid else draw(kind, args, rng)
         elif kind in (Distribution.choice, Distribution.grid):
             i = args.index(value) if value in args else 0
             out[key] = args[min(max(i + rng.choice((-1, 1)), 0), len(args) - 1)]
@@ -73,10 +73,6 @@ def explore(
             else:
                 out[key] = moved
     return out
-
-
-def _resample(kind: Distribution, args: list[Value], rng: random.Random) -> Value:
-    return rng.choice(args) if kind == Distribution.grid else draw(kind, args, rng)
 
 
 @dataclass(frozen=True)
