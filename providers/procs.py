@@ -42,6 +42,10 @@ def _scan(match: Callable[[dict[str, str]], bool], sessions: frozenset[int]) -> 
         if proc.pid == me:
             continue
         try:
+            # A zombie is dead already: only its parent can reap it, and that parent may be
+            # a stopped controller (controller_freeze) that took it over from nobody.
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
             if sessions and os.getsid(proc.pid) in sessions:
                 out.append(proc.pid)
                 continue

@@ -13,6 +13,13 @@ The key chain, kept short on purpose:
   ``<home>/runs/<run_id>/run.secret`` (mode 0600) on the controller's machine;
   ``action=resume`` reads the same file. It is never written to a store, a log, the
   journal, config.json, a runtime spec, a checkpoint or an event;
+- with a **control key** (``cloud.control_key``: a key the user holds, from an
+  environment variable, a file or a command), the secret is instead
+  ``HMAC-SHA256(control key, "orchestrator run secret v1\\0" + run_id)``: a controller on
+  another machine given the same key has the run's secret again, and nothing of it is in
+  any store. The run's mirror and its controller lease in the control store
+  (orchestrator/control/mirror.py, lease.py) are authenticated under
+  ``HMAC-SHA256(secret, "orchestrator control state v1\\0" + run_id)``;
 - the **generation keys** and the **fence key pair** (recovery/keys.py): attempt ``g``
   gets ``K_g``, from which it derives the keys of earlier generations and of no later
   one, and the fence public key, in its driver's environment (``ORCHESTRATOR_RUN_KEY``;
@@ -44,6 +51,8 @@ from recovery.manifest import FORMAT_VERSION, Manifest, Verdict
 SECRET_FILE = "run.secret"
 SECRET_BYTES = 32
 _TOKEN_LABEL = b"orchestrator ray token v1\0"
+_SECRET_LABEL = b"orchestrator run secret v1\0"
+_STATE_LABEL = b"orchestrator control state v1\0"
 
 UNSIGNED = "unsigned: not written by this run (or written before checkpoints were signed)"
 FORGED = "signature does not verify: not written by this run"
@@ -54,6 +63,16 @@ OLD_FORMAT = "signed under the run-wide key of an earlier release: not trusted"
 
 class SigningError(RuntimeError):
     """A checkpoint cannot be signed, or the run's secret cannot be had; one line."""
+
+
+def secret_from_key(control_key: bytes, run_id: str) -> bytes:
+    """The run's secret when the user holds a control key: the same on any machine given it."""
+    return hmac.new(control_key, _SECRET_LABEL + run_id.encode(), hashlib.sha256).digest()
+
+
+def derive_state_key(secret: bytes, run_id: str) -> bytes:
+    """What authenticates the run's state in the control store (its mirror and lease)."""
+    return hmac.new(secret, _STATE_LABEL + run_id.encode(), hashlib.sha256).digest()
 
 
 def derive_token_key(secret: bytes, run_id: str) -> bytes:
@@ -101,9 +120,10 @@ def run_keys_of(run_dir: str) -> AttemptKeys:
     return controller_keys(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
 
 
-def load_or_create_secret(run_dir: str) -> tuple[bytes, bool]:
+def load_or_create_secret(run_dir: str, derived: bytes | None = None) -> tuple[bytes, bool]:
     """The run's secret from ``run_dir/run.secret``, made (0600, exclusively) when there is
-    none; (secret, created). SigningError, one line naming the file, when it is readable
+    none, as ``derived`` (from the user's control key) or else random; (secret, created:
+    a random one made now). SigningError, one line naming the file, when it is readable
     by others or not SECRET_BYTES long: a secret others could read authenticates nothing."""
     path = os.path.join(run_dir, SECRET_FILE)
     os.makedirs(run_dir, exist_ok=True)
@@ -111,14 +131,14 @@ def load_or_create_secret(run_dir: str) -> tuple[bytes, bool]:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return _read_secret(path), False
-    secret = secrets.token_bytes(SECRET_BYTES)
+    secret = derived if derived is not None else secrets.token_bytes(SECRET_BYTES)
     try:
         os.fchmod(fd, 0o600)  # whatever the umask said
         os.write(fd, secret)
         os.fsync(fd)
     finally:
         os.close(fd)
-    return secret, True
+    return secret, derived is None
 
 
 def _read_secret(path: str) -> bytes:

@@ -33,6 +33,9 @@ class Firing:
     step: int
     at: float
     detail: dict[str, object] = field(default_factory=dict)
+    # Its fault_injected journaled by the handler itself (a fault on the controller, which
+    # must be on record before it strikes): the caller journals it no more.
+    said: bool = False
 
     @property
     def on(self) -> ClusterHandle:
@@ -51,8 +54,11 @@ class FaultState:
         run_id: str,
         proxies: dict[str, FaultProxy],
         on_event: Callable[[Event], object],
+        run_dir: str | None = None,
     ) -> None:
         self.provider = provider
+        # The run's folder on the controller's machine (controller_host_loss deletes it).
+        self.run_dir = run_dir
         self.stores = stores
         self.run_id = run_id
         self.proxies = proxies

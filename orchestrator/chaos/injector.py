@@ -42,6 +42,7 @@ class Injected:
     step: int
     at: float
     detail: dict[str, object]
+    said: bool = False
 
     def event(self) -> FaultInjected:
         """The journal's ``fault_injected`` for a fault the controller carried out."""
@@ -77,11 +78,12 @@ class FaultInjector:
         run_id: str,
         proxies: dict[str, FaultProxy] | None = None,
         on_event: Callable[[Event], object] | None = None,
+        run_dir: str | None = None,
     ) -> None:
         # The config's faults (validated there), typed as the runtime gets them.
         self.faults = [FaultSpec.from_plain(f, f"chaos.faults[{i}]") for i, f in enumerate(faults)]
         self.control = control
-        self.state = FaultState(provider, stores, run_id, proxies or {}, on_event or (lambda event: None))
+        self.state = FaultState(provider, stores, run_id, proxies or {}, on_event or (lambda event: None), run_dir)
         self._timed: set[tuple[int, int]] = set()  # (fault, generation) fired by after_s
         self._refused: set[tuple[int, int, int]] = set()  # (fault, seq, generation) journaled once
 
@@ -239,4 +241,4 @@ class FaultInjector:
             if handler.needs_cluster:
                 firing.detail["region"] = firing.on.region
             handler.strike(self.state, firing)
-        return Injected(index=index, kind=kind, step=step, at=firing.at, detail=firing.detail)
+        return Injected(index=index, kind=kind, step=step, at=firing.at, detail=firing.detail, said=firing.said)

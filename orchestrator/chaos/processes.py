@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
+import subprocess
 import time
 
 import psutil
@@ -140,6 +142,34 @@ def _controller_crash(state: FaultState, f: Firing) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _controller_host_loss(state: FaultState, f: Firing) -> None:
+    # The machine is gone with everything the run kept on it: its folder (the rest of the
+    # home, other runs', is spared: a drill must not destroy them). Said first, so the
+    # line reaches the control store's mirror before the folder goes.
+    f.detail.update(pid=os.getpid(), deleted=state.run_dir)
+    state.say(FaultInjected(f.kind, index=f.index, step=f.step, extra=f.detail))
+    if state.run_dir:
+        shutil.rmtree(state.run_dir, ignore_errors=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _controller_freeze(state: FaultState, f: Firing) -> None:
+    # A process cannot wake itself: a helper in its own session stops this one, and
+    # continues it after duration_s, whatever became of the run meanwhile.
+    pid, duration = os.getpid(), f.fault.duration_s
+    f.detail.update(pid=pid, duration_s=duration)
+    state.say(FaultInjected(f.kind, index=f.index, step=f.step, extra=f.detail))
+    f.said = True
+    subprocess.Popen(
+        ["/bin/sh", "-c", 'kill -STOP "$0"; sleep "$1"; kill -CONT "$0"', str(pid), f"{duration:g}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(duration + 1)  # stopped in here; the attempt's watch goes on once continued
+
+
 def _node_fault(state: FaultState, f: Firing) -> None:
     """kill_node: SIGKILL every process of one worker node; hang_node: SIGSTOP them,
     and SIGCONT after duration_s (> 0) unless the node was replaced meanwhile."""
@@ -191,6 +221,8 @@ HANDLERS: dict[FaultKind, Handler] = {
     FaultKind.kill_worker: Handler(_kill_worker),
     FaultKind.user_error: Handler(_user_error),
     FaultKind.controller_crash: Handler(_controller_crash, needs_cluster=False),
+    FaultKind.controller_host_loss: Handler(_controller_host_loss, needs_cluster=False),
+    FaultKind.controller_freeze: Handler(_controller_freeze, needs_cluster=False),
     FaultKind.kill_node: Handler(_node_fault),
     FaultKind.hang_node: Handler(_node_fault),
 }

@@ -17,11 +17,17 @@ from typing import Any
 
 from orchestrator.config.notify_targets import check_notify_program, notify_from_env
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
+from orchestrator.control.controlstate import ControlStoreError
+from orchestrator.control.lease import LeaseHeld
+from orchestrator.control.mirror import MirrorError
+from orchestrator.control.takeover import TakeoverError
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import ControllerRestarted
 from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
+from recovery.controlkey import ControlKeyError
+from recovery.signing import SigningError
 
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
@@ -31,6 +37,11 @@ SUPERVISE_ENV = "ORCHESTRATOR_SUPERVISE"
 RESTART_CAUSE_ENV = "ORCHESTRATOR_RESTART_CAUSE"
 RESTARTS_ENV = "ORCHESTRATOR_RESTARTS"
 MAX_RESUMES = 10
+# A controller that cannot start on the run, each one line: its secret, its control key,
+# another controller's lease, a control store out of reach.
+REFUSALS = (SigningError, ControlKeyError, LeaseHeld, ControlStoreError)
+# A takeover from the control store that cannot be made (nothing written here).
+TAKEOVER_REFUSALS = (TakeoverError, LeaseHeld, ControlKeyError, MirrorError)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -235,7 +246,6 @@ def _run(cfg: Config, run_id: str, run_dir: str) -> int:
     from orchestrator.config.preflight import PreflightError, preflight
     from orchestrator.control.controller import Controller
     from providers.registry import UnknownProvider, get_provider
-    from recovery.signing import SigningError
 
     try:
         provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
@@ -255,9 +265,12 @@ def _run(cfg: Config, run_id: str, run_dir: str) -> int:
     interruptible()
     try:
         ctl = Controller(cfg, provider, run_id)
-    except SigningError as exc:
+    except REFUSALS as exc:
         return error(str(exc))
-    result = ctl.run()
+    try:
+        result = ctl.run()
+    finally:
+        ctl.close()
     return finish(cfg, run_id, result)
 
 
@@ -270,11 +283,24 @@ def resume(cli: Config) -> int:
     from orchestrator.runstate.journal import DamagedFile, load_json, read_events
     from orchestrator.runstate.result import read_result
     from providers.registry import get_provider
-    from recovery.signing import SigningError
 
     run_id = str(cli.run_id)
     run_dir = rundir.run_path(cli.home_path, run_id)
     config_path = rundir.config_path(run_dir)
+    restored = None
+    if cli.cloud.control_store and not os.path.exists(config_path):
+        # Not a run of this machine's: taken over from the control store's mirror.
+        from orchestrator.control.takeover import describe_error, rebuild
+
+        try:
+            restored = rebuild(cli, run_id, run_dir)
+        except TAKEOVER_REFUSALS as exc:
+            return error(describe_error(exc, cli.cloud.control_store))
+        print(
+            f"run {run_id}: taken over from {cli.cloud.control_store} (controller {restored.controller}'s "
+            f"mirror, written {time.strftime('%H:%M:%S UTC', time.gmtime(restored.written_at))})",
+            file=sys.stderr,
+        )
     try:
         saved = load_json(config_path)
     except FileNotFoundError:
@@ -294,6 +320,12 @@ def resume(cli: Config) -> int:
     if os.path.lexists(journal) and sum(1 for _ in read_events(journal)) == 0:
         raise DamagedFile(journal, "holds no event: the run is damaged")
     cfg.progress, cfg.show_logs = cli.progress, cli.show_logs
+    # This machine's home, and its way to the control store and the control key: a run
+    # taken over from another machine keeps nothing of that machine's but its config.
+    cfg.home = cli.home
+    cfg.cloud.control_key = cli.cloud.control_key
+    if cli.cloud.control_store:
+        cfg.cloud.control_store, cfg.cloud.control_options = cli.cloud.control_store, cli.cloud.control_options
     lock = rundir.lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
@@ -306,13 +338,18 @@ def resume(cli: Config) -> int:
         with LocalStores(cfg.cloud, run_dir):
             try:
                 ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
-            except (SigningError, NotifySecretError) as exc:
+            except (*REFUSALS, NotifySecretError) as exc:
                 return error(str(exc))
-            cause = os.environ.get(RESTART_CAUSE_ENV)
-            if cause:
-                restarts = os.environ.get(RESTARTS_ENV, "")
-                ctl.emit(ControllerRestarted(cause=cause[:200], restart=int(restarts) if restarts.isdigit() else 1))
-            result = ctl.resume()
+            try:
+                if restored is not None:
+                    ctl.emit(restored)
+                cause = os.environ.get(RESTART_CAUSE_ENV)
+                if cause:
+                    restarts = os.environ.get(RESTARTS_ENV, "")
+                    ctl.emit(ControllerRestarted(cause=cause[:200], restart=int(restarts) if restarts.isdigit() else 1))
+                result = ctl.resume()
+            finally:
+                ctl.close()
     except LocalStoresError as exc:
         return error(str(exc))
     return finish(cfg, run_id, result)

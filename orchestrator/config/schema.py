@@ -245,6 +245,11 @@ class CloudConfig:
     # only clusters on this machine (local, on-prem here) can reach.
     control_store: str | None = None
     control_options: dict[str, Any] = field(default_factory=dict)
+    # With a control store: where the controller finds the user's key from which the run's
+    # secret is derived, so that another machine given it can take the run over (env:VARNAME,
+    # file:PATH or cmd:COMMAND; recovery/controlkey.py). Unset variable: no key,
+    # a random secret, and only this machine can resume the run.
+    control_key: str = "env:ORCHESTRATOR_CONTROL_KEY"
     # Each cluster's Ray dashboard, bound to 127.0.0.1 on the head (the cluster's own
     # machine: reach a cloud's through ssh -L); its URL is printed and journaled.
     # false: no dashboard (the processes and the CPU it takes are left out).
@@ -324,6 +329,10 @@ class RecoveryConfig:
     # A detached run's supervisor resumes a controller that died abnormally (a signal, an
     # uncaught exception) at most this many times; stop, cancel and the run's end are not deaths.
     controller_restarts: int = 3
+    # With a control store: how long a controller's lease on the run holds unrenewed (it is
+    # renewed every heartbeat interval); a takeover from another machine waits this long
+    # after a controller's host is lost.
+    controller_lease_s: float = 30.0
     # A store that fails this long makes the runtime commit to the next region's store.
     store_outage_s: float = 15.0
     # Health checks in a row not UP (or failing) that, with no heartbeat within the lease,

@@ -277,6 +277,12 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     seconds("recovery.provision_timeout_s", rec.provision_timeout_s)
     seconds("recovery.store_outage_s", rec.store_outage_s)
     bounded_int("recovery.controller_restarts", rec.controller_restarts, 0, 100)
+    if not 2 * rec.heartbeat_interval_s <= rec.controller_lease_s <= 3600:
+        raise ConfigError(
+            "recovery.controller_lease_s",
+            f"got {rec.controller_lease_s}; expected between twice recovery.heartbeat_interval_s "
+            f"({2 * rec.heartbeat_interval_s:g}) and 3600 seconds",
+        )
     positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
     seconds("recovery.node_replace_timeout_s", rec.node_replace_timeout_s, off=True)
     seconds("recovery.region_cooldown_s", rec.region_cooldown_s, off=True)

@@ -6,7 +6,14 @@ from orchestrator.config.checks import MAX_FAULTS, at_least, bounded_int, safe_n
 from orchestrator.config.derived import proxy_target, total_steps
 from orchestrator.config.schema import Config, FaultConfig
 from orchestrator.errors import ConfigError
-from orchestrator.wire.faults import AT_POINT, DURING, NODE_FAULTS, STORAGE_FAULTS
+from orchestrator.wire.faults import (
+    AT_POINT,
+    CONTROLLER_FAULTS,
+    DURING,
+    NODE_FAULTS,
+    STORAGE_FAULTS,
+    TAKEOVER_FAULTS,
+)
 from orchestrator.wire.faults import SEARCH_FAULTS as HPO_FAULTS
 from orchestrator.wire.sections import MAX_SEED
 
@@ -57,12 +64,25 @@ def validate_chaos(cfg: Config) -> None:
         _validate_trigger(cfg, i, fault)
         _validate_node_fault(cfg, i, fault)
     kinds = {f.kind for f in cfg.chaos.faults}
-    if "controller_crash" in kinds and kinds & set(STORAGE_FAULTS):
-        raise ConfigError(
-            "chaos.faults",
-            "controller_crash cannot be combined with storage faults: their fault proxies live in the "
-            "controller and go down with it; drill them in separate runs",
-        )
+    for kind in sorted(kinds & set(CONTROLLER_FAULTS)):
+        if kinds & set(STORAGE_FAULTS):
+            raise ConfigError(
+                "chaos.faults",
+                f"{kind} cannot be combined with storage faults: their fault proxies live in the "
+                "controller and go down with it; drill them in separate runs",
+            )
+    for i, fault in enumerate(cfg.chaos.faults):
+        if fault.kind in TAKEOVER_FAULTS and not cfg.cloud.control_store:
+            raise ConfigError(
+                f"chaos.faults[{i}].kind",
+                f"{fault.kind} is survived by a takeover from the control store: set cloud.control_store "
+                "(e.g. file:///shared/control) and the control key (cloud.control_key)",
+            )
+        if fault.kind == "controller_freeze" and fault.duration_s <= 0:
+            raise ConfigError(
+                f"chaos.faults[{i}].duration_s",
+                "controller_freeze needs duration_s > 0: how long the controller stays stopped",
+            )
 
 
 def _validate_node_fault(cfg: Config, i: int, fault: FaultConfig) -> None:

@@ -18,6 +18,7 @@ from orchestrator.config.schema import Config, RegionConfig
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import show
 from orchestrator.wire.sections import NoticeSource
+from recovery.controlkey import parse_source
 from recovery.storage import STORE_PROTOCOLS, find_secret, has_userinfo
 
 # The store's per-call deadline, in seconds (recovery.storage.op_timeout).
@@ -55,6 +56,10 @@ def validate_cloud(cfg: Config) -> None:
             "cloud.control_store", cloud.control_store, "s3://bucket/control (the controller and the clusters reach it)"
         )
     _validate_options("cloud.control_options", cloud.control_options)
+    try:
+        parse_source(cloud.control_key)
+    except ValueError as exc:
+        raise ConfigError("cloud.control_key", str(exc)) from None
     seen: set[str] = set()
     for name in cloud.candidates:
         if name not in cloud.regions:

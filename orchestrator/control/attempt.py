@@ -83,6 +83,7 @@ class AttemptRunner:
             run_id=ctx.run_id,
             proxies=ctx.proxies,
             on_event=ctx.emit,
+            run_dir=ctx.run_dir,
         )
         self.last_step = 0
         self._sweepers: list[threading.Thread] = []
@@ -154,7 +155,8 @@ class AttemptRunner:
 
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
-            self.ctx.emit(inj.event())
+            if not inj.said:
+                self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.text()}")
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:

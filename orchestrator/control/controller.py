@@ -23,6 +23,7 @@ from orchestrator.config.schema import DISPLAY_KEYS, Config, NotifyConfig
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
+from orchestrator.control.controlstate import ControlState, GuardedProvider
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.progress import ProgressLine, decision_text
 from orchestrator.control.proof import FUNC, LOOP, PROVEN_KEYS, SEARCH, Proven, Unproven, newest_signed, prove
@@ -43,6 +44,7 @@ from orchestrator.runstate.events import (
     FencesRead,
     IncidentOpened,
     IncidentRecorded,
+    LeaseTaken,
     MultipartAborted,
     MultipartAbortFailed,
     NotifyFailed,
@@ -68,13 +70,14 @@ from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from orchestrator.wire.faults import STORAGE_FAULTS
 from providers.base import Provider
+from recovery.controlkey import read_key
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
 from recovery.keys import controller_keys
 from recovery.policy import Action, Budgets, FailurePolicy, History, passed_over
 from recovery.replication import Replicated, Replicator
-from recovery.signing import derive_token_key, load_or_create_secret
+from recovery.signing import derive_state_key, derive_token_key, load_or_create_secret, secret_from_key
 from recovery.store import CheckpointStore, StoreError, scan_fences
 
 __all__ = ["Controller", "RunRecord"]
@@ -97,6 +100,22 @@ class Controller:
         self.run_id = run_id
         self.run_dir = rundir.run_path(cfg.home_path, run_id)
         make_run_dir(self.run_dir)
+        # The run's secret stays in its folder (0600); attempts get the key derived from
+        # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
+        # With a control store and the user's control key, it is derived from that key,
+        # so that another machine can take the run over (recovery/controlkey.py).
+        control_key = read_key(cfg.cloud.control_key) if cfg.cloud.control_store else None
+        derived = None if control_key is None else secret_from_key(control_key, run_id)
+        secret, self.secret_created = load_or_create_secret(self.run_dir, derived)
+        # The run's lease in the control store, before anything here acts: another
+        # controller's (LeaseHeld) refuses this one (orchestrator/control/controlstate.py).
+        self.state: ControlState | None = None
+        self.lease_taken: LeaseTaken | None = None
+        if cfg.cloud.control_store:
+            self.state = ControlState(cfg, run_id, self.run_dir, derive_state_key(secret, run_id), out)
+            self.lease_taken = self.state.take()
+            provider = GuardedProvider(provider, self.state.guard)  # type: ignore[assignment]
+            self.provider = provider
         # A stop asked of a controller that died before it read it is not this one's.
         clear_request(self.run_dir)
         if not cfg.cloud.control_store:
@@ -107,9 +126,6 @@ class Controller:
         self.notify, self.notify_lost = notify_secret.load(self.run_dir, notify_from_env(cfg.notify))
         # Told every event emit() journals; delivers in the background (orchestrator/notify/notifier.py).
         self.notifier = Notifier(self.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
-        # The run's secret stays in its folder (0600); attempts get the key derived from
-        # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
-        secret, self.secret_created = load_or_create_secret(self.run_dir)
         self.run_key = controller_keys(secret, run_id)
         # Remote clusters' Ray tokens come from the secret too, so a resumed controller has them.
         use_token_key = getattr(provider, "use_token_key", None)
@@ -192,6 +208,8 @@ class Controller:
         """Journal ``event`` and apply it to the run's state: the one way anything the
         attempt, the watch or the standby did reaches the controller's state, and the
         same ``apply`` that ``action=resume`` folds the journal with."""
+        if self.state is not None:
+            self.state.guard()
         with self._state_lock:
             written = self.journal.emit(event)
             self.view = apply(self.view, written)
@@ -201,7 +219,20 @@ class Controller:
         self.progress.event(written)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
+        if self.state is not None:
+            self.state.written(written)
         return written
+
+    def _hold_run(self) -> None:
+        """Journal the lease this controller took, then keep it and the mirror going."""
+        if self.state is not None and self.lease_taken is not None:
+            self.emit(self.lease_taken)
+            self.state.start()
+
+    def close(self) -> None:
+        """The controller is done with the run: its last mirror, its lease freed."""
+        if self.state is not None:
+            self.state.close()
 
     @property
     def lineage(self) -> Lineage:
@@ -281,6 +312,7 @@ class Controller:
                 candidates=tuple(self.candidates),
             )
         )
+        self._hold_run()
         self._notify_off()
         self._start_above_fences()
         for region in passed_over(self.candidates, "", self.first_region, self.policy.budgets.too_small):
@@ -302,6 +334,7 @@ class Controller:
         with self._gen_lock:
             self._generation = self.view.generation
         self.sm.state = rp.state
+        self._hold_run()
         if self.secret_created:
             # The secret was lost (or the run predates signing): its checkpoints cannot be trusted now.
             self.emit(

@@ -322,7 +322,8 @@ class AttemptWatch:
             self.out.last_step = max(self.out.last_step, inj.step)
             self.step_raised = True
             self.kill_steps[inj.kind] = self.out.last_step
-            self.ctx.emit(inj.event())
+            if not inj.said:
+                self.ctx.emit(inj.event())
             self.ctx.progress.note(f"chaos: {inj.text()}")
         return bool(fired)
 

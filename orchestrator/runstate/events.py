@@ -482,6 +482,46 @@ class ControllerRestarted(Event):
     restart: int
 
 
+@_event("lease_taken")
+@dataclass(frozen=True)
+class LeaseTaken(Event):
+    """This controller took the run's lease in the control store (orchestrator/control/lease.py):
+    its ``controller`` generation, where it runs, and whose lease it followed (``previous``:
+    the holder's line, or why the lease found was nobody's; absent for a run's first)."""
+
+    SPARSE = frozenset({"previous", "previous_controller"})
+    controller: int
+    holder: str
+    expires_in_s: float
+    previous: str | None = None
+    previous_controller: int | None = None
+
+
+@_event("mirror_restored")
+@dataclass(frozen=True)
+class MirrorRestored(Event):
+    """action=resume on a machine without the run's folder rebuilt it from the control
+    store's mirror: controller ``controller``'s index number ``seq``, written at
+    ``written_at``; ``skipped``: newer mirrors passed over, each with its reason."""
+
+    SPARSE = frozenset({"skipped"})
+    controller: int
+    seq: int
+    written_at: float
+    files: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
+
+
+@_event("controller_stood_down")
+@dataclass(frozen=True)
+class ControllerStoodDown(Event):
+    """The controller found its lease on the run lost (``reason``: taken by another, or a
+    control store it could not reach for a whole lease) and stopped without acting."""
+
+    controller: int
+    reason: str
+
+
 @_event("drill_requested")
 @dataclass(frozen=True)
 class DrillRequested(Event):

@@ -164,11 +164,17 @@ def _seen(control: ControlChannel, spec: RuntimeSpec, type_: str) -> bool:
 
 
 if __name__ == "__main__":
+    # Read now: the spec's file lives in the controller's run folder, which a lost host
+    # (controller_host_loss) takes with it while this attempt trains on.
+    try:
+        exit_spec: RuntimeSpec | None = RuntimeSpec.load(sys.argv[1])
+    except Exception:
+        exit_spec = None
     code = main(sys.argv[1:])
     try:
         # A controller that did not start this process (a resumed one) cannot wait for it.
-        spec = RuntimeSpec.load(sys.argv[1])
-        ControlChannel(spec.control_url, spec.control_options).exited(spec.generation, code)
+        if exit_spec is not None:
+            ControlChannel(exit_spec.control_url, exit_spec.control_options).exited(exit_spec.generation, code)
     except Exception:
         pass
     sys.stdout.flush()

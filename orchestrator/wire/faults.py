@@ -16,6 +16,12 @@ class FaultKind(StrEnum):
     partition_region = "partition_region"  # nor its store: a zombie keeps training
     preempt = "preempt"  # a preemption notice: checkpoint, stop, resume elsewhere
     controller_crash = "controller_crash"  # SIGKILL to the controller; action=resume goes on
+    # SIGKILL to the controller and its run folder deleted: only a takeover from the
+    # control store's mirror (action=resume, any machine) goes on
+    controller_host_loss = "controller_host_loss"
+    # SIGSTOP the controller for duration_s, then SIGCONT: a controller that took the run
+    # over meanwhile holds its lease, and the frozen one stands down
+    controller_freeze = "controller_freeze"
     corrupt_checkpoint = "corrupt_checkpoint"  # a byte flipped in the newest checkpoint
     user_error = "user_error"  # the workload raises
     disk_full = "disk_full"  # the scratch filesystem fills up
@@ -55,6 +61,10 @@ DRILL_FAULTS = (
     FaultKind.status_flap,
     FaultKind.ssh_drop,
 )
+# Faults that strike the controller itself.
+CONTROLLER_FAULTS = (FaultKind.controller_crash, FaultKind.controller_host_loss, FaultKind.controller_freeze)
+# Of those, the ones whose way back is the control store's mirror and lease.
+TAKEOVER_FAULTS = (FaultKind.controller_host_loss, FaultKind.controller_freeze)
 # Faults that strike one worker node of a multi-node cluster (chaos.faults[i].node).
 NODE_FAULTS = (FaultKind.kill_node, FaultKind.hang_node)
 # A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.

@@ -88,6 +88,7 @@ def test_a_sound_config_passes_and_is_returned(tmp_path: Path) -> None:
         (lambda c: replace(c, home=""), "home"),
         (lambda c: replace(c, format=OutputFormat.json), "format"),
         (lambda c: replace(c, recovery=replace(c.recovery, heartbeat_timeout_s=0.5)), "recovery.heartbeat_timeout_s"),
+        (lambda c: replace(c, recovery=replace(c.recovery, controller_lease_s=1.0)), "recovery.controller_lease_s"),
         (lambda c: replace(c, cloud=replace(c.cloud, candidates=["z"])), "cloud.candidates"),
         (lambda c: replace(c, cloud=replace(c.cloud, regions={})), "cloud.regions"),
         (

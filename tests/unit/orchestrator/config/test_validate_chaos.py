@@ -65,3 +65,33 @@ def test_each_refusal_names_its_key(tmp_path: Path, fault: FaultConfig, key: str
     with pytest.raises(ConfigError) as err:
         validate_chaos(_faults(tmp_path, fault))
     assert err.value.key.startswith(key) and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("fault", "store", "key", "words"),
+    [
+        (
+            FaultConfig(kind=FaultKind.controller_host_loss, at_step=20),
+            None,
+            "chaos.faults[0].kind",
+            "cloud.control_store",
+        ),
+        (
+            FaultConfig(kind=FaultKind.controller_freeze, at_step=20, duration_s=30),
+            None,
+            "chaos.faults[0].kind",
+            "survived by a takeover",
+        ),
+        (FaultConfig(kind=FaultKind.controller_freeze, at_step=20), "file:///c", "chaos.faults[0].duration_s", "> 0"),
+    ],
+)
+def test_a_takeover_drill_needs_a_control_store_and_a_freeze_a_duration(
+    tmp_path: Path, fault: FaultConfig, store: str | None, key: str, words: str
+) -> None:
+    cfg = _faults(tmp_path, fault)
+    cfg = replace(cfg, cloud=replace(cfg.cloud, control_store=store))
+    with pytest.raises(ConfigError) as err:
+        validate_chaos(cfg)
+    assert err.value.key == key and words in str(err.value), str(err.value)
+    fault.duration_s = 30
+    validate_chaos(replace(cfg, cloud=replace(cfg.cloud, control_store="file:///c")))

@@ -81,3 +81,16 @@ def test_no_region_and_a_region_name_that_is_a_path_are_refused(tmp_path: Path) 
     bad = replace(cfg, cloud=replace(cfg.cloud, regions={"../up": RegionConfig(store=f"file://{tmp_path}/a")}))
     with pytest.raises(ConfigError, match="region names are at most"):
         validate_cloud(bad)
+
+
+@pytest.mark.parametrize("spec", ["file:/etc/key", "cmd:vault read -field=key secret/orch", "env:MY_KEY"])
+def test_a_control_key_source_passes(tmp_path: Path, spec: str) -> None:
+    cfg = config(tmp_path)
+    validate_cloud(replace(cfg, cloud=replace(cfg.cloud, control_key=spec)))
+
+
+def test_a_control_key_that_names_no_source_is_refused_by_its_key(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        validate_cloud(replace(cfg, cloud=replace(cfg.cloud, control_key="hunter2hunter2")))
+    assert err.value.key == "cloud.control_key" and "env:VARNAME, file:PATH or cmd:COMMAND" in str(err.value)

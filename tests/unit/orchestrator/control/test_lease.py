@@ -1,0 +1,156 @@
+"""The controller lease: taken, held, lost, refused, step by step on a local folder, with
+the clocks driven by the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.control.lease import (
+    ControllerLease,
+    LeaseHeld,
+    LeaseRecord,
+    decode,
+    encode,
+    next_controller,
+    refusal,
+)
+
+pytestmark = pytest.mark.unit
+KEY = b"k" * 32
+
+
+class Clocks:
+    def __init__(self) -> None:
+        self.wall = 1_000_000.0
+        self.mono = 50.0
+
+    def sleep(self, s: float) -> None:
+        self.wall += s
+        self.mono += s
+
+    def jump(self, s: float) -> None:
+        self.sleep(s)
+
+
+def _lease(tmp_path: Path, clocks: Clocks, ttl: float = 10.0, key: bytes = KEY) -> ControllerLease:
+    from recovery.storage import open_fs
+
+    fs, root = open_fs(f"file://{tmp_path}/ctl/run-1")
+    return ControllerLease(
+        fs, root, key, "run-1", ttl, clock=lambda: clocks.wall, mono=lambda: clocks.mono, sleep=clocks.sleep
+    )
+
+
+def _rec(**kw: object) -> LeaseRecord:
+    base = {
+        "run_id": "run-1",
+        "controller": 1,
+        "token": "t",
+        "host": "h",
+        "pid": 1,
+        "renewed_at": 0.0,
+        "expires_at": 100.0,
+    }
+    return LeaseRecord(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_lease_round_trips_and_nothing_altered_or_of_another_run_is_one() -> None:
+    rec = _rec()
+    assert decode(encode(rec, KEY), KEY, "run-1") == rec
+    assert "does not verify" in str(decode(encode(rec, b"x" * 32), KEY, "run-1"))
+    assert "run 'run-1'" in str(decode(encode(rec, KEY), KEY, "run-2"))
+    forged = json.loads(encode(rec, KEY))
+    forged["controller"] = 9
+    assert "does not verify" in str(decode(json.dumps(forged).encode(), KEY, "run-1"))
+    forged["controller"] = True
+    assert "not a int" in str(decode(json.dumps(forged).encode(), KEY, "run-1"))
+    assert decode(b"[", KEY, "run-1") == "is not JSON"
+    assert decode(b"{}", KEY, "run-1") == "is not a lease"
+    assert "larger" in str(decode(b" " * 5000, KEY, "run-1"))
+
+
+def test_who_may_take_the_run() -> None:
+    held = _rec(expires_at=100.0, token="other")
+    assert refusal(None, 50.0) is None
+    assert "controller 1 on h (pid 1)" in str(refusal(held, 50.0))
+    assert refusal(held, 100.0) is None  # lapsed
+    assert refusal(held, 50.0, token="other") is None  # its own
+    assert refusal(_rec(released=True), 50.0) is None
+    assert "remove it if no controller runs" in str(refusal("is not JSON", 50.0))
+    assert next_controller(None, 0) == 1
+    assert next_controller(held, 0) == 2
+    assert next_controller(held, 4) == 5  # a mirror of a later controller, its lease deleted
+
+
+def test_taken_renewed_released_then_taken_by_the_next_controller(tmp_path: Path) -> None:
+    clocks = Clocks()
+    first = _lease(tmp_path, clocks)
+    rec = first.take()
+    assert rec.controller == 1 and first.confirmed()
+    second = _lease(tmp_path, clocks)
+    with pytest.raises(LeaseHeld, match="driven by controller 1 on .* whose lease holds until"):
+        second.take()
+    clocks.jump(3)
+    assert first.renew() is None
+    assert first.read().expires_at == pytest.approx(clocks.wall + 10)  # type: ignore[union-attr]
+    first.release()
+    rec2 = second.take()
+    assert rec2.controller == 2
+    assert isinstance(second.previous, LeaseRecord) and second.previous.released
+
+
+def test_a_frozen_holder_finds_its_lease_taken_and_an_unfrozen_one_goes_on(tmp_path: Path) -> None:
+    clocks = Clocks()
+    frozen = _lease(tmp_path, clocks)
+    frozen.take()
+    clocks.jump(5.0)
+    assert frozen.confirmed()  # within ttl - margin (10 - 3.33)
+    clocks.jump(2.0)
+    assert not frozen.confirmed()
+    assert frozen.check() is None  # nobody took it: renewed, and trusted again
+    assert frozen.confirmed()
+    clocks.jump(30)  # stopped past its lease
+    taker = _lease(tmp_path, clocks)
+    assert taker.take().controller == 2
+    assert frozen.check() == ("taken by controller 2 on " + taker.record.host + f" (pid {taker.record.pid})", False)  # type: ignore[union-attr]
+    # It renews nothing: the taker's lease stands.
+    assert taker.read().token == taker.token  # type: ignore[union-attr]
+
+
+def test_an_altered_or_deleted_lease_is_the_holders_loss_and_a_takers_refusal(tmp_path: Path) -> None:
+    clocks = Clocks()
+    holder = _lease(tmp_path, clocks)
+    holder.take()
+    Path(holder.path).write_text("{}")
+    clocks.jump(8)
+    assert holder.check() == ("is not a lease", False)
+    with pytest.raises(LeaseHeld, match="is not a lease; remove it"):
+        _lease(tmp_path, clocks).take()
+    Path(holder.path).unlink()
+    assert holder.check() == ("gone from the control store", False)
+
+
+def test_two_takers_of_one_lapsed_lease_one_wins(tmp_path: Path) -> None:
+    clocks = Clocks()
+    a, b = _lease(tmp_path, clocks), _lease(tmp_path, clocks)
+    # b writes during a's settle: the read back tells a it lost.
+    a.sleep = lambda s: (clocks.sleep(s), b._write(_rec(token=b.token, controller=1, expires_at=clocks.wall + 10)))
+    with pytest.raises(LeaseHeld, match="driven by controller 1"):
+        a.take()
+
+
+def test_a_store_out_of_reach_for_a_whole_lease_is_a_stand_down_to_restart(tmp_path: Path) -> None:
+    clocks = Clocks()
+    holder = _lease(tmp_path, clocks)
+    holder.take()
+    clocks.jump(8)
+
+    def unreachable(*a: object, **k: object) -> bytes:
+        raise ConnectionError("refused")
+
+    holder.fs.cat_file = unreachable  # type: ignore[method-assign]
+    why, restart = holder.check()  # type: ignore[misc]
+    assert restart and "did not answer for 10 s (ConnectionError)" in why

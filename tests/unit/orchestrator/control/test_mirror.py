@@ -1,0 +1,94 @@
+"""The run's mirror in the control store: written as the run's files change, read back
+whole and only when it verifies; what a store writer plants is passed over, never used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.control.mirror import MirrorError, StateMirror, controllers, mirrored_bytes, read_mirror
+
+pytestmark = pytest.mark.unit
+KEY = b"s" * 32
+
+
+def _fs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from recovery.storage import open_fs
+
+    return open_fs(f"file://{tmp_path}/ctl/run-1")
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "home" / "runs" / "run-1"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text('{"job": 1}')
+    (d / "journal.jsonl").write_text('{"type": "run_started"}\n')
+    (d / "run.secret").write_bytes(b"x" * 32)
+    (d / "notify.secret").write_text("token")
+    return d
+
+
+def test_what_changed_is_mirrored_and_read_back_and_secrets_never_are(tmp_path: Path) -> None:
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    acts: list[int] = []
+    m = StateMirror(fs, root, KEY, "run-1", 1, str(run), may_act=lambda: acts.append(1))
+    assert m.flush() and not m.flush()  # nothing changed: no write, no act
+    with open(run / "journal.jsonl", "a") as fh:
+        fh.write('{"type": "transition"}\n{"type": "tor')  # a line still being written
+    assert m.flush() and len(acts) == 2
+    got = read_mirror(fs, root, KEY, "run-1")
+    assert (got.controller, got.seq) == (1, 2)
+    assert got.files["journal.jsonl"] == b'{"type": "run_started"}\n{"type": "transition"}\n'
+    assert set(got.files) == {"journal.jsonl", "config.json"}
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "ctl").rglob("*") if p.is_file())
+    assert b"x" * 32 not in stored and b"token" not in stored
+    # The journal's superseded copy is gone.
+    assert len(list((tmp_path / "ctl/run-1/state/c1/blobs").iterdir())) == 2
+
+
+def test_the_newest_controllers_mirror_that_verifies_wins(tmp_path: Path) -> None:
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    StateMirror(fs, root, KEY, "run-1", 1, str(run)).flush()
+    (run / "result.json").write_text('{"status": "SUCCEEDED"}')
+    StateMirror(fs, root, KEY, "run-1", 2, str(run)).flush()
+    assert controllers(fs, root) == [2, 1]
+    assert "result.json" in read_mirror(fs, root, KEY, "run-1").files
+    # A planted later mirror, signed with another key, is passed over with its reason.
+    StateMirror(fs, root, b"o" * 32, "run-1", 3, str(run)).flush()
+    got = read_mirror(fs, root, KEY, "run-1")
+    assert got.controller == 2 and got.skipped == [
+        "c3: does not verify under this run's key (altered, or another key's)"
+    ]
+
+
+@pytest.mark.parametrize("tamper", ["blob", "index", "size", "name"])
+def test_an_altered_mirror_is_never_used(tmp_path: Path, tamper: str) -> None:
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    StateMirror(fs, root, KEY, "run-1", 1, str(run)).flush()
+    base = tmp_path / "ctl/run-1/state/c1"
+    index = json.loads((base / "index.json").read_text())
+    if tamper == "blob":
+        sha = index["files"]["journal.jsonl"]["sha256"]
+        (base / "blobs" / sha).write_text('{"type": "forged"}\n')
+    elif tamper == "index":
+        index["seq"] = 99
+        (base / "index.json").write_text(json.dumps(index))
+    elif tamper == "size":
+        (base / "index.json").write_text("x" * 70_000)
+    else:
+        index["files"]["../run.secret"] = index["files"]["config.json"]
+        (base / "index.json").write_text(json.dumps(index))
+    with pytest.raises(MirrorError, match="holds no mirror that verifies: c1"):
+        read_mirror(fs, root, KEY, "run-1")
+
+
+def test_no_mirror_at_all_says_so(tmp_path: Path) -> None:
+    fs, root = _fs(tmp_path)
+    with pytest.raises(MirrorError, match="holds no mirror of the run"):
+        read_mirror(fs, root, KEY, "run-1")
+    assert mirrored_bytes("config.json", b"{") == b"{"
