@@ -44,11 +44,11 @@ def test_a_key_file_must_be_its_owners_alone(tmp_path: Path) -> None:
     path = tmp_path / "control.key"
     path.write_text(KEY)
     path.chmod(0o644)
-    with pytest.raises(ControlKeyError, match="readable by others .*chmod 600"):
+    with pytest.raises(ControlKeyError, match=r"readable by others .*chmod 600"):
         read_key(f"file:{path}")
     path.chmod(0o600)
     assert read_key(f"file:{path}") == KEY.encode()
-    with pytest.raises(ControlKeyError, match="cannot read file:.*missing"):
+    with pytest.raises(ControlKeyError, match=r"cannot read file:.*missing"):
         read_key(f"file:{tmp_path}/missing")
 
 

@@ -91,7 +91,7 @@ def test_taken_renewed_released_then_taken_by_the_next_controller(tmp_path: Path
     rec = first.take()
     assert rec.controller == 1 and first.confirmed()
     second = _lease(tmp_path, clocks)
-    with pytest.raises(LeaseHeld, match="driven by controller 1 on .* whose lease holds until"):
+    with pytest.raises(LeaseHeld, match=r"driven by controller 1 on .* whose lease holds until"):
         second.take()
     clocks.jump(3)
     assert first.renew() is None
