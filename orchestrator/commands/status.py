@@ -10,7 +10,7 @@ from orchestrator.errors import error
 from orchestrator.hpo import progress_text as search_text
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import to_json
-from orchestrator.runstate.events import Event, NodeLost, NodeReplaced, RuntimeReport
+from orchestrator.runstate.events import ControllerStoodDown, Event, NodeLost, NodeReplaced, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold, planned_total
@@ -18,6 +18,8 @@ from orchestrator.wire.control import ControlChannel, run_control_url
 
 # A run with a journal, no result.json, and no controller holding its lock.
 CONTROLLER_DIED = "CONTROLLER_DIED"
+# One whose controller here stood down to another (its journal's last line says so).
+TAKEN_OVER = "TAKEN_OVER"
 
 
 def _fmt_s(value: Any) -> str:
@@ -52,6 +54,8 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if view.run_starts:
         s["run_id"] = view.run_starts[-1].run_id
     s["world"] = world_now(events, view.current_generation)
+    if events and isinstance(events[-1], ControllerStoodDown):
+        s["stood_down"] = events[-1].reason
     prog = live_progress(run_dir, view)
     if prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
@@ -262,5 +266,11 @@ def main(home: str, run_id: str) -> int:
     if s["result"] is None:
         # Whether a controller still holds the run is news the journal cannot tell.
         s["state"], s["note"] = controller_state(s["state"], rundir.controller_alive(run_dir), run_id, home)
+        if s.get("stood_down") and s["state"] == CONTROLLER_DIED:
+            s["state"] = TAKEN_OVER
+            s["note"] = (
+                f"its controller here stood down, its lease {s['stood_down']}, which drives the run now: "
+                "follow it on its machine"
+            )
     print(render(run_id, s))
     return 0

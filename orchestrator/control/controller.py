@@ -321,7 +321,7 @@ class Controller:
 
     def resume(self) -> dict[str, Any]:
         """Pick the run up from its journal after the controller died (action=resume)."""
-        from orchestrator.control.resume import crash_incident, journaled_runtime_events, sweep_and_adopt
+        from orchestrator.control.resume import cluster_gone, crash_incident, journaled_runtime_events, sweep_and_adopt
         from orchestrator.runstate.journal import read_typed
         from orchestrator.runstate.replay import replayed
 
@@ -355,6 +355,8 @@ class Controller:
         )
         if rp.state.terminal:
             return self._finish_terminal(rp)
+        # Before the sweep tears it down: was the open attempt's cluster itself gone?
+        gone = cluster_gone(self.ctx, rp.open_attempt)
         adopt = sweep_and_adopt(self.ctx, rp, may_adopt=rp.state is not RunState.INTERRUPTED)
         if adopt is not None:
             adopt = replace(adopt, journaled=journaled_runtime_events(events, adopt.generation))
@@ -372,11 +374,16 @@ class Controller:
             # The open attempt is gone (or was never up): end it, and start again in its region.
             self._end_open_attempt(op, now, last_step, "controller_lost")
             pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
+            to_region = op.region
+            if rp.pending is None and gone is not None:
+                # Its region went too while no controller ran: decided as the watch would have.
+                to_region = self._decide_lost_region(op.region, gone, now)
+                pending.to_region = to_region
             if rp.pending is None:
                 self.emit(IncidentOpened(**pending.record()))  # type: ignore[arg-type]
             if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
-                self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=op.region)
-            return self._drive(op.region, pending)
+                self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=to_region)
+            return self._drive(to_region, pending)
         region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.first_region
         if adopt is not None:
             inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
@@ -385,6 +392,25 @@ class Controller:
             self.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
             return self._drive(adopt.region, rp.pending, adopt)
         return self._drive(region, rp.pending)
+
+    def _decide_lost_region(self, region: str, why: str, now: float) -> str:
+        """The region a resumed run goes on in when the attempt it found had lost its cluster:
+        the failure policy's choice for a lost cluster (its own region when the policy
+        gives up on failing over: the run goes on where it was, as a resume always did)."""
+        failure = Failure(FailureKind.CLUSTER_LOST, region, f"found gone on resume: {why}")
+        decision = self.policy.make_decision(failure, self.history, now)
+        self.emit(
+            DecisionMade(
+                action=decision.action,
+                region=decision.region,
+                reason=decision.reason,
+                failure=failure.kind,
+                failed_region=region,
+                signature=None,
+            )
+        )
+        self.progress.note(decision_text(decision.action, decision.region))
+        return region if decision.action is Action.GIVE_UP or not decision.region else decision.region
 
     def _end_open_attempt(self, op: Any, now: float, last_step: int, outcome: str) -> None:
         self.emit(

@@ -84,6 +84,19 @@ def handle_of(ctx: RunContext, provisioned: dict[str, Any]) -> ClusterHandle:
     )
 
 
+def cluster_gone(ctx: RunContext, op: Any) -> str | None:
+    """Why the open attempt's cluster is gone for sure (its provider's word), or None: it
+    is up, or cannot be told, or there was none. A resumed controller that finds it gone
+    lost the region too, not only its predecessor."""
+    if op is None or op.cluster is None:
+        return None
+    try:
+        check = ctx.provider.health(handle_of(ctx, op.cluster))
+    except Exception:
+        return None
+    return (check.detail or "its cluster is gone") if check.health is Health.GONE else None
+
+
 def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Adoption | None:
     """Tear down everything left running but the open attempt, which is adopted if
     its cluster is healthy and its driver alive, or if its driver has ended and said

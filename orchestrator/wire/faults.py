@@ -16,12 +16,8 @@ class FaultKind(StrEnum):
     partition_region = "partition_region"  # nor its store: a zombie keeps training
     preempt = "preempt"  # a preemption notice: checkpoint, stop, resume elsewhere
     controller_crash = "controller_crash"  # SIGKILL to the controller; action=resume goes on
-    # SIGKILL to the controller and its run folder deleted: only a takeover from the
-    # control store's mirror (action=resume, any machine) goes on
-    controller_host_loss = "controller_host_loss"
-    # SIGSTOP the controller for duration_s, then SIGCONT: a controller that took the run
-    # over meanwhile holds its lease, and the frozen one stands down
-    controller_freeze = "controller_freeze"
+    controller_host_loss = "controller_host_loss"  # SIGKILL to the controller, its run folder deleted
+    controller_freeze = "controller_freeze"  # SIGSTOP the controller for duration_s, then SIGCONT
     corrupt_checkpoint = "corrupt_checkpoint"  # a byte flipped in the newest checkpoint
     user_error = "user_error"  # the workload raises
     disk_full = "disk_full"  # the scratch filesystem fills up

@@ -135,3 +135,18 @@ def test_a_finished_search_shows_a_line_per_trial_the_best_first_and_the_stopped
     ]
     many = {**result, "trials": [dict(result["trials"][0], trial_id=f"trial_{i:05d}") for i in range(60)]}
     assert trial_rows(many)[-1] == "  ... 10 more in result.json's trials" and len(trial_rows(many)) == 2 + 50 + 1
+
+
+def test_a_controller_that_stood_down_shows_the_run_taken_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.runstate.events import ControllerStoodDown
+
+    home = tmp_path / "home"
+    run_dir = home / "runs" / "r1"
+    j = Journal(str(run_dir / "journal.jsonl"))
+    j.emit(RunStarted(run_id="r1", config={"job": {"name": "digits", "steps": 10}}))
+    j.emit(ControllerStoodDown(controller=1, reason="taken by controller 2 on m2 (pid 7)"))
+    assert status_main(str(home), "r1") == 0
+    out = capsys.readouterr().out
+    assert "status     TAKEN_OVER  (its controller here stood down, its lease taken by controller 2 on m2" in out
