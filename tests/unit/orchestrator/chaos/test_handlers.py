@@ -7,7 +7,7 @@ import pytest
 from orchestrator.chaos import handlers
 from orchestrator.chaos.firing import Handler
 from orchestrator.chaos.handlers import FAMILIES, HANDLERS, gather, handler_for
-from orchestrator.wire.faults import FAULT_KINDS, STORAGE_FAULTS, FaultKind
+from orchestrator.wire.faults import CONTROLLER_FAULTS, FAULT_KINDS, STORAGE_FAULTS, FaultKind
 
 pytestmark = pytest.mark.unit
 
@@ -41,5 +41,5 @@ def test_a_missing_a_doubled_or_a_foreign_handler_fails_the_table() -> None:
 def test_what_strikes_before_its_mark_and_what_needs_no_cluster() -> None:
     assert [k for k, h in HANDLERS.items() if h.before_mark] == ["corrupt_checkpoint"]
     no_cluster = {k for k, h in HANDLERS.items() if not h.needs_cluster}
-    assert no_cluster == {"controller_crash", "corrupt_checkpoint", *(str(k) for k in STORAGE_FAULTS)}
+    assert no_cluster == {*CONTROLLER_FAULTS, "corrupt_checkpoint", *(str(k) for k in STORAGE_FAULTS)}
     assert handlers.storage.HANDLERS.keys() >= set(STORAGE_FAULTS)
