@@ -3,11 +3,17 @@ controller on another machine can take the run over (``action=resume`` with an e
 home; orchestrator/control/takeover.py).
 
 Under ``<control_store>/<run_id>/state/c<N>/``, for controller generation N (its lease,
-orchestrator/control/lease.py): the files of MIRRORED, each as ``blobs/<sha256>``, and
-``index.json`` naming them (name, size, sha256), its sequence number and time,
-authenticated with the run's state key. Blobs are written before the index that names
-them, so a crash between the two leaves the last index whole; a controller writes under
-its own generation only, so an old one that wakes up cannot overwrite its successor's.
+orchestrator/control/lease.py): the files of MIRRORED as blobs named by their sha256
+(``blobs/<sha256>``), and ``index.json`` naming each file's segments in order (sha256,
+size), its sequence number and time, authenticated with the run's state key. Blobs are
+written before the index that names them, so a crash between the two leaves the last
+index whole; a controller writes under its own generation only, so an old one that
+wakes up cannot overwrite its successor's.
+
+The journal and the loss series only grow: each flush uploads what was appended since
+the last one as a segment of its own, and past MAX_SEGMENTS the appended segments are
+merged (into one, or with the first when they outgrow it), so a long run's journal is
+not uploaded whole every second and its index stays small.
 
 The journal goes within a heartbeat interval of its writing, and at once for the
 events a restore or a takeover depends on (an attempt's start and cluster, the lineage,
@@ -37,6 +43,9 @@ STATE_DIR = "state"
 INDEX_NAME = "index.json"
 BLOBS = "blobs"
 MIRRORED = (rundir.JOURNAL_NAME, rundir.CONFIG_NAME, rundir.RESULT_NAME, rundir.LOSS_NAME)
+# Files written by appending lines: mirrored by segments, up to their last whole line.
+APPENDED = (rundir.JOURNAL_NAME, rundir.LOSS_NAME)
+MAX_SEGMENTS = 32
 MAX_FILE = 256 * 1024 * 1024
 MAX_INDEX = 64 * 1024
 SYNC_EVENTS = frozenset(
@@ -103,20 +112,60 @@ def parse_index(data: bytes, key: bytes, run_id: str, controller: int) -> dict[s
     for name, entry in files.items():
         if name not in MIRRORED:
             return f"names {name[:60]!r}, which is not a mirrored file"
-        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and _SHA.fullmatch(entry["sha256"])):
-            return f"{name}: no sha256"
-        size = entry.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE:
-            return f"{name}: a size outside 0..{MAX_FILE}"
+        segs = entry.get("segments") if isinstance(entry, dict) else None
+        if not isinstance(segs, list) or len(segs) > MAX_SEGMENTS + 1:
+            return f"{name}: no list of at most {MAX_SEGMENTS + 1} segments"
+        total = 0
+        for seg in segs:
+            if not (isinstance(seg, dict) and isinstance(seg.get("sha256"), str) and _SHA.fullmatch(seg["sha256"])):
+                return f"{name}: a segment without a sha256"
+            size = seg.get("size")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                return f"{name}: a segment's size is not a count of bytes"
+            total += size
+        if total > MAX_FILE:
+            return f"{name}: larger than {MAX_FILE} bytes"
     return obj
 
 
 def mirrored_bytes(name: str, data: bytes) -> bytes:
-    """What of a file is mirrored now: the journal up to its last whole line (an append
-    may be half written)."""
-    if name == rundir.JOURNAL_NAME:
+    """What of a file is mirrored now: an appended one up to its last whole line (an
+    append may be half written)."""
+    if name in APPENDED:
         return data[: data.rfind(b"\n") + 1]
     return data
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Bytes ``start`` .. ``end`` of a mirrored file, stored as the blob ``sha256``."""
+
+    sha256: str
+    start: int
+    end: int
+
+
+def segment(data: bytes, start: int, end: int) -> Segment:
+    return Segment(hashlib.sha256(data[start:end]).hexdigest(), start, end)
+
+
+def segments_for(old: tuple[Segment, ...], data: bytes, grew: bool) -> tuple[Segment, ...]:
+    """A file's segments once it holds ``data``: ``old`` and what was appended (``grew``:
+    ``data`` begins with what ``old`` covers), else the whole file as one. Past
+    MAX_SEGMENTS, the appended ones are merged into one, or, once they hold more than the
+    first, all of them: every byte is uploaded a bounded number of times."""
+    if not grew or not old:
+        return (segment(data, 0, len(data)),) if data else ()
+    end = old[-1].end
+    if len(data) == end:
+        return old
+    segs = (*old, segment(data, end, len(data)))
+    if len(segs) <= MAX_SEGMENTS:
+        return segs
+    base = segs[0]
+    if len(data) - base.end <= base.end - base.start:
+        return (base, segment(data, base.end, len(data)))
+    return (segment(data, 0, len(data)),)
 
 
 class StateMirror:
@@ -135,7 +184,9 @@ class StateMirror:
         # Called before each write: the controller's lease check (it may not return).
         self.may_act = may_act
         self.seq = 0
-        self.entries: dict[str, dict[str, Any]] = {}
+        # Per file: its segments as mirrored, and the sha256 of all they cover.
+        self.segments: dict[str, tuple[Segment, ...]] = {}
+        self.covered: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -144,8 +195,9 @@ class StateMirror:
     def flush(self) -> bool:
         """Mirror what changed; True when a new index was written."""
         with self._lock:
-            entries = dict(self.entries)
-            fresh: list[tuple[str, str, bytes]] = []
+            segments = dict(self.segments)
+            covered = dict(self.covered)
+            uploads: dict[str, bytes] = {}
             for name in MIRRORED:
                 try:
                     with open(os.path.join(self.run_dir, name), "rb") as fh:
@@ -154,24 +206,40 @@ class StateMirror:
                     continue
                 if len(data) > MAX_FILE:
                     continue  # past any run's size: left out, never truncated
-                sha = hashlib.sha256(data).hexdigest()
-                if entries.get(name, {}).get("sha256") != sha:
-                    fresh.append((name, sha, data))
-                    entries[name] = {"sha256": sha, "size": len(data)}
-            if not fresh:
+                whole = hashlib.sha256(data).hexdigest()
+                if covered.get(name) == whole:
+                    continue
+                old = segments.get(name, ())
+                end = old[-1].end if old else 0
+                grew = name in APPENDED and bool(old) and len(data) > end
+                grew = grew and hashlib.sha256(data[:end]).hexdigest() == covered.get(name)
+                segments[name] = segments_for(old, data, grew)
+                covered[name] = whole
+                for seg in segments[name]:
+                    if seg not in old:
+                        uploads[seg.sha256] = data[seg.start : seg.end]
+            if covered == self.covered:
                 return False
             self.may_act()
-            for _name, sha, data in fresh:
-                write_bytes(self.fs, f"{self.base}/{BLOBS}/{sha}", data, durable=True)
+            for sha, blob in uploads.items():
+                write_bytes(self.fs, f"{self.base}/{BLOBS}/{sha}", blob, durable=True)
             self.seq += 1
+            entries = {
+                name: {
+                    "size": segs[-1].end if segs else 0,
+                    "segments": [{"sha256": g.sha256, "size": g.end - g.start} for g in segs],
+                }
+                for name, segs in segments.items()
+            }
             write_bytes(
                 self.fs,
                 f"{self.base}/{INDEX_NAME}",
                 index_bytes(self.key, self.run_id, self.controller, self.seq, entries),
                 durable=True,
             )
-            stale = {e["sha256"] for e in self.entries.values()} - {e["sha256"] for e in entries.values()}
-            self.entries = entries
+            kept = {g.sha256 for segs in segments.values() for g in segs}
+            stale = {g.sha256 for segs in self.segments.values() for g in segs} - kept
+            self.segments, self.covered = segments, covered
         for sha in stale:
             try:
                 self.fs.rm(f"{self.base}/{BLOBS}/{sha}")
@@ -233,11 +301,12 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
             continue
         files: dict[str, bytes] = {}
         for name, entry in index["files"].items():
-            why = _blob(fs, f"{base}/{BLOBS}/{entry['sha256']}", entry)
-            if isinstance(why, str):
-                skipped.append(f"c{gen}/{name}: {why}")
+            parts = [_blob(fs, f"{base}/{BLOBS}/{seg['sha256']}", seg) for seg in entry["segments"]]
+            why = next((p for p in parts if isinstance(p, str)), None)
+            if why is not None:
+                skipped.append(f"c{gen}/{name}: a segment {why}")
                 break
-            files[name] = why
+            files[name] = b"".join(p for p in parts if isinstance(p, bytes))
         else:
             if rundir.JOURNAL_NAME not in files or rundir.CONFIG_NAME not in files:
                 skipped.append(f"c{gen}: no journal or config")
@@ -252,9 +321,9 @@ def _blob(fs: Any, path: str, entry: dict[str, Any]) -> bytes | str:
     try:
         data = read_capped(fs, path, int(entry["size"]))
     except FileNotFoundError:
-        return "missing"
+        return "is missing"
     except TooLarge:
-        return "larger than its index says"
+        return "is larger than its index says"
     if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
         return "does not match its index's sha256"
     return data

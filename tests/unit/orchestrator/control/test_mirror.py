@@ -3,12 +3,21 @@ whole and only when it verifies; what a store writer plants is passed over, neve
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from orchestrator.control.mirror import MirrorError, StateMirror, controllers, mirrored_bytes, read_mirror
+from orchestrator.control.mirror import (
+    MAX_SEGMENTS,
+    MirrorError,
+    StateMirror,
+    controllers,
+    mirrored_bytes,
+    read_mirror,
+    segments_for,
+)
 
 pytestmark = pytest.mark.unit
 KEY = b"s" * 32
@@ -45,8 +54,9 @@ def test_what_changed_is_mirrored_and_read_back_and_secrets_never_are(tmp_path: 
     assert set(got.files) == {"journal.jsonl", "config.json"}
     stored = b"".join(p.read_bytes() for p in (tmp_path / "ctl").rglob("*") if p.is_file())
     assert b"x" * 32 not in stored and b"token" not in stored
-    # The journal's superseded copy is gone.
-    assert len(list((tmp_path / "ctl/run-1/state/c1/blobs").iterdir())) == 2
+    # The journal went as two segments, the second only what was appended.
+    blobs = sorted(p.read_bytes() for p in (tmp_path / "ctl/run-1/state/c1/blobs").iterdir())
+    assert blobs == [b'{"job": 1}', b'{"type": "run_started"}\n', b'{"type": "transition"}\n']
 
 
 def test_the_newest_controllers_mirror_that_verifies_wins(tmp_path: Path) -> None:
@@ -73,7 +83,7 @@ def test_an_altered_mirror_is_never_used(tmp_path: Path, tamper: str) -> None:
     base = tmp_path / "ctl/run-1/state/c1"
     index = json.loads((base / "index.json").read_text())
     if tamper == "blob":
-        sha = index["files"]["journal.jsonl"]["sha256"]
+        sha = index["files"]["journal.jsonl"]["segments"][0]["sha256"]
         (base / "blobs" / sha).write_text('{"type": "forged"}\n')
     elif tamper == "index":
         index["seq"] = 99
@@ -92,3 +102,29 @@ def test_no_mirror_at_all_says_so(tmp_path: Path) -> None:
     with pytest.raises(MirrorError, match="holds no mirror of the run"):
         read_mirror(fs, root, KEY, "run-1")
     assert mirrored_bytes("config.json", b"{") == b"{"
+
+
+def test_an_appended_file_goes_by_segments_and_each_byte_a_bounded_number_of_times() -> None:
+    data, segs, uploaded = b"", (), 0
+    for i in range(400):
+        data += b"line %d\n" % i
+        grew = bool(segs)
+        new = segments_for(segs, data, grew)
+        uploaded += sum(g.end - g.start for g in new if g not in segs)
+        assert new[0].start == 0 and new[-1].end == len(data)
+        assert all(a.end == b.start for a, b in itertools.pairwise(new))
+        assert len(new) <= MAX_SEGMENTS
+        segs = new
+    assert uploaded < 4 * len(data)
+    # Rewritten rather than appended to: the whole file again, as one.
+    assert segments_for(segs, b"other\n", False) == segments_for((), b"other\n", False)
+
+
+def test_a_rewritten_journal_is_mirrored_whole_again(tmp_path: Path) -> None:
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    m = StateMirror(fs, root, KEY, "run-1", 1, str(run))
+    m.flush()
+    (run / "journal.jsonl").write_text('{"type": "other"}\n{"type": "x"}\n')
+    m.flush()
+    assert read_mirror(fs, root, KEY, "run-1").files["journal.jsonl"] == b'{"type": "other"}\n{"type": "x"}\n'
