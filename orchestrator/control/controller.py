@@ -134,6 +134,8 @@ class Controller:
         self.control = ControlChannel(
             control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options, on_invalid=self._on_control_invalid
         )
+        if self.state is not None:
+            self.control.before_write = self.state.guard
         self.candidates = cfg.candidate_regions()
         self.proxies = start_proxies(cfg)
         self.stores = {

@@ -4,7 +4,8 @@ of the run's state that lets one take over when this one's machine is lost.
 
 Every act of the controller passes ``guard()`` first: a journal line (``Controller.emit``),
 a cluster launched, a runtime started, a node replaced or dropped, a cluster torn down
-(``GuardedProvider``), a mirror written. A controller whose lease was taken (it was
+(``GuardedProvider``), a word on the control channel (``ControlChannel.before_write``), a
+mirror written. A controller whose lease was taken (it was
 frozen, or cut off, while another took the run over) stands down there: one journal line
 on its own machine, one line on stderr, and it exits at once, with no teardown, no
 cleanup and no result (exit EXIT_STOOD_DOWN, which its supervisor does not restart).

@@ -71,12 +71,15 @@ class ControlChannel:
         # several times the read itself, at every look of the controller's watch.
         self.local = is_local(self.fs)
         self.on_invalid = on_invalid or (lambda invalid: None)
+        # Called before each write: a controller's lease guard (orchestrator/control/controlstate.py).
+        self.before_write: Callable[[], None] = lambda: None
         self._reported: set[tuple[str, str]] = set()
 
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
     def _put(self, path: str, obj: dict[str, Any], durable: bool = True) -> None:
+        self.before_write()
         write_bytes(self.fs, path, json.dumps(obj, default=str).encode(), durable=durable)
 
     def _exists(self, path: str) -> bool:

@@ -68,29 +68,25 @@ def _lease_line(events: list[dict]) -> list[tuple[int, int | None]]:
 
 
 def test_the_controllers_host_lost_then_its_region_a_new_machine_takes_the_run_over_exactly(
-    tmp_path, cloud_stores, long_baseline
+    tmp_path, cloud_stores, baseline
 ):
     """controller_host_loss with the control store on the test S3 server: the controller is
     killed and the run's folder deleted; the region is then lost while no controller runs;
     action=resume on a new machine (an empty home), given the control store and the key,
     rebuilds the run from the mirror, fails over, and ends with the uninterrupted weights.
-    The journal shows both controllers' generations and the takeover."""
+    The journal shows both controllers' generations and the takeover. (The checkpoints are
+    on storage both machines reach, a folder outside either home.)"""
     before = ray_pids()
     home_a, home_b = tmp_path / "machine-a", tmp_path / "machine-b"
     store = ["cloud.control_store=s3://orch-b/control", "+cloud.control_options.endpoint_url=${oc.env:ORCH_LOCAL_S3_B}"]
-    args = (
-        "job=digits",
-        "run_id=hostloss",
-        "cloud=local_cloudstores",
-        "job.steps=2000",
-        f"recovery.controller_lease_s={LEASE_S}",
-    )
+    shared = [f"cloud.regions.{r}.store=file://{tmp_path}/shared/{r}" for r in ("local-a", "local-b", "local-c")]
+    args = ("job=digits", "run_id=hostloss", *shared, f"recovery.controller_lease_s={LEASE_S}")
     lost = _run(
-        home_a, *args, *store, "chaos.faults=[{kind:controller_host_loss,at_step:300}]", env=cloud_stores["env"]
+        home_a, *args, *store, "chaos.faults=[{kind:controller_host_loss,at_step:100}]", env=cloud_stores["env"]
     )
     assert lost.returncode == -9, lost.stderr[-2000:]
     assert not lost.run_dir.exists(), "the run's folder outlived its host"
-    # No controller runs: the region goes too.
+    # No controller runs: the region goes too, while it still trains.
     assert _kill_cluster("hostloss-local-a-g1") > 0
     # A second machine, too soon: the dead controller's lease still holds.
     early = _run(home_b, "action=resume", "run_id=hostloss", *store, env=cloud_stores["env"])
@@ -101,17 +97,15 @@ def test_the_controllers_host_lost_then_its_region_a_new_machine_takes_the_run_o
         taken = _run(home_b, "action=resume", "run_id=hostloss", *store, env=cloud_stores["env"], timeout=600)
     else:
         taken = early  # the machine was slow enough for the lease to lapse
-    r = taken.result
-    assert taken.returncode == 0 and r is not None, taken.stderr[-3000:]
-    assert r["status"] == "SUCCEEDED" and r["weights_sha256"] == long_baseline.result["weights_sha256"]
+    r = survived(taken, baseline)
     assert r["region"] != "local-a" and r["attempts"] == 2, r
+    assert r["incidents"][0]["restored_step"] >= 100, r["incidents"]
     assert "taken over from s3://orch-b/control (controller 1's mirror" in taken.stderr
     journal = taken.journal()
     assert _lease_line(journal) == [(1, None), (2, 1)]
     (restored,) = [e for e in journal if e["type"] == "mirror_restored"]
     assert restored["controller"] == 1 and "journal.jsonl" in restored["files"]
-    kinds = [e["kind"] for e in journal if e["type"] == "fault_injected"]
-    assert kinds == ["controller_host_loss"]
+    assert [e["kind"] for e in journal if e["type"] == "fault_injected"] == ["controller_host_loss"]
     # The mirror holds nothing of the run's secret, nor of the key it comes from.
     with scoped_env(cloud_stores["env"]):
         from recovery.storage import open_fs
@@ -119,7 +113,7 @@ def test_the_controllers_host_lost_then_its_region_a_new_machine_takes_the_run_o
         fs, _ = open_fs("s3://orch-b", {"endpoint_url": cloud_stores["servers"]["local-b"].endpoint})
         blobs = b"".join(fs.cat_file(p) for p in fs.find("orch-b/control/hostloss/state"))
     secret = (taken.run_dir / "run.secret").read_bytes()
-    assert secret not in blobs and secret.hex().encode() not in blobs
+    assert blobs and secret not in blobs and secret.hex().encode() not in blobs
     assert KEY["ORCHESTRATOR_CONTROL_KEY"].encode() not in blobs
     assert not wait_no_new_ray(before)
 
