@@ -7,10 +7,12 @@ the lease holds (``expires_at``). Authenticated with the run's state key
 (recovery/signing.py, ``derive_state_key``): a lease that does not verify is nobody's.
 
 - **Taking** (a new controller, ``action=resume``): refused while another controller's
-  lease holds; otherwise written with the next generation and read back after a short
-  settle. Object stores have no portable compare-and-swap, so two controllers taking the
-  same lapsed lease at the same instant are told apart by the read back: the last write
-  wins, and the other is refused.
+  lease holds; otherwise the next generation N is claimed by a conditional write of
+  ``claims/c<N>`` (create only if absent: ``O_EXCL`` on a folder, ``If-None-Match: *`` on
+  S3, ``ifGenerationMatch=0`` on GCS), so of two controllers taking the same lapsed lease
+  at the same instant exactly one gets N; the lease is then written and read back after a
+  short settle (on a store without conditional writes, that read back alone tells the
+  two apart: the last write wins).
 - **Holding**: renewed every heartbeat interval. The holder trusts its lease only until
   ``ttl_s - margin`` after the read that confirmed it (a monotonic clock, so a process
   stopped for a while, SIGSTOP, a suspended VM, knows it was), and before any act (a
@@ -36,9 +38,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from recovery.fsio import TooLarge, read_capped, write_bytes
+from recovery.fsio import TooLarge, is_local, read_capped, write_bytes
 
 LEASE_NAME = "lease.json"
+CLAIMS = "claims"
 MAX_BYTES = 4096
 _FIELDS = {"run_id": str, "controller": int, "token": str, "host": str, "pid": int, "renewed_at": float}
 
@@ -61,6 +64,21 @@ class LeaseRecord:
     @property
     def holder(self) -> str:
         return f"controller {self.controller} on {self.host} (pid {self.pid})"
+
+
+def create_exclusive(fs: Any, path: str, data: bytes) -> None:
+    """Write ``data`` at ``path`` only if nothing is there (FileExistsError otherwise), by
+    the store's own condition: ``O_EXCL`` on a local folder, fsspec's ``mode="create"``
+    elsewhere (S3's If-None-Match, GCS's ifGenerationMatch)."""
+    if is_local(fs):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return
+    fs.pipe_file(path, data, mode="create")
 
 
 def margin_of(ttl_s: float) -> float:
@@ -172,11 +190,14 @@ class ControllerLease:
         why = refusal(current, self.clock(), self.token)
         if why is not None:
             raise LeaseHeld(why)
+        controller = next_controller(current, max(floor, self.claimed()))
+        if not self.claim(controller):
+            raise LeaseHeld(f"another controller claimed the run as controller {controller} at the same instant")
         start = self.mono()
         now = self.clock()
         rec = LeaseRecord(
             run_id=self.run_id,
-            controller=next_controller(current, floor),
+            controller=controller,
             token=self.token,
             host=socket.gethostname()[:100],
             pid=os.getpid(),
@@ -191,6 +212,33 @@ class ControllerLease:
         self.previous, self.record = current, rec
         self.confirmed_until = start + self.ttl_s - self.margin
         return rec
+
+    def claimed(self) -> int:
+        """The highest controller generation ever claimed for the run (0: none)."""
+        folder = f"{self.path.rsplit('/', 1)[0]}/{CLAIMS}"
+        self.fs.invalidate_cache(folder)
+        try:
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
+        except FileNotFoundError:
+            return 0
+        return max((int(n[1:]) for n in names if n[:1] == "c" and n[1:].isdigit() and len(n) < 12), default=0)
+
+    def claim(self, controller: int) -> bool:
+        """Create ``claims/c<controller>`` only if no one has: True when this one did."""
+        path = f"{self.path.rsplit('/', 1)[0]}/{CLAIMS}/c{controller}"
+        body = json.dumps({"token": self.token, "host": socket.gethostname()[:100], "pid": os.getpid()}).encode()
+        try:
+            create_exclusive(self.fs, path, body)
+        except FileExistsError:
+            return False
+        except Exception:
+            # A store that refused the condition says so its own way (S3: 412 Precondition
+            # Failed); one that failed otherwise has no claim there.
+            self.fs.invalidate_cache(path)
+            if self.fs.exists(path):
+                return False
+            raise
+        return True
 
     # --- holding ----------------------------------------------------------------
     def renew(self) -> str | None:

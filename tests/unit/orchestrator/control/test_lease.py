@@ -154,3 +154,24 @@ def test_a_store_out_of_reach_for_a_whole_lease_is_a_stand_down_to_restart(tmp_p
     holder.fs.cat_file = unreachable  # type: ignore[method-assign]
     why, restart = holder.check()  # type: ignore[misc]
     assert restart and "did not answer for 10 s (ConnectionError)" in why
+
+
+def test_a_generation_is_claimed_by_one_controller_only(tmp_path: Path) -> None:
+    clocks = Clocks()
+    a, b = _lease(tmp_path, clocks), _lease(tmp_path, clocks)
+    assert a.claim(1) and not b.claim(1)
+    assert b.claimed() == 1
+    # a died between its claim and its lease: the next taker goes above the claim.
+    assert b.take().controller == 2
+    assert sorted(p.name for p in (tmp_path / "ctl/run-1/claims").iterdir()) == ["c1", "c2"]
+
+
+def test_two_takers_that_both_saw_the_lease_lapse_do_not_both_take_it(tmp_path: Path) -> None:
+    clocks = Clocks()
+    a, b = _lease(tmp_path, clocks), _lease(tmp_path, clocks)
+    # b read the (absent) lease and counted the claims before a claimed: it computes 1 too.
+    b.claimed = lambda: 0  # type: ignore[method-assign]
+    a.take()
+    b.read = lambda: None  # type: ignore[method-assign]
+    with pytest.raises(LeaseHeld, match="claimed the run as controller 1 at the same instant"):
+        b.take()
