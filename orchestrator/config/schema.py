@@ -276,6 +276,18 @@ class DataConfig:
 
 
 @dataclass
+class TrialConfig:
+    """hpo.trial: what each trial of a search trains on."""
+
+    # 1: the trial trains in its Tune trial's process (a world of one, hpo.cpus_per_trial
+    # CPUs). More: each trial is a Ray Train run of this many DDP workers, each with the
+    # CPUs and GPUs below, as a run's workers are (the batch splits across them).
+    workers: int = 1
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+
+
+@dataclass
 class HpoConfig:
     # A Ray Tune search over the job instead of one training run.
     enabled: bool = False
@@ -285,6 +297,7 @@ class HpoConfig:
     num_samples: int = 6
     max_concurrent: int = 2
     cpus_per_trial: float = 1.0
+    trial: TrialConfig = field(default_factory=TrialConfig)
     scheduler: Scheduler = Scheduler.asha
     # random: trials drawn up front from job.seed (grid keys too); optuna: Optuna's TPE
     # proposes each trial from the results so far (pip install '.[search]').

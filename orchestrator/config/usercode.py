@@ -100,15 +100,16 @@ def _check_class(cfg: Config, cls: type) -> None:
             f"ray_data needs the workload's train_arrays() (features, labels); {job.workload} has none: "
             "use data.loader=sharded",
         )
-    split = cfg.trainer.workers * cfg.trainer.grad_accum_steps
-    if cfg.hpo.enabled:
-        split = cfg.trainer.grad_accum_steps  # a trial trains in one process
+    # A search's trial trains in a world of its own (hpo.trial.workers; one process by default).
+    workers, named = (
+        (cfg.hpo.trial.workers, "hpo.trial.workers") if cfg.hpo.enabled else (cfg.trainer.workers, "trainer.workers")
+    )
+    split = workers * cfg.trainer.grad_accum_steps
     if mode == DATASET_MODE and job.batch_size % split:
         raise ConfigError(
             "job.batch_size",
-            f"got {job.batch_size}; a dataset() workload splits the global batch across trainer.workers "
-            f"({1 if cfg.hpo.enabled else cfg.trainer.workers}) x trainer.grad_accum_steps "
-            f"({cfg.trainer.grad_accum_steps}): use a multiple of {split}",
+            f"got {job.batch_size}; a dataset() workload splits the global batch across {named} "
+            f"({workers}) x trainer.grad_accum_steps ({cfg.trainer.grad_accum_steps}): use a multiple of {split}",
         )
     if cfg.trainer.strategy == "fsdp" and callable(getattr(cls, "shard_units", None)):
         _check_shard_units(cls, dict(job.params))

@@ -14,6 +14,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from orchestrator.config.checks import MIN_CPUS, at_least, positive_int, seconds
+from orchestrator.config.derived import region_workers
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
 from orchestrator.hpo.pbt import mutable_keys
@@ -65,14 +66,19 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
     at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
     seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
     if cfg.data.loader != "sharded":
-        raise ConfigError("data.loader", "a search trains each trial in-process: only data.loader=sharded applies")
-    for name in cfg.candidate_regions():
-        have = cfg.cloud.regions[name].num_cpus
-        if hpo.cpus_per_trial > have:
-            raise ConfigError(
-                "hpo.cpus_per_trial",
-                f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
-            )
+        raise ConfigError(
+            "data.loader", "a search's trials read their data themselves: only data.loader=sharded applies"
+        )
+    if hpo.trial.workers > 1:
+        _check_trial_workers(cfg)
+    else:
+        for name in cfg.candidate_regions():
+            have = cfg.cloud.regions[name].num_cpus
+            if hpo.cpus_per_trial > have:
+                raise ConfigError(
+                    "hpo.cpus_per_trial",
+                    f"got {hpo.cpus_per_trial:g}; region {name!r} has {have} CPUs, so no trial could start",
+                )
     # Paths from here on: the saved config, the runtime and the records see them flat.
     hpo.search_space = flatten_space(hpo.search_space)
     validate_search_space(hpo.search_space)
@@ -88,6 +94,36 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
             f"the search would run {n} trials (num_samples times every grid combination); at most {MAX_TRIALS}",
         )
     each_trial(cfg, check_training)
+
+
+def _check_trial_workers(cfg: Config) -> None:
+    """hpo.trial.*: a trial's Ray Train workers, which every candidate region must fit."""
+    trial = cfg.hpo.trial
+    positive_int("hpo.trial.workers", trial.workers)
+    at_least("hpo.trial.cpus_per_worker", trial.cpus_per_worker, MIN_CPUS, "CPUs")
+    if not trial.gpus_per_worker >= 0:
+        raise ConfigError("hpo.trial.gpus_per_worker", f"got {show(trial.gpus_per_worker)}; expected a number >= 0")
+    world = trial_trainer(cfg)
+    for name in cfg.candidate_regions():
+        fits = region_workers(cfg.cloud.regions[name], world)
+        if fits < trial.workers:
+            raise ConfigError(
+                "hpo.trial.workers",
+                f"got {trial.workers}; region {name!r} fits {fits} worker(s) of {trial.cpus_per_worker:g} CPUs "
+                f"and {trial.gpus_per_worker:g} GPUs, so no trial could start; lower hpo.trial.workers or "
+                "hpo.trial.cpus_per_worker",
+            )
+
+
+def trial_trainer(cfg: Config) -> Any:
+    """The run's trainer.* as a trial's world has it: hpo.trial's workers, fixed (a world
+    of one unless hpo.trial.workers says more), with their CPUs and GPUs."""
+    trainer = copy.copy(cfg.trainer)
+    trial = cfg.hpo.trial
+    trainer.workers, trainer.min_workers = trial.workers, 0
+    if trial.workers > 1:
+        trainer.cpus_per_worker, trainer.gpus_per_worker = trial.cpus_per_worker, trial.gpus_per_worker
+    return trainer
 
 
 def check_trial_key(key: str) -> None:
@@ -182,16 +218,21 @@ def each_trial(cfg: Config, check: Callable[[Config], None]) -> None:
             check(with_values(cfg, values))
         except ConfigError as exc:
             key = blamed(exc.key, values, lambda without: _passes(check, with_values(cfg, without)))
+            if key is None:
+                # No search key's doing: the run's own values refused in a trial's world.
+                world = f" (a trial's world: hpo.trial.workers={cfg.hpo.trial.workers})"
+                raise ConfigError(exc.key, f"{str(exc).split(': ', 1)[1]}{world}") from None
             raise ConfigError(
                 where(key),
                 f"can draw {show(values[key])} ({label}), which {exc.key} refuses: {str(exc).split(': ', 1)[1]}",
             ) from None
 
 
-def blamed(refused: str, values: dict[str, Any], passes: Callable[[dict[str, Any]], bool]) -> str:
+def blamed(refused: str, values: dict[str, Any], passes: Callable[[dict[str, Any]], bool]) -> str | None:
     """The search key to name for a refusal of ``refused`` (a config path): the key at that
     path; else the first whose value, left at the run's, lets the trial pass (a batch size
-    that a searched grad_accum_steps cannot split names grad_accum_steps)."""
+    that a searched grad_accum_steps cannot split names grad_accum_steps); None when the
+    trial with none of its values fails too (the run's own values are refused)."""
     paths = {config_path(k): k for k in values}
     for path, key in sorted(paths.items(), key=lambda kv: -len(kv[0])):
         if refused == path or refused.startswith(f"{path}.") or path.startswith(f"{refused}."):
@@ -199,7 +240,7 @@ def blamed(refused: str, values: dict[str, Any], passes: Callable[[dict[str, Any
     for key in values:
         if passes({k: v for k, v in values.items() if k != key}):
             return key
-    return next(iter(values))
+    return None if not passes({}) else next(iter(values))
 
 
 def _passes(check: Callable[[Config], None], trial: Config) -> bool:
@@ -214,7 +255,7 @@ def with_values(cfg: Config, values: dict[str, Any]) -> Config:
     """A copy of ``cfg`` (job, trainer and data copied; the rest shared) with each search
     key's value at its path; a value of the wrong type for its field is a ConfigError."""
     trial = copy.copy(cfg)
-    trial.job, trial.trainer, trial.data = copy.copy(cfg.job), copy.copy(cfg.trainer), copy.copy(cfg.data)
+    trial.job, trial.trainer, trial.data = copy.copy(cfg.job), trial_trainer(cfg), copy.copy(cfg.data)
     params = {k: v for k, v in values.items() if config_path(k).startswith("job.params.")}
     if params:
         # As the trial's loop sets them (apply_values copies what it changes).

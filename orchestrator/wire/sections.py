@@ -247,6 +247,16 @@ class DataSection(Section):
 
 
 @dataclass(frozen=True)
+class TrialSection(Section):
+    """hpo.trial: each trial's Ray Train workers (1: the trial trains in its own process)."""
+
+    KEY = "hpo.trial"
+    workers: Count = 1
+    cpus_per_worker: Positive = 1.0
+    gpus_per_worker: NonNegative = 0.0
+
+
+@dataclass(frozen=True)
 class HpoSection(Section):
     """hpo.* plus recovery.resume_errored / restart_errored (what happens to errored trials)."""
 
@@ -257,6 +267,7 @@ class HpoSection(Section):
     num_samples: Count = 6
     max_concurrent: Count = 2
     cpus_per_trial: Positive = 1.0
+    trial: TrialSection = field(default_factory=TrialSection)
     scheduler: Annotated[str, OneOf(HPO_SCHEDULERS)] = "asha"
     search_alg: Annotated[str, OneOf(HPO_SEARCH_ALGS)] = "random"
     perturbation_interval: Count = 2

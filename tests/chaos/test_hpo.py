@@ -1,7 +1,8 @@
 """A Ray Tune search with ASHA over a user's workload class (outside the repository, its keys
-named by config path) that loses its region mid-way: it finishes in the next one, every trial
-from its own checkpoint and with exactly the weights of the same trial trained in one go, the
-best trial in result.json. (job=digits_hpo itself runs in tests/integration/test_readme.py.)"""
+named by config path, each trial a Ray Train run of two DDP workers) that loses its region
+mid-way: it finishes in the next one, every trial from its own checkpoint and with exactly
+the weights of the same trial trained in one go, the best trial in result.json.
+(job=digits_hpo itself runs in tests/integration/test_readme.py.)"""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def _newest_checkpoints(archive: bytes) -> dict[str, int]:
 # --- a user's workload class, searched by config path -------------------------------------------------
 
 USER_MAX_T, USER_RUNGS = 4, {1, 2}  # grace period 1, reduction factor 2 (digits_hpo's)
+TRIAL_WORKERS = 2  # each trial a Ray Train run of two DDP workers
 USER_SEARCH = (
     "job=digits_hpo",
     "job.workload=tinywork:Tiny",
@@ -55,6 +57,7 @@ USER_SEARCH = (
     "hpo.steps_per_iteration=10",
     "hpo.snapshot_interval_s=0",
     "trainer.grad_accum_steps=2",
+    f"hpo.trial.workers={TRIAL_WORKERS}",
 )
 
 
@@ -66,18 +69,35 @@ def _search_json(archive: bytes) -> dict:
         return json.loads(member.read())
 
 
-def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values: dict) -> str:
-    """The trial's weights at ``iteration`` when trained in one go (no restore), in this process."""
-    from orchestrator.runtime.search.trial import TrialLoop, trial_inputs
-    from orchestrator.runtime.weights import weights_sha256
+def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values: dict, out: Path) -> str:
+    """The trial's weights at ``iteration`` when trained in one go (no restore): its two DDP
+    ranks in forked processes here, as its Ray Train workers train it."""
+    from orchestrator.runtime.search.trial import trial_inputs
     from orchestrator.wire.spec import RuntimeSpec
+    from providers.local.provider import free_port
+    from tests.support.runs import run_forked_ranks
 
     spec = RuntimeSpec.load(str(spec_path))
-    assert spec.hpo is not None
-    hpo = dataclasses.replace(spec.hpo, max_t=iteration)
-    loop = TrialLoop(trial_inputs(spec, hpo, []), trial_index, values)
+    assert spec.hpo is not None and spec.hpo.trial.workers == TRIAL_WORKERS
+    runtime = trial_inputs(spec, dataclasses.replace(spec.hpo, max_t=iteration), [])
+    port = free_port()
+    args = [(runtime, trial_index, values, rank, port, out) for rank in range(TRIAL_WORKERS)]
+    assert run_forked_ranks(_trial_rank, args, deadline_s=120) == [0] * TRIAL_WORKERS
+    return out.read_text()
+
+
+def _trial_rank(runtime: dict, index: int, values: dict, rank: int, port: int, out: Path) -> None:
+    import torch.distributed as dist
+
+    from orchestrator.runtime.search.trial import TrialLoop
+    from orchestrator.runtime.weights import weights_sha256
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=TRIAL_WORKERS)
+    loop = TrialLoop(runtime, index, values, rank, TRIAL_WORKERS)
     loop.run(0, lambda *_: None)
-    return weights_sha256(loop.model.state_dict())
+    if rank == 0:
+        out.write_text(weights_sha256(loop.model.state_dict()))
+    dist.destroy_process_group()
 
 
 def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_with_its_uninterrupted_weights(
@@ -162,7 +182,8 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     spec = run.run_dir / "attempts" / "g1" / "spec.json"
     for t in trials:
         index = int(t["trial_id"].split("_")[1])
-        assert t["weights_sha256"] == _uninterrupted_sha(spec, index, t["iteration"], t["config"]), t
+        want = _uninterrupted_sha(spec, index, t["iteration"], t["config"], tmp_path / f"{t['trial_id']}.sha")
+        assert t["weights_sha256"] == want, t
     # Optuna's log, replayed here in a fresh searcher from the final snapshot, proposes every
     # trial's values again: the searcher the second attempt rebuilt went on as the lost one
     # would have, given the same results in the same order.

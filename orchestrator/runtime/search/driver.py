@@ -29,6 +29,7 @@ from orchestrator.hpo.pbt import Exploit
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+from orchestrator.runtime.search.groups import TrialGroups
 from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers, reported_metrics
 from orchestrator.runtime.search.section import search_of
 from orchestrator.runtime.search.snapshot import ARCHIVE, ResumePlan, SearchSnapshot, pack
@@ -58,11 +59,17 @@ class SearchCallback(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         current_driver().changed(trials)
+        current_driver().sweep(trials)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         current_driver().changed(trials)
+        current_driver().sweep(trials)
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        current_driver().sweep(trials, also=trial_id_of(trial))
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        current_driver().sweep(trials)
         current_driver().maybe_snapshot(trials)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
@@ -125,6 +132,7 @@ class SearchDriver:
         self.last_report = 0.0
         self.step = restored_step
         self.snapshots = 0
+        self.groups = TrialGroups()
 
     @property
     def last_checkpoint(self) -> str | None:
@@ -138,6 +146,7 @@ class SearchDriver:
     def result(self, trial: Any, result: dict) -> None:
         """Each iteration of a trial, journaled (``trial_result``): the search's curves in
         action=report and TensorBoard (one run per trial)."""
+        self.groups.note(trial_id_of(trial), result)
         metrics, iteration = reported_metrics(result), result.get("iteration")
         if metrics and isinstance(iteration, int):
             self.control.event(
@@ -195,6 +204,13 @@ class SearchDriver:
                 time.sleep(REGION_FAULT_LANDS_S)
 
     # --- snapshots ------------------------------------------------------------------------
+    def sweep(self, trials: list[Any], also: str | None = None) -> None:
+        """Free the placement groups of multi-worker trials that stopped running (``also``:
+        one that is being restarted after an error)."""
+        if self.groups.groups:
+            running = {trial_id_of(t) for t in trials if t.status == "RUNNING"} - {also}
+            self.groups.sweep(running)
+
     def maybe_snapshot(self, trials: list[Any]) -> None:
         if snapshot_due(self.dirty, time.monotonic() - self.last_snapshot_t, self.hpo.snapshot_interval_s):
             self.snapshot(trials)

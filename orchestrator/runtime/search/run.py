@@ -23,6 +23,7 @@ from orchestrator.runtime.search.scheduler import StablePBT, make_scheduler
 from orchestrator.runtime.search.searcher import ProposingSearcher
 from orchestrator.runtime.search.section import rung_list, search_of
 from orchestrator.runtime.search.snapshot import Expected, SnapshotError, resume_plan, rungs_from
+from orchestrator.runtime.search.train_trial import train_trial
 from orchestrator.runtime.search.trial import INDEX, trial_func, trial_inputs
 from orchestrator.runtime.telemetry import summary
 from orchestrator.wire.control import ControlChannel
@@ -150,6 +151,20 @@ def pbt_of(spec: RuntimeSpec, driver: SearchDriver) -> StablePBT:
     return StablePBT(driver.hpo, spec.job.seed, driver.configs, report_exploit, started)
 
 
+def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None) -> int:
+    """Trials at once: hpo.max_concurrent, and for multi-worker trials no more than the
+    cluster's CPUs hold (their Tune trials take none, so Tune would start them all, and
+    each Ray Train run would wait for workers that others hold)."""
+    if hpo.trial.workers <= 1:
+        return hpo.max_concurrent
+    if cluster_cpus is None:
+        import ray
+
+        cluster_cpus = float(ray.cluster_resources().get("CPU", 0))
+    fits = int(cluster_cpus // (hpo.trial.workers * hpo.trial.cpus_per_worker))
+    return max(1, min(hpo.max_concurrent, fits))
+
+
 def trials_left(driver: SearchDriver) -> int:
     """Trials this attempt runs: the plan's, and those the searcher has yet to propose."""
     unproposed = 0 if driver.proposer is None else driver.proposer.num_samples - driver.proposer.asked
@@ -168,11 +183,12 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
         space = {}
         searcher = ProposingSearcher(driver.proposer, driver.configs, driver.plan.run, hpo.metric, hpo.mode)
         samples = trials_left(driver)
+    # A multi-worker trial's CPUs are its Ray Train workers': its Tune trial takes none
+    # (Tune needs a resource of some kind: one byte of memory).
+    func = train_trial if hpo.trial.workers > 1 else trial_func
     trainable = tune.with_resources(
-        tune.with_parameters(
-            trial_func, runtime=trial_inputs(spec, hpo, driver.configs), resume=driver.plan.checkpoints
-        ),
-        {"cpu": hpo.cpus_per_trial},
+        tune.with_parameters(func, runtime=trial_inputs(spec, hpo, driver.configs), resume=driver.plan.checkpoints),
+        {"cpu": 0, "memory": 1} if hpo.trial.workers > 1 else {"cpu": hpo.cpus_per_trial},
     )
     return tune.Tuner(
         trainable,
@@ -182,7 +198,7 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
             mode=hpo.mode,
             num_samples=samples,
             search_alg=searcher,
-            max_concurrent_trials=hpo.max_concurrent,
+            max_concurrent_trials=concurrent_trials(hpo),
             scheduler=make_scheduler(hpo, driver.rungs, lambda: pbt_of(spec, driver)),
         ),
         run_config=tune.RunConfig(

@@ -38,6 +38,8 @@ FORMAT = "orchestrator.search/1"
 ARCHIVE = "experiment.tar"
 STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
+# A multi-worker trial's (hpo.trial.workers > 1) checkpoint also holds each rank's RNG states.
+RNG_FILE = re.compile(r"rng-(\d{1,4})\.pt")
 STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher", "pbt"})
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
 # A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
@@ -48,7 +50,9 @@ MAX_STATE_BYTES = 16 << 20
 MAX_FILE_BYTES = 4 << 30
 MAX_ERROR = 2000
 _TRIAL = re.compile(r"trial_(\d{5})")
-_MEMBER = re.compile(r"trials/(trial_\d{5})/(" + "|".join(re.escape(f) for f in CHECKPOINT_FILES) + ")")
+_MEMBER = re.compile(
+    r"trials/(trial_\d{5})/(" + "|".join([*(re.escape(f) for f in CHECKPOINT_FILES), RNG_FILE.pattern]) + ")"
+)
 _SHA = re.compile(r"[0-9a-f]{64}")
 RECORD_KEYS = frozenset(TrialRecord("x", TERMINATED).to_json())
 
@@ -92,6 +96,12 @@ class Expected:
         return all(in_space(*parse_distribution(k, space[k]), v) for k, v in config.items())
 
 
+def checkpoint_names(parts: dict[str, bytes]) -> list[str]:
+    """A trial checkpoint's files: CHECKPOINT_FILES, then its ranks' RNG files by rank."""
+    rngs = sorted((n for n in parts if RNG_FILE.fullmatch(n)), key=lambda n: int(n[4:-3]))
+    return [*CHECKPOINT_FILES, *rngs]
+
+
 def pack(snapshot: SearchSnapshot) -> bytes:
     state: dict[str, Any] = {
         "format": FORMAT,
@@ -104,7 +114,7 @@ def pack(snapshot: SearchSnapshot) -> bytes:
         state["pbt"] = [e.to_json() for e in snapshot.exploits]
     files = {STATE: json.dumps(state, sort_keys=True).encode()}
     for trial_id, parts in sorted(snapshot.checkpoints.items()):
-        for name in CHECKPOINT_FILES:
+        for name in checkpoint_names(parts):
             files[f"trials/{trial_id}/{name}"] = parts[name]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -228,9 +238,12 @@ def _checkpoints(members: dict[str, bytes], trials: dict[str, TrialRecord]) -> d
         record = trials.get(trial_id)
         if record is None or record.checkpoint_iteration is None:
             raise SnapshotError(f"experiment.tar has a checkpoint for {trial_id}, which its records say has none")
-        if set(parts) != set(CHECKPOINT_FILES):
+        if not set(CHECKPOINT_FILES) <= set(parts):
             wanted = ", ".join(CHECKPOINT_FILES)
             raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} lacks some of {wanted}")
+        ranks = sorted(int(m.group(1)) for n in parts if (m := RNG_FILE.fullmatch(n)))
+        if ranks and ranks != list(range(len(ranks))):
+            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} has RNG states of ranks {ranks[:8]}")
     for record in trials.values():
         if record.status != TERMINATED and record.checkpoint_iteration is not None and record.trial_id not in out:
             raise SnapshotError(f"{STATE} says {record.trial_id} has a checkpoint, and experiment.tar has none")

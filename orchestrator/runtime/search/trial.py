@@ -21,8 +21,8 @@ import torch
 from orchestrator.hpo import trial_key
 from orchestrator.hpo.space import apply_values, config_path
 from orchestrator.runtime.dataflow import WorkerData
-from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS, METRICS_KEY
-from orchestrator.runtime.train_loop import rng_state, set_rng_state
+from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS, METRICS_KEY, RNG_FILE
+from orchestrator.runtime.train_loop import rng_state, set_rng_state, to_device
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
@@ -41,14 +41,17 @@ def trial_id_of(trial: Any) -> str:
 
 
 def load_tensors(data: bytes) -> Any:
-    """A checkpoint file of a trial: tensors and plain data only, never a pickle."""
-    return torch.load(io.BytesIO(data), weights_only=True)
+    """A checkpoint file of a trial: tensors and plain data only, never a pickle (on the
+    CPU: a GPU trial's state goes to its device as it is loaded into the model)."""
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
 def read_trial_checkpoint(path: str) -> dict[str, bytes]:
-    """A trial's checkpoint folder as Tune keeps it: each of CHECKPOINT_FILES, by name."""
+    """A trial's checkpoint folder as Tune keeps it: each of CHECKPOINT_FILES, and each
+    rank's RNG file of a multi-worker trial, by name."""
+    names = [*CHECKPOINT_FILES, *(n for n in sorted(os.listdir(path)) if RNG_FILE.fullmatch(n))]
     parts = {}
-    for name in CHECKPOINT_FILES:
+    for name in names:
         with open(os.path.join(path, name), "rb") as fh:
             parts[name] = fh.read()
     return parts
@@ -65,6 +68,8 @@ def trial_inputs(spec: RuntimeSpec, hpo: HpoSection, configs: list[dict[str, Any
         "control_url": spec.control_url,
         "control_options": spec.control_options,
         "generation": spec.generation,
+        # Where a multi-worker trial's Ray Train run keeps its folders (the cluster's scratch).
+        "scratch": spec.ray_storage_path,
     }
 
 
@@ -113,10 +118,19 @@ class TrialLoop:
     needs to end with the weights of one never stopped: model, optimizer, scheduler, the
     workload's own state and the RNG states."""
 
-    def __init__(self, runtime: dict[str, Any], index: int, values: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: dict[str, Any],
+        index: int,
+        values: dict[str, Any] | None = None,
+        rank: int = 0,
+        world: int = 1,
+        device: torch.device | None = None,
+    ) -> None:
         from orchestrator.workloads import is_builtin, make_workload
 
         self.hpo: HpoSection = runtime["hpo"]
+        self.rank, self.world = rank, world
         self.trial_id = trial_key(index)
         self.values = runtime["configs"][index] if values is None else values
         job, trainer, data = trial_sections(runtime, self.values)
@@ -126,8 +140,17 @@ class TrialLoop:
         random.seed(job.seed)
         np.random.seed(job.seed)
         self.workload = make_workload(job.to_plain(), data.to_plain())
-        self.feed = WorkerData(data, job, self.workload, 0, 1, trainer.grad_accum_steps)
-        self.model = self.workload.model()
+        self.feed = WorkerData(data, job, self.workload, rank, world, trainer.grad_accum_steps)
+        self.device = device or torch.device("cpu")
+        self.model = self.workload.model().to(self.device)
+        # A multi-worker trial trains through DDP (the process group is Ray Train's); its
+        # checkpoints hold the module's own state, as a world of one's do.
+        self.net: Any = self.model
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
         self.optimizer = self.workload.optimizer(self.model)
         if any(config_path(k) == "job.lr" for k in self.values) and not is_builtin(job.workload):
             scale_lr(self.optimizer, job.lr)
@@ -158,7 +181,10 @@ class TrialLoop:
             self.scheduler.load_state_dict(saved)
         if callable(getattr(self.workload, "load_state_dict", None)) and state.get("workload") is not None:
             self.workload.load_state_dict(state["workload"])
-        if state.get("rng") is not None:
+        own_rng = parts.get(f"rng-{self.rank}.pt") if self.world > 1 else None
+        if own_rng is not None:
+            set_rng_state(load_tensors(own_rng))
+        elif state.get("rng") is not None:
             set_rng_state(state["rng"])
         return int(state["iteration"])
 
@@ -170,8 +196,11 @@ class TrialLoop:
             for it in range(start + 1, self.hpo.max_t + 1):
                 # Steps (it-1)*spi+1 .. it*spi: the data position is the iteration.
                 for step in range((it - 1) * spi + 1, it * spi + 1):
-                    train_step(self.workload, self.model, self.optimizer, self.scheduler, self.feed, step, self.clip)
-                metrics = eval_metrics(self.workload.evaluate(self.model), self.hpo.metric)
+                    train_step(
+                        self.workload, self.net, self.optimizer, self.scheduler, self.feed, step, self.clip, self.device
+                    )
+                # Every rank holds the same weights: rank 0 evaluates for the trial.
+                metrics = eval_metrics(self.workload.evaluate(self.model), self.hpo.metric) if self.rank == 0 else {}
                 with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as d:
                     self.save(d, it)
                     report(it, metrics, d)
@@ -179,6 +208,12 @@ class TrialLoop:
             self.feed.close()
 
     def save(self, folder: str, iteration: int) -> None:
+        """This rank's part of the checkpoint: rank 0 the trial's state, and each rank of a
+        multi-worker trial its RNG states (the checkpoint is every rank's files together)."""
+        if self.world > 1:
+            torch.save(rng_state(), os.path.join(folder, f"rng-{self.rank}.pt"))
+        if self.rank != 0:
+            return
         torch.save(self.model.state_dict(), os.path.join(folder, "model.pt"))
         torch.save(self.optimizer.state_dict(), os.path.join(folder, "optimizer.pt"))
         own = getattr(self.workload, "state_dict", None)
@@ -231,14 +266,23 @@ def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
 
 
 def train_step(
-    workload: Any, model: Any, optimizer: Any, scheduler: Any, feed: WorkerData, step: int, clip: float
+    workload: Any,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    feed: WorkerData,
+    step: int,
+    clip: float,
+    device: torch.device | None = None,
 ) -> None:
-    """One optimizer step over the feed's micro-batches, as the run's loop takes it in a
-    world of one: the mean loss over ``grad_accum_steps``, clipping by total norm."""
+    """One optimizer step over the feed's micro-batches, as the run's loop takes it: the
+    mean loss over ``grad_accum_steps``, clipping by total norm (under DDP, ``model``
+    averages the gradients across the trial's workers)."""
     optimizer.zero_grad(set_to_none=True)
     micros = feed.micro_batches
     for micro in range(micros):
-        loss = workload.loss(model, feed.batch(step, micro))
+        batch = feed.batch(step, micro)
+        loss = workload.loss(model, batch if device is None else to_device(batch, device))
         (loss / micros if micros > 1 else loss).backward()
     if clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)

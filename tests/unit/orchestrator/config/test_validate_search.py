@@ -170,3 +170,18 @@ def test_a_pbt_search_that_could_not_evolve_is_refused(overrides: list[str], key
         "lr",
         "hidden_size",
     ]
+
+
+def test_multi_worker_trials_are_checked_in_their_own_world(tiny: list[str]) -> None:
+    base = [*tiny, "~hpo.search_space.hidden_size"]
+    cfg = checked([*base, "hpo.trial.workers=2"])
+    assert (cfg.hpo.trial.workers, cfg.hpo.trial.cpus_per_worker) == (2, 1.0)
+    err = refused([*base, "hpo.trial.workers=3"])
+    assert err.key == "hpo.trial.workers" and "fits 2 worker(s) of 1 CPUs" in str(err), err
+    err = refused([*base, "hpo.trial.workers=2", "hpo.trial.cpus_per_worker=1.5"])
+    assert err.key == "hpo.trial.workers", err
+    # The run's own batch, which two workers cannot split: no search key's doing.
+    err = refused([*base, "hpo.trial.workers=2", "job.batch_size=33"])
+    assert err.key == "job.batch_size" and "across hpo.trial.workers (2)" in str(err), err
+    # A world of one splits it.
+    checked([*base, "job.batch_size=33"])

@@ -161,3 +161,14 @@ def test_an_optuna_searchers_state_as_a_pickle_in_a_signed_snapshot_never_runs(t
         restore_search(spec, ControlChannel(spec.control_url), expected)
     assert words in str(err.value)
     assert not marker.exists()
+
+
+def test_multi_worker_trials_run_as_many_at_once_as_the_cluster_holds() -> None:
+    from orchestrator.runtime.search.run import concurrent_trials
+    from orchestrator.wire.sections import HpoSection, TrialSection
+
+    hpo = HpoSection(max_concurrent=4)
+    assert concurrent_trials(hpo, 2.0) == 4  # in-process trials: Tune counts their CPUs itself
+    wide = replace(hpo, trial=TrialSection(workers=2, cpus_per_worker=1.0))
+    assert [concurrent_trials(wide, cpus) for cpus in (2.0, 3.0, 4.0, 16.0)] == [1, 1, 2, 4]
+    assert concurrent_trials(replace(wide, trial=TrialSection(workers=4)), 2.0) == 1

@@ -263,3 +263,20 @@ def test_pbts_decisions_read_back_and_an_explored_trials_values_are_any_of_the_s
     outside = replace(snap, exploits=[Exploit(trial_key(2), trial_key(0), 4, 4, {**values, "hidden_size": 48})])
     with pytest.raises(SnapshotError, match="not a value of its distribution"):
         unpack(pack(outside), evolves, 6, None)
+
+
+def test_a_multi_worker_trials_checkpoint_carries_each_ranks_rng_states() -> None:
+    wide = {**CKPT, "rng-1.pt": b"r1", "rng-0.pt": b"r0"}
+    snap = replace(snapshot(), checkpoints={trial_key(2): wide, trial_key(3): CKPT})
+    data = pack(snap)
+    assert [n for n in members(data) if "trial_00002" in n][-2:] == [
+        "trials/trial_00002/rng-0.pt",
+        "trials/trial_00002/rng-1.pt",
+    ]
+    assert unpack(data, CONFIGS, 6, RUNGS) == snap
+    # A rank's file missing (or one of a rank that never was) is no checkpoint of ours.
+    gap = replace(snap, checkpoints={trial_key(2): {**CKPT, "rng-1.pt": b"r1"}, trial_key(3): CKPT})
+    with pytest.raises(SnapshotError, match=r"has RNG states of ranks \[1\]"):
+        unpack(pack(gap), CONFIGS, 6, RUNGS)
+    with pytest.raises(SnapshotError, match="which a search snapshot never has"):
+        unpack(_with("trials/trial_00002/rng-x.pt"), CONFIGS, 6, RUNGS)

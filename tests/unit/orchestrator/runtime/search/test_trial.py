@@ -45,7 +45,13 @@ def test_a_checkpoint_folder_is_read_file_by_file(tmp_path: Path) -> None:
 
 def test_every_trial_gets_the_job_the_data_the_values_and_the_control_channel() -> None:
     spec = SimpleNamespace(
-        job="J", trainer="T", data="D", control_url="file:///c", control_options={"k": 1}, generation=4
+        job="J",
+        trainer="T",
+        data="D",
+        control_url="file:///c",
+        control_options={"k": 1},
+        generation=4,
+        ray_storage_path="/scratch",
     )
     got = trial_inputs(spec, "H", [{"lr": 0.1}])  # type: ignore[arg-type]
     assert got == {
@@ -57,6 +63,7 @@ def test_every_trial_gets_the_job_the_data_the_values_and_the_control_channel() 
         "control_url": "file:///c",
         "control_options": {"k": 1},
         "generation": 4,
+        "scratch": "/scratch",
     }
 
 

@@ -1,0 +1,149 @@
+"""A trial of ``hpo.trial.workers`` > 1 workers: a Ray Train run inside its Tune trial.
+
+The Tune trial (``train_trial``, 0 CPUs of its own) starts a TorchTrainer of
+``hpo.trial.workers`` workers, each ``hpo.trial.cpus_per_worker`` CPUs and
+``gpus_per_worker`` GPUs, running ``trial_worker``: the trial's TrialLoop at its rank
+(DDP, the batch split as a run splits it), from the checkpoint the trial resumes from
+(Tune's, within an attempt; the search snapshot's, after a failover), handed to the
+workers through Ray's object store. At each iteration every rank reports to Ray Train
+with its part of the checkpoint (rank 0: the model, optimizer and trial state; each rank:
+its RNG states), which Ray Train gathers in one folder; a callback in Ray Train's
+controller passes rank 0's metrics and that folder to the Tune trial, which reports them
+to Tune as a world-of-one trial does, so the scheduler, the searcher and the snapshots see
+a multi-worker trial as any other.
+
+Ray Train restarts nothing itself (``max_failures=0``): a failed worker fails the trial,
+and Tune's retry (``trainer.max_worker_restarts``) starts it again from its newest
+checkpoint, exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import uuid
+from typing import Any
+
+from orchestrator.hpo import trial_key
+from orchestrator.runtime.search.groups import PLACEMENT_GROUP, own_group
+from orchestrator.runtime.search.snapshot import METRICS_KEY
+from orchestrator.runtime.search.trial import INDEX, VALUES, TrialLoop, load_tensors, read_trial_checkpoint
+from orchestrator.runtime.weights import weights_sha256
+from orchestrator.wire.control import ControlChannel
+
+# Ray Train's folders of a trial's checkpoints: two kept (the newest one is Tune's by then).
+KEEP = 2
+
+
+def trial_worker(config: dict[str, Any]) -> None:
+    """One rank of a multi-worker trial (a Ray Train worker)."""
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    device = ray.train.torch.get_device()
+    loop = TrialLoop(config["runtime"], int(config["index"]), config["values"], rank, world, device)
+    parts = ray.get(config["parts"]) if config["parts"] is not None else None
+    start = loop.restore(parts) if parts else 0
+
+    def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
+        payload: dict[str, Any] = {"iteration": iteration}
+        if rank == 0:
+            payload.update(
+                {
+                    **metrics,
+                    METRICS_KEY: metrics,
+                    PLACEMENT_GROUP: own_group(),
+                    "weights_sha256": weights_sha256(loop.model.state_dict()),
+                    "telemetry": loop.feed.sampler.snapshot().to_json(),
+                }
+            )
+        ray.train.report(payload, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+    loop.run(start, report)
+
+
+def forwarder(queue: Any) -> Any:
+    """A Ray Train callback (in its controller) that hands each report, rank 0's metrics
+    and the gathered checkpoint folder, to the Tune trial through ``queue``."""
+    from ray.train.v2.api.callback import UserCallback
+
+    class Forward(UserCallback):
+        def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
+            queue.put((dict(metrics[0]), None if checkpoint is None else checkpoint.path))
+
+    return Forward()
+
+
+def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str, dict[str, bytes]]) -> None:
+    """The Tune trial of a multi-worker trial: its Ray Train run, each report on to Tune."""
+    import ray
+    from ray import tune
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.util.queue import Queue
+
+    index = int(config[INDEX])
+    values = config.get(VALUES) or runtime["configs"][index]
+    trial_id = trial_key(index)
+    hpo = runtime["hpo"]
+    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
+    gen = int(runtime["generation"])
+    parts: dict[str, bytes] | None = resume.get(trial_id)
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d:
+            parts = read_trial_checkpoint(d)
+    if parts is not None:
+        iteration = int(load_tensors(parts["state.pt"])["iteration"])
+        control.event(
+            gen, "trial_restored", trial_id=trial_id, iteration=iteration, pid=os.getpid(), workers=hpo.trial.workers
+        )
+    else:
+        control.event(gen, "trial_started", trial_id=trial_id, config=values, workers=hpo.trial.workers)
+    reports: Any = Queue(actor_options={"num_cpus": 0})
+    gpus = hpo.trial.gpus_per_worker
+    trainer = TorchTrainer(
+        trial_worker,
+        train_loop_config={
+            "runtime": runtime,
+            "index": index,
+            "values": values,
+            "parts": None if parts is None else ray.put(parts),
+        },
+        scaling_config=ScalingConfig(
+            num_workers=hpo.trial.workers,
+            use_gpu=gpus > 0,
+            resources_per_worker={"CPU": hpo.trial.cpus_per_worker, **({"GPU": gpus} if gpus > 0 else {})},
+        ),
+        run_config=RunConfig(
+            name=f"{trial_id}-{uuid.uuid4().hex[:8]}",
+            storage_path=tempfile.mkdtemp(prefix="train-", dir=runtime["scratch"]),
+            callbacks=[forwarder(reports)],
+            failure_config=FailureConfig(max_failures=0),
+            checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
+        ),
+    )
+    failed: list[BaseException] = []
+
+    def fit() -> None:
+        try:
+            trainer.fit()
+        except BaseException as exc:  # raised in the trial's own thread below
+            failed.append(exc)
+        finally:
+            reports.put(None)
+
+    runner = threading.Thread(target=fit, name=f"{trial_id}-train", daemon=True)
+    runner.start()
+    while (item := reports.get()) is not None:
+        metrics, folder = item
+        if folder is None:
+            continue
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+    runner.join()
+    if failed:
+        raise failed[0]
