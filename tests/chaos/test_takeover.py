@@ -128,7 +128,7 @@ def test_a_frozen_controller_stands_down_to_the_one_that_took_the_run_over(tmp_p
     control = f"cloud.control_store=file://{tmp_path}/shared/control"
     args = ("job=digits", "run_id=frozen", control, f"recovery.controller_lease_s={LEASE_S}")
     frozen = subprocess.Popen(
-        _argv(*args, "chaos.faults=[{kind:controller_freeze,at_step:150,duration_s:45}]"),
+        _argv(*args, "chaos.faults=[{kind:controller_freeze,at_step:150,duration_s:30}]"),
         cwd=REPO,
         env=env_for(home_a, KEY),
         stdout=subprocess.PIPE,
