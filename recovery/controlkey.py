@@ -61,6 +61,17 @@ def parse_source(spec: str) -> KeySource:
     return KeySource(kind, ref.strip())
 
 
+def forget_key(spec: str, environ: dict[str, str] | None = None) -> None:
+    """A controller that uses no control key (no control store) still takes an ``env:``
+    key out of its environment: no cluster or workload it starts may inherit it."""
+    try:
+        source = parse_source(spec)
+    except ValueError:
+        return
+    if source.kind == "env":
+        (os.environ if environ is None else environ).pop(source.ref, None)
+
+
 def checked(raw: bytes, source: KeySource) -> bytes:
     """The key as used: white space stripped, at least MIN_CHARS long."""
     key = raw.strip()

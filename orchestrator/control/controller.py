@@ -70,7 +70,7 @@ from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from orchestrator.wire.faults import STORAGE_FAULTS
 from providers.base import Provider
-from recovery.controlkey import read_key
+from recovery.controlkey import forget_key, read_key
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
@@ -104,7 +104,11 @@ class Controller:
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         # With a control store and the user's control key, it is derived from that key,
         # so that another machine can take the run over (recovery/controlkey.py).
-        control_key = read_key(cfg.cloud.control_key) if cfg.cloud.control_store else None
+        control_key = None
+        if cfg.cloud.control_store:
+            control_key = read_key(cfg.cloud.control_key)
+        else:
+            forget_key(cfg.cloud.control_key)
         derived = None if control_key is None else secret_from_key(control_key, run_id)
         secret, self.secret_created = load_or_create_secret(self.run_dir, derived)
         # The run's lease in the control store, before anything here acts: another

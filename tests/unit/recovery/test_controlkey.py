@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.controlkey import DEFAULT, ControlKeyError, parse_source, read_key
+from recovery.controlkey import DEFAULT, ControlKeyError, forget_key, parse_source, read_key
 from recovery.signing import derive_state_key, load_or_create_secret, secret_from_key
 
 pytestmark = pytest.mark.unit
@@ -35,6 +35,9 @@ def test_an_env_key_is_read_once_and_taken_out_of_the_environment() -> None:
     assert read_key(DEFAULT, env) == KEY.encode()
     assert "ORCHESTRATOR_CONTROL_KEY" not in env  # nothing the controller starts inherits it
     assert read_key(DEFAULT, {}) is None  # unset: no key, a random secret
+    unused = {"ORCHESTRATOR_CONTROL_KEY": KEY, "OTHER": "x"}
+    forget_key(DEFAULT, unused)  # no control store: the key is used for nothing, and inherited by nothing
+    assert unused == {"OTHER": "x"}
     with pytest.raises(ControlKeyError, match="gives 5 characters; a control key is at least 32") as err:
         read_key("env:K", {"K": "short"})
     assert "short" not in str(err.value)
