@@ -26,8 +26,6 @@ the lease holds (``expires_at``). Authenticated with the run's state key
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -38,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from orchestrator.control.sealed import seal, unseal
 from recovery.fsio import TooLarge, is_local, read_capped, write_bytes
 
 LEASE_NAME = "lease.json"
@@ -87,36 +86,22 @@ def margin_of(ttl_s: float) -> float:
 
 
 def encode(rec: LeaseRecord, key: bytes) -> bytes:
-    body = asdict(rec)
-    mac = hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
-    return json.dumps({**body, "mac": mac}, sort_keys=True).encode()
-
-
-def _canonical(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return seal(asdict(rec), key)
 
 
 def decode(data: bytes, key: bytes, run_id: str) -> LeaseRecord | str:
     """The lease, or why it is not one of this run's (one line)."""
     if len(data) > MAX_BYTES:
         return f"is larger than {MAX_BYTES} bytes"
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return "is not JSON"
-    if not isinstance(obj, dict) or not isinstance(obj.get("mac"), str):
-        return "is not a lease"
-    mac = obj.pop("mac")
+    obj = unseal(data, key, {*_FIELDS, "expires_at", "released"}, "a lease")
+    if isinstance(obj, str):
+        return obj
     for name, kind in (*_FIELDS.items(), ("expires_at", float), ("released", bool)):
         value = obj.get(name)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             obj[name] = value = float(value)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"has a {name} that is not a {kind.__name__}"
-    if set(obj) != {*_FIELDS, "expires_at", "released"}:
-        return "has fields other than a lease's"
-    if not hmac.compare_digest(mac, hmac.new(key, _canonical(obj), hashlib.sha256).hexdigest()):
-        return "does not verify under this run's key (altered, or another key's)"
     rec = LeaseRecord(**obj)
     if rec.run_id != run_id:
         return f"is run {rec.run_id[:80]!r}'s"

@@ -26,8 +26,6 @@ TensorBoard files, reports (action=report makes them again) and the attempts' lo
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 import os
 import re
 import threading
@@ -36,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.control.sealed import seal, unseal
 from orchestrator.runstate import rundir
 from recovery.fsio import TooLarge, read_capped, write_bytes
 
@@ -82,28 +81,17 @@ class Restored:
     skipped: list[str] = field(default_factory=list)
 
 
-def _mac(key: bytes, body: dict[str, Any]) -> str:
-    return hmac.new(key, json.dumps(body, sort_keys=True, separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
-
-
 def index_bytes(key: bytes, run_id: str, controller: int, seq: int, files: dict[str, dict[str, Any]]) -> bytes:
-    body = {"run_id": run_id, "controller": controller, "seq": seq, "written_at": time.time(), "files": files}
-    return json.dumps({**body, "mac": _mac(key, body)}, sort_keys=True).encode()
+    return seal(
+        {"run_id": run_id, "controller": controller, "seq": seq, "written_at": time.time(), "files": files}, key
+    )
 
 
 def parse_index(data: bytes, key: bytes, run_id: str, controller: int) -> dict[str, Any] | str:
     """An index of this run's controller ``controller``, or why not (one line)."""
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return "not JSON"
-    if not isinstance(obj, dict) or not isinstance(obj.get("mac"), str):
-        return "not an index"
-    mac = obj.pop("mac")
-    if set(obj) != {"run_id", "controller", "seq", "written_at", "files"}:
-        return "fields other than an index's"
-    if not hmac.compare_digest(mac, _mac(key, obj)):
-        return "does not verify under this run's key (altered, or another key's)"
+    obj = unseal(data, key, {"run_id", "controller", "seq", "written_at", "files"}, "an index")
+    if isinstance(obj, str):
+        return obj
     if obj["run_id"] != run_id or obj["controller"] != controller:
         return "names another run or controller"
     files = obj["files"]

@@ -17,6 +17,7 @@ from orchestrator.control.lease import (
     next_controller,
     refusal,
 )
+from orchestrator.control.sealed import seal
 
 pytestmark = pytest.mark.unit
 KEY = b"k" * 32
@@ -65,8 +66,10 @@ def test_a_lease_round_trips_and_nothing_altered_or_of_another_run_is_one() -> N
     forged = json.loads(encode(rec, KEY))
     forged["controller"] = 9
     assert "does not verify" in str(decode(json.dumps(forged).encode(), KEY, "run-1"))
-    forged["controller"] = True
-    assert "not a int" in str(decode(json.dumps(forged).encode(), KEY, "run-1"))
+    # Sealed with the key, and still no lease: a field of the wrong type.
+    odd = {**json.loads(encode(rec, KEY)), "controller": True}
+    odd.pop("mac")
+    assert decode(seal(odd, KEY), KEY, "run-1") == "has a controller that is not a int"
     assert decode(b"[", KEY, "run-1") == "is not JSON"
     assert decode(b"{}", KEY, "run-1") == "is not a lease"
     assert "larger" in str(decode(b" " * 5000, KEY, "run-1"))
