@@ -120,6 +120,14 @@ class Controller:
             self.lease_taken = self.state.take()
             provider = GuardedProvider(provider, self.state.guard)  # type: ignore[assignment]
             self.provider = provider
+        try:
+            self._build(cfg, provider, run_id, out, clock, secret)
+        except BaseException:
+            self.close()  # a lease taken for a controller that never ran is freed at once
+            raise
+
+    def _build(self, cfg: Config, provider: Provider, run_id: str, out: Any, clock: Any, secret: bytes) -> None:
+        """The rest of the controller, once its lease (if any) is held."""
         # A stop asked of a controller that died before it read it is not this one's.
         clear_request(self.run_dir)
         if not cfg.cloud.control_store:
