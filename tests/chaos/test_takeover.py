@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.invariants import survived
+from tests.support.invariants import INTERVAL, survived
 from tests.support.paths import REPO
 from tests.support.runs import Run, env_for, ray_pids, wait_no_new_ray
 from tests.support.servers import scoped_env
@@ -97,9 +97,11 @@ def test_the_controllers_host_lost_then_its_region_a_new_machine_takes_the_run_o
         taken = _run(home_b, "action=resume", "run_id=hostloss", *store, env=cloud_stores["env"], timeout=600)
     else:
         taken = early  # the machine was slow enough for the lease to lapse
-    r = survived(taken, baseline)
+    # The region went while step 100's checkpoint may still have been uploading: the one
+    # before it may be the newest that verifies.
+    r = survived(taken, baseline, max_lost=2 * INTERVAL)
     assert r["region"] != "local-a" and r["attempts"] == 2, r
-    assert r["incidents"][0]["restored_step"] >= 100, r["incidents"]
+    assert r["incidents"][0]["restored_step"] >= 100 - INTERVAL, r["incidents"]
     assert "taken over from s3://orch-b/control (controller 1's mirror" in taken.stderr
     journal = taken.journal()
     assert _lease_line(journal) == [(1, None), (2, 1)]
