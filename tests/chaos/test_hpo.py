@@ -39,6 +39,7 @@ def _newest_checkpoints(archive: bytes) -> dict[str, int]:
 
 USER_MAX_T, USER_RUNGS = 4, {1, 2}  # grace period 1, reduction factor 2 (digits_hpo's)
 TRIAL_WORKERS = 2  # each trial a Ray Train run of two DDP workers
+USER_TRIALS = 3
 USER_SEARCH = (
     "job=digits_hpo",
     "job.workload=tinywork:Tiny",
@@ -51,7 +52,7 @@ USER_SEARCH = (
     "hpo.search_space.job.lr=loguniform 0.01 0.3",
     "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2.0",
     "hpo.search_alg=optuna",
-    "hpo.num_samples=4",
+    f"hpo.num_samples={USER_TRIALS}",
     f"hpo.max_t={USER_MAX_T}",
     "hpo.grace_period=1",
     "hpo.steps_per_iteration=10",
@@ -135,7 +136,7 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     # Every trial reached its final iteration or an ASHA rung, from its last checkpoint, its
     # values named by their config paths and its metrics all the workload's evaluate() gave.
     trials = r["trials"]
-    assert len({t["trial_id"] for t in trials}) == 4
+    assert len({t["trial_id"] for t in trials}) == USER_TRIALS
     assert all(t["status"] == "TERMINATED" and t["checkpoint_iteration"] == t["iteration"] for t in trials), trials
     assert all(t["iteration"] == USER_MAX_T or t["iteration"] in USER_RUNGS for t in trials), trials
     assert r["search"]["rungs"] == sorted(USER_RUNGS)
@@ -193,8 +194,9 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     assert final is not None and store.verify(run_id, r["final_step"]).ok
     state = _search_json(store.read(final, "experiment.tar"))
     configs = [t["config"] for t in sorted(trials, key=lambda t: t["trial_id"])]
-    assert sum(e[0] == "ask" for e in state["searcher"]) == 4 and sum(e[0] == "tell" for e in state["searcher"]) == 4
-    OptunaReplay.replay(dict(state_space(run.run_dir)), 0, "max", 4, state["searcher"], configs)
+    asks, tells = (sum(e[0] == kind for e in state["searcher"]) for kind in ("ask", "tell"))
+    assert asks == tells == USER_TRIALS
+    OptunaReplay.replay(dict(state_space(run.run_dir)), 0, "max", USER_TRIALS, state["searcher"], configs)
     assert not wait_no_new_ray(before)
 
 
