@@ -42,15 +42,12 @@ def _scan(match: Callable[[dict[str, str]], bool], sessions: frozenset[int]) -> 
         if proc.pid == me:
             continue
         try:
-            # A zombie is dead already: only its parent can reap it, and that parent may be
-            # a stopped controller (controller_freeze) that took it over from nobody.
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if sessions and os.getsid(proc.pid) in sessions:
-                out.append(proc.pid)
-                continue
-            if match(proc.environ()):
-                out.append(proc.pid)
+            if (sessions and os.getsid(proc.pid) in sessions) or match(proc.environ()):
+                # A zombie is dead already: only its parent can reap it, and that parent may
+                # be a stopped controller (controller_freeze). Asked of a match alone: this
+                # scan runs in kill loops, over every process of the machine.
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    out.append(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
     return out

@@ -75,7 +75,7 @@ from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
 from recovery.keys import controller_keys
-from recovery.policy import Action, Budgets, FailurePolicy, History, passed_over
+from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, passed_over
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_state_key, derive_token_key, load_or_create_secret, secret_from_key
 from recovery.store import CheckpointStore, StoreError, scan_fences
@@ -411,7 +411,11 @@ class Controller:
         """The region a resumed run goes on in when the attempt it found had lost its cluster:
         the failure policy's choice for a lost cluster (its own region when the policy
         gives up on failing over: the run goes on where it was, as a resume always did)."""
-        failure = Failure(FailureKind.CLUSTER_LOST, region, f"found gone on resume: {why}")
+        decision = self._decide(Failure(FailureKind.CLUSTER_LOST, region, f"found gone on resume: {why}"), now)
+        return region if decision.action is Action.GIVE_UP or not decision.region else decision.region
+
+    def _decide(self, failure: Failure, now: float) -> Decision:
+        """The failure policy's decision on ``failure``: journaled, and its line shown."""
         decision = self.policy.make_decision(failure, self.history, now)
         self.emit(
             DecisionMade(
@@ -419,12 +423,12 @@ class Controller:
                 region=decision.region,
                 reason=decision.reason,
                 failure=failure.kind,
-                failed_region=region,
-                signature=None,
+                failed_region=failure.region,
+                signature=failure.signature or None,
             )
         )
         self.progress.note(decision_text(decision.action, decision.region))
-        return region if decision.action is Action.GIVE_UP or not decision.region else decision.region
+        return decision
 
     def _end_open_attempt(self, op: Any, now: float, last_step: int, outcome: str) -> None:
         self.emit(
@@ -594,18 +598,7 @@ class Controller:
         assert outcome.failure is not None
         failed = self._incident_for(outcome, region, generation)
         now = self.clock()
-        decision = self.policy.make_decision(outcome.failure, self.history, now)
-        self.emit(
-            DecisionMade(
-                action=decision.action,
-                region=decision.region,
-                reason=decision.reason,
-                failure=outcome.failure.kind,
-                failed_region=outcome.failure.region,
-                signature=outcome.failure.signature or None,
-            )
-        )
-        self.progress.note(decision_text(decision.action, decision.region))
+        decision = self._decide(outcome.failure, now)
         if decision.action is Action.GIVE_UP:
             self._fail(decision.reason, region, generation, failed)
             return True

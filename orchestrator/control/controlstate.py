@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from orchestrator.control.lease import ControllerLease, LeaseHeld, LeaseRecord
-from orchestrator.control.mirror import SYNC_EVENTS, StateMirror, controllers
+from orchestrator.control.mirror import SYNC_EVENTS, StateMirror
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import ControllerStoodDown, Event, LeaseTaken
 from orchestrator.runstate.journal import Journal
@@ -62,7 +62,8 @@ class ControlState:
         """The lease (LeaseHeld when another controller's holds; ControlStoreError when the
         store cannot be reached), and the mirror under its generation."""
         try:
-            rec = self.lease.take(floor=max(controllers(self.fs, self.root), default=0))
+            # Every generation is claimed before its mirror is written: the claims are the floor.
+            rec = self.lease.take()
         except LeaseHeld:
             raise
         except Exception as exc:

@@ -175,6 +175,8 @@ class StateMirror:
         # Per file: its segments as mirrored, and the sha256 of all they cover.
         self.segments: dict[str, tuple[Segment, ...]] = {}
         self.covered: dict[str, str] = {}
+        # Per file: (size, mtime) when last mirrored; unchanged, it is not read again.
+        self.stamps: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -185,10 +187,16 @@ class StateMirror:
         with self._lock:
             segments = dict(self.segments)
             covered = dict(self.covered)
+            stamps = dict(self.stamps)
             uploads: dict[str, bytes] = {}
             for name in MIRRORED:
                 try:
                     with open(os.path.join(self.run_dir, name), "rb") as fh:
+                        st = os.fstat(fh.fileno())
+                        stamp = (st.st_size, st.st_mtime_ns)
+                        if stamps.get(name) == stamp:
+                            continue  # a heartbeat with nothing new: not read, not hashed
+                        stamps[name] = stamp
                         data = mirrored_bytes(name, fh.read(MAX_FILE + 1))
                 except FileNotFoundError:
                     continue
@@ -207,6 +215,7 @@ class StateMirror:
                     if seg not in old:
                         uploads[seg.sha256] = data[seg.start : seg.end]
             if covered == self.covered:
+                self.stamps = stamps
                 return False
             self.may_act()
             for sha, blob in uploads.items():
@@ -227,7 +236,7 @@ class StateMirror:
             )
             kept = {g.sha256 for segs in segments.values() for g in segs}
             stale = {g.sha256 for segs in self.segments.values() for g in segs} - kept
-            self.segments, self.covered = segments, covered
+            self.segments, self.covered, self.stamps = segments, covered, stamps
         for sha in stale:
             try:
                 self.fs.rm(f"{self.base}/{BLOBS}/{sha}")

@@ -59,16 +59,15 @@ class SearchCallback(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         current_driver().changed(trials)
-        current_driver().sweep(trials)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         current_driver().changed(trials)
-        current_driver().sweep(trials)
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         current_driver().sweep(trials, also=trial_id_of(trial))
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        # Every loop of Tune's: a trial that stopped (completed, errored, paused) is seen here.
         current_driver().sweep(trials)
         current_driver().maybe_snapshot(trials)
 

@@ -19,7 +19,6 @@ checkpoint, exactly.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 import uuid
@@ -27,10 +26,15 @@ from typing import Any
 
 from orchestrator.hpo import trial_key
 from orchestrator.runtime.search.groups import PLACEMENT_GROUP, own_group
-from orchestrator.runtime.search.snapshot import METRICS_KEY
-from orchestrator.runtime.search.trial import INDEX, VALUES, TrialLoop, load_tensors, read_trial_checkpoint
-from orchestrator.runtime.weights import weights_sha256
-from orchestrator.wire.control import ControlChannel
+from orchestrator.runtime.search.trial import (
+    INDEX,
+    VALUES,
+    TrialLoop,
+    announce,
+    load_tensors,
+    resumed_parts,
+    trial_report,
+)
 
 # Ray Train's folders of a trial's checkpoints: two kept (the newest one is Tune's by then).
 KEEP = 2
@@ -52,15 +56,7 @@ def trial_worker(config: dict[str, Any]) -> None:
     def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
         payload: dict[str, Any] = {"iteration": iteration}
         if rank == 0:
-            payload.update(
-                {
-                    **metrics,
-                    METRICS_KEY: metrics,
-                    PLACEMENT_GROUP: own_group(),
-                    "weights_sha256": weights_sha256(loop.model.state_dict()),
-                    "telemetry": loop.feed.sampler.snapshot().to_json(),
-                }
-            )
+            payload = {**trial_report(loop, iteration, metrics), PLACEMENT_GROUP: own_group()}
         ray.train.report(payload, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
     loop.run(start, report)
@@ -90,20 +86,9 @@ def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[st
     values = config.get(VALUES) or runtime["configs"][index]
     trial_id = trial_key(index)
     hpo = runtime["hpo"]
-    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
-    gen = int(runtime["generation"])
-    parts: dict[str, bytes] | None = resume.get(trial_id)
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d:
-            parts = read_trial_checkpoint(d)
-    if parts is not None:
-        iteration = int(load_tensors(parts["state.pt"])["iteration"])
-        control.event(
-            gen, "trial_restored", trial_id=trial_id, iteration=iteration, pid=os.getpid(), workers=hpo.trial.workers
-        )
-    else:
-        control.event(gen, "trial_started", trial_id=trial_id, config=values, workers=hpo.trial.workers)
+    parts = resumed_parts(trial_id, resume)
+    restored = None if parts is None else int(load_tensors(parts["state.pt"])["iteration"])
+    announce(runtime, trial_id, values, restored, workers=hpo.trial.workers)
     reports: Any = Queue(actor_options={"num_cpus": 0})
     gpus = hpo.trial.gpus_per_worker
     trainer = TorchTrainer(

@@ -230,37 +230,55 @@ class TrialLoop:
         torch.save(state, os.path.join(folder, "state.pt"))
 
 
+def resumed_parts(trial_id: str, resume: dict[str, dict[str, bytes]]) -> dict[str, bytes] | None:
+    """The checkpoint a Tune trial goes on from: Tune's (a retry within this attempt), else
+    the search snapshot's (``resume``), else none."""
+    from ray import tune
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return resume.get(trial_id)
+    with checkpoint.as_directory() as d:
+        return read_trial_checkpoint(d)
+
+
+def announce(
+    runtime: dict[str, Any], trial_id: str, values: dict[str, Any], restored: int | None, **extra: Any
+) -> None:
+    """The trial's start on the control channel: ``trial_restored`` at the iteration it goes
+    on from, or ``trial_started`` with its values."""
+    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
+    gen = int(runtime["generation"])
+    if restored is not None:
+        control.event(gen, "trial_restored", trial_id=trial_id, iteration=restored, pid=os.getpid(), **extra)
+    else:
+        control.event(gen, "trial_started", trial_id=trial_id, config=values, **extra)
+
+
+def trial_report(loop: TrialLoop, iteration: int, metrics: dict[str, float]) -> dict[str, Any]:
+    """What an iteration reports to Tune: the metrics (top level, for the scheduler, and
+    together), the iteration, the weights' digest and the feed's telemetry."""
+    return {
+        **metrics,
+        METRICS_KEY: metrics,
+        "iteration": iteration,
+        "weights_sha256": weights_sha256(loop.model.state_dict()),
+        "telemetry": loop.feed.sampler.snapshot().to_json(),
+    }
+
+
 def trial_func(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str, dict[str, bytes]]) -> None:
     """One Tune trial: a TrialLoop that goes on from Tune's checkpoint (a retry within this
     attempt) or else from the snapshot's (``resume``), if any, reporting each iteration."""
     from ray import tune  # in the trial's process; the rest of this module needs no Ray
 
     loop = TrialLoop(runtime, int(config[INDEX]), config.get(VALUES))
-    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
-    gen = int(runtime["generation"])
-    parts: dict[str, bytes] | None = resume.get(loop.trial_id)
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d:
-            parts = read_trial_checkpoint(d)
-    start = 0
-    if parts is not None:
-        start = loop.restore(parts)
-        control.event(gen, "trial_restored", trial_id=loop.trial_id, iteration=start, pid=os.getpid())
-    else:
-        control.event(gen, "trial_started", trial_id=loop.trial_id, config=loop.values)
+    parts = resumed_parts(loop.trial_id, resume)
+    start = 0 if parts is None else loop.restore(parts)
+    announce(runtime, loop.trial_id, loop.values, None if parts is None else start)
 
     def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
-        tune.report(
-            {
-                **metrics,
-                METRICS_KEY: metrics,
-                "iteration": iteration,
-                "weights_sha256": weights_sha256(loop.model.state_dict()),
-                "telemetry": loop.feed.sampler.snapshot().to_json(),
-            },
-            checkpoint=tune.Checkpoint.from_directory(folder),
-        )
+        tune.report(trial_report(loop, iteration, metrics), checkpoint=tune.Checkpoint.from_directory(folder))
 
     loop.run(start, report)
 
