@@ -197,6 +197,25 @@ def _parse_overrides_and_create_caching_repo(loader: Any, config_name: str, over
     return parsed_overrides, caching_repo
 
 
+@contextmanager
+def _config_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """The warnings raised meanwhile, all of them; a ResourceWarning (a finalizer's, from
+    whatever the garbage collector ran in between: an unclosed socket of some other
+    library, never a config's) is given on as it came and not counted, so that it
+    neither hides from its reader nor costs a merge its reuse."""
+    counted: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield counted
+    finally:
+        for w in caught:
+            if issubclass(w.category, ResourceWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            else:
+                counted.append(w)
+
+
 def _load_primary(repo: Any, config_name: str) -> None:
     """The primary config into ``repo``'s cache, where Hydra's CachingConfigRepository keeps
     it for the whole composition (Hydra's first step loads it to find ``hydra.searchpath``:
@@ -213,8 +232,7 @@ def _load_primary(repo: Any, config_name: str) -> None:
         return
     stats["primary_loaded"] += 1
     started = time.time_ns()
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
+    with _config_warnings() as warned:
         loaded = repo.load_config(config_path=config_name)
     if warned:
         repo.cache.pop(cache_key, None)  # loaded again by Hydra, its warnings as it gives them
@@ -249,8 +267,7 @@ def _merged(loader: Any, repo: Any, config_name: str, choices: list[Any]) -> tup
 
     stats["merged"] += 1
     started = time.time_ns()
-    with warnings.catch_warnings(record=True) as warned, _resolver_calls() as calls:
-        warnings.simplefilter("always")
+    with _config_warnings() as warned, _resolver_calls() as calls:
         cfg, known_choices = _merge(loader, repo, config_name, choices)
     if warned:
         # Redone outside the record, for the warnings (or the errors a filter makes of

@@ -36,16 +36,26 @@ def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def _newest_step(run_dir: Path) -> int:
+    steps = (run_dir.parent.parent / "stores" / "local-a" / run_dir.name / "checkpoints").glob("step-*")
+    return max((int(p.name.split("-")[1]) for p in steps), default=0)
+
+
 def _wait_training(run_dir: Path, proc: subprocess.Popen[str] | None, times: int) -> None:
-    """Until the run's ``times``-th attempt trains (a detached one: no ``proc`` to watch)."""
+    """Until the run's ``times``-th attempt trains and commits a checkpoint of its own (a
+    detached one: no ``proc`` to watch). A commit, not a sleep: digits runs some hundred
+    steps a second, and three attempts must share its 2000 steps."""
     deadline = time.monotonic() + 120
+    committed: int | None = None
     while time.monotonic() < deadline:
         journal = run_dir / "journal.jsonl"
-        if journal.exists() and journal.read_text().count('"runtime.train_started"') >= times:
-            time.sleep(2)  # let a checkpoint or two commit
+        text = journal.read_text() if journal.exists() else ""
+        if committed is None and text.count('"runtime.train_started"') >= times:
+            committed = text.count('"runtime.checkpoint_committed"')
+        if committed is not None and text.count('"runtime.checkpoint_committed"') > committed:
             return
         assert proc is None or proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError("training never started")
 
 
@@ -85,8 +95,7 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     assert result["status"] == "INTERRUPTED" and result["reason"].startswith("interrupted (SIGINT/SIGTERM)")
     assert result["final_checkpoint"], "checkpoints made before the interrupt are kept"
     assert not wait_no_new_ray(before)
-    steps = (orch_home / "stores" / "local-a" / "stopped" / "checkpoints").glob("step-*")
-    stopped_at = max(int(p.name.split("-")[1]) for p in steps)
+    stopped_at = _newest_step(run_dir)
     assert stopped_at < 2000, "interrupted before the end"
 
     # Resumed in the background; watched, and the watch left with Ctrl-C; then stopped

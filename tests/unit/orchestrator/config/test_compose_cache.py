@@ -265,3 +265,45 @@ def test_a_reused_parse_tree_still_resolves_per_call_and_a_bad_one_fails_each_ti
             with pytest.raises(GrammarParseError):
                 OmegaConf.create({"a": "${oc.env:"})
     assert base.parse is grammar_parser.parse
+
+
+
+def test_a_finalizers_resource_warning_during_the_merge_costs_no_reuse_and_is_still_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The garbage collector may free another library's socket in the middle of a merge,
+    and its finalizer warns there: not the config's warning, so the merge is still kept,
+    and the warning still reaches its reader."""
+    import warnings
+
+    merge = compose_cache._merge
+
+    def collected_meanwhile(*args: Any) -> Any:
+        warnings.warn("unclosed <socket.socket fd=9>", ResourceWarning, stacklevel=1)
+        return merge(*args)
+
+    monkeypatch.setattr(compose_cache, "_merge", collected_meanwhile)
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")
+        first = composed([], cached=True)
+        again = composed([], cached=True)
+    assert first == again == composed([], cached=False)
+    assert compose_cache.stats["reused"] == 1 and compose_cache.stats["merged"] == 1
+    assert [str(g.message) for g in given if g.category is ResourceWarning] == ["unclosed <socket.socket fd=9>"]
+
+
+def test_a_configs_own_warning_still_costs_its_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    merge = compose_cache._merge
+
+    def warns(*args: Any) -> Any:
+        warnings.warn("a deprecated key", UserWarning, stacklevel=1)
+        return merge(*args)
+
+    monkeypatch.setattr(compose_cache, "_merge", warns)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        composed([], cached=True)
+        composed([], cached=True)
+    assert compose_cache.stats["reused"] == 0
