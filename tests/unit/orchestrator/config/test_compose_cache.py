@@ -267,7 +267,6 @@ def test_a_reused_parse_tree_still_resolves_per_call_and_a_bad_one_fails_each_ti
     assert base.parse is grammar_parser.parse
 
 
-
 def test_a_finalizers_resource_warning_during_the_merge_costs_no_reuse_and_is_still_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
