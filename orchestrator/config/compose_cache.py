@@ -30,6 +30,7 @@ A failed merge is never kept: its error is raised each time.
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import pickle
 import stat
@@ -199,16 +200,22 @@ def _parse_overrides_and_create_caching_repo(loader: Any, config_name: str, over
 
 @contextmanager
 def _config_warnings() -> Iterator[list[warnings.WarningMessage]]:
-    """The warnings raised meanwhile, all of them; a ResourceWarning (a finalizer's, from
-    whatever the garbage collector ran in between: an unclosed socket of some other
-    library, never a config's) is given on as it came and not counted, so that it
-    neither hides from its reader nor costs a merge its reuse."""
+    """The warnings raised meanwhile by the merge, filled in as the block ends. The
+    collector of cyclic garbage waits until then: a finalizer it would run (another
+    library's unclosed socket, a subprocess never waited for) warns from inside the
+    record as if the config had warned, and a merge that warned is not kept. A
+    ResourceWarning that still comes (freed by reference count) is given on as it
+    came and not counted, for the same reason: it is never a config's."""
     counted: list[warnings.WarningMessage] = []
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield counted
     finally:
+        if collecting:
+            gc.enable()
         for w in caught:
             if issubclass(w.category, ResourceWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

@@ -306,3 +306,32 @@ def test_a_configs_own_warning_still_costs_its_reuse(monkeypatch: pytest.MonkeyP
         composed([], cached=True)
         composed([], cached=True)
     assert compose_cache.stats["reused"] == 0
+
+
+def test_garbage_collected_during_the_merge_warns_after_it_and_costs_no_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle whose finalizer warns (any category) is collected after the merge's record,
+    not inside it: the merge is kept all the same."""
+    import gc
+    import warnings
+
+    class Cycle:
+        def __del__(self) -> None:
+            warnings.warn("coroutine 'fetch' was never awaited", RuntimeWarning, stacklevel=1)
+
+    merge = compose_cache._merge
+
+    def collected_meanwhile(*args: Any) -> Any:
+        cycle = Cycle()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        del cycle
+        if gc.isenabled():
+            gc.collect(0)  # where the collector, were it on, could run
+        return merge(*args)
+
+    monkeypatch.setattr(compose_cache, "_merge", collected_meanwhile)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        composed([], cached=True)
+        composed([], cached=True)
+        gc.collect()
+    assert compose_cache.stats["reused"] == 1
