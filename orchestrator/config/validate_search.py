@@ -69,7 +69,7 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
         raise ConfigError(
             "data.loader", "a search's trials read their data themselves: only data.loader=sharded applies"
         )
-    if hpo.trial.workers > 1:
+    if hpo.trial.workers > 1 or cfg.job.train_func:
         _check_trial_workers(cfg)
     else:
         for name in cfg.candidate_regions():
@@ -83,7 +83,16 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
     hpo.search_space = flatten_space(hpo.search_space)
     validate_search_space(hpo.search_space)
     for key in hpo.search_space:
-        check_trial_key(key)
+        if cfg.job.train_func:
+            check_function_key(key)
+        else:
+            check_trial_key(key)
+    if hpo.scheduler == "pbt" and cfg.job.train_func:
+        raise ConfigError(
+            "hpo.scheduler",
+            "pbt moves a trial's checkpoint to another trial with other values, which the built-in loop "
+            "(job.workload) knows how to take; with job.train_func use asha or fifo",
+        )
     if hpo.search_alg == "optuna":
         check_optuna(hpo.search_space)
     if hpo.scheduler == "pbt":
@@ -121,7 +130,7 @@ def trial_trainer(cfg: Config) -> Any:
     trainer = copy.copy(cfg.trainer)
     trial = cfg.hpo.trial
     trainer.workers, trainer.min_workers = trial.workers, 0
-    if trial.workers > 1:
+    if trial.workers > 1 or cfg.job.train_func:
         trainer.cpus_per_worker, trainer.gpus_per_worker = trial.cpus_per_worker, trial.gpus_per_worker
     return trainer
 
@@ -140,6 +149,17 @@ def check_trial_key(key: str) -> None:
             where(key),
             f"{path} is not a key a trial can vary; of {section}.* a trial honours {allowed}"
             + (", and any job.params.<key> of the workload" if section == "job" else ""),
+        )
+
+
+def check_function_key(key: str) -> None:
+    """A train function's config is job.params: a key a search of one varies."""
+    path = config_path(key)
+    if not path.startswith("job.params."):
+        raise ConfigError(
+            where(key),
+            f"{path} is not a key a train function reads: its config is job.params; search "
+            "hpo.search_space.job.params.<key> (the trial's workers are hpo.trial.*)",
         )
 
 

@@ -26,7 +26,17 @@ from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controlstate import ControlState, GuardedProvider
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.progress import ProgressLine, decision_text
-from orchestrator.control.proof import FUNC, LOOP, PROVEN_KEYS, SEARCH, Proven, Unproven, newest_signed, prove
+from orchestrator.control.proof import (
+    FUNC,
+    FUNC_SEARCH,
+    LOOP,
+    PROVEN_KEYS,
+    SEARCH,
+    Proven,
+    Unproven,
+    newest_signed,
+    prove,
+)
 from orchestrator.control.resume import Adoption
 from orchestrator.control.standby import StandbyManager
 from orchestrator.control.stopreq import StopRequest, StopWatch, clear_request
@@ -489,7 +499,10 @@ class Controller:
     def _prove(self, final: dict[str, Any] | None) -> Proven:
         """The run's end as its signed checkpoints show it (orchestrator/control/proof.py)."""
         cfg = self.cfg
-        mode = SEARCH if cfg.hpo.enabled else FUNC if cfg.job.train_func else LOOP
+        if cfg.hpo.enabled:
+            mode = FUNC_SEARCH if cfg.job.train_func else SEARCH
+        else:
+            mode = FUNC if cfg.job.train_func else LOOP
         signed = newest_signed(self.stores.values(), self.run_id, self.lineage)
         return prove(mode, total_steps(cfg), final, signed)
 

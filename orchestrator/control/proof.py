@@ -25,7 +25,7 @@ from recovery.manifest import Manifest, checkpoint_digest
 from recovery.store import CheckpointStore, StoreError
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-LOOP, FUNC, SEARCH = "loop", "train_func", "search"
+LOOP, FUNC, SEARCH, FUNC_SEARCH = "loop", "train_func", "search", "search_train_func"
 # What result.json takes from a proof, never from final.json alone.
 PROVEN_KEYS = frozenset({"final_step", "final_checkpoint", "weights_sha256", "checkpoint_sha256"})
 
@@ -98,7 +98,9 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
     ``mode``: LOOP (the built-in loop commits a checkpoint at its last step, whose
     manifest carries the weights' digest), FUNC (a user's function: its newest
     checkpoint, if it made any, and the digest of its files), SEARCH (the experiment's
-    newest checkpoint and the trial records it carries). ``total``: the run's last step."""
+    newest checkpoint and the trial records it carries: the best trial's weights digest),
+    FUNC_SEARCH (the same over a train function: the best trial's checkpoint digest).
+    ``total``: the run's last step."""
     claims = dict(final or {})
     step = claims.get("final_step")
     # A function's steps are its reports, as many as it makes: only the built-in loop and a
@@ -115,8 +117,10 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
         if m.step != total:
             raise Unproven(f"the newest signed checkpoint is at step {m.step}, not the last step {total}")
         weights = m.extra.get("weights_sha256")
+    elif mode == FUNC_SEARCH:
+        return _function_search(m, signed, claims, _best_record(m, claims))
     else:
-        weights = _search_weights(m, claims)
+        weights = _best_record(m, claims).get("weights_sha256")
     if not isinstance(weights, str) or not _SHA256.fullmatch(weights):
         raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
     where = signed.where(claims.get("final_checkpoint"))
@@ -141,8 +145,24 @@ def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
     return Proven(int(step if step is not None else signed.manifest.step), where, None, digest)
 
 
-def _search_weights(m: Manifest, claims: dict[str, Any]) -> object:
-    """The best trial's weights digest, as the experiment's signed checkpoint records it."""
+def _function_search(m: Manifest, signed: Signed, claims: dict[str, Any], best: dict[str, Any]) -> Proven:
+    """A search over a train function: the best trial's newest checkpoint digest, as the
+    experiment's signed checkpoint records it (none for a trial that never checkpointed)."""
+    digest = best.get("checkpoint_sha256")
+    if digest is None and best.get("checkpoint_iteration") is not None:
+        raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
+    if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+        raise Unproven(f"the checkpoint at step {m.step} names no checkpoint digest of its best trial")
+    where = signed.where(claims.get("final_checkpoint"))
+    _agree(claims, "final_step", m.step)
+    _agree(claims, "weights_sha256", None)
+    _agree(claims, "checkpoint_sha256", digest)
+    _agree(claims, "final_checkpoint", where)
+    return Proven(m.step, where, None, digest)
+
+
+def _best_record(m: Manifest, claims: dict[str, Any]) -> dict[str, Any]:
+    """The best trial's record, as the experiment's signed checkpoint holds it."""
     best = claims.get("best_trial")
     trial_id = best.get("trial_id") if isinstance(best, dict) else None
     trials = m.extra.get("trials")
@@ -150,7 +170,7 @@ def _search_weights(m: Manifest, claims: dict[str, Any]) -> object:
         raise Unproven(f"the checkpoint at step {m.step} holds no trial records")
     for record in trials:
         if isinstance(record, dict) and record.get("trial_id") == trial_id:
-            return record.get("weights_sha256")
+            return record
     raise Unproven(f"the best trial {str(trial_id)[:64]!r} is not among the signed checkpoint's trials")
 
 

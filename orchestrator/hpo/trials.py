@@ -41,6 +41,9 @@ class TrialRecord:
     error: str | None = None
     # The hash of the trial's weights at its last result (the best trial's is the run's).
     weights_sha256: str | None = None
+    # A train function's trial (weights it alone knows): the digest of its newest
+    # checkpoint's files (recovery.manifest.checkpoint_digest), as a function's run reports.
+    checkpoint_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

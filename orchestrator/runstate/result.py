@@ -119,7 +119,8 @@ def build_result(
         "metrics": final.get("metrics", {}),
         "final_checkpoint": final.get("final_checkpoint") or (None if newest is None else newest[1]),
         "weights_sha256": final.get("weights_sha256"),
-        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to know).
+        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to
+        # know); a search over one: its best trial's newest checkpoint's, as trials[].checkpoint_sha256.
         "checkpoint_sha256": final.get("checkpoint_sha256"),
         "attempts": len(record.attempts),
         "attempt_history": record.attempts,

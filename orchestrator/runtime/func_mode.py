@@ -235,7 +235,9 @@ def _number(value: Any) -> float | None:
 
 
 class ReportSink(Protocol):
-    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None: ...
+    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> Any:
+        """The report's checkpoint taken (None: Ray's report carries none), or given back
+        for Ray's own report to persist (a search's trial, which Ray Train's run keeps)."""
 
     def get_checkpoint(self) -> Any: ...
 
@@ -264,8 +266,8 @@ class StoreFnUtils(ray_fn_utils.TrainFnUtils):
                 "ray.train.report(validation=...) needs the trainer's validation_config, which job.train_func "
                 "runs do not set"
             )
-        self.sink.report(metrics, checkpoint, bool(delete_local_checkpoint_after_upload))
-        self.inner.report(metrics, None)
+        passed = self.sink.report(metrics, checkpoint, bool(delete_local_checkpoint_after_upload))
+        self.inner.report(metrics, passed)
 
     def get_checkpoint(self) -> Any:
         return self.sink.get_checkpoint()

@@ -46,6 +46,7 @@ def live_record(trial: Any, configs: list[dict[str, Any]], restored: dict[str, T
     if not last.get("iteration") and before is not None:
         return TrialRecord(**{**before.to_json(), "status": str(trial.status), "checkpoint_iteration": ckpt_it})
     sha = last.get("weights_sha256")
+    digest = last.get("checkpoint_sha256")
     return TrialRecord(
         trial_id=trial_id,
         status=str(trial.status),
@@ -55,6 +56,7 @@ def live_record(trial: Any, configs: list[dict[str, Any]], restored: dict[str, T
         checkpoint_iteration=ckpt_it,
         error=error,
         weights_sha256=sha if isinstance(sha, str) else None,
+        checkpoint_sha256=digest if isinstance(digest, str) else None,
     )
 
 
@@ -83,6 +85,7 @@ def result_record(result: Any, configs: list[dict[str, Any]]) -> TrialRecord:
     m = result.metrics or {}
     index = int((result.config or {})[INDEX])
     sha = m.get("weights_sha256")
+    digest = m.get("checkpoint_sha256")
     return TrialRecord(
         trial_id=trial_key(index),
         status=ERROR if result.error is not None else TERMINATED,
@@ -92,6 +95,7 @@ def result_record(result: Any, configs: list[dict[str, Any]]) -> TrialRecord:
         checkpoint_iteration=int(m.get("iteration", 0) or 0) if result.checkpoint is not None else None,
         error=None if result.error is None else f"{type(result.error).__name__}: {str(result.error)[:300]}",
         weights_sha256=sha if isinstance(sha, str) else None,
+        checkpoint_sha256=digest if isinstance(digest, str) else None,
     )
 
 

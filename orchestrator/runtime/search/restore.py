@@ -16,7 +16,7 @@ from typing import Any
 from orchestrator.hpo import trial_key
 from orchestrator.hpo.replay import ASK, OptunaReplay, ReplayError
 from orchestrator.runtime.search.section import rung_list, search_of
-from orchestrator.runtime.search.snapshot import ARCHIVE, Expected, SearchSnapshot, SnapshotError, unpack
+from orchestrator.runtime.search.snapshot import ARCHIVE, Expected, SearchSnapshot, SnapshotError, is_func_parts, unpack
 from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
@@ -32,6 +32,8 @@ def check_trial_checkpoints(snapshot: SearchSnapshot) -> None:
     says; else SnapshotError (one line)."""
     recorded = {t.trial_id: t.checkpoint_iteration for t in snapshot.trials}
     for trial_id, parts in snapshot.checkpoints.items():
+        if is_func_parts(parts):
+            continue  # a train function's: unpack checked its state; its files are the function's own
         try:
             state = load_tensors(parts["state.pt"])
             iteration = int(state["iteration"])

@@ -17,6 +17,7 @@ from ray import tune
 from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install, report_exploit
+from orchestrator.runtime.search.func_trial import func_trial
 from orchestrator.runtime.search.records import final_records, result_workers
 from orchestrator.runtime.search.restore import proposer_from, restore_search
 from orchestrator.runtime.search.scheduler import StablePBT, make_scheduler
@@ -47,10 +48,12 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     proposes = hpo.search_alg != "random"
     # The search's list of trials: drawn up front, or grown as its searcher proposes them.
     configs = [] if proposes else sample_configs(hpo.search_space, hpo.num_samples, spec.job.seed)
+    functions = bool(spec.job.train_func)
     if proposes:
-        expected = Expected(hpo.num_samples, None, hpo.search_space, proposes=True)
+        expected = Expected(hpo.num_samples, None, hpo.search_space, proposes=True, functions=functions)
     else:
-        expected = Expected(len(configs), configs, hpo.search_space, evolves=hpo.scheduler == "pbt")
+        evolves = hpo.scheduler == "pbt"
+        expected = Expected(len(configs), configs, hpo.search_space, evolves=evolves, functions=functions)
     proposer: OptunaReplay | None = None
     try:
         restored_step, restored_url, snapshot = restore_search(spec, control, expected)
@@ -110,6 +113,7 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
         final_step=step,
         metrics=dict(best.metrics),
         weights_sha256=best.weights_sha256,
+        checkpoint_sha256=best.checkpoint_sha256,
         final_checkpoint=driver.last_checkpoint,
         best_trial={
             **best.to_json(),
@@ -151,11 +155,18 @@ def pbt_of(spec: RuntimeSpec, driver: SearchDriver) -> StablePBT:
     return StablePBT(driver.hpo, spec.job.seed, driver.configs, report_exploit, started)
 
 
-def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None) -> int:
-    """Trials at once: hpo.max_concurrent, and for multi-worker trials no more than the
-    cluster's CPUs hold (their Tune trials take none, so Tune would start them all, and
-    each Ray Train run would wait for workers that others hold)."""
-    if hpo.trial.workers <= 1:
+def ray_train_trials(spec: RuntimeSpec) -> bool:
+    """Whether each trial is a Ray Train run: a multi-worker trial, or a train function's
+    (which needs Ray Train's context at any world size)."""
+    return bool(spec.job.train_func) or (spec.hpo is not None and spec.hpo.trial.workers > 1)
+
+
+def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None, ray_train: bool | None = None) -> int:
+    """Trials at once: hpo.max_concurrent, and for Ray Train trials (``ray_train``; by
+    default, multi-worker ones) no more than the cluster's CPUs hold (their Tune trials
+    take none, so Tune would start them all, and each Ray Train run would wait for
+    workers that others hold)."""
+    if not (hpo.trial.workers > 1 if ray_train is None else ray_train):
         return hpo.max_concurrent
     if cluster_cpus is None:
         import ray
@@ -183,12 +194,13 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
         space = {}
         searcher = ProposingSearcher(driver.proposer, driver.configs, driver.plan.run, hpo.metric, hpo.mode)
         samples = trials_left(driver)
-    # A multi-worker trial's CPUs are its Ray Train workers': its Tune trial takes none
-    # (Tune needs a resource of some kind: one byte of memory).
-    func = train_trial if hpo.trial.workers > 1 else trial_func
+    # A Ray Train trial's CPUs are its workers': its Tune trial takes none (Tune needs a
+    # resource of some kind: one byte of memory).
+    ray_train = ray_train_trials(spec)
+    func = func_trial if spec.job.train_func else train_trial if ray_train else trial_func
     trainable = tune.with_resources(
         tune.with_parameters(func, runtime=trial_inputs(spec, hpo, driver.configs), resume=driver.plan.checkpoints),
-        {"cpu": 0, "memory": 1} if hpo.trial.workers > 1 else {"cpu": hpo.cpus_per_trial},
+        {"cpu": 0, "memory": 1} if ray_train else {"cpu": hpo.cpus_per_trial},
     )
     return tune.Tuner(
         trainable,
@@ -198,7 +210,7 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
             mode=hpo.mode,
             num_samples=samples,
             search_alg=searcher,
-            max_concurrent_trials=concurrent_trials(hpo),
+            max_concurrent_trials=concurrent_trials(hpo, ray_train=ray_train),
             scheduler=make_scheduler(hpo, driver.rungs, lambda: pbt_of(spec, driver)),
         ),
         run_config=tune.RunConfig(

@@ -15,6 +15,20 @@ from orchestrator.runtime.search.trial import INDEX, VALUES, trial_id_of
 from orchestrator.wire.sections import HpoSection
 
 
+class CappedFIFO(FIFOScheduler):
+    """FIFO that ends a trial at hpo.max_t iterations (a workload trial ends there itself;
+    a train function reports as often as it likes)."""
+
+    def __init__(self, max_t: int) -> None:
+        super().__init__()
+        self.max_t = max_t
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if int(result.get("iteration", 0)) >= self.max_t:
+            return TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+
 class StableASHA(FIFOScheduler):
     """Tune's ASHA rule over AshaRungs: its state is data keyed by our trial ids, so it
     travels in a snapshot as JSON and a resumed search meets the rungs as they were."""
@@ -130,5 +144,5 @@ def make_scheduler(
     if hpo.scheduler == "pbt" and pbt is not None:
         return pbt()
     if rungs is None:
-        return FIFOScheduler()
+        return CappedFIFO(hpo.max_t)
     return StableASHA(rungs, hpo.metric, hpo.max_t)

@@ -7,7 +7,11 @@ read back from a store can run code, even a snapshot this run signed:
 - ``search.json``: every trial's record (status, last iteration and metrics, the
   iteration of its newest checkpoint, its weights' hash) and ASHA's rungs.
 - ``trials/<trial_id>/{model,optimizer,state}.pt``: the newest checkpoint of each
-  trial that may still run, as tensors (read with ``torch.load(weights_only=True)``).
+  trial that may still run, as tensors (read with ``torch.load(weights_only=True)``);
+- or, for a search over a Ray Train function (``job.train_func``), its newest reported
+  checkpoint folder as ``trials/<trial_id>/files/<path>`` (handed back to the function
+  through ``ray.train.get_checkpoint()``, never opened here) and ``func.json``, the
+  number of reports it stands after.
 
 Tune's own experiment folder (``tuner.pkl``, the searcher's and the trials' pickled
 state) stays on the cluster's scratch and never travels: a resumed search is a new
@@ -30,8 +34,9 @@ from typing import Any
 from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_key
 from orchestrator.hpo.pbt import Exploit, read_exploits
 from orchestrator.hpo.replay import ReplayError, check_events
-from orchestrator.hpo.space import in_space, parse_distribution
+from orchestrator.hpo.space import MAX_TRIALS, in_space, parse_distribution
 from orchestrator.wire.sections import METRIC_NAME
+from recovery.manifest import ManifestError, check_member_name
 
 FORMAT = "orchestrator.search/1"
 # The one file of a search's checkpoint in the store.
@@ -40,6 +45,11 @@ STATE = "search.json"
 CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "state.pt")
 # A multi-worker trial's (hpo.trial.workers > 1) checkpoint also holds each rank's RNG states.
 RNG_FILE = re.compile(r"rng-(\d{1,4})\.pt")
+# A train function's trial checkpoint: its folder's files under FUNC_FILES, and FUNC_STATE.
+FUNC_STATE = "func.json"
+FUNC_FILES = "files/"
+MAX_FUNC_FILES = 4096
+MAX_FUNC_STATE_BYTES = 4096
 STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher", "pbt"})
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
 # A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
@@ -50,11 +60,12 @@ MAX_STATE_BYTES = 16 << 20
 MAX_FILE_BYTES = 4 << 30
 MAX_ERROR = 2000
 _TRIAL = re.compile(r"trial_(\d{5})")
-_MEMBER = re.compile(
-    r"trials/(trial_\d{5})/(" + "|".join([*(re.escape(f) for f in CHECKPOINT_FILES), RNG_FILE.pattern]) + ")"
-)
+_MEMBER = re.compile(r"trials/(trial_\d{5})/(.+)")
+_WORKLOAD_PART = re.compile("|".join([*(re.escape(f) for f in CHECKPOINT_FILES), RNG_FILE.pattern]))
 _SHA = re.compile(r"[0-9a-f]{64}")
 RECORD_KEYS = frozenset(TrialRecord("x", TERMINATED).to_json())
+# A record written before checkpoint_sha256 was one of its fields reads as one without it.
+OLD_RECORD_KEYS = RECORD_KEYS - {"checkpoint_sha256"}
 
 
 class SnapshotError(ValueError):
@@ -86,6 +97,8 @@ class Expected:
     proposes: bool = False
     # Trials whose values PBT explored (any of the space's), its decisions in the snapshot.
     evolves: bool = False
+    # Trials of a train function (job.train_func): their checkpoints are its folders.
+    functions: bool = False
 
     def holds(self, index: int, config: Any) -> bool:
         if self.listed is not None and (config == self.listed[index] or not self.evolves):
@@ -96,8 +109,56 @@ class Expected:
         return all(in_space(*parse_distribution(k, space[k]), v) for k, v in config.items())
 
 
+def part_name_ok(name: str) -> bool:
+    """A file a trial's checkpoint may hold: a workload trial's (CHECKPOINT_FILES, RNG
+    files) or a train function's (FUNC_STATE, FUNC_FILES + a path inside its folder)."""
+    if _WORKLOAD_PART.fullmatch(name) or name == FUNC_STATE:
+        return True
+    if not name.startswith(FUNC_FILES):
+        return False
+    try:
+        check_member_name(name[len(FUNC_FILES) :])
+    except ManifestError:
+        return False
+    return True
+
+
+def func_parts(iteration: int, files: dict[str, bytes]) -> dict[str, bytes]:
+    """A train function's trial checkpoint: its folder's ``files`` (relative POSIX paths)
+    after ``iteration`` reports."""
+    parts = {FUNC_FILES + name: data for name, data in files.items()}
+    parts[FUNC_STATE] = json.dumps({"iteration": iteration}).encode()
+    return parts
+
+
+def is_func_parts(parts: dict[str, bytes]) -> bool:
+    return FUNC_STATE in parts
+
+
+def func_iteration(parts: dict[str, bytes]) -> int:
+    """The reports a train function's checkpoint stands after; SnapshotError if FUNC_STATE
+    is not ``{"iteration": N}`` (N >= 1)."""
+    raw = parts.get(FUNC_STATE, b"")
+    try:
+        state = json.loads(raw) if len(raw) <= MAX_FUNC_STATE_BYTES else None
+    except (UnicodeDecodeError, ValueError):
+        state = None
+    it = state.get("iteration") if isinstance(state, dict) and set(state) == {"iteration"} else None
+    if isinstance(it, bool) or not isinstance(it, int) or it < 1:
+        raise SnapshotError(f'{FUNC_STATE} is not {{"iteration": N}} with N >= 1')
+    return it
+
+
+def func_files(parts: dict[str, bytes]) -> dict[str, bytes]:
+    """The function's own files of ``parts``, by their path in its folder."""
+    return {name[len(FUNC_FILES) :]: data for name, data in parts.items() if name.startswith(FUNC_FILES)}
+
+
 def checkpoint_names(parts: dict[str, bytes]) -> list[str]:
-    """A trial checkpoint's files: CHECKPOINT_FILES, then its ranks' RNG files by rank."""
+    """A trial checkpoint's files: CHECKPOINT_FILES, then its ranks' RNG files by rank (a
+    train function's: FUNC_STATE, then its files by path)."""
+    if is_func_parts(parts):
+        return [FUNC_STATE, *sorted(n for n in parts if n.startswith(FUNC_FILES))]
     rngs = sorted((n for n in parts if RNG_FILE.fullmatch(n)), key=lambda n: int(n[4:-3]))
     return [*CHECKPOINT_FILES, *rngs]
 
@@ -153,7 +214,7 @@ def unpack(
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):
         raise SnapshotError(f"{STATE} names a trial twice")
-    checkpoints = _checkpoints(members, {t.trial_id: t for t in trials})
+    checkpoints = _checkpoints(members, {t.trial_id: t for t in trials}, expected.functions)
     searcher = state.get("searcher")
     if (searcher is not None) != expected.proposes:
         raise SnapshotError(f"{STATE}: a searcher's log goes with a searcher that proposes trials, and only then")
@@ -180,10 +241,13 @@ def _members(data: bytes) -> dict[str, bytes]:
             name = member.name
             if not member.isfile():
                 raise SnapshotError(f"experiment.tar holds {name[:80]!r}, which is not a plain file")
-            if name != STATE and not _MEMBER.fullmatch(name):
+            match = _MEMBER.fullmatch(name)
+            if name != STATE and (match is None or not part_name_ok(match.group(2))):
                 raise SnapshotError(f"experiment.tar holds {name[:80]!r}, which a search snapshot never has")
             if name in out:
                 raise SnapshotError(f"experiment.tar holds {name!r} twice")
+            if len(out) > (MAX_FUNC_FILES + 1) * MAX_TRIALS:
+                raise SnapshotError(f"experiment.tar holds more than {len(out)} files")
             if member.size > (MAX_STATE_BYTES if name == STATE else MAX_FILE_BYTES):
                 raise SnapshotError(f"experiment.tar's {name!r} is too large ({member.size} bytes)")
             fh = tar.extractfile(member)
@@ -194,7 +258,7 @@ def _members(data: bytes) -> dict[str, bytes]:
 
 def _record(raw: Any, i: int, expected: Expected, max_t: int) -> TrialRecord:
     where = f"{STATE}: trials[{i}]"
-    if not isinstance(raw, dict) or set(raw) != RECORD_KEYS:
+    if not isinstance(raw, dict) or set(raw) not in (RECORD_KEYS, OLD_RECORD_KEYS):
         raise SnapshotError(f"{where} is not a trial record (fields {', '.join(sorted(RECORD_KEYS))})")
     trial_id = raw["trial_id"]
     match = _TRIAL.fullmatch(trial_id) if isinstance(trial_id, str) else None
@@ -217,9 +281,10 @@ def _record(raw: Any, i: int, expected: Expected, max_t: int) -> TrialRecord:
             raise SnapshotError(f"{where}.metrics.{name} is not a number")
     if raw["error"] is not None and not (isinstance(raw["error"], str) and len(raw["error"]) <= MAX_ERROR):
         raise SnapshotError(f"{where}.error is not a string of at most {MAX_ERROR} characters")
-    sha = raw["weights_sha256"]
-    if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
-        raise SnapshotError(f"{where}.weights_sha256 is not a sha256 in hex")
+    for key in ("weights_sha256", "checkpoint_sha256"):
+        sha = raw.get(key)
+        if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+            raise SnapshotError(f"{where}.{key} is not a sha256 in hex")
     return TrialRecord(**{**raw, "metrics": {k: float(v) for k, v in metrics.items()}})
 
 
@@ -228,7 +293,9 @@ def _iteration(value: Any, where: str, low: int, high: int) -> None:
         raise SnapshotError(f"{where} is not an integer in [{low}, {high}]")
 
 
-def _checkpoints(members: dict[str, bytes], trials: dict[str, TrialRecord]) -> dict[str, dict[str, bytes]]:
+def _checkpoints(
+    members: dict[str, bytes], trials: dict[str, TrialRecord], functions: bool
+) -> dict[str, dict[str, bytes]]:
     out: dict[str, dict[str, bytes]] = {}
     for name, data in members.items():
         match = _MEMBER.fullmatch(name)
@@ -238,6 +305,16 @@ def _checkpoints(members: dict[str, bytes], trials: dict[str, TrialRecord]) -> d
         record = trials.get(trial_id)
         if record is None or record.checkpoint_iteration is None:
             raise SnapshotError(f"experiment.tar has a checkpoint for {trial_id}, which its records say has none")
+        if is_func_parts(parts) != functions:
+            ours = "a train function's folder" if functions else "a workload's state"
+            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} is not {ours}, which this search's are")
+        if functions:
+            _check_func_parts(trial_id, parts, record.checkpoint_iteration)
+            continue
+        if any(n.startswith(FUNC_FILES) for n in parts):
+            raise SnapshotError(
+                f"experiment.tar's checkpoint of {trial_id} has a function's files without {FUNC_STATE}"
+            )
         if not set(CHECKPOINT_FILES) <= set(parts):
             wanted = ", ".join(CHECKPOINT_FILES)
             raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} lacks some of {wanted}")
@@ -248,6 +325,23 @@ def _checkpoints(members: dict[str, bytes], trials: dict[str, TrialRecord]) -> d
         if record.status != TERMINATED and record.checkpoint_iteration is not None and record.trial_id not in out:
             raise SnapshotError(f"{STATE} says {record.trial_id} has a checkpoint, and experiment.tar has none")
     return out
+
+
+def _check_func_parts(trial_id: str, parts: dict[str, bytes], iteration: int) -> None:
+    """A train function's checkpoint: its state, its own files alone, and no more of them
+    than a folder of MAX_FUNC_FILES; standing where its record says."""
+    if any(_WORKLOAD_PART.fullmatch(n) for n in parts):
+        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} mixes a function's files and a workload's")
+    if len(parts) - 1 > MAX_FUNC_FILES:
+        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} has more than {MAX_FUNC_FILES} files")
+    try:
+        at = func_iteration(parts)
+    except SnapshotError as exc:
+        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id}: {exc}") from None
+    if at != iteration:
+        raise SnapshotError(
+            f"experiment.tar's checkpoint of {trial_id} stands after {at} reports; its record says {iteration}"
+        )
 
 
 def _rungs(raw: Any, expected: list[int] | None, ids: set[str]) -> dict[str, dict[str, float]] | None:

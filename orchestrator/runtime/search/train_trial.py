@@ -78,31 +78,44 @@ def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[st
     """The Tune trial of a multi-worker trial: its Ray Train run, each report on to Tune."""
     import ray
     from ray import tune
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
     from ray.util.queue import Queue
 
     index = int(config[INDEX])
     values = config.get(VALUES) or runtime["configs"][index]
     trial_id = trial_key(index)
-    hpo = runtime["hpo"]
     parts = resumed_parts(trial_id, resume)
     restored = None if parts is None else int(load_tensors(parts["state.pt"])["iteration"])
-    announce(runtime, trial_id, values, restored, workers=hpo.trial.workers)
+    announce(runtime, trial_id, values, restored, workers=runtime["hpo"].trial.workers)
     reports: Any = Queue(actor_options={"num_cpus": 0})
-    gpus = hpo.trial.gpus_per_worker
-    trainer = TorchTrainer(
-        trial_worker,
-        train_loop_config={
-            "runtime": runtime,
-            "index": index,
-            "values": values,
-            "parts": None if parts is None else ray.put(parts),
-        },
+    loop_config = {
+        "runtime": runtime,
+        "index": index,
+        "values": values,
+        "parts": None if parts is None else ray.put(parts),
+    }
+    trainer = torch_trainer(trial_worker, loop_config, runtime, trial_id, reports)
+    for metrics, folder in forwarded(trainer, reports, trial_id):
+        if folder is not None:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+def torch_trainer(
+    worker: Any, loop_config: dict[str, Any], runtime: dict[str, Any], trial_id: str, reports: Any
+) -> Any:
+    """A trial's TorchTrainer: ``hpo.trial.workers`` workers running ``worker``, its
+    folders on the cluster's scratch, each report to ``reports`` (``forwarder``)."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    trial = runtime["hpo"].trial
+    gpus = trial.gpus_per_worker
+    return TorchTrainer(
+        worker,
+        train_loop_config=loop_config,
         scaling_config=ScalingConfig(
-            num_workers=hpo.trial.workers,
+            num_workers=trial.workers,
             use_gpu=gpus > 0,
-            resources_per_worker={"CPU": hpo.trial.cpus_per_worker, **({"GPU": gpus} if gpus > 0 else {})},
+            resources_per_worker={"CPU": trial.cpus_per_worker, **({"GPU": gpus} if gpus > 0 else {})},
         ),
         run_config=RunConfig(
             name=f"{trial_id}-{uuid.uuid4().hex[:8]}",
@@ -112,6 +125,12 @@ def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[st
             checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
         ),
     )
+
+
+def forwarded(trainer: Any, reports: Any, trial_id: str) -> Any:
+    """``trainer.fit()`` in a thread of the Tune trial, yielding each report the
+    ``forwarder`` passes on (rank 0's metrics, the gathered checkpoint folder or None) as
+    it comes; the run's error, if any, raised once every report is out."""
     failed: list[BaseException] = []
 
     def fit() -> None:
@@ -125,10 +144,7 @@ def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[st
     runner = threading.Thread(target=fit, name=f"{trial_id}-train", daemon=True)
     runner.start()
     while (item := reports.get()) is not None:
-        metrics, folder = item
-        if folder is None:
-            continue
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+        yield item
     runner.join()
     if failed:
         raise failed[0]

@@ -21,7 +21,16 @@ import torch
 from orchestrator.hpo import trial_key
 from orchestrator.hpo.space import apply_values, config_path
 from orchestrator.runtime.dataflow import WorkerData
-from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS, METRICS_KEY, RNG_FILE
+from orchestrator.runtime.search.snapshot import (
+    CHECKPOINT_FILES,
+    FUNC_FILES,
+    FUNC_STATE,
+    MAX_FUNC_STATE_BYTES,
+    MAX_METRICS,
+    METRICS_KEY,
+    RNG_FILE,
+    func_parts,
+)
 from orchestrator.runtime.train_loop import rng_state, set_rng_state, to_device
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import UserCodeError
@@ -48,7 +57,14 @@ def load_tensors(data: bytes) -> Any:
 
 def read_trial_checkpoint(path: str) -> dict[str, bytes]:
     """A trial's checkpoint folder as Tune keeps it: each of CHECKPOINT_FILES, and each
-    rank's RNG file of a multi-worker trial, by name."""
+    rank's RNG file of a multi-worker trial, by name; a train function's trial: FUNC_STATE
+    and its folder's files under FUNC_FILES (orchestrator.runtime.search.func_trial)."""
+    if os.path.exists(os.path.join(path, FUNC_STATE)):
+        from orchestrator.runtime.func_mode import read_checkpoint_dir
+
+        with open(os.path.join(path, FUNC_STATE), "rb") as fh:
+            state = fh.read(MAX_FUNC_STATE_BYTES + 1)
+        return {**func_parts(1, read_checkpoint_dir(os.path.join(path, FUNC_FILES))), FUNC_STATE: state}
     names = [*CHECKPOINT_FILES, *(n for n in sorted(os.listdir(path)) if RNG_FILE.fullmatch(n))]
     parts = {}
     for name in names:
@@ -92,9 +108,9 @@ def scale_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr if i == 0 or base == 0 else float(group["lr"]) / base * lr
 
 
-def eval_metrics(metrics: Any, wanted: str) -> dict[str, float]:
-    """The numbers of the workload's evaluate(), at most MAX_METRICS of them, named as a
-    metric may be; UserCodeError when the search's metric is not among them."""
+def eval_metrics(metrics: Any, wanted: str, source: str = "the workload's evaluate()") -> dict[str, float]:
+    """The numbers of the workload's evaluate() (or ``source``), at most MAX_METRICS of
+    them, named as a metric may be; UserCodeError when the search's metric is not among them."""
     out: dict[str, float] = {}
     for name, value in (metrics or {}).items() if isinstance(metrics, dict) else ():
         if isinstance(name, str) and METRIC_NAME.fullmatch(name) and isinstance(value, int | float | torch.Tensor):
@@ -103,7 +119,7 @@ def eval_metrics(metrics: Any, wanted: str) -> dict[str, float]:
                 out[name] = number
     if wanted not in out:
         raise UserCodeError(
-            f"hpo.metric: the search optimises {wanted!r}, and the workload's evaluate() returned "
+            f"hpo.metric: the search optimises {wanted!r}, and {source} returned "
             f"{', '.join(sorted(out)) or 'no numbers'}: set hpo.metric to one of them"
         )
     return out

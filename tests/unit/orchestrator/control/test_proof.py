@@ -10,7 +10,7 @@ import pytest
 import orchestrator.control.watch as watch
 from orchestrator.config.compose import compose
 from orchestrator.control.controller import Controller
-from orchestrator.control.proof import FUNC, LOOP, SEARCH, Proven, Signed, Unproven, newest_signed, prove
+from orchestrator.control.proof import FUNC, FUNC_SEARCH, LOOP, SEARCH, Proven, Signed, Unproven, newest_signed, prove
 from recovery.fencing import Lineage
 from recovery.keys import controller_keys
 from recovery.manifest import FileEntry, Manifest, checkpoint_digest
@@ -83,6 +83,30 @@ def test_a_search_s_weights_are_the_best_trial_s_in_the_signed_records() -> None
         prove(SEARCH, 60, {"best_trial": {"trial_id": "t0"}, "weights_sha256": W}, signed)
     with pytest.raises(Unproven, match="not among"):
         prove(SEARCH, 60, {"best_trial": {"trial_id": "t9"}}, signed)
+
+
+def test_a_function_search_s_end_is_the_best_trial_s_checkpoint_digest_in_the_signed_records() -> None:
+    trials = [
+        {"trial_id": "t0", "weights_sha256": None, "checkpoint_sha256": "0" * 64, "checkpoint_iteration": 2},
+        {"trial_id": "t1", "weights_sha256": None, "checkpoint_sha256": W, "checkpoint_iteration": 4},
+        {"trial_id": "t2", "weights_sha256": None, "checkpoint_sha256": None, "checkpoint_iteration": 3},
+        {"trial_id": "t3", "weights_sha256": None, "checkpoint_sha256": None, "checkpoint_iteration": None},
+    ]
+    signed = _signed(step=60, kind="hpo_experiment", trials=trials)
+    claims = {"best_trial": {"trial_id": "t1"}, "checkpoint_sha256": W, "final_step": 60}
+    proven = prove(FUNC_SEARCH, 60, claims, signed)
+    assert (proven.weights_sha256, proven.checkpoint_sha256, proven.final_step) == (None, W, 60)
+    with pytest.raises(Unproven, match="claims checkpoint_sha256"):
+        prove(FUNC_SEARCH, 60, {**claims, "best_trial": {"trial_id": "t0"}}, signed)
+    with pytest.raises(Unproven, match="claims weights_sha256"):
+        prove(FUNC_SEARCH, 60, {**claims, "weights_sha256": W}, signed)
+    # A best trial with a checkpoint must name its digest; one that never checkpointed names none.
+    with pytest.raises(Unproven, match="names no weights digest"):
+        prove(FUNC_SEARCH, 60, {"best_trial": {"trial_id": "t2"}}, signed)
+    assert prove(FUNC_SEARCH, 60, {"best_trial": {"trial_id": "t3"}}, signed).checkpoint_sha256 is None
+    # A workload's search still needs its best trial's weights.
+    with pytest.raises(Unproven, match="names no weights digest"):
+        prove(SEARCH, 60, claims, signed)
 
 
 def test_the_newest_signed_checkpoint_on_the_lineage_across_stores(tmp_path: Path) -> None:

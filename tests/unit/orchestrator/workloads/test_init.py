@@ -153,9 +153,22 @@ def test_a_train_function_takes_only_faults_it_can_meet(userpkg: Path) -> None:
         compose([*base, "chaos.faults=[{kind:kill_worker,during:checkpoint_upload}]"])
     assert info.value.key == "chaos.faults[0].kind"
     compose([*base, "chaos.faults=[{kind:kill_region,after_s:5},{kind:preempt,during:checkpoint_upload}]"])
-    # A search trains workload classes (any of them, tests/unit/orchestrator/config/test_validate_search.py).
-    with pytest.raises(ConfigError, match="cannot be searched yet"):
-        compose(["job=digits_hpo", *base])
+    # A search over a function: its faults come at search steps, its keys are job.params.*,
+    # and PBT (which moves a checkpoint between trials of other values) is the loop's alone.
+    search = ["job.train_func=usermods:train_func", "hpo.enabled=true", "hpo.search_space.job.params.lr=uniform 0.1 1"]
+    compose([*search, "chaos.faults=[{kind:kill_region,at_step:3}]"])
+    with pytest.raises(ConfigError, match=r"its config is job\.params") as info:
+        compose([*search, "hpo.search_space.job.lr=uniform 0.1 1"])
+    assert info.value.key == "hpo.search_space.job.lr"
+    with pytest.raises(ConfigError, match="is not a key a train function reads") as info:
+        compose([*search, "hpo.search_space.trainer.grad_clip_norm=uniform 0.5 2"])
+    assert info.value.key == "hpo.search_space.trainer.grad_clip_norm"
+    with pytest.raises(ConfigError, match=r"with job\.train_func use asha or fifo") as info:
+        compose([*search, "hpo.scheduler=pbt", "hpo.num_samples=4", "hpo.perturbation_interval=1"])
+    assert info.value.key == "hpo.scheduler"
+    with pytest.raises(ConfigError) as info:
+        compose([*search, "hpo.trial.workers=3"])  # local regions: 2 CPUs
+    assert info.value.key == "hpo.trial.workers"
 
 
 def test_loop_keys_and_gpus_are_bounded() -> None:

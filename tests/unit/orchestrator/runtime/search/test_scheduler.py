@@ -19,10 +19,11 @@ def tune() -> Any:
     """Tune's schedulers and ours, imported by these tests only (Ray Tune takes seconds)."""
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-    from orchestrator.runtime.search.scheduler import StableASHA, StablePBT, make_scheduler
+    from orchestrator.runtime.search.scheduler import CappedFIFO, StableASHA, StablePBT, make_scheduler
 
     return SimpleNamespace(
         FIFOScheduler=FIFOScheduler,
+        CappedFIFO=CappedFIFO,
         TrialScheduler=TrialScheduler,
         StableASHA=StableASHA,
         StablePBT=StablePBT,
@@ -35,9 +36,19 @@ def rungs() -> AshaRungs:
 
 
 def test_fifo_without_rungs_asha_with_them(tune: Any) -> None:
-    assert type(tune.make_scheduler(HPO, None)) is tune.FIFOScheduler  # type: ignore[arg-type]
+    fifo = tune.make_scheduler(HPO, None)  # type: ignore[arg-type]
+    assert isinstance(fifo, tune.FIFOScheduler) and type(fifo) is tune.CappedFIFO
     asha = tune.make_scheduler(HPO, rungs())  # type: ignore[arg-type]
     assert isinstance(asha, tune.StableASHA) and (asha.search_metric, asha.max_t) == ("accuracy", 4)
+
+
+def test_fifo_ends_a_trial_at_max_t_whatever_it_reports(tune: Any) -> None:
+    """A train function reports as often as it likes: FIFO ends its trial at hpo.max_t."""
+    fifo = tune.CappedFIFO(4)
+    t = SimpleNamespace(config={INDEX: 0})
+    assert fifo.on_trial_result(None, t, {"iteration": 3, "accuracy": 0.5}) == tune.TrialScheduler.CONTINUE
+    assert fifo.on_trial_result(None, t, {"accuracy": 0.5}) == tune.TrialScheduler.CONTINUE
+    assert fifo.on_trial_result(None, t, {"iteration": 4}) == tune.TrialScheduler.STOP
 
 
 def test_a_result_without_the_metric_goes_on_and_max_t_stops(tune: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from dataclasses import replace
 
@@ -15,6 +16,9 @@ from orchestrator.runtime.search.snapshot import (
     Expected,
     SearchSnapshot,
     SnapshotError,
+    func_files,
+    func_iteration,
+    func_parts,
     pack,
     resume_plan,
     unpack,
@@ -25,6 +29,7 @@ SPACE = {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128"}
 CONFIGS = sample_configs(SPACE, 4, seed=0)
 RUNGS = asha_rungs(6, 2, 2)
 CKPT = {"model.pt": b"m", "optimizer.pt": b"o", "state.pt": b"s"}
+FUNCTIONS = Expected(len(CONFIGS), CONFIGS, functions=True)
 
 
 def record(i: int, status: str, iteration: int = 0, checkpoint: int | None = None) -> TrialRecord:
@@ -280,3 +285,72 @@ def test_a_multi_worker_trials_checkpoint_carries_each_ranks_rng_states() -> Non
         unpack(pack(gap), CONFIGS, 6, RUNGS)
     with pytest.raises(SnapshotError, match="which a search snapshot never has"):
         unpack(_with("trials/trial_00002/rng-x.pt"), CONFIGS, 6, RUNGS)
+
+
+def test_a_train_functions_trial_checkpoint_is_its_folder_and_the_reports_it_stands_after() -> None:
+    """Record 2 stands after 3 reports, record 3 after 1: their folders travel as the
+    function wrote them (paths inside the folder only), beside func.json."""
+    two = func_parts(3, {"checkpoint.pt": b"c", "shards/rank-0.bin": b"s0"})
+    snap = replace(snapshot(), checkpoints={trial_key(2): two, trial_key(3): func_parts(1, {"a.pt": b"a"})})
+    data = pack(snap)
+    assert [n for n in members(data) if "trial_00002" in n] == [
+        "trials/trial_00002/func.json",
+        "trials/trial_00002/files/checkpoint.pt",
+        "trials/trial_00002/files/shards/rank-0.bin",
+    ]
+    back = unpack(data, FUNCTIONS, 6, RUNGS)
+    assert back == snap
+    # A search of a workload class reads no function's folder, and the other way round.
+    with pytest.raises(SnapshotError, match="is not a workload's state, which this search's are"):
+        unpack(data, CONFIGS, 6, RUNGS)
+    with pytest.raises(SnapshotError, match="is not a train function's folder, which this search's are"):
+        unpack(pack(snapshot()), FUNCTIONS, 6, RUNGS)
+    assert func_iteration(back.checkpoints[trial_key(2)]) == 3
+    assert func_files(back.checkpoints[trial_key(2)]) == {"checkpoint.pt": b"c", "shards/rank-0.bin": b"s0"}
+
+
+@pytest.mark.parametrize(
+    ("files", "words"),
+    [
+        # A path out of the folder, or not a path at all.
+        ({"trials/trial_00002/files/../../x": b"x"}, "which a search snapshot never has"),
+        ({"trials/trial_00002/files//x": b"x"}, "which a search snapshot never has"),
+        ({"trials/trial_00002/files/MANIFEST.json": b"{}"}, "which a search snapshot never has"),
+        # The reports it stands after: not the record's, not a count, not JSON, too big.
+        ({"trials/trial_00002/func.json": b'{"iteration": 2}'}, "stands after 2 reports; its record says 3"),
+        ({"trials/trial_00002/func.json": b'{"iteration": 0}'}, "with N >= 1"),
+        ({"trials/trial_00002/func.json": b'{"iteration": true}'}, "with N >= 1"),
+        ({"trials/trial_00002/func.json": b'{"iteration": 3, "x": 1}'}, "with N >= 1"),
+        ({"trials/trial_00002/func.json": b"\x80\x04K\x03."}, "with N >= 1"),
+        ({"trials/trial_00002/func.json": b'{"iteration": 3}' + b" " * 5000}, "with N >= 1"),
+        # A function's files without its state, or beside a workload's.
+        ({"trials/trial_00002/func.json": None}, "is not a train function's folder"),
+        ({"trials/trial_00002/model.pt": b"m"}, "mixes a function's files and a workload's"),
+    ],
+)
+def test_a_function_trials_checkpoint_that_is_not_ours_is_refused(files: dict, words: str) -> None:
+    ours = {trial_key(2): func_parts(3, {"c.pt": b"c"}), trial_key(3): func_parts(1, {"c.pt": b"c"})}
+    good = members(pack(replace(snapshot(), checkpoints=ours)))
+    assert unpack(tar(good), FUNCTIONS, 6, RUNGS).checkpoints == ours
+    for name, data in files.items():
+        if data is None:
+            good.pop(name)
+        else:
+            good[name] = data
+    with pytest.raises(SnapshotError, match=re.escape(words)):
+        unpack(tar(good), FUNCTIONS, 6, RUNGS)
+
+
+def test_a_train_functions_checkpoint_read_from_tunes_folder(tmp_path) -> None:
+    from orchestrator.runtime.search.func_trial import write_func_checkpoint
+    from orchestrator.runtime.search.trial import read_trial_checkpoint
+
+    reported = tmp_path / "reported"
+    (reported / "sub").mkdir(parents=True)
+    (reported / "model.pt").write_bytes(b"m")
+    (reported / "sub" / "opt.pt").write_bytes(b"o")
+    tune_folder = tmp_path / "tune"
+    tune_folder.mkdir()
+    write_func_checkpoint(str(reported), 4, str(tune_folder))
+    parts = read_trial_checkpoint(str(tune_folder))
+    assert parts == func_parts(4, {"model.pt": b"m", "sub/opt.pt": b"o"})
