@@ -65,11 +65,7 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
         )
     at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
     seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
-    if cfg.data.loader != "sharded":
-        raise ConfigError(
-            "data.loader", "a search's trials read their data themselves: only data.loader=sharded applies"
-        )
-    if hpo.trial.workers > 1 or cfg.job.train_func:
+    if ray_train_trial(cfg):
         _check_trial_workers(cfg)
     else:
         for name in cfg.candidate_regions():
@@ -124,13 +120,19 @@ def _check_trial_workers(cfg: Config) -> None:
             )
 
 
+def ray_train_trial(cfg: Config) -> bool:
+    """Whether each trial is a Ray Train run: more than one worker, a train function (Ray
+    Train's context at any world size) or Ray Data (split by Ray Train to its workers)."""
+    return cfg.hpo.trial.workers > 1 or bool(cfg.job.train_func) or cfg.data.loader == "ray_data"
+
+
 def trial_trainer(cfg: Config) -> Any:
     """The run's trainer.* as a trial's world has it: hpo.trial's workers, fixed (a world
     of one unless hpo.trial.workers says more), with their CPUs and GPUs."""
     trainer = copy.copy(cfg.trainer)
     trial = cfg.hpo.trial
     trainer.workers, trainer.min_workers = trial.workers, 0
-    if trial.workers > 1 or cfg.job.train_func:
+    if ray_train_trial(cfg):
         trainer.cpus_per_worker, trainer.gpus_per_worker = trial.cpus_per_worker, trial.gpus_per_worker
     return trainer
 

@@ -79,3 +79,40 @@ def test_sharded_checkpoints_carry_the_data_position_and_telemetry_is_per_worker
         # DDP's gradient all-reduce over gloo (TCP): at least the gradients' bytes each step.
         assert w["net_bytes_sent"] > 500 * 4 * 40_000 and w["net_bytes_recv"] > 500 * 4 * 40_000
     assert tele["gpu"] is None and "NVML" in tele["gpu_absent_reason"]
+
+
+def test_a_ray_data_search_loses_its_region_and_its_trial_resumes_exactly(orch_home):
+    """data.loader=ray_data in a search: the trial is a Ray Train run of two workers fed by
+    Ray Data; lost at its second iteration, it goes on in the next region from the
+    snapshot's checkpoint (the stream sought to that iteration), and the iteration it
+    reported before the loss and again after says the same (its weights the same)."""
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "ray-data-search",
+        "job=digits_hpo",
+        "data=ray_data",
+        "hpo.trial.workers=2",
+        "hpo.num_samples=1",
+        "hpo.max_t=3",
+        "hpo.grace_period=1",
+        "hpo.steps_per_iteration=10",
+        "hpo.snapshot_interval_s=0",
+        "chaos.faults=[{kind:kill_region,at_step:2}]",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and (r["region"], r["attempts"]) == ("local-b", 2)
+    (trial,) = r["trials"]
+    assert (
+        trial["status"] == "TERMINATED" and trial["iteration"] == 3 and r["weights_sha256"] == trial["weights_sha256"]
+    )
+    (restored,) = [e["iteration"] for e in run.events("trial_restored") if e["generation"] == 2]
+    assert restored >= 1, "restored from scratch: the snapshot held no checkpoint of the trial"
+    results = {(e["generation"], e["iteration"]): e["metrics"] for e in run.events("trial_result")}
+    both = [it for (g, it) in results if g == 1 and (2, it) in results]
+    assert both and all(results[(1, it)] == results[(2, it)] for it in both), results
+    # The trial's telemetry (its rank 0's), as a run's workers report theirs.
+    (tele,) = r["telemetry"]["workers"]
+    assert tele["trial_id"] == "trial_00000" and tele["samples"] > 0 and tele["peak_rss_bytes"] > 0
+    assert not wait_no_new_ray(before)

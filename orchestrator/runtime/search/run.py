@@ -156,9 +156,10 @@ def pbt_of(spec: RuntimeSpec, driver: SearchDriver) -> StablePBT:
 
 
 def ray_train_trials(spec: RuntimeSpec) -> bool:
-    """Whether each trial is a Ray Train run: a multi-worker trial, or a train function's
-    (which needs Ray Train's context at any world size)."""
-    return bool(spec.job.train_func) or (spec.hpo is not None and spec.hpo.trial.workers > 1)
+    """Whether each trial is a Ray Train run (orchestrator.config.validate_search's
+    ray_train_trial): a multi-worker trial, a train function's, or one fed by Ray Data."""
+    workers = spec.hpo is not None and spec.hpo.trial.workers > 1
+    return workers or bool(spec.job.train_func) or spec.data.loader == "ray_data"
 
 
 def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None, ray_train: bool | None = None) -> int:

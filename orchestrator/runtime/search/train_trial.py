@@ -1,16 +1,18 @@
-"""A trial of ``hpo.trial.workers`` > 1 workers: a Ray Train run inside its Tune trial.
+"""A Ray Train trial (``hpo.trial.workers`` > 1, or ``data.loader=ray_data`` at any
+world size): a Ray Train run inside its Tune trial.
 
 The Tune trial (``train_trial``, 0 CPUs of its own) starts a TorchTrainer of
 ``hpo.trial.workers`` workers, each ``hpo.trial.cpus_per_worker`` CPUs and
 ``gpus_per_worker`` GPUs, running ``trial_worker``: the trial's TrialLoop at its rank
 (DDP, the batch split as a run splits it), from the checkpoint the trial resumes from
 (Tune's, within an attempt; the search snapshot's, after a failover), handed to the
-workers through Ray's object store. At each iteration every rank reports to Ray Train
-with its part of the checkpoint (rank 0: the model, optimizer and trial state; each rank:
-its RNG states), which Ray Train gathers in one folder; a callback in Ray Train's
-controller passes rank 0's metrics and that folder to the Tune trial, which reports them
-to Tune as a world-of-one trial does, so the scheduler, the searcher and the snapshots see
-a multi-worker trial as any other.
+workers through Ray's object store. With ``data.loader=ray_data`` the trial's training
+set is a Ray Data dataset that Ray Train splits to its workers, as a run's is. At each
+iteration every rank reports to Ray Train with its part of the checkpoint (rank 0: the
+model, optimizer and trial state; each rank: its RNG states), which Ray Train gathers in
+one folder; a callback in Ray Train's controller passes rank 0's metrics and that folder
+to the Tune trial, which reports them to Tune as a world-of-one trial does, so the
+scheduler, the searcher and the snapshots see a multi-worker trial as any other.
 
 Ray Train restarts nothing itself (``max_failures=0``): a failed worker fails the trial,
 and Tune's retry (``trainer.max_worker_restarts``) starts it again from its newest
@@ -34,6 +36,7 @@ from orchestrator.runtime.search.trial import (
     load_tensors,
     resumed_parts,
     trial_report,
+    trial_sections,
 )
 
 # Ray Train's folders of a trial's checkpoints: two kept (the newest one is Tune's by then).
@@ -93,17 +96,31 @@ def train_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[st
         "values": values,
         "parts": None if parts is None else ray.put(parts),
     }
-    trainer = torch_trainer(trial_worker, loop_config, runtime, trial_id, reports)
+    trainer = torch_trainer(trial_worker, loop_config, runtime, trial_id, reports, **trial_datasets(runtime, values))
     for metrics, folder in forwarded(trainer, reports, trial_id):
         if folder is not None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
 
+def trial_datasets(runtime: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """data.loader=ray_data: the trial's training set as a Ray Data dataset, split by Ray
+    Train to its workers as a run's is (the trial's own values may shape the workload)."""
+    job, _, data = trial_sections(runtime, values)
+    if data.loader != "ray_data":
+        return {}
+    from orchestrator.workloads import make_workload
+    from orchestrator.workloads.data import DATASET_KEY, data_config, ray_dataset
+
+    workload = make_workload(job.to_plain(), data.to_plain())
+    return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
+
+
 def torch_trainer(
-    worker: Any, loop_config: dict[str, Any], runtime: dict[str, Any], trial_id: str, reports: Any
+    worker: Any, loop_config: dict[str, Any], runtime: dict[str, Any], trial_id: str, reports: Any, **extra: Any
 ) -> Any:
     """A trial's TorchTrainer: ``hpo.trial.workers`` workers running ``worker``, its
-    folders on the cluster's scratch, each report to ``reports`` (``forwarder``)."""
+    folders on the cluster's scratch, each report to ``reports`` (``forwarder``); ``extra``:
+    its datasets."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -124,6 +141,7 @@ def torch_trainer(
             failure_config=FailureConfig(max_failures=0),
             checkpoint_config=CheckpointConfig(num_to_keep=KEEP),
         ),
+        **extra,
     )
 
 

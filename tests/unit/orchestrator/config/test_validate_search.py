@@ -185,3 +185,15 @@ def test_multi_worker_trials_are_checked_in_their_own_world(tiny: list[str]) -> 
     assert err.key == "job.batch_size" and "across hpo.trial.workers (2)" in str(err), err
     # A world of one splits it.
     checked([*base, "job.batch_size=33"])
+
+
+def test_ray_data_trials_are_ray_train_runs_checked_in_their_own_world(tiny: list[str]) -> None:
+    """data.loader=ray_data: each trial a Ray Train run (Ray Train splits the dataset), so
+    its workers are hpo.trial.*'s at any world size; a workload without train_arrays()
+    has no rows to give Ray Data."""
+    cfg = checked(["job=digits_hpo", "data=ray_data"])
+    assert cfg.data.loader == "ray_data" and cfg.hpo.trial.workers == 1
+    err = refused(["job=digits_hpo", "data=ray_data", "hpo.trial.cpus_per_worker=3"])
+    assert err.key == "hpo.trial.workers" and "fits 0 worker(s) of 3 CPUs" in str(err), err
+    err = refused([*tiny, "data=ray_data"])
+    assert err.key == "data.loader" and "train_arrays()" in str(err), err
