@@ -3,8 +3,10 @@ while the files, the ConfigStore and the resolvers it read are as they were."""
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -267,71 +269,63 @@ def test_a_reused_parse_tree_still_resolves_per_call_and_a_bad_one_fails_each_ti
     assert base.parse is grammar_parser.parse
 
 
+def merging_after(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]) -> None:
+    """Every merge runs ``meanwhile`` first, inside its warning record."""
+    merge = compose_cache._merge
+
+    def merged(*args: Any) -> Any:
+        meanwhile()
+        return merge(*args)
+
+    monkeypatch.setattr(compose_cache, "_merge", merged)
+
+
+def twice_recording(warned: list[Any] | None = None) -> tuple[Any, Any]:
+    """The defaults composed twice (cached), every warning recorded (into ``warned``)."""
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")
+        first, again = composed([], cached=True), composed([], cached=True)
+        gc.collect()
+    if warned is not None:
+        warned.extend(given)
+    return first, again
+
+
 def test_a_finalizers_resource_warning_during_the_merge_costs_no_reuse_and_is_still_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The garbage collector may free another library's socket in the middle of a merge,
     and its finalizer warns there: not the config's warning, so the merge is still kept,
     and the warning still reaches its reader."""
-    import warnings
-
-    merge = compose_cache._merge
-
-    def collected_meanwhile(*args: Any) -> Any:
-        warnings.warn("unclosed <socket.socket fd=9>", ResourceWarning, stacklevel=1)
-        return merge(*args)
-
-    monkeypatch.setattr(compose_cache, "_merge", collected_meanwhile)
-    with warnings.catch_warnings(record=True) as given:
-        warnings.simplefilter("always")
-        first = composed([], cached=True)
-        again = composed([], cached=True)
+    merging_after(monkeypatch, lambda: warnings.warn("unclosed <socket.socket fd=9>", ResourceWarning, stacklevel=1))
+    given: list[Any] = []
+    first, again = twice_recording(given)
     assert first == again == composed([], cached=False)
     assert compose_cache.stats["reused"] == 1 and compose_cache.stats["merged"] == 1
     assert [str(g.message) for g in given if g.category is ResourceWarning] == ["unclosed <socket.socket fd=9>"]
 
 
 def test_a_configs_own_warning_still_costs_its_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
-    import warnings
-
-    merge = compose_cache._merge
-
-    def warns(*args: Any) -> Any:
-        warnings.warn("a deprecated key", UserWarning, stacklevel=1)
-        return merge(*args)
-
-    monkeypatch.setattr(compose_cache, "_merge", warns)
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        composed([], cached=True)
-        composed([], cached=True)
+    merging_after(monkeypatch, lambda: warnings.warn("a deprecated key", UserWarning, stacklevel=1))
+    twice_recording()
     assert compose_cache.stats["reused"] == 0
 
 
 def test_garbage_collected_during_the_merge_warns_after_it_and_costs_no_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
     """A cycle whose finalizer warns (any category) is collected after the merge's record,
     not inside it: the merge is kept all the same."""
-    import gc
-    import warnings
 
     class Cycle:
         def __del__(self) -> None:
             warnings.warn("coroutine 'fetch' was never awaited", RuntimeWarning, stacklevel=1)
 
-    merge = compose_cache._merge
-
-    def collected_meanwhile(*args: Any) -> Any:
+    def cycle_freed() -> None:
         cycle = Cycle()
         cycle.me = cycle  # type: ignore[attr-defined]
         del cycle
         if gc.isenabled():
             gc.collect(0)  # where the collector, were it on, could run
-        return merge(*args)
 
-    monkeypatch.setattr(compose_cache, "_merge", collected_meanwhile)
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        composed([], cached=True)
-        composed([], cached=True)
-        gc.collect()
+    merging_after(monkeypatch, cycle_freed)
+    twice_recording()
     assert compose_cache.stats["reused"] == 1
