@@ -280,7 +280,8 @@ class TrialConfig:
     """hpo.trial: what each trial of a search trains on."""
 
     # 1: the trial trains in its Tune trial's process (a world of one, hpo.cpus_per_trial
-    # CPUs). More: each trial is a Ray Train run of this many DDP workers, each with the
+    # CPUs), unless job.train_func or data.loader=ray_data make it a Ray Train run of one
+    # worker. More: each trial is a Ray Train run of this many DDP workers, each with the
     # CPUs and GPUs below, as a run's workers are (the batch splits across them).
     workers: int = 1
     cpus_per_worker: float = 1.0
