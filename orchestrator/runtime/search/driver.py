@@ -131,6 +131,8 @@ class SearchDriver:
         self.last_report = 0.0
         self.step = restored_step
         self.snapshots = 0
+        # The records of this attempt's last snapshot: what the result claims (ended_records).
+        self.snapshot_records: list[TrialRecord] | None = None
         self.groups = TrialGroups()
 
     @property
@@ -253,6 +255,7 @@ class SearchDriver:
             extra={"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]},
         )
         self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
+        self.snapshot_records = records
         self.dirty = False
         self.snapshots += 1
         if final:

@@ -108,6 +108,22 @@ def final_records(carried: list[TrialRecord], results: list[Any], configs: list[
     return [records[k] for k in sorted(records)]
 
 
+def ended_records(
+    snapshotted: list[TrialRecord] | None,
+    carried: list[TrialRecord],
+    results: list[Any],
+    configs: list[dict[str, Any]],
+) -> list[TrialRecord]:
+    """The records a search's result claims: those its last snapshot of this attempt holds
+    (what the signed checkpoint says, which the controller checks the claim against), else
+    Tune's ends over the carried ones. Tune's end and the live record can differ for a
+    trial that reported nothing in this attempt (restored at its last iteration): the
+    claim must be what was signed."""
+    if snapshotted is not None:
+        return sorted(snapshotted, key=lambda r: r.trial_id)
+    return final_records(carried, results, configs)
+
+
 def result_workers(results: list[Any]) -> list[dict[str, Any]]:
     """The ended trials' last telemetry, one worker each (rank: the result's place)."""
     return [

@@ -18,7 +18,7 @@ from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install, report_exploit
 from orchestrator.runtime.search.func_trial import func_trial
-from orchestrator.runtime.search.records import final_records, result_workers
+from orchestrator.runtime.search.records import ended_records, result_workers
 from orchestrator.runtime.search.restore import proposer_from, restore_search
 from orchestrator.runtime.search.scheduler import StablePBT, make_scheduler
 from orchestrator.runtime.search.searcher import ProposingSearcher
@@ -95,7 +95,7 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
     """The final snapshot committed, then the search's result: its best trial, or a user
     error when every trial errored."""
     hpo = driver.hpo
-    ordered = final_records(driver.plan.carried, results, driver.configs)
+    ordered = ended_records(driver.snapshot_records, driver.plan.carried, results, driver.configs)
     try:
         driver.checkpointer.wait()
     except Exception as exc:

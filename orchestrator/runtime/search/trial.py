@@ -209,19 +209,29 @@ class TrialLoop:
         ``report(iteration, metrics, folder)`` (the folder is gone once it returns)."""
         spi = self.hpo.steps_per_iteration
         try:
+            if start >= self.hpo.max_t:
+                # Restored at its last iteration (PBT took a finished donor's checkpoint, or the
+                # trial was lost between its last checkpoint and its end): nothing to train. It
+                # reports where it stands, that checkpoint evaluated, as it would have had it
+                # run on, so Tune, the records and the snapshot agree on its iteration.
+                self._report(start, report)
+                return
             for it in range(start + 1, self.hpo.max_t + 1):
                 # Steps (it-1)*spi+1 .. it*spi: the data position is the iteration.
                 for step in range((it - 1) * spi + 1, it * spi + 1):
                     train_step(
                         self.workload, self.net, self.optimizer, self.scheduler, self.feed, step, self.clip, self.device
                     )
-                # Every rank holds the same weights: rank 0 evaluates for the trial.
-                metrics = eval_metrics(self.workload.evaluate(self.model), self.hpo.metric) if self.rank == 0 else {}
-                with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as d:
-                    self.save(d, it)
-                    report(it, metrics, d)
+                self._report(it, report)
         finally:
             self.feed.close()
+
+    def _report(self, it: int, report: Any) -> None:
+        # Every rank holds the same weights: rank 0 evaluates for the trial.
+        metrics = eval_metrics(self.workload.evaluate(self.model), self.hpo.metric) if self.rank == 0 else {}
+        with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as d:
+            self.save(d, it)
+            report(it, metrics, d)
 
     def save(self, folder: str, iteration: int) -> None:
         """This rank's part of the checkpoint: rank 0 the trial's state, and each rank of a

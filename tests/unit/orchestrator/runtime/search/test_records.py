@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.hpo import ERROR, TERMINATED, TrialRecord
+from orchestrator.hpo import ERROR, TERMINATED, TrialRecord, search_step, trial_key
 from orchestrator.runtime.search.records import (
+    ended_records,
     final_records,
     live_record,
     live_records,
@@ -108,3 +109,19 @@ def test_result_workers_rank_the_results_that_carry_telemetry() -> None:
         {"samples_per_s": 1.0, "rank": 0, "trial_id": "trial_00002"},
         {"samples_per_s": 1.0, "rank": 2, "trial_id": "trial_00001"},
     ]
+
+
+def test_the_result_claims_the_records_of_the_last_snapshot_when_there_is_one() -> None:
+    """A trial restored at its last iteration reports nothing in this attempt: Tune ends it
+    with no iteration while its live record (in the signed snapshot) keeps the restored
+    one. The result claims what was signed, in id order; with no snapshot in this
+    attempt, Tune's ends over the carried records."""
+    signed = [
+        TrialRecord(trial_key(1), "TERMINATED", iteration=6, config=dict(CONFIGS[1]), checkpoint_iteration=6),
+        TrialRecord(trial_key(0), "TERMINATED", iteration=6, config=dict(CONFIGS[0]), checkpoint_iteration=6),
+    ]
+    results = [result(0, {"iteration": 6}), result(1, {})]
+    assert ended_records(signed, [], results, CONFIGS) == sorted(signed, key=lambda r: r.trial_id)
+    assert search_step(ended_records(signed, [], results, CONFIGS)) == 14
+    assert ended_records(None, [], results, CONFIGS) == final_records([], results, CONFIGS)
+    assert search_step(ended_records(None, [], results, CONFIGS)) == 8

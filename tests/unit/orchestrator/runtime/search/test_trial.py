@@ -138,6 +138,19 @@ def test_a_trial_resumed_from_its_checkpoint_ends_with_the_weights_of_one_never_
     assert load_tensors(whole[4]["state.pt"])["workload"] == {"calls": 4 * 3 * 2}
 
 
+def test_a_trial_restored_at_its_last_iteration_reports_it_again_and_trains_nothing() -> None:
+    """PBT may hand a trial a finished donor's checkpoint (at max_t): restored there, the
+    trial reports that iteration once (the checkpoint evaluated, saved as it was), so its
+    record stands at max_t in Tune's results and in the snapshot alike."""
+    values = {"job.params.hidden": 8, "lr": 0.3}
+    whole = _run(TrialLoop(runtime(values), 0))
+    again = TrialLoop(runtime(values), 0)
+    assert again.restore(whole[4]) == 4
+    rest = _run(again, start=4)
+    assert sorted(rest) == [4]
+    assert rest[4]["model.pt"] == whole[4]["model.pt"] and rest[4]["optimizer.pt"] == whole[4]["optimizer.pt"]
+
+
 def test_a_checkpoint_another_trial_wrote_gives_its_weights_and_step_and_this_trials_hyperparameters() -> None:
     """PBT's exploit: the donor's weights, optimizer state and step; the taker's rates."""
     donor_values, own = {"lr": 0.3, "job.params.hidden": 8}, {"lr": 0.05, "job.params.hidden": 8}
