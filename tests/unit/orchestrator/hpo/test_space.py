@@ -42,7 +42,6 @@ def test_digits_hpo_composes_with_the_search_in_the_job_config() -> None:
         ("hpo.grace_period=9", "hpo.grace_period", "hpo.max_t"),
         ("hpo.reduction_factor=1", "hpo.reduction_factor", ">= 2"),
         ("hpo.cpus_per_trial=4", "hpo.cpus_per_trial", "no trial could start"),
-        ("data.loader=ray_data", "data.loader", "sharded"),
         ("recovery.restart_errored=true", "recovery.restart_errored", "pick one"),
         ("chaos.faults=[{kind:kill_worker,at_step:3}]", "chaos.faults[0].kind", "kill_region"),
         ("chaos.faults=[{kind:kill_region,at_step:43}]", "chaos.faults[0].at_step", "1..42"),
