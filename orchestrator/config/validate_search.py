@@ -31,7 +31,7 @@ from orchestrator.hpo.space import (
     validate_search_space,
     where,
 )
-from orchestrator.hpo.trials import trial_key
+from orchestrator.hpo.trials import ray_train_trial, trial_key
 from orchestrator.wire.codec import show
 from orchestrator.wire.sections import METRIC_NAME
 
@@ -65,7 +65,7 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
         )
     at_least("hpo.cpus_per_trial", hpo.cpus_per_trial, MIN_CPUS, "CPUs")
     seconds("hpo.snapshot_interval_s", hpo.snapshot_interval_s, off=True)
-    if ray_train_trial(cfg):
+    if ray_train_trials(cfg):
         _check_trial_workers(cfg)
     else:
         for name in cfg.candidate_regions():
@@ -120,10 +120,8 @@ def _check_trial_workers(cfg: Config) -> None:
             )
 
 
-def ray_train_trial(cfg: Config) -> bool:
-    """Whether each trial is a Ray Train run: more than one worker, a train function (Ray
-    Train's context at any world size) or Ray Data (split by Ray Train to its workers)."""
-    return cfg.hpo.trial.workers > 1 or bool(cfg.job.train_func) or cfg.data.loader == "ray_data"
+def ray_train_trials(cfg: Config) -> bool:
+    return ray_train_trial(cfg.hpo.trial.workers, cfg.job.train_func, cfg.data.loader)
 
 
 def trial_trainer(cfg: Config) -> Any:
@@ -132,7 +130,7 @@ def trial_trainer(cfg: Config) -> Any:
     trainer = copy.copy(cfg.trainer)
     trial = cfg.hpo.trial
     trainer.workers, trainer.min_workers = trial.workers, 0
-    if ray_train_trial(cfg):
+    if ray_train_trials(cfg):
         trainer.cpus_per_worker, trainer.gpus_per_worker = trial.cpus_per_worker, trial.gpus_per_worker
     return trainer
 

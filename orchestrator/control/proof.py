@@ -113,21 +113,24 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
     if signed is None:
         raise Unproven("no signed checkpoint of this run on its lineage in any store")
     m = signed.manifest
+    digest = None
     if mode == LOOP:
         if m.step != total:
             raise Unproven(f"the newest signed checkpoint is at step {m.step}, not the last step {total}")
         weights = m.extra.get("weights_sha256")
     elif mode == FUNC_SEARCH:
-        return _function_search(m, signed, claims, _best_record(m, claims))
+        weights, digest = None, _function_search_digest(m, _best_record(m, claims))
     else:
         weights = _best_record(m, claims).get("weights_sha256")
-    if not isinstance(weights, str) or not _SHA256.fullmatch(weights):
+    if mode != FUNC_SEARCH and not (isinstance(weights, str) and _SHA256.fullmatch(weights)):
         raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
     where = signed.where(claims.get("final_checkpoint"))
     _agree(claims, "final_step", m.step)
     _agree(claims, "weights_sha256", weights)
+    if mode == FUNC_SEARCH:
+        _agree(claims, "checkpoint_sha256", digest)
     _agree(claims, "final_checkpoint", where)
-    return Proven(m.step, where, weights)
+    return Proven(m.step, where, weights, digest)
 
 
 def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
@@ -145,7 +148,7 @@ def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
     return Proven(int(step if step is not None else signed.manifest.step), where, None, digest)
 
 
-def _function_search(m: Manifest, signed: Signed, claims: dict[str, Any], best: dict[str, Any]) -> Proven:
+def _function_search_digest(m: Manifest, best: dict[str, Any]) -> str | None:
     """A search over a train function: the best trial's newest checkpoint digest, as the
     experiment's signed checkpoint records it (none for a trial that never checkpointed)."""
     digest = best.get("checkpoint_sha256")
@@ -153,12 +156,7 @@ def _function_search(m: Manifest, signed: Signed, claims: dict[str, Any], best: 
         raise Unproven(f"the checkpoint at step {m.step} names no weights digest")
     if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
         raise Unproven(f"the checkpoint at step {m.step} names no checkpoint digest of its best trial")
-    where = signed.where(claims.get("final_checkpoint"))
-    _agree(claims, "final_step", m.step)
-    _agree(claims, "weights_sha256", None)
-    _agree(claims, "checkpoint_sha256", digest)
-    _agree(claims, "final_checkpoint", where)
-    return Proven(m.step, where, None, digest)
+    return digest
 
 
 def _best_record(m: Manifest, claims: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,13 @@ class TrialRecord:
         return asdict(self)
 
 
+def ray_train_trial(workers: int, train_func: str | None, loader: str) -> bool:
+    """Whether each trial of a search is a Ray Train run: more than one worker, a train
+    function (Ray Train's context at any world size) or Ray Data (which Ray Train splits
+    to its workers); else it trains in its Tune trial's process."""
+    return workers > 1 or bool(train_func) or loader == "ray_data"
+
+
 def search_step(trials: list[TrialRecord]) -> int:
     return sum(t.iteration for t in trials) + sum(1 for t in trials if t.status in FINISHED)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,6 +34,7 @@ from orchestrator.runtime.search.snapshot import FUNC_FILES, FUNC_STATE, METRICS
 from orchestrator.runtime.search.train_trial import forwarded, torch_trainer
 from orchestrator.runtime.search.trial import INDEX, VALUES, announce, eval_metrics, resumed_parts, trial_sections
 from recovery.manifest import checkpoint_digest
+from recovery.store import sha256_hex
 
 
 class TrialSink:
@@ -92,30 +92,30 @@ def func_report(metrics: dict[str, Any], wanted: str, iteration: int, digest: st
 
 
 def folder_digest_of(files: dict[str, bytes]) -> str:
-    """folder_digest of a folder held as bytes by path."""
-    return checkpoint_digest({name: hashlib.sha256(data).hexdigest() for name, data in files.items()})
+    """The digest of a checkpoint folder held as bytes by path: checkpoint_digest of each
+    file's sha256, as a function's run names its checkpoint."""
+    return checkpoint_digest({name: sha256_hex(data) for name, data in files.items()})
 
 
-def folder_digest(folder: str) -> str:
-    """The digest of a checkpoint folder's files (checkpoint_digest of each file's sha256 by
-    its path in the folder), as a function's run names its checkpoint."""
+def write_func_checkpoint(folder: str, iteration: int, into: str) -> str:
+    """Tune's checkpoint of a function trial in ``into``: the reported ``folder``'s files
+    under FUNC_FILES (each read once, hashed as it is copied), and FUNC_STATE; the
+    folder's digest (as folder_digest_of gives it)."""
     digests = {}
     for path in sorted(Path(folder).rglob("*")):
-        if path.is_file():
-            h = hashlib.sha256()
-            with open(path, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            digests[path.relative_to(folder).as_posix()] = h.hexdigest()
+        if not path.is_file():
+            continue
+        name = path.relative_to(folder).as_posix()
+        out = Path(into, FUNC_FILES, *name.split("/"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        h = hashlib.sha256()
+        with open(path, "rb") as src, open(out, "wb") as dst:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+                dst.write(block)
+        digests[name] = h.hexdigest()
+    Path(into, FUNC_STATE).write_text(json.dumps({"iteration": iteration}))
     return checkpoint_digest(digests)
-
-
-def write_func_checkpoint(folder: str, iteration: int, into: str) -> None:
-    """Tune's checkpoint of a function trial in ``into``: the reported ``folder`` as
-    FUNC_FILES, and FUNC_STATE."""
-    shutil.copytree(folder, os.path.join(into, FUNC_FILES))
-    with open(os.path.join(into, FUNC_STATE), "w") as fh:
-        json.dump({"iteration": iteration}, fh)
 
 
 def func_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str, dict[str, bytes]]) -> None:
@@ -147,8 +147,7 @@ def func_trial(config: dict[str, Any], runtime: dict[str, Any], resume: dict[str
         if folder is None:
             tune.report(func_report(metrics, hpo.metric, iteration, digest))
             continue
-        digest = folder_digest(folder)
-        payload = func_report(metrics, hpo.metric, iteration, digest)
         with tempfile.TemporaryDirectory(prefix="trial-ckpt-", dir=runtime["scratch"]) as d:
-            write_func_checkpoint(folder, iteration, d)
+            digest = write_func_checkpoint(folder, iteration, d)
+            payload = func_report(metrics, hpo.metric, iteration, digest)
             tune.report(payload, checkpoint=tune.Checkpoint.from_directory(d))

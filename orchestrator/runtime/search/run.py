@@ -16,6 +16,7 @@ from ray import tune
 
 from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
 from orchestrator.hpo.replay import OptunaReplay
+from orchestrator.hpo.trials import ray_train_trial
 from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install, report_exploit
 from orchestrator.runtime.search.func_trial import func_trial
 from orchestrator.runtime.search.records import ended_records, result_workers
@@ -156,10 +157,8 @@ def pbt_of(spec: RuntimeSpec, driver: SearchDriver) -> StablePBT:
 
 
 def ray_train_trials(spec: RuntimeSpec) -> bool:
-    """Whether each trial is a Ray Train run (orchestrator.config.validate_search's
-    ray_train_trial): a multi-worker trial, a train function's, or one fed by Ray Data."""
-    workers = spec.hpo is not None and spec.hpo.trial.workers > 1
-    return workers or bool(spec.job.train_func) or spec.data.loader == "ray_data"
+    workers = 1 if spec.hpo is None else spec.hpo.trial.workers
+    return ray_train_trial(workers, spec.job.train_func, spec.data.loader)
 
 
 def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None, ray_train: bool | None = None) -> int:

@@ -29,6 +29,7 @@ from orchestrator.runtime.search.snapshot import (
     MAX_METRICS,
     METRICS_KEY,
     RNG_FILE,
+    func_iteration,
     func_parts,
 )
 from orchestrator.runtime.train_loop import rng_state, set_rng_state, to_device
@@ -63,8 +64,8 @@ def read_trial_checkpoint(path: str) -> dict[str, bytes]:
         from orchestrator.runtime.func_mode import read_checkpoint_dir
 
         with open(os.path.join(path, FUNC_STATE), "rb") as fh:
-            state = fh.read(MAX_FUNC_STATE_BYTES + 1)
-        return {**func_parts(1, read_checkpoint_dir(os.path.join(path, FUNC_FILES))), FUNC_STATE: state}
+            iteration = func_iteration({FUNC_STATE: fh.read(MAX_FUNC_STATE_BYTES + 1)})
+        return func_parts(iteration, read_checkpoint_dir(os.path.join(path, FUNC_FILES)))
     names = [*CHECKPOINT_FILES, *(n for n in sorted(os.listdir(path)) if RNG_FILE.fullmatch(n))]
     parts = {}
     for name in names:

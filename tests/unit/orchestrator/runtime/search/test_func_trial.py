@@ -9,7 +9,6 @@ import pytest
 
 from orchestrator.runtime.search.func_trial import (
     TrialSink,
-    folder_digest,
     folder_digest_of,
     func_report,
     write_func_checkpoint,
@@ -49,12 +48,14 @@ def test_the_digest_of_a_folder_is_a_function_runs_checkpoint_digest_of_its_file
     want = checkpoint_digest(
         {"model.pt": hashlib.sha256(b"m").hexdigest(), "sub/opt.pt": hashlib.sha256(b"o").hexdigest()}
     )
-    assert folder_digest(str(tmp_path)) == folder_digest_of({"model.pt": b"m", "sub/opt.pt": b"o"}) == want
-    # Tune's folder of the trial: the function's files apart from the reports it stands after.
+    assert folder_digest_of({"model.pt": b"m", "sub/opt.pt": b"o"}) == want
+    # Tune's folder of the trial: the function's files apart from the reports it stands after,
+    # copied once, the digest taken as they are copied.
     out = tmp_path.parent / "tune-ckpt"
     out.mkdir()
-    write_func_checkpoint(str(tmp_path), 2, str(out))
-    assert folder_digest(str(out / "files")) == want and (out / "func.json").read_text() == '{"iteration": 2}'
+    assert write_func_checkpoint(str(tmp_path), 2, str(out)) == want
+    assert (out / "files" / "model.pt").read_bytes() == b"m" and (out / "files" / "sub" / "opt.pt").read_bytes() == b"o"
+    assert (out / "func.json").read_text() == '{"iteration": 2}'
 
 
 def test_the_sink_hands_the_reported_checkpoint_on_and_starts_a_new_trial_with_none() -> None:
