@@ -12,7 +12,7 @@ import pytest
 from tests.support.benchmarks import run_benchmark
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def slurm_up() -> bool:
