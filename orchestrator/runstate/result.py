@@ -133,7 +133,8 @@ def build_result(
         "checkpoint_stall_s": final.get("checkpoint_stall_s"),
         # Bytes of parameters and optimizer state rank 0 held (its shards alone under fsdp; built-in loop).
         "state_bytes_per_rank": final.get("state_bytes"),
-        # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent).
+        # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent);
+        # in a search, per worker of each trial (trial_id, trial_rank).
         "telemetry": final.get("telemetry"),
         # A search (hpo.enabled): the winning trial and every trial's outcome.
         **(

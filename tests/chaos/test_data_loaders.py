@@ -112,7 +112,8 @@ def test_a_ray_data_search_loses_its_region_and_its_trial_resumes_exactly(orch_h
     results = {(e["generation"], e["iteration"]): e["metrics"] for e in run.events("trial_result")}
     both = [it for (g, it) in results if g == 1 and (2, it) in results]
     assert both and all(results[(1, it)] == results[(2, it)] for it in both), results
-    # The trial's telemetry (its rank 0's), as a run's workers report theirs.
-    (tele,) = r["telemetry"]["workers"]
-    assert tele["trial_id"] == "trial_00000" and tele["samples"] > 0 and tele["peak_rss_bytes"] > 0
+    # The trial's telemetry, each of its two workers', as a run's workers report theirs.
+    workers = r["telemetry"]["workers"]
+    assert [(w["trial_id"], w["trial_rank"]) for w in workers] == [("trial_00000", 0), ("trial_00000", 1)]
+    assert all(w["samples"] > 0 and w["peak_rss_bytes"] > 0 for w in workers), workers
     assert not wait_no_new_ray(before)

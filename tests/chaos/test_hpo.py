@@ -149,10 +149,14 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     # The experiment went to the store as verified snapshots, replicated on from the new region.
     assert r["final_checkpoint"].startswith(f"file://{orch_home}/stores/local-b/")
     assert "local-c" in {e["to"] for e in run.events("replicated") if e.get("generation") == 2}
-    # A telemetry record per trial, no GPU claimed.
+    # A telemetry record per worker of each trial (two ranks each), no GPU claimed.
     tele = r["telemetry"]
     assert tele["workers"] and tele["gpu"] is None and tele["gpu_absent_reason"]
     assert all(w["samples_per_s"] > 0 and w["peak_rss_bytes"] > 0 for w in tele["workers"])
+    ranks: dict[str, list[int]] = {}
+    for w in tele["workers"]:
+        ranks.setdefault(w["trial_id"], []).append(w["trial_rank"])
+    assert all(sorted(got) == [0, 1] for got in ranks.values()), ranks
 
     # What the second attempt restored: the snapshot in local-b's store, verified.
     store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.hpo import ERROR, TERMINATED, TrialRecord, trial_key
 from orchestrator.runtime.search.snapshot import METRICS_KEY
-from orchestrator.runtime.search.trial import INDEX, trial_id_of
+from orchestrator.runtime.search.trial import INDEX, RANK_TELEMETRY, trial_id_of
 
 
 def reported_metrics(result: dict[str, Any]) -> dict[str, float]:
@@ -70,14 +70,26 @@ def live_records(
     return [merged[k] for k in sorted(merged)]
 
 
+def trial_workers(report: dict[str, Any], trial_id: str) -> list[dict[str, Any]]:
+    """A trial's workers' telemetry from its report: each rank's for a multi-worker trial
+    (``RANK_TELEMETRY``), else its one worker's; each marked with the trial and its rank
+    in it. A rank that sent no telemetry is left out."""
+    ranks = report.get(RANK_TELEMETRY)
+    if not isinstance(ranks, list):
+        ranks = [report.get("telemetry")]
+    return [{**tele, "trial_id": trial_id, "trial_rank": r} for r, tele in enumerate(ranks) if isinstance(tele, dict)]
+
+
+def numbered(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The search's workers, each with its place as ``rank`` (result.json's telemetry)."""
+    return [{**w, "rank": i} for i, w in enumerate(workers)]
+
+
 def live_workers(trials: list[Any]) -> list[dict[str, Any]]:
-    """The running trials' telemetry, one worker each (ranks in the order given)."""
-    workers: list[dict[str, Any]] = []
-    for t in trials:
-        tele = (t.last_result or {}).get("telemetry")
-        if t.status == "RUNNING" and isinstance(tele, dict):
-            workers.append({**tele, "rank": len(workers), "trial_id": trial_id_of(t)})
-    return workers
+    """The running trials' telemetry, one entry per worker of each (trials in the order given)."""
+    return numbered(
+        [w for t in trials if t.status == "RUNNING" for w in trial_workers(t.last_result or {}, trial_id_of(t))]
+    )
 
 
 def result_record(result: Any, configs: list[dict[str, Any]]) -> TrialRecord:
@@ -125,9 +137,7 @@ def ended_records(
 
 
 def result_workers(results: list[Any]) -> list[dict[str, Any]]:
-    """The ended trials' last telemetry, one worker each (rank: the result's place)."""
-    return [
-        {**(r.metrics or {}).get("telemetry", {}), "rank": i, "trial_id": trial_key(int(r.config[INDEX]))}
-        for i, r in enumerate(results)
-        if isinstance((r.metrics or {}).get("telemetry"), dict)
-    ]
+    """The ended trials' last telemetry, one entry per worker of each (trials in the results' order)."""
+    return numbered(
+        [w for r in results for w in trial_workers(r.metrics or {}, trial_key(int((r.config or {})[INDEX])))]
+    )

@@ -30,6 +30,7 @@ from orchestrator.hpo import trial_key
 from orchestrator.runtime.search.groups import PLACEMENT_GROUP, own_group
 from orchestrator.runtime.search.trial import (
     INDEX,
+    RANK_TELEMETRY,
     VALUES,
     TrialLoop,
     announce,
@@ -57,7 +58,8 @@ def trial_worker(config: dict[str, Any]) -> None:
     start = loop.restore(parts) if parts else 0
 
     def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
-        payload: dict[str, Any] = {"iteration": iteration}
+        # Every rank's telemetry: the forwarder gathers them as the trial's workers.
+        payload: dict[str, Any] = {"iteration": iteration, "telemetry": loop.feed.sampler.snapshot().to_json()}
         if rank == 0:
             payload = {**trial_report(loop, iteration, metrics), PLACEMENT_GROUP: own_group()}
         ray.train.report(payload, checkpoint=ray.train.Checkpoint.from_directory(folder))
@@ -67,12 +69,14 @@ def trial_worker(config: dict[str, Any]) -> None:
 
 def forwarder(queue: Any) -> Any:
     """A Ray Train callback (in its controller) that hands each report, rank 0's metrics
-    and the gathered checkpoint folder, to the Tune trial through ``queue``."""
+    with every rank's telemetry (``RANK_TELEMETRY``, in rank order) and the gathered
+    checkpoint folder, to the Tune trial through ``queue``."""
     from ray.train.v2.api.callback import UserCallback
 
     class Forward(UserCallback):
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-            queue.put((dict(metrics[0]), None if checkpoint is None else checkpoint.path))
+            ranks = [m.get("telemetry") for m in metrics]
+            queue.put(({**metrics[0], RANK_TELEMETRY: ranks}, None if checkpoint is None else checkpoint.path))
 
     return Forward()
 

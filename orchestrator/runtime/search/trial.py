@@ -282,6 +282,11 @@ def announce(
         control.event(gen, "trial_started", trial_id=trial_id, config=values, **extra)
 
 
+# A multi-worker trial's report: each rank's telemetry, in rank order (rank 0's is also
+# the report's "telemetry", as a world-of-one trial reports it).
+RANK_TELEMETRY = "rank_telemetry"
+
+
 def trial_report(loop: TrialLoop, iteration: int, metrics: dict[str, float]) -> dict[str, Any]:
     """What an iteration reports to Tune: the metrics (top level, for the scheduler, and
     together), the iteration, the weights' digest and the feed's telemetry."""

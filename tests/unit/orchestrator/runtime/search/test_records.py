@@ -18,7 +18,7 @@ from orchestrator.runtime.search.records import (
     result_record,
     result_workers,
 )
-from orchestrator.runtime.search.trial import INDEX
+from orchestrator.runtime.search.trial import INDEX, RANK_TELEMETRY
 
 pytestmark = pytest.mark.unit
 CONFIGS: list[dict[str, Any]] = [{"lr": 0.1}, {"lr": 0.2}, {"lr": 0.3}]
@@ -75,7 +75,17 @@ def test_live_records_merge_the_carried_with_the_live_by_id() -> None:
 def test_live_workers_are_the_running_trials_with_telemetry() -> None:
     tele = {"samples_per_s": 3.0}
     trials = [trial(0, last={"telemetry": tele}), trial(1, status=TERMINATED, last={"telemetry": tele}), trial(2)]
-    assert live_workers(trials) == [{"samples_per_s": 3.0, "rank": 0, "trial_id": "trial_00000"}]
+    assert live_workers(trials) == [{"samples_per_s": 3.0, "rank": 0, "trial_id": "trial_00000", "trial_rank": 0}]
+
+
+def test_a_multi_worker_trial_is_one_worker_per_rank_and_a_rank_without_telemetry_is_left_out() -> None:
+    ranks = [{"samples_per_s": 3.0}, None, {"samples_per_s": 2.0}]
+    trials = [trial(0, last={"telemetry": {"samples_per_s": 9.0}}), trial(1, last={RANK_TELEMETRY: ranks})]
+    assert live_workers(trials) == [
+        {"samples_per_s": 9.0, "rank": 0, "trial_id": "trial_00000", "trial_rank": 0},
+        {"samples_per_s": 3.0, "rank": 1, "trial_id": "trial_00001", "trial_rank": 0},
+        {"samples_per_s": 2.0, "rank": 2, "trial_id": "trial_00001", "trial_rank": 2},
+    ]
 
 
 def result(index: int, metrics: dict[str, Any], error: BaseException | None = None, checkpoint: bool = True) -> Any:
@@ -102,12 +112,13 @@ def test_final_records_put_tunes_ends_over_the_carried_in_id_order() -> None:
     ]
 
 
-def test_result_workers_rank_the_results_that_carry_telemetry() -> None:
+def test_result_workers_number_the_workers_of_the_results_that_carry_telemetry() -> None:
     tele = {"samples_per_s": 1.0}
-    results = [result(2, {"telemetry": tele}), result(0, {}), result(1, {"telemetry": tele})]
+    results = [result(2, {"telemetry": tele}), result(0, {}), result(1, {RANK_TELEMETRY: [tele, tele]})]
     assert result_workers(results) == [
-        {"samples_per_s": 1.0, "rank": 0, "trial_id": "trial_00002"},
-        {"samples_per_s": 1.0, "rank": 2, "trial_id": "trial_00001"},
+        {"samples_per_s": 1.0, "rank": 0, "trial_id": "trial_00002", "trial_rank": 0},
+        {"samples_per_s": 1.0, "rank": 1, "trial_id": "trial_00001", "trial_rank": 0},
+        {"samples_per_s": 1.0, "rank": 2, "trial_id": "trial_00001", "trial_rank": 1},
     ]
 
 
