@@ -82,8 +82,9 @@ class RayWatch:
             self.peak_rss = max(self.peak_rss, total)
 
 
-def one_run(home: str, loader: str, args: argparse.Namespace) -> dict[str, Any]:
-    run_id = f"data-{loader}-{int(time.time())}"
+def watched(home: str, run_id: str, loader: str, args: argparse.Namespace, *overrides: str) -> tuple[Any, ...]:
+    """One orchestrated job=synthetic with ``loader`` on the set ``args`` name, the Ray
+    processes watched throughout: (result.json, wall seconds, the watch)."""
     with RayWatch() as watch:
         t0 = time.time()
         result, _journal = orchestrate(
@@ -91,79 +92,77 @@ def one_run(home: str, loader: str, args: argparse.Namespace) -> dict[str, Any]:
             run_id,
             "job=synthetic",
             f"data.loader={loader}",
-            f"job.steps={args.steps}",
             f"data.samples={args.samples}",
             f"data.features={args.features}",
             f"data.cache_dir={args.cache_dir}",
-            "checkpoint.interval_steps=100",
+            *overrides,
         )
         wall = time.time() - t0
-    workers = result["telemetry"]["workers"]
+    return result, wall, watch
+
+
+def added_up(workers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Workers' telemetry as one: samples/s and TCP bytes summed, CPU averaged, the busiest one's peak RSS."""
+    return {
+        "samples_per_s": sum(float(w["samples_per_s"]) for w in workers),
+        "cpu_percent": sum(float(w["cpu_percent"]) for w in workers) / len(workers),
+        "worker_peak_rss": max(int(w["peak_rss_bytes"]) for w in workers),
+        "tcp_bytes": sum(int(w["net_bytes_sent"]) + int(w["net_bytes_recv"]) for w in workers),
+    }
+
+
+def one_run(home: str, loader: str, args: argparse.Namespace) -> dict[str, Any]:
+    overrides = (f"job.steps={args.steps}", "checkpoint.interval_steps=100")
+    result, wall, watch = watched(home, f"data-{loader}-{int(time.time())}", loader, args, *overrides)
     return {
         "loader": loader,
         "wall_s": wall,
         "steps_per_s": float(result["train_steps_per_s"]),
-        "samples_per_s": sum(float(w["samples_per_s"]) for w in workers),
-        "worker_peak_rss": max(int(w["peak_rss_bytes"]) for w in workers),
+        **added_up(result["telemetry"]["workers"]),
         "ray_peak_rss": watch.peak_rss,
-        "tcp_bytes": sum(int(w["net_bytes_sent"]) + int(w["net_bytes_recv"]) for w in workers),
         "io_bytes": sum(watch.io.values()),
-        "cpu_percent": sum(float(w["cpu_percent"]) for w in workers) / len(workers),
         "accuracy": float(result["metrics"]["accuracy"]),
     }
 
 
 def one_search(home: str, loader: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One search with ``loader``: (its summary row, one row per trial)."""
-    run_id = f"search-{loader}-{int(time.time())}"
     lrs = " ".join(f"{0.02 * (i + 1):g}" for i in range(args.trials))
-    with RayWatch() as watch:
-        t0 = time.time()
-        result, _journal = orchestrate(
-            home,
-            run_id,
-            "job=synthetic",
-            f"data.loader={loader}",
-            f"data.samples={args.samples}",
-            f"data.features={args.features}",
-            f"data.cache_dir={args.cache_dir}",
-            "hpo.enabled=true",
-            "hpo.scheduler=fifo",
-            "hpo.grace_period=1",  # ASHA's (unused by fifo), checked against hpo.max_t all the same
-            "hpo.num_samples=1",
-            f"hpo.search_space.job.lr=grid {lrs}",
-            f"hpo.trial.workers={args.trial_workers}",
-            f"hpo.max_t={args.iterations}",
-            f"hpo.steps_per_iteration={max(1, args.steps // args.iterations)}",
-        )
-        wall = time.time() - t0
+    result, wall, watch = watched(
+        home,
+        f"search-{loader}-{int(time.time())}",
+        loader,
+        args,
+        "hpo.enabled=true",
+        "hpo.scheduler=fifo",
+        "hpo.grace_period=1",  # ASHA's (unused by fifo), checked against hpo.max_t all the same
+        "hpo.num_samples=1",
+        f"hpo.search_space.job.lr=grid {lrs}",
+        f"hpo.trial.workers={args.trial_workers}",
+        f"hpo.max_t={args.iterations}",
+        f"hpo.steps_per_iteration={max(1, args.steps // args.iterations)}",
+    )
     trials = trial_rows(result, loader)
     return search_summary(loader, trials, wall, watch.peak_rss, sum(watch.io.values())), trials
 
 
 def trial_rows(result: dict[str, Any], loader: str) -> list[dict[str, Any]]:
     """One row per trial of a search's result.json: its workers' telemetry added up
-    (samples/s and TCP bytes summed, CPU averaged, the busiest worker's peak RSS) and
-    its accuracy. Pure: the tests drive it with results."""
+    (``added_up``) and its accuracy. Pure: the tests drive it with results."""
     workers: dict[str, list[dict[str, Any]]] = {}
     for w in result["telemetry"]["workers"]:
         workers.setdefault(str(w["trial_id"]), []).append(w)
     accuracy = {str(t["trial_id"]): (t.get("metrics") or {}).get("accuracy") for t in result["trials"]}
-    rows = []
-    for trial_id, ws in sorted(workers.items()):
-        rows.append(
-            {
-                "loader": loader,
-                "trial": trial_id,
-                "workers": len(ws),
-                "samples_per_s": sum(float(w["samples_per_s"]) for w in ws),
-                "cpu_percent": sum(float(w["cpu_percent"]) for w in ws) / len(ws),
-                "worker_peak_rss": max(int(w["peak_rss_bytes"]) for w in ws),
-                "tcp_bytes": sum(int(w["net_bytes_sent"]) + int(w["net_bytes_recv"]) for w in ws),
-                "accuracy": float(accuracy.get(trial_id) or 0.0),
-            }
-        )
-    return rows
+    return [
+        {
+            "loader": loader,
+            "trial": trial_id,
+            "workers": len(ws),
+            **added_up(ws),
+            "accuracy": float(accuracy.get(trial_id) or 0.0),
+        }
+        for trial_id, ws in sorted(workers.items())
+    ]
 
 
 def search_summary(
