@@ -42,6 +42,20 @@ def incident_of(result: dict[str, Any], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def row_of(result: dict[str, Any], fault: str) -> dict[str, Any]:
+    """A run's row: what its one incident of ``fault``'s kind says (``incident_of``). The
+    chaos tier reads its own runs with it, so the fields it needs stay in result.json."""
+    inc = incident_of(result, "node_lost" if fault == "kill_node" else "cluster_lost")
+    return {
+        "rto_s": inc["rto_s"],
+        "detected_after_s": inc["detected_after_s"],
+        "lost_steps": inc["lost_steps"],
+        "replace_s": inc.get("replace_s"),
+        "world_after": inc.get("world_size_after") or 2,
+        "weights": result["weights_sha256"][:16],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3000)
@@ -54,16 +68,8 @@ def main() -> None:
         run_id = "node-loss-" + mode.replace(" ", "-")
         faults = f"chaos.faults=[{{kind:{fault},at_step:{args.kill_at}}}]"
         result, _ = orchestrate(home, run_id, f"job.steps={args.steps}", *TWO_NODES, faults, *extra)
-        inc = incident_of(result, "node_lost" if fault == "kill_node" else "cluster_lost")
-        rows[mode] = {
-            "rto_s": inc["rto_s"],
-            "detected_after_s": inc["detected_after_s"],
-            "lost_steps": inc["lost_steps"],
-            "replace_s": inc.get("replace_s"),
-            "world_after": inc.get("world_size_after") or 2,
-            "weights": result["weights_sha256"][:16],
-        }
-        print(f"{mode}: rto {inc['rto_s']:.2f}s, weights {rows[mode]['weights']}...", flush=True)
+        rows[mode] = row_of(result, fault)
+        print(f"{mode}: rto {rows[mode]['rto_s']:.2f}s, weights {rows[mode]['weights']}...", flush=True)
     cold = rows["cold failover"]["rto_s"]
     print()
     print(f"{'mode':<15}{'RTO':>8}{'detect':>8}{'replace':>9}{'lost':>6}{'world':>7}{'/ cold':>8}")

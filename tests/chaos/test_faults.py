@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import recovery
 from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
 
 
@@ -47,6 +48,9 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
     attempts = run.events("attempt_started")
     assert [a["standby"] for a in attempts] == [False, True]
     assert run.events("standby_activated")[0]["region"] == "local-b"
+    # benchmarks/recovery.py's phases of this run (its warm-standby row; pytest -m bench runs it).
+    phases = recovery.phases(run.journal(), inc)
+    assert all(v >= 0 for v in phases.values()) and phases["total (RTO)"] == inc["rto_s"], phases
     # Every cluster, standbys included, is torn down by the end.
     provisioned = {e["cluster"] for e in run.events("provisioned")}
     torn_down = {e["cluster"] for e in run.events("teardown")}

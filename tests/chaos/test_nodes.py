@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import torch
 
+from benchmarks import node_loss, recovery
 from tests.support.invariants import INTERVAL, fired, journal_consistent, nothing_left, survived
 from tests.support.runs import Run, orchestrate, ray_pids
 
@@ -139,5 +140,12 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
     # Close to the run that never shrank (reduction order moves the last bits).
     assert max_distance(final_params(run), final_params(baseline)) <= TOL_PARAM
     assert abs(r["metrics"]["eval_loss"] - baseline.result["metrics"]["eval_loss"]) <= TOL_LOSS  # type: ignore[index]
+    # What benchmarks/node_loss.py (pytest -m bench) and recovery.py read of such runs is here.
+    elastic_row = node_loss.row_of(same.result, "kill_node")  # type: ignore[arg-type]
+    assert elastic_row["world_after"] == 1 and elastic_row["replace_s"] is None and elastic_row["rto_s"] > 0
+    cold = node_loss.row_of(r, "kill_region")
+    assert cold["rto_s"] == region["rto_s"] and cold["lost_steps"] >= 0
+    failover = recovery.phases(run.journal(), region)
+    assert all(v >= 0 for v in failover.values()) and failover["total (RTO)"] == region["rto_s"], failover
     journal_consistent(run)
     nothing_left(before, orch_home)

@@ -88,6 +88,13 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert [(g["region"], g["failed_checks"]) for g in flapped] == [("orch-slurm-a", n) for n in (1, 2, 3)]
     assert [f["kind"] for f in run.events("failure_detected")] == ["cluster_lost"]
     assert [a["region"] for a in run.result["attempt_history"]] == ["orch-slurm-a", "orch-slurm-b"]
+    # What benchmarks/vs_skypilot_jobs.py (pytest -m bench) reads of our side's trial is here.
+    from benchmarks.vs_skypilot_jobs import ours_trial
+
+    at = float(cancelled["at"])  # type: ignore[arg-type]
+    ours = ours_trial(run.journal(), incident, at, at, at)
+    assert 0 <= ours["detect"] < ours["cluster_up"] < ours["rto"], ours  # type: ignore[operator]
+    assert ours["restored_step"] == incident["restored_step"] and ours["lost_steps"] is not None, ours
     # The same weights as the local provider's uninterrupted run of the same project.
     assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
     assert run.result["final_step"] == 600
