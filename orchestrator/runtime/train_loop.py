@@ -492,6 +492,19 @@ class _Loop(WorkerAttempt):
 
             dist.barrier()
 
+    def worker_pids(self) -> list[int]:
+        """Every rank's process id, in rank order (a collective: every rank calls it).
+        Journaled with ``train_started``: a recovery that kept a survivor's process shows
+        its pid again, one that restarted the world shows new ones."""
+        if self.world == 1:
+            return [os.getpid()]
+        import torch.distributed as dist
+
+        mine = torch.tensor([os.getpid()], dtype=torch.int64, device=self.device)
+        every = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(every, mine)
+        return [int(t.item()) for t in every]
+
     # --- preemption -----------------------------------------------------------------
     def preempt_agreed(self, step: int) -> bool:
         """Every PREEMPT_CHECK_EVERY steps, all ranks learn whether rank 0 saw a notice."""
@@ -533,6 +546,7 @@ class _Loop(WorkerAttempt):
             def wrap(model: torch.nn.Module) -> torch.nn.Module:
                 return prepare_model(model, move_to_device=False)
 
+        pids = self.worker_pids()
         if self.rank == 0:
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
         self.wait_until_active()
@@ -550,6 +564,7 @@ class _Loop(WorkerAttempt):
                 device=str(self.device),
                 world_size=self.world,
                 workers=self.workers,
+                worker_pids=pids,
             )
         # A sharded model is its own wrapper: FSDP2 reduces its gradients.
         ddp = self.model if self.fsdp else wrap(self.model)

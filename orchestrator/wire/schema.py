@@ -34,6 +34,7 @@ MAX_KEY = 64
 MAX_POINTS = 10_000  # a "losses" event's points: one flush of the loss series
 MAX_PID = 1 << 31
 MAX_INT = (1 << 63) - 1
+MAX_WORLD = 65_536  # ranks of one attempt: a "worker_pids" list
 
 # Every kind of event the runtime emits (tests/unit/test_wire.py checks this against its
 # sources). Closed: an event of another kind is not the runtime's, and is dropped.
@@ -135,6 +136,11 @@ def _generation(obj: dict[str, Any]) -> int:
 
 def _pid(value: Any, name: str = "pid") -> int:
     return _count(value, name, low=1, high=MAX_PID)
+
+
+def _pids(value: Any, name: str) -> list[int]:
+    """Every rank's process id, in rank order (at most MAX_WORLD)."""
+    return [_pid(v, name) for v in read_list(value, name, MAX_WORLD)]
 
 
 def _opt(check: Any, value: Any, name: str) -> Any:
@@ -287,6 +293,7 @@ _EVENT_FIELDS: dict[str, Any] = {
     "rank": _nonneg_or_none,
     "world_size": _world_or_none,
     "pid": lambda v, n: _opt(_pid, v, n),
+    "worker_pids": lambda v, n: _opt(_pids, v, n),
     "to_region": _str_or_none,
     "region": _str_or_none,
     "rto_s": _number_or_none,

@@ -141,8 +141,11 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
     assert max_distance(final_params(run), final_params(baseline)) <= TOL_PARAM
     assert abs(r["metrics"]["eval_loss"] - baseline.result["metrics"]["eval_loss"]) <= TOL_LOSS  # type: ignore[index]
     # What benchmarks/node_loss.py (pytest -m bench) and recovery.py read of such runs is here.
-    elastic_row = node_loss.row_of(same.result, "kill_node")  # type: ignore[arg-type]
+    elastic_row = node_loss.row_of(same.result, "kill_node", same.journal())  # type: ignore[arg-type]
     assert elastic_row["world_after"] == 1 and elastic_row["replace_s"] is None and elastic_row["rto_s"] > 0
+    # Every world journals its ranks' pids; today a recovery starts the survivor's process again too.
+    assert [len(e["worker_pids"]) for e in same.events("train_started")] == [2, 1]
+    assert elastic_row["survivor_restarts"] == 1
     cold = node_loss.row_of(r, "kill_region")
     assert cold["rto_s"] == region["rto_s"] and cold["lost_steps"] >= 0
     failover = recovery.phases(run.journal(), region)

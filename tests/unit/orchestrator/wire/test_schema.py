@@ -78,6 +78,10 @@ MALFORMED: list[tuple[str, Any, Any]] = [
     ("event", wire.parse_event, {**EV, "type": "losses", "points": "1,2"}),
     ("event", wire.parse_event, {**EV, "type": "store_fallback", "from": "a", "to": 3}),
     ("event", wire.parse_event, {**EV, "type": "preempted", "step": None}),
+    ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_pids": [12, 0]}),
+    ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_pids": ["12"]}),
+    ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_pids": 12}),
+    ("event", wire.parse_event, {**EV, "worker_pids": [1] * (wire.MAX_WORLD + 1)}),
     ("final", wire.parse_final, {**FINAL, "final_step": "10"}),
     ("final", wire.parse_final, {k: v for k, v in FINAL.items() if k != "final_step"}),
     ("final", wire.parse_final, {**FINAL, "metrics": "good"}),
@@ -139,6 +143,11 @@ def test_a_diverged_loss_or_metric_is_data_not_an_invalid_object() -> None:
     assert wire.parse_event(ev).kind == "losses"
     with pytest.raises(wire.WireError):
         wire.parse_heartbeat(wire.decode(b'{"time": NaN, "generation": 2}'))
+
+
+def test_train_started_carries_every_ranks_pid_in_rank_order() -> None:
+    ev = wire.parse_event({**EV, "type": "train_started", "restored_step": 0, "worker_pids": [401, 402]})
+    assert ev.fields["worker_pids"] == [401, 402]
 
 
 def _emitted_kinds() -> set[str]:
