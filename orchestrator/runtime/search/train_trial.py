@@ -58,10 +58,11 @@ def trial_worker(config: dict[str, Any]) -> None:
     start = loop.restore(parts) if parts else 0
 
     def report(iteration: int, metrics: dict[str, float], folder: str) -> None:
-        # Every rank's telemetry: the forwarder gathers them as the trial's workers.
-        payload: dict[str, Any] = {"iteration": iteration, "telemetry": loop.feed.sampler.snapshot().to_json()}
+        # Every rank's telemetry (rank 0's in its trial report): the forwarder gathers them.
         if rank == 0:
             payload = {**trial_report(loop, iteration, metrics), PLACEMENT_GROUP: own_group()}
+        else:
+            payload = {"iteration": iteration, "telemetry": loop.feed.sampler.snapshot().to_json()}
         ray.train.report(payload, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
     loop.run(start, report)
