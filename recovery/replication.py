@@ -8,6 +8,7 @@ never copied.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -15,7 +16,12 @@ from dataclasses import dataclass
 
 from recovery.fencing import Admits, Lineage
 from recovery.manifest import Manifest, ManifestError
-from recovery.store import CheckpointStore, Keep, StoreError
+from recovery.store import CheckpointStore, Keep, StoreError, part_of, step_dir_name
+
+# The key of a checkpoint's extra that names the checkpoints of its parts, each of which
+# must be in a store before the checkpoint that names it (a search snapshot's trials).
+CHECKPOINTS = "checkpoints"
+_PART = re.compile(r"trial_\d{5}")
 
 
 @dataclass(frozen=True)
@@ -33,15 +39,56 @@ class ReplicationError(Exception):
 
 
 def replicate(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) -> Replicated | None:
-    """Copy one committed checkpoint; None when the target already holds a valid copy."""
-    run_id, step = manifest.run_id, manifest.step
+    """Copy one committed checkpoint, after the checkpoints of its parts it names (a
+    search snapshot's trials, see ``named_parts``); None when the target already holds a
+    valid copy."""
     trust = src.trusts(manifest)
     if not trust.ok:
-        raise ReplicationError(f"source {src.url} step {step}: {trust.reason}")
-    held, _ = dst.trusted_manifest(run_id, step)
+        raise ReplicationError(f"source {src.url} step {manifest.step}: {trust.reason}")
+    for part_run, step, attempt in named_parts(manifest):
+        part, verdict = src.trusted_manifest(part_run, step, step_dir_name(step, attempt))
+        if part is None or not verdict.ok:
+            raise ReplicationError(
+                f"source {src.url} step {manifest.step}: a part it names is not there: {verdict.reason}"
+            )
+        _copy(src, dst, part)
+    return _copy(src, dst, manifest)
+
+
+def named_parts(manifest: Manifest) -> list[tuple[str, int, int]]:
+    """The checkpoints of its parts a checkpoint names in its (signed) extra under
+    CHECKPOINTS as part -> {"iteration", "attempt", ...}: (their run id, step, attempt).
+    ReplicationError for a shape a snapshot never writes."""
+    named = manifest.extra.get(CHECKPOINTS)
+    if named is None:
+        return []
+    if not isinstance(named, dict):
+        raise ReplicationError(f"step {manifest.step}: its {CHECKPOINTS} is not an object")
+    out: list[tuple[str, int, int]] = []
+    for name, ref in sorted(named.items()):
+        step = ref.get("iteration") if isinstance(ref, dict) else None
+        attempt = ref.get("attempt") if isinstance(ref, dict) else None
+        if not (_PART.fullmatch(name) and _count(step) and _count(attempt)):
+            raise ReplicationError(f"step {manifest.step}: its {CHECKPOINTS} names a part it cannot hold")
+        out.append((part_of(manifest.run_id, name), step, attempt))
+    return out
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
+
+
+def _copy(src: CheckpointStore, dst: CheckpointStore, manifest: Manifest) -> Replicated | None:
+    run_id, step = manifest.run_id, manifest.step
     # Held already: the same attempt's commit, verified (not a stranger's, nor a zombie's
     # commit of the same step number, which another attempt wrote).
-    if held is not None and held.attempt == manifest.attempt and dst.verify(run_id, step).ok:
+    folder = step_dir_name(step, manifest.attempt)
+    held, _ = dst.trusted_manifest(run_id, step, folder)
+    if (
+        held is not None
+        and held.attempt == manifest.attempt
+        and dst.load(run_id, step, generation=manifest.attempt)[1].ok
+    ):
         return None
     t0 = time.time()
     total = 0

@@ -261,6 +261,10 @@ class CheckpointStore:
     def _step_dirs(self, run_id: str) -> dict[int, bool]:
         return {step: any(gens.values()) for step, gens in self._folders(run_id).items()}
 
+    def folders(self, run_id: str) -> dict[int, dict[int | None, bool]]:
+        """Every step folder: step -> {generation (None: an old step-only one): committed?}."""
+        return self._folders(run_id)
+
     def _folders(self, run_id: str) -> dict[int, dict[int | None, bool]]:
         """step -> {generation (None: an old step-only folder) -> whether it has a manifest}."""
         root = self.run_root(run_id)
@@ -334,6 +338,7 @@ class CheckpointStore:
         keep: Keep | None = None,
         before_read: Callable[[Manifest], None] | None = None,
         one_by_one: Keep | None = None,
+        generation: int | None = None,
     ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
         """The manifest of ``step`` (read once), whether it is signed, on ``lineage`` and
         its files verify, and the verified bytes of the files ``keep`` says yes to (each
@@ -341,8 +346,9 @@ class CheckpointStore:
         first: a stranger's files are never read, nor a fenced checkpoint's.
         ``before_read``: called with a manifest that passed both, before its files are read.
         ``one_by_one``: files verified after the others, one at a time, and never kept (a
-        sharded checkpoint's rank files: the reader never holds every rank's bytes at once)."""
-        folder = self._folder(run_id, step)
+        sharded checkpoint's rank files: the reader never holds every rank's bytes at once).
+        ``generation``: that generation's folder of ``step``, not the one a reader takes."""
+        folder = self._folder(run_id, step) if generation is None else step_dir_name(step, generation)
         m, verdict = self.trusted_manifest(run_id, step, folder)
         if m is None or not verdict.ok:
             return m, verdict, {}
@@ -582,8 +588,24 @@ def _md5_matches(info: dict[str, Any], data: bytes) -> bool | None:
 # --- fences in a store (the rule is recovery/fencing.py) ---------------------------------------
 
 
+# A checkpoint that belongs to a part of a run (a search's trial: ``<run_id>/trials/<trial_id>``)
+# sits under the run's folder and is fenced by the run's fence.
+PART_OF_RUN = "/trials/"
+
+
+def part_of(run_id: str, part: str) -> str:
+    """The run id a part of a run (a search's trial) commits its checkpoints under."""
+    return f"{run_id}{PART_OF_RUN}{part}"
+
+
+def fence_owner(run_id: str) -> str:
+    """The run whose fence fences ``run_id``'s checkpoints: the run itself, or for a part
+    of a run (PART_OF_RUN), the run it is part of."""
+    return run_id.split(PART_OF_RUN, 1)[0]
+
+
 def fence_path(store: CheckpointStore, run_id: str) -> str:
-    return f"{store.root}/{run_id}/{FENCE_NAME}"
+    return f"{store.root}/{fence_owner(run_id)}/{FENCE_NAME}"
 
 
 def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
@@ -605,7 +627,7 @@ def read_fence(store: CheckpointStore, run_id: str) -> Lineage | None:
         raise store._error("cannot read " + path, exc) from None
     if store.key is None:
         raise FenceRejected("no run key to check the fence's signature")
-    return decode_fence(raw, run_id, store.key.fence_verifies)
+    return decode_fence(raw, fence_owner(run_id), store.key.fence_verifies)
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,7 @@ class HpoConfig:
     # batch_size alone mean job.<key>); distributions: choice, grid, uniform, quniform,
     # loguniform, qloguniform, randint (orchestrator/hpo/space.py).
     search_space: dict[str, Any] = field(default_factory=dict)
-    # At most one snapshot of the experiment (state + trial checkpoints) per this many seconds.
+    # At most one snapshot of the experiment (its state, and the trial checkpoints that moved) per this many seconds.
     snapshot_interval_s: float = 1.0
 
 

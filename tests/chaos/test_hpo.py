@@ -8,30 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import torch
 
 from tests.support.paths import REPO
 from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.search import named_trials, search_json
 
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def _newest_checkpoints(archive: bytes) -> dict[str, int]:
-    """{trial_id: iteration} of each trial's newest checkpoint inside an experiment snapshot."""
+def _newest_checkpoints(store, run_id: str, manifest, max_t: int) -> dict[str, int]:
+    """{trial_id: iteration} of each trial's checkpoint an experiment snapshot names (each
+    a signed checkpoint of its own in the store)."""
     newest: dict[str, int] = {}
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        for member in tar.getmembers():
-            if member.name.startswith("trials/") and member.name.endswith("/state.pt"):
-                fh = tar.extractfile(member)
-                assert fh is not None
-                state = torch.load(io.BytesIO(fh.read()), weights_only=True)
-                trial = str(state["trial_id"])
-                newest[trial] = max(newest.get(trial, 0), int(state["iteration"]))
+    for trial_id, files in named_trials(store, run_id, manifest, max_t).items():
+        state = torch.load(io.BytesIO(files["state.pt"]), weights_only=True)
+        assert str(state["trial_id"]) == trial_id
+        newest[trial_id] = int(state["iteration"])
     return newest
 
 
@@ -62,12 +58,7 @@ USER_SEARCH = (
 )
 
 
-def _search_json(archive: bytes) -> dict:
-    """A search snapshot's search.json (its records, rungs, searcher's log, PBT's decisions)."""
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        member = tar.extractfile("search.json")
-        assert member is not None
-        return json.loads(member.read())
+_search_json = search_json
 
 
 def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values: dict, out: Path) -> str:
@@ -163,7 +154,7 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     manifest = store.manifest(run_id, restored)
     assert manifest is not None and store.verify(run_id, restored).ok
     in_snapshot = {t["trial_id"]: t for t in manifest.extra["trials"]}
-    newest = _newest_checkpoints(store.read(manifest, "experiment.tar"))
+    newest = _newest_checkpoints(store, run_id, manifest, USER_MAX_T)
     events = [e for e in run.events("trial_started") + run.events("trial_restored") if e.get("generation") == 2]
     resumed = {e["trial_id"]: e["iteration"] for e in events if e["type"] == "runtime.trial_restored"}
     started = {e["trial_id"] for e in events if e["type"] == "runtime.trial_started"}

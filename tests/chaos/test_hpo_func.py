@@ -7,12 +7,11 @@ reported before and after the loss reports the same numbers (the function is exa
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 
 from tests.support.paths import REPO
 from tests.support.runs import orchestrate, ray_pids, wait_no_new_ray
+from tests.support.search import named_trials
 
 SEARCH = (
     "job.train_func=seqmodels.raytrain:train_func",
@@ -61,11 +60,11 @@ def test_a_train_function_searched_loses_its_region_and_its_trials_go_on_from_th
     store = CheckpointStore(f"file://{orch_home}/stores/local-b", region="local-b", key=run_keys_of(str(run.run_dir)))
     manifest = store.manifest(run_id, inc["restored_step"])
     assert manifest is not None and store.verify(run_id, manifest.step).ok
-    with tarfile.open(fileobj=io.BytesIO(store.read(manifest, "experiment.tar"))) as tar:
-        names = tar.getnames()
-        state = {n.split("/")[1]: json.loads(tar.extractfile(n).read()) for n in names if n.endswith("/func.json")}  # type: ignore[union-attr]
+    # Each half-way trial's folder is a signed checkpoint of its own, which the snapshot names.
+    named = named_trials(store, run_id, manifest, 1 << 20)
+    state = {t: json.loads(files["func.json"]) for t, files in named.items()}
     assert state, "the kill came too early or too late: no trial was half way with a checkpoint"
-    assert all(f"trials/{t}/files/checkpoint.pt" in names for t in state)
+    assert all("files/checkpoint.pt" in files for files in named.values())
 
     events = [e for e in run.events("trial_started") + run.events("trial_restored") if e.get("generation") == 2]
     resumed = {e["trial_id"]: e["iteration"] for e in events if e["type"] == "runtime.trial_restored"}

@@ -8,7 +8,8 @@ CheckpointStore as an ordinary checkpoint at step = the search step (see
 replication, verification, retention and fencing apply to a search unchanged, which
 pointing Tune's ``storage_path`` at the store would not give: Tune writes its state and
 trial checkpoints as many separate files with no commit marker, no checksum and no
-generation check.
+generation check. Each trial's checkpoints are ordinary checkpoints of their own
+(``trial_store``), committed before the snapshot that names them (``uploads``).
 
 Consistency of a snapshot: it is taken in Tune's controller thread at the end of a step
 (``on_step_end``), when every result of the step has been processed: the records, the
@@ -32,8 +33,10 @@ from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
 from orchestrator.runtime.search.groups import TrialGroups
 from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers, reported_metrics
 from orchestrator.runtime.search.section import search_of
-from orchestrator.runtime.search.snapshot import ARCHIVE, ResumePlan, SearchSnapshot, pack
+from orchestrator.runtime.search.snapshot import ResumePlan, SearchSnapshot, pack
 from orchestrator.runtime.search.trial import read_trial_checkpoint, trial_id_of
+from orchestrator.runtime.search.trial_store import TrialRef, TrialStore
+from orchestrator.runtime.search.uploads import SearchUploader, SnapshotJob
 from orchestrator.runtime.telemetry import summary
 from orchestrator.runtime.worker import spec_stores
 from orchestrator.wire import runkey
@@ -106,22 +109,30 @@ class SearchDriver:
         rungs: AshaRungs | None,
         count: int | None = None,
         proposer: OptunaReplay | None = None,
+        restored_refs: dict[str, TrialRef] | None = None,
     ):
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo = search_of(spec)
         self.configs, self.plan, self.rungs, self.proposer = configs, plan, rungs, proposer
         # hpo.scheduler=pbt: every exploit decision so far (the snapshot's, then this attempt's).
         self.exploits: list[Exploit] | None = None
-        self.checkpointer = AsyncCheckpointer(
-            spec_stores(spec, runkey.require()),
+        stores = spec_stores(spec, runkey.require())
+
+        def on_event(type_: str, fields: dict[str, Any]) -> None:
+            control.event(spec.generation, type_, **fields)
+
+        checkpointer = AsyncCheckpointer(
+            stores,
             spec.run_id,
             spec.generation,
             spec.checkpoint.keep_last,
             outage_s=spec.store_outage_s,
-            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
+            on_event=on_event,
             replicate=True,
             lineage=spec.fencing_lineage(),
         )
+        trial_store = TrialStore(stores, spec.run_id, spec.generation, spec.store_outage_s, on_event)
+        self.uploads = SearchUploader(checkpointer, trial_store, spec.checkpoint.keep_last, on_event, restored_refs)
         self.restored_step, self.restored_url = restored_step, restored_url
         self.total = max_search_steps(len(configs) if count is None else count, self.hpo.max_t)
         self.last_snapshot_step = restored_step
@@ -137,7 +148,7 @@ class SearchDriver:
 
     @property
     def last_checkpoint(self) -> str | None:
-        return self.checkpointer.committed_url or self.restored_url
+        return self.uploads.committed_url or self.restored_url
 
     def records(self, trials: list[Any]) -> list[TrialRecord]:
         """Every trial of the search: the carried ones as the snapshot had them, the rest live."""
@@ -197,7 +208,7 @@ class SearchDriver:
                 continue
             if not rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
-            self.checkpointer.wait()  # land at a quiescent point, as training runs do
+            self.uploads.wait()  # land at a quiescent point, as training runs do
             if rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen):
                 # The controller marks a fault fired just before it carries it out (so that it
                 # never fires twice); every fault a search takes is the whole region's, so
@@ -232,32 +243,35 @@ class SearchDriver:
         self.step = max(self.step, step)
         if step <= self.last_snapshot_step:
             return  # nothing new since the last one (or since the restored one)
-        checkpoints: dict[str, dict[str, bytes]] = {}
+        checkpoints: dict[str, tuple[int, dict[str, bytes]]] = {}
         by_id = {r.trial_id: r for r in records}
         try:
             for t in trials:
-                files = self._checkpoint_files(t, by_id[trial_id_of(t)])
-                if files is not None:
-                    checkpoints[trial_id_of(t)] = files
+                record = by_id[trial_id_of(t)]
+                files = self._checkpoint_files(t, record)
+                if files is not None and record.checkpoint_iteration is not None:
+                    checkpoints[record.trial_id] = (record.checkpoint_iteration, files)
         except FileNotFoundError:
             # A checkpoint Tune registered and has since removed from scratch: this step's
             # snapshot would not be whole; the next one is taken at the next step.
             return
         for record in self.plan.carried:
-            if record.status != TERMINATED and record.trial_id in self.plan.checkpoints:
-                checkpoints[record.trial_id] = self.plan.checkpoints[record.trial_id]
+            carried = self.plan.checkpoints.get(record.trial_id)
+            if record.status != TERMINATED and carried is not None and record.checkpoint_iteration is not None:
+                checkpoints[record.trial_id] = (record.checkpoint_iteration, carried)
         rungs = None if self.rungs is None else self.rungs.to_json()
         log = None if self.proposer is None else [list(e) for e in self.proposer.events]
-        data = pack(SearchSnapshot(records, rungs, checkpoints, log, self.exploits))
-        self.checkpointer.submit(
-            step,
-            {ARCHIVE: data},
-            extra={"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]},
-        )
+        exploits = None if self.exploits is None else list(self.exploits)
+
+        def packed(refs: dict[str, TrialRef]) -> bytes:
+            return pack(SearchSnapshot(records, rungs, {}, log, exploits, refs))
+
+        extra = {"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]}
+        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra))
         self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
         self.snapshot_records = records
         self.dirty = False
         self.snapshots += 1
         if final:
-            self.checkpointer.wait()
+            self.uploads.wait()
         self.report(trials, records, force=True)

@@ -11,18 +11,29 @@ recorded values are restored as data (AshaRungs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.hpo import trial_key
 from orchestrator.hpo.replay import ASK, OptunaReplay, ReplayError
 from orchestrator.runtime.search.section import rung_list, search_of
-from orchestrator.runtime.search.snapshot import ARCHIVE, Expected, SearchSnapshot, SnapshotError, is_func_parts, unpack
+from orchestrator.runtime.search.snapshot import (
+    ARCHIVE,
+    Expected,
+    SearchSnapshot,
+    SnapshotError,
+    check_parts,
+    is_func_parts,
+    unpack,
+)
 from orchestrator.runtime.search.trial import load_tensors
+from orchestrator.runtime.search.trial_store import fetch_trial
 from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import HpoSection
 from orchestrator.wire.spec import RuntimeSpec
+from recovery.fencing import Admits
 from recovery.replication import load_newest
 from recovery.store import CheckpointStore
 
@@ -58,18 +69,72 @@ def restore_search(
         control.event(spec.generation, "restore_store_skipped", region=store.region, error=error[:500])
 
     lineage, usable = restore_rule(spec, control, stores)
-    # The snapshot's archive is kept as it is verified: read once.
-    best = load_newest(
-        spec.run_id, usable, skipped, lineage=lineage, on_store_error=store_failed, keep=lambda name: name == ARCHIVE
-    )
-    if best is None:
-        return 0, None, None
-    store, m = best.store, best.manifest
     hpo = search_of(spec)
-    archive = best.files[ARCHIVE] if ARCHIVE in best.files else store.read(m, ARCHIVE)
-    snapshot = unpack(archive, configs, hpo.max_t, rung_list(hpo))
-    check_trial_checkpoints(snapshot)
-    return m.step, store.checkpoint_url(spec.run_id, m.step), snapshot
+    found = newest_whole(spec.run_id, usable, skipped, store_failed, lineage, configs, hpo.max_t, rung_list(hpo))
+    if found is None:
+        return 0, None, None
+    store, step, snapshot = found
+    return step, store.checkpoint_url(spec.run_id, step), snapshot
+
+
+def newest_whole(
+    run_id: str,
+    stores: list[CheckpointStore],
+    skipped: Callable[[CheckpointStore, int, str], None],
+    store_failed: Callable[[CheckpointStore, str], None],
+    lineage: Admits | None,
+    configs: list[dict[str, Any]] | Expected,
+    max_t: int,
+    rungs: list[int] | None,
+) -> tuple[CheckpointStore, int, SearchSnapshot] | None:
+    """The newest snapshot that verifies, checks, and whose named trial checkpoints some
+    store holds whole, read into it: (its store, its step, it); or None. One whose named
+    checkpoint is in no store whole is ``skipped`` for the next older one."""
+    passed: list[tuple[str, int]] = []
+    while True:
+        # The snapshot's archive is kept as it is verified: read once.
+        best = load_newest(
+            run_id,
+            stores,
+            skipped,
+            lineage=lineage,
+            exclude=passed,
+            on_store_error=store_failed,
+            keep=lambda name: name == ARCHIVE,
+        )
+        if best is None:
+            return None
+        store, m = best.store, best.manifest
+        archive = best.files[ARCHIVE] if ARCHIVE in best.files else store.read(m, ARCHIVE)
+        snapshot = unpack(archive, configs, max_t, rungs)
+        # The snapshot's own store first: where its trials' checkpoints were committed with it.
+        order = [store, *(s for s in stores if s is not store)]
+        missing = read_trials(snapshot, run_id, order, functions_of(configs))
+        if missing is None:
+            check_trial_checkpoints(snapshot)
+            return store, m.step, snapshot
+        skipped(store, m.step, missing)
+        passed.append((store.region, m.step))
+
+
+def functions_of(configs: list[dict[str, Any]] | Expected) -> bool:
+    return isinstance(configs, Expected) and configs.functions
+
+
+def read_trials(snapshot: SearchSnapshot, run_id: str, stores: list[CheckpointStore], functions: bool) -> str | None:
+    """The checkpoints ``snapshot`` names, read into its ``checkpoints`` and checked in
+    shape (their content is checked by check_trial_checkpoints); None, or why the
+    snapshot cannot be restored: a checkpoint it names that no store holds whole."""
+    records = {t.trial_id: t for t in snapshot.trials}
+    for trial_id, ref in sorted(snapshot.refs.items()):
+        files, why = fetch_trial(stores, run_id, trial_id, ref)
+        if files is None:
+            return f"its checkpoint of {trial_id} at iteration {ref.iteration} is in no store whole: {why}"[:500]
+        iteration = records[trial_id].checkpoint_iteration
+        assert iteration is not None  # unpack refused a reference to a trial without one
+        check_parts(trial_id, files, iteration, functions, "the store's checkpoint")
+        snapshot.checkpoints[trial_id] = files
+    return None
 
 
 def proposer_from(

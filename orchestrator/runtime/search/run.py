@@ -73,7 +73,10 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     plan = resume_plan(snapshot, len(configs), hpo.resume_errored, hpo.restart_errored)
     rungs = rung_list(hpo)
     asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
-    driver = SearchDriver(spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer)
+    refs = None if snapshot is None else snapshot.refs
+    driver = SearchDriver(
+        spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer, refs
+    )
     if expected.evolves:
         driver.exploits = list(snapshot.exploits or []) if snapshot is not None else []
     install(driver)
@@ -98,7 +101,7 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
     hpo = driver.hpo
     ordered = ended_records(driver.snapshot_records, driver.plan.carried, results, driver.configs)
     try:
-        driver.checkpointer.wait()
+        driver.uploads.wait()
     except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"final snapshot not committed: {exc}"[:1000])
         return EXIT_INFRA

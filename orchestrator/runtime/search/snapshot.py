@@ -6,12 +6,17 @@ read back from a store can run code, even a snapshot this run signed:
 
 - ``search.json``: every trial's record (status, last iteration and metrics, the
   iteration of its newest checkpoint, its weights' hash) and ASHA's rungs.
-- ``trials/<trial_id>/{model,optimizer,state}.pt``: the newest checkpoint of each
-  trial that may still run, as tensors (read with ``torch.load(weights_only=True)``);
-- or, for a search over a Ray Train function (``job.train_func``), its newest reported
-  checkpoint folder as ``trials/<trial_id>/files/<path>`` (handed back to the function
-  through ``ray.train.get_checkpoint()``, never opened here) and ``func.json``, the
-  number of reports it stands after.
+- ``checkpoints`` in ``search.json``: which checkpoint of each trial that may still run
+  the snapshot stands on (a ``TrialRef``); the checkpoints themselves are ordinary signed
+  checkpoints of their own in the store (``trial_store``), read back when a search
+  resumes. Their files: ``{model,optimizer,state}.pt`` (and ``rng-<rank>.pt`` per rank
+  of a multi-worker trial), tensors read with ``torch.load(weights_only=True)``; or,
+  for a search over a Ray Train function (``job.train_func``), its newest reported
+  checkpoint folder as ``files/<path>`` (handed back to the function through
+  ``ray.train.get_checkpoint()``, never opened here) and ``func.json``, the number of
+  reports it stands after.
+- A snapshot written before trials had checkpoints of their own holds those files in
+  the archive instead, as ``trials/<trial_id>/<file>``; it is read as it was written.
 
 Tune's own experiment folder (``tuner.pkl``, the searcher's and the trials' pickled
 state) stays on the cluster's scratch and never travels: a resumed search is a new
@@ -35,6 +40,7 @@ from orchestrator.hpo import ERROR, TERMINATED, AshaRungs, TrialRecord, trial_ke
 from orchestrator.hpo.pbt import Exploit, read_exploits
 from orchestrator.hpo.replay import ReplayError, check_events
 from orchestrator.hpo.space import MAX_TRIALS, in_space, parse_distribution
+from orchestrator.runtime.search.trial_store import TrialRef, TrialRefError
 from orchestrator.wire.sections import METRIC_NAME
 from recovery.manifest import ManifestError, check_member_name
 
@@ -50,7 +56,7 @@ FUNC_STATE = "func.json"
 FUNC_FILES = "files/"
 MAX_FUNC_FILES = 4096
 MAX_FUNC_STATE_BYTES = 4096
-STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher", "pbt"})
+STATE_KEYS = frozenset({"format", "trials", "rungs", "searcher", "pbt", "checkpoints"})
 STATUSES = frozenset({"PENDING", "RUNNING", "PAUSED", TERMINATED, ERROR})
 # A trial's metrics: the numbers its workload's evaluate() returned, by name (METRIC_NAME),
 # reported to Tune at the top level (for its scheduler) and together under METRICS_KEY.
@@ -83,6 +89,9 @@ class SearchSnapshot:
     searcher: list[list[Any]] | None = None
     # Population-based training's decisions so far (orchestrator.hpo.pbt), in order.
     exploits: list[Exploit] | None = None
+    # trial_id -> its checkpoint in the store (trial_store): the trials of ``checkpoints``
+    # a snapshot names instead of holding; a restore reads them into ``checkpoints``.
+    refs: dict[str, TrialRef] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,8 @@ def pack(snapshot: SearchSnapshot) -> bytes:
         state["searcher"] = snapshot.searcher
     if snapshot.exploits is not None:
         state["pbt"] = [e.to_json() for e in snapshot.exploits]
+    if snapshot.refs:
+        state["checkpoints"] = {t: ref.to_json() for t, ref in sorted(snapshot.refs.items())}
     files = {STATE: json.dumps(state, sort_keys=True).encode()}
     for trial_id, parts in sorted(snapshot.checkpoints.items()):
         for name in checkpoint_names(parts):
@@ -214,7 +225,9 @@ def unpack(
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):
         raise SnapshotError(f"{STATE} names a trial twice")
-    checkpoints = _checkpoints(members, {t.trial_id: t for t in trials}, expected.functions)
+    by_id = {t.trial_id: t for t in trials}
+    refs = _refs(state.get("checkpoints", {}), by_id, max_t)
+    checkpoints = _checkpoints(members, by_id, expected.functions, set(refs))
     searcher = state.get("searcher")
     if (searcher is not None) != expected.proposes:
         raise SnapshotError(f"{STATE}: a searcher's log goes with a searcher that proposes trials, and only then")
@@ -231,7 +244,29 @@ def unpack(
             exploits = read_exploits(state["pbt"], expected.space or {}, set(ids), max_t)
         except ValueError as exc:
             raise SnapshotError(f"{STATE}: {exc}") from None
-    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints, searcher, exploits)
+    return SearchSnapshot(trials, _rungs(state["rungs"], rungs, set(ids)), checkpoints, searcher, exploits, refs)
+
+
+def _refs(raw: Any, trials: dict[str, TrialRecord], max_t: int) -> dict[str, TrialRef]:
+    """The trial checkpoints a snapshot names: each of a trial that has one at that iteration."""
+    if not isinstance(raw, dict) or len(raw) > MAX_TRIALS:
+        raise SnapshotError(f"{STATE}: checkpoints is not an object of at most {MAX_TRIALS} trials")
+    out: dict[str, TrialRef] = {}
+    for trial_id, value in raw.items():
+        record = trials.get(trial_id)
+        if record is None or record.checkpoint_iteration is None:
+            raise SnapshotError(f"{STATE} names a checkpoint of {str(trial_id)[:40]}, which its records say has none")
+        try:
+            ref = TrialRef.from_json(value, max_t)
+        except TrialRefError as exc:
+            raise SnapshotError(f"{STATE}: the checkpoint of {trial_id} {exc}") from None
+        if ref.iteration != record.checkpoint_iteration:
+            raise SnapshotError(
+                f"{STATE} names {trial_id}'s checkpoint at iteration {ref.iteration}; "
+                f"its record says {record.checkpoint_iteration}"
+            )
+        out[trial_id] = ref
+    return out
 
 
 def _members(data: bytes) -> dict[str, bytes]:
@@ -294,8 +329,10 @@ def _iteration(value: Any, where: str, low: int, high: int) -> None:
 
 
 def _checkpoints(
-    members: dict[str, bytes], trials: dict[str, TrialRecord], functions: bool
+    members: dict[str, bytes], trials: dict[str, TrialRecord], functions: bool, named: set[str]
 ) -> dict[str, dict[str, bytes]]:
+    """The trial checkpoints the archive holds (a snapshot of before trials had their
+    own), checked; with those ``named`` in the store, one for every trial that has one."""
     out: dict[str, dict[str, bytes]] = {}
     for name, data in members.items():
         match = _MEMBER.fullmatch(name)
@@ -305,43 +342,51 @@ def _checkpoints(
         record = trials.get(trial_id)
         if record is None or record.checkpoint_iteration is None:
             raise SnapshotError(f"experiment.tar has a checkpoint for {trial_id}, which its records say has none")
-        if is_func_parts(parts) != functions:
-            ours = "a train function's folder" if functions else "a workload's state"
-            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} is not {ours}, which this search's are")
-        if functions:
-            _check_func_parts(trial_id, parts, record.checkpoint_iteration)
-            continue
-        if any(n.startswith(FUNC_FILES) for n in parts):
-            raise SnapshotError(
-                f"experiment.tar's checkpoint of {trial_id} has a function's files without {FUNC_STATE}"
-            )
-        if not set(CHECKPOINT_FILES) <= set(parts):
-            wanted = ", ".join(CHECKPOINT_FILES)
-            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} lacks some of {wanted}")
-        ranks = sorted(int(m.group(1)) for n in parts if (m := RNG_FILE.fullmatch(n)))
-        if ranks and ranks != list(range(len(ranks))):
-            raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} has RNG states of ranks {ranks[:8]}")
+        if trial_id in named:
+            raise SnapshotError(f"experiment.tar holds a checkpoint of {trial_id} and names another in the store")
+        check_parts(trial_id, parts, record.checkpoint_iteration, functions, "experiment.tar's checkpoint")
     for record in trials.values():
-        if record.status != TERMINATED and record.checkpoint_iteration is not None and record.trial_id not in out:
-            raise SnapshotError(f"{STATE} says {record.trial_id} has a checkpoint, and experiment.tar has none")
+        has = record.trial_id in out or record.trial_id in named
+        if record.status != TERMINATED and record.checkpoint_iteration is not None and not has:
+            raise SnapshotError(f"{STATE} says {record.trial_id} has a checkpoint, and the snapshot names none")
     return out
 
 
-def _check_func_parts(trial_id: str, parts: dict[str, bytes], iteration: int) -> None:
+def check_parts(trial_id: str, parts: dict[str, bytes], iteration: int, functions: bool, what: str) -> None:
+    """A trial checkpoint's files are those of this search's trials (a workload's state,
+    or a train function's folder), standing at ``iteration`` for a function's; else
+    SnapshotError naming ``what`` (one line)."""
+    where = f"{what} of {trial_id}"
+    if any(not part_name_ok(n) for n in parts):
+        raise SnapshotError(f"{where} holds a file a trial checkpoint never has")
+    if is_func_parts(parts) != functions:
+        ours = "a train function's folder" if functions else "a workload's state"
+        raise SnapshotError(f"{where} is not {ours}, which this search's are")
+    if functions:
+        _check_func_parts(where, parts, iteration)
+        return
+    if any(n.startswith(FUNC_FILES) for n in parts):
+        raise SnapshotError(f"{where} has a function's files without {FUNC_STATE}")
+    if not set(CHECKPOINT_FILES) <= set(parts):
+        raise SnapshotError(f"{where} lacks some of {', '.join(CHECKPOINT_FILES)}")
+    ranks = sorted(int(m.group(1)) for n in parts if (m := RNG_FILE.fullmatch(n)))
+    if ranks and ranks != list(range(len(ranks))):
+        raise SnapshotError(f"{where} has RNG states of ranks {ranks[:8]}")
+
+
+def _check_func_parts(where: str, parts: dict[str, bytes], iteration: int) -> None:
     """A train function's checkpoint: its state, its own files alone, and no more of them
     than a folder of MAX_FUNC_FILES; standing where its record says."""
     if any(_WORKLOAD_PART.fullmatch(n) for n in parts):
-        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} mixes a function's files and a workload's")
+        raise SnapshotError(f"{where} mixes a function's files and a workload's")
     if len(parts) - 1 > MAX_FUNC_FILES:
-        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id} has more than {MAX_FUNC_FILES} files")
+        raise SnapshotError(f"{where} has more than {MAX_FUNC_FILES} files")
     try:
         at = func_iteration(parts)
     except SnapshotError as exc:
-        raise SnapshotError(f"experiment.tar's checkpoint of {trial_id}: {exc}") from None
+        raise SnapshotError(f"{where}: {exc}") from None
     if at != iteration:
-        raise SnapshotError(
-            f"experiment.tar's checkpoint of {trial_id} stands after {at} reports; its record says {iteration}"
-        )
+        raise SnapshotError(f"{where} stands after {at} reports; its record says {iteration}")
 
 
 def _rungs(raw: Any, expected: list[int] | None, ids: set[str]) -> dict[str, dict[str, float]] | None:

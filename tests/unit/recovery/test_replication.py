@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from recovery.manifest import Manifest
-from recovery.replication import Replicated, ReplicationError, Replicator, replicate, sync_newest
-from recovery.store import CheckpointStore
+from recovery.replication import Replicated, ReplicationError, Replicator, named_parts, replicate, sync_newest
+from recovery.store import CheckpointStore, part_of
 from tests.support.stores import TEST_KEY
 
 RUN = "run-1"
@@ -151,3 +151,36 @@ def test_replicator_reports_a_corrupt_source_once_and_still_copies_the_rest(
 def test_replicator_without_a_primary_does_nothing() -> None:
     rep = Replicator(RUN, keep_last=2, on_replicated=lambda r: None, on_error=lambda m: None)
     assert rep.tick() == []
+
+
+def test_a_checkpoint_that_names_its_parts_checkpoints_is_copied_after_them(
+    src: CheckpointStore, dst: CheckpointStore, write_checkpoint: WriteCheckpoint
+) -> None:
+    part = part_of(RUN, "trial_00002")
+    p = write_checkpoint(src, part, 3, attempt=2)
+    named = {"trial_00002": {"iteration": 3, "attempt": 2, "digest": "ab" * 32}}
+    m = write_checkpoint(src, RUN, 7, attempt=2, extra={"checkpoints": named})
+    assert replicate(src, dst, m) is not None
+    assert dst.verify(RUN, 7).ok and dst.load(part, 3, generation=2)[1].ok
+    held = dst.manifest(part, 3)
+    assert held is not None and held.files == p.files
+    # A part it names that the source does not hold: the checkpoint is not copied without it.
+    gone = write_checkpoint(src, RUN, 8, attempt=2, extra={"checkpoints": {"trial_00004": named["trial_00002"]}})
+    with pytest.raises(ReplicationError, match="a part it names is not there"):
+        replicate(src, dst, gone)
+    assert dst.manifest(RUN, 8) is None
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        ["trial_00002"],
+        {"../other-run": {"iteration": 3, "attempt": 2}},
+        {"trial_00002": {"iteration": "3", "attempt": 2}},
+        {"trial_00002": {"iteration": 3, "attempt": True}},
+    ],
+)
+def test_parts_named_in_a_shape_a_snapshot_never_writes_are_refused(named: object) -> None:
+    m = Manifest(run_id=RUN, step=7, attempt=2, files=(), committed_at=0.0, extra={"checkpoints": named})
+    with pytest.raises(ReplicationError, match="checkpoints"):
+        named_parts(m)

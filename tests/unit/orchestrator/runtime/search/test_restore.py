@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
 from orchestrator.hpo import TrialRecord, trial_key
 from orchestrator.hpo.replay import OptunaReplay
-from orchestrator.runtime.search.restore import check_trial_checkpoints, proposer_from
+from orchestrator.runtime.search.restore import check_trial_checkpoints, newest_whole, proposer_from, read_trials
 from orchestrator.runtime.search.snapshot import SearchSnapshot, SnapshotError
+from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.wire.sections import HpoSection
+from recovery.store import CheckpointStore
+from tests.support.stores import TEST_KEY
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +87,73 @@ def test_a_snapshot_its_searcher_could_not_have_left_is_refused(change, words: s
     change(snap)
     with pytest.raises(SnapshotError, match=words):
         proposer_from(hpo(), 5, snap)
+
+
+# --- the trials' checkpoints a snapshot names, read from the store ----------------------------
+
+
+def test_the_checkpoints_a_snapshot_names_are_read_into_it_and_one_no_store_holds_whole_is_why_not(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.runtime.search.trial_store import TrialStore, trial_run
+
+    ss = [CheckpointStore(f"file://{tmp_path}/{r}", region=r, key=TEST_KEY) for r in ("local-a", "local-b")]
+    parts = {"model.pt": b"m", "optimizer.pt": b"o", "state.pt": state(3)}
+    ref = TrialStore(ss, "test-run", 2, 0.5, lambda t, f: None).commit("trial_00000", 3, parts)
+    snap = replace(snapshot({}, 3), checkpoints={}, refs={"trial_00000": ref})
+    assert read_trials(snap, "test-run", ss, functions=False) is None
+    assert snap.checkpoints == {"trial_00000": parts}
+    check_trial_checkpoints(snap)
+    # Gone from the primary, its copy in the other region serves; gone from both: why not.
+    ss[0].delete_folder(trial_run("test-run", "trial_00000"), 3, 2)
+    assert read_trials(replace(snap, checkpoints={}), "test-run", ss, functions=False) is None
+    ss[1].delete_folder(trial_run("test-run", "trial_00000"), 3, 2)
+    why = read_trials(replace(snap, checkpoints={}), "test-run", ss, functions=False)
+    assert why is not None and why.startswith("its checkpoint of trial_00000 at iteration 3 is in no store whole")
+    # A workload search never takes a train function's folder (nor the other way round).
+    ref = TrialStore(ss, "test-run", 2, 0.5, lambda t, f: None).commit("trial_00000", 3, parts)
+    with pytest.raises(SnapshotError, match="is not a train function's folder"):
+        read_trials(replace(snap, checkpoints={}, refs={"trial_00000": ref}), "test-run", ss, functions=True)
+
+
+def test_a_snapshot_whose_named_checkpoint_is_in_no_store_whole_is_passed_over_for_the_older_one(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.hpo import sample_configs
+    from orchestrator.runtime.search.snapshot import ARCHIVE, pack
+    from orchestrator.runtime.search.trial_store import TrialStore, trial_run
+
+    ss = [CheckpointStore(f"file://{tmp_path}/{r}", region=r, key=TEST_KEY) for r in ("local-a", "local-b")]
+    configs = sample_configs({"lr": "loguniform 0.01 0.2"}, 1, seed=0)
+    trials = TrialStore(ss, "test-run", 2, 0.5, lambda t, f: None)
+    for step, it in ((4, 2), (6, 3)):
+        parts = {"model.pt": b"m", "optimizer.pt": b"o", "state.pt": state(it)}
+        ref = trials.commit("trial_00000", it, parts)
+        record = TrialRecord("trial_00000", "PAUSED", it, dict(configs[0]), {}, it)
+        data = pack(SearchSnapshot([record], None, {}, refs={"trial_00000": ref}))
+        for store in ss:
+            store.commit("test-run", step, 2, [store.put("test-run", step, ARCHIVE, data, 2)])
+    skips: list[tuple[str, int, str]] = []
+
+    def newest() -> tuple[CheckpointStore, int, SearchSnapshot] | None:
+        return newest_whole(
+            "test-run",
+            ss,
+            lambda s, step, why: skips.append((s.region, step, why)),
+            lambda s, e: None,
+            None,
+            configs,
+            6,
+            None,
+        )
+
+    found = newest()
+    assert found is not None and found[:2] == (ss[0], 6) and skips == []
+    assert load_tensors(found[2].checkpoints["trial_00000"]["state.pt"])["iteration"] == 3
+    # Iteration 3's checkpoint gone from every store: step 6 is passed over in each, with why.
+    for store in ss:
+        store.delete_folder(trial_run("test-run", "trial_00000"), 3, 2)
+    found = newest()
+    assert found is not None and found[:2] == (ss[0], 4)
+    assert [(r, s) for r, s, _ in skips] == [("local-a", 6), ("local-b", 6)]
+    assert all("its checkpoint of trial_00000 at iteration 3 is in no store whole" in why for *_, why in skips)

@@ -23,6 +23,7 @@ from orchestrator.runtime.search.snapshot import (
     resume_plan,
     unpack,
 )
+from orchestrator.runtime.search.trial_store import TrialRef
 
 pytestmark = pytest.mark.unit
 SPACE = {"lr": "loguniform 0.01 0.2", "hidden_size": "choice 32 64 128"}
@@ -164,7 +165,7 @@ def test_a_checkpoint_missing_for_a_trial_that_may_run_is_refused() -> None:
     files = members(pack(snapshot()))
     for name in [n for n in files if n.startswith("trials/trial_00002/")]:
         del files[name]
-    with pytest.raises(SnapshotError, match=r"trial_00002 has a checkpoint, and experiment\.tar has none"):
+    with pytest.raises(SnapshotError, match=r"trial_00002 has a checkpoint, and the snapshot names none"):
         unpack(tar(files), CONFIGS, 6, RUNGS)
 
 
@@ -354,3 +355,47 @@ def test_a_train_functions_checkpoint_read_from_tunes_folder(tmp_path) -> None:
     write_func_checkpoint(str(reported), 4, str(tune_folder))
     parts = read_trial_checkpoint(str(tune_folder))
     assert parts == func_parts(4, {"model.pt": b"m", "sub/opt.pt": b"o"})
+
+
+# --- trial checkpoints named, not held: each a signed checkpoint of its own in the store -----
+
+
+def named() -> SearchSnapshot:
+    refs = {trial_key(2): TrialRef(3, 2, "ab" * 32), trial_key(3): TrialRef(1, 1, "cd" * 32)}
+    return replace(snapshot(), checkpoints={}, refs=refs)
+
+
+def test_a_snapshot_that_names_its_trials_checkpoints_holds_no_weights_and_reads_back() -> None:
+    data = pack(named())
+    assert list(members(data)) == ["search.json"]
+    back = unpack(data, CONFIGS, 6, RUNGS)
+    assert back.refs == named().refs and back.checkpoints == {}
+    plan = resume_plan(back, 4, resume_errored=True, restart_errored=False)
+    assert sorted(plan.restored) == [trial_key(2), trial_key(3)]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda c: [c], "checkpoints is not an object"),
+        (lambda c: {**c, trial_key(0): c[trial_key(2)]}, "trial_00000's checkpoint at iteration 3; its record says 6"),
+        (lambda c: {**c, trial_key(9): c[trial_key(2)]}, "names a checkpoint of trial_00009, which its records say"),
+        (lambda c: {**c, trial_key(2): {**c[trial_key(2)], "iteration": 2}}, "iteration 2; its record says 3"),
+        (lambda c: {**c, trial_key(2): {**c[trial_key(2)], "digest": "x"}}, "trial_00002 digest is not a sha256"),
+        (lambda c: {**c, trial_key(2): "../../other-run"}, "trial_00002 is not an object"),
+        (lambda c: {k: v for k, v in c.items() if k != trial_key(3)}, "trial_00003 has a checkpoint, and the snapshot"),
+    ],
+)
+def test_a_snapshot_naming_a_checkpoint_it_cannot_have_is_refused(change, words: str) -> None:
+    files = members(pack(named()))
+    state = json.loads(files["search.json"])
+    state["checkpoints"] = change(state["checkpoints"])
+    files["search.json"] = json.dumps(state).encode()
+    with pytest.raises(SnapshotError, match=re.escape(words)):
+        unpack(tar(files), CONFIGS, 6, RUNGS)
+
+
+def test_a_trial_held_in_the_archive_and_named_in_the_store_is_refused() -> None:
+    files = members(pack(replace(named(), checkpoints={trial_key(2): CKPT})))
+    with pytest.raises(SnapshotError, match="holds a checkpoint of trial_00002 and names another"):
+        unpack(tar(files), CONFIGS, 6, RUNGS)
