@@ -22,7 +22,8 @@ from typing import Any
 from recovery.boundedjson import INT64
 from recovery.fencing import Admits
 from recovery.manifest import Manifest, checkpoint_digest
-from recovery.store import CheckpointStore, StoreError
+from recovery.replication import ReplicationError, named_parts
+from recovery.store import CheckpointStore, StoreError, part_of, step_dir_name
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 LOOP, FUNC, SEARCH, FUNC_SEARCH = "loop", "train_func", "search", "search_train_func"
@@ -53,16 +54,22 @@ class Proven:
     final_checkpoint: str | None
     weights_sha256: str | None = None
     checkpoint_sha256: str | None = None
+    # A search's: where its best trial's last checkpoint is, as the signed snapshot names it.
+    best_checkpoint: str | None = None
 
     def apply(self, final: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``final.json``'s other fields (metrics, telemetry) with the proven values in place."""
-        return {
+        """``final.json``'s other fields (metrics, telemetry) with the proven values in place
+        (a search's ``best_trial.checkpoint`` too: only ever the proven one, or none)."""
+        out = {
             **dict(final or {}),
             "final_step": self.final_step,
             "final_checkpoint": self.final_checkpoint,
             "weights_sha256": self.weights_sha256,
             "checkpoint_sha256": self.checkpoint_sha256,
         }
+        if isinstance(out.get("best_trial"), dict):
+            out["best_trial"] = {**out["best_trial"], "checkpoint": self.best_checkpoint}
+        return out
 
 
 class Unproven(ValueError):
@@ -130,7 +137,23 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
     if mode == FUNC_SEARCH:
         _agree(claims, "checkpoint_sha256", digest)
     _agree(claims, "final_checkpoint", where)
-    return Proven(m.step, where, weights, digest)
+    return Proven(m.step, where, weights, digest, best_checkpoint(m, where, claims))
+
+
+def best_checkpoint(m: Manifest, where: str, claims: dict[str, Any]) -> str | None:
+    """Where the best trial's checkpoint that the signed snapshot ``m`` (at ``where``)
+    names is: beside it in the same store; None when it names none."""
+    best = claims.get("best_trial")
+    trial_id = best.get("trial_id") if isinstance(best, dict) else None
+    root, sep, _ = where.partition(f"/{m.run_id}/checkpoints/")
+    if not isinstance(trial_id, str) or not sep:
+        return None
+    try:
+        parts = named_parts(m)
+    except ReplicationError:
+        return None
+    run = part_of(m.run_id, trial_id)
+    return next((f"{root}/{run}/checkpoints/{step_dir_name(s, a)}" for p, s, a in parts if p == run), None)
 
 
 def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:

@@ -180,6 +180,21 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
         index = int(t["trial_id"].split("_")[1])
         want = _uninterrupted_sha(spec, index, t["iteration"], t["config"], tmp_path / f"{t['trial_id']}.sha")
         assert t["weights_sha256"] == want, t
+    # The best trial's final weights are in the store, a signed checkpoint of its own that the
+    # final snapshot names: result.json points at it, and its model.pt holds those weights.
+    from orchestrator.runtime.search.trial_store import trial_run
+    from orchestrator.runtime.weights import weights_sha256
+    from recovery.store import parse_step_folder
+
+    best = r["best_trial"]
+    where = f"file://{orch_home}/stores/local-b/{trial_run(run_id, best['trial_id'])}/checkpoints/"
+    assert best["checkpoint"].startswith(where), best
+    at, gen = parse_step_folder(best["checkpoint"].rsplit("/", 1)[1]) or (0, None)
+    assert at == best["checkpoint_iteration"] == best["iteration"] and gen in (1, 2)
+    m, verdict, files = store.load(trial_run(run_id, best["trial_id"]), at, keep=lambda _: True, generation=gen)
+    assert m is not None and verdict.ok, verdict
+    model = torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
+    assert weights_sha256(model) == best["weights_sha256"] == r["weights_sha256"]
     # Optuna's log, replayed here in a fresh searcher from the final snapshot, proposes every
     # trial's values again: the searcher the second attempt rebuilt went on as the lost one
     # would have, given the same results in the same order.

@@ -132,6 +132,7 @@ class SearchDriver:
             lineage=spec.fencing_lineage(),
         )
         trial_store = TrialStore(stores, spec.run_id, spec.generation, spec.store_outage_s, on_event)
+        self.restored_refs = dict(restored_refs or {})
         self.uploads = SearchUploader(checkpointer, trial_store, spec.checkpoint.keep_last, on_event, restored_refs)
         self.restored_step, self.restored_url = restored_step, restored_url
         self.total = max_search_steps(len(configs) if count is None else count, self.hpo.max_t)
@@ -229,13 +230,19 @@ class SearchDriver:
 
     def _checkpoint_files(self, trial: Any, record: TrialRecord) -> dict[str, bytes] | None:
         """The trial's newest checkpoint as Tune registered it, or the one it was restored
-        from while it has no newer; None for a finished trial (it will not run again)."""
-        if record.status == TERMINATED or record.checkpoint_iteration is None:
+        from while it has no newer; None when it has none."""
+        if record.checkpoint_iteration is None:
             return None
         latest = latest_checkpoint(trial)
         if latest is None or latest.checkpoint is None:
             return self.plan.checkpoints.get(record.trial_id)
         return read_trial_checkpoint(latest.checkpoint.path)
+
+    def _finished_ref(self, record: TrialRecord) -> TrialRef | None:
+        """A finished trial's last checkpoint, committed already (by this attempt or, for a
+        trial carried over, by the one that finished it): named again, not read again."""
+        ref = self.uploads.trials.committed.get(record.trial_id) or self.restored_refs.get(record.trial_id)
+        return ref if ref is not None and ref.iteration == record.checkpoint_iteration else None
 
     def snapshot(self, trials: list[Any], final: bool = False) -> None:
         records = self.records(trials)
@@ -244,10 +251,15 @@ class SearchDriver:
         if step <= self.last_snapshot_step:
             return  # nothing new since the last one (or since the restored one)
         checkpoints: dict[str, tuple[int, dict[str, bytes]]] = {}
+        # Every trial's newest checkpoint is named, a finished one's too (its final weights,
+        # what result.json's best_trial.checkpoint points at); each is uploaded once.
+        named = {r.trial_id: ref for r in records if r.status == TERMINATED and (ref := self._finished_ref(r))}
         by_id = {r.trial_id: r for r in records}
         try:
             for t in trials:
                 record = by_id[trial_id_of(t)]
+                if record.trial_id in named:
+                    continue
                 files = self._checkpoint_files(t, record)
                 if files is not None and record.checkpoint_iteration is not None:
                     checkpoints[record.trial_id] = (record.checkpoint_iteration, files)
@@ -267,7 +279,7 @@ class SearchDriver:
             return pack(SearchSnapshot(records, rungs, {}, log, exploits, refs))
 
         extra = {"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]}
-        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra))
+        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra, named))
         self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
         self.snapshot_records = records
         self.dirty = False

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.hpo import trial_key
+from orchestrator.hpo import TERMINATED, trial_key
 from orchestrator.hpo.replay import ASK, OptunaReplay, ReplayError
 from orchestrator.runtime.search.section import rung_list, search_of
 from orchestrator.runtime.search.snapshot import (
@@ -122,11 +122,14 @@ def functions_of(configs: list[dict[str, Any]] | Expected) -> bool:
 
 
 def read_trials(snapshot: SearchSnapshot, run_id: str, stores: list[CheckpointStore], functions: bool) -> str | None:
-    """The checkpoints ``snapshot`` names, read into its ``checkpoints`` and checked in
-    shape (their content is checked by check_trial_checkpoints); None, or why the
-    snapshot cannot be restored: a checkpoint it names that no store holds whole."""
+    """The checkpoints ``snapshot`` names of trials that may still run, read into its
+    ``checkpoints`` and checked in shape (their content is checked by
+    check_trial_checkpoints); None, or why the snapshot cannot be restored: a checkpoint
+    it names that no store holds whole. A finished trial's is not read: it never runs again."""
     records = {t.trial_id: t for t in snapshot.trials}
     for trial_id, ref in sorted(snapshot.refs.items()):
+        if records[trial_id].status == TERMINATED:
+            continue
         files, why = fetch_trial(stores, run_id, trial_id, ref)
         if files is None:
             return f"its checkpoint of {trial_id} at iteration {ref.iteration} is in no store whole: {why}"[:500]

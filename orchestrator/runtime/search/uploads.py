@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.commit import EventHook
@@ -39,6 +39,8 @@ class SnapshotJob:
     # The snapshot's archive, given the references of its trials' checkpoints.
     pack: Callable[[dict[str, TrialRef]], bytes]
     extra: dict[str, object]
+    # Trials' checkpoints committed before (finished trials'): named as they are.
+    named: dict[str, TrialRef] = field(default_factory=dict)
 
 
 class SearchUploader:
@@ -123,7 +125,8 @@ class SearchUploader:
                     self._cond.notify_all()
 
     def _commit(self, job: SnapshotJob) -> None:
-        refs = {t: self.trials.commit(t, it, files) for t, (it, files) in sorted(job.trials.items())}
+        refs = dict(job.named)
+        refs.update({t: self.trials.commit(t, it, files) for t, (it, files) in sorted(job.trials.items())})
         # The manifest names them too: what the controller's replicator copies with it.
         named = {t: ref.to_json() for t, ref in sorted(refs.items())}
         self.checkpointer.submit(job.step, {ARCHIVE: job.pack(refs)}, extra={**job.extra, CHECKPOINTS: named})

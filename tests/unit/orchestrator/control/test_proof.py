@@ -85,6 +85,22 @@ def test_a_search_s_weights_are_the_best_trial_s_in_the_signed_records() -> None
         prove(SEARCH, 60, {"best_trial": {"trial_id": "t9"}}, signed)
 
 
+def test_a_search_s_best_checkpoint_is_the_one_its_signed_snapshot_names_beside_it_and_no_other() -> None:
+    trials = [{"trial_id": "trial_00000", "weights_sha256": "0" * 64}, {"trial_id": "trial_00001", "weights_sha256": W}]
+    named = {"trial_00001": {"iteration": 4, "attempt": 2, "digest": W}}
+    signed = _signed(step=60, kind="hpo_experiment", trials=trials, checkpoints=named)
+    claims = {"best_trial": {"trial_id": "trial_00001", "checkpoint": "file:///etc/passwd"}, "weights_sha256": W}
+    proven = prove(SEARCH, 60, claims, signed)
+    assert proven.best_checkpoint == "file:///s/run/trials/trial_00001/checkpoints/step-4-g2"
+    assert proven.apply(claims)["best_trial"]["checkpoint"] == proven.best_checkpoint
+    # In the replica's store when final.json names the replica; none when the snapshot names none.
+    assert prove(SEARCH, 60, {**claims, "final_checkpoint": REPLICA}, signed).best_checkpoint.startswith("file:///r/")
+    unnamed = _signed(step=60, kind="hpo_experiment", trials=trials)
+    assert prove(SEARCH, 60, claims, unnamed).apply(claims)["best_trial"]["checkpoint"] is None
+    torn = _signed(step=60, kind="hpo_experiment", trials=trials, checkpoints={"trial_00001": "../x"})
+    assert prove(SEARCH, 60, claims, torn).best_checkpoint is None
+
+
 def test_a_function_search_s_end_is_the_best_trial_s_checkpoint_digest_in_the_signed_records() -> None:
     trials = [
         {"trial_id": "t0", "weights_sha256": None, "checkpoint_sha256": "0" * 64, "checkpoint_iteration": 2},
