@@ -120,6 +120,17 @@ def trial_datasets(runtime: dict[str, Any], values: dict[str, Any]) -> dict[str,
     return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
 
 
+def trial_scaling(trial: Any) -> dict[str, Any]:
+    """A trial's Ray Train workers (``hpo.trial``): how many, and each one's CPUs and GPUs
+    (a GPU trial's workers each take their GPUs and train on them: ``use_gpu``)."""
+    gpus = trial.gpus_per_worker
+    return {
+        "num_workers": trial.workers,
+        "use_gpu": gpus > 0,
+        "resources_per_worker": {"CPU": trial.cpus_per_worker, **({"GPU": gpus} if gpus > 0 else {})},
+    }
+
+
 def torch_trainer(
     worker: Any, loop_config: dict[str, Any], runtime: dict[str, Any], trial_id: str, reports: Any, **extra: Any
 ) -> Any:
@@ -129,16 +140,10 @@ def torch_trainer(
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    trial = runtime["hpo"].trial
-    gpus = trial.gpus_per_worker
     return TorchTrainer(
         worker,
         train_loop_config=loop_config,
-        scaling_config=ScalingConfig(
-            num_workers=trial.workers,
-            use_gpu=gpus > 0,
-            resources_per_worker={"CPU": trial.cpus_per_worker, **({"GPU": gpus} if gpus > 0 else {})},
-        ),
+        scaling_config=ScalingConfig(**trial_scaling(runtime["hpo"].trial)),
         run_config=RunConfig(
             name=f"{trial_id}-{uuid.uuid4().hex[:8]}",
             storage_path=tempfile.mkdtemp(prefix="train-", dir=runtime["scratch"]),

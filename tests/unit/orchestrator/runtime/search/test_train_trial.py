@@ -26,3 +26,19 @@ def test_rank_zeros_metrics_every_ranks_telemetry_and_the_gathered_folder_reach_
         ({"accuracy": 0.5, "iteration": 1, "telemetry": zero, RANK_TELEMETRY: [zero, one]}, "/c/1"),
         ({"iteration": 2, RANK_TELEMETRY: [None, None]}, None),
     ]
+
+
+def test_a_gpu_trial_asks_each_worker_for_its_gpus_and_trains_on_them() -> None:
+    from orchestrator.runtime.search.train_trial import trial_scaling
+    from orchestrator.wire.sections import TrialSection
+
+    assert trial_scaling(TrialSection(workers=2, cpus_per_worker=1.5, gpus_per_worker=1.0)) == {
+        "num_workers": 2,
+        "use_gpu": True,
+        "resources_per_worker": {"CPU": 1.5, "GPU": 1.0},
+    }
+    assert trial_scaling(TrialSection(workers=2)) == {
+        "num_workers": 2,
+        "use_gpu": False,
+        "resources_per_worker": {"CPU": 1.0},
+    }
