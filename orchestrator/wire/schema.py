@@ -66,6 +66,7 @@ EVENT_KINDS = frozenset(
         "scratch_recovered",
         "store_fallback",
         "train_started",
+        "trial_checkpointed",
         "trial_restored",
         "trial_result",
         "trial_started",

@@ -17,6 +17,7 @@ snapshot names are deleted; the rest stay, whatever their count (``prune``).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,6 +160,16 @@ class TrialStore:
         manifest = committer.commit(snap, lambda: False)
         self.current = committer.current
         assert manifest is not None  # only a newer snapshot waiting gives one up
+        self.on_event(
+            "trial_checkpointed",
+            {
+                "trial_id": trial_id,
+                "iteration": iteration,
+                "region": committer.store.region,
+                "bytes": sum(f.size for f in manifest.files),
+                "commit_s": round(time.monotonic() - snap.taken_at, 4),
+            },
+        )
         replicator.replicate(committer.store, manifest, files)
         self.committed[trial_id] = ref
         return ref

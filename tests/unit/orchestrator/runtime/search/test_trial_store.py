@@ -76,9 +76,10 @@ def test_a_commit_is_signed_in_the_primary_copied_to_the_others_and_read_back_as
             **({"replica_of": "local-a"} if store is ss[1] else {}),
         }
         assert fetch_trial([store], RUN, T, ref) == (FILES, "")
-    assert [e for e, _ in events] == ["replicated"]
+    assert [e for e, _ in events] == ["trial_checkpointed", "replicated"]
+    assert events[0][1]["trial_id"] == T and events[0][1]["iteration"] == 3 and events[0][1]["bytes"] == 910
     # The same files again: nothing committed twice.
-    assert ts.commit(T, 3, FILES) == ref and len(events) == 1
+    assert ts.commit(T, 3, FILES) == ref and len(events) == 2
 
 
 def test_a_checkpoint_that_is_not_the_one_named_is_never_read_back(tmp_path: Path) -> None:
