@@ -64,6 +64,7 @@ EVENT_KINDS = frozenset(
         "runtime_error",
         "scratch_full",
         "scratch_recovered",
+        "search_snapshot",
         "store_fallback",
         "train_started",
         "trial_checkpointed",

@@ -279,7 +279,8 @@ class SearchDriver:
             return pack(SearchSnapshot(records, rungs, {}, log, exploits, refs))
 
         extra = {"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]}
-        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra, named))
+        finished = frozenset(t for t in checkpoints if by_id[t].status == TERMINATED)
+        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra, named, finished))
         self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
         self.snapshot_records = records
         self.dirty = False

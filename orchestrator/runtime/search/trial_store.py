@@ -124,6 +124,8 @@ class TrialStore:
         self._pool = ThreadPoolExecutor(max_workers=UPLOAD_THREADS, thread_name_prefix="trial-put")
         self._parts: dict[str, tuple[Committer, Replicator]] = {}
         self.current = 0  # which of ``stores`` commits go to now
+        # Checkpoints committed by this attempt, and their bytes (in the store committed to).
+        self.uploads, self.uploaded_bytes = 0, 0
         # trial_id -> the newest checkpoint committed by this attempt: not committed again.
         self.committed: dict[str, TrialRef] = {}
 
@@ -160,6 +162,8 @@ class TrialStore:
         manifest = committer.commit(snap, lambda: False)
         self.current = committer.current
         assert manifest is not None  # only a newer snapshot waiting gives one up
+        self.uploads += 1
+        self.uploaded_bytes += sum(f.size for f in manifest.files)
         self.on_event(
             "trial_checkpointed",
             {

@@ -41,6 +41,9 @@ class SnapshotJob:
     extra: dict[str, object]
     # Trials' checkpoints committed before (finished trials'): named as they are.
     named: dict[str, TrialRef] = field(default_factory=dict)
+    # Trials of ``trials`` that have ended: their checkpoint is their final weights, kept,
+    # not a point to resume from.
+    finished: frozenset[str] = frozenset()
 
 
 class SearchUploader:
@@ -125,11 +128,26 @@ class SearchUploader:
                     self._cond.notify_all()
 
     def _commit(self, job: SnapshotJob) -> None:
+        before = (self.trials.uploads, self.trials.uploaded_bytes)
         refs = dict(job.named)
         refs.update({t: self.trials.commit(t, it, files) for t, (it, files) in sorted(job.trials.items())})
         # The manifest names them too: what the controller's replicator copies with it.
         named = {t: ref.to_json() for t, ref in sorted(refs.items())}
-        self.checkpointer.submit(job.step, {ARCHIVE: job.pack(refs)}, extra={**job.extra, CHECKPOINTS: named})
+        archive = job.pack(refs)
+        self.checkpointer.submit(job.step, {ARCHIVE: archive}, extra={**job.extra, CHECKPOINTS: named})
         self.checkpointer.wait()
         self.history.append(refs)
         self.trials.prune(low_water(self.history))
+        # What this snapshot put into the store, and what one holding its trials' weights
+        # (every trial that may still run) would have: benchmarks/search_uploads.py.
+        held = sum(len(d) for t, (_, files) in job.trials.items() if t not in job.finished for d in files.values())
+        self.on_event(
+            "search_snapshot",
+            {
+                "step": job.step,
+                "trials_named": len(refs),
+                "trials_uploaded": self.trials.uploads - before[0],
+                "bytes_uploaded": len(archive) + self.trials.uploaded_bytes - before[1],
+                "bytes_if_held": len(archive) + held,
+            },
+        )

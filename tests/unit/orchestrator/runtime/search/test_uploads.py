@@ -75,7 +75,7 @@ def test_the_snapshot_names_its_trials_checkpoints_committed_before_it_in_every_
 
 
 def test_an_unchanged_trial_is_not_uploaded_again_and_retention_follows_the_kept_snapshots(tmp_path: Path) -> None:
-    up, ss, _ = uploader(tmp_path, keep_last=2)
+    up, ss, events = uploader(tmp_path, keep_last=2)
     seen: list[dict[str, TrialRef]] = []
     up.submit(job(1, {A: (1, files(1)), B: (1, files(2))}, seen))
     up.wait()
@@ -83,6 +83,11 @@ def test_an_unchanged_trial_is_not_uploaded_again_and_retention_follows_the_kept
     up.wait()
     assert seen[1][B] == seen[0][B]
     assert ss[0].committed_steps(trial_run(RUN, B)) == [1]
+    # Journaled: what each snapshot put into the store, and what one holding its trials would have.
+    snaps = [f for t, f in events if t == "search_snapshot"]
+    size = sum(map(len, files(1).values()))
+    assert [(f["step"], f["trials_named"], f["trials_uploaded"]) for f in snaps] == [(1, 2, 2), (2, 2, 1)]
+    assert all(f["bytes_if_held"] - f["bytes_uploaded"] == size * (2 - f["trials_uploaded"]) for f in snaps)
     up.submit(job(3, {A: (3, files(4)), B: (1, files(2))}, seen))
     up.wait()
     # Kept: snapshots 2 and 3, naming A at 2 and 3; A's iteration 1 is named by none.

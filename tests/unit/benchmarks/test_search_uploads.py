@@ -1,0 +1,31 @@
+"""benchmarks/search_uploads.py's figures, from a journal's search snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.search_uploads import figures
+
+pytestmark = pytest.mark.unit
+
+
+def snap(uploaded: int, held: int, trials: int) -> dict:
+    return {
+        "type": "runtime.search_snapshot",
+        "generation": 1,
+        "bytes_uploaded": uploaded,
+        "bytes_if_held": held,
+        "trials_uploaded": trials,
+    }
+
+
+def test_the_snapshots_are_summed_and_their_ratio_is_uploaded_over_held() -> None:
+    journal = [snap(300, 500, 2), {"type": "runtime.trial_result"}, snap(100, 500, 1)]
+    assert figures(journal) == {
+        "snapshots": 2,
+        "trial_checkpoints_uploaded": 3,
+        "bytes_uploaded": 400,
+        "bytes_if_held": 1000,
+        "uploaded_ratio": 0.4,
+    }
+    assert figures([])["uploaded_ratio"] is None
