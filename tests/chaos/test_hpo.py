@@ -196,13 +196,13 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     model = torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
     assert weights_sha256(model) == best["weights_sha256"] == r["weights_sha256"]
     # What the snapshots put into the store (benchmarks/search_uploads.py reads it from here):
-    # every trial checkpoint journaled once, the snapshots' sums agreeing with it.
+    # every trial checkpoint journaled, the snapshots counting those they stood on.
     from benchmarks.search_uploads import figures
 
     journal = run.journal()
     up = figures(journal)
     checkpointed = [e for e in journal if e.get("type") == "runtime.trial_checkpointed"]
-    assert up["snapshots"] >= 2 and up["trial_checkpoints_uploaded"] == len(checkpointed)
+    assert up["snapshots"] >= 2 and 0 < up["trial_checkpoints_uploaded"] <= len(checkpointed)
     assert 0 < up["bytes_uploaded"] and up["bytes_if_held"] > 0
     # Optuna's log, replayed here in a fresh searcher from the final snapshot, proposes every
     # trial's values again: the searcher the second attempt rebuilt went on as the lost one
