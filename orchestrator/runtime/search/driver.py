@@ -255,18 +255,20 @@ class SearchDriver:
         # what result.json's best_trial.checkpoint points at); each is uploaded once.
         named = {r.trial_id: ref for r in records if r.status == TERMINATED and (ref := self._finished_ref(r))}
         by_id = {r.trial_id: r for r in records}
-        try:
-            for t in trials:
-                record = by_id[trial_id_of(t)]
-                if record.trial_id in named:
-                    continue
+        for t in trials:
+            record = by_id[trial_id_of(t)]
+            if record.trial_id in named:
+                continue
+            try:
                 files = self._checkpoint_files(t, record)
-                if files is not None and record.checkpoint_iteration is not None:
-                    checkpoints[record.trial_id] = (record.checkpoint_iteration, files)
-        except FileNotFoundError:
-            # A checkpoint Tune registered and has since removed from scratch: this step's
-            # snapshot would not be whole; the next one is taken at the next step.
-            return
+            except FileNotFoundError:
+                if record.status == TERMINATED:
+                    continue  # its final weights are gone from scratch: it never runs again
+                # A checkpoint Tune registered and has since removed from scratch: this step's
+                # snapshot would not be whole; the next one is taken at the next step.
+                return
+            if files is not None and record.checkpoint_iteration is not None:
+                checkpoints[record.trial_id] = (record.checkpoint_iteration, files)
         for record in self.plan.carried:
             carried = self.plan.checkpoints.get(record.trial_id)
             if record.status != TERMINATED and carried is not None and record.checkpoint_iteration is not None:
