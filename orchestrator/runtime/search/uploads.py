@@ -128,9 +128,15 @@ class SearchUploader:
                     self._cond.notify_all()
 
     def _commit(self, job: SnapshotJob) -> None:
-        before = (self.trials.uploads, self.trials.uploaded_bytes)
         refs = dict(job.named)
-        refs.update({t: self.trials.commit(t, it, files) for t, (it, files) in sorted(job.trials.items())})
+        count, resume, final = 0, 0, 0
+        for trial_id, (iteration, files) in sorted(job.trials.items()):
+            before = (self.trials.uploads, self.trials.uploaded_bytes)
+            refs[trial_id] = self.trials.commit(trial_id, iteration, files)
+            if self.trials.uploads > before[0]:
+                count += 1
+                size = self.trials.uploaded_bytes - before[1]
+                final, resume = (final + size, resume) if trial_id in job.finished else (final, resume + size)
         # The manifest names them too: what the controller's replicator copies with it.
         named = {t: ref.to_json() for t, ref in sorted(refs.items())}
         archive = job.pack(refs)
@@ -138,16 +144,18 @@ class SearchUploader:
         self.checkpointer.wait()
         self.history.append(refs)
         self.trials.prune(low_water(self.history))
-        # What this snapshot put into the store, and what one holding its trials' weights
-        # (every trial that may still run) would have: benchmarks/search_uploads.py.
+        # What this snapshot put into the store (``bytes_final``: finished trials' final
+        # weights, kept), and what one holding its trials' weights (every trial that may
+        # still run) would have: benchmarks/search_uploads.py.
         held = sum(len(d) for t, (_, files) in job.trials.items() if t not in job.finished for d in files.values())
         self.on_event(
             "search_snapshot",
             {
                 "step": job.step,
                 "trials_named": len(refs),
-                "trials_uploaded": self.trials.uploads - before[0],
-                "bytes_uploaded": len(archive) + self.trials.uploaded_bytes - before[1],
+                "trials_uploaded": count,
+                "bytes_uploaded": len(archive) + resume + final,
+                "bytes_final": final,
                 "bytes_if_held": len(archive) + held,
             },
         )

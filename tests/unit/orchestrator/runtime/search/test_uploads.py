@@ -119,3 +119,17 @@ def test_a_fenced_attempt_commits_no_snapshot_and_says_so_at_its_next_wait_and_s
     assert seen == [] and ss[0].committed_steps(RUN) == []
     with pytest.raises(FencedError):
         up.submit(job(5, {A: (2, files(2))}, seen))
+
+
+def test_a_finished_trials_final_weights_are_uploaded_once_and_counted_apart(tmp_path: Path) -> None:
+    up, ss, events = uploader(tmp_path)
+    seen: list[dict[str, TrialRef]] = []
+    first = job(1, {A: (1, files(1)), B: (3, files(2))}, seen)
+    first.finished = frozenset({B})  # B has ended: its checkpoint is its final weights
+    up.submit(first)
+    up.wait()
+    (snap,) = [f for t, f in events if t == "search_snapshot"]
+    size = sum(map(len, files(2).values()))
+    assert snap["bytes_final"] == size and snap["trials_uploaded"] == 2
+    assert snap["bytes_if_held"] == snap["bytes_uploaded"] - size  # an archive held A alone
+    assert fetch_trial(ss, RUN, B, seen[0][B]) == (files(2), "")
