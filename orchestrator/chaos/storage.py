@@ -14,7 +14,7 @@ from orchestrator.runstate.events import FaultEnded, FaultFailed, FaultInjected
 from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import FaultSpec
 from providers.base import ClusterHandle
-from recovery.store import CheckpointStore, sha256_hex
+from recovery.store import CheckpointStore, part_of, sha256_hex
 
 SHAPES = {"storage_outage": Mode.REFUSE, "storage_hang": Mode.BLACKHOLE, "storage_slow": Mode.SLOW}
 TORN_WAIT_S = 60.0
@@ -39,7 +39,9 @@ def _trusted_steps(store: CheckpointStore, run_id: str) -> list[int]:
 
 def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]:
     """Flip a byte of the run's newest committed checkpoint (its own: signed with the
-    run's key) in every store holding it.
+    run's key) in every store holding it. A search's newest snapshot names its trials'
+    checkpoints: the one of a trial that will resume from it is flipped (``search_part``),
+    the snapshot itself left whole.
 
     A store that has not received it yet never will: replication verifies its source.
     """
@@ -51,9 +53,38 @@ def corrupt_newest(stores: list[CheckpointStore], run_id: str) -> dict[str, int]
     for store in stores:
         if newest in held[store.region]:
             manifest = store.manifest(run_id, newest)
+            part = search_part(manifest.extra) if manifest else None
+            if part is not None:
+                run, step = part_of(run_id, part[0]), part[1]
+                held_part = store.manifest(run, step) if step in store.committed_steps(run) else None
+                if held_part is not None and held_part.files:
+                    names = sorted(f.name for f in held_part.files)
+                    flip_byte(store, run, step, "model.pt" if "model.pt" in names else names[0])
+                    done[store.region] = newest
+                continue
             flip_byte(store, run_id, newest, corrupt_target([f.name for f in manifest.files] if manifest else []))
             done[store.region] = newest
     return done
+
+
+def search_part(extra: dict[str, object]) -> tuple[str, int] | None:
+    """Of the trial checkpoints a search snapshot names (``checkpoints``), the one a resume
+    reads and that stands furthest on: (trial id, iteration) of a trial its records do
+    not say ended; None for a checkpoint that names none (a run's, or a snapshot of ended
+    trials alone)."""
+    named, records = extra.get("checkpoints"), extra.get("trials")
+    if not isinstance(named, dict) or not isinstance(records, list):
+        return None
+    ended = {r.get("trial_id") for r in records if isinstance(r, dict) and r.get("status") == "TERMINATED"}
+    live = [
+        (ref["iteration"], trial_id)
+        for trial_id, ref in named.items()
+        if trial_id not in ended and isinstance(ref, dict) and isinstance(ref.get("iteration"), int)
+    ]
+    if not live:
+        return None
+    iteration, trial_id = max(live)
+    return trial_id, iteration
 
 
 # A sharded checkpoint's rank files, as runtime/shard_index.py names them (the controller's
@@ -63,9 +94,12 @@ _SHARD_FILE = re.compile(r"shard-r(\d+)\.pt")
 
 def corrupt_target(names: list[str]) -> str:
     """The file a corrupt_checkpoint flips a byte of: the model's (a DDP checkpoint), else
-    one rank's file of shards, the last rank's (a sharded checkpoint)."""
+    one rank's file of shards, the last rank's (a sharded checkpoint), else its first file
+    (a search snapshot naming no trial that will resume: its archive)."""
     shards = sorted((int(m[1]), n) for n in names if (m := _SHARD_FILE.fullmatch(n)))
-    return "model.pt" if "model.pt" in names or not shards else shards[-1][1]
+    if "model.pt" in names or not (shards or names):
+        return "model.pt"
+    return shards[-1][1] if shards else sorted(names)[0]
 
 
 def shape(kind: str, fault: FaultSpec) -> Shape:

@@ -63,8 +63,10 @@ CONTROLLER_FAULTS = (FaultKind.controller_crash, FaultKind.controller_host_loss,
 TAKEOVER_FAULTS = (FaultKind.controller_host_loss, FaultKind.controller_freeze)
 # Faults that strike one worker node of a multi-node cluster (chaos.faults[i].node).
 NODE_FAULTS = (FaultKind.kill_node, FaultKind.hang_node)
-# A search has no train-loop rendezvous of a worker: only faults that take a whole region apply.
-SEARCH_FAULTS = (FaultKind.kill_region, FaultKind.hang_region, FaultKind.partition_region)
+# A search has no train-loop rendezvous of a worker: faults that take a whole region apply,
+# and a corrupt checkpoint (of a trial its newest snapshot names, which a resume reads).
+SEARCH_REGION_FAULTS = (FaultKind.kill_region, FaultKind.hang_region, FaultKind.partition_region)
+SEARCH_FAULTS = (*SEARCH_REGION_FAULTS, FaultKind.corrupt_checkpoint)
 
 # Triggers: a step (exact, through the runtime's rendezvous), or a point. Runtime-side
 # points are met by the runtime; controller-side ones by the controller itself.

@@ -285,3 +285,44 @@ def test_population_based_training_loses_its_region_and_keeps_every_exploit_deci
         donor_values = donor_before[-1]["values"] if donor_before else drawn[int(e["donor_id"][-5:])]
         assert e["values"]["hidden_size"] == donor_values["hidden_size"], e
     assert not wait_no_new_ray(before)
+
+
+# --- a trial's checkpoint corrupted in every store, then the region lost ----------------------
+
+CORRUPT_SEARCH = (
+    "job=digits_hpo",
+    "hpo.scheduler=fifo",  # every trial runs to max_t: the same trials end where they would
+    "hpo.num_samples=3",
+    "hpo.max_t=4",
+    "hpo.steps_per_iteration=20",
+    "hpo.snapshot_interval_s=0",
+)
+
+
+def test_a_snapshot_whose_trial_checkpoint_is_corrupt_everywhere_is_passed_over_and_the_search_ends_exact(
+    orch_home,
+):
+    """The newest snapshot verifies, yet the checkpoint it names of a trial that will resume
+    does not, in any store: the next region passes that snapshot over (journaled with the
+    trial and why), restores an older one whole, and every trial ends with the weights of
+    the same search never interrupted."""
+    from tests.support.invariants import fired
+
+    before = ray_pids()
+    base = orchestrate(orch_home, "hpo-corrupt-base", *CORRUPT_SEARCH)
+    assert base.returncode == 0 and base.result is not None, base.stderr[-3000:]
+    faults = "chaos.faults=[{kind:corrupt_checkpoint,at_step:9},{kind:kill_region,at_step:9}]"
+    run = orchestrate(orch_home, "hpo-corrupt", *CORRUPT_SEARCH, faults)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r["status"] == "SUCCEEDED" and (r["region"], r["attempts"]) == ("local-b", 2)
+    (corrupt,) = fired(run, "corrupt_checkpoint")
+    (step,) = set(corrupt["corrupted"].values())
+    skipped = [e for e in run.events("checkpoint_skipped") if e["step"] == step and e.get("generation") == 2]
+    assert skipped and all("is in no store whole" in e["reason"] for e in skipped), skipped
+    (inc,) = r["incidents"]
+    assert inc["restored_step"] < step
+    want = {t["trial_id"]: t["weights_sha256"] for t in base.result["trials"]}
+    assert {t["trial_id"]: t["weights_sha256"] for t in r["trials"]} == want
+    assert r["weights_sha256"] == base.result["weights_sha256"]
+    assert not wait_no_new_ray(before)

@@ -41,6 +41,7 @@ from orchestrator.runtime.telemetry import summary
 from orchestrator.runtime.worker import spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.faults import SEARCH_REGION_FAULTS
 from orchestrator.wire.spec import RuntimeSpec
 
 PROGRESS_EVERY_S = 0.5
@@ -210,10 +211,12 @@ class SearchDriver:
             if not rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
             self.uploads.wait()  # land at a quiescent point, as training runs do
-            if rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen):
+            met = rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)
+            if met and fault.kind in SEARCH_REGION_FAULTS:
                 # The controller marks a fault fired just before it carries it out (so that it
-                # never fires twice); every fault a search takes is the whole region's, so
-                # hold here while it lands, or the search could snapshot past the fault's step.
+                # never fires twice); a region's fault takes the whole region, so hold here
+                # while it lands, or the search could snapshot past the fault's step. (A
+                # corrupt checkpoint is done before it is marked: nothing to wait for.)
                 time.sleep(REGION_FAULT_LANDS_S)
 
     # --- snapshots ------------------------------------------------------------------------

@@ -66,3 +66,28 @@ def test_corrupt_checkpoint_flips_the_model_or_one_ranks_shards() -> None:
     names = ["shard-r0.pt", "shard-r10.pt", "shard-r2.pt", "shards.json", "state.pt"]
     assert corrupt_target(names) == "shard-r10.pt"
     assert corrupt_target([]) == "model.pt"
+    assert corrupt_target(["experiment.tar"]) == "experiment.tar"  # a search snapshot naming no live trial
+
+
+def test_in_a_search_the_checkpoint_of_a_trial_that_will_resume_is_flipped_and_the_snapshot_left_whole(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    from orchestrator.chaos.storage import search_part
+    from recovery.store import part_of
+
+    a, b = (CheckpointStore(f"file://{tmp_path}/{n}", region=n, key=TEST_KEY) for n in ("local-a", "local-b"))
+    ref = {"attempt": 1, "digest": "ab" * 32}
+    named = {"trial_00000": {**ref, "iteration": 6}, "trial_00001": {**ref, "iteration": 3}}
+    trials = [{"trial_id": "trial_00000", "status": "TERMINATED"}, {"trial_id": "trial_00001", "status": "PAUSED"}]
+    extra = {"kind": "hpo_experiment", "checkpoints": named, "trials": trials}
+    assert search_part(extra) == ("trial_00001", 3)  # the ended trial's is never read back
+    for store in (a, b):
+        for trial_id, it in (("trial_00000", 6), ("trial_00001", 3)):
+            write_checkpoint(store, part_of(RUN, trial_id), it)
+        write_checkpoint(store, RUN, 9, extra=extra)
+    assert corrupt_newest([a, b], RUN) == {"local-a": 9, "local-b": 9}
+    for store in (a, b):
+        assert store.verify(RUN, 9).ok and store.verify(part_of(RUN, "trial_00000"), 6).ok
+        assert not store.verify(part_of(RUN, "trial_00001"), 3).ok
+    assert search_part({"checkpoints": {"trial_00000": named["trial_00000"]}, "trials": trials}) is None
+    assert search_part({"world_size": 2}) is None
