@@ -167,6 +167,10 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
             assert trial_id not in started, f"{trial_id} had a checkpoint, yet started from scratch"
             assert resumed[trial_id] == newest[trial_id] == snap["checkpoint_iteration"], (trial_id, snap)
     assert set(resumed) <= set(newest)
+    # A resumed trial's checkpoint, read from the new region's store, is named again as it is:
+    # not uploaded a second time until the trial moves past it.
+    again = {(e["trial_id"], e["iteration"]) for e in run.events("trial_checkpointed") if e.get("generation") == 2}
+    assert not set(resumed.items()) & again, again
 
     # Each trial's curve: journaled per iteration, a TensorBoard run of its own.
     curves = {e["trial_id"] for e in run.events("trial_result")}
@@ -250,7 +254,10 @@ def test_population_based_training_loses_its_region_and_keeps_every_exploit_deci
         # whatever the order the results come in.
         "hpo.perturbation_interval=1",
         "hpo.quantile_fraction=0.5",
-        "hpo.steps_per_iteration=20",
+        # Iterations long enough (about 0.2 s here) that the four trials overlap: a trial
+        # that raced through all its iterations before the next one started would meet
+        # no population, and PBT would decide nothing.
+        "hpo.steps_per_iteration=200",
         "hpo.snapshot_interval_s=0",
         "chaos.faults=[{kind:kill_region,at_step:16}]",
     )
@@ -294,7 +301,7 @@ CORRUPT_SEARCH = (
     "hpo.scheduler=fifo",  # every trial runs to max_t: the same trials end where they would
     "hpo.num_samples=3",
     "hpo.max_t=4",
-    "hpo.steps_per_iteration=20",
+    "hpo.steps_per_iteration=200",  # long enough that a trial is mid-way at the faults' step
     "hpo.snapshot_interval_s=0",
 )
 

@@ -111,6 +111,7 @@ class SearchDriver:
         count: int | None = None,
         proposer: OptunaReplay | None = None,
         restored_refs: dict[str, TrialRef] | None = None,
+        read_from: dict[str, str] | None = None,
     ):
         self.spec, self.control, self.gen = spec, control, spec.generation
         self.hpo = search_of(spec)
@@ -133,6 +134,8 @@ class SearchDriver:
             lineage=spec.fencing_lineage(),
         )
         trial_store = TrialStore(stores, spec.run_id, spec.generation, spec.store_outage_s, on_event)
+        here = {t: ref for t, ref in (restored_refs or {}).items() if (read_from or {}).get(t) == stores[0].region}
+        trial_store.adopt(here)
         self.restored_refs = dict(restored_refs or {})
         self.uploads = SearchUploader(checkpointer, trial_store, spec.checkpoint.keep_last, on_event, restored_refs)
         self.restored_step, self.restored_url = restored_step, restored_url

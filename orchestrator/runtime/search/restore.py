@@ -27,7 +27,7 @@ from orchestrator.runtime.search.snapshot import (
     unpack,
 )
 from orchestrator.runtime.search.trial import load_tensors
-from orchestrator.runtime.search.trial_store import fetch_trial
+from orchestrator.runtime.search.trial_store import fetch_trial_from
 from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
@@ -130,13 +130,14 @@ def read_trials(snapshot: SearchSnapshot, run_id: str, stores: list[CheckpointSt
     for trial_id, ref in sorted(snapshot.refs.items()):
         if records[trial_id].status == TERMINATED:
             continue
-        files, why = fetch_trial(stores, run_id, trial_id, ref)
-        if files is None:
+        files, why, store = fetch_trial_from(stores, run_id, trial_id, ref)
+        if files is None or store is None:
             return f"its checkpoint of {trial_id} at iteration {ref.iteration} is in no store whole: {why}"[:500]
         iteration = records[trial_id].checkpoint_iteration
         assert iteration is not None  # unpack refused a reference to a trial without one
         check_parts(trial_id, files, iteration, functions, "the store's checkpoint")
         snapshot.checkpoints[trial_id] = files
+        snapshot.read_from[trial_id] = store.region
     return None
 
 

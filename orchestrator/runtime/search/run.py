@@ -73,9 +73,9 @@ def run_search(spec: RuntimeSpec, control: ControlChannel) -> int:
     plan = resume_plan(snapshot, len(configs), hpo.resume_errored, hpo.restart_errored)
     rungs = rung_list(hpo)
     asha = None if rungs is None else rungs_from(snapshot, AshaRungs(rungs, hpo.reduction_factor, hpo.mode))
-    refs = None if snapshot is None else snapshot.refs
+    refs, read_from = (None, None) if snapshot is None else (snapshot.refs, snapshot.read_from)
     driver = SearchDriver(
-        spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer, refs
+        spec, control, restored_step, restored_url, configs, plan, asha, expected.count, proposer, refs, read_from
     )
     if expected.evolves:
         driver.exploits = list(snapshot.exploits or []) if snapshot is not None else []

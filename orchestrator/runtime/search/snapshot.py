@@ -92,6 +92,8 @@ class SearchSnapshot:
     # trial_id -> its checkpoint in the store (trial_store): the trials of ``checkpoints``
     # a snapshot names instead of holding; a restore reads them into ``checkpoints``.
     refs: dict[str, TrialRef] = field(default_factory=dict)
+    # trial_id -> the region whose store a restore read its named checkpoint from.
+    read_from: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

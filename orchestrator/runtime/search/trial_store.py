@@ -126,7 +126,8 @@ class TrialStore:
         self.current = 0  # which of ``stores`` commits go to now
         # Checkpoints committed by this attempt, and their bytes (in the store committed to).
         self.uploads, self.uploaded_bytes = 0, 0
-        # trial_id -> the newest checkpoint committed by this attempt: not committed again.
+        # trial_id -> the newest checkpoint committed by this attempt, or one the restore read
+        # from the primary store (``adopt``): not committed again.
         self.committed: dict[str, TrialRef] = {}
 
     def _of(self, trial_id: str) -> tuple[Committer, Replicator]:
@@ -152,8 +153,9 @@ class TrialStore:
         attempt committed these very files already. Raises FencedError, or StoreError
         once every store has failed for its outage."""
         ref = TrialRef(iteration, self.generation, files_digest(files))
-        if self.committed.get(trial_id) == ref:
-            return ref
+        held = self.committed.get(trial_id)
+        if held is not None and (held.iteration, held.digest) == (ref.iteration, ref.digest):
+            return held  # these very files, committed by this attempt or adopted from the restore
         committer, replicator = self._of(trial_id)
         snap = snapshot_of(iteration, files, {"kind": KIND, "trial_id": trial_id, "iteration": iteration})
         # Where the last trial's commit went (a store that failed for its outage is passed
@@ -178,6 +180,13 @@ class TrialStore:
         self.committed[trial_id] = ref
         return ref
 
+    def adopt(self, refs: dict[str, TrialRef]) -> None:
+        """Checkpoints an earlier attempt committed that the primary store holds whole (the
+        restore read them there): named again as they are until their trial moves, not
+        uploaded again under this attempt's generation."""
+        for trial_id, ref in refs.items():
+            self.committed.setdefault(trial_id, ref)
+
     def prune(self, keep_from: dict[str, int]) -> None:
         """Delete each trial's checkpoints older than ``keep_from[trial_id]`` in every
         store; a store that fails costs only space (the next snapshot tries again)."""
@@ -197,6 +206,14 @@ def fetch_trial(
 ) -> tuple[dict[str, bytes] | None, str]:
     """The verified files of the checkpoint ``ref`` names, from the first of ``stores``
     that holds it; (None, why not, per store) when none does."""
+    files, why, _ = fetch_trial_from(stores, run_id, trial_id, ref)
+    return files, why
+
+
+def fetch_trial_from(
+    stores: list[CheckpointStore], run_id: str, trial_id: str, ref: TrialRef
+) -> tuple[dict[str, bytes] | None, str, CheckpointStore | None]:
+    """``fetch_trial``, and the store it read the files from."""
     run = trial_run(run_id, trial_id)
     why: list[str] = []
     for store in stores:
@@ -210,5 +227,5 @@ def fetch_trial(
         elif m.extra.get("kind") != KIND or m.extra.get("trial_id") != trial_id or manifest_digest(m) != ref.digest:
             why.append(f"{store.region}: its checkpoint there is not the one the snapshot names")
         else:
-            return files, ""
-    return None, "; ".join(why)[:500] or "no store to read"
+            return files, "", store
+    return None, "; ".join(why)[:500] or "no store to read", None

@@ -102,11 +102,12 @@ def test_the_checkpoints_a_snapshot_names_are_read_into_it_and_one_no_store_hold
     ref = TrialStore(ss, "test-run", 2, 0.5, lambda t, f: None).commit("trial_00000", 3, parts)
     snap = replace(snapshot({}, 3), checkpoints={}, refs={"trial_00000": ref})
     assert read_trials(snap, "test-run", ss, functions=False) is None
-    assert snap.checkpoints == {"trial_00000": parts}
+    assert snap.checkpoints == {"trial_00000": parts} and snap.read_from == {"trial_00000": "local-a"}
     check_trial_checkpoints(snap)
     # Gone from the primary, its copy in the other region serves; gone from both: why not.
     ss[0].delete_folder(trial_run("test-run", "trial_00000"), 3, 2)
-    assert read_trials(replace(snap, checkpoints={}), "test-run", ss, functions=False) is None
+    again = replace(snap, checkpoints={}, read_from={})
+    assert read_trials(again, "test-run", ss, functions=False) is None and again.read_from == {"trial_00000": "local-b"}
     ss[1].delete_folder(trial_run("test-run", "trial_00000"), 3, 2)
     why = read_trials(replace(snap, checkpoints={}), "test-run", ss, functions=False)
     assert why is not None and why.startswith("its checkpoint of trial_00000 at iteration 3 is in no store whole")

@@ -143,3 +143,14 @@ def test_a_store_down_for_its_outage_is_passed_over_once_for_every_trial(tmp_pat
     ts.commit("trial_00004", 1, FILES)
     assert [e for e, _ in events].count("store_fallback") == 1
     assert ss[1].committed_steps(trial_run(RUN, T)) == ss[1].committed_steps(trial_run(RUN, "trial_00004")) == [1]
+
+
+def test_a_checkpoint_adopted_from_the_restore_is_named_as_it_is_until_its_trial_moves(tmp_path: Path) -> None:
+    ss = stores(tmp_path)
+    old, _ = trial_store(ss, generation=1)
+    ref = old.commit(T, 3, FILES)
+    ts, events = trial_store(ss, generation=2)
+    ts.adopt({T: ref})
+    assert ts.commit(T, 3, FILES) == ref and events == []  # generation 1's, not uploaded again
+    moved = ts.commit(T, 4, {**FILES, "state.pt": b"4"})
+    assert moved.attempt == 2 and [e for e, _ in events] == ["trial_checkpointed", "replicated"]
