@@ -54,8 +54,10 @@ class Proven:
     final_checkpoint: str | None
     weights_sha256: str | None = None
     checkpoint_sha256: str | None = None
-    # A search's: where its best trial's last checkpoint is, as the signed snapshot names it.
+    # A search's: where its best trial's last checkpoint is, as the signed snapshot names it,
+    # and every trial's (trial id -> where).
     best_checkpoint: str | None = None
+    trial_checkpoints: dict[str, str] | None = None
 
     def apply(self, final: Mapping[str, Any] | None) -> dict[str, Any]:
         """``final.json``'s other fields (metrics, telemetry) with the proven values in place
@@ -69,6 +71,12 @@ class Proven:
         }
         if isinstance(out.get("best_trial"), dict):
             out["best_trial"] = {**out["best_trial"], "checkpoint": self.best_checkpoint}
+        if isinstance(out.get("trials"), list):
+            where = self.trial_checkpoints or {}
+            out["trials"] = [
+                {**t, "checkpoint": where.get(str(t.get("trial_id")))} if isinstance(t, dict) else t
+                for t in out["trials"]
+            ]
         return out
 
 
@@ -137,23 +145,24 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
     if mode == FUNC_SEARCH:
         _agree(claims, "checkpoint_sha256", digest)
     _agree(claims, "final_checkpoint", where)
-    return Proven(m.step, where, weights, digest, best_checkpoint(m, where, claims))
-
-
-def best_checkpoint(m: Manifest, where: str, claims: dict[str, Any]) -> str | None:
-    """Where the best trial's checkpoint that the signed snapshot ``m`` (at ``where``)
-    names is: beside it in the same store; None when it names none."""
+    if mode == LOOP:
+        return Proven(m.step, where, weights, digest)
+    trials = trial_checkpoints(m, where)
     best = claims.get("best_trial")
-    trial_id = best.get("trial_id") if isinstance(best, dict) else None
+    best_id = best.get("trial_id") if isinstance(best, dict) else None
+    return Proven(m.step, where, weights, digest, trials.get(str(best_id)), trials)
+
+
+def trial_checkpoints(m: Manifest, where: str) -> dict[str, str]:
+    """Where each trial's checkpoint that the signed snapshot ``m`` (at ``where``) names
+    is: beside it in the same store, by trial id; none for a malformed entry."""
     root, sep, _ = where.partition(f"/{m.run_id}/checkpoints/")
-    if not isinstance(trial_id, str) or not sep:
-        return None
     try:
-        parts = named_parts(m)
+        parts = named_parts(m) if sep else []
     except ReplicationError:
-        return None
-    run = part_of(m.run_id, trial_id)
-    return next((f"{root}/{run}/checkpoints/{step_dir_name(s, a)}" for p, s, a in parts if p == run), None)
+        return {}
+    prefix = part_of(m.run_id, "")
+    return {run[len(prefix) :]: f"{root}/{run}/checkpoints/{step_dir_name(s, a)}" for run, s, a in parts}
 
 
 def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:

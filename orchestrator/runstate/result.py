@@ -136,8 +136,8 @@ def build_result(
         # Per worker (CPU, peak RSS, network bytes, samples/s; GPU through NVML or why absent);
         # in a search, per worker of each trial (trial_id, trial_rank).
         "telemetry": final.get("telemetry"),
-        # A search (hpo.enabled): the winning trial (its checkpoint: where its final weights are)
-        # and every trial's outcome.
+        # A search (hpo.enabled): the winning trial and every trial's outcome (each one's
+        # checkpoint: where its final weights are).
         **(
             {"best_trial": final.get("best_trial"), "trials": final.get("trials", []), "search": final.get("search")}
             if "trials" in final

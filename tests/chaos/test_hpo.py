@@ -193,6 +193,8 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
     best = r["best_trial"]
     where = f"file://{orch_home}/stores/local-b/{trial_run(run_id, best['trial_id'])}/checkpoints/"
     assert best["checkpoint"].startswith(where), best
+    for t in trials:  # every trial's final weights, beside the final snapshot
+        assert t["checkpoint"].startswith(f"file://{orch_home}/stores/local-b/{trial_run(run_id, t['trial_id'])}/")
     at, gen = parse_step_folder(best["checkpoint"].rsplit("/", 1)[1]) or (0, None)
     assert at == best["checkpoint_iteration"] == best["iteration"] and gen in (1, 2)
     m, verdict, files = store.load(trial_run(run_id, best["trial_id"]), at, keep=lambda _: True, generation=gen)

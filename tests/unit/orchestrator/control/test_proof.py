@@ -93,6 +93,9 @@ def test_a_search_s_best_checkpoint_is_the_one_its_signed_snapshot_names_beside_
     proven = prove(SEARCH, 60, claims, signed)
     assert proven.best_checkpoint == "file:///s/run/trials/trial_00001/checkpoints/step-4-g2"
     assert proven.apply(claims)["best_trial"]["checkpoint"] == proven.best_checkpoint
+    # Every trial's, in result.json's trials: the one the snapshot names, or none.
+    listed = proven.apply({**claims, "trials": [*trials, "x"]})["trials"]
+    assert [t["checkpoint"] if isinstance(t, dict) else t for t in listed] == [None, proven.best_checkpoint, "x"]
     # In the replica's store when final.json names the replica; none when the snapshot names none.
     assert prove(SEARCH, 60, {**claims, "final_checkpoint": REPLICA}, signed).best_checkpoint.startswith("file:///r/")
     unnamed = _signed(step=60, kind="hpo_experiment", trials=trials)
