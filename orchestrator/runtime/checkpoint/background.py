@@ -90,6 +90,11 @@ class AsyncCheckpointer:
         return self.committer.fenced
 
     @property
+    def limit_s(self) -> float:
+        """How long one commit may take: every store failing for its outage, and a margin."""
+        return self.outage_s * (len(self.stores) + 1) + 30
+
+    @property
     def last_share(self) -> ShareReport | None:
         return self.committer.last_share
 
@@ -133,7 +138,7 @@ class AsyncCheckpointer:
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until everything submitted is committed; re-raise a permanent failure."""
-        limit = timeout_s if timeout_s is not None else self.outage_s * (len(self.stores) + 1) + 30
+        limit = timeout_s if timeout_s is not None else self.limit_s
         deadline = time.monotonic() + limit
         with self._cond:
             while self._in_flight():

@@ -135,7 +135,8 @@ class SearchDriver:
         )
         trial_store = TrialStore(stores, spec.run_id, spec.generation, spec.store_outage_s, on_event)
         here = {t: ref for t, ref in (restored_refs or {}).items() if (read_from or {}).get(t) == stores[0].region}
-        trial_store.adopt(here)
+        sizes = {t: sum(map(len, plan.checkpoints.get(t, {}).values())) for t in here}
+        trial_store.adopt(here, sizes)
         self.restored_refs = dict(restored_refs or {})
         self.uploads = SearchUploader(checkpointer, trial_store, spec.checkpoint.keep_last, on_event, restored_refs)
         self.restored_step, self.restored_url = restored_step, restored_url
@@ -234,21 +235,30 @@ class SearchDriver:
         if snapshot_due(self.dirty, time.monotonic() - self.last_snapshot_t, self.hpo.snapshot_interval_s):
             self.snapshot(trials)
 
-    def _checkpoint_files(self, trial: Any, record: TrialRecord) -> dict[str, bytes] | None:
-        """The trial's newest checkpoint as Tune registered it, or the one it was restored
-        from while it has no newer; None when it has none."""
-        if record.checkpoint_iteration is None:
-            return None
+    @staticmethod
+    def _source(trial: Any) -> str | None:
+        """The scratch folder of the trial's newest checkpoint as Tune registered it; None
+        while it has none (it stands on the one it was restored from)."""
         latest = latest_checkpoint(trial)
-        if latest is None or latest.checkpoint is None:
-            return self.plan.checkpoints.get(record.trial_id)
-        return read_trial_checkpoint(latest.checkpoint.path)
+        return None if latest is None or latest.checkpoint is None else latest.checkpoint.path
 
-    def _finished_ref(self, record: TrialRecord) -> TrialRef | None:
-        """A finished trial's last checkpoint, committed already (by this attempt or, for a
-        trial carried over, by the one that finished it): named again, not read again."""
-        ref = self.uploads.trials.committed.get(record.trial_id) or self.restored_refs.get(record.trial_id)
-        return ref if ref is not None and ref.iteration == record.checkpoint_iteration else None
+    def _checkpoint_files(self, trial_id: str, source: str | None) -> dict[str, bytes] | None:
+        """The files of the trial's checkpoint at ``source``, or the one it was restored
+        from; None when it has none."""
+        return self.plan.checkpoints.get(trial_id) if source is None else read_trial_checkpoint(source)
+
+    def _unmoved(self, record: TrialRecord, source: str | None, live: bool = True) -> TrialRef | None:
+        """The trial's checkpoint committed already, when it has not moved since: the one
+        this attempt committed (or adopted from the restore) from the files at ``source``;
+        for a finished trial carried over (not ``live``: this attempt does not run it), the
+        one the attempt that finished it committed. Named again as it is, its files
+        neither read from scratch nor hashed."""
+        tid, at = record.trial_id, record.checkpoint_iteration
+        made = self.uploads.trials.sources.get(tid)
+        if made is not None and made[0].iteration == at and made[1] == source:
+            return made[0]
+        ref = None if live or record.status != TERMINATED else self.restored_refs.get(tid)
+        return ref if ref is not None and ref.iteration == at else None
 
     def snapshot(self, trials: list[Any], final: bool = False) -> None:
         records = self.records(trials)
@@ -258,26 +268,38 @@ class SearchDriver:
             return  # nothing new since the last one (or since the restored one)
         checkpoints: dict[str, tuple[int, dict[str, bytes]]] = {}
         # Every trial's newest checkpoint is named, a finished one's too (its final weights,
-        # what result.json's best_trial.checkpoint points at); each is uploaded once.
-        named = {r.trial_id: ref for r in records if r.status == TERMINATED and (ref := self._finished_ref(r))}
+        # what result.json's best_trial.checkpoint points at); each is read and uploaded once.
+        named: dict[str, TrialRef] = {}
+        sources: dict[str, str | None] = {}  # where each trial's files were read from (None: the restore)
         by_id = {r.trial_id: r for r in records}
+        live = {trial_id_of(t) for t in trials}
+        for record in records:
+            if record.trial_id not in live and (ref := self._unmoved(record, None, live=False)) is not None:
+                named[record.trial_id] = ref  # carried over, not run by this attempt
         for t in trials:
             record = by_id[trial_id_of(t)]
-            if record.trial_id in named:
+            if record.checkpoint_iteration is None:
                 continue
+            source = self._source(t)
+            if (ref := self._unmoved(record, source)) is not None:
+                named[record.trial_id] = ref
+                continue
+            sources[record.trial_id] = source
             try:
-                files = self._checkpoint_files(t, record)
+                files = self._checkpoint_files(record.trial_id, source)
             except FileNotFoundError:
                 if record.status == TERMINATED:
                     continue  # its final weights are gone from scratch: it never runs again
                 # A checkpoint Tune registered and has since removed from scratch: this step's
                 # snapshot would not be whole; the next one is taken at the next step.
                 return
-            if files is not None and record.checkpoint_iteration is not None:
+            if files is not None:
                 checkpoints[record.trial_id] = (record.checkpoint_iteration, files)
         for record in self.plan.carried:
             carried = self.plan.checkpoints.get(record.trial_id)
-            if record.status != TERMINATED and carried is not None and record.checkpoint_iteration is not None:
+            if record.trial_id in named or record.checkpoint_iteration is None:
+                continue
+            if record.status != TERMINATED and carried is not None:
                 checkpoints[record.trial_id] = (record.checkpoint_iteration, carried)
         rungs = None if self.rungs is None else self.rungs.to_json()
         log = None if self.proposer is None else [list(e) for e in self.proposer.events]
@@ -287,8 +309,8 @@ class SearchDriver:
             return pack(SearchSnapshot(records, rungs, {}, log, exploits, refs))
 
         extra = {"kind": "hpo_experiment", "search_step": step, "trials": [r.to_json() for r in records]}
-        finished = frozenset(t for t in checkpoints if by_id[t].status == TERMINATED)
-        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra, named, finished))
+        finished = frozenset(r.trial_id for r in records if r.status == TERMINATED)
+        self.uploads.submit(SnapshotJob(step, checkpoints, packed, extra, named, finished, sources))
         self.last_snapshot_step, self.last_snapshot_t = step, time.monotonic()
         self.snapshot_records = records
         self.dirty = False

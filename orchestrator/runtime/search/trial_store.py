@@ -126,6 +126,13 @@ class TrialStore:
         self.current = 0  # which of ``stores`` commits go to now
         # Checkpoints committed by this attempt, and their bytes (in the store committed to).
         self.uploads, self.uploaded_bytes = 0, 0
+        # trial_id -> the bytes of its checkpoint in ``committed``.
+        self.sizes: dict[str, int] = {}
+        # trial_id -> (its ref in ``committed``, where its files were read from: the caller's
+        # word, a scratch folder, or None for the restore's), set as one (read by another thread).
+        self.sources: dict[str, tuple[TrialRef, str | None]] = {}
+        # trial_id -> the iteration below which ``prune`` has deleted its checkpoints everywhere.
+        self._pruned: dict[str, int] = {}
         # trial_id -> the newest checkpoint committed by this attempt, or one the restore read
         # from the primary store (``adopt``): not committed again.
         self.committed: dict[str, TrialRef] = {}
@@ -148,13 +155,14 @@ class TrialStore:
             self._parts[trial_id] = (committer, replicator)
         return self._parts[trial_id]
 
-    def commit(self, trial_id: str, iteration: int, files: dict[str, bytes]) -> TrialRef:
+    def commit(self, trial_id: str, iteration: int, files: dict[str, bytes], source: str | None = None) -> TrialRef:
         """The trial's checkpoint committed (and copied to the other regions), unless this
         attempt committed these very files already. Raises FencedError, or StoreError
         once every store has failed for its outage."""
         ref = TrialRef(iteration, self.generation, files_digest(files))
         held = self.committed.get(trial_id)
         if held is not None and (held.iteration, held.digest) == (ref.iteration, ref.digest):
+            self.sources[trial_id] = (held, source)
             return held  # these very files, committed by this attempt or adopted from the restore
         committer, replicator = self._of(trial_id)
         snap = snapshot_of(iteration, files, {"kind": KIND, "trial_id": trial_id, "iteration": iteration})
@@ -166,6 +174,7 @@ class TrialStore:
         assert manifest is not None  # only a newer snapshot waiting gives one up
         self.uploads += 1
         self.uploaded_bytes += sum(f.size for f in manifest.files)
+        self.sizes[trial_id] = sum(f.size for f in manifest.files)
         self.on_event(
             "trial_checkpointed",
             {
@@ -178,27 +187,38 @@ class TrialStore:
         )
         replicator.replicate(committer.store, manifest, files)
         self.committed[trial_id] = ref
+        self.sources[trial_id] = (ref, source)
         return ref
 
-    def adopt(self, refs: dict[str, TrialRef]) -> None:
+    def adopt(self, refs: dict[str, TrialRef], sizes: dict[str, int] | None = None) -> None:
         """Checkpoints an earlier attempt committed that the primary store holds whole (the
-        restore read them there): named again as they are until their trial moves, not
-        uploaded again under this attempt's generation."""
+        restore read them there; ``sizes``: their bytes): named again as they are until
+        their trial moves, not uploaded again under this attempt's generation."""
         for trial_id, ref in refs.items():
-            self.committed.setdefault(trial_id, ref)
+            if trial_id not in self.committed:
+                self.committed[trial_id] = ref
+                self.sources[trial_id] = (ref, None)
+                self.sizes[trial_id] = (sizes or {}).get(trial_id, 0)
 
     def prune(self, keep_from: dict[str, int]) -> None:
         """Delete each trial's checkpoints older than ``keep_from[trial_id]`` in every
-        store; a store that fails costs only space (the next snapshot tries again)."""
+        store; a store that fails costs only space (the next snapshot tries again). A
+        trial whose mark has not risen since it was last pruned everywhere is not listed
+        again (iterations start at 1: nothing is below it)."""
+        todo = {t: first for t, first in keep_from.items() if first > self._pruned.get(t, 1)}
+        whole = True
         for store in self.stores:
-            for trial_id, first in sorted(keep_from.items()):
+            for trial_id, first in sorted(todo.items()):
                 run = trial_run(self.run_id, trial_id)
                 try:
                     for step, gen in doomed_folders(store.folders(run), first, self.generation):
                         store.delete_folder(run, step, gen)
                 except StoreError as exc:
                     self.on_event("retention_failed", {"region": store.region, "error": str(exc)[:300]})
+                    whole = False
                     break
+        if whole:
+            self._pruned.update(todo)
 
 
 def fetch_trial(

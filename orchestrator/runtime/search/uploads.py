@@ -26,11 +26,6 @@ from recovery.fencing import FencedError
 from recovery.replication import CHECKPOINTS
 
 
-def checkpointer_limit_s(checkpointer: AsyncCheckpointer) -> float:
-    """How long one commit may take: every store failing for its outage, and a margin."""
-    return checkpointer.outage_s * (len(checkpointer.stores) + 1) + 30
-
-
 @dataclass
 class SnapshotJob:
     step: int
@@ -39,11 +34,14 @@ class SnapshotJob:
     # The snapshot's archive, given the references of its trials' checkpoints.
     pack: Callable[[dict[str, TrialRef]], bytes]
     extra: dict[str, object]
-    # Trials' checkpoints committed before (finished trials'): named as they are.
+    # Trials' checkpoints committed before (they have not moved since): named as they are.
     named: dict[str, TrialRef] = field(default_factory=dict)
-    # Trials of ``trials`` that have ended: their checkpoint is their final weights, kept,
-    # not a point to resume from.
+    # Trials that have ended: their checkpoint is their final weights, kept, not a point
+    # to resume from.
     finished: frozenset[str] = frozenset()
+    # trial_id -> the scratch folder ``trials``' files were read from (absent or None: the
+    # restore's): how the driver knows a trial has not moved since its commit.
+    sources: dict[str, str | None] = field(default_factory=dict)
 
 
 class SearchUploader:
@@ -87,8 +85,7 @@ class SearchUploader:
                 self.on_event("upload_superseded", {"step": self._queued.step, "superseded_by": job.step})
             self._queued = job
             # As the checkpointer's own wait, once for the snapshot and once per trial.
-            per_commit = checkpointer_limit_s(self.checkpointer)
-            self._limit_s = max(self._limit_s, per_commit * (1 + len(job.trials)))
+            self._limit_s = max(self._limit_s, self.checkpointer.limit_s * (1 + len(job.trials)))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._worker, name="search-upload", daemon=True)
                 self._thread.start()
@@ -132,7 +129,7 @@ class SearchUploader:
         count, resume, final = 0, 0, 0
         for trial_id, (iteration, files) in sorted(job.trials.items()):
             before = (self.trials.uploads, self.trials.uploaded_bytes)
-            refs[trial_id] = self.trials.commit(trial_id, iteration, files)
+            refs[trial_id] = self.trials.commit(trial_id, iteration, files, job.sources.get(trial_id))
             if self.trials.uploads > before[0]:
                 count += 1
                 size = self.trials.uploaded_bytes - before[1]
@@ -148,6 +145,7 @@ class SearchUploader:
         # weights, kept), and what one holding its trials' weights (every trial that may
         # still run) would have: benchmarks/search_uploads.py.
         held = sum(len(d) for t, (_, files) in job.trials.items() if t not in job.finished for d in files.values())
+        held += sum(self.trials.sizes.get(t, 0) for t in job.named if t not in job.finished)
         self.on_event(
             "search_snapshot",
             {

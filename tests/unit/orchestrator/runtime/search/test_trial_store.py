@@ -154,3 +154,20 @@ def test_a_checkpoint_adopted_from_the_restore_is_named_as_it_is_until_its_trial
     assert ts.commit(T, 3, FILES) == ref and events == []  # generation 1's, not uploaded again
     moved = ts.commit(T, 4, {**FILES, "state.pt": b"4"})
     assert moved.attempt == 2 and [e for e, _ in events] == ["trial_checkpointed", "replicated"]
+
+
+def test_prune_lists_a_trial_again_only_when_its_mark_has_risen(tmp_path: Path) -> None:
+    ss = stores(tmp_path)
+    ts, _ = trial_store(ss)
+    for it in (1, 2, 3):
+        ts.commit(T, it, {**FILES, "state.pt": bytes([it])}, source=f"/scratch/{it}")
+    assert ts.sources[T] == (ts.committed[T], "/scratch/3")
+    listed: list[str] = []
+    for store in ss:
+        real = store.folders
+        store.folders = lambda run, real=real: listed.append(run) or real(run)  # type: ignore[method-assign]
+    ts.prune({T: 1})  # nothing below the first iteration: nothing listed
+    ts.prune({T: 2})
+    ts.prune({T: 2})  # the same mark again: not listed again
+    assert listed == [trial_run(RUN, T)] * 2  # once per store
+    assert ss[0].committed_steps(trial_run(RUN, T)) == [2, 3]
