@@ -132,7 +132,8 @@ def _kill_worker(state: FaultState, f: Firing) -> None:
 
 
 def _user_error(state: FaultState, f: Firing) -> None:
-    # The workload itself raises at this step (see the runtime's chaos hook).
+    # The workload itself raises at this step, or the workers flip a byte of the state
+    # they hold (corrupt_peer_state): the runtime's chaos hook does it.
     f.detail["rank"] = f.req.get("rank")
 
 
@@ -220,6 +221,7 @@ HANDLERS: dict[FaultKind, Handler] = {
     FaultKind.preempt: Handler(_preempt),
     FaultKind.kill_worker: Handler(_kill_worker),
     FaultKind.user_error: Handler(_user_error),
+    FaultKind.corrupt_peer_state: Handler(_user_error),
     FaultKind.controller_crash: Handler(_controller_crash, needs_cluster=False),
     FaultKind.controller_host_loss: Handler(_controller_host_loss, needs_cluster=False),
     FaultKind.controller_freeze: Handler(_controller_freeze, needs_cluster=False),

@@ -92,6 +92,13 @@ class PreemptionNotice(StrEnum):
     gcp = "gcp"
 
 
+class AutoOff(StrEnum):
+    """recovery.survivors and recovery.peer_restore: on where the run allows it, or off."""
+
+    auto = "auto"
+    off = "off"
+
+
 class ProviderKind(StrEnum):
     """cloud.provider: providers/registry.py's PROVIDERS, one each."""
 
@@ -357,6 +364,12 @@ class RecoveryConfig:
     # its region; past it the run goes on with the workers that fit (trainer.min_workers)
     # or fails over. 0: never wait for a replacement.
     node_replace_timeout_s: float = 60.0
+    # A lost worker (or node) is replaced while the other workers keep their processes,
+    # model and data, and rejoin the re-formed group (auto), or the whole group restarts (off).
+    survivors: AutoOff = AutoOff.auto
+    # With survivors kept, the committed checkpoint's state comes from the ranks that hold
+    # it in memory, checked against its signed manifest (auto), or from the store (off).
+    peer_restore: AutoOff = AutoOff.auto
     # A search resumed in another region: errored trials continue from their last
     # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
     resume_errored: bool = True

@@ -224,7 +224,7 @@ def _validate_job(cfg: Config) -> None:
         # A search's faults come at search steps, the search driver's (validate_chaos).
         for i, fault in enumerate([] if cfg.hpo.enabled else cfg.chaos.faults):
             step_trigger = next((t for t in STEP_TRIGGERS if getattr(fault, t) is not None), None)
-            if step_trigger or fault.kind in ("user_error", "kill_worker"):
+            if step_trigger or fault.kind in ("user_error", "kill_worker", "corrupt_peer_state"):
                 raise ConfigError(
                     f"chaos.faults[{i}]" + (f".{step_trigger}" if step_trigger else ".kind"),
                     f"{fault.kind} with {step_trigger or 'this kind'} needs the built-in training loop's step "

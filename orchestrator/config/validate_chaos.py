@@ -154,6 +154,10 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
         raise ConfigError(
             key, "user_error is raised by the workload itself: trigger it with at_step, random or during: restore"
         )
+    if fault.kind == "corrupt_peer_state" and fault.at_step is None and fault.random is None:
+        raise ConfigError(
+            key, "corrupt_peer_state strikes the workers' memory at a step: trigger it with at_step or random"
+        )
     if fault.kind == "kill_worker" and fault.after_s is not None:
         raise ConfigError(
             f"{key}.after_s", "kill_worker picks its victim at a rendezvous: use at_step, random or during"

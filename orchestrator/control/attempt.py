@@ -343,6 +343,8 @@ class AttemptRunner:
             preemption_notice=runtime_notice(cfg, region),
             nodes=cfg.cloud.regions[region].node_count(),
             node_wait_s=cfg.recovery.node_replace_timeout_s,
+            survivors=str(cfg.recovery.survivors),
+            peer_restore=str(cfg.recovery.peer_restore),
         )
         spec_path = os.path.join(folder, "spec.json")
         spec.dump(spec_path)

@@ -108,6 +108,16 @@ def main(argv: list[str]) -> int:
         from orchestrator.runtime.world import WorldPolicy
 
         world = WorldPolicy(spec, control)
+    config = torch_config("nccl" if gpus > 0 else "gloo")
+    from orchestrator.runtime.process_group import REPLICAS, survivor_config
+    from orchestrator.runtime.regroup import why_not_survivors
+    from orchestrator.runtime.trainer import LEAN
+
+    why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
+    if why_not is None:
+        config = survivor_config("gloo", spec.run_id, spec.generation)
+    elif spec.survivors != "off" and spec.trainer.workers > 1:
+        control.event(spec.generation, "survivors_off", reason=why_not)
     trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
@@ -121,7 +131,7 @@ def main(argv: list[str]) -> int:
         ),
         world=world,
         # NCCL between GPU workers; gloo on CPUs. Its store listens on the master's address only.
-        torch_config=torch_config("nccl" if gpus > 0 else "gloo"),
+        torch_config=config,
         run_config=RunConfig(
             name=f"{spec.run_id}-g{spec.generation}",
             storage_path=spec.ray_storage_path,

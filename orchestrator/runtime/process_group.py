@@ -30,6 +30,13 @@ except ImportError:  # another Ray: its own TorchConfig
     BOUND = False
 else:
     BOUND = True
+try:
+    from ray.train.backend import Backend
+    from ray.train.v2._internal.execution.worker_group import ReplicaGroup
+except ImportError:  # a Ray without replica groups: every recovery restarts the world
+    REPLICAS = False
+else:
+    REPLICAS = BOUND and hasattr(Backend, "has_replica_groups")
 
 # The backends set up here; any other (TPUs' and their slices) is Ray Train's alone.
 BACKENDS = ("gloo", "nccl")
@@ -141,3 +148,70 @@ if BOUND:
         @property
         def backend_cls(self) -> type[_TorchBackend]:
             return BoundStoreBackend
+
+
+def survivor_config(backend: str, run_id: str, generation: int) -> TorchConfig:
+    """A ``TorchConfig`` whose workers are each a replica group of their own (Ray Train then
+    replaces a lost worker and leaves the others running) and whose process group the
+    workers form themselves through the driver's rendezvous (orchestrator/runtime/regroup.py)."""
+    return SurvivorTorchConfig(backend=backend, run_id=run_id, generation=generation)
+
+
+if REPLICAS:
+
+    class SurvivorBackend(_TorchBackend):
+        """Publishes each epoch's members; the workers join it (``regroup.GroupMember``).
+
+        The whole group's start publishes a "start" epoch (every rank restores from the
+        store); a replacement's start publishes a "join" epoch naming the survivors'
+        processes and the new one (state from peers). One instance serves the controller
+        for the attempt: it keeps the whole group to name the survivors' pids."""
+
+        has_replica_groups = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.host: Any = None
+            self.group: Any = None
+            # Rank: node, of the one worker per node that watches the node's notices (each
+            # worker is a replica group of its own, so Ray's local rank is 0 for all).
+            self.watchers: dict[int, str] = {}
+
+        def on_start(self, worker_group: Any, backend_config: Any) -> None:
+            import ray
+
+            from orchestrator.runtime.regroup import GroupHost, assign, node_watchers
+            from orchestrator.wire import runkey
+
+            config = backend_config
+            if self.host is None:
+                key = runkey.require().generation_key(config.generation)
+                if key is None:
+                    raise RuntimeError(f"no key for generation {config.generation}: the group cannot be signed")
+                self.host = GroupHost(config.run_id, config.generation, key, ray.util.get_node_ip_address())
+            replacing = isinstance(worker_group, ReplicaGroup) and self.group is not None
+            if not replacing:
+                self.group = worker_group
+            every = sorted(self.group.get_workers(), key=lambda w: w.distributed_context.world_rank)
+            pids = [int(w.metadata.pid) for w in every]
+            joining = [w.distributed_context.world_rank for w in worker_group.get_workers()] if replacing else []
+            nodes = {w.distributed_context.world_rank: str(w.metadata.node_id) for w in every}
+            self.watchers = node_watchers(nodes, self.watchers if replacing else {})
+            epoch = self.host.publish(pids, "join" if replacing else "start", joining)
+            worker_group.execute(_set_torch_distributed_env_vars)
+            worker_group.execute(assign, self.host.address, self.host.port, epoch, self.watchers)
+
+        def on_shutdown(self, worker_group: Any, backend_config: Any) -> None:
+            # A lost worker's replica group is shut down with the worker dead: nothing to
+            # tear down there, and the survivors leave their broken group themselves.
+            if not isinstance(worker_group, ReplicaGroup):
+                super().on_shutdown(worker_group, backend_config)
+
+    class SurvivorTorchConfig(TorchConfig):
+        def __init__(self, *, run_id: str, generation: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.run_id, self.generation = run_id, generation
+
+        @property
+        def backend_cls(self) -> type[_TorchBackend]:
+            return SurvivorBackend

@@ -28,6 +28,7 @@ import torch
 
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.peer_state import HeldSnapshots
 from orchestrator.runtime.shard_index import (
     INDEX_NAME,
     REST_NAME,
@@ -47,6 +48,7 @@ from orchestrator.runtime.sharding import (
     shard,
     shard_units,
 )
+from orchestrator.runtime.survivors import Survivors
 from orchestrator.runtime.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -179,10 +181,8 @@ def train_func(config: dict[str, Any]) -> None:
     run_worker(config, _Loop)
 
 
-class _Loop(WorkerAttempt):
+class _Loop(Survivors, WorkerAttempt):
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
-        from orchestrator.workloads import make_workload
-
         super().__init__(spec, rank, world, control)
         # The step in progress (0 before the first): a user error names it.
         self.user_step = 0
@@ -200,13 +200,26 @@ class _Loop(WorkerAttempt):
             )
         self.clip = trainer.grad_clip_norm
         self.autocast = resolve_autocast(trainer.autocast, self.device)
+        self._build(world)
+        self.stalls: list[float] = []  # seconds each save blocked the loop
+        # Rank 0: whether the other ranks put shares of checkpoints (see save).
+        self._sharing = True
+        # With survivors kept (orchestrator/runtime/regroup.py): this rank's newest checkpoints' bytes.
+        self.held = HeldSnapshots() if self.member is not None else None
+
+    def _build(self, world: int) -> None:
+        """The workload, its data, model, optimizer and scheduler, from the seed: what a
+        fresh process builds, and a survivor again when no checkpoint was committed yet."""
+        from orchestrator.workloads import make_workload
+
+        spec, trainer = self.spec, self.spec.trainer
         seed = spec.job.seed
         torch.manual_seed(seed)
         random.seed(seed)
         np.random.seed(seed)
         self.workload = make_workload(spec.job.to_plain(), spec.data.to_plain())
         # The data loader (data.loader, or the workload's dataset()) and this worker's telemetry.
-        self.data = WorkerData(spec.data, spec.job, self.workload, rank, world, self.accum, self.workers)
+        self.data = WorkerData(spec.data, spec.job, self.workload, self.rank, world, self.accum, self.workers)
         self.model = self.workload.model().to(self.device)
         # trainer.strategy=fsdp shards the model in place before its optimizer is made, so
         # the optimizer holds (and steps) the shards.
@@ -224,9 +237,6 @@ class _Loop(WorkerAttempt):
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == "fp16" else None
-        self.stalls: list[float] = []  # seconds each save blocked the loop
-        # Rank 0: whether the other ranks put shares of checkpoints (see save).
-        self._sharing = True
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, step: int) -> None:
@@ -278,8 +288,15 @@ class _Loop(WorkerAttempt):
             if self.share is not None:
                 share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
                 self.share.submit(step, share, {n: shares[n][1] for n in share})
+            if self.held is not None:
+                # What a replacement may need of this checkpoint: every rank's RNG came with
+                # the gather, and the position is the same on every rank.
+                rngs = {f"rng-rank{r}.pt": got[0] for r, got in enumerate(gathered)}
+                self.held.hold(step, files | rngs | {"state.pt": self._state_bytes(step)})
             return
         files |= self._rank0_state(step, [got[0] for got in gathered])
+        if self.held is not None:
+            self.held.hold(step, files)
         last = {"weights_sha256": digest} if digest is not None else {}
         # A DDP checkpoint's extra stays as it was: no strategy is ddp.
         strategy = {"strategy": "fsdp"} if self.fsdp else {}
@@ -309,7 +326,14 @@ class _Loop(WorkerAttempt):
     def _rank0_state(self, step: int, rngs: list[bytes]) -> dict[str, bytes]:
         """What rank 0 adds to any checkpoint: every rank's RNG states and the loop's position."""
         files = {f"rng-rank{r}.pt": rng for r, rng in enumerate(rngs)}
-        files["state.pt"] = _dumps(
+        files["state.pt"] = self._state_bytes(step)
+        if self._upload_fault_armed():
+            self._upload_staged.clear()
+        return files
+
+    def _state_bytes(self, step: int) -> bytes:
+        """The loop's position after ``step``: ``state.pt``."""
+        return _dumps(
             {
                 "step": step,
                 "data_position": step,
@@ -318,9 +342,6 @@ class _Loop(WorkerAttempt):
                 "workers": self.workers,
             }
         )
-        if self._upload_fault_armed():
-            self._upload_staged.clear()
-        return files
 
     def _snapshot_sharded(self, step: int) -> None:
         """A sharded checkpoint (all ranks): each rank serialises its own shards of the
@@ -385,7 +406,7 @@ class _Loop(WorkerAttempt):
         if chosen is None:
             return 0
         source, m = chosen
-        saved_world, saved_workers = saved_worlds(m.extra, self.workers)
+        _, saved_workers = saved_worlds(m.extra, self.workers)
         if saved_workers != self.workers:
             raise UserCodeError(
                 f"checkpoint step {m.step} was written by a run of trainer.workers={saved_workers}, this run has "
@@ -403,14 +424,30 @@ class _Loop(WorkerAttempt):
         self._verified = {}
         # A sharded checkpoint (shards.json): the model and optimizer from the ranks' files.
         sharded = self.fsdp and INDEX_NAME in saved
+        if self.rank != 0:
+            # Every file this rank loads, read at once (rank 0 kept its own while choosing).
+            wanted = self.files_to_load(m, self.rank) + ([INDEX_NAME, REST_NAME] if sharded else [])
+            files = source.read_many(m, [name for name in wanted if name in saved])
+        return self._load(source, m, files)
+
+    def files_to_load(self, m: Any, rank: int) -> list[str]:
+        """The files of checkpoint ``m`` that ``rank`` loads (a sharded model's apart)."""
+        saved = {f.name for f in m.files}
+        saved_world, _ = saved_worlds(m.extra, self.workers)
+        parts = self.parts()
+        if self.fsdp and INDEX_NAME in saved:
+            parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
+        return [f"{name}.pt" for name in parts] + ["state.pt", rng_file(rank, saved_world, saved)]
+
+    def _load(self, source: Any, m: Any, files: dict[str, bytes]) -> int:
+        """Load checkpoint ``m`` from ``files`` (verified bytes; any other file is read from
+        ``source`` and verified); the step to continue after."""
+        saved = {f.name for f in m.files}
+        saved_world, _ = saved_worlds(m.extra, self.workers)
+        sharded = self.fsdp and INDEX_NAME in saved
         parts = self.parts()
         if sharded:
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
-        if self.rank != 0:
-            # Every file this rank loads, read at once (rank 0 kept its own while choosing).
-            wanted = [f"{name}.pt" for name in parts] + ["state.pt", rng_file(self.rank, saved_world, saved)]
-            wanted += [INDEX_NAME, REST_NAME] if sharded else []
-            files = source.read_many(m, [name for name in wanted if name in saved])
 
         def read(name: str) -> bytes:
             return files[name] if name in files else source.read(m, name)
@@ -431,6 +468,9 @@ class _Loop(WorkerAttempt):
         except DataMismatch as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
+        if self.held is not None and not sharded:
+            # What it loaded, it holds: a rank lost before the next checkpoint is served from here.
+            self.held.hold(m.step, {name: files[name] for name in self.files_to_load(m, self.rank) if name in files})
         return int(state["data_position"])
 
     def _load_sharded(self, source: Any, m: Any, read: Any) -> None:
@@ -467,11 +507,29 @@ class _Loop(WorkerAttempt):
         self.quiesce()
         for i in due:
             fault = self.spec.faults[i]
+            if fault.kind == FaultKind.corrupt_peer_state:
+                self._corrupt_held(i, fault, step)
+                continue
             victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
             if self.rank != victim or not self._armed(i, fault):
                 continue
             if fault.random is not None and step in self.control.fired_steps(i):
                 continue  # a random fault strikes a step once, also when the step is replayed
+            self._rendezvous(i, fault, step)
+
+    def _corrupt_held(self, i: int, fault: Any, step: int) -> None:
+        """chaos corrupt_peer_state: every rank flips a byte of the model it holds for its
+        newest checkpoints (each decides before rank 0 has the fault marked fired)."""
+        armed = self._armed(i, fault) and not (fault.random is not None and step in self.control.fired_steps(i))
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+        if not armed:
+            return
+        if self.held is not None:
+            self.held.corrupt()
+        if self.rank == 0:
             self._rendezvous(i, fault, step)
 
     def quiesce(self) -> None:
@@ -546,13 +604,39 @@ class _Loop(WorkerAttempt):
             def wrap(model: torch.nn.Module) -> torch.nn.Module:
                 return prepare_model(model, move_to_device=False)
 
+        restored: int | None = None
+        broken: Exception | None = None
+        while True:
+            try:
+                if broken is not None:
+                    # The survivors stay: out of the broken group, into the next one.
+                    restored, broken = self.regroup(broken), None
+                elif restored is None:
+                    restored = self.begin(first=True)
+                self._train(wrap, restored)
+                break
+            except Exception as exc:
+                if not self.survivable(exc):
+                    raise
+                broken = exc  # also one met while re-forming: the group forms again
+        # A sharded model's evaluation and digest are collectives: every rank takes part.
+        outcome = self.outcome() if self.fsdp else None
+        if self.rank == 0:
+            self.finish(self.spec.job.steps, self._t_start, self._first_step, outcome)
+
+    def begin(self, first: bool) -> int:
+        """(All ranks.) The world's pids, the restore (from the store, or from peers when
+        the group formed again around survivors), ``train_started``; the step restored."""
         pids = self.worker_pids()
-        if self.rank == 0:
-            self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
-        self.wait_until_active()
+        joined = self.member is not None and self.member.members is not None and self.member.members.mode == "join"
+        if first and not joined:
+            if self.rank == 0:
+                self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
+            self.wait_until_active()
         called = time.monotonic()
-        restored = self.restore()
+        restored = self.peer_restore() if joined else self.restore()
         if self.rank == 0:
+            group = {"epoch": self.member.epoch} if self.member is not None else {}
             self.control.event(
                 self.gen,
                 "train_started",
@@ -565,13 +649,18 @@ class _Loop(WorkerAttempt):
                 world_size=self.world,
                 workers=self.workers,
                 worker_pids=pids,
+                **group,
             )
+        return restored
+
+    def _train(self, wrap: Any, restored: int) -> None:
         # A sharded model is its own wrapper: FSDP2 reduces its gradients.
         ddp = self.model if self.fsdp else wrap(self.model)
         total = self.spec.job.steps
         interval = self.spec.checkpoint.interval_steps
         last_report = 0.0
         t_start, first_step = time.time(), restored + 1
+        self._t_start, self._first_step = t_start, first_step
         loss_value = float("nan")
         for step in range(restored + 1, total + 1):
             self.user_step = step
@@ -601,10 +690,6 @@ class _Loop(WorkerAttempt):
                 self.on_preempt(step)
             if step % interval == 0 or step == total:
                 self.save(step)
-        # A sharded model's evaluation and digest are collectives: every rank takes part.
-        outcome = self.outcome() if self.fsdp else None
-        if self.rank == 0:
-            self.finish(total, t_start, first_step, outcome)
 
     def train_step(self, ddp: torch.nn.Module, step: int) -> torch.Tensor:
         """One optimizer step over ``grad_accum_steps`` micro-batches per logical shard this

@@ -76,6 +76,21 @@ def _is_comm_error(exc: BaseException) -> bool:
     return any(word in text for word in words)
 
 
+def is_comm_failure(exc: BaseException) -> bool:
+    """A collective broken under this rank (a lost peer), anywhere in ``exc``'s causes."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if _is_comm_error(e):
+            return True
+        todo += [e.__cause__, e.__context__]
+    return False
+
+
 def _ray_system_errors() -> tuple[type[BaseException], ...]:
     import ray.exceptions as rx
 
@@ -145,10 +160,14 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())
     stop_watch = threading.Event()
-    if ctx.get_local_rank() == 0:
+    from orchestrator.runtime import regroup
+
+    where = regroup.assignment()
+    if where.watch if where is not None else ctx.get_local_rank() == 0:
         watch_node(spec, control, rank, stop_watch)
     attempt = None
     try:
+        join_group(spec, rank, world, control)
         attempt = make(spec, rank, world, control)
         attempt.run()
     except Stopped:
@@ -175,6 +194,26 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
         raise
     finally:
         stop_watch.set()
+
+
+def join_group(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+    """Where the driver hosts the group's rendezvous (survivors kept, see regroup.py): join
+    the epoch it assigned, or be refused (journaled) and stop as a fenced worker."""
+    from orchestrator.runtime import regroup
+
+    where = regroup.assignment()
+    if where is None:
+        return
+    key = runkey.require().generation_key(spec.generation)
+    member = regroup.GroupMember(spec, rank, world, key, "nccl" if spec.trainer.gpus_per_worker > 0 else "gloo", where)
+    try:
+        member.join()
+    except regroup.Refused as exc:
+        control.event(
+            spec.generation, "regroup_refused", rank=rank, pid=os.getpid(), epoch=where.epoch, reason=str(exc)[:500]
+        )
+        raise FencedError(f"refused by the group of epoch {where.epoch}: {exc}") from None
+    regroup.joined(member)
 
 
 def watch_node(spec: RuntimeSpec, control: ControlChannel, rank: int, stop: threading.Event) -> None:
@@ -273,8 +312,13 @@ class WorkerAttempt:
     restore choice, the chaos rendezvous and the preemption watch."""
 
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+        from orchestrator.runtime import regroup
+
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
+        # The group this rank joined through the driver's rendezvous (survivors kept), or None.
+        self.member = regroup.current()
+        joining = self.member is not None and self.member.members.mode == "join"
         self.store, *self.fallbacks = spec_stores(spec, runkey.require())
         self._restored_url: str | None = None
         self._verified: dict[str, bytes] = {}
@@ -304,7 +348,7 @@ class WorkerAttempt:
         # When rank 0's choice of a checkpoint began and ended (what a restore took).
         self.choice_began: float | None = None
         self.choice_ended: float | None = None
-        if rank == 0 and not spec.standby:
+        if rank == 0 and not spec.standby and not joining:
             # The checkpoint is chosen and read while this worker builds its model and data
             # (a standby chooses once activated: the newest checkpoint is the one then).
             self._choice = Prefetch(lambda: self._choose(self._skipped))

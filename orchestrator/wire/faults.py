@@ -29,6 +29,7 @@ class FaultKind(StrEnum):
     ssh_drop = "ssh_drop"  # the controller's connection to the runtime is cut; the runtime lives
     kill_node = "kill_node"  # every process of one worker node (not the head), SIGKILL
     hang_node = "hang_node"  # SIGSTOP one worker node: its workers stall, its processes stay
+    corrupt_peer_state = "corrupt_peer_state"  # a byte flipped in the workers' in-memory checkpoint copies
 
 
 FAULT_KINDS = tuple(FaultKind)

@@ -40,6 +40,10 @@ MAX_WORLD = 65_536  # ranks of one attempt: a "worker_pids" list
 # sources). Closed: an event of another kind is not the runtime's, and is dropped.
 EVENT_KINDS = frozenset(
     {
+        "group_left",
+        "peer_restore",
+        "regroup_refused",
+        "survivors_off",
         "checkpoint_committed",
         "checkpoint_merge_conflict",
         "checkpoint_skipped",

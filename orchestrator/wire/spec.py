@@ -17,6 +17,7 @@ from orchestrator.wire.sections import (
     HpoSection,
     JobSection,
     NoticeSection,
+    OneOf,
     TrainerSection,
     field_types,
     read,
@@ -87,6 +88,9 @@ class RuntimeSpec:
     # fit (recovery.node_replace_timeout_s).
     nodes: Annotated[int, AtLeast(1)] = 1
     node_wait_s: Annotated[float, AtLeast(0)] = 60.0
+    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/regroup.py).
+    survivors: Annotated[str, OneOf(("auto", "off"))] = "auto"
+    peer_restore: Annotated[str, OneOf(("auto", "off"))] = "auto"
 
     def __post_init__(self) -> None:
         hints = field_types(RuntimeSpec)

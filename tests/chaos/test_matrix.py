@@ -113,6 +113,8 @@ def test_disk_full_costs_the_local_copy_not_the_checkpoint(orch_home, baseline):
         orch_home,
         "matrix-disk-full",
         _faults("{kind:disk_full,at_step:60,duration_s:30}", "{kind:kill_worker,at_step:120}"),
+        # The whole group restarts and reads its checkpoint back (survivors would hold it).
+        "recovery.survivors=off",
     )
     survived(run, baseline)
     (full,) = fired(run, "disk_full")

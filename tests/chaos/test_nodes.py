@@ -75,12 +75,31 @@ def test_workers_lost_nodes_lost_and_hung_are_restarted_in_place_exactly_and_a_t
     # A fault can strike a recovery still under way (a kill during the restore that follows
     # a kill): then one incident covers both.
     assert 1 <= len([i for i in r["incidents"] if i["kind"] == "worker_lost"]) <= 4, r["incidents"]
-    # A group restarted in place reads the head node's local copy, not the store. Which
-    # restores do is timing's choice (a CI run once restored step 100 from the store and
-    # 150 and 250 from scratch), so: some do, and only steps that were committed.
-    scratch = [e["step"] for e in run.events("restored_from_scratch")]
+    # Survivors keep their processes: each rank that left a broken group is, with the same
+    # pid, that rank of the next world that trained (journaled rank by rank), unless a
+    # fault struck the recovery itself (the kill during the restore takes rank 0).
+    kept, leaving = 0, None
+    for e in run.journal():
+        if e["type"] == "runtime.group_left":
+            leaving = e
+        elif e["type"] == "fault_injected":
+            leaving = None
+        elif e["type"] == "runtime.train_started" and leaving is not None:
+            assert e["worker_pids"][leaving["rank"]] == leaving["pid"], (leaving, e)
+            kept, leaving = kept + 1, None
+    assert kept >= 5, run.events("group_left")
+    # The replacement's state came from the survivor's memory, checked against the signed
+    # manifest; the store was read only where no survivor held the checkpoint (the kill
+    # during a restore took the rank that held it).
+    restores = {e["epoch"]: e for e in run.events("peer_restore")}
     timeline = [(e["type"], e.get("step"), e.get("kind"), e.get("during")) for e in run.journal()]
-    assert scratch and set(scratch) <= set(range(50, 360, 50)), timeline
+    for e in restores.values():
+        assert all(f["reason"] == "no survivor holds it" for f in e["from_store"]), e
+        assert (e["bytes_from_store"] > 0) == bool(e["from_store"]), e
+    for step in (150, 250):  # the node losses: nothing from the store
+        (e,) = [e for e in restores.values() if e["step"] == step]
+        assert e["bytes_from_peer"] > 0 and e["bytes_from_store"] == 0, (e, timeline)
+    assert not run.events("restored_from_scratch")  # in place, nothing is read back at all
     # (kill_region may take node 1 a moment before the head: a third node_lost, no incident.)
     assert [(e["node"], e["health"], e["replacing"]) for e in run.events("node_lost")][:2] == [
         (1, "gone", True),
@@ -143,9 +162,13 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
     # What benchmarks/node_loss.py (pytest -m bench) and recovery.py read of such runs is here.
     elastic_row = node_loss.row_of(same.result, "kill_node", same.journal())  # type: ignore[arg-type]
     assert elastic_row["world_after"] == 1 and elastic_row["replace_s"] is None and elastic_row["rto_s"] > 0
-    # Every world journals its ranks' pids; today a recovery starts the survivor's process again too.
+    # Every world journals its ranks' pids; a world that shrinks starts the survivor's process again too.
     assert [len(e["worker_pids"]) for e in same.events("train_started")] == [2, 1]
     assert elastic_row["survivor_restarts"] == 1
+    # That restart reads the head node's local copy where it holds the checkpoint: some do
+    # (timing's choice), and only steps that were committed.
+    scratch = [e["step"] for done in (run, same) for e in done.events("restored_from_scratch")]
+    assert scratch and set(scratch) <= set(range(50, 320, 50)), scratch
     cold = node_loss.row_of(r, "kill_region")
     assert cold["rto_s"] == region["rto_s"] and cold["lost_steps"] >= 0
     failover = recovery.phases(run.journal(), region)
