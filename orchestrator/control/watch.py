@@ -32,7 +32,7 @@ from orchestrator.runstate.events import (
     RuntimeReattached,
     RuntimeReport,
 )
-from orchestrator.runstate.incidents import Incident
+from orchestrator.runstate.incidents import Incident, first_step_time
 from orchestrator.runstate.losses import append_losses
 from orchestrator.wire.faults import REGION_FAULTS
 from orchestrator.wire.schema import Event
@@ -295,7 +295,7 @@ class AttemptWatch:
 
         for inc in list(self.open_incidents):
             if inc.restored_step is not None and step > inc.restored_step:
-                inc.first_step_at = self.last_progress_at
+                inc.first_step_at = first_step_time(prog.fields, inc.restored_step, inc.failed_at, prog.time)
                 self.open_incidents.remove(inc)
                 self.out.incidents.append(inc)
                 self.ctx.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]

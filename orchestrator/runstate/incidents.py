@@ -47,3 +47,13 @@ class Incident:
             rto_s=None if self.rto_s is None else round(self.rto_s, 3),
         )
         return d
+
+
+def first_step_time(progress: dict[str, object], restored_step: int, failed_at: float, reported_at: float) -> float:
+    """When the first step after an incident's restore was done: the runtime's word
+    (``resumed_at``) where the report speaks of that restore and the time lies between the
+    failure and the report; else the report's own time (up to a report interval late)."""
+    at = progress.get("resumed_at")
+    if progress.get("restored_step") != restored_step or isinstance(at, bool) or not isinstance(at, int | float):
+        return reported_at
+    return float(at) if failed_at <= at <= reported_at else reported_at

@@ -115,7 +115,15 @@ def main(argv: list[str]) -> int:
 
     why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
     if why_not is None:
+        from orchestrator.runtime import spares
+
         config = survivor_config("gloo", spec.run_id, spec.generation)
+
+        def training(since: float) -> bool:
+            progress = control.read_progress(spec.generation)
+            return progress is not None and progress.time > since
+
+        spares.enable(spec.job.workload, training)
     elif spec.survivors != "off" and spec.trainer.workers > 1:
         control.event(spec.generation, "survivors_off", reason=why_not)
     trainer = make_trainer(

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -196,20 +198,50 @@ class GroupMember:
 
     def join(self, epoch: int | None = None) -> Members:
         """Form the group of ``epoch`` (default: the assigned one) with its other members."""
-        import torch.distributed as dist
+        members = self.admitted(epoch)
+        self.form()
+        return members
 
+    def admitted(self, epoch: int | None = None) -> Members:
+        """The record of ``epoch`` (default: the assigned one), which admits this process;
+        Refused if it does not. From here on it is this member's epoch."""
         epoch = self.epoch if epoch is None else epoch
         members = self.check(epoch)
-        world = len(members.pids)
+        self.epoch, self.members, self.world = epoch, members, len(members.pids)
+        return members
+
+    def form(self) -> None:
+        """Form the admitted epoch's group with its other members (blocks until all come)."""
+        import torch.distributed as dist
+
         dist.init_process_group(
             self.backend,
-            store=dist.PrefixStore(f"group/{epoch}/", self.store),
+            store=dist.PrefixStore(f"group/{self.epoch}/", self.store),
             rank=self.rank,
-            world_size=world,
+            world_size=self.world,
             timeout=timedelta(seconds=FORM_TIMEOUT_S),
         )
-        self.epoch, self.members, self.world = epoch, members, world
-        return members
+
+    def form_in_background(self) -> Callable[[], None]:
+        """``form`` in a thread, while this process builds its model and data (no collective
+        may run meanwhile); the returned function waits for it and raises what it raised."""
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self.form()
+            except BaseException as exc:  # handed to the waiter
+                failed.append(exc)
+
+        thread = threading.Thread(target=run, name="group-formation", daemon=True)
+        thread.start()
+
+        def wait() -> None:
+            thread.join()
+            if failed:
+                raise failed[0]
+
+        return wait
 
     def leave(self) -> None:
         """Out of the broken group (its collectives fail from now on): a new one forms later."""

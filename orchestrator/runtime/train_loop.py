@@ -662,11 +662,13 @@ class _Loop(Survivors, WorkerAttempt):
         t_start, first_step = time.time(), restored + 1
         self._t_start, self._first_step = t_start, first_step
         loss_value = float("nan")
+        resumed_at = None
         for step in range(restored + 1, total + 1):
             self.user_step = step
             self.hold_for_upload_fault()
             loss = self.train_step(ddp, step)
             now = time.time()
+            resumed_at = now if resumed_at is None else resumed_at
             if self.rank == 0 and step % LOSS_EVERY == 0:
                 self._losses.append((step, float(loss.item())))
             if self.rank == 0 and (now - last_report >= PROGRESS_EVERY_S or step == restored + 1):
@@ -680,6 +682,7 @@ class _Loop(Survivors, WorkerAttempt):
                     steps_per_s=rate,
                     last_checkpoint=self.last_checkpoint,
                     restored_step=restored,
+                    resumed_at=resumed_at,
                     telemetry=self.data.telemetry,
                     world_size=self.world,
                 )

@@ -137,6 +137,25 @@ if LEAN:
             with _no_controller_actor():
                 return super()._init_train_context_on_workers(*args, **kwargs)
 
+        def _create_workers(self, num_workers: int, placement_group: Any, resources_per_worker: Any, **kw: Any) -> Any:
+            """A lost worker's replacement is the spare on its bundle's node where one
+            waits (orchestrator/runtime/spares.py); a group's start leaves one on each node."""
+            from orchestrator.runtime import spares
+
+            if not (spares.enabled() and self._manages_replica_groups):
+                return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
+            indices = kw.get("placement_group_bundle_indices")
+            if indices is not None and num_workers == 1:
+                spare = spares.take_spare(placement_group, indices[0], resources_per_worker)
+                if spare is not None:
+                    ranks = {k: kw[k] for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
+                    workers = WorkerGroup._assign_worker_ranks([spare], **ranks)
+                    spares.start_spares(self, [spare.metadata.node_id])
+                    return workers
+            workers = super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
+            spares.start_spares(self, [w.metadata.node_id for w in workers])
+            return workers
+
     class DriverController(TrainController):
         """Ray Train's controller, run in the driver's process rather than as an actor."""
 

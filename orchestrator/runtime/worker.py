@@ -167,8 +167,9 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
         watch_node(spec, control, rank, stop_watch)
     attempt = None
     try:
-        join_group(spec, rank, world, control)
+        formed = join_group(spec, rank, world, control)
         attempt = make(spec, rank, world, control)
+        formed()  # the group formed while this worker built its model and data
         attempt.run()
     except Stopped:
         return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
@@ -196,24 +197,26 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
         stop_watch.set()
 
 
-def join_group(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+def join_group(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> Callable[[], None]:
     """Where the driver hosts the group's rendezvous (survivors kept, see regroup.py): join
-    the epoch it assigned, or be refused (journaled) and stop as a fenced worker."""
+    the epoch it assigned, or be refused (journaled) and stop as a fenced worker. The group
+    forms in the background; the returned function waits for it."""
     from orchestrator.runtime import regroup
 
     where = regroup.assignment()
     if where is None:
-        return
+        return lambda: None
     key = runkey.require().generation_key(spec.generation)
     member = regroup.GroupMember(spec, rank, world, key, "nccl" if spec.trainer.gpus_per_worker > 0 else "gloo", where)
     try:
-        member.join()
+        member.admitted()
     except regroup.Refused as exc:
         control.event(
             spec.generation, "regroup_refused", rank=rank, pid=os.getpid(), epoch=where.epoch, reason=str(exc)[:500]
         )
         raise FencedError(f"refused by the group of epoch {where.epoch}: {exc}") from None
     regroup.joined(member)
+    return member.form_in_background()
 
 
 def watch_node(spec: RuntimeSpec, control: ControlChannel, rank: int, stop: threading.Event) -> None:

@@ -264,6 +264,9 @@ _PROGRESS_FIELDS: dict[str, Any] = {
     "steps_per_s": _number_or_none,
     "last_checkpoint": _str_or_none,
     "world_size": _world_or_none,
+    "restored_step": _nonneg_or_none,
+    # When the first step after that restore was done (an incident's end, to the step).
+    "resumed_at": _number_or_none,
 }
 
 

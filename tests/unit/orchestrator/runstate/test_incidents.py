@@ -57,3 +57,16 @@ def test_record_of_an_open_incident_has_null_rto_and_lost_steps() -> None:
         None,
         None,
     )
+
+
+def test_an_incident_ends_when_the_runtime_says_its_first_step_was_done_not_when_a_report_came() -> None:
+    from orchestrator.runstate.incidents import first_step_time
+
+    said = {"restored_step": 60, "resumed_at": 1010.2}
+    assert first_step_time(said, 60, failed_at=1000.0, reported_at=1010.7) == 1010.2
+    # A report of another restore, no word, or a time outside the failure and the report: the report's time.
+    assert first_step_time({**said, "restored_step": 50}, 60, 1000.0, 1010.7) == 1010.7
+    assert first_step_time({"restored_step": 60}, 60, 1000.0, 1010.7) == 1010.7
+    assert first_step_time({**said, "resumed_at": 999.0}, 60, 1000.0, 1010.7) == 1010.7
+    assert first_step_time({**said, "resumed_at": 1011.0}, 60, 1000.0, 1010.7) == 1010.7
+    assert first_step_time({**said, "resumed_at": True}, 60, 1000.0, 1010.7) == 1010.7

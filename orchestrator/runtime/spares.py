@@ -1,0 +1,146 @@
+"""A spare Ray Train worker on each node, started before it is needed.
+
+When Ray Train replaces a lost worker (survivors kept, see regroup.py), a new worker
+process must start, import torch, Ray Train and the workload, and build the model: on
+this machine about two seconds, on a GPU node far more. So once a worker group runs,
+each of its nodes gets one spare: a Ray Train worker actor of the same class and
+runtime environment, reserving no CPU (it idles), that imports the training loop and
+the workload's module at once. A replacement on that node is handed the spare instead
+of a new actor; a new spare is then started there for the next loss.
+
+The spare runs outside the worker group's placement group: the lost worker's bundle
+stays reserved and unused while the spare trains in its place, on the CPU the lost
+worker freed. Only a replacement on a node that already holds a ready spare takes one
+(a node just added for a lost one has none yet: its worker starts as before).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# Spares start once the group trains again (a process that imports torch takes a core
+# for a second or two, which the group's first steps need more), looked for this often,
+# and at the latest after WAIT_S.
+POLL_S = 0.2
+WAIT_S = 120.0
+# How often the driver looks for a node that joined (a replacement).
+NODES_POLL_S = 0.5
+# node id -> the spare actor waiting there; the driver's, for every worker group it starts.
+_spares: dict[str, Any] = {}
+# The workload the spares preload; empty: no spares (the group restarts whole on a loss).
+_workload: list[str] = []
+# Whether the group has trained a step since a time (the driver reads its progress).
+_training: list[Callable[[float], bool]] = []
+
+
+def enable(workload: str, training: Callable[[float], bool]) -> None:
+    """The driver keeps spares from now on, preloading ``workload`` (job.workload);
+    ``training(since)``: whether the group reported a trained step since then."""
+    _workload[:] = [workload]
+    _training[:] = [training]
+
+
+def enabled() -> bool:
+    return bool(_workload)
+
+
+def preload(workload: str) -> None:
+    """On a spare: import what a worker's first step needs (a failure here is the worker's
+    own to report, when it builds the workload for real)."""
+    try:
+        import torch
+
+        import orchestrator.runtime.train_loop  # noqa: F401  (torch, the loop, the uploader)
+
+        # torch starts its autograd engine at the first backward pass: start it now.
+        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+
+        if workload:
+            from orchestrator.workloads import workload_class
+
+            workload_class(workload)
+    except Exception:
+        pass
+
+
+def start_spares(group: Any, node_ids: list[str]) -> None:
+    """One spare on each of ``node_ids`` that has none, once the group trains (in the background)."""
+    threading.Thread(target=_start, args=(group, node_ids, time.time()), name="spares", daemon=True).start()
+    if not _watching:
+        _watching.append(True)
+        threading.Thread(target=_new_nodes, args=(group,), name="spares-nodes", daemon=True).start()
+
+
+_watching: list[bool] = []
+
+
+def _alive() -> set[str]:
+    import ray
+
+    return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+
+
+def _new_nodes(group: Any) -> None:
+    """A node that joins the cluster while the group runs is a replacement for a lost one:
+    its spare starts at once, while the group waits for Ray to let the lost node go."""
+    try:
+        known = _alive()
+        while True:
+            time.sleep(NODES_POLL_S)
+            alive = _alive()
+            new = sorted(alive - known)
+            known = alive
+            if new:
+                _start_now(group, new)
+    except Exception:
+        return  # no more spares for new nodes: their workers start as they would without
+
+
+def _start(group: Any, node_ids: list[str], since: float) -> None:
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while _training and not _training[0](since) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        _start_now(group, node_ids)
+    except Exception:
+        pass  # no spare: a replacement starts its worker as it would without one
+
+
+def _start_now(group: Any, node_ids: list[str]) -> None:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    runtime_env = group._get_worker_runtime_env(
+        custom_runtime_env=group._train_run_context.run_config.worker_runtime_env
+    )
+    cls = ray.remote(runtime_env=runtime_env, num_cpus=0)(group._worker_cls)
+    for node in sorted(set(node_ids)):
+        if node in _spares:
+            continue
+        if node not in _alive():
+            continue  # gone since
+        actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
+        actor.execute.remote(preload, _workload[0] if _workload else "")
+        _spares[node] = actor
+
+
+def take_spare(placement_group: Any, bundle_index: int, resources: dict[str, float]) -> Any:
+    """The spare on the node of ``bundle_index``'s bundle as a Ray Train ``Worker`` for that
+    bundle, or None (no spare there, or it died with its node)."""
+    import ray
+    from ray.exceptions import RayActorError
+    from ray.train.v2._internal.execution.worker_group.worker import Worker
+    from ray.util.placement_group import placement_group_table
+
+    node = placement_group_table(placement_group).get("bundles_to_node_id", {}).get(bundle_index)
+    actor = _spares.pop(str(node), None) if node is not None else None
+    if actor is None:
+        return None
+    try:
+        meta = ray.get(actor.get_metadata.remote(), timeout=30)
+    except (RayActorError, ray.exceptions.GetTimeoutError):
+        return None
+    return Worker(actor, meta, resources, placement_group_bundle_index=bundle_index)
