@@ -176,11 +176,12 @@ if REPLICAS:
             # Rank: node, of the one worker per node that watches the node's notices (each
             # worker is a replica group of its own, so Ray's local rank is 0 for all).
             self.watchers: dict[int, str] = {}
+            self.joining: list[int] = []  # replaced this round, their epoch not yet published
 
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
             import ray
 
-            from orchestrator.runtime.regroup import GroupHost, assign, node_watchers
+            from orchestrator.runtime.regroup import GroupHost, assign, node_watchers, pending_replacements
             from orchestrator.wire import runkey
 
             config = backend_config
@@ -193,13 +194,20 @@ if REPLICAS:
             if not replacing:
                 self.group = worker_group
             every = sorted(self.group.get_workers(), key=lambda w: w.distributed_context.world_rank)
-            pids = [int(w.metadata.pid) for w in every]
-            joining = [w.distributed_context.world_rank for w in worker_group.get_workers()] if replacing else []
             nodes = {w.distributed_context.world_rank: str(w.metadata.node_id) for w in every}
             self.watchers = node_watchers(nodes, self.watchers if replacing else {})
-            epoch = self.host.publish(pids, "join" if replacing else "start", joining)
+            # Ranks Ray Train replaces in one round join one epoch, published with the last:
+            # an epoch naming a rank not yet replaced would wait for a dead process.
+            self.joining = [*self.joining, *(w.distributed_context.world_rank for w in worker_group.get_workers())]
+            if not replacing:
+                self.joining = []
+            epoch = self.host.epoch + 1
             worker_group.execute(_set_torch_distributed_env_vars)
-            worker_group.execute(assign, self.host.address, self.host.port, epoch, self.watchers)
+            worker_group.execute(assign, self.host.address, self.host.port, epoch, self.watchers, config.timeout_s)
+            if not (pending_replacements - set(self.joining)):
+                pids = [int(w.metadata.pid) for w in every]
+                self.host.publish(pids, "join" if replacing else "start", sorted(self.joining))
+                self.joining = []
 
         def on_shutdown(self, worker_group: Any, backend_config: Any) -> None:
             # A lost worker's replica group is shut down with the worker dead: nothing to

@@ -14,8 +14,10 @@ signature) is refused before it touches the group.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -133,17 +135,23 @@ class Assignment:
     port: int
     epoch: int
     watch: bool = False
+    # How long a collective of the formed group may take (TorchConfig.timeout_s).
+    timeout_s: float = 1800.0
 
 
 _assigned: list[Assignment] = []
+# The driver's: ranks Ray Train is replacing in this round (one epoch names them all).
+pending_replacements: set[int] = set()
 
 
-def assign(address: str, port: int, epoch: int, watchers: dict[int, str] | None = None) -> None:
+def assign(
+    address: str, port: int, epoch: int, watchers: dict[int, str] | None = None, timeout_s: float = 1800.0
+) -> None:
     """On a worker (run by the driver through Ray Train): the store and the first epoch."""
     import ray.train
 
     rank = ray.train.get_context().get_world_rank()
-    _assigned[:] = [Assignment(address, int(port), int(epoch), rank in (watchers or {}))]
+    _assigned[:] = [Assignment(address, int(port), int(epoch), rank in (watchers or {}), float(timeout_s))]
 
 
 def assignment() -> Assignment | None:
@@ -173,7 +181,9 @@ class GroupMember:
             where.address, where.port, is_master=False, timeout=timedelta(seconds=STORE_TIMEOUT_S), use_libuv=True
         )
         self.epoch = where.epoch
+        self.timeout_s = where.timeout_s
         self.members: Members | None = None
+        self.sockets: dict[int, int] = {}  # the formed group's: fd -> inode
 
     def _record(self, epoch: int) -> Members:
         try:
@@ -214,6 +224,7 @@ class GroupMember:
         """Form the admitted epoch's group with its other members (blocks until all come)."""
         import torch.distributed as dist
 
+        before = _socket_fds()
         dist.init_process_group(
             self.backend,
             store=dist.PrefixStore(f"group/{self.epoch}/", self.store),
@@ -221,6 +232,13 @@ class GroupMember:
             world_size=self.world,
             timeout=timedelta(seconds=FORM_TIMEOUT_S),
         )
+        self._record_sockets({fd: ino for fd, ino in _socket_fds().items() if before.get(fd) != ino})
+        # Formed: a member that never came was waited for FORM_TIMEOUT_S; a collective of
+        # the group (a large model's step, a checkpoint's gather) may take the config's.
+        from torch.distributed import distributed_c10d
+
+        if hasattr(distributed_c10d, "_set_pg_timeout"):
+            distributed_c10d._set_pg_timeout(timedelta(seconds=self.timeout_s))
 
     def form_in_background(self) -> Callable[[], None]:
         """``form`` in a thread, while this process builds its model and data (no collective
@@ -243,11 +261,32 @@ class GroupMember:
 
         return wait
 
+    def _record_sockets(self, new: dict[int, int]) -> None:
+        """The group's sockets, told apart from others by the members' listeners (each
+        member publishes its own in the store once the group formed)."""
+        own = [list(local[:2]) for fd in new for listening, local, _ in [_safe_endpoints(fd)] if listening and local]
+        self.store.set(f"listeners/{self.epoch}/{self.rank}", json.dumps(own))
+        peers: set[tuple[str, int]] = set()
+        for r in range(self.world):
+            if r != self.rank:
+                peers |= {(str(a), int(p)) for a, p in json.loads(self.store.get(f"listeners/{self.epoch}/{r}"))}
+        self.sockets = group_sockets(new, peers)
+
     def leave(self) -> None:
-        """Out of the broken group (its collectives fail from now on): a new one forms later."""
+        """Out of the broken group (its collectives fail from now on): a new one forms later.
+
+        Its sockets are shut down first: gloo keeps a broken group's connections open while
+        anything holds the group (a failed operation does), so a peer blocked on this rank
+        (waiting for its part of a collective) would wait for the collective's timeout,
+        not fail and leave too."""
+        import gc
+
         import torch.distributed as dist
 
+        shut(self.sockets)
+        self.sockets = {}
         if dist.is_initialized():
+            gc.collect()  # what still held the group (a DDP wrapper in a dropped frame) goes first
             try:
                 dist.destroy_process_group()
             except Exception:
@@ -266,3 +305,80 @@ class GroupMember:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no new group formed within {limit_s:g}s after epoch {after}")
             time.sleep(EPOCH_POLL_S)
+
+
+def _socket_fds() -> dict[int, int]:
+    """This process's sockets: fd -> inode (an fd number reused later is another socket)."""
+    out: dict[int, int] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            st = os.stat(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if stat.S_ISSOCK(st.st_mode):
+            out[int(name)] = st.st_ino
+    return out
+
+
+def _endpoints(fd: int) -> tuple[bool, Any, Any]:
+    """Whether socket ``fd`` listens, its own address and its peer's (None when unconnected)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        listening = bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+        local = sock.getsockname()
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        return listening, local, peer
+    finally:
+        sock.detach()
+
+
+def group_sockets(new: dict[int, int], peer_listeners: set[tuple[str, int]]) -> dict[int, int]:
+    """Of the sockets that appeared while the group formed, the group's connections: those
+    accepted on its listener and those made to a peer's listener (a connection some other
+    thread opened meanwhile, to a store say, is neither)."""
+    mine: dict[int, int] = {}
+    listeners: set[tuple[str, int]] = set()
+    info = {}
+    for fd in new:
+        try:
+            info[fd] = _endpoints(fd)
+        except OSError:
+            continue
+        if info[fd][0]:
+            # Not shut down itself: gloo's event loop aborts the process on a listener it cannot accept on.
+            listeners.add(tuple(info[fd][1][:2]))
+    for fd, (listening, local, peer) in info.items():
+        if listening or peer is None:
+            continue
+        if tuple(local[:2]) in listeners or tuple(peer[:2]) in peer_listeners:
+            mine[fd] = new[fd]
+    return mine
+
+
+def shut(sockets: dict[int, int]) -> int:
+    """Shut down each socket still the one recorded (its inode): its peers' reads fail at
+    once. The fds stay open (their owner closes them); how many were shut down."""
+    done = 0
+    for fd, inode in sockets.items():
+        try:
+            if os.fstat(fd).st_ino != inode:
+                continue
+            sock = socket.socket(fileno=fd)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+                done += 1
+            finally:
+                sock.detach()
+        except OSError:
+            continue
+    return done
+
+
+def _safe_endpoints(fd: int) -> tuple[bool, Any, Any]:
+    try:
+        return _endpoints(fd)
+    except OSError:
+        return False, None, None

@@ -17,6 +17,7 @@ and the load.
 from __future__ import annotations
 
 import os
+import traceback
 from typing import Any
 
 from orchestrator.runtime.peer_state import exchange
@@ -26,6 +27,21 @@ from recovery.fencing import FencedError
 from recovery.manifest import Manifest
 from recovery.membership import plan_transfers
 from recovery.store import sha256_hex
+
+
+def release_frames(exc: BaseException) -> None:
+    """Drop the locals of every frame ``exc`` (and what it chains) went through: nothing
+    of the failed step (the DDP wrapper, and through it the broken group) stays alive."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+        todo += [e.__cause__, e.__context__]
 
 
 class Survivors:
@@ -61,17 +77,24 @@ class Survivors:
         self.member.leave()
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
         self.control.event(self.gen, "group_left", rank=self.rank, pid=os.getpid(), step=step, epoch=left, error=error)
-        try:
-            epoch = self.member.wait_for_epoch(left)
-        except TimeoutError:
-            raise exc from None  # no replacement came: Ray Train restarts the group
-        try:
-            members = self.member.join(epoch)
-        except Refused as refused:
-            self.control.event(
-                self.gen, "regroup_refused", rank=self.rank, pid=os.getpid(), epoch=epoch, reason=str(refused)[:500]
-            )
-            raise FencedError(f"refused by the group of epoch {epoch}: {refused}") from None
+        last = left
+        while True:
+            try:
+                epoch = self.member.wait_for_epoch(last)
+            except TimeoutError:
+                raise exc from None  # no replacement came: Ray Train restarts the group
+            try:
+                members = self.member.join(epoch)
+                break
+            except Refused as refused:
+                self.control.event(
+                    self.gen, "regroup_refused", rank=self.rank, pid=os.getpid(), epoch=epoch, reason=str(refused)[:500]
+                )
+                raise FencedError(f"refused by the group of epoch {epoch}: {refused}") from None
+            except Exception:
+                # A member never came (lost while the group formed): its replacement's epoch follows.
+                self.member.leave()
+                last = epoch
         self.world = len(members.pids)
         return self.begin(first=False)  # type: ignore[attr-defined]
 

@@ -48,7 +48,7 @@ from orchestrator.runtime.sharding import (
     shard,
     shard_units,
 )
-from orchestrator.runtime.survivors import Survivors
+from orchestrator.runtime.survivors import Survivors, release_frames
 from orchestrator.runtime.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -619,6 +619,10 @@ class _Loop(Survivors, WorkerAttempt):
                 if not self.survivable(exc):
                     raise
                 broken = exc  # also one met while re-forming: the group forms again
+                # Its frames hold the DDP wrapper, which holds the broken group: released, the
+                # group's connections close when this rank leaves, and the peers still blocked
+                # on this rank fail at once rather than at the collective's timeout.
+                release_frames(exc)
         # A sharded model's evaluation and digest are collectives: every rank takes part.
         outcome = self.outcome() if self.fsdp else None
         if self.rank == 0:

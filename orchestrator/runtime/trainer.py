@@ -160,3 +160,22 @@ if LEAN:
         """Ray Train's controller, run in the driver's process rather than as an actor."""
 
         worker_group_cls = DriverWorkerGroup
+
+        def _replace_bad_workers(self, poll_status: Any) -> None:
+            # Tell the survivors' backend (process_group.SurvivorBackend) every rank this round
+            # replaces, so that one epoch names them all.
+            from orchestrator.runtime import regroup
+
+            failing = sorted(poll_status.failing_replica_group_indices or ())
+            regroup.pending_replacements.clear()
+            regroup.pending_replacements.update(failing)
+            # Ray 2.60 clears the result queue of every other active replica group before it
+            # replaces one: with two lost at once, the second is still "active" and dead, and
+            # the whole controller fails. Each lost one is shut down (it is dead) first.
+            groups = self._worker_group.get_replica_groups() if self._worker_group is not None else None
+            for index in failing if groups else ():
+                groups[index].shutdown()
+            try:
+                super()._replace_bad_workers(poll_status)
+            finally:
+                regroup.pending_replacements.clear()
