@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import timedelta
 from typing import Any
 
 from ray.train.torch import TorchConfig
@@ -62,33 +61,12 @@ def serve_store(timeout_s: float) -> tuple[str, int]:
     """On rank 0: the store's server on this node's address, at a port the kernel picks
     (held from now on: no other process can take it before the store does)."""
     import ray
-    import torch.distributed as dist
+
+    from orchestrator.runtime.regroup import serve_store_on
 
     address = ray.util.get_node_ip_address()
-    sock = socket.socket(address_family(address), socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address, 0))
-        sock.listen()
-        port = int(sock.getsockname()[1])
-    except BaseException:
-        sock.close()
-        raise
-    fd = sock.detach()  # the store's server owns it from here
-    try:
-        server = dist.TCPStore(
-            address,
-            port,
-            is_master=True,
-            timeout=timedelta(seconds=timeout_s),
-            wait_for_workers=False,
-            multi_tenant=True,
-            master_listen_fd=fd,
-            use_libuv=True,
-        )
-    except BaseException:
-        os.close(fd)
-        raise
+    server = serve_store_on(address, timeout_s, multi_tenant=True)
+    port = int(server.port)
     _served.append(server)
     return address, port
 

@@ -68,8 +68,9 @@ def members_key(epoch: int) -> str:
     return f"members/{epoch}"
 
 
-def _bound_socket(address: str) -> int:
-    """A listening socket on ``address`` at a port the kernel picks, its fd handed over."""
+def listening_fd(address: str) -> int:
+    """A socket listening on ``address`` at a port the kernel picks, handed over as its fd
+    (held from now on: no other process can take the port before its new owner does)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -82,27 +83,34 @@ def _bound_socket(address: str) -> int:
     return sock.detach()
 
 
+def serve_store_on(address: str, timeout_s: float, multi_tenant: bool = False) -> Any:
+    """A torch ``TCPStore`` server listening on ``address`` only (torch alone would bind
+    every address of the machine), at a port the kernel picks."""
+    import torch.distributed as dist
+
+    fd = listening_fd(address)
+    try:
+        return dist.TCPStore(
+            address,
+            0,
+            is_master=True,
+            timeout=timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+            multi_tenant=multi_tenant,
+            master_listen_fd=fd,
+            use_libuv=True,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class GroupHost:
     """The driver's end: the rendezvous store and each epoch's signed members."""
 
     def __init__(self, run_id: str, generation: int, key: bytes, address: str) -> None:
-        import torch.distributed as dist
-
         self.run_id, self.generation, self.key = run_id, generation, key
-        fd = _bound_socket(address)
-        try:
-            self.store = dist.TCPStore(
-                address,
-                0,
-                is_master=True,
-                timeout=timedelta(seconds=STORE_TIMEOUT_S),
-                wait_for_workers=False,
-                master_listen_fd=fd,
-                use_libuv=True,
-            )
-        except BaseException:
-            os.close(fd)
-            raise
+        self.store = serve_store_on(address, STORE_TIMEOUT_S)
         self.address, self.port = address, int(self.store.port)
         self.epoch = -1
 

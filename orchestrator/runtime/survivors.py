@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestrator.runtime.peer_state import exchange
 from orchestrator.runtime.regroup import Refused
-from orchestrator.runtime.worker import is_comm_failure, restore_rule
+from orchestrator.runtime.worker import causes, is_comm_failure, restore_rule
 from recovery.fencing import FencedError
 from recovery.manifest import Manifest
 from recovery.membership import plan_transfers
@@ -30,18 +30,11 @@ from recovery.store import sha256_hex
 
 
 def release_frames(exc: BaseException) -> None:
-    """Drop the locals of every frame ``exc`` (and what it chains) went through: nothing
+    """Drop the locals of every frame ``exc`` (and what it wraps) went through: nothing
     of the failed step (the DDP wrapper, and through it the broken group) stays alive."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in causes(exc):
         if e.__traceback__ is not None:
             traceback.clear_frames(e.__traceback__)
-        todo += [e.__cause__, e.__context__]
 
 
 class Survivors:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -76,19 +76,23 @@ def _is_comm_error(exc: BaseException) -> bool:
     return any(word in text for word in words)
 
 
-def is_comm_failure(exc: BaseException) -> bool:
-    """A collective broken under this rank (a lost peer), anywhere in ``exc``'s causes."""
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it wraps, each once: a Ray task error's ``cause``,
+    ``__cause__`` and ``__context__``."""
     seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
+    todo: list[object] = [exc]
     while todo:
         e = todo.pop()
-        if e is None or id(e) in seen:
+        if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
-        if _is_comm_error(e):
-            return True
-        todo += [e.__cause__, e.__context__]
-    return False
+        yield e
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+
+
+def is_comm_failure(exc: BaseException) -> bool:
+    """A collective broken under this rank (a lost peer), anywhere in ``exc``'s causes."""
+    return any(_is_comm_error(e) for e in causes(exc))
 
 
 def _ray_system_errors() -> tuple[type[BaseException], ...]:
@@ -125,17 +129,7 @@ def is_infra_error(exc: BaseException) -> bool:
     from recovery.store import StoreError
 
     system = (*_ray_system_errors(), ManifestError, StoreError)
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, system) or _is_comm_error(e):
-            return True
-        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
-    return False
+    return any(isinstance(e, system) or _is_comm_error(e) for e in causes(exc))
 
 
 def full_traceback(exc: BaseException) -> str:

@@ -27,11 +27,13 @@ from tests.support.runs import env_for
 ACTIVATE = ". .venv/bin/activate"
 
 # Overrides appended to each line (matched by the line's text before its comment): they
-# shorten a run and change nothing else it shows. Digits' kill_region fires at step 60
-# and spot_storm's last preemption at 340, so those runs keep enough steps to reach them.
+# shorten a run and change nothing else it shows. Digits' kill_region fires at step 60,
+# kill_worker at 300 and spot_storm's last preemption at 340: those runs keep enough
+# steps to reach them.
 SHORTER: dict[str, str] = {
     "python -m orchestrator job=digits": "job.steps=20",
     "python -m orchestrator job=digits chaos.faults=[{kind:kill_region,at_step:60}]": "job.steps=70",
+    "python -m orchestrator job=digits chaos.faults=[{kind:kill_worker,at_step:300}]": "job.steps=310",
     "python -m orchestrator job=digits chaos=region_outage recovery=warm_standby": "job.steps=70",
     "python -m orchestrator job=digits chaos=spot_storm": "job.steps=350",
     "python -m orchestrator job=digits_hpo": "hpo.num_samples=2 hpo.max_t=2 hpo.steps_per_iteration=5",
