@@ -176,9 +176,8 @@ if REPLICAS:
             self.watchers = node_watchers(nodes, self.watchers if replacing else {})
             # Ranks Ray Train replaces in one round join one epoch, published with the last:
             # an epoch naming a rank not yet replaced would wait for a dead process.
-            self.joining = [*self.joining, *(w.distributed_context.world_rank for w in worker_group.get_workers())]
-            if not replacing:
-                self.joining = []
+            new = [w.distributed_context.world_rank for w in worker_group.get_workers()]
+            self.joining = [*self.joining, *new] if replacing else []
             epoch = self.host.epoch + 1
             worker_group.execute(_set_torch_distributed_env_vars)
             worker_group.execute(assign, self.host.address, self.host.port, epoch, self.watchers, config.timeout_s)

@@ -272,13 +272,13 @@ class GroupMember:
     def _record_sockets(self, new: dict[int, int]) -> None:
         """The group's sockets, told apart from others by the members' listeners (each
         member publishes its own in the store once the group formed)."""
-        own = [list(local[:2]) for fd in new for listening, local, _ in [_safe_endpoints(fd)] if listening and local]
-        self.store.set(f"listeners/{self.epoch}/{self.rank}", json.dumps(own))
+        info = {fd: ends for fd in new if (ends := _endpoints(fd)) is not None}
+        self.store.set(f"listeners/{self.epoch}/{self.rank}", json.dumps(sorted(listeners_of(info))))
         peers: set[tuple[str, int]] = set()
         for r in range(self.world):
             if r != self.rank:
                 peers |= {(str(a), int(p)) for a, p in json.loads(self.store.get(f"listeners/{self.epoch}/{r}"))}
-        self.sockets = group_sockets(new, peers)
+        self.sockets = {fd: new[fd] for fd in group_sockets(info, peers)}
 
     def leave(self) -> None:
         """Out of the broken group (its collectives fail from now on): a new one forms later.
@@ -328,9 +328,13 @@ def _socket_fds() -> dict[int, int]:
     return out
 
 
-def _endpoints(fd: int) -> tuple[bool, Any, Any]:
-    """Whether socket ``fd`` listens, its own address and its peer's (None when unconnected)."""
-    sock = socket.socket(fileno=fd)
+def _endpoints(fd: int) -> tuple[bool, Any, Any] | None:
+    """Whether socket ``fd`` listens, its own address and its peer's (None when
+    unconnected); None when the fd is no longer a socket to ask."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None
     try:
         listening = bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
         local = sock.getsockname()
@@ -339,31 +343,29 @@ def _endpoints(fd: int) -> tuple[bool, Any, Any]:
         except OSError:
             peer = None
         return listening, local, peer
+    except OSError:
+        return None
     finally:
         sock.detach()
 
 
-def group_sockets(new: dict[int, int], peer_listeners: set[tuple[str, int]]) -> dict[int, int]:
-    """Of the sockets that appeared while the group formed, the group's connections: those
-    accepted on its listener and those made to a peer's listener (a connection some other
-    thread opened meanwhile, to a store say, is neither)."""
-    mine: dict[int, int] = {}
-    listeners: set[tuple[str, int]] = set()
-    info = {}
-    for fd in new:
-        try:
-            info[fd] = _endpoints(fd)
-        except OSError:
-            continue
-        if info[fd][0]:
-            # Not shut down itself: gloo's event loop aborts the process on a listener it cannot accept on.
-            listeners.add(tuple(info[fd][1][:2]))
-    for fd, (listening, local, peer) in info.items():
-        if listening or peer is None:
-            continue
-        if tuple(local[:2]) in listeners or tuple(peer[:2]) in peer_listeners:
-            mine[fd] = new[fd]
-    return mine
+def listeners_of(info: dict[int, tuple[bool, Any, Any]]) -> set[tuple[str, int]]:
+    """The listening addresses among sockets' ``_endpoints``."""
+    return {(str(local[0]), int(local[1])) for listening, local, _ in info.values() if listening}
+
+
+def group_sockets(info: dict[int, tuple[bool, Any, Any]], peer_listeners: set[tuple[str, int]]) -> list[int]:
+    """Of the sockets that appeared while the group formed (``info``: their
+    ``_endpoints``), the group's connections: those accepted on its listener and those
+    made to a peer's listener (a connection some other thread opened meanwhile, to a
+    store say, is neither). Its listener is never one: gloo's event loop aborts the
+    process on a listener it cannot accept on."""
+    own = listeners_of(info)
+    return [
+        fd
+        for fd, (listening, local, peer) in info.items()
+        if not listening and peer is not None and ((local[0], local[1]) in own or (peer[0], peer[1]) in peer_listeners)
+    ]
 
 
 def shut(sockets: dict[int, int]) -> int:
@@ -383,10 +385,3 @@ def shut(sockets: dict[int, int]) -> int:
         except OSError:
             continue
     return done
-
-
-def _safe_endpoints(fd: int) -> tuple[bool, Any, Any]:
-    try:
-        return _endpoints(fd)
-    except OSError:
-        return False, None, None

@@ -117,11 +117,10 @@ def _start_now(group: Any, node_ids: list[str]) -> None:
         custom_runtime_env=group._train_run_context.run_config.worker_runtime_env
     )
     cls = ray.remote(runtime_env=runtime_env, num_cpus=0)(group._worker_cls)
+    alive = _alive()
     for node in sorted(set(node_ids)):
-        if node in _spares:
-            continue
-        if node not in _alive():
-            continue  # gone since
+        if node in _spares or node not in alive:
+            continue  # one waits there already, or the node is gone since
         actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
         actor.execute.remote(preload, _workload[0] if _workload else "")
         _spares[node] = actor
