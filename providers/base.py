@@ -131,3 +131,23 @@ class Provider(Protocol):
     def find(self, cluster_name: str) -> ClusterHandle | None:
         """A cluster this provider launched, from its own records: how a controller
         that lost its memory (a crash mid-launch) finds what to adopt or tear down."""
+
+
+class KeepsRuntime(Protocol):
+    """What a provider adds when a lost cluster leaves its node runtime behind for a launch
+    under the same name to reuse (SkyPilot on Slurm). The controller then names a run's
+    clusters once per region (orchestrator/control/naming.py) and sweeps what was kept
+    when the run ends. Providers without ``keeps_runtime`` get a name per attempt."""
+
+    keeps_runtime: bool
+
+    def teardown(self, cluster: ClusterHandle, keep_runtime: bool = False) -> bool:
+        """As ``Provider.teardown``; ``keep_runtime``: leave the runtime for a launch under
+        the cluster's name. True when something was left (``sweep_runtime`` removes it)."""
+
+    def in_use(self, cluster_name: str) -> bool:
+        """Whether the provider still knows a cluster of that name (a launch under it
+        would adopt it); True when it cannot tell."""
+
+    def sweep_runtime(self, cluster: ClusterHandle) -> None:
+        """Remove what ``teardown(keep_runtime=True)`` left of ``cluster``."""

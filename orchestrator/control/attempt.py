@@ -11,11 +11,11 @@ from typing import Any
 
 from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.config.schema import Config
-from orchestrator.control.cleanup import run_all, tear_down
+from orchestrator.control.cleanup import run_all, sweep_runtimes, tear_down
 from orchestrator.control.context import RunContext
 from orchestrator.control.livelogs import LiveLogs
 from orchestrator.control.outcome import AttemptOutcome
-from orchestrator.control.resume import AdoptedProcess, Adoption
+from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
 from orchestrator.control.standby import StandbyManager, Warm
 from orchestrator.control.watch import AttemptWatch
 from orchestrator.runstate.events import (
@@ -101,8 +101,16 @@ class AttemptRunner:
                 *([lambda: self._teardown(cluster, gen)] if cluster is not None else []),
                 *(t.join for t in self._sweepers),
                 lambda: self.scan_zombies(generation + 1) if generation > 1 else None,
+                self._sweep_runtimes,
             ]
         )
+
+    def _sweep_runtimes(self) -> None:
+        """The run is over: what its lost clusters kept of their runtimes goes too."""
+        kept = self.ctx.kept_runtimes()
+        if kept:
+            handles = {name: handle_of(self.ctx, provisioned) for name, provisioned in kept.items()}
+            sweep_runtimes(self.ctx.provider, self.ctx.emit, handles)
 
     def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
         """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
-from orchestrator.runstate.events import Event, LogsKept, Teardown
+from orchestrator.control.context import keeps_runtime
+from orchestrator.runstate.events import Event, LogsKept, RuntimeSwept, Teardown
 from orchestrator.wire.logfiles import KeptLogs
 from providers.base import ClusterHandle, Provider
 
@@ -54,8 +55,34 @@ def tear_down(
             )
         )
     t0 = time.time()
-    provider.teardown(cluster)
-    emit(Teardown(cluster=cluster.name, seconds=round(time.time() - t0, 3), reason=reason, purpose=purpose))
+    # A provider that keeps a lost cluster's runtime says whether it did; the run's end
+    # sweeps what was kept (sweep_runtimes).
+    if keeps_runtime(provider):
+        kept = provider.teardown(cluster, keep_runtime=True)  # type: ignore[call-arg,func-returns-value]
+    else:
+        kept = provider.teardown(cluster)  # type: ignore[func-returns-value]
+    emit(
+        Teardown(
+            cluster=cluster.name,
+            seconds=round(time.time() - t0, 3),
+            reason=reason,
+            purpose=purpose,
+            runtime_kept=True if kept else None,
+        )
+    )
+
+
+def sweep_runtimes(provider: Provider, emit: Callable[[Event], object], kept: Mapping[str, ClusterHandle]) -> None:
+    """Remove what the run's lost clusters kept of their node runtimes (``runtime_swept``
+    each): the run is over, no launch will look for them. A failure is journaled, never
+    raised: it leaves files, not a cluster."""
+    for name, handle in kept.items():
+        try:
+            provider.sweep_runtime(handle)  # type: ignore[attr-defined]
+        except Exception as exc:
+            emit(RuntimeSwept(cluster=name, error=f"{type(exc).__name__}: {exc}"[:500]))
+        else:
+            emit(RuntimeSwept(cluster=name))
 
 
 def keep_logs(provider: Provider, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:

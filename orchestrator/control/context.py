@@ -9,12 +9,13 @@ only the controller holds the run's state and applies what they emit to it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.config.schema import Config
+from orchestrator.control import naming
 from orchestrator.wire.control import ControlChannel
 from providers.base import Provider
 from recovery.fencing import Lineage
@@ -101,12 +102,33 @@ class RunContext:
     clock: Callable[[], float] = time.time
     # Lines emitted inside are made durable together, on the way out (Journal.batch).
     batch: Callable[[], AbstractContextManager[object]] = nullcontext
+    # The run's clusters the journal shows provisioned and not torn down (by name).
+    owned: Callable[[], Collection[str]] = frozenset
+    # Lost clusters whose node runtime was kept, not swept yet: name -> provisioned (its JSON).
+    kept_runtimes: Callable[[], Mapping[str, dict[str, Any]]] = dict
 
     def cluster_name(self, region: str, generation: int) -> str:
-        return f"{self.run_id}-{region}-g{generation}"
+        """The name to launch the attempt (or standby) of ``generation`` under
+        (orchestrator/control/naming.py: one per run and region where the provider
+        keeps node runtimes, and only while no cluster of the run holds it)."""
+        return naming.cluster_name(
+            self.run_id,
+            region,
+            generation,
+            keeps_runtime=keeps_runtime(self.provider),
+            owned=self.owned(),
+            in_use=lambda name: bool(self.provider.in_use(name)),  # type: ignore[attr-defined]
+        )
 
     def store_options(self, region: str) -> dict[str, Any]:
         return store_options(self.cfg, self.proxies, region)
+
+
+def keeps_runtime(provider: Provider | None) -> bool:
+    """Does ``provider`` leave a lost cluster's node runtime for a launch under its name
+    to find (``keeps_runtime``; its ``teardown(keep_runtime=...)``, ``in_use`` and
+    ``sweep_runtime`` go with it)? The local provider does not."""
+    return bool(getattr(provider, "keeps_runtime", False))
 
 
 def store_options(cfg: Config, proxies: dict[str, Any], region: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from orchestrator.metrics.board import NoMetrics, TensorBoardWriter, tensorboard
 from orchestrator.notify import secret as notify_secret
 from orchestrator.notify.notifier import Notifier, shown
 from orchestrator.runstate import rundir
+from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import (
     AttemptEnded,
     ControlInvalid,
@@ -222,6 +223,8 @@ class Controller:
             transition=self.sm.to,
             clock=clock,
             batch=self.journal.batch,
+            owned=lambda: tuple(self.view.leftover),
+            kept_runtimes=lambda: {name: to_json(p) for name, p in self.view.kept_runtimes.items()},
         )
         self.standby = StandbyManager(self.ctx, self._alloc_generation, lambda: self.history)
         self.runner = AttemptRunner(self.ctx, self.standby)

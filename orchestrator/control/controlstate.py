@@ -122,7 +122,9 @@ class ControlState:
 
 
 # Provider calls that change a cluster: each passes the lease's guard first.
-_ACTS = frozenset({"launch", "start_runtime", "drop_node", "replace_node", "teardown", "cut_connection"})
+_ACTS = frozenset(
+    {"launch", "start_runtime", "drop_node", "replace_node", "teardown", "cut_connection", "sweep_runtime"}
+)
 
 
 class GuardedProvider:

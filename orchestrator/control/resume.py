@@ -15,6 +15,7 @@ import psutil
 
 from orchestrator.control.cleanup import tear_down
 from orchestrator.control.context import RunContext
+from orchestrator.control.naming import candidate_names
 from orchestrator.runstate.events import Event, RuntimeReport
 from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.replay import Replayed
@@ -119,11 +120,13 @@ def sweep_and_adopt(ctx: RunContext, rp: Replayed, may_adopt: bool = True) -> Ad
         gen = provisioned.get("generation")
         why = "left running by the crashed controller"
         _teardown(ctx, handle_of(ctx, provisioned), why, gen if isinstance(gen, int) else None)
+    journaled = set(rp.leftover) | ({adopt.cluster.name} if adopt is not None else set())
     for region, gen in rp.launching:
-        name = ctx.cluster_name(region, gen)
-        handle = ctx.provider.find(name)
-        if handle is not None:
-            _teardown(ctx, handle, "launched by the crashed controller, never journaled")
+        # Its name depended on what the run held then: look under each it may have had.
+        for name in candidate_names(ctx.run_id, region, gen):
+            handle = None if name in journaled else ctx.provider.find(name)
+            if handle is not None:
+                _teardown(ctx, handle, "launched by the crashed controller, never journaled")
     return adopt
 
 

@@ -207,11 +207,25 @@ class Fence(Event):
 @_event("teardown")
 @dataclass(frozen=True)
 class Teardown(Event):
-    SPARSE = frozenset({"reason", "purpose"})
+    SPARSE = frozenset({"reason", "purpose", "runtime_kept"})
     cluster: str
     seconds: float | None = None
     reason: str | None = None
     purpose: str | None = None
+    # The cluster was lost and its node runtime was left for a launch under its name
+    # (a provider that keeps runtimes); the run's end sweeps it (runtime_swept).
+    runtime_kept: bool | None = None
+
+
+@_event("runtime_swept")
+@dataclass(frozen=True)
+class RuntimeSwept(Event):
+    """What a cluster kept of its node runtime (``teardown``'s ``runtime_kept``), removed
+    at the run's end; ``error`` when the provider could not."""
+
+    SPARSE = frozenset({"error"})
+    cluster: str
+    error: str | None = None
 
 
 @_event("logs_kept")

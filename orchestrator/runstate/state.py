@@ -33,6 +33,7 @@ from orchestrator.runstate.events import (
     RunStarted,
     RuntimeReport,
     RuntimeStarted,
+    RuntimeSwept,
     Teardown,
     Transition,
     Unknown,
@@ -112,6 +113,9 @@ class RunView:
     pending: IncidentOpened | None = None
     # Clusters provisioned and never torn down (name -> provisioned event).
     leftover: Mapping[str, Provisioned] = field(default_factory=lambda: _frozen({}))
+    # Lost clusters whose node runtime was kept for a launch under their name (teardown's
+    # runtime_kept), not swept yet and not launched again (name -> provisioned event).
+    kept_runtimes: Mapping[str, Provisioned] = field(default_factory=lambda: _frozen({}))
     next_region: str | None = None
     last_step: int = 0
     finished: bool = False
@@ -224,7 +228,7 @@ def _attempt_started(v: RunView, e: AttemptStarted) -> RunView:
 
 
 def _provisioned(v: RunView, e: Provisioned) -> RunView:
-    v = replace(v, leftover=_with(v.leftover, e.cluster, e))
+    v = replace(v, leftover=_with(v.leftover, e.cluster, e), kept_runtimes=_without(v.kept_runtimes, e.cluster))
     if e.purpose != "attempt" or e.generation is None:
         return v
     return replace(v, launched=v.launched | {e.generation}, started=_attempt(v, e.generation, cluster=e))
@@ -235,7 +239,15 @@ def _provision_failed(v: RunView, e: ProvisionFailed) -> RunView:
 
 
 def _teardown(v: RunView, e: Teardown) -> RunView:
-    return replace(v, leftover=_without(v.leftover, e.cluster))
+    provisioned = v.leftover.get(e.cluster)
+    kept = v.kept_runtimes
+    if e.runtime_kept and provisioned is not None:
+        kept = _with(kept, e.cluster, provisioned)
+    return replace(v, leftover=_without(v.leftover, e.cluster), kept_runtimes=kept)
+
+
+def _runtime_swept(v: RunView, e: RuntimeSwept) -> RunView:
+    return replace(v, kept_runtimes=_without(v.kept_runtimes, e.cluster))
 
 
 def _runtime_started(v: RunView, e: RuntimeStarted) -> RunView:
@@ -309,6 +321,7 @@ _APPLY: dict[type[Event], Callable[[RunView, Any], RunView]] = {
     Provisioned: _provisioned,
     ProvisionFailed: _provision_failed,
     Teardown: _teardown,
+    RuntimeSwept: _runtime_swept,
     RuntimeStarted: _runtime_started,
     FencesRead: _fences_read,
     Fence: _fence,

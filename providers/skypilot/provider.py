@@ -66,6 +66,9 @@ class SkyPilotProvider:
     # processes() are the local ssh ends; the runtime's pids are the remote nodes': a pid
     # it names must never be signalled here (chaos kill_worker goes through kill_worker).
     local_processes = False
+    # A lost cluster's node runtime stays for a launch under its name (teardown's
+    # keep_runtime): the controller gives such a provider one cluster name per run and region.
+    keeps_runtime = True
 
     def __init__(
         self,
@@ -502,7 +505,12 @@ class SkyPilotProvider:
         return fetch_kept(cluster, str(log_dir), dest_dir)
 
     # -- teardown --------------------------------------------------------------------------
-    def teardown(self, cluster: ClusterHandle) -> None:
+    def teardown(self, cluster: ClusterHandle, keep_runtime: bool = False) -> bool:
+        """``keep_runtime``: on Slurm, leave what SkyPilot keeps per cluster name on the
+        shared folders (the per-cluster home with its runtime, and skylet's folder): a lost
+        allocation leaves them, and a launch under the same name reuses them instead of
+        installing again. Our node folder goes either way. True when they were left (the
+        run's end removes them: ``sweep_runtime``)."""
         with self._lock:
             stop = self._pollers.pop(cluster.name, None)
         if stop is not None:
@@ -522,9 +530,29 @@ class SkyPilotProvider:
         except (e.ClusterDoesNotExist, ValueError) as exc:
             if "does not exist" not in str(exc) and not isinstance(exc, e.ClusterDoesNotExist):
                 raise
-        slurm.sweep(cluster.info, self._say)
+        kept = keep_runtime and slurm.on_slurm(cluster.info)
+        slurm.sweep(cluster.info, self._say, runtime=not kept)
         with self._lock:
             self._health[cluster.name] = HealthCheck(Health.GONE, time.time(), "torn down")
             self._connections.pop(cluster.name, None)
         self._tokens.pop(cluster.name, None)
         self._forget(cluster.name)
+        return kept
+
+    def in_use(self, cluster_name: str) -> bool:
+        """Does SkyPilot (or this provider's records) still know a cluster of this name? A
+        launch under it would adopt what runs there: the name is not free."""
+        if self.find(cluster_name) is not None:
+            return True
+        sky = import_sky()
+        sky_name = sky_cluster_name(cluster_name)
+        try:
+            records = self._sdk("sky.status", lambda: sky.get(sky.status([sky_name])))
+        except Exception as exc:  # cannot tell: the name is not known to be free
+            self._say(f"status of {sky_name}: {type(exc).__name__}: {first_line(exc)}")
+            return True
+        return bool(records)
+
+    def sweep_runtime(self, cluster: ClusterHandle) -> None:
+        """What a torn-down cluster kept of its runtime (``teardown(keep_runtime=True)``)."""
+        slurm.sweep(cluster.info, self._say)

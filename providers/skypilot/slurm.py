@@ -64,15 +64,15 @@ def allocation_running(info: dict[str, Any]) -> bool | None:
     return bool(out.stdout.strip())
 
 
-def sweep(info: dict[str, Any], say: Callable[[str], None]) -> None:
+def sweep(info: dict[str, Any], say: Callable[[str], None], runtime: bool = True) -> None:
     """What an allocation leaves on a Slurm cluster's shared folders: our node folder,
-    and SkyPilot's per-cluster folders, which ``sky.down`` leaves behind when the
-    allocation was lost (scancel). Best effort, through the login node."""
+    and (``runtime``) SkyPilot's per-cluster folders, which ``sky.down`` leaves behind
+    when the allocation was lost (scancel). Best effort, through the login node."""
     if not on_slurm(info):
         return
     paths = [str(info.get("node_dir", ""))]
     name = info.get("name_on_cloud")
-    if name:
+    if name and runtime:
         paths += [f"~/.sky_clusters/{name}", f"/tmp/{name}"]
     paths = [p for p in paths if p and p not in ("/", "~")]
     if not paths:

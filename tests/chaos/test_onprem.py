@@ -9,11 +9,15 @@ run on the local provider; every allocation is torn down, nothing left in squeue
 The project lives in a folder the node user cannot read, and the run starts from
 another folder with nothing of it on the path: only ``job.code_dir`` brings the code
 to the nodes (a SkyPilot file mount), where Ray's workers and the runtime import it.
-One run proves both (each SkyPilot launch costs about a minute here)."""
+Then the allocation in orch-slurm-b is scancelled too, and the run fails back into
+orch-slurm-a under the same cluster name: the lost cluster's node runtime (SkyPilot's
+per-cluster home) was kept for it, not installed again, and removed when the run ended.
+One run proves all of it (each SkyPilot launch costs about a minute here)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -25,6 +29,8 @@ import pytest
 pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 
 SCANCEL_AFTER_STEP = 200
+# Then the allocation in orch-slurm-b, once its store has this step: back into orch-slurm-a.
+SCANCEL_B_AFTER_STEP = 400
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
@@ -37,7 +43,7 @@ def _newest_step(checkpoints: Path) -> int:
 def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     onprem, example_baseline, example_project
 ) -> None:
-    from tests.support.onprem import CLOUD, RUN_TIMEOUT_S
+    from tests.support.onprem import CLOUD, NODE_USER, RUN_TIMEOUT_S
     from tests.support.paths import REPO
     from tests.support.runs import run_example
 
@@ -45,16 +51,28 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     checkpoints = onprem.home.parent / "stores" / "orch-slurm-a" / run_id / "checkpoints"
     cancelled: dict[str, object] = {}
 
-    def cancel_when_trained() -> None:
+    checkpoints_b = onprem.home.parent / "stores" / "orch-slurm-b" / run_id / "checkpoints"
+    # SkyPilot's per-cluster homes on the shared folder (the node user's home here).
+    sky_homes = Path(os.path.expanduser(f"~{NODE_USER}")) / ".sky_clusters"
+
+    def cancel(region: str, folder: Path, step: int, key: str) -> bool:
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        while time.monotonic() < deadline and "job" not in cancelled:
-            if _newest_step(checkpoints) >= SCANCEL_AFTER_STEP:
-                jobs = [j for j in onprem.squeue() if "orch-slurm-a" in j[1]]
+        while time.monotonic() < deadline:
+            if _newest_step(folder) >= step:
+                jobs = [j for j in onprem.squeue() if region in j[1]]
                 if jobs:
+                    # What orch-slurm-a's lost cluster left of its runtime, just before
+                    # the run goes back there.
+                    cancelled[f"{key}_kept"] = sorted(p.name for p in sky_homes.glob(f"{run_id}-orch-slurm-a*"))
                     onprem.scancel(jobs[0][0])
-                    cancelled.update(job=jobs[0], at_step=_newest_step(checkpoints), at=time.time())
-                    return
+                    cancelled[key] = {"job": jobs[0], "at_step": _newest_step(folder), "at": time.time()}
+                    return True
             time.sleep(0.5)
+        return False
+
+    def cancel_when_trained() -> None:
+        if cancel("orch-slurm-a", checkpoints, SCANCEL_AFTER_STEP, "a"):
+            cancel("orch-slurm-b", checkpoints_b, SCANCEL_B_AFTER_STEP, "b")
 
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
@@ -66,32 +84,52 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         # Before the scancel: three of SkyPilot's health checks in a row fail while the
         # runtime's heartbeats are fresh, which is no loss.
         f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}}]",
+        # Back into orch-slurm-a at once, after orch-slurm-b is lost too.
+        "recovery.region_cooldown_s=0",
         code_dir=True,
         env=onprem.env,
         timeout=RUN_TIMEOUT_S,
     )
     killer.join(timeout=5)
 
-    assert "job" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
+    assert "a" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
+    assert "b" in cancelled, f"never reached step {SCANCEL_B_AFTER_STEP} in orch-slurm-b: {run.stderr[-3000:]}"
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result is not None and run.result["status"] == "SUCCEEDED"
-    assert run.result["region"] == "orch-slurm-b"
-    (incident,) = run.result["incidents"]
-    assert incident["kind"] == "cluster_lost", incident
+    assert run.result["region"] == "orch-slurm-a"
+    incident, back = run.result["incidents"]
+    assert incident["kind"] == back["kind"] == "cluster_lost", (incident, back)
     assert (incident["from_region"], incident["to_region"]) == ("orch-slurm-a", "orch-slurm-b")
+    assert (back["from_region"], back["to_region"]) == ("orch-slurm-b", "orch-slurm-a")
     assert incident["restored_step"] >= SCANCEL_AFTER_STEP - INTERVAL
+    assert back["restored_step"] >= SCANCEL_B_AFTER_STEP - INTERVAL
     # The provider saw the cluster gone (the allocation no longer running, or SkyPilot's
     # record gone after a forced refresh), not a driver that died on a healthy cluster.
-    assert f"skypilot: {run_id}-orch-slurm-a-g1: gone" in run.stderr
-    # The flap before it: glitches journaled, one attempt until the scancel (the one incident).
+    assert f"skypilot: {run_id}-orch-slurm-a: gone" in run.stderr
+    # The flap before it: glitches journaled, one attempt until the scancel (the first incident).
     flapped = [g for g in run.events("health_glitch") if "status_flap" in (g.get("detail") or "")]
     assert [(g["region"], g["failed_checks"]) for g in flapped] == [("orch-slurm-a", n) for n in (1, 2, 3)]
-    assert [f["kind"] for f in run.events("failure_detected")] == ["cluster_lost"]
-    assert [a["region"] for a in run.result["attempt_history"]] == ["orch-slurm-a", "orch-slurm-b"]
+    assert [f["kind"] for f in run.events("failure_detected")] == ["cluster_lost", "cluster_lost"]
+    regions = ["orch-slurm-a", "orch-slurm-b", "orch-slurm-a"]
+    assert [a["region"] for a in run.result["attempt_history"]] == regions
+    # One cluster name per region: back in orch-slurm-a, the run's name for it again,
+    # and the lost cluster's runtime was there for that launch (kept, not swept), then
+    # swept with the other once the run ended.
+    provisioned = run.events("provisioned")
+    names = [f"{run_id}-{r}" for r in regions]
+    assert [p["cluster"] for p in provisioned] == names
+    assert [p["info"]["infra"] for p in provisioned] == [f"slurm/{r}" for r in regions]
+    lost = [t for t in run.events("teardown") if t["cluster"] in names]
+    assert [(t["cluster"], t.get("runtime_kept")) for t in lost] == [(n, True) for n in names]
+    kept_name = provisioned[0]["info"]["name_on_cloud"]
+    assert cancelled["b_kept"] == [kept_name], cancelled
+    assert sorted(e["cluster"] for e in run.events("runtime_swept")) == sorted(set(names))
+    assert not any(e.get("error") for e in run.events("runtime_swept"))
+    assert not list(sky_homes.glob(f"{run_id}-*")), "a kept runtime outlived the run"
     # What benchmarks/vs_skypilot_jobs.py (pytest -m bench) reads of our side's trial is here.
     from benchmarks.vs_skypilot_jobs import ours_trial
 
-    at = float(cancelled["at"])  # type: ignore[arg-type]
+    at = float(cancelled["a"]["at"])  # type: ignore[index]
     ours = ours_trial(run.journal(), incident, at, at, at)
     assert 0 <= ours["detect"] < ours["cluster_up"] < ours["rto"], ours  # type: ignore[operator]
     assert ours["restored_step"] == incident["restored_step"] and ours["lost_steps"] is not None, ours
@@ -99,13 +137,11 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
     assert run.result["final_step"] == 600
     assert "train_loss_ema" in run.result["metrics"], "evaluate() of the synced SeqClassifier"
-    provisioned = run.events("provisioned")
-    assert [p["info"]["infra"] for p in provisioned] == ["slurm/orch-slurm-a", "slurm/orch-slurm-b"]
     assert all(p["info"]["code_dir"] == "~/sky_code" and p["provision_s"] > 0 for p in provisioned)
     # SkyPilot's provisioning is shown to the person waiting, not a silent wait.
     assert "skypilot: launching" in run.stderr and "skypilot: tearing down" in run.stderr
     # The runtime ran on the nodes (as the node user) and committed every named part.
-    ckpts = onprem.home.parent / "stores" / "orch-slurm-b" / run_id / "checkpoints"
+    ckpts = checkpoints
     final = next(ckpts.glob("step-600-g*/MANIFEST.json"), ckpts / "step-600-g?" / "MANIFEST.json")
     assert final.exists()
     names = {f["name"] for f in json.loads(final.read_text())["files"]}
@@ -121,4 +157,4 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         timeout=60,
     )
     assert status.returncode == 0, status.stderr
-    assert "SUCCEEDED" in status.stdout and "orch-slurm-b" in status.stdout
+    assert "SUCCEEDED" in status.stdout and "orch-slurm-a" in status.stdout

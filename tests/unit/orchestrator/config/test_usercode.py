@@ -129,7 +129,7 @@ def test_each_cluster_gets_a_ray_token_of_its_own_as_a_secret(monkeypatch: pytes
     assert "RAY_AUTH_TOKEN" not in config["envs"] and token not in repr(config) and token not in repr(first.info)
     assert "export RAY_AUTH_MODE=token " in config["run"]
     monkeypatch.setattr(SkyPilotProvider, "_sdk", lambda self, what, fn: None)
-    monkeypatch.setattr(slurm, "sweep", lambda info, say: None)
+    monkeypatch.setattr(slurm, "sweep", lambda info, say, runtime=True: None)
     provider.teardown(first)
     assert first.name not in provider._tokens
 

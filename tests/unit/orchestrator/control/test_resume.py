@@ -97,3 +97,12 @@ def test_a_cluster_launched_but_never_journaled_is_found_by_the_provider_and_tor
     rp = Replayed(generation=3, launching=[("local-c", 3), ("local-a", 4)])
     assert sweep_and_adopt(_ctl(tmp_path, provider), rp) is None
     assert provider.torn_down == ["r-local-c-g3"]
+
+
+def test_a_crash_mid_launch_under_the_runs_region_name_is_found_and_torn_down(tmp_path: Path) -> None:
+    # A provider that keeps runtimes names the attempt after the run and region alone.
+    handle = ClusterHandle("r-local-c", "local-c", "fake", "127.0.0.1:2", {"head_pid": 1})
+    provider = Provider(records={"r-local-c": handle})
+    rp = Replayed(generation=3, launching=[("local-c", 3)])
+    assert sweep_and_adopt(_ctl(tmp_path, provider), rp) is None
+    assert provider.torn_down == ["r-local-c"]

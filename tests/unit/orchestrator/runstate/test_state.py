@@ -114,3 +114,19 @@ def test_a_decisions_signature_is_folded_into_the_history_a_resumed_controller_d
     plain = ev("decision", action="restart_in_place", region="a", failure="user_error", failed_region="a")
     assert fold([J.from_json(plain)]).history.user_error == ""
     assert "signature" not in J.to_json(E.DecisionMade(action=Action.FAILOVER, failure=FailureKind.CLUSTER_LOST))
+
+
+def test_a_kept_runtime_is_the_runs_until_it_is_swept_or_its_name_is_launched_again() -> None:
+    def at(view: RunView, type_: str, **fields: Any) -> RunView:
+        return apply(view, J.from_json(ev(type_, **fields)))
+
+    view = at(RunView(), "provisioned", region="a", cluster="r-a", generation=1)
+    view = at(view, "teardown", cluster="r-a", runtime_kept=True)
+    assert not view.leftover and list(view.kept_runtimes) == ["r-a"]
+    # Launched again under its name: live, owned, nothing kept to sweep.
+    again = at(view, "provisioned", region="a", cluster="r-a", generation=3)
+    assert list(again.leftover) == ["r-a"] and not again.kept_runtimes
+    assert not at(view, "runtime_swept", cluster="r-a").kept_runtimes
+    # A teardown that kept nothing leaves nothing to sweep.
+    plain = at(at(RunView(), "provisioned", region="a", cluster="r-a-g1", generation=1), "teardown", cluster="r-a-g1")
+    assert not plain.kept_runtimes and not plain.leftover

@@ -24,3 +24,14 @@ def test_the_login_node_is_the_infras_and_what_is_not_slurm_is_left_alone() -> N
     said: list[str] = []
     sweep({"infra": "aws/us-east-1", "node_dir": "/tmp/n"}, said.append)
     assert said == []
+
+
+def test_a_sweep_that_keeps_the_runtime_removes_only_our_node_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    import providers.skypilot.slurm as slurm
+
+    ran: list[str] = []
+    monkeypatch.setattr(slurm.subprocess, "run", lambda argv, **_k: ran.append(argv[-1]))
+    info = {"infra": "slurm/login1", "node_dir": "/tmp/osky-1", "name_on_cloud": "r-a-12ab"}
+    sweep(info, lambda _line: None, runtime=False)
+    sweep(info, lambda _line: None)
+    assert ran == ["rm -rf /tmp/osky-1", "rm -rf /tmp/osky-1 ~/.sky_clusters/r-a-12ab /tmp/r-a-12ab"]
