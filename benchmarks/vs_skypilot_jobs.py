@@ -16,6 +16,12 @@ digits model with a checkpoint every ``--interval`` steps and, once a checkpoint
   entry, a cluster in the other is up with the runtime's workers waiting; the scancel
   comes once the journal says it is ready, and the failover activates it. (The CI
   cluster's partition lets two allocations share the node's cores for this.)
+- **ours_back**: ours, scancelled in the first entry and then, once it trains there, in
+  the second: the failover back into the first entry launches under the run's cluster
+  name for that entry again, and SkyPilot finds the node runtime the lost cluster left
+  (kept until the run ends). Its second incident is the one measured; theirs always
+  relaunches in the entry it lost, under the same name, so this is the like-for-like
+  row (``rto_ratio_back_vs_skypilot``).
 
 Reported per system (medians over ``--trials``): detection (scancel to the system's
 decision: our ``failure_detected``, their ``RECOVERING`` event), cluster up (to our
@@ -35,7 +41,7 @@ such thing: its provider asks Slurm and SkyPilot's status directly.
 
     .ci/slurm/setup   # once, as root
     python benchmarks/vs_skypilot_jobs.py [--trials 4] [--steps 1500] [--standby-steps 30000] [--cancel-at 150]
-        [--systems ours,ours_standby,skypilot] [--lock /tmp/orch-ray.lock] [--json PATH]
+        [--systems ours,ours_standby,ours_back,skypilot] [--lock /tmp/orch-ray.lock] [--json PATH]
 
 ``--lock PATH``: each measurement (a trial, a baseline) holds an flock on PATH, so other
 Ray users of the machine wait for it and it for them. A trial of either system takes
@@ -76,7 +82,10 @@ REGIONS = ("orch-slurm-a", "orch-slurm-b")
 RUN_TIMEOUT_S = 1200.0
 # ours_standby: ours with recovery=warm_standby (the other entry's cluster up and its
 # runtime waiting before the scancel).
-SYSTEMS = ("ours", "ours_standby", "skypilot")
+# ours_back: ours, scancelled in the first entry, then in the second once it trains there:
+# the failover back into the first entry launches under the run's name for it again and
+# finds the runtime its lost cluster left (the second incident is the one measured).
+SYSTEMS = ("ours", "ours_standby", "ours_back", "skypilot")
 # The phases each system's row has, in the table's order.
 PHASES = ("detect", "cluster_up", "rto", "wall")
 
@@ -267,6 +276,9 @@ def figures(trials: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     out["rto_ratio_vs_skypilot"] = round(ours / theirs, 3) if ours and theirs else None
     standby = out.get("rto_ours_standby_s")
     out["rto_ratio_standby_vs_skypilot"] = round(standby / theirs, 3) if standby and theirs else None
+    # Theirs relaunches in the entry it lost, under the same name: like for like with ours_back.
+    back = out.get("rto_ours_back_s")
+    out["rto_ratio_back_vs_skypilot"] = round(back / theirs, 3) if back and theirs else None
     after_ours = None if ours is None or out.get("detect_ours_s") is None else ours - out["detect_ours_s"]
     after_theirs = None if theirs is None or out.get("detect_skypilot_s") is None else theirs - out["detect_skypilot_s"]
     out["after_detect_ours_s"] = None if after_ours is None else round(after_ours, 3)
@@ -292,6 +304,8 @@ def table(fig: dict[str, Any], systems: tuple[str, ...]) -> str:
     lines.append(f"{'RTO of each trial':<26}" + "".join(f"{fig.get(f'rto_all_{s}') or '-':>14}" for s in systems))
     if fig.get("rto_ratio_vs_skypilot") is not None:
         lines.append(f"RTO ours / SkyPilot managed jobs = {fig['rto_ratio_vs_skypilot']:.2f} (goal <= 0.5)")
+    if fig.get("rto_ratio_back_vs_skypilot") is not None:
+        lines.append(f"RTO ours back into an entry used before / SkyPilot = {fig['rto_ratio_back_vs_skypilot']:.2f}")
     if fig.get("rto_ratio_standby_vs_skypilot") is not None:
         ratio = fig["rto_ratio_standby_vs_skypilot"]
         lines.append(f"RTO ours with a warm standby / SkyPilot managed jobs = {ratio:.2f}")
@@ -331,6 +345,18 @@ def scancel_when(ready: Callable[[], bool], name_has: str, stop: threading.Event
                 out.update(at=time.time(), job=jobs[0])
                 return
         stop.wait(0.25)
+
+
+def scancel_in_turn(cancels: list[tuple[Callable[[], bool], str]], stop: threading.Event, out: dict[str, Any]) -> None:
+    """``scancel_when`` for each (ready, name) in turn; ``out`` has the last one's time and
+    job, and ``all`` of them."""
+    for ready, name_has in cancels:
+        got: dict[str, Any] = {}
+        scancel_when(ready, name_has, stop, got)
+        if "at" not in got:
+            return
+        out.setdefault("all", []).append(got)
+        out.update(got)
 
 
 def sky_bin() -> str:
@@ -378,15 +404,29 @@ def job_overrides(args: argparse.Namespace, steps: int) -> list[str]:
     return ["job=digits", f"job.steps={steps}", f"checkpoint.interval_steps={args.interval}"]
 
 
-def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> list[dict[str, Any]]:
+def newest_of_later_generation(folder: Path, first: int) -> int:
+    """The newest committed step in ``folder`` written by a generation after ``first``
+    (``step-<N>-g<generation>``): trained there, not replicated from the first attempt."""
+    steps = [
+        int(p.name.split("-")[1])
+        for p in folder.glob("step-*")
+        if (p / "MANIFEST.json").exists() and int(p.name.rsplit("-g", 1)[-1]) > first
+    ]
+    return max(steps, default=0)
+
+
+def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False, back: bool = False) -> list[dict[str, Any]]:
     """Our trials; ``standby``: with recovery=warm_standby, each scancel only once the
-    standby in the other entry is ready (the journal's ``standby_ready``)."""
+    standby in the other entry is ready (the journal's ``standby_ready``); ``back``: a
+    second scancel, in the other entry once it trains there, and the failover back into
+    the first is the one measured."""
     from tests.support.runs import env_for
 
-    system = "ours_standby" if standby else "ours"
-    # With a standby, the run must still be training once the standby is up (a launch
-    # here takes about a minute, and digits trains 1500 steps in seconds).
-    steps = args.standby_steps if standby else args.steps
+    system = "ours_standby" if standby else "ours_back" if back else "ours"
+    # With a standby (or a second failover), the run must still be training once the
+    # other cluster is up (a launch here takes about a minute, and digits trains 1500
+    # steps in seconds).
+    steps = args.standby_steps if standby or back else args.steps
     baselines = args.__dict__.setdefault("baselines", {})
     if steps not in baselines:
         baselines[steps] = ours_baseline(args, SHARED / tag / "base-home", steps)
@@ -398,7 +438,7 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
     rows: list[dict[str, Any]] = []
     try:
         for trial in range(args.trials):
-            run_id = f"vs-sky-{'sb-' if standby else ''}{trial}"
+            run_id = f"vs-sky-{'sb-' if standby else 'back-' if back else ''}{trial}"
             checkpoints = SHARED / tag / "stores" / REGIONS[0] / run_id / "checkpoints"
             journal_path = home / "runs" / run_id / "journal.jsonl"
             stop, cancelled = threading.Event(), {}
@@ -410,10 +450,15 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
                 )
                 return trained and (not standby or standing_by(jp))
 
-            # The training allocation only (the standby's is in the other entry).
-            killer = threading.Thread(
-                target=scancel_when, args=(ready, f"{run_id}-{REGIONS[0]}-", stop, cancelled), daemon=True
-            )
+            def trained_there(ck: Path = SHARED / tag / "stores" / REGIONS[1] / run_id / "checkpoints") -> bool:
+                return newest_of_later_generation(ck, 1) >= args.cancel_at
+
+            # The training allocation only (the standby's is in the other entry); with
+            # ``back``, then the other entry's once it trains there.
+            cancels = [(ready, f"{run_id}-{REGIONS[0]}-")]
+            if back:
+                cancels.append((trained_there, f"{run_id}-{REGIONS[1]}-"))
+            killer = threading.Thread(target=scancel_in_turn, args=(cancels, stop, cancelled), daemon=True)
             argv = [
                 sys.executable,
                 "-m",
@@ -424,6 +469,8 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
             ]
             if standby:
                 argv.append("recovery=warm_standby")
+            if back:
+                argv.append("recovery.region_cooldown_s=0")  # back into the first entry at once
             argv += list(CLOUD)  # its stores: under $ORCH_ONPREM_SHARED, this benchmark's folder
             with held(args.lock):
                 killer.start()
@@ -443,11 +490,16 @@ def ours_trials(args: argparse.Namespace, tag: str, standby: bool = False) -> li
                     + proc.stderr[-3000:]
                 )
             journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines() if line]
-            (incident,) = result["incidents"]
+            incident = result["incidents"][-1]
+            if len(result["incidents"]) != (2 if back else 1):
+                raise SystemExit(f"{system}, trial {trial}: incidents {result['incidents']}")
             row = ours_trial(journal, incident, cancelled["at"], t0, done)
             row["exact"] = result["weights_sha256"] == baseline
             row["regions"] = [a["region"] for a in result["attempt_history"]]
             row["standby_used"] = any(e.get("type") == "standby_activated" for e in journal)
+            names = [e["cluster"] for e in journal if e.get("type") == "provisioned"]
+            # Back in the first entry under the run's name for it: the kept runtime found.
+            row["name_reused"] = len(names) > 2 and names[-1] == names[0]
             print(f"{system}, trial {trial}: {fmt_row(row)}", flush=True)
             rows.append(row)
     finally:
@@ -648,7 +700,7 @@ def main(argv: list[str] | None = None) -> None:
             if system == "skypilot":
                 trials[system] = skypilot_trials(args, tag)
             else:
-                trials[system] = ours_trials(args, tag, standby=system == "ours_standby")
+                trials[system] = ours_trials(args, tag, standby=system == "ours_standby", back=system == "ours_back")
     finally:
         keep = tempfile.mkdtemp(prefix="vs-sky-logs-")
         for log in (SHARED / tag).glob("ours*.stderr"):

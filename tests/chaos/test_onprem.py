@@ -35,8 +35,14 @@ FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
 
-def _newest_step(checkpoints: Path) -> int:
-    steps = [int(p.name.split("-")[1]) for p in checkpoints.glob("step-*") if (p / "MANIFEST.json").exists()]
+def _newest_step(checkpoints: Path, min_generation: int = 0) -> int:
+    """The newest committed step there (``step-<N>-g<generation>``), of a generation
+    >= ``min_generation`` (a later attempt's, not one replicated from an earlier one)."""
+    steps = [
+        int(p.name.split("-")[1])
+        for p in checkpoints.glob("step-*")
+        if (p / "MANIFEST.json").exists() and int(p.name.rsplit("-g", 1)[-1]) >= min_generation
+    ]
     return max(steps, default=0)
 
 
@@ -55,10 +61,10 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # SkyPilot's per-cluster homes on the shared folder (the node user's home here).
     sky_homes = Path(os.path.expanduser(f"~{NODE_USER}")) / ".sky_clusters"
 
-    def cancel(region: str, folder: Path, step: int, key: str) -> bool:
+    def cancel(region: str, folder: Path, step: int, key: str, min_generation: int = 0) -> bool:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while time.monotonic() < deadline:
-            if _newest_step(folder) >= step:
+            if _newest_step(folder, min_generation) >= step:
                 jobs = [j for j in onprem.squeue() if region in j[1]]
                 if jobs:
                     # What orch-slurm-a's lost cluster left of its runtime, just before
@@ -72,7 +78,8 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
 
     def cancel_when_trained() -> None:
         if cancel("orch-slurm-a", checkpoints, SCANCEL_AFTER_STEP, "a"):
-            cancel("orch-slurm-b", checkpoints_b, SCANCEL_B_AFTER_STEP, "b")
+            # Trained in orch-slurm-b (generation 2 on), not replicated there from orch-slurm-a.
+            cancel("orch-slurm-b", checkpoints_b, SCANCEL_B_AFTER_STEP, "b", min_generation=2)
 
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
