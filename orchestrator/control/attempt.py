@@ -12,8 +12,9 @@ from typing import Any
 from orchestrator.chaos.injector import FaultInjector, Injected
 from orchestrator.config.schema import Config
 from orchestrator.control.cleanup import run_all, sweep_runtimes, tear_down
-from orchestrator.control.context import RunContext
+from orchestrator.control.context import RunContext, keeps_runtime
 from orchestrator.control.livelogs import LiveLogs
+from orchestrator.control.naming import keep_for_restart
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
 from orchestrator.control.standby import StandbyManager, Warm
@@ -23,6 +24,7 @@ from orchestrator.runstate.events import (
     AttemptEnded,
     AttemptStarted,
     CheckpointSkipped,
+    ClusterKept,
     FaultReleaseFailed,
     Fence,
     Provisioned,
@@ -50,7 +52,7 @@ from providers.base import (
     RegionSpec,
     RuntimeProcess,
 )
-from recovery.detection import Failure
+from recovery.detection import Failure, Health
 from recovery.keys import AttemptKeys
 from recovery.replication import ReplicationError, replicate, sync_newest
 from recovery.retry import Backoff, retrying
@@ -86,6 +88,8 @@ class AttemptRunner:
             run_dir=ctx.run_dir,
         )
         self.last_step = 0
+        # The last attempt's cluster, kept for a restart in place (cluster_kept), and its generation.
+        self.kept: tuple[ClusterHandle, int] | None = None
         self._sweepers: list[threading.Thread] = []
         self._zombie_seen: dict[int, set[str]] = {}
         if standby is not None:
@@ -95,10 +99,12 @@ class AttemptRunner:
         """Tear down what is still up, wait for background sweeps, and journal what the
         attempts before ``generation`` (the newest the run allocated) still did."""
         cluster, gen = self.cluster, self.cluster_generation
+        kept, self.kept = self.kept, None
         run_all(
             [
                 self.injector.close,
                 *([lambda: self._teardown(cluster, gen)] if cluster is not None else []),
+                *([lambda: self._teardown(*kept)] if kept is not None else []),
                 *(t.join for t in self._sweepers),
                 lambda: self.scan_zombies(generation + 1) if generation > 1 else None,
                 self._sweep_runtimes,
@@ -171,9 +177,13 @@ class AttemptRunner:
         ctx = self.ctx
         out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
         ctx.emit(AttemptStarted(generation=gen, region=region, standby=warm is not None))
+        kept = self._kept_for(region, gen, out, standby=warm is not None)
+        proc: RuntimeProcess | None = None
         if warm is not None:
             self._ready_stores(region, gen, out)
             cluster, proc = warm.cluster, warm.proc
+        elif kept is not None:
+            cluster = kept
         else:
             try:
                 cluster = self._launch_beside_stores(region, gen, out)
@@ -195,12 +205,66 @@ class AttemptRunner:
             ctx.transition(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
             self._watch(cluster, proc, out, pending)
         finally:
-            # A failed cluster is swept in the background: the failover must not wait for it.
-            self._teardown(cluster, gen, background=out.failure is not None)
+            if self._may_keep(cluster, out, proc):
+                self.cluster, self.kept = None, (cluster, gen)
+                assert out.failure is not None
+                ctx.emit(ClusterKept(cluster=cluster.name, generation=gen, failure=str(out.failure.kind)))
+            else:
+                # A failed cluster is swept in the background: the failover must not wait for it.
+                self._teardown(cluster, gen, background=out.failure is not None)
             out.ended_at = ctx.clock()
             self.last_step = out.last_step
             ctx.emit(AttemptEnded(**out.summary()))
         return out
+
+    def _may_keep(self, cluster: ClusterHandle, out: AttemptOutcome, proc: RuntimeProcess | None) -> bool:
+        """Keep the cluster for a restart in place (naming.keep_for_restart)?"""
+        provider = self.ctx.provider
+        if not keeps_runtime(provider) or out.failure is None:
+            return False
+        ended = proc is not None and proc.poll() is not None
+        try:
+            up = ended and provider.health(cluster).health is Health.UP
+        except Exception:
+            up = False  # cannot tell: not kept
+        return keep_for_restart(out.failure.kind, keeps_runtime=True, runtime_ended=ended, up=up)
+
+    def _kept_for(self, region: str, gen: int, out: AttemptOutcome, standby: bool) -> ClusterHandle | None:
+        """The kept cluster, if this attempt can take it: the same region, no standby
+        taking over, and still up; it is readied as a launched one is (the restore's
+        store, the fence). Otherwise it is torn down in the background and None."""
+        if self.kept is None:
+            return None
+        cluster, kept_gen = self.kept
+        self.kept = None
+        take = not standby and cluster.region == region
+        if take:
+            try:
+                take = self.ctx.provider.health(cluster).health is Health.UP
+            except Exception:
+                take = False
+        if not take:
+            self._teardown(cluster, kept_gen, background=True)
+            return None
+        t0 = time.time()
+        try:
+            self._ready_stores(region, gen, out)
+        except BaseException:
+            self._teardown(cluster, kept_gen)
+            raise
+        self.ctx.emit(
+            Provisioned(
+                region=region,
+                cluster=cluster.name,
+                address=cluster.address,
+                provision_s=round(time.time() - t0, 3),
+                purpose="attempt",
+                generation=gen,
+                info=cluster.info,
+                kept_from=kept_gen,
+            )
+        )
+        return cluster
 
     def _ready_stores(self, region: str, gen: int, out: AttemptOutcome) -> None:
         """The region's store holds the newest checkpoint that verifies, and every store

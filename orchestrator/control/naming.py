@@ -1,5 +1,6 @@
-"""Which name an attempt's cluster is launched under. Pure: the caller brings what the
-journal and the provider know.
+"""Which cluster an attempt runs on: the name a new one is launched under, or the last
+attempt's, kept for a restart in place. Pure: the caller brings what the journal and the
+provider know.
 
 A provider whose clusters leave their node runtime behind when they are lost (SkyPilot
 on Slurm: the per-cluster home with its runtime, and skylet's folder) gets one name per
@@ -13,6 +14,12 @@ a name of its own generation, as every cluster of every other provider does.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+
+from recovery.detection import FailureKind
+
+# Failures the policy restarts in the same region (recovery/policy.py) that say nothing
+# against the cluster: the driver was lost on a healthy cluster, or the workload raised.
+RESTARTED_IN_PLACE = frozenset({FailureKind.RUNTIME_LOST, FailureKind.USER_ERROR})
 
 
 def region_name(run_id: str, region: str) -> str:
@@ -52,3 +59,13 @@ def candidate_names(run_id: str, region: str, generation: int) -> tuple[str, str
     """Every name ``cluster_name`` may have given that attempt: what a controller that
     crashed mid-launch may have left under (resume looks for both)."""
     return region_name(run_id, region), generation_name(run_id, region, generation)
+
+
+def keep_for_restart(failure: FailureKind | None, *, keeps_runtime: bool, runtime_ended: bool, up: bool) -> bool:
+    """Is the ended attempt's cluster kept for the next attempt, rather than torn down?
+    Only where the provider keeps runtimes (a launch there costs most of a minute), for a
+    failure the policy restarts in place and that is not the cluster's, when the cluster
+    is up and the attempt's runtime has ended (a driver that may still be training is
+    never left beside the next one: that cluster goes). The next attempt takes it only
+    in the same region (``AttemptRunner``); otherwise it is torn down then."""
+    return keeps_runtime and failure in RESTARTED_IN_PLACE and runtime_ended and up

@@ -159,6 +159,7 @@ class AttemptEnded(Event):
 @_event("provisioned")
 @dataclass(frozen=True)
 class Provisioned(Event):
+    SPARSE = frozenset({"kept_from"})
     region: str
     cluster: str
     address: str | None = None
@@ -166,6 +167,21 @@ class Provisioned(Event):
     purpose: str = "attempt"
     generation: int | None = None
     info: dict[str, Any] | None = None
+    # The attempt took the cluster the attempt of this generation kept (cluster_kept):
+    # nothing launched; provision_s is the restore's preparation alone.
+    kept_from: int | None = None
+
+
+@_event("cluster_kept")
+@dataclass(frozen=True)
+class ClusterKept(Event):
+    """The attempt ended with its cluster up and its runtime gone, by a failure the
+    policy restarts in place: the cluster stays for the next attempt (``provisioned``
+    with ``kept_from``), or is torn down if that attempt goes elsewhere."""
+
+    cluster: str
+    generation: int
+    failure: str
 
 
 @_event("provision_retry")

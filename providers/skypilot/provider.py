@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # How often a cluster's health is asked of SkyPilot (a forced refresh takes seconds).
 HEALTH_INTERVAL_S = 15.0
+# How long one ssh to the head looks for ray-ready (every 0.2 s) before the next.
+READY_LOOK_S = 15.0
 
 
 class SkyPilotProvider:
@@ -280,15 +282,16 @@ class SkyPilotProvider:
         never joined, TIMEOUT with what is known otherwise."""
         wait_s = min(timeout_s, READY_TIMEOUT_S)
         deadline = Deadline(wait_s)
-        probe_cmd = ready_probe(handle.info["node_dir"])
+        probe_cmd = ready_probe(handle.info["node_dir"], wait_s=READY_LOOK_S)
         while not deadline.expired:
-            probe = run_ssh(handle, remote(handle, probe_cmd), check=False, timeout_s=30)
+            probe = run_ssh(handle, remote(handle, probe_cmd), check=False, timeout_s=READY_LOOK_S + 30)
             if probe.returncode == 0:
                 return
             if probe.returncode == NODES_MISSING:
                 why = (probe.stdout.strip().splitlines() or ["the nodes did not all join"])[-1]
                 raise ProvisionError(ProvisionErrorKind.TIMEOUT, handle.region, why)
-            time.sleep(1.0)
+            if probe.returncode != 1:
+                time.sleep(1.0)  # ssh itself failed: not at once again
         nodes = int(handle.info.get("num_nodes", 1))
         what = "Ray did not start on the head"
         if nodes > 1:

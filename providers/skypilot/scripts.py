@@ -110,11 +110,17 @@ def kill_script(pid: int, node_dir: str) -> str:
 NODES_MISSING = 4
 
 
-def ready_probe(node_dir: str) -> str:
+def ready_probe(node_dir: str, wait_s: float = 0.0) -> str:
     """The shell on the head that exits 0 once ray-ready is there, NODES_MISSING with the
-    head's line when ray-failed is (RUN_SCRIPT), 1 while neither is."""
+    head's line when ray-failed is (RUN_SCRIPT), 1 while neither is. ``wait_s``: look
+    every 0.2 s for that long first, in one connection (each ssh into a Slurm allocation
+    costs most of a second, and the cluster is ready the moment the file is)."""
     ready, failed = shlex.quote(f"{node_dir}/ray-ready"), shlex.quote(f"{node_dir}/ray-failed")
-    return f"test -f {ready} && exit 0; test -f {failed} && {{ cat {failed}; exit {NODES_MISSING}; }}; exit 1"
+    look = f"test -f {ready} && exit 0; test -f {failed} && {{ cat {failed}; exit {NODES_MISSING}; }}"
+    rounds = int(wait_s / 0.2)
+    if rounds <= 0:
+        return f"{look}; exit 1"
+    return f"for _ in $(seq {rounds}); do {look}; sleep 0.2; done; {look}; exit 1"
 
 
 # The follower's status when the runtime has ended without leaving its status (killed

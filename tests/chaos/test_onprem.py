@@ -12,6 +12,8 @@ to the nodes (a SkyPilot file mount), where Ray's workers and the runtime import
 Then the allocation in orch-slurm-b is scancelled too, and the run fails back into
 orch-slurm-a under the same cluster name: the lost cluster's node runtime (SkyPilot's
 per-cluster home) was kept for it, not installed again, and removed when the run ended.
+Back there, the workload raises once (chaos user_error): the policy restarts it in
+place, and the attempt that does runs on the same cluster, kept for it, with no launch.
 One run proves all of it (each SkyPilot launch costs about a minute here)."""
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 SCANCEL_AFTER_STEP = 200
 # Then the allocation in orch-slurm-b, once its store has this step: back into orch-slurm-a.
 SCANCEL_B_AFTER_STEP = 400
+# Then, back in orch-slurm-a, the workload raises once (orch-slurm-b is killed well before).
+USER_ERROR_AT_STEP = 560
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
@@ -90,7 +94,8 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         *CLOUD,
         # Before the scancel: three of SkyPilot's health checks in a row fail while the
         # runtime's heartbeats are fresh, which is no loss.
-        f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}}]",
+        f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}},"
+        f"{{kind:user_error,at_step:{USER_ERROR_AT_STEP}}}]",
         # Back into orch-slurm-a at once, after orch-slurm-b is lost too.
         "recovery.region_cooldown_s=0",
         code_dir=True,
@@ -104,8 +109,9 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result is not None and run.result["status"] == "SUCCEEDED"
     assert run.result["region"] == "orch-slurm-a"
-    incident, back = run.result["incidents"]
+    incident, back, raised = run.result["incidents"]
     assert incident["kind"] == back["kind"] == "cluster_lost", (incident, back)
+    assert raised["kind"] == "user_error" and raised["from_region"] == raised["to_region"] == "orch-slurm-a"
     assert (incident["from_region"], incident["to_region"]) == ("orch-slurm-a", "orch-slurm-b")
     assert (back["from_region"], back["to_region"]) == ("orch-slurm-b", "orch-slurm-a")
     assert incident["restored_step"] >= SCANCEL_AFTER_STEP - INTERVAL
@@ -116,8 +122,8 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # The flap before it: glitches journaled, one attempt until the scancel (the first incident).
     flapped = [g for g in run.events("health_glitch") if "status_flap" in (g.get("detail") or "")]
     assert [(g["region"], g["failed_checks"]) for g in flapped] == [("orch-slurm-a", n) for n in (1, 2, 3)]
-    assert [f["kind"] for f in run.events("failure_detected")] == ["cluster_lost", "cluster_lost"]
-    regions = ["orch-slurm-a", "orch-slurm-b", "orch-slurm-a"]
+    assert [f["kind"] for f in run.events("failure_detected")][:2] == ["cluster_lost", "cluster_lost"]
+    regions = ["orch-slurm-a", "orch-slurm-b", "orch-slurm-a", "orch-slurm-a"]
     assert [a["region"] for a in run.result["attempt_history"]] == regions
     # One cluster name per region: back in orch-slurm-a, the run's name for it again,
     # and the lost cluster's runtime was there for that launch (kept, not swept), then
@@ -126,11 +132,16 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     names = [f"{run_id}-{r}" for r in regions]
     assert [p["cluster"] for p in provisioned] == names
     assert [p["info"]["infra"] for p in provisioned] == [f"slurm/{r}" for r in regions]
-    lost = [t for t in run.events("teardown") if t["cluster"] in names]
-    assert [(t["cluster"], t.get("runtime_kept")) for t in lost] == [(n, True) for n in names]
+    teardowns = [(t["cluster"], t.get("runtime_kept")) for t in run.events("teardown")]
+    assert teardowns == [(names[0], True), (names[1], True), (names[0], True)], teardowns
     kept_name = provisioned[0]["info"]["name_on_cloud"]
     assert cancelled["b_kept"] == [kept_name], cancelled
     assert sorted(e["cluster"] for e in run.events("runtime_swept")) == sorted(set(names))
+    # The user error: the attempt after it took the cluster its attempt kept, no launch.
+    (kept,) = run.events("cluster_kept")
+    assert (kept["cluster"], kept["failure"]) == (names[0], "user_error")
+    assert provisioned[3]["kept_from"] == kept["generation"] == provisioned[2]["generation"]
+    assert run.stderr.count("skypilot: launching") == 3
     assert not any(e.get("error") for e in run.events("runtime_swept"))
     assert not list(sky_homes.glob(f"{run_id}-*")), "a kept runtime outlived the run"
     # What benchmarks/vs_skypilot_jobs.py (pytest -m bench) reads of our side's trial is here.
@@ -144,7 +155,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]
     assert run.result["final_step"] == 600
     assert "train_loss_ema" in run.result["metrics"], "evaluate() of the synced SeqClassifier"
-    assert all(p["info"]["code_dir"] == "~/sky_code" and p["provision_s"] > 0 for p in provisioned)
+    assert all(p["info"]["code_dir"] == "~/sky_code" and p["provision_s"] > 0 for p in provisioned[:3])
     # SkyPilot's provisioning is shown to the person waiting, not a silent wait.
     assert "skypilot: launching" in run.stderr and "skypilot: tearing down" in run.stderr
     # The runtime ran on the nodes (as the node user) and committed every named part.

@@ -122,8 +122,11 @@ def test_figures_are_medians_with_the_ratio_and_flat_json(tmp_path: Path) -> Non
     fig = bench.figures({**trials, "ours_standby": [row(1, 1.5, 3, True), row(1, 1.6, 4, True)]})
     assert fig["rto_ours_standby_s"] == 3.5
     assert fig["rto_ratio_standby_vs_skypilot"] == pytest.approx(3.5 / 65, abs=1e-3)
+    back = bench.figures({**trials, "ours_back": [row(1, 20, 26, True), row(1, 21, 28, True)]})
+    assert back["rto_ratio_back_vs_skypilot"] == pytest.approx(27 / 65, abs=1e-3)
+    assert "back into an entry used before" in bench.table(back, ("ours_back", "skypilot"))
     fig = bench.figures(trials)
-    assert fig["rto_ratio_standby_vs_skypilot"] is None
+    assert fig["rto_ratio_standby_vs_skypilot"] is None and fig["rto_ratio_back_vs_skypilot"] is None
     assert fig["rto_ours_s"] == 42.0 and fig["rto_skypilot_s"] == 65.0
     assert fig["rto_ratio_vs_skypilot"] == pytest.approx(42 / 65, abs=1e-3)
     assert fig["detect_ours_s"] == 2.0 and fig["detect_skypilot_s"] == 15.0
@@ -148,7 +151,7 @@ def test_figures_of_one_system_have_no_ratio() -> None:
 def test_args_defaults_and_systems() -> None:
     args = bench.parse_args([])
     assert (args.trials, args.cancel_at, args.interval, args.json, args.lock) == (4, 150, 50, None, None)
-    assert args.systems == ("ours", "ours_standby", "skypilot")
+    assert args.systems == ("ours", "ours_standby", "ours_back", "skypilot")
     assert bench.parse_args(["--systems", "skypilot"]).systems == ("skypilot",)
     with pytest.raises(SystemExit):
         bench.parse_args(["--systems", "ray"])
@@ -159,3 +162,35 @@ def test_their_task_fails_over_between_the_same_two_entries(tmp_path: Path) -> N
     assert task["resources"]["any_of"] == [{"infra": "slurm/orch-slurm-a"}, {"infra": "slurm/orch-slurm-b"}]
     assert task["resources"]["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
     assert "--steps 300" in task["run"] and "--interval 50" in task["run"]
+
+
+def test_the_second_cancel_waits_for_a_step_trained_there_not_one_replicated_there(tmp_path: Path) -> None:
+    def commit(name: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "MANIFEST.json").write_text("{}")
+
+    commit("step-300-g1")  # replicated from the first attempt
+    (tmp_path / "step-400-g2").mkdir()  # not committed yet
+    assert bench.newest_of_later_generation(tmp_path, 1) == 0
+    commit("step-200-g2")
+    assert bench.newest_of_later_generation(tmp_path, 1) == 200
+
+
+def test_cancels_come_in_turn_and_stop_at_the_first_that_never_came(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    seen: list[str] = []
+
+    def fake(ready: Any, name_has: str, stop: threading.Event, out: dict[str, Any]) -> None:
+        seen.append(name_has)
+        if ready():
+            out.update(at=float(len(seen)), job=("1", name_has))
+
+    monkeypatch.setattr(bench, "scancel_when", fake)
+    out: dict[str, Any] = {}
+    bench.scancel_in_turn([(lambda: True, "a-"), (lambda: True, "b-")], threading.Event(), out)
+    assert seen == ["a-", "b-"] and out["at"] == 2.0 and [c["job"][1] for c in out["all"]] == ["a-", "b-"]
+    seen.clear()
+    out = {}
+    bench.scancel_in_turn([(lambda: False, "a-"), (lambda: True, "b-")], threading.Event(), out)
+    assert seen == ["a-"] and out == {}

@@ -126,3 +126,14 @@ def test_the_ready_probe_answers_ready_missing_nodes_or_not_yet(tmp_path: Path) 
     assert done.returncode == NODES_MISSING and done.stdout == "only 1 of 2 Ray nodes joined\n"
     (tmp_path / "ray-ready").touch()
     assert probe().returncode == 0
+
+
+def test_the_ready_probe_can_wait_in_one_connection_for_the_file(tmp_path: Path) -> None:
+    import threading
+
+    # Not there when the probe starts: it answers ready because it waited.
+    threading.Timer(0.5, (tmp_path / "ray-ready").touch).start()
+    done = subprocess.run(["bash", "-c", ready_probe(str(tmp_path), wait_s=30)], timeout=60)
+    assert done.returncode == 0
+    (tmp_path / "ray-ready").unlink()
+    assert subprocess.run(["bash", "-c", ready_probe(str(tmp_path), wait_s=0.4)], timeout=20).returncode == 1

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,8 @@ from orchestrator.wire.control import ControlChannel
 from providers.base import PROVISION_FAILURE, ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import Failure, FailureKind
 from recovery.policy import Action, Budgets, History, decide
+from tests.support.fakecloud import FakeCloud, Script
+from tests.unit.orchestrator.control.test_controller import RUN, _controller, _events, _live, _replayed
 
 
 class Flaky:
@@ -138,3 +142,61 @@ def test_skypilots_launch_is_cancelled_at_its_deadline_as_a_timeout(tmp_path, mo
     with pytest.raises(ProvisionError):
         runner.launch("local-a", 1)
     assert slow.launches == 1 and sky.launches == 2
+
+
+# --- a provider that keeps runtimes (SkyPilot): one cluster name per run and region, a
+# lost cluster's runtime kept until the run ends, and the cluster of an attempt that
+# ended by a failure restarted in place taken by the next attempt instead of a launch.
+
+
+@dataclass
+class KeepingCloud(FakeCloud):
+    keeps_runtime: bool = True
+    kept: list[str] = field(default_factory=list)
+    swept: list[str] = field(default_factory=list)
+
+    def teardown(self, cluster: ClusterHandle, keep_runtime: bool = False) -> bool:  # type: ignore[override]
+        super().teardown(cluster)
+        if keep_runtime:
+            self.kept.append(cluster.name)
+        return keep_runtime
+
+    def in_use(self, cluster_name: str) -> bool:
+        return cluster_name in self.clusters
+
+    def sweep_runtime(self, cluster: ClusterHandle) -> None:
+        self.swept.append(cluster.name)
+
+    def start_runtime(self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str) -> Any:
+        # A kept cluster runs the region's next script without a launch.
+        if cluster.name not in self._pending:
+            script = self.scripts.get(cluster.region) or [Script()]
+            self._pending[cluster.name] = script.pop(0) if len(script) > 1 else script[0]
+        return super().start_runtime(cluster, argv, env, log_path)
+
+
+def test_a_user_error_restarts_on_the_same_cluster_without_a_launch(tmp_path: Path) -> None:
+    cloud = KeepingCloud({"local-a": [Script(40, "user_error"), Script()]})
+    ctl = _controller(tmp_path, cloud)
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED" and result["attempts"] == 2
+    assert cloud.launched == [f"{RUN}-local-a"], "one launch, under the run's name for the region"
+    (kept,) = _events(ctl, "cluster_kept")
+    assert (kept["cluster"], kept["generation"], kept["failure"]) == (f"{RUN}-local-a", 1, "user_error")
+    first, second = _events(ctl, "provisioned")
+    assert first["cluster"] == second["cluster"] == f"{RUN}-local-a"
+    assert "kept_from" not in first and second["kept_from"] == 1 and second["generation"] > 1
+    # Torn down once, at the end, its runtime swept with it.
+    assert cloud.torn_down == [f"{RUN}-local-a"] and not cloud.clusters
+    assert cloud.swept == [f"{RUN}-local-a"] and [e["cluster"] for e in _events(ctl, "runtime_swept")] == cloud.swept
+    assert _live(ctl) == _replayed(ctl)
+
+
+def test_a_lost_cluster_is_not_kept_and_its_runtime_waits_for_a_return_until_the_run_ends(tmp_path: Path) -> None:
+    cloud = KeepingCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+    ctl = _controller(tmp_path, cloud)
+    assert ctl.run()["status"] == "SUCCEEDED"
+    assert not _events(ctl, "cluster_kept")
+    assert cloud.launched == [f"{RUN}-local-a", f"{RUN}-local-b"]
+    assert [t.get("runtime_kept") for t in _events(ctl, "teardown")] == [True, True]
+    assert sorted(cloud.swept) == sorted(cloud.launched)

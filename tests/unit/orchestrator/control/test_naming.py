@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.control.naming import candidate_names, cluster_name
+from orchestrator.control.naming import candidate_names, cluster_name, keep_for_restart
+from recovery.detection import FailureKind
 
 pytestmark = pytest.mark.unit
 
@@ -40,3 +41,15 @@ def test_a_name_the_run_still_holds_or_the_provider_still_knows_is_not_adopted()
 
 def test_a_crash_mid_launch_is_looked_for_under_every_name_the_attempt_may_have_had() -> None:
     assert candidate_names("run-1", "slurm-a", 4) == ("run-1-slurm-a", "run-1-slurm-a-g4")
+
+
+def test_only_a_failure_restarted_in_place_on_a_cluster_up_with_its_runtime_ended_keeps_it() -> None:
+    def keep(kind: FailureKind | None, **changes: bool) -> bool:
+        facts = {"keeps_runtime": True, "runtime_ended": True, "up": True, **changes}
+        return keep_for_restart(kind, **facts)
+
+    assert keep(FailureKind.USER_ERROR) and keep(FailureKind.RUNTIME_LOST)
+    assert not keep(FailureKind.CLUSTER_LOST) and not keep(FailureKind.PREEMPTED) and not keep(None)
+    assert not keep(FailureKind.USER_ERROR, keeps_runtime=False), "the local provider launches anew"
+    assert not keep(FailureKind.RUNTIME_LOST, runtime_ended=False), "a driver that may train is never left"
+    assert not keep(FailureKind.USER_ERROR, up=False)

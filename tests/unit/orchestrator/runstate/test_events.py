@@ -56,6 +56,8 @@ SAMPLES: list[E.Event] = [
     E.AttemptAdopted(1, "a", "r-a-g1"),
     E.AttemptEnded(1, "a", started_at=1.0, ended_at=2.5, restored_step=None, last_step=60, outcome="cluster_lost"),
     E.Provisioned("a", "r-a-g1", address="127.0.0.1:1", provision_s=1.5, generation=1, info={"head_pid": 3}),
+    E.Provisioned("a", "r-a", address="127.0.0.1:1", provision_s=0.2, generation=3, info={}, kept_from=2),
+    E.ClusterKept("r-a", generation=2, failure="user_error"),
     E.ProvisionRetry("a", error="busy", retry=1, purpose="standby"),
     E.ProvisionFailed("a", kind="no_capacity", error="none", purpose="attempt", generation=2),
     E.RuntimeStarted(4242, generation=1, standby=False),
