@@ -14,7 +14,7 @@ from orchestrator.config.schema import Config
 from orchestrator.control.cleanup import run_all, sweep_runtimes, tear_down
 from orchestrator.control.context import RunContext, keeps_runtime
 from orchestrator.control.livelogs import LiveLogs
-from orchestrator.control.naming import keep_for_restart
+from orchestrator.control.naming import RESTARTED_IN_PLACE, keep_for_restart
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
 from orchestrator.control.standby import StandbyManager, Warm
@@ -64,6 +64,9 @@ __all__ = ["AttemptOutcome", "AttemptRunner"]
 FENCE_WAIT_S = 5.0
 PROVISION_RETRIES = 2
 PROVISION_BACKOFF_S = 1.0
+# How long an attempt ended by a failure restarted in place waits for its runtime to
+# exit before its cluster may be kept for the next attempt (naming.keep_for_restart).
+KEEP_WAIT_S = 30.0
 
 
 class AttemptRunner:
@@ -203,7 +206,7 @@ class AttemptRunner:
                 proc = self.start_runtime(cluster, region, gen)
             # The controller stands a standby up once the run is RUNNING here.
             ctx.transition(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
-            self._watch(cluster, proc, out, pending)
+            proc = self._watch(cluster, proc, out, pending)
         finally:
             if self._may_keep(cluster, out, proc):
                 self.cluster, self.kept = None, (cluster, gen)
@@ -218,16 +221,31 @@ class AttemptRunner:
         return out
 
     def _may_keep(self, cluster: ClusterHandle, out: AttemptOutcome, proc: RuntimeProcess | None) -> bool:
-        """Keep the cluster for a restart in place (naming.keep_for_restart)?"""
+        """Keep the cluster for a restart in place (naming.keep_for_restart)? A user error
+        is seen before the runtime has exited: its end is waited for (KEEP_WAIT_S), far
+        less than the launch that keeping saves."""
         provider = self.ctx.provider
-        if not keeps_runtime(provider) or out.failure is None:
+        failure = out.failure
+        if not keeps_runtime(provider) or failure is None or failure.kind not in RESTARTED_IN_PLACE:
             return False
-        ended = proc is not None and proc.poll() is not None
+        deadline = time.monotonic() + KEEP_WAIT_S
+        ended = self._runtime_ended(out.generation, proc)
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.2)
+            ended = self._runtime_ended(out.generation, proc)
         try:
             up = ended and provider.health(cluster).health is Health.UP
         except Exception:
             up = False  # cannot tell: not kept
-        return keep_for_restart(out.failure.kind, keeps_runtime=True, runtime_ended=ended, up=up)
+        return keep_for_restart(failure.kind, keeps_runtime=True, runtime_ended=ended, up=up)
+
+    def _runtime_ended(self, gen: int, proc: RuntimeProcess | None) -> bool:
+        """The attempt's runtime is gone: its exit word is on the control channel (its
+        last act), or the connection that followed it ended with the runtime's own status
+        (not a connection that failed while the runtime may live on)."""
+        if self.ctx.control.read_exit(gen) is not None:
+            return True
+        return proc is not None and proc.poll() is not None and not getattr(proc, "connection_failed", False)
 
     def _kept_for(self, region: str, gen: int, out: AttemptOutcome, standby: bool) -> ClusterHandle | None:
         """The kept cluster, if this attempt can take it: the same region, no standby
@@ -446,7 +464,7 @@ class AttemptRunner:
         out: AttemptOutcome,
         pending: Incident | None,
         journaled: frozenset[tuple[str, float]] = frozenset(),
-    ) -> None:
+    ) -> RuntimeProcess:
         standby = self.standby
         live = self._live_logs(cluster, out.generation)
 
@@ -457,7 +475,7 @@ class AttemptRunner:
                 live.poll()
 
         try:
-            AttemptWatch(
+            watch = AttemptWatch(
                 self.ctx,
                 self.injector,
                 cluster,
@@ -467,7 +485,9 @@ class AttemptRunner:
                 tick=tick,
                 scan_zombies=self.scan_zombies,
                 journaled=journaled,
-            ).run()
+            )
+            watch.run()
+            return watch.proc  # the connection that followed the runtime last (re-attached)
         finally:
             if live is not None:
                 live.poll(final=True)
