@@ -28,6 +28,9 @@ POLL_S = 0.2
 WAIT_S = 120.0
 # How often the driver looks for a node that joined (a replacement).
 NODES_POLL_S = 0.5
+# How long a spare has to answer for its node to be vouched for (a live node's answers
+# in milliseconds; a dead one's never, until Ray declares the node dead seconds later).
+VOUCH_S = 0.3
 # node id -> the spare actor waiting there; the driver's, for every worker group it starts.
 _spares: dict[str, Any] = {}
 # The workload the spares preload; empty: no spares (the group restarts whole on a loss).
@@ -124,6 +127,22 @@ def _start_now(group: Any, node_ids: list[str]) -> None:
         actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
         actor.execute.remote(preload, _workload[0] if _workload else "")
         _spares[node] = actor
+
+
+def vouch(node_ids: set[str], timeout_s: float = VOUCH_S) -> bool:
+    """Every node of ``node_ids`` is alive now: the spare waiting there answered within
+    ``timeout_s``. False when one has no spare or its spare did not answer (the node may
+    be gone, with Ray still counting it)."""
+    import ray
+
+    actors = [_spares.get(node) for node in node_ids]
+    if not actors or any(a is None for a in actors):
+        return False
+    try:
+        ray.get([a.get_metadata.remote() for a in actors], timeout=timeout_s)
+    except Exception:
+        return False
+    return True
 
 
 def take_spare(placement_group: Any, bundle_index: int, resources: dict[str, float]) -> Any:

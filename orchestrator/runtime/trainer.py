@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -121,6 +121,18 @@ if LEAN:
             asyncio.run(controller.run())
             return controller.get_result()
 
+    def _asked_once(ask: Callable[[], bool]) -> Callable[[], bool]:
+        """``ask`` at the first call only: a node that did not answer costs its wait once
+        per failure, not at each of the scaling policy's looks."""
+        said: list[bool] = []
+
+        def once() -> bool:
+            if not said:
+                said.append(ask())
+            return said[0]
+
+        return once
+
     @contextmanager
     def _no_controller_actor() -> Iterator[None]:
         """The worker group hands the workers ``current_actor``, which outside an actor
@@ -160,6 +172,26 @@ if LEAN:
         """Ray Train's controller, run in the driver's process rather than as an actor."""
 
         worker_group_cls = DriverWorkerGroup
+
+        def _execute_failure_decision(self, failure_decision: Any, training_failed_error: Any, **kw: Any) -> Any:
+            # The next group's size waits a moment for a node that may have died with its
+            # worker (world.WORD_SETTLE_S), unless the lost workers' nodes answer now.
+            from orchestrator.runtime import spares
+
+            world = getattr(self._scaling_policy, "world", None)
+            if world is not None:
+                nodes = self._failing_nodes()
+                world.vouched = _asked_once(lambda: spares.vouch(nodes)) if nodes else None
+            return super()._execute_failure_decision(failure_decision, training_failed_error, **kw)
+
+        def _failing_nodes(self) -> set[str]:
+            """The nodes of the workers whose last poll failed (empty if unknown)."""
+            group = self._worker_group
+            status = group.get_latest_poll_status() if group is not None else None
+            if status is None:
+                return set()
+            workers = group.get_workers()
+            return {str(workers[rank].metadata.node_id) for rank in status.errors if rank < len(workers)}
 
         def _replace_bad_workers(self, poll_status: Any) -> None:
             # Tell the survivors' backend (process_group.SurvivorBackend) every rank this round

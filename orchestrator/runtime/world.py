@@ -22,6 +22,7 @@ from recovery.elastic import decide_world, min_world, node_workers
 # After a failure in a multi-node region, how long the group waits for the controller's
 # word before it believes Ray's view alone: Ray learns of a dead node seconds after the
 # controller does, and a group placed on it would wait for a node that never answers.
+# Not waited for when the lost workers' nodes are vouched for (``WorldPolicy.vouched``).
 WORD_SETTLE_S = 1.0
 WAIT_POLL_S = 0.5
 # How long Ray's node table may lag the controller's word before it is believed anyway.
@@ -63,6 +64,10 @@ class WorldPolicy:
         self.started_at = 0.0  # when the last one was
         self.asked_at: float | None = None  # when this (re)start began asking
         self.said_waiting: str | None = None
+        # Set by the driver for a restart: True when every node that held a lost worker
+        # answered just now (its spare did, orchestrator/runtime/spares.py). A lost
+        # worker on a live node is no lost node: nothing to wait for.
+        self.vouched: Callable[[], bool] | None = None
 
     def decide(self) -> int | None:
         now = self.clock()
@@ -72,7 +77,7 @@ class WorldPolicy:
         restart = self.starts > 0
         # A word written since the last group started speaks of what that group met.
         if restart and self.spec.nodes > 1 and (word is None or word.time < self.started_at):
-            if now < self.asked_at + WORD_SETTLE_S:
+            if now < self.asked_at + WORD_SETTLE_S and not self._vouched():
                 return None  # a node may have died that Ray still counts
         trainer = self.spec.trainer
         fits, alive = self.nodes()
@@ -96,6 +101,12 @@ class WorldPolicy:
         self.started_at = now
         self.asked_at, self.said_waiting = None, None
         return world
+
+    def _vouched(self) -> bool:
+        try:
+            return self.vouched is not None and bool(self.vouched())
+        except Exception:
+            return False  # cannot tell: wait as for a node that may be gone
 
     def _waiting(self, fits: int, word: Any, now: float) -> None:
         trainer = self.spec.trainer

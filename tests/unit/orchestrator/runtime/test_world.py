@@ -142,3 +142,23 @@ def test_ray_still_counting_a_node_the_controller_saw_die_holds_the_group_back(t
     assert world.decide() is None
     seen[0] = (2, 2)
     assert world.decide() == 2
+
+
+def test_a_restart_whose_lost_workers_nodes_answer_does_not_wait_for_a_word(tmp_path: Path) -> None:
+    world, _control, clock = policy(tmp_path, nodes=2, min_workers=1, fits=[2])
+    assert world.decide() == 2
+    clock.now += 5
+    # A worker died on a node that is still there (its spare answered): nothing to settle.
+    world.vouched = lambda: True
+    assert world.decide() == 2
+    clock.now += 5
+    world.vouched = lambda: False  # no answer: the node may be gone with Ray still counting it
+    assert world.decide() is None
+
+    def cannot_tell() -> bool:
+        raise RuntimeError("the spare's actor handle is gone")
+
+    world.vouched = cannot_tell
+    assert world.decide() is None
+    clock.now += WORD_SETTLE_S
+    assert world.decide() == 2, "past the settle, Ray's view as before"
