@@ -112,11 +112,11 @@ def vs_skypilot(data: dict[str, Any], out: Path) -> None:
     bars = [("ours, cold", data["rto_ours_s"], "tab:blue")]
     # Each arm only where the run measured it (--systems).
     if data.get("rto_ours_back_s") is not None:
-        bars.append(("ours, back into an entry used before", data["rto_ours_back_s"], "tab:purple"))
+        bars.append(("ours, back to an entry", data["rto_ours_back_s"], "tab:purple"))
     if data.get("rto_ours_standby_s") is not None:
         bars.append(("ours, warm standby", data["rto_ours_standby_s"], "tab:green"))
     bars.append(("SkyPilot managed job", data["rto_skypilot_s"], "tab:grey"))
-    title = "Against SkyPilot managed jobs (benchmarks/vs_skypilot_jobs.py)"
+    title = "Against SkyPilot managed jobs (vs_skypilot_jobs.py)"
     _rto_bars(out, title, "RTO after scancel, seconds", bars, data["rto_skypilot_s"] / 2, "goal: half theirs")
 
 
