@@ -73,8 +73,15 @@ def test_kill_worker_preempt_and_kill_region_end_with_the_uninterrupted_weights(
     assert {e["kind"] for e in run.events("fault_injected")} == {"kill_worker", "preempt", "kill_region"}
     kinds = [inc["kind"] for inc in r["incidents"]]
     assert "preempted" in kinds and "cluster_lost" in kinds, r["incidents"]
+    fault_step = {"worker_lost": 40, "cluster_lost": 250}
     for inc in r["incidents"]:
-        assert inc["lost_steps"] is None or inc["lost_steps"] <= (0 if inc["kind"] == "preempted" else INTERVAL), inc
+        if inc["kind"] == "preempted":
+            assert inc["lost_steps"] in (None, 0), inc
+        else:
+            # What a kill may lose is the checkpoint of its own step, still uploading when it
+            # lands, and the steps trained before it lands (one, once, in CI): never one
+            # committed before the fault.
+            assert inc["restored_step"] >= fault_step[inc["kind"]] - INTERVAL, inc
     assert [(inc["from_region"], inc["to_region"]) for inc in r["incidents"] if inc["kind"] != "worker_lost"] == [
         ("local-a", "local-b"),
         ("local-b", "local-c"),
