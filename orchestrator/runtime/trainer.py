@@ -27,6 +27,15 @@ gives up: the workers get no handle on the controller, which only
 told so in one line: its checkpoints go through the run's stores), and the
 controller dies with the driver, as the actor did (it was the driver's).
 
+Ray Train's worker actors carry a runtime environment: the ``RAY_TRAIN_*`` variables
+it copies from the driver. A raylet hands an actor only an idle worker process started
+for the same environment, so they never took the ones Ray starts with each node (the
+local provider turns that on): every worker was a new interpreter started after it was
+asked for. The cluster already gives every process those variables with the same
+values (``TRAIN_ENV``, set at launch), so they are left out where they match
+(``cluster_runtime_env``): a worker group with no other environment of its own starts
+on processes that are already up (0.45 s of a local cold start's 5.3 s).
+
 Should a Ray release move any of these hooks, ``make_trainer`` falls back to the
 stock trainer: slower, never wrong.
 """
@@ -61,6 +70,14 @@ else:
         and asyncio.iscoroutinefunction(getattr(TrainController, "run", None))
         and isinstance(RuntimeContext.__dict__.get("current_actor"), property)
     )
+
+
+def cluster_runtime_env(runtime_env: dict[str, Any], cluster_env: dict[str, str]) -> dict[str, Any]:
+    """``runtime_env`` less the ``env_vars`` that ``cluster_env`` (what every process of
+    the cluster sees) already sets to the same value; no ``env_vars`` key when none is left."""
+    env_vars = {k: v for k, v in (runtime_env.get("env_vars") or {}).items() if cluster_env.get(k) != v}
+    rest = {k: v for k, v in runtime_env.items() if k != "env_vars"}
+    return {**rest, "env_vars": env_vars} if env_vars else rest
 
 
 def make_trainer(*args: Any, world: Any = None, **kwargs: Any) -> TorchTrainer:
@@ -145,6 +162,12 @@ if LEAN:
             RuntimeContext.current_actor = actor  # type: ignore[method-assign]
 
     class DriverWorkerGroup(WorkerGroup):
+        @staticmethod
+        def _get_worker_runtime_env(custom_runtime_env: Any) -> Any:
+            from orchestrator.wire.spec import TRAIN_ENV
+
+            return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
+
         def _init_train_context_on_workers(self, *args: Any, **kwargs: Any) -> Any:
             with _no_controller_actor():
                 return super()._init_train_context_on_workers(*args, **kwargs)

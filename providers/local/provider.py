@@ -73,11 +73,14 @@ BASE_ENV = {
     "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "0",
-    # Ray starts idle workers when the first driver connects, but Ray Train's actors carry
-    # a runtime_env of their own and never take them: on a small node they only take CPU
-    # from the attempt's critical path (about two Python interpreters' start-up).
+    # Each raylet starts one idle worker process per CPU as it comes up, while the node
+    # waits for its driver: Ray Train's actors take them (orchestrator/runtime/trainer.py,
+    # cluster_runtime_env) instead of starting interpreters once asked for. Not again when
+    # the driver connects: those would start beside the worker group's and slow it.
+    # (Importing torch in them too, RAY_preload_python_modules, was slower here: that
+    # work then competes with the driver's start for the same cores.)
     "RAY_prestart_worker_first_driver": "0",
-    "RAY_enable_worker_prestart": "0",
+    "RAY_enable_worker_prestart": "1",
 }
 
 
@@ -594,10 +597,11 @@ class LocalProvider:
 
 
 def dashboard_flags(port: int | None) -> list[str]:
-    """``ray start``'s dashboard flags: none (``port`` None), or the dashboard on
-    127.0.0.1:``port`` only (Ray binds it to every address unless told)."""
+    """``ray start``'s dashboard flags: none (``port`` None: not even the API server Ray
+    starts without one), or the dashboard on 127.0.0.1:``port`` only (Ray binds it to
+    every address unless told)."""
     if port is None:
-        return ["--include-dashboard=false"]
+        return ["--include-dashboard=false", "--no-api-server"]  # the latter providers.raystart's own
     return ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={port}"]
 
 

@@ -99,3 +99,32 @@ def test_workers_get_no_controller_handle_and_the_driver_keeps_its_context() -> 
     with pytest.raises(KeyError), _no_controller_actor():
         raise KeyError("restored on the way out too")
     assert RuntimeContext.__dict__["current_actor"] is before
+
+
+def test_worker_actors_leave_out_the_variables_the_cluster_already_sets() -> None:
+    # An actor with no environment of its own takes the idle workers each raylet starts.
+    from orchestrator.runtime.trainer import cluster_runtime_env
+
+    cluster = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "OMP_NUM_THREADS": "1"}
+    assert cluster_runtime_env({"env_vars": {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}}, cluster) == {}
+    # A value the cluster does not have (or has otherwise) still travels with the actor.
+    got = cluster_runtime_env(
+        {"env_vars": {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1.0", "RAY_TRAIN_V2_ENABLED": "1"}, "pip": ["x"]},
+        cluster,
+    )
+    assert got == {"env_vars": {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1.0", "RAY_TRAIN_V2_ENABLED": "1"}, "pip": ["x"]}
+    assert cluster_runtime_env({}, cluster) == {}
+
+
+def test_the_lean_worker_group_asks_for_no_environment_the_cluster_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
+
+    from orchestrator.runtime.trainer import DriverWorkerGroup
+    from orchestrator.wire.spec import TRAIN_ENV
+
+    for k, v in TRAIN_ENV.items():  # as the driver has them (orchestrator/runtime/__main__.py)
+        monkeypatch.setenv(k, v)
+    stock = WorkerGroup._get_worker_runtime_env({"env_vars": {"MY_VAR": "x"}})
+    assert set(stock["env_vars"]) > {"MY_VAR"}  # Ray Train copies the driver's RAY_TRAIN_* to the actors
+    assert DriverWorkerGroup._get_worker_runtime_env({"env_vars": {"MY_VAR": "x"}}) == {"env_vars": {"MY_VAR": "x"}}
+    assert DriverWorkerGroup._get_worker_runtime_env({}) == {}

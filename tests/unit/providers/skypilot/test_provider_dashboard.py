@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_ray_starts_without_a_dashboard_unless_asked_and_then_on_loopback_only() -> None:
-    assert dashboard_flags(None) == ["--include-dashboard=false"]
+    assert dashboard_flags(None) == ["--include-dashboard=false", "--no-api-server"]
     assert dashboard_flags(8265) == ["--include-dashboard=true", "--dashboard-host=127.0.0.1", "--dashboard-port=8265"]
 
 
