@@ -181,6 +181,53 @@ def _private(cluster: ClusterHandle) -> None:
     assert not scratch.startswith(temp + os.sep)
 
 
+# A driver that prints the pid of an actor asking for one CPU and no environment of its own.
+ACTOR_PID = """
+import os, ray
+ray.init(address={!r}, log_to_driver=False, logging_level="ERROR")
+print(ray.get(ray.remote(num_cpus=1)(type("A", (), {{"pid": lambda self: os.getpid()}})).remote().pid.remote()))
+"""
+
+
+def test_without_its_dashboard_no_dashboard_process_and_a_first_actor_takes_an_idle_worker(tmp_path):
+    """cloud.dashboard off (the default): the head starts no dashboard process at all
+    (providers.raystart --no-api-server); its raylet starts one idle worker process per
+    CPU as it comes up, and an actor that asks for no environment of its own (as Ray
+    Train's do: orchestrator/runtime/trainer.py) runs in one of them."""
+    before = ray_pids()
+    provider = LocalProvider()
+    cluster = provider.launch(RegionSpec("local-z", f"file://{tmp_path}/store", 2), "t-idle", timeout_s=90)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            cmdlines = {p: _cmdline(p) for p in provider.processes(cluster)}
+            idle = {p for p, c in cmdlines.items() if c.startswith("ray::IDLE")}
+            if len(idle) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(idle) == 2, cmdlines
+        assert not [c for c in cmdlines.values() if "dashboard/dashboard.py" in c], cmdlines
+        done = subprocess.run(
+            [sys.executable, "-c", ACTOR_PID.format(cluster.address)],
+            env=provider.cluster_env(cluster),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert int(done.stdout.split()[-1]) in idle
+    finally:
+        provider.teardown(cluster)
+    assert not wait_no_new_ray(before)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:  # ended since it was listed
+        return ""
+
+
 def test_a_cluster_that_is_not_ready_in_time_is_a_timeout_and_leaves_nothing(tmp_path):
     before = ray_pids()
     provider = LocalProvider()
