@@ -18,9 +18,10 @@ ours, it is not started. (Without it Ray's state API and job submission are not 
 with the dashboard off they were not served either.)
 
 Always: Ray's ``ray start`` waits for its node's raylet to register with the GCS
-through a call that looks once a second (the raylet registers 0.7-0.8 s in here: 1 s
-lost, 2 s at times). Here that wait polls the GCS every 20 ms first, then makes Ray's
-call, which then returns at once; any error leaves the wait to Ray's call alone.
+through a call that looks once a second (here the raylet registers 0.7-0.8 s in, and
+that call returned at 1.0 s, at times at 2.0 s). Here that wait polls the GCS every
+20 ms first, then makes Ray's call, which then returns at once; any error leaves the
+wait to Ray's call alone.
 
 Another, ``--join-on-loopback``, for a worker node of a local cluster: every local
 cluster runs with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which makes Ray take
