@@ -51,6 +51,7 @@ from typing import Any
 from ray.train.torch import TorchTrainer
 
 from orchestrator.runtime.world import WAIT_POLL_S
+from orchestrator.wire.spec import TRAIN_ENV
 
 try:
     from ray.runtime_context import RuntimeContext
@@ -164,8 +165,6 @@ if LEAN:
     class DriverWorkerGroup(WorkerGroup):
         @staticmethod
         def _get_worker_runtime_env(custom_runtime_env: Any) -> Any:
-            from orchestrator.wire.spec import TRAIN_ENV
-
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
 
         def _init_train_context_on_workers(self, *args: Any, **kwargs: Any) -> Any:
