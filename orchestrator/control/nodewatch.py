@@ -26,7 +26,8 @@ from providers.base import ClusterHandle
 from recovery.detection import Health, node_lost
 from recovery.elastic import capacity, min_world, world_size
 
-# A replacement finishing as the attempt ends is let finish (its journal line is lost).
+# A replacement finishing as an attempt ends well is let finish (its journal line would
+# be lost); one under way when the attempt failed is not: the failover must not wait.
 CLOSE_WAIT_S = 1.0
 
 
@@ -184,9 +185,11 @@ class NodeWatch:
         pending = [loss for loss in self.losses.values() if not loss.recorded]
         return min(pending, key=lambda loss: loss.at) if pending else None
 
-    def close(self) -> None:
-        """The attempt ended: a replacement still under way is not waited for. The
-        provider's teardown ends it (a node it started then is killed, never recorded:
+    def close(self, failed: bool = False) -> None:
+        """The attempt ended: a replacement still under way is given CLOSE_WAIT_S to
+        finish, none when the attempt ``failed`` (a region lost takes its nodes along, and
+        one seen first is being replaced in a cluster that is gone). The provider's
+        teardown ends it (a node it started then is killed, never recorded:
         ``Provider.replace_node``)."""
         for t in self.threads:
-            t.join(timeout=CLOSE_WAIT_S)
+            t.join(timeout=0.0 if failed else CLOSE_WAIT_S)

@@ -144,7 +144,7 @@ class AttemptWatch:
                     self.nodes.poll(self.out.last_step)
                 time.sleep(POLL_S)
         finally:
-            self.nodes.close()
+            self.nodes.close(failed=self.out.failure is not None)
 
     def _observe(self) -> bool:
         """What the runtime reported, the standby and logs, and the verdict: True once

@@ -163,3 +163,25 @@ def test_a_loss_keeps_the_step_known_when_it_was_found(tmp_path: Path) -> None:
     nw.poll(last_step=260)
     loss = nw.unrecorded()
     assert loss is not None and loss.last_step == 160
+
+
+def test_an_attempt_that_failed_does_not_wait_for_a_replacement_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A region lost takes its nodes along; a node seen lost first is being replaced in a
+    cluster that is gone, and the failover must not wait for it. An attempt that ends
+    well lets a replacement under way finish."""
+    from orchestrator.control import nodewatch
+
+    monkeypatch.setattr(nodewatch, "CLOSE_WAIT_S", 30.0)
+    provider = Nodes(replace="wait")  # a replacement that ends once released (at most 5 s)
+    nw, _events, _control = watch(tmp_path, provider)
+    nw.poll()
+    provider.health[1] = Health.GONE
+    nw.poll()
+    (replacing,) = nw.threads
+    nw.close(failed=True)
+    assert replacing.is_alive(), "a failed attempt waited for the replacement"
+    provider.release.set()
+    nw.close()
+    assert not replacing.is_alive() and provider.replaced == [1]
