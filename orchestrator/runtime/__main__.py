@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
@@ -123,7 +124,10 @@ def main(argv: list[str]) -> int:
             progress = control.read_progress(spec.generation)
             return progress is not None and progress.time > since
 
-        spares.enable(spec.job.workload, training)
+        def journal(**fields: Any) -> None:
+            control.event(spec.generation, "spare_taken", **fields)
+
+        spares.enable(spec.job.workload, training, journal)
     elif spec.survivors != "off" and spec.trainer.workers > 1:
         control.event(spec.generation, "survivors_off", reason=why_not)
     trainer = make_trainer(

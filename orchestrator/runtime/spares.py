@@ -6,7 +6,9 @@ this machine about two seconds, on a GPU node far more. So once a worker group r
 each of its nodes gets one spare: a Ray Train worker actor of the same class and
 runtime environment, reserving no CPU (it idles), that imports the training loop and
 the workload's module at once. A replacement on that node is handed the spare instead
-of a new actor; a new spare is then started there for the next loss.
+of a new actor, and so is each worker of a group that Ray Train starts again whole on
+nodes that hold spares (a world that shrank after a lost node); a new spare is then
+started there for the next loss. Each hand-over is journaled (``spare_taken``).
 
 The spare runs outside the worker group's placement group: the lost worker's bundle
 stays reserved and unused while the spare trains in its place, on the CPU the lost
@@ -27,7 +29,7 @@ from typing import Any
 POLL_S = 0.2
 WAIT_S = 120.0
 # How often the driver looks for a node that joined (a replacement).
-NODES_POLL_S = 0.5
+NODES_POLL_S = 0.2
 # How long a spare has to answer for its node to be vouched for (a live node's answers
 # in milliseconds; a dead one's never, until Ray declares the node dead seconds later).
 VOUCH_S = 0.3
@@ -37,13 +39,47 @@ _spares: dict[str, Any] = {}
 _workload: list[str] = []
 # Whether the group has trained a step since a time (the driver reads its progress).
 _training: list[Callable[[float], bool]] = []
+# Journals one hand-over (the driver's control channel): rank, pid, waited_s, restart.
+_journal: list[Callable[..., None]] = []
 
 
-def enable(workload: str, training: Callable[[float], bool]) -> None:
+def enable(workload: str, training: Callable[[float], bool], journal: Callable[..., None] | None = None) -> None:
     """The driver keeps spares from now on, preloading ``workload`` (job.workload);
-    ``training(since)``: whether the group reported a trained step since then."""
+    ``training(since)``: whether the group reported a trained step since then;
+    ``journal(**fields)``: where each hand-over is told (``spare_taken``)."""
     _workload[:] = [workload]
     _training[:] = [training]
+    _journal[:] = [journal] if journal is not None else []
+
+
+def split(
+    indices: list[int], take: Callable[[int], Any], clock: Callable[[], float] = time.monotonic
+) -> tuple[list[tuple[Any, float]], list[int]]:
+    """``take(i)`` for each bundle index: the spares it handed over, each with the seconds
+    the group waited for it (a spare still importing is waited for), and the indices
+    that got none (new actors start there). Pure but for ``take``."""
+    taken: list[tuple[Any, float]] = []
+    rest: list[int] = []
+    for i in indices:
+        t0 = clock()
+        worker = take(i)
+        if worker is None:
+            rest.append(i)
+        else:
+            taken.append((worker, round(clock() - t0, 3)))
+    return taken, rest
+
+
+def journal_taken(taken: list[tuple[Any, float]], restart: str) -> None:
+    """One ``spare_taken`` per spare handed over (its rank once assigned, its pid, the wait);
+    ``restart``: "replacement" (one lost worker's) or "group" (the whole group's start)."""
+    for worker, waited in taken:
+        try:
+            rank = int(worker.distributed_context.world_rank)
+            if _journal:
+                _journal[0](rank=rank, pid=int(worker.metadata.pid), waited_s=waited, restart=restart)
+        except Exception:
+            pass  # the journal line is lost; the hand-over stands
 
 
 def enabled() -> bool:
@@ -58,8 +94,12 @@ def preload(workload: str) -> None:
 
         import orchestrator.runtime.train_loop  # noqa: F401  (torch, the loop, the uploader)
 
-        # torch starts its autograd engine at the first backward pass: start it now.
-        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+        # torch starts its autograd engine at the first backward pass, and imports its
+        # compiler stack (torch._dynamo, most of a second) at the first optimizer built:
+        # both now, not in the recovery.
+        probe = torch.nn.Linear(2, 1)
+        probe(torch.ones(1, 2)).sum().backward()
+        torch.optim.SGD(probe.parameters(), lr=0.0).step()
 
         if workload:
             from orchestrator.workloads import workload_class

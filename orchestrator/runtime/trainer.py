@@ -172,21 +172,27 @@ if LEAN:
                 return super()._init_train_context_on_workers(*args, **kwargs)
 
         def _create_workers(self, num_workers: int, placement_group: Any, resources_per_worker: Any, **kw: Any) -> Any:
-            """A lost worker's replacement is the spare on its bundle's node where one
-            waits (orchestrator/runtime/spares.py); a group's start leaves one on each node."""
+            """A worker whose bundle lies on a node where a spare waits is that spare
+            (orchestrator/runtime/spares.py): a lost worker's replacement, and each worker
+            of a group started again whole (a smaller world after a lost node); the rest
+            are new actors. Every node the group runs on is left with a spare."""
             from orchestrator.runtime import spares
 
             if not (spares.enabled() and self._manages_replica_groups):
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
-            indices = kw.get("placement_group_bundle_indices")
-            if indices is not None and num_workers == 1:
-                spare = spares.take_spare(placement_group, indices[0], resources_per_worker)
-                if spare is not None:
-                    ranks = {k: kw[k] for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
-                    workers = WorkerGroup._assign_worker_ranks([spare], **ranks)
-                    spares.start_spares(self, [spare.metadata.node_id])
-                    return workers
-            workers = super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
+            given = kw.pop("placement_group_bundle_indices", None)
+            indices = list(range(num_workers)) if given is None else list(given)
+            ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
+            taken, rest = spares.split(indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker))
+            fresh = (
+                super()._create_workers(
+                    len(rest), placement_group, resources_per_worker, placement_group_bundle_indices=rest, **kw
+                )
+                if rest
+                else []
+            )
+            workers = WorkerGroup._assign_worker_ranks([*(w for w, _ in taken), *fresh], **ranks)
+            spares.journal_taken(taken, "group" if given is None else "replacement")
             spares.start_spares(self, [w.metadata.node_id for w in workers])
             return workers
 

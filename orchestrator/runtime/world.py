@@ -24,7 +24,7 @@ from recovery.elastic import decide_world, min_world, node_workers
 # controller does, and a group placed on it would wait for a node that never answers.
 # Not waited for when the lost workers' nodes are vouched for (``WorldPolicy.vouched``).
 WORD_SETTLE_S = 1.0
-WAIT_POLL_S = 0.5
+WAIT_POLL_S = 0.1
 # How long Ray's node table may lag the controller's word before it is believed anyway.
 RAY_LAG_S = 30.0
 # No world fits this long after the controller's deadline: give up (the driver exits

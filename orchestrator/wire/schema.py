@@ -69,6 +69,7 @@ EVENT_KINDS = frozenset(
         "scratch_full",
         "scratch_recovered",
         "search_snapshot",
+        "spare_taken",
         "store_fallback",
         "train_started",
         "trial_checkpointed",

@@ -88,6 +88,20 @@ def test_workers_lost_nodes_lost_and_hung_are_restarted_in_place_exactly_and_a_t
             assert e["worker_pids"][leaving["rank"]] == leaving["pid"], (leaving, e)
             kept, leaving = kept + 1, None
     assert kept >= 5, run.events("group_left")
+    # A replacement is the spare waiting on its node where there is one (journaled): it
+    # trains at its rank in the next world, unless a fault strikes first.
+    handed, matched = [], 0
+    for e in run.journal():
+        if e["type"] == "runtime.spare_taken":
+            handed.append(e)
+        elif e["type"] == "fault_injected":
+            handed = []
+        elif e["type"] == "runtime.train_started":
+            for h in handed:
+                assert e["worker_pids"][h["rank"]] == h["pid"], (h, e)
+                matched += 1
+            handed = []
+    assert matched >= 1 and "replacement" in {e["restart"] for e in run.events("spare_taken")}
     # The replacement's state came from the survivor's memory, checked against the signed
     # manifest; the store was read only where no survivor held the checkpoint (the kill
     # during a restore took the rank that held it).
@@ -165,6 +179,10 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
     # Every world journals its ranks' pids; a world that shrinks starts the survivor's process again too.
     assert [len(e["worker_pids"]) for e in same.events("train_started")] == [2, 1]
     assert elastic_row["survivor_restarts"] == 1
+    # ...on the spare waiting on its node: the group started again takes it, no new process.
+    (taken,) = same.events("spare_taken")
+    assert (taken["restart"], taken["rank"]) == ("group", 0) and taken["waited_s"] >= 0, taken
+    assert same.events("train_started")[1]["worker_pids"] == [taken["pid"]]
     # That restart reads the head node's local copy where it holds the checkpoint: some do
     # (timing's choice), and only steps that were committed.
     scratch = [e["step"] for done in (run, same) for e in done.events("restored_from_scratch")]

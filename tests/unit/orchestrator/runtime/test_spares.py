@@ -4,6 +4,7 @@ tests/chaos/test_survivors.py)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 
@@ -23,10 +24,55 @@ def test_spares_are_off_until_the_driver_enables_them() -> None:
         spares._workload[:] = saved
 
 
-def test_a_preload_imports_the_loop_and_the_workload_and_never_raises() -> None:
+def test_a_preload_imports_the_loop_and_the_workload_builds_and_steps_an_optimizer_and_never_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    stepped: list[bool] = []
+
+    class SGD(torch.optim.SGD):
+        def step(self, closure: Any = None) -> Any:
+            stepped.append(True)
+            return super().step(closure)
+
+    # torch imports its compiler stack at the first optimizer a process builds: a spare
+    # does it before it is handed over, not the recovery.
+    monkeypatch.setattr(torch.optim, "SGD", SGD)
     spares.preload("digits")
     assert "orchestrator.runtime.train_loop" in sys.modules
+    assert stepped == [True]
     spares.preload("no_such_module:Nothing")  # the worker reports it when it builds the workload
+
+
+def test_split_hands_over_the_spares_there_are_and_leaves_the_rest_to_new_actors() -> None:
+    ticks = iter(range(100))
+    held = {0: "spare-on-node-a", 2: "spare-on-node-c"}
+    taken, rest = spares.split([0, 1, 2, 3], held.get, clock=lambda: float(next(ticks)))
+    assert taken == [("spare-on-node-a", 1.0), ("spare-on-node-c", 1.0)]
+    assert rest == [1, 3]
+    assert spares.split([5], held.get) == ([], [5])
+
+
+def test_each_hand_over_is_journaled_with_its_rank_pid_wait_and_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Worker:
+        def __init__(self, rank: int, pid: int) -> None:
+            self.distributed_context = type("Ctx", (), {"world_rank": rank})()
+            self.metadata = type("Meta", (), {"pid": pid})()
+
+    said: list[dict[str, Any]] = []
+    monkeypatch.setattr(spares, "_journal", [lambda **fields: said.append(fields)])
+    spares.journal_taken([(Worker(1, 4242), 0.25), (Worker(0, 4243), 0.0)], "group")
+    assert said == [
+        {"rank": 1, "pid": 4242, "waited_s": 0.25, "restart": "group"},
+        {"rank": 0, "pid": 4243, "waited_s": 0.0, "restart": "group"},
+    ]
+
+    def broken(**fields: Any) -> None:
+        raise OSError("control channel unreachable")
+
+    monkeypatch.setattr(spares, "_journal", [broken])
+    spares.journal_taken([(Worker(0, 1), 0.0)], "replacement")  # the hand-over stands
 
 
 def test_a_node_is_vouched_for_only_when_its_spare_answers_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
