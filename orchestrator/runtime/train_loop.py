@@ -601,8 +601,11 @@ class _Loop(Survivors, WorkerAttempt):
         if wrap is None:
             from ray.train.torch import prepare_model
 
+            from orchestrator.runtime.ddp import ddp_options
+
             def wrap(model: torch.nn.Module) -> torch.nn.Module:
-                return prepare_model(model, move_to_device=False)
+                options = ddp_options(self.world)
+                return prepare_model(model, move_to_device=False, parallel_strategy_kwargs=options or None)
 
         restored: int | None = None
         broken: Exception | None = None

@@ -1,4 +1,5 @@
-"""Survivors keep their processes; a state planted in their memory cannot pass.
+"""Survivors keep their processes; a state planted in their memory cannot pass; a world
+wider than two restores exactly too.
 
 One region of one node, two workers: the worker on rank 1 is killed while every rank's
 in-memory copy of its newest checkpoints has a byte flipped (``corrupt_peer_state``).
@@ -6,6 +7,11 @@ The survivor must not roll back onto its own bad copy, nor the replacement onto 
 one the survivor sends it: both check what they load against the signed manifest and
 read that file from the store instead, journaled with the reason, and the run ends
 with the uninterrupted run's weights.
+
+Four workers (half a CPU each): beyond two ranks the order a gradient is summed in
+depends on DDP's bucket layout, which a new wrapper lays out anew
+(orchestrator/runtime/ddp.py); a worker lost and a region lost still end with the
+weights of the four-worker run that never failed.
 """
 
 from __future__ import annotations
@@ -37,5 +43,23 @@ def test_a_corrupted_in_memory_state_is_caught_by_whoever_loads_it_and_the_store
     # Everything else came from the survivor's memory: its own, and what it sent.
     assert restore["bytes_from_peer"] > 0 and restore["bytes_from_memory"] > 0, restore
     assert restore["bytes_from_store"] > 0, restore
+    journal_consistent(run)
+    nothing_left(before, orch_home)
+
+
+FOUR = ("trainer.workers=4", "trainer.cpus_per_worker=0.5")
+
+
+def test_four_workers_restored_from_peers_and_in_another_region_end_with_the_uninterrupted_weights(orch_home):
+    before = ray_pids()
+    base = orchestrate(orch_home, "four-baseline", *FOUR)
+    assert base.returncode == 0 and base.result is not None, base.stderr[-3000:]
+    faults = "chaos.faults=[{kind:kill_worker,at_step:120},{kind:kill_region,at_step:320}]"
+    run = orchestrate(orch_home, "four-faults", *FOUR, faults)
+    r = survived(run, base)
+    assert [i["kind"] for i in r["incidents"]] == ["worker_lost", "cluster_lost"], r["incidents"]
+    assert {e["world_size"] for e in run.events("train_started")} == {4}
+    (restore,) = run.events("peer_restore")
+    assert restore["bytes_from_store"] == 0 and restore["bytes_from_peer"] > 0, restore
     journal_consistent(run)
     nothing_left(before, orch_home)

@@ -166,8 +166,10 @@ class TrialLoop:
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
+            from orchestrator.runtime.ddp import ddp_options
+
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
+            self.net = DistributedDataParallel(self.model, device_ids=ids, **ddp_options(world))
         self.optimizer = self.workload.optimizer(self.model)
         if any(config_path(k) == "job.lr" for k in self.values) and not is_builtin(job.workload):
             scale_lr(self.optimizer, job.lr)
