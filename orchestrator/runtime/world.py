@@ -24,6 +24,8 @@ from recovery.elastic import decide_world, min_world, node_workers
 # controller does, and a group placed on it would wait for a node that never answers.
 # Not waited for when the lost workers' nodes are vouched for (``WorldPolicy.vouched``).
 WORD_SETTLE_S = 1.0
+# How often a waiting policy looks again (the controller's word on the control channel,
+# Ray's node table): a group waits for a node at most this long after it is there.
 WAIT_POLL_S = 0.1
 # How long Ray's node table may lag the controller's word before it is believed anyway.
 RAY_LAG_S = 30.0
