@@ -35,6 +35,8 @@ NODES_POLL_S = 0.2
 VOUCH_S = 0.3
 # node id -> the spare actor waiting there; the driver's, for every worker group it starts.
 _spares: dict[str, Any] = {}
+# node id -> a call to its spare queued behind the preload: ready once the spare is.
+_ready: dict[str, Any] = {}
 # The workload the spares preload; empty: no spares (the group restarts whole on a loss).
 _workload: list[str] = []
 # Whether the group has trained a step since a time (the driver reads its progress).
@@ -167,6 +169,31 @@ def _start_now(group: Any, node_ids: list[str]) -> None:
         actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
         actor.execute.remote(preload, _workload[0] if _workload else "")
         _spares[node] = actor
+        _ready[node] = actor.get_metadata.remote()  # answered once the preload is done
+
+
+def ask_ready(timeout_s: float = VOUCH_S) -> tuple[set[str], set[str]]:
+    """The nodes whose spare is ready (it answered once, after its preload), and those of
+    them whose spare does not answer now within ``timeout_s`` (asked all at once)."""
+    import ray
+
+    ready = {node for node, ref in list(_ready.items()) if _answered(ref)}
+    asked = {_spares[node].get_metadata.remote(): node for node in ready if node in _spares}
+    if not asked:
+        return ready, set()
+    done, _ = ray.wait(list(asked), num_returns=len(asked), timeout=timeout_s)
+    answered = {asked[ref] for ref in done if _answered(ref)}
+    return ready, ready - answered
+
+
+def _answered(ref: Any) -> bool:
+    import ray
+
+    try:
+        ray.get(ref, timeout=0)
+    except Exception:
+        return False
+    return True
 
 
 def vouch(node_ids: set[str], timeout_s: float = VOUCH_S) -> bool:
@@ -195,6 +222,7 @@ def take_spare(placement_group: Any, bundle_index: int, resources: dict[str, flo
 
     node = placement_group_table(placement_group).get("bundles_to_node_id", {}).get(bundle_index)
     actor = _spares.pop(str(node), None) if node is not None else None
+    _ready.pop(str(node), None)
     if actor is None:
         return None
     try:

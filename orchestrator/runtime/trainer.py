@@ -115,6 +115,12 @@ if LEAN:
             super().__init__(scaling_config)
             self.world = world
 
+        def on_controller_start_worker_group(self, *, scaling_config: Any, num_workers: int) -> Any:
+            # Off the nodes the driver knows dead while Ray still counts them (lostnodes.py).
+            from orchestrator.runtime import lostnodes
+
+            return lostnodes.exclude_selector(lostnodes.dead())
+
         def make_decision_for_non_running_worker_group(self) -> Any:
             size = self.world.decide()
             if size is None:
@@ -200,6 +206,19 @@ if LEAN:
         """Ray Train's controller, run in the driver's process rather than as an actor."""
 
         worker_group_cls = DriverWorkerGroup
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            from orchestrator.runtime import lostnodes, spares
+
+            world = getattr(self._scaling_policy, "world", None)
+            if world is not None and spares.enabled():
+                # The controller's word on lost nodes, acted on before Ray's health checks.
+                lostnodes.watch(world.control, world.spec.generation, self._group_workers)
+
+        def _group_workers(self) -> list[Any]:
+            group = self._worker_group
+            return list(group.get_workers()) if group is not None else []
 
         def _execute_failure_decision(self, failure_decision: Any, training_failed_error: Any, **kw: Any) -> Any:
             # The next group's size waits a moment for a node that may have died with its

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.runtime import lostnodes
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.elastic import decide_world, min_world, node_workers
@@ -34,13 +35,14 @@ RAY_LAG_S = 30.0
 GIVE_UP_AFTER_S = 120.0
 
 
-def live_nodes(cpus_per_worker: float, gpus_per_worker: float) -> tuple[int, int]:
-    """Workers the cluster's live nodes fit, and how many nodes are live, from Ray's node table."""
+def live_nodes(cpus_per_worker: float, gpus_per_worker: float, dead: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """Workers the cluster's live nodes fit, and how many nodes are live, from Ray's node
+    table, less the nodes the driver knows dead before Ray does (orchestrator/runtime/lostnodes.py)."""
     import ray
 
     total = alive = 0
     for node in ray.nodes():
-        if node.get("Alive"):
+        if node.get("Alive") and str(node.get("NodeID")) not in dead:
             alive += 1
             res = node.get("Resources", {})
             total += node_workers(res.get("CPU", 0.0), res.get("GPU", 0.0), cpus_per_worker, gpus_per_worker)
@@ -60,7 +62,7 @@ class WorldPolicy:
         self.spec = spec
         self.control = control
         trainer = spec.trainer
-        self.nodes = nodes or (lambda: live_nodes(trainer.cpus_per_worker, trainer.gpus_per_worker))
+        self.nodes = nodes or (lambda: live_nodes(trainer.cpus_per_worker, trainer.gpus_per_worker, lostnodes.dead()))
         self.clock = clock
         self.starts = 0  # worker groups started so far
         self.started_at = 0.0  # when the last one was

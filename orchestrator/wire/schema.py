@@ -54,6 +54,7 @@ EVENT_KINDS = frozenset(
         "fenced_write",
         "fence_ignored",
         "losses",
+        "lost_nodes_found",
         "multipart_aborted",
         "pbt_exploit",
         "preempted",

@@ -193,3 +193,24 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
     assert all(v >= 0 for v in failover.values()) and failover["total (RTO)"] == region["rto_s"], failover
     journal_consistent(run)
     nothing_left(before, orch_home)
+
+
+def test_an_elastic_group_goes_on_without_a_lost_node_before_ray_lets_it_go(orch_home):
+    """The driver acts on the controller's word (orchestrator/runtime/lostnodes.py): once
+    every node's spare is ready (about 6 s into training here), a node killed is found by
+    its silent spare, its worker ended and the smaller group placed off it, with no wait
+    for Ray's health checks; the group's one worker is the surviving node's spare."""
+    before = ray_pids()
+    elastic = (*TWO_NODES, "job.steps=2000", "trainer.min_workers=1", "recovery.node_replace_timeout_s=0")
+    run = orchestrate(orch_home, "nodes-elastic-early", *elastic, _faults("{kind:kill_node,at_step:1500}"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.result is not None and run.result["status"] == "SUCCEEDED", run.result
+    (found,) = run.events("lost_nodes_found")
+    assert found["lost"] == [1] and len(found["nodes"]) == 1 and len(found["killed_ranks"]) == 1, found
+    (fault,) = fired(run, "kill_node")
+    assert not [e for e in run.events("world_waiting") if e["ts"] >= fault["ts"]], "it waited for Ray"
+    assert [e["world_size"] for e in run.events("train_started")] == [2, 1]
+    (taken,) = run.events("spare_taken")
+    assert taken["restart"] == "group" and run.events("train_started")[1]["worker_pids"] == [taken["pid"]]
+    journal_consistent(run)
+    nothing_left(before, orch_home)

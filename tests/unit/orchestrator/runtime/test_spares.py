@@ -99,3 +99,37 @@ def test_a_node_is_vouched_for_only_when_its_spare_answers_in_time(monkeypatch: 
     assert not spares.vouch(set())
     answers[0] = TimeoutError("no answer: the node may be gone")
     assert not spares.vouch({"node-a"})
+
+
+def test_ask_ready_names_the_ready_spares_and_those_of_them_silent_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    class Ref:
+        def __init__(self, node: str, answers: bool) -> None:
+            self.node, self.answers = node, answers
+
+    silent_now = {"node-b"}
+
+    class Spare:
+        def __init__(self, node: str) -> None:
+            self.node = node
+            self.get_metadata = type("M", (), {"remote": staticmethod(lambda: Ref(node, node not in silent_now))})
+
+    def get(ref: Ref, timeout: float) -> str:
+        if not ref.answers:
+            raise TimeoutError("no answer")
+        return ref.node
+
+    def wait(refs: list[Ref], num_returns: int, timeout: float) -> tuple[list[Ref], list[Ref]]:
+        assert timeout == spares.VOUCH_S
+        return [r for r in refs if r.answers], [r for r in refs if not r.answers]
+
+    monkeypatch.setattr(ray, "get", get)
+    monkeypatch.setattr(ray, "wait", wait)
+    monkeypatch.setattr(spares, "_spares", {n: Spare(n) for n in ("node-a", "node-b", "node-c")})
+    # node-c's spare is still importing: its first answer has not come.
+    first = {"node-a": Ref("node-a", True), "node-b": Ref("node-b", True), "node-c": Ref("node-c", False)}
+    monkeypatch.setattr(spares, "_ready", first)
+    assert spares.ask_ready() == ({"node-a", "node-b"}, {"node-b"})
+    monkeypatch.setattr(spares, "_ready", {})
+    assert spares.ask_ready() == (set(), set())
