@@ -31,7 +31,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-POLL_S = 0.1
+# How often the driver reads the nodes word (a file here, an object-store GET on a
+# cloud's control channel: 5 a second for the run's length).
+POLL_S = 0.2
 # Ray ids of the nodes known dead (never cleared: a node that comes back is a new id).
 _dead: set[str] = set()
 
