@@ -604,8 +604,7 @@ class _Loop(Survivors, WorkerAttempt):
             from orchestrator.runtime.ddp import ddp_options
 
             def wrap(model: torch.nn.Module) -> torch.nn.Module:
-                options = ddp_options(self.world)
-                return prepare_model(model, move_to_device=False, parallel_strategy_kwargs=options or None)
+                return prepare_model(model, move_to_device=False, parallel_strategy_kwargs=ddp_options(self.world))
 
         restored: int | None = None
         broken: Exception | None = None
