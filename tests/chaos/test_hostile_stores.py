@@ -30,7 +30,7 @@ from tests.support.hostile import (
     plant_malformed_manifests,
     plant_special_control,
 )
-from tests.support.invariants import fired, nothing_left, survived
+from tests.support.invariants import INTERVAL, fired, nothing_left, survived
 from tests.support.runs import orchestrate, ray_pids
 
 FAST_FAILOVER = ("recovery.region_cooldown_s=0", "recovery.max_failovers=10")
@@ -129,7 +129,10 @@ def test_a_forged_outcome_then_a_dead_driver_never_succeeds_with_the_forgery(orc
     run_id = "hostile-outcome"
     before = ray_pids()
     run, forged = kill_driver_with_a_forged_outcome(orch_home, run_id, *FAST_FAILOVER, at_step=120)
-    r = survived(run, baseline)
+    # The driver is killed from outside, as soon as it is seen past step 120: step 100's
+    # checkpoint may still have been uploading, and died with it (CI saw 133 -> 50).
+    r = survived(run, baseline, max_lost=2 * INTERVAL)
+    assert r["incidents"][0]["restored_step"] >= 100 - INTERVAL, r["incidents"]
     assert r["final_step"] != forged["final_step"] and r["weights_sha256"] != forged["weights_sha256"]
     assert "/etc/passwd" not in str(r["final_checkpoint"])
     assert str(r["final_checkpoint"]).startswith("file://") and "/step-500" in r["final_checkpoint"]
