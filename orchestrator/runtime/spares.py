@@ -12,8 +12,11 @@ started there for the next loss. Each hand-over is journaled (``spare_taken``).
 
 The spare runs outside the worker group's placement group: the lost worker's bundle
 stays reserved and unused while the spare trains in its place, on the CPU the lost
-worker freed. Only a replacement on a node that already holds a ready spare takes one
-(a node just added for a lost one has none yet: its worker starts as before).
+worker freed. A node that joins while the group runs (one added for a lost one) gets
+its spare as soon as the driver sees it, and the group waits for that spare rather
+than start a worker of its own; the local provider has such a node's idle worker
+process import torch and the training loop while it comes up (providers/local/nodes.py,
+REPLACEMENT_ENV), so the spare lands on a process that has them.
 """
 
 from __future__ import annotations

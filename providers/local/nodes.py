@@ -46,6 +46,15 @@ NODE_HEALTH_ENV = {
     "RAY_health_check_failure_threshold": "5",
 }
 
+# A node started to replace a lost one: the group waits for it, its survivors idle. Its
+# raylet's idle worker process (one per CPU, started as it comes up) imports torch and
+# the training loop meanwhile, so the spare that the driver starts there at once
+# (orchestrator/runtime/spares.py) is handed a process that has them. Not on the nodes
+# a cluster starts with: there that work competes for the cores with the driver's start.
+REPLACEMENT_ENV = {
+    "RAY_preload_python_modules": "torch,torch._dynamo,orchestrator.runtime.train_loop",
+}
+
 # Each node's own listening ports (the head's as well): two nodes on one machine must
 # not both take Ray's defaults.
 NODE_PORT_FLAGS = (

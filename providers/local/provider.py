@@ -28,7 +28,14 @@ from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import KeptLogs
 from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
 from providers.local.loopback import collectives_env, loopback_interface
-from providers.local.nodes import NODE_HEALTH_ENV, NODE_PORT_FLAGS, find_raylet, node_check, worker_argv
+from providers.local.nodes import (
+    NODE_HEALTH_ENV,
+    NODE_PORT_FLAGS,
+    REPLACEMENT_ENV,
+    find_raylet,
+    node_check,
+    worker_argv,
+)
 from providers.procs import MARKER, NODE_MARKER, kill_all, kill_until_gone, marked, node_marked
 from recovery.detection import Health, HealthCheck
 from recovery.fsio import write_private
@@ -333,8 +340,9 @@ class LocalProvider:
         )
 
     # --- worker nodes -------------------------------------------------------------------
-    def _start_node(self, cluster: ClusterHandle, index: int) -> dict[str, Any]:
-        """Worker node ``index`` started (not yet up): its record for info["nodes"]."""
+    def _start_node(self, cluster: ClusterHandle, index: int, replacement: bool = False) -> dict[str, Any]:
+        """Worker node ``index`` started (not yet up): its record for info["nodes"];
+        ``replacement``: for a lost node (its idle worker imports ahead, REPLACEMENT_ENV)."""
         node_dir = os.path.join(_base_dir(cluster), f"node-{index}")
         shutil.rmtree(node_dir, ignore_errors=True)  # a node replaced: the old one's files
         os.mkdir(node_dir, 0o700)
@@ -351,6 +359,7 @@ class LocalProvider:
             **self.cluster_env(cluster),
             "RAY_TMPDIR": node_dir,
             NODE_MARKER: str(index),
+            **(REPLACEMENT_ENV if replacement else {}),
         }
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -531,7 +540,7 @@ class LocalProvider:
         except RuntimeError as exc:  # a process that survives SIGKILL (stuck in the kernel)
             raise ProvisionError(ProvisionErrorKind.TRANSIENT, cluster.region, str(exc)) from None
         self._not_torn(cluster, index)
-        rec = self._start_node(cluster, index)
+        rec = self._start_node(cluster, index, replacement=True)
         self._not_torn(cluster, index)
         self._set_node(cluster, rec)
         deadline = time.monotonic() + timeout_s

@@ -74,8 +74,21 @@ CONNECT = "import ray; ray.init(address={!r}, log_to_driver=False); print('conne
 # prints a node's death on the driver's stdout too).
 ALIVE = """
 import json, sys, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+@ray.remote(num_cpus=0)
+class Had:
+    def __init__(self):
+        self.had = sorted(m for m in ("torch", "torch._dynamo", "orchestrator.runtime.train_loop") if m in sys.modules)
+    def get(self):
+        return self.had
+
 ray.init(address=sys.argv[1], log_to_driver=False)
-for _ in sys.stdin:
+for line in sys.stdin:
+    if line.startswith("preloaded "):
+        pin = NodeAffinitySchedulingStrategy(node_id=line.split()[1], soft=False)
+        print("preloaded", json.dumps(ray.get(Had.options(scheduling_strategy=pin).remote().get.remote())), flush=True)
+        continue
     print("alive", json.dumps(sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])), flush=True)
 """
 
@@ -91,7 +104,8 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
     """Ray sees two nodes; node 1's processes (its raylet among them, the head's none)
     SIGKILLed is GONE, to this provider and to one that only read the cluster's record
     (a resumed controller); a replacement past its time is a TIMEOUT; replaced, it is
-    UP and Ray sees two alive nodes again, the new one in the old one's place;
+    UP and Ray sees two alive nodes again, the new one in the old one's place, its idle
+    worker having imported torch and the training loop ahead (a first node's did not);
     SIGSTOPped, it is NOT_UP (the teardown's to end)."""
     with open(tmp_path / "probe.err", "wb") as err:
         probe = subprocess.Popen(
@@ -103,19 +117,28 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
             text=True,
         )
 
-    def alive() -> list[str]:
+    def ask(question: str, answer: str) -> list[str]:
         assert probe.stdin is not None and probe.stdout is not None
-        probe.stdin.write("\n")
+        probe.stdin.write(question + "\n")
         probe.stdin.flush()
         while True:
             line = probe.stdout.readline()
             assert line, (tmp_path / "probe.err").read_text()[-2000:]
-            if line.startswith("alive "):
-                return json.loads(line.removeprefix("alive "))
+            if line.startswith(answer + " "):
+                return json.loads(line.removeprefix(answer + " "))
+
+    def alive() -> list[str]:
+        return ask("", "alive")
+
+    def preloaded(node_id: str) -> list[str]:
+        """What an idle worker process of that node had imported before it was handed an actor."""
+        return ask(f"preloaded {node_id}", "preloaded")
 
     try:
         first = alive()
         assert len(first) == 2
+        # A node the cluster starts with imports nothing ahead (the driver's start needs the cores).
+        assert [preloaded(n) for n in first] == [[], []]
         resumed = LocalProvider(state_dir=str(tmp_path / "state")).find(cluster.name)
         assert resumed is not None and [r["index"] for r in resumed.info["nodes"]] == [1]
         assert [(c.index, c.health) for c in provider.nodes(cluster)] == [(1, Health.UP)]
@@ -138,6 +161,9 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
         assert _until(lambda: len(alive()) == 2 and alive() != first), alive()
         new = provider.node_processes(cluster, 1)
         assert new and not set(new) & set(node)
+        # A replacement's idle worker imported torch and the training loop while it came up.
+        (added,) = set(alive()) - set(first)
+        assert preloaded(added) == ["orchestrator.runtime.train_loop", "torch", "torch._dynamo"]
         recorded = LocalProvider(state_dir=str(tmp_path / "state")).find(cluster.name)
         assert recorded is not None and recorded.info["nodes"] == cluster.info["nodes"]
         for pid in new:
