@@ -130,6 +130,9 @@ def main(argv: list[str]) -> int:
         spares.enable(spec.job.workload, training, journal)
     elif spec.survivors != "off" and spec.trainer.workers > 1:
         control.event(spec.generation, "survivors_off", reason=why_not)
+    from orchestrator.runtime import placement
+
+    placement.enable(lambda **fields: control.event(spec.generation, "placement_reused", **fields))
     trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).

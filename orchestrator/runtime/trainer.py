@@ -58,8 +58,10 @@ try:
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
     from ray.train.v2._internal.execution.controller.controller import TrainController
+    from ray.train.v2._internal.execution.controller.state import ShuttingDownState
     from ray.train.v2._internal.execution.scaling_policy import NoopDecision, ResizeDecision
     from ray.train.v2._internal.execution.scaling_policy.fixed import FixedScalingPolicy
+    from ray.train.v2._internal.execution.worker_group.placement_group_handle import DefaultPlacementGroupHandle
     from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 except ImportError:  # another Ray: the stock trainer
     LEAN = False
@@ -67,6 +69,8 @@ else:
     LEAN = (
         all(hasattr(TorchTrainer, m) for m in ("_create_default_callbacks", "_initialize_and_run_controller"))
         and hasattr(WorkerGroup, "_init_train_context_on_workers")
+        and hasattr(WorkerGroup, "_create_placement_group")
+        and hasattr(TrainController, "_shutdown_worker_group")
         and getattr(TrainController, "worker_group_cls", None) is WorkerGroup
         and asyncio.iscoroutinefunction(getattr(TrainController, "run", None))
         and isinstance(RuntimeContext.__dict__.get("current_actor"), property)
@@ -168,10 +172,46 @@ if LEAN:
         finally:
             RuntimeContext.current_actor = actor  # type: ignore[method-assign]
 
+    class KeptHandle(DefaultPlacementGroupHandle):
+        """A worker group's placement group, handed to ``placement`` when the group shuts
+        down (kept for the next group when that is a restart); ``placed``: taken from
+        a kept group, its bundles on live nodes already."""
+
+        def __init__(self, pg: Any, resources: dict[str, float], strategy: str, placed: bool = False) -> None:
+            super().__init__(pg)
+            self._resources, self._strategy, self._placed = resources, strategy, placed
+
+        def wait(self, timeout_seconds: float = 30) -> bool:
+            # A kept group may have a bundle on a dead node that Ray places again: Ray's
+            # wait would wait for that one too, which this group does not use.
+            return True if self._placed else super().wait(timeout_seconds)
+
+        def shutdown(self) -> None:
+            from orchestrator.runtime import placement
+
+            placement.release(self._pg, self._resources, self._strategy)
+
     class DriverWorkerGroup(WorkerGroup):
+        # The bundles of a kept placement group this group's workers take (placement.py).
+        _bundle_indices: list[int] | None = None
+
         @staticmethod
         def _get_worker_runtime_env(custom_runtime_env: Any) -> Any:
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
+
+        def _create_placement_group(self, scaling_config: Any, worker_group_context: Any) -> Any:
+            from orchestrator.runtime import lostnodes, placement
+
+            ctx = worker_group_context
+            resources, strategy = dict(ctx.resources_per_worker), str(ctx.placement_strategy)
+            taken = placement.take(resources, strategy, int(ctx.num_workers), lostnodes.dead())
+            if taken is not None:
+                pg, self._bundle_indices = taken
+                return KeptHandle(pg, resources, strategy, placed=True)
+            handle = super()._create_placement_group(scaling_config, worker_group_context)
+            if type(handle) is not DefaultPlacementGroupHandle:
+                return handle  # a TPU slice: Ray's own, removed as Ray removes it
+            return KeptHandle(handle.placement_group, resources, strategy)
 
         def _init_train_context_on_workers(self, *args: Any, **kwargs: Any) -> Any:
             with _no_controller_actor():
@@ -184,10 +224,13 @@ if LEAN:
             are new actors. Every node the group runs on is left with a spare."""
             from orchestrator.runtime import spares
 
-            if not (spares.enabled() and self._manages_replica_groups):
-                return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
             given = kw.pop("placement_group_bundle_indices", None)
-            indices = list(range(num_workers)) if given is None else list(given)
+            kept = self._bundle_indices if given is None and self._bundle_indices else None
+            indices = list(given) if given is not None else list(kept or range(num_workers))
+            if not (spares.enabled() and self._manages_replica_groups):
+                return super()._create_workers(
+                    num_workers, placement_group, resources_per_worker, placement_group_bundle_indices=indices, **kw
+                )
             ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
             taken, rest = spares.split(indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker))
             fresh = (
@@ -215,6 +258,17 @@ if LEAN:
             if world is not None and spares.enabled():
                 # The controller's word on lost nodes, acted on before Ray's health checks.
                 lostnodes.watch(world.control, world.spec.generation, self._group_workers)
+
+        def _shutdown_worker_group(self) -> None:
+            # A group shut down to start the next one keeps its placement group for it.
+            from orchestrator.runtime import placement
+
+            if isinstance(self.get_state(), ShuttingDownState):
+                super()._shutdown_worker_group()
+                placement.drop()
+                return
+            with placement.keeping():
+                super()._shutdown_worker_group()
 
         def _group_workers(self) -> list[Any]:
             group = self._worker_group

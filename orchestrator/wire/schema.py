@@ -57,6 +57,7 @@ EVENT_KINDS = frozenset(
         "lost_nodes_found",
         "multipart_aborted",
         "pbt_exploit",
+        "placement_reused",
         "preempted",
         "preemption_notice",
         "preemption_notice_invalid",

@@ -83,6 +83,11 @@ def test_a_rank_killed_mid_upload_a_lost_worker_and_a_preemption_end_with_the_un
     kinds = [i["kind"] for i in r["incidents"]]
     assert 1 <= kinds.count("worker_lost") <= 2 and kinds[-1] == "preempted", r["incidents"]
     assert r["incidents"][-1]["lost_steps"] == 0, r["incidents"]
+    # Each restart of the whole group (FSDP keeps no survivors) started on the placement
+    # group the one before left, every bundle on a live node: no wait for a new one.
+    restarts = len([e for e in started if e["generation"] == 1]) - 1
+    reused = run.events("placement_reused")
+    assert len(reused) == restarts and all(e["workers"] == 2 and e["bundles"] == [0, 1] for e in reused), reused
     nothing_left(before, orch_home)
 
 
@@ -105,6 +110,9 @@ def test_a_lost_node_reshards_to_one_worker_and_the_next_region_back_to_two(orch
     )
     worlds = [(e["region"], e["world_size"], e["restored_step"]) for e in run.events("runtime.train_started")]
     assert worlds == [("local-a", 2, 0), ("local-a", 1, 20), ("local-c", 2, 40)], worlds
+    # The smaller group asked for a placement group of its own: the old one had a bundle
+    # on the lost node, which Ray would try to place again without pause.
+    assert not run.events("placement_reused")
     # Each restore resharded: at one worker rank 0 read both ranks' files of step 20; back
     # at two, each rank read the one file step 40 was written in.
     reads = sorted((e["step"], e["rank"], tuple(e["read"]), e["saved_world"]) for e in run.events("restore_shards"))
