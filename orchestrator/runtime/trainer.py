@@ -36,6 +36,10 @@ values (``TRAIN_ENV``, set at launch), so they are left out where they match
 (``cluster_runtime_env``): a worker group with no other environment of its own starts
 on processes that are already up (0.45 s of a local cold start's 5.3 s).
 
+A group restarted whole at its size takes the placement group the one before it left
+(``KeptHandle``, orchestrator/runtime/placement.py) rather than wait for Ray to free
+those CPUs and place a new one.
+
 Should a Ray release move any of these hooks, ``make_trainer`` falls back to the
 stock trainer: slower, never wrong.
 """
