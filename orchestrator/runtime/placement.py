@@ -87,8 +87,8 @@ def drop() -> None:
 
 
 def take(resources: dict[str, float], strategy: str, want: int, dead: frozenset[str]) -> tuple[Any, list[int]] | None:
-    """The kept group and the bundle indices a group of ``want`` workers takes in it, or
-    None (nothing kept, bundles of another shape, too few on live nodes: then it is removed)."""
+    """The kept group and its bundle indices (all of them, as many as ``want``), or None:
+    nothing kept, or bundles of another shape, number or node (then it is removed)."""
     if not _kept:
         return None
     kept = _kept[-1]

@@ -178,17 +178,11 @@ if LEAN:
 
     class KeptHandle(DefaultPlacementGroupHandle):
         """A worker group's placement group, handed to ``placement`` when the group shuts
-        down (kept for the next group when that is a restart); ``placed``: taken from
-        a kept group, its bundles on live nodes already."""
+        down (kept for the next group when that is a restart)."""
 
-        def __init__(self, pg: Any, resources: dict[str, float], strategy: str, placed: bool = False) -> None:
+        def __init__(self, pg: Any, resources: dict[str, float], strategy: str) -> None:
             super().__init__(pg)
-            self._resources, self._strategy, self._placed = resources, strategy, placed
-
-        def wait(self, timeout_seconds: float = 30) -> bool:
-            # A kept group may have a bundle on a dead node that Ray places again: Ray's
-            # wait would wait for that one too, which this group does not use.
-            return True if self._placed else super().wait(timeout_seconds)
+            self._resources, self._strategy = resources, strategy
 
         def shutdown(self) -> None:
             from orchestrator.runtime import placement
@@ -196,9 +190,6 @@ if LEAN:
             placement.release(self._pg, self._resources, self._strategy)
 
     class DriverWorkerGroup(WorkerGroup):
-        # The bundles of a kept placement group this group's workers take (placement.py).
-        _bundle_indices: list[int] | None = None
-
         @staticmethod
         def _get_worker_runtime_env(custom_runtime_env: Any) -> Any:
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
@@ -210,8 +201,8 @@ if LEAN:
             resources, strategy = dict(ctx.resources_per_worker), str(ctx.placement_strategy)
             taken = placement.take(resources, strategy, int(ctx.num_workers), lostnodes.dead())
             if taken is not None:
-                pg, self._bundle_indices = taken
-                return KeptHandle(pg, resources, strategy, placed=True)
+                # Its bundles are 0..num_workers-1, all placed: Ray Train's defaults hold.
+                return KeptHandle(taken[0], resources, strategy)
             handle = super()._create_placement_group(scaling_config, worker_group_context)
             if type(handle) is not DefaultPlacementGroupHandle:
                 return handle  # a TPU slice: Ray's own, removed as Ray removes it
@@ -228,13 +219,10 @@ if LEAN:
             are new actors. Every node the group runs on is left with a spare."""
             from orchestrator.runtime import spares
 
-            given = kw.pop("placement_group_bundle_indices", None)
-            kept = self._bundle_indices if given is None and self._bundle_indices else None
-            indices = list(given) if given is not None else list(kept or range(num_workers))
             if not (spares.enabled() and self._manages_replica_groups):
-                return super()._create_workers(
-                    num_workers, placement_group, resources_per_worker, placement_group_bundle_indices=indices, **kw
-                )
+                return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
+            given = kw.pop("placement_group_bundle_indices", None)
+            indices = list(range(num_workers)) if given is None else list(given)
             ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
             taken, rest = spares.split(indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker))
             fresh = (
