@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +35,20 @@ def _start(orch_home: Path, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _said(proc: subprocess.Popen[str]) -> tuple[list[str], threading.Thread]:
+    """``proc``'s stderr lines as they come, and the thread reading them until it ends
+    (join it once ``proc`` has exited: then every line is in)."""
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        lines.extend(iter(proc.stderr.readline, ""))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, reader
 
 
 def _newest_step(run_dir: Path) -> int:
@@ -103,9 +118,16 @@ def test_ctrl_c_stop_a_dead_controller_then_resume_end_with_the_unstopped_weight
     _detach(orch_home, "action=resume", "run_id=stopped")
     _wait_training(run_dir, None, 2)
     watcher = _start(orch_home, "action=watch", "run_id=stopped")
-    time.sleep(3)
+    # Left as soon as it follows the run (a fixed 3 s let digits, some hundred steps a
+    # second, reach step 2000 before the stop below: nothing was left to resume).
+    said, reader = _said(watcher)
+    deadline = time.monotonic() + 30
+    while "-- training from step " not in "".join(said) and watcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     watcher.send_signal(signal.SIGINT)
-    _out, err = watcher.communicate(timeout=30)
+    watcher.wait(timeout=30)
+    reader.join(timeout=30)
+    err = "".join(said)
     assert watcher.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert "-- training from step " in err and "watch: left run stopped; it goes on" in err
     assert not (run_dir / "result.json").exists(), "leaving the watch leaves the run"
