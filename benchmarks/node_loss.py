@@ -1,18 +1,21 @@
 """Recovery inside a region against the cold failover of a whole region, on this machine.
 
-Four runs of the digits job in a region of two Ray nodes (one CPU each, one worker
-on each), each losing something at the same step:
+Five runs of the digits job in a region of two Ray nodes (one CPU each, one worker
+on each; the standby run's region has a third), each losing something at the same step:
 
 - ``kill_worker``: the worker on node 1 (SIGKILL); Ray Train restarts the group in place;
 - ``replaced``: ``kill_node`` (every process of worker node 1, SIGKILL); the node is
   replaced in place and the worker group restarts at its full world (exact weights);
+- ``standby``: ``kill_node`` of a node that runs a worker, in a region of three nodes:
+  the third is standby capacity (its spare imported), where the lost worker goes on at
+  once while the lost node is replaced in the background;
 - ``elastic``: the same fault with ``recovery.node_replace_timeout_s=0`` and
   ``trainer.min_workers=1``: the group restarts at once on the node that is left;
 - ``cold failover``: ``kill_region``: the run fails over to a new cluster in the next region.
 
 Each one's recovery time is its incident's: the fault to the first step after the
-restore. Goals, as ratios to the cold failover's: a replaced node at most 0.4, a
-killed worker and an elastic restart at most 0.25 each. ``survivor_restarts`` counts
+restore. Goals, as ratios to the cold failover's: a replaced node at most 0.4 (with a
+standby node too), a killed worker and an elastic restart at most 0.25 each. ``survivor_restarts`` counts
 the workers the fault did not touch whose process was started again by the recovery
 (from the pids each ``train_started`` journals, rank by rank; goal 0): a recovery that
 restarts the whole world restarts every survivor.
@@ -32,10 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import orchestrate, temp_home, write_json
 
 TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
+THREE_NODES = ("cloud.regions.local-a.nodes=3", "cloud.regions.local-a.num_cpus=1")
+# Each mode's region (TWO_NODES unless named here).
+LAYOUT = {"standby": THREE_NODES}
 # mode: (the fault, its extra overrides)
 MODES: dict[str, tuple[str, tuple[str, ...]]] = {
     "kill_worker": ("kill_worker", ()),
     "replaced": ("kill_node", ()),
+    "standby": ("kill_node", ()),
     "elastic": ("kill_node", ("recovery.node_replace_timeout_s=0", "trainer.min_workers=1")),
     "cold failover": ("kill_region", ()),
 }
@@ -43,7 +50,7 @@ INCIDENT = {"kill_worker": "worker_lost", "kill_node": "node_lost", "kill_region
 # Workers each fault takes, in this layout (one worker per node); a region takes them all.
 LOST = {"kill_worker": 1, "kill_node": 1}
 # Each mode's RTO over the cold failover's, at most (the cold failover is the reference).
-GOALS = {"kill_worker": 0.25, "replaced": 0.4, "elastic": 0.25}
+GOALS = {"kill_worker": 0.25, "replaced": 0.4, "standby": 0.4, "elastic": 0.25}
 
 
 def incident_of(result: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -104,7 +111,8 @@ def main() -> None:
     for mode, (fault, extra) in MODES.items():
         run_id = "node-loss-" + mode.replace(" ", "-")
         faults = f"chaos.faults=[{{kind:{fault},at_step:{args.kill_at}}}]"
-        result, journal = orchestrate(home, run_id, f"job.steps={args.steps}", *TWO_NODES, faults, *extra)
+        layout = LAYOUT.get(mode, TWO_NODES)
+        result, journal = orchestrate(home, run_id, f"job.steps={args.steps}", *layout, faults, *extra)
         rows[mode] = row_of(result, fault, journal)
         print(f"{mode}: rto {rows[mode]['rto_s']:.2f}s, weights {rows[mode]['weights']}...", flush=True)
     fig = figures(rows)
@@ -115,12 +123,19 @@ def main() -> None:
         met = "met" if ratio <= goal else "not met"
         print(f"{mode}: RTO / cold failover RTO = {ratio:.2f} (goal <= {goal}: {met})")
     print(f"survivors restarted (goal 0): {fig['survivor_restarts']}")
-    for mode in ("kill_worker", "replaced"):
+    for mode in EXACT:
         print(f"{mode} ends with the cold failover's weights: {fig[mode + '_weights_exact']}")
     write_json(args.json, fig)
 
 
-RATIO_KEYS = {"kill_worker": "kill_worker_ratio", "replaced": "node_replaced_ratio", "elastic": "node_elastic_ratio"}
+RATIO_KEYS = {
+    "kill_worker": "kill_worker_ratio",
+    "replaced": "node_replaced_ratio",
+    "standby": "node_standby_ratio",
+    "elastic": "node_elastic_ratio",
+}
+# The modes that keep their world, and so end with the cold failover's weights.
+EXACT = ("kill_worker", "replaced", "standby")
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
@@ -140,23 +155,23 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
 def figures(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The flat figures: each mode's RTO and its ratio to the cold failover's, the
     survivors each in-region recovery restarted (``survivor_restarts``: the most of
-    kill_worker's and the replaced node's; goal 0), and whether the modes that keep
-    their world (kill_worker, replaced) end with the cold failover's weights. Pure."""
+    the modes that keep their world; goal 0), and whether those (kill_worker, replaced,
+    standby) end with the cold failover's weights. Pure."""
     cold = rows["cold failover"]["rto_s"]
-    survivors = [rows[m]["survivor_restarts"] for m in ("kill_worker", "replaced")]
+    survivors = [rows[m]["survivor_restarts"] for m in EXACT]
     cold_weights = rows["cold failover"]["weights"]
     return {
         "rto_cold_s": cold,
         "rto_cold_failover_s": cold,
         "rto_kill_worker_s": rows["kill_worker"]["rto_s"],
         "rto_node_replaced_s": rows["replaced"]["rto_s"],
+        "rto_node_standby_s": rows["standby"]["rto_s"],
         "rto_node_elastic_s": rows["elastic"]["rto_s"],
         "node_replace_s": rows["replaced"]["replace_s"],
         **{key: round(rows[mode]["rto_s"] / cold, 3) for mode, key in RATIO_KEYS.items()},
         "survivor_restarts": None if None in survivors else max(survivors),
         **{f"survivor_restarts_{m.replace(' ', '_')}": rows[m]["survivor_restarts"] for m in GOALS},
-        "replaced_weights_exact": rows["replaced"]["weights"] == cold_weights,
-        "kill_worker_weights_exact": rows["kill_worker"]["weights"] == cold_weights,
+        **{f"{m}_weights_exact": rows[m]["weights"] == cold_weights for m in EXACT},
     }
 
 

@@ -49,16 +49,21 @@ def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> 
     return len(sigkill([pid] if pid else [])), None
 
 
-def choose_node(node: int | None, seed: int, workers: list[int]) -> tuple[int | None, str | None]:
+def choose_node(
+    node: int | None, seed: int, workers: list[int], training: list[int] | None = None
+) -> tuple[int | None, str | None]:
     """The worker node a kill_node or hang_node fault strikes among the cluster's
     ``workers`` (their indexes): ``node`` where the fault names one, else one drawn from
-    ``seed`` (the same draw for the same nodes, in every attempt); (None, why) when
-    there is no such node to strike."""
+    ``seed`` (the same draw for the same nodes, in every attempt) among those of them
+    ``training`` (running a worker of the group: a node that holds only idle capacity is
+    a lesser fault, struck where the fault names it), or among all where none is known;
+    (None, why) when there is no such node to strike."""
     if not workers:
         return None, "the cluster has no worker node, only its head (kill_head's): its region has nodes: 1"
     ordered = sorted(workers)
     if node is None:
-        return random.Random(seed).choice(ordered), None
+        busy = sorted(set(ordered) & set(training or ()))
+        return random.Random(seed).choice(busy or ordered), None
     if node not in ordered:
         return None, f"node {node} is not a worker node of the cluster (its worker nodes: {_spans(ordered)})"
     return node, None
@@ -73,6 +78,22 @@ def worker_nodes(provider: Provider, cluster: ClusterHandle) -> list[int]:
     cannot tell one node from another)."""
     nodes = getattr(provider, "nodes", None)
     return [check.index for check in nodes(cluster)] if callable(nodes) else []
+
+
+def training_nodes(state: FaultState, cluster: ClusterHandle, workers: list[int]) -> list[int]:
+    """Which of the cluster's worker nodes run a process of the training group (the pids
+    the last ``train_started`` journaled; none known: [])."""
+    pids = set(state.worker_pids)
+    if not pids:
+        return []
+    busy = []
+    for index in workers:
+        try:
+            if pids & set(state.provider.node_processes(cluster, index)):
+                busy.append(index)
+        except Exception:
+            continue  # a node that cannot say is drawn among the rest
+    return busy
 
 
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
@@ -180,7 +201,8 @@ def _node_fault(state: FaultState, f: Firing) -> None:
 
 def _strike_node(state: FaultState, f: Firing) -> dict[str, object]:
     provider, cluster = state.provider, f.on
-    node, problem = choose_node(f.fault.node, f.fault.seed, worker_nodes(provider, cluster))
+    workers = worker_nodes(provider, cluster)
+    node, problem = choose_node(f.fault.node, f.fault.seed, workers, training_nodes(state, cluster, workers))
     pids: list[int] = []
     if node is not None:
         pids = sorted(provider.node_processes(cluster, node))

@@ -408,7 +408,7 @@ class FaultConfig:
     # status_flap: how many of the provider's health checks in a row fail.
     count: int = 1
     # kill_node / hang_node: which node (1 ..., the head is 0, which kill_head takes);
-    # null: one drawn from seed among the cluster's worker nodes.
+    # null: one drawn from seed among the cluster's worker nodes that run a worker of the group.
     node: int | None = None
     seed: int = 0
 

@@ -5,8 +5,10 @@ is gone, or not UP for ``recovery.health_failures_to_lose`` looks in a row, is l
 (``recovery.detection.node_lost``). The region goes on: the controller tells the
 runtime (the control channel's nodes word) how many workers the nodes left fit and,
 while a replacement is on its way (``recovery.node_replace_timeout_s``), to wait for
-it, so the worker group restarts at its full world and the run stays exact. A node not
-replaced in time leaves the run to the workers that fit, down to
+it, so the worker group restarts at its full world and the run stays exact. A region
+whose nodes left still fit the full world (a standby node, idle capacity) is not told
+to wait: the group restarts there at once, and the replacement becomes the standby.
+A node not replaced in time leaves the run to the workers that fit, down to
 ``trainer.min_workers``; below that the attempt fails (``node_lost``) and the run
 fails over.
 
@@ -71,6 +73,12 @@ class NodeWatch:
     def fits(self) -> int:
         return (self.count - len(self.missing())) * self.per_node
 
+    def standby(self) -> bool:
+        """The nodes left still fit the full world: a lost node's workers move to the
+        standby capacity at once, and its replacement (still started) becomes the next
+        standby rather than something the group waits for."""
+        return self.fits() >= self.workers
+
     def _word(self) -> None:
         now = time.time()
         coming = [
@@ -78,7 +86,7 @@ class NodeWatch:
             for loss in self.losses.values()
             if loss.replacing and loss.replace_s is None and loss.error is None
         ]
-        wait_until = max(coming) if coming else 0.0
+        wait_until = max(coming) if coming and not self.standby() else 0.0
         self.ctx.control.nodes_word(self.gen, self.fits(), wait_until if wait_until > now else 0.0, self.missing())
         if wait_until <= now and world_size(self.fits(), self.workers, self.min_workers) is None:
             self.short = (
@@ -129,6 +137,8 @@ class NodeWatch:
             if replacing
             else "not replaced (recovery.node_replace_timeout_s=0)"
         )
+        if replacing and self.standby():
+            how += "; the group goes on at once on the nodes left"
         self.ctx.progress.note(f"node {node} of {self.region} lost ({health}): {how}")
         target = self._replace if replacing else self._drop
         t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)

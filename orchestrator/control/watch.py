@@ -230,6 +230,9 @@ class AttemptWatch:
         world = ev.fields.get("world_size")
         world = int(world) if isinstance(world, int) else None
         before, self.nodes.world = self.nodes.world, world
+        pids = ev.fields.get("worker_pids")
+        if isinstance(pids, list):
+            self.injector.state.worker_pids = [p for p in pids if isinstance(p, int) and not isinstance(p, bool)]
         if self.train_starts == 1:
             self.train_started_at = ev.time
             self.out.restored_step = restored

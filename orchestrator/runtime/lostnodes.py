@@ -6,7 +6,8 @@ its head's health checks give up, about a second later here and more on a loaded
 cluster; until then Ray Train does not see the lost worker (its actor's calls hang),
 and a new group could be placed on the dead node. For a group that will go on without
 the node (no replacement coming: ``recovery.node_replace_timeout_s=0``, an elastic
-world), the driver need not wait for Ray:
+world; or none waited for: the nodes left fit the full world, orchestrator/runtime/standby.py),
+the driver need not wait for Ray:
 
 1. It finds the lost nodes' Ray ids by asking the spare on every node of the group
    (orchestrator/runtime/spares.py): a dead node's spare never answers. Only when every
@@ -18,7 +19,8 @@ world), the driver need not wait for Ray:
    the controller's lost nodes, the Ray ids taken for them and the ranks ended.
 3. The next group's size counts the nodes without them (orchestrator/runtime/world.py),
    and its placement excludes them by label (``ray.io/node-id``), so it is placed on the
-   nodes that are left while Ray still counts the dead one.
+   nodes that are left while Ray still counts the dead one; a lost worker replaced at the
+   same world takes the spare of a node with room instead of its bundle's dead node.
 
 A replacement on its way is left to Ray Train's own replacement, which needs the lost
 bundle placed again, which Ray does once it lets the dead node go.

@@ -14,7 +14,9 @@ The spare runs outside the worker group's placement group: the lost worker's bun
 stays reserved and unused while the spare trains in its place, on the CPU the lost
 worker freed. A node that joins while the group runs (one added for a lost one) gets
 its spare as soon as the driver sees it, and the group waits for that spare rather
-than start a worker of its own; the local provider has such a node's idle worker
+than start a worker of its own. Every other node that fits a worker holds a spare too
+(standby capacity, orchestrator/runtime/standby.py): a worker whose node is lost takes
+the spare of a node with room at once; the local provider has such a node's idle worker
 process import torch and the training loop while it comes up (providers/local/nodes.py,
 REPLACEMENT_ENV), so the spare lands on a process that has them.
 """
@@ -25,6 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from orchestrator.runtime import standby
 
 # Spares start once the group trains again (a process that imports torch takes a core
 # for a second or two, which the group's first steps need more), looked for this often,
@@ -114,9 +118,17 @@ def preload(workload: str) -> None:
         pass
 
 
-def start_spares(group: Any, node_ids: list[str]) -> None:
-    """One spare on each of ``node_ids`` that has none, once the group trains (in the background)."""
-    threading.Thread(target=_start, args=(group, node_ids, time.time()), name="spares", daemon=True).start()
+def start_spares(
+    group: Any,
+    node_ids: list[str],
+    resources: dict[str, float] | None = None,
+    dead: Callable[[], frozenset[str]] = frozenset,
+) -> None:
+    """One spare on each of ``node_ids`` that has none, once the group trains (in the
+    background); with a worker's ``resources``, on every other live node that fits a
+    worker too (a standby node's, orchestrator/runtime/standby.py) but the ``dead()``."""
+    args = (group, node_ids, time.time(), resources, dead)
+    threading.Thread(target=_start, args=args, name="spares", daemon=True).start()
     if not _watching:
         _watching.append(True)
         threading.Thread(target=_new_nodes, args=(group,), name="spares-nodes", daemon=True).start()
@@ -147,11 +159,20 @@ def _new_nodes(group: Any) -> None:
         return  # no more spares for new nodes: their workers start as they would without
 
 
-def _start(group: Any, node_ids: list[str], since: float) -> None:
+def _start(
+    group: Any,
+    node_ids: list[str],
+    since: float,
+    resources: dict[str, float] | None,
+    dead: Callable[[], frozenset[str]],
+) -> None:
     deadline = time.monotonic() + WAIT_S
     try:
         while _training and not _training[0](since) and time.monotonic() < deadline:
             time.sleep(POLL_S)
+        if resources is not None:
+            lost = dead()
+            node_ids = [*node_ids, *(n for n in standby.fitting(standby.live_nodes(), resources) if n not in lost)]
         _start_now(group, node_ids)
     except Exception:
         pass  # no spare: a replacement starts its worker as it would without one
@@ -189,6 +210,25 @@ def ask_ready(timeout_s: float = VOUCH_S) -> tuple[set[str], set[str]]:
     return ready, ready - answered
 
 
+class Standby:
+    """Where the bundles of one round of replacements take a spare when their node is
+    lost: a live node with room beyond the group's workers (``busy``, one node id per
+    worker it keeps; ``dead``, nodes known lost), worked out once, at the first ask."""
+
+    def __init__(self, busy: list[str], resources: dict[str, float], dead: frozenset[str]) -> None:
+        self.busy, self.resources, self.dead = busy, resources, dead
+        self.free: dict[str, int] | None = None
+
+    def node(self) -> str | None:
+        try:
+            if self.free is None:
+                self.free = standby.room(standby.live_nodes(), self.resources, self.busy, self.dead)
+            ready = {node for node, ref in list(_ready.items()) if _answered(ref)}
+            return standby.pick(self.free, list(_spares), ready)
+        except Exception:
+            return None  # no standby: the bundle waits for Ray to place it again, as before
+
+
 def _answered(ref: Any) -> bool:
     import ray
 
@@ -215,15 +255,25 @@ def vouch(node_ids: set[str], timeout_s: float = VOUCH_S) -> bool:
     return True
 
 
-def take_spare(placement_group: Any, bundle_index: int, resources: dict[str, float]) -> Any:
+def take_spare(
+    placement_group: Any,
+    bundle_index: int,
+    resources: dict[str, float],
+    elsewhere: Callable[[], str | None] | None = None,
+    dead: frozenset[str] = frozenset(),
+) -> Any:
     """The spare on the node of ``bundle_index``'s bundle as a Ray Train ``Worker`` for that
-    bundle, or None (no spare there, or it died with its node)."""
+    bundle, or None (no spare there, or it died with its node). ``elsewhere``: where a
+    bundle whose node is known lost (in ``dead``), or not placed, takes a spare
+    (``Standby.node``)."""
     import ray
     from ray.exceptions import RayActorError
     from ray.train.v2._internal.execution.worker_group.worker import Worker
     from ray.util.placement_group import placement_group_table
 
     node = placement_group_table(placement_group).get("bundles_to_node_id", {}).get(bundle_index)
+    if (node is None or str(node) in dead) and elsewhere is not None:
+        node = elsewhere()
     actor = _spares.pop(str(node), None) if node is not None else None
     _ready.pop(str(node), None)
     if actor is None:

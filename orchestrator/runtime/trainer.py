@@ -217,14 +217,19 @@ if LEAN:
             (orchestrator/runtime/spares.py): a lost worker's replacement, and each worker
             of a group started again whole (a smaller world after a lost node); the rest
             are new actors. Every node the group runs on is left with a spare."""
-            from orchestrator.runtime import spares
+            from orchestrator.runtime import lostnodes, spares
 
             if not (spares.enabled() and self._manages_replica_groups):
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
             given = kw.pop("placement_group_bundle_indices", None)
             indices = list(range(num_workers)) if given is None else list(given)
             ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
-            taken, rest = spares.split(indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker))
+            # A bundle on a lost node takes the spare of a node with room (a standby node).
+            dead = lostnodes.dead()
+            standby = spares.Standby(self._kept_nodes(), dict(resources_per_worker), dead)
+            taken, rest = spares.split(
+                indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker, standby.node, dead)
+            )
             fresh = (
                 super()._create_workers(
                     len(rest), placement_group, resources_per_worker, placement_group_bundle_indices=rest, **kw
@@ -234,8 +239,18 @@ if LEAN:
             )
             workers = WorkerGroup._assign_worker_ranks([*(w for w, _ in taken), *fresh], **ranks)
             spares.journal_taken(taken, "group" if given is None else "replacement")
-            spares.start_spares(self, [w.metadata.node_id for w in workers])
+            nodes = [w.metadata.node_id for w in workers]
+            spares.start_spares(self, nodes, dict(resources_per_worker), lostnodes.dead)
             return workers
+
+        def _kept_nodes(self) -> list[str]:
+            """The node of each worker the group keeps through this round (its active
+            replica groups; none for a group started whole)."""
+            try:
+                groups = list(getattr(self, "_replica_groups", None) or [])
+                return [str(w.metadata.node_id) for g in groups if g.is_active() for w in g.get_workers()]
+            except Exception:
+                return []
 
     class DriverController(TrainController):
         """Ray Train's controller, run in the driver's process rather than as an actor."""

@@ -214,3 +214,38 @@ def test_an_elastic_group_goes_on_without_a_lost_node_before_ray_lets_it_go(orch
     assert taken["restart"] == "group" and run.events("train_started")[1]["worker_pids"] == [taken["pid"]]
     journal_consistent(run)
     nothing_left(before, orch_home)
+
+
+def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_home, long_baseline):
+    """A region of three nodes for two workers: the idle one is standby capacity, with its
+    spare imported (orchestrator/runtime/standby.py). A node that runs a worker is killed
+    (the drawn node is one that does): its worker goes on on the standby node's spare at
+    once, the survivor keeps its process, the state comes from the survivor's memory,
+    and the lost node is replaced in the background, with no wait for it."""
+    before = ray_pids()
+    three = ("cloud.regions.local-a.nodes=3", "cloud.regions.local-a.num_cpus=1", "job.steps=2000")
+    run = orchestrate(orch_home, "nodes-standby", *three, _faults("{kind:kill_node,at_step:1500}"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED", r
+    assert r["weights_sha256"] == long_baseline.result["weights_sha256"], "not the uninterrupted run's weights"
+    (fault,) = fired(run, "kill_node")
+    (lost,) = run.events("node_lost")
+    assert (lost["node"], lost["fits"], lost["replacing"]) == (fault["node"], 2, True), lost
+    waits = [e["reason"] for e in run.events("world_waiting") if e["ts"] >= fault["ts"]]
+    assert not [w for w in waits if "replacement" in w], waits
+    started = run.events("train_started")
+    before_pids, after = started[0]["worker_pids"], started[1]
+    (left,) = run.events("group_left")
+    assert after["worker_pids"][left["rank"]] == left["pid"] == before_pids[left["rank"]], "the survivor restarted"
+    (taken,) = run.events("spare_taken")
+    assert taken["restart"] == "replacement" and after["worker_pids"][taken["rank"]] == taken["pid"], taken
+    assert taken["pid"] not in before_pids
+    (restore,) = run.events("peer_restore")
+    assert restore["bytes_from_peer"] > 0 and restore["bytes_from_store"] == 0, restore
+    (inc,) = [i for i in r["incidents"] if i["kind"] == "node_lost"]
+    assert (inc["world_size_before"], inc["world_size_after"]) == (2, 2), inc
+    assert 0 <= inc["lost_steps"] <= INTERVAL, inc
+    assert run.events("node_replaced"), "the lost node is replaced all the same (the next standby)"
+    journal_consistent(run)
+    nothing_left(before, orch_home)

@@ -87,6 +87,7 @@ def test_the_figures_give_each_modes_rto_its_ratio_to_the_cold_failover_and_the_
     rows = {
         "kill_worker": row(2.0, 1),
         "replaced": row(5.0, 0),
+        "standby": row(1.0, 0),
         "elastic": row(4.0, 1, weights="other"),
         "cold failover": row(10.0, None),
     }
@@ -94,7 +95,9 @@ def test_the_figures_give_each_modes_rto_its_ratio_to_the_cold_failover_and_the_
     assert (fig["rto_kill_worker_s"], fig["rto_cold_failover_s"], fig["rto_cold_s"]) == (2.0, 10.0, 10.0)
     assert (fig["kill_worker_ratio"], fig["node_replaced_ratio"], fig["node_elastic_ratio"]) == (0.2, 0.5, 0.4)
     assert fig["survivor_restarts"] == 1 and fig["survivor_restarts_replaced"] == 0
-    assert fig["replaced_weights_exact"] and fig["kill_worker_weights_exact"]
+    assert (fig["rto_node_standby_s"], fig["node_standby_ratio"], fig["survivor_restarts_standby"]) == (1.0, 0.1, 0)
+    assert fig["replaced_weights_exact"] and fig["kill_worker_weights_exact"] and fig["standby_weights_exact"]
+    assert "elastic_weights_exact" not in fig, "a smaller world is not the same run"
     assert "survivors restarted" in node_loss.table(rows)
     rows["kill_worker"]["survivor_restarts"] = None
     assert node_loss.figures(rows)["survivor_restarts"] is None

@@ -96,6 +96,33 @@ def test_a_gone_node_is_replaced_while_the_runtime_is_told_to_wait(tmp_path: Pat
     assert loss is not None and loss.node == 1 and loss.replace_s is not None
 
 
+def test_a_region_that_still_fits_its_world_is_not_told_to_wait(tmp_path: Path) -> None:
+    # Three nodes of one CPU for two workers: the node left idle is the standby.
+    provider = Nodes(replace="wait")
+    provider.health[2] = Health.UP
+    nw, events, control = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")
+    assert nw.standby()
+    provider.health[1] = Health.GONE
+    nw.poll()
+    (lost,) = of(events, NodeLost)
+    assert (lost.fits, lost.replacing) == (2, True)
+    word = control.read_nodes_word(1)
+    assert word is not None and (word.fits, word.wait_until, word.lost) == (2, 0.0, (1,))
+    assert nw.short is None
+    provider.release.set()
+    settle(nw)
+    assert provider.replaced == [1] and of(events, NodeReplaced)
+    # Both of the others lost: one worker fits, and the next replacement is waited for.
+    provider.release.clear()
+    provider.health[1] = provider.health[2] = Health.GONE
+    nw.poll()
+    assert not nw.standby()
+    word = control.read_nodes_word(1)
+    assert word is not None and word.fits == 1 and word.wait_until > time.time()
+    provider.release.set()
+    settle(nw)
+
+
 def test_a_hung_node_is_lost_after_failures_to_lose_looks(tmp_path: Path) -> None:
     provider = Nodes()
     nw, events, _ = watch(tmp_path, provider, "recovery.health_failures_to_lose=3")
