@@ -114,6 +114,7 @@ def main(argv: list[str]) -> int:
     from orchestrator.runtime.regroup import why_not_survivors
     from orchestrator.runtime.trainer import LEAN
 
+    shared = runkey.share(key)  # an object ref to the run's keys, never the keys
     why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
     if why_not is None:
         from orchestrator.runtime import spares
@@ -127,7 +128,7 @@ def main(argv: list[str]) -> int:
         def journal(**fields: Any) -> None:
             control.event(spec.generation, "spare_taken", **fields)
 
-        spares.enable(spec.job.workload, training, journal)
+        spares.enable(spec.job.workload, training, journal, list(shared.values()))
     elif spec.survivors != "off" and spec.trainer.workers > 1:
         control.event(spec.generation, "survivors_off", reason=why_not)
     from orchestrator.runtime import placement
@@ -136,7 +137,7 @@ def main(argv: list[str]) -> int:
     trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
-        train_loop_config={"spec": spec.to_plain(), **runkey.share(key)},
+        train_loop_config={"spec": spec.to_plain(), **shared},
         scaling_config=ScalingConfig(
             num_workers=spec.trainer.workers,
             use_gpu=gpus > 0,

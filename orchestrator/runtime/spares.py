@@ -46,17 +46,26 @@ _spares: dict[str, Any] = {}
 _ready: dict[str, Any] = {}
 # The workload the spares preload; empty: no spares (the group restarts whole on a loss).
 _workload: list[str] = []
+# Object refs in every worker's config (the run's keys): fetched by each spare ahead.
+_shared: list[Any] = []
 # Whether the group has trained a step since a time (the driver reads its progress).
 _training: list[Callable[[float], bool]] = []
 # Journals one hand-over (the driver's control channel): rank, pid, waited_s, restart.
 _journal: list[Callable[..., None]] = []
 
 
-def enable(workload: str, training: Callable[[float], bool], journal: Callable[..., None] | None = None) -> None:
+def enable(
+    workload: str,
+    training: Callable[[float], bool],
+    journal: Callable[..., None] | None = None,
+    shared: list[Any] | None = None,
+) -> None:
     """The driver keeps spares from now on, preloading ``workload`` (job.workload);
     ``training(since)``: whether the group reported a trained step since then;
-    ``journal(**fields)``: where each hand-over is told (``spare_taken``)."""
+    ``journal(**fields)``: where each hand-over is told (``spare_taken``); ``shared``:
+    the object refs every worker reads (each spare fetches them ahead, ``preload``)."""
     _workload[:] = [workload]
+    _shared[:] = list(shared or ())
     _training[:] = [training]
     _journal[:] = [journal] if journal is not None else []
 
@@ -95,9 +104,14 @@ def enabled() -> bool:
     return bool(_workload)
 
 
-def preload(workload: str) -> None:
+def preload(workload: str, *_fetched: Any) -> None:
     """On a spare: import what a worker's first step needs (a failure here is the worker's
-    own to report, when it builds the workload for real)."""
+    own to report, when it builds the workload for real). ``_fetched``: the objects every
+    worker gets from the driver (the training function, the run's keys), passed by
+    reference so that Ray copies them to the spare's node now, while every node holding
+    a copy is alive. Fetched once the spare is handed over, a copy Ray still lists on a
+    node that just died can cost the pull's 10 s timeout (Ray's
+    ``object_manager_pull_timeout_ms``) before another copy is tried."""
     try:
         import torch
 
@@ -191,9 +205,15 @@ def _start_now(group: Any, node_ids: list[str]) -> None:
         if node in _spares or node not in alive:
             continue  # one waits there already, or the node is gone since
         actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
-        actor.execute.remote(preload, _workload[0] if _workload else "")
+        actor.execute.remote(preload, _workload[0] if _workload else "", *_shared, *_train_fn_ref(group))
         _spares[node] = actor
         _ready[node] = actor.get_metadata.remote()  # answered once the preload is done
+
+
+def _train_fn_ref(group: Any) -> list[Any]:
+    wrapper = getattr(getattr(group, "_worker_group_context", None), "train_fn_ref", None)
+    ref = getattr(wrapper, "_ref", None)  # Ray Train's ObjectRefWrapper, dereferenced by hand
+    return [] if ref is None else [ref]
 
 
 def ask_ready(timeout_s: float = VOUCH_S) -> tuple[set[str], set[str]]:
