@@ -111,15 +111,19 @@ def main(argv: list[str]) -> int:
         world = WorldPolicy(spec, control)
     config = torch_config("nccl" if gpus > 0 else "gloo")
     from orchestrator.runtime.process_group import REPLICAS, survivor_config
-    from orchestrator.runtime.regroup import why_not_survivors
+    from orchestrator.runtime.regroup import why_no_spares, why_not_survivors
     from orchestrator.runtime.trainer import LEAN
 
     shared = runkey.share(key)  # an object ref to the run's keys, never the keys
     why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
     if why_not is None:
-        from orchestrator.runtime import spares
-
         config = survivor_config("gloo", spec.run_id, spec.generation)
+    elif spec.survivors != "off" and spec.trainer.workers > 1:
+        control.event(spec.generation, "survivors_off", reason=why_not)
+    if LEAN and why_no_spares(spec) is None:
+        # Spares: a lost worker's replacement, and every worker of a group restarted
+        # whole (where survivors are not kept), is a process started ahead.
+        from orchestrator.runtime import spares
 
         def training(since: float) -> bool:
             progress = control.read_progress(spec.generation)
@@ -129,8 +133,6 @@ def main(argv: list[str]) -> int:
             control.event(spec.generation, "spare_taken", **fields)
 
         spares.enable(spec.job.workload, training, journal, list(shared.values()))
-    elif spec.survivors != "off" and spec.trainer.workers > 1:
-        control.event(spec.generation, "survivors_off", reason=why_not)
     from orchestrator.runtime import placement
 
     placement.enable(lambda **fields: control.event(spec.generation, "placement_reused", **fields))

@@ -60,6 +60,17 @@ def why_not_survivors(spec: Any) -> str | None:
     return None
 
 
+def why_no_spares(spec: Any) -> str | None:
+    """Why this attempt keeps no spare workers (None: it does, survivors kept or not). Pure."""
+    if spec.hpo is not None:
+        return "a search's trials restart on their own"
+    if spec.trainer.gpus_per_worker > 0:
+        return "GPU workers: a spare holds no GPU, and Ray hides the devices from a process started without one"
+    if spec.data.loader == "ray_data":
+        return "data.loader=ray_data: its split is Ray Data's, restarted with the group"
+    return None
+
+
 class Refused(RuntimeError):
     """This process may not join the group (it was replaced, or is of an older generation)."""
 

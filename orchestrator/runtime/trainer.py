@@ -219,7 +219,7 @@ if LEAN:
             are new actors. Every node the group runs on is left with a spare."""
             from orchestrator.runtime import lostnodes, spares
 
-            if not (spares.enabled() and self._manages_replica_groups):
+            if not spares.enabled():
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
             given = kw.pop("placement_group_bundle_indices", None)
             indices = list(range(num_workers)) if given is None else list(given)
