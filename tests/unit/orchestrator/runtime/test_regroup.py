@@ -49,6 +49,28 @@ def test_what_restarts_the_whole_group_says_why(tmp_path: Path, over: dict[str, 
     assert why in (regroup.why_not_survivors(spec(tmp_path, **over)) or "")
 
 
+@pytest.mark.parametrize(
+    "over",
+    [
+        {},
+        {"survivors": "off"},
+        {"trainer": {"workers": 1}},
+        {"trainer": {"strategy": "fsdp"}},
+        {"job": {"name": "f", "workload": "", "train_func": "m:f"}},
+    ],
+)
+def test_a_group_restarted_whole_on_cpus_keeps_spares_too(tmp_path: Path, over: dict[str, Any]) -> None:
+    assert regroup.why_no_spares(spec(tmp_path, **over)) is None
+
+
+@pytest.mark.parametrize(
+    ("over", "why"),
+    [({"trainer": {"gpus_per_worker": 1.0}}, "holds no GPU"), ({"data": {"loader": "ray_data"}}, "ray_data")],
+)
+def test_what_keeps_no_spares_says_why(tmp_path: Path, over: dict[str, Any], why: str) -> None:
+    assert why in (regroup.why_no_spares(spec(tmp_path, **over)) or "")
+
+
 def test_one_worker_per_node_watches_its_notices_and_a_replacement_takes_over_a_lost_watch() -> None:
     first = regroup.node_watchers({0: "a", 1: "a", 2: "b", 3: "b"}, {})
     assert first == {0: "a", 2: "b"}
