@@ -215,8 +215,10 @@ if LEAN:
         def _create_workers(self, num_workers: int, placement_group: Any, resources_per_worker: Any, **kw: Any) -> Any:
             """A worker whose bundle lies on a node where a spare waits is that spare
             (orchestrator/runtime/spares.py): a lost worker's replacement, and each worker
-            of a group started again whole (a smaller world after a lost node); the rest
-            are new actors. Every node the group runs on is left with a spare."""
+            of a group started again whole (a smaller world after a lost node, a restart
+            where survivors are not kept); the rest are new actors. A bundle whose node
+            is lost takes the spare of a node with room (a standby node's). Every node
+            that fits a worker is left with a spare."""
             from orchestrator.runtime import lostnodes, spares
 
             if not spares.enabled():
