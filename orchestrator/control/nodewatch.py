@@ -160,7 +160,9 @@ class NodeWatch:
         except Exception:  # nothing to journal: the node is lost either way
             pass
 
-    def _journal_replacements(self) -> None:
+    def _journal_replacements(self, tell: bool = True) -> None:
+        """Journal each replacement's outcome once; ``tell``: the runtime hears of it too
+        (the nodes word), while the attempt runs."""
         changed = False
         for loss in self.losses.values():
             if loss.journaled or (loss.replace_s is None and loss.error is None):
@@ -182,6 +184,8 @@ class NodeWatch:
                     )
                 )
                 self.ctx.progress.note(f"node {loss.node} of {self.region} not replaced: {loss.error}")
+        if not tell:
+            return
         if changed:
             self._word()
         elif self.short is None and any(
@@ -203,3 +207,7 @@ class NodeWatch:
         ``Provider.replace_node``)."""
         for t in self.threads:
             t.join(timeout=0.0 if failed else CLOSE_WAIT_S)
+        if not failed:
+            # One that finished meanwhile (a standby node's, the group never waited for it)
+            # is journaled: the region's next standby is there.
+            self._journal_replacements(tell=False)

@@ -224,7 +224,9 @@ def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_hom
     and the lost node is replaced in the background, with no wait for it."""
     before = ray_pids()
     three = ("cloud.regions.local-a.nodes=3", "cloud.regions.local-a.num_cpus=1", "job.steps=2000")
-    run = orchestrate(orch_home, "nodes-standby", *three, _faults("{kind:kill_node,at_step:1500}"))
+    # At step 1200 (about 4 s in: every spare ready), with 800 steps left for the
+    # replacement to be journaled while the run trains.
+    run = orchestrate(orch_home, "nodes-standby", *three, _faults("{kind:kill_node,at_step:1200}"))
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result
     assert r is not None and r["status"] == "SUCCEEDED", r

@@ -209,6 +209,12 @@ def test_an_attempt_that_failed_does_not_wait_for_a_replacement_under_way(
     (replacing,) = nw.threads
     nw.close(failed=True)
     assert replacing.is_alive(), "a failed attempt waited for the replacement"
+    word = _control.read_nodes_word(1)
     provider.release.set()
     nw.close()
     assert not replacing.is_alive() and provider.replaced == [1]
+    # The replacement that finished while the attempt ended well is journaled (a standby
+    # region's group never waited for it), with no word to the runtime, which is gone.
+    (replaced,) = of(_events, NodeReplaced)
+    assert replaced.node == 1
+    assert _control.read_nodes_word(1) == word
