@@ -153,9 +153,7 @@ _watching: list[bool] = []
 
 
 def _alive() -> set[str]:
-    import ray
-
-    return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+    return set(standby.live_nodes())
 
 
 def _new_nodes(group: Any) -> None:
@@ -222,7 +220,7 @@ def ask_ready(timeout_s: float = VOUCH_S) -> tuple[set[str], set[str]]:
     them whose spare does not answer now within ``timeout_s`` (asked all at once)."""
     import ray
 
-    ready = {node for node, ref in list(_ready.items()) if _answered(ref)}
+    ready = _ready_nodes()
     asked = {_spares[node].get_metadata.remote(): node for node in ready if node in _spares}
     if not asked:
         return ready, set()
@@ -244,10 +242,14 @@ class Standby:
         try:
             if self.free is None:
                 self.free = standby.room(standby.live_nodes(), self.resources, self.busy, self.dead)
-            ready = {node for node, ref in list(_ready.items()) if _answered(ref)}
-            return standby.pick(self.free, list(_spares), ready)
+            return standby.pick(self.free, list(_spares), _ready_nodes())
         except Exception:
             return None  # no standby: the bundle waits for Ray to place it again, as before
+
+
+def _ready_nodes() -> set[str]:
+    """The nodes whose spare answered once, after its preload."""
+    return {node for node, ref in list(_ready.items()) if _answered(ref)}
 
 
 def _answered(ref: Any) -> bool:

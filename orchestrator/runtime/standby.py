@@ -18,18 +18,20 @@ spare does in the lost worker's place. Pure, but for ``live_nodes``.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from recovery.elastic import node_workers
+
 
 def workers_fit(total: Mapping[str, float], resources: Mapping[str, float]) -> int:
-    """How many workers of ``resources`` a node of ``total`` resources fits."""
-    asked = {k: float(v) for k, v in resources.items() if float(v) > 0}
-    if not asked:
+    """How many workers of ``resources`` (a worker's CPUs and GPUs) a node of ``total``
+    resources fits (``recovery.elastic.node_workers``); one that asks for nothing, once."""
+    cpus, gpus = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
+    if cpus <= 0 and gpus <= 0:
         return 1
-    return max(0, min(math.floor(float(total.get(k, 0.0)) / v + 1e-9) for k, v in asked.items()))
+    return node_workers(float(total.get("CPU", 0.0)), float(total.get("GPU", 0.0)), cpus, gpus)
 
 
 def room(
