@@ -102,7 +102,10 @@ class Provider(Protocol):
 
     def nodes(self, cluster: ClusterHandle) -> list[NodeCheck]:
         """Each worker node's health (index >= 1; the head's is ``health``); [] where the
-        provider cannot tell one node from another. Never blocks for long."""
+        provider cannot tell one node from another. Never blocks for long. A provider
+        that reports nodes labels each Ray node it starts with its index
+        (``orchestrator.wire.schema.NODE_LABEL``), so a lost node that ran no rank of the
+        group is told from one that did; unlabelled, every lost node counts as a worker's."""
 
     def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
         """Every process of worker node ``index`` on this machine (chaos kill_node,

@@ -68,9 +68,9 @@ class FaultState:
         self.unreachable: dict[str, float] = {}  # cluster name -> end of its partition
         self.mounts: dict[str, str] = {}  # cluster name -> scratch path under a full tmpfs
         self.flaps: dict[str, tuple[int, int]] = {}  # cluster name -> (fault, health checks left to fail)
-        # The training group's processes, as the last train_started journaled them (a
-        # drawn kill_node strikes a node that runs one).
-        self.worker_pids: list[int] = []
+        # The nodes the training group's ranks run on, as the last train_started journaled
+        # them (a drawn kill_node strikes a node that runs one, or, node_role: idle, none).
+        self.worker_nodes: list[int] = []
 
     def say(self, event: Event) -> None:
         # Typed here, so a fault's line is checked where it is made.

@@ -15,7 +15,7 @@ import psutil
 
 from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, sigkill
 from orchestrator.runstate.events import FaultEnded, FaultInjected, FaultRefused
-from orchestrator.wire.faults import FaultKind
+from orchestrator.wire.faults import FaultKind, NodeRole
 from providers.base import ClusterHandle, Provider
 
 
@@ -50,23 +50,38 @@ def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> 
 
 
 def choose_node(
-    node: int | None, seed: int, workers: list[int], training: list[int] | None = None
+    node: int | None,
+    seed: int,
+    workers: list[int],
+    training: list[int] | None = None,
+    role: NodeRole = NodeRole.training,
 ) -> tuple[int | None, str | None]:
     """The worker node a kill_node or hang_node fault strikes among the cluster's
     ``workers`` (their indexes): ``node`` where the fault names one, else one drawn from
-    ``seed`` (the same draw for the same nodes, in every attempt) among those of them
+    ``seed`` (the same draw for the same nodes, in every attempt) among those of ``role``:
     ``training`` (running a worker of the group: a node that holds only idle capacity is
-    a lesser fault, struck where the fault names it), or among all where none is known;
+    a lesser fault; among all where none is known), or the ``idle`` ones. ``training``:
+    the nodes the group's ranks run on (the head's 0 among them, perhaps; [] not known);
     (None, why) when there is no such node to strike."""
     if not workers:
         return None, "the cluster has no worker node, only its head (kill_head's): its region has nodes: 1"
     ordered = sorted(workers)
-    if node is None:
-        busy = sorted(set(ordered) & set(training or ()))
-        return random.Random(seed).choice(busy or ordered), None
-    if node not in ordered:
-        return None, f"node {node} is not a worker node of the cluster (its worker nodes: {_spans(ordered)})"
-    return node, None
+    if node is not None:
+        if node not in ordered:
+            return None, f"node {node} is not a worker node of the cluster (its worker nodes: {_spans(ordered)})"
+        return node, None
+    busy = sorted(set(ordered) & set(training or ()))
+    if role == NodeRole.idle:
+        if not training:
+            return None, "which nodes run the group's workers is not known (no train_started with worker_nodes yet)"
+        idle = [i for i in ordered if i not in busy]
+        if not idle:
+            return None, (
+                f"every worker node ({_spans(ordered)}) runs a worker of the group: no idle node to strike "
+                "(give the region more nodes than its workers need: cloud.regions.<name>.nodes)"
+            )
+        return random.Random(seed).choice(idle), None
+    return random.Random(seed).choice(busy or ordered), None
 
 
 def _spans(indexes: list[int]) -> str:
@@ -78,22 +93,6 @@ def worker_nodes(provider: Provider, cluster: ClusterHandle) -> list[int]:
     cannot tell one node from another)."""
     nodes = getattr(provider, "nodes", None)
     return [check.index for check in nodes(cluster)] if callable(nodes) else []
-
-
-def training_nodes(state: FaultState, cluster: ClusterHandle, workers: list[int]) -> list[int]:
-    """Which of the cluster's worker nodes run a process of the training group (the pids
-    the last ``train_started`` journaled; none known: [])."""
-    pids = set(state.worker_pids)
-    if not pids:
-        return []
-    busy = []
-    for index in workers:
-        try:
-            if pids & set(state.provider.node_processes(cluster, index)):
-                busy.append(index)
-        except Exception:
-            continue  # a node that cannot say is drawn among the rest
-    return busy
 
 
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
@@ -202,7 +201,7 @@ def _node_fault(state: FaultState, f: Firing) -> None:
 def _strike_node(state: FaultState, f: Firing) -> dict[str, object]:
     provider, cluster = state.provider, f.on
     workers = worker_nodes(provider, cluster)
-    node, problem = choose_node(f.fault.node, f.fault.seed, workers, training_nodes(state, cluster, workers))
+    node, problem = choose_node(f.fault.node, f.fault.seed, workers, state.worker_nodes, NodeRole(f.fault.node_role))
     pids: list[int] = []
     if node is not None:
         pids = sorted(provider.node_processes(cluster, node))

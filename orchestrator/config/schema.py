@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from orchestrator.wire.faults import During, FaultKind
+from orchestrator.wire.faults import During, FaultKind, NodeRole
 from orchestrator.wire.sections import (
     ActivationCheckpointing,
     Autocast,
@@ -408,8 +408,12 @@ class FaultConfig:
     # status_flap: how many of the provider's health checks in a row fail.
     count: int = 1
     # kill_node / hang_node: which node (1 ..., the head is 0, which kill_head takes);
-    # null: one drawn from seed among the cluster's worker nodes that run a worker of the group.
+    # null: one drawn from seed among the cluster's worker nodes of node_role.
     node: int | None = None
+    # kill_node / hang_node with no node named: training draws among the worker nodes that
+    # run a worker of the group (among all where the ranks' nodes are not known); idle
+    # among those that run none (a standby node: refused when there is none).
+    node_role: NodeRole = NodeRole.training
     seed: int = 0
 
 

@@ -13,6 +13,7 @@ from orchestrator.wire.faults import (
     NODE_FAULTS,
     STORAGE_FAULTS,
     TAKEOVER_FAULTS,
+    NodeRole,
 )
 from orchestrator.wire.faults import SEARCH_FAULTS as HPO_FAULTS
 from orchestrator.wire.sections import MAX_SEED
@@ -91,7 +92,16 @@ def _validate_node_fault(cfg: Config, i: int, fault: FaultConfig) -> None:
     if fault.kind not in NODE_FAULTS:
         if fault.node is not None:
             raise ConfigError(f"{key}.node", f"{fault.kind} takes no node; only {' and '.join(NODE_FAULTS)} do")
+        if fault.node_role != NodeRole.training:
+            raise ConfigError(
+                f"{key}.node_role", f"{fault.kind} strikes no node; only {' and '.join(NODE_FAULTS)} take a node_role"
+            )
         return
+    if fault.node is not None and fault.node_role != NodeRole.training:
+        raise ConfigError(
+            f"{key}.node_role",
+            f"got node_role: {fault.node_role} with node: {fault.node}; name a node, or draw one of a role, not both",
+        )
     bounded_int(f"{key}.seed", fault.seed, 0, MAX_SEED)
     if fault.node is not None and fault.node < 1:
         raise ConfigError(

@@ -64,6 +64,8 @@ class NodeWatch:
         self.losses: dict[int, Loss] = {}
         self.threads: list[threading.Thread] = []
         self.world: int | None = None  # the world the attempt trains with (train_started)
+        # The nodes its ranks run on (train_started's worker_nodes; None: not known).
+        self.world_nodes: frozenset[int] | None = None
         self.short: str | None = None  # why the region can no longer train
 
     # --- what the region fits ------------------------------------------------------
@@ -95,28 +97,43 @@ class NodeWatch:
             )
 
     # --- the loop ------------------------------------------------------------------
-    def poll(self, last_step: int | None = None) -> None:
+    def poll(self, last_step: int | None = None) -> list[Loss]:
         """Look at the nodes; ``last_step``: the newest step known done now (a loss found
-        here keeps it, so its incident's lost steps are counted from there)."""
+        here keeps it, so its incident's lost steps are counted from there). The losses
+        found by this look."""
         if self.count <= 1:
-            return
+            return []
         self._journal_replacements()
         try:
             checks = self.ctx.provider.nodes(self.cluster)
         except Exception as exc:  # a look that fails says nothing of one node
             self.ctx.progress.note(f"looking at the nodes of {self.region}: {type(exc).__name__}: {exc}"[:300])
-            return
+            return []
+        found = []
         for check in checks:
             if check.index <= 0 or (check.index in self.losses and self.losses[check.index].replace_s is None):
                 continue
             streak = 0 if check.health is Health.UP else self.streaks.get(check.index, 0) + 1
             self.streaks[check.index] = streak
             if node_lost(check.health, streak, self.failures_to_lose):
-                self._lose(check.index, str(check.health), check.detail, last_step)
+                found.append(self._lose(check.index, str(check.health), check.detail, last_step))
+        return found
 
-    def _lose(self, node: int, health: str, detail: str, last_step: int | None = None) -> None:
+    def held_workers(self, node: int) -> bool | None:
+        """Whether a rank of the group runs on ``node``, as the last ``train_started``
+        said; None when not known (unlabelled nodes), or while another loss's restart
+        is still to come (the group being placed again may be there now)."""
+        if self.world_nodes is None or self.unrecorded() is not None:
+            return None
+        return node in self.world_nodes
+
+    def _lose(self, node: int, health: str, detail: str, last_step: int | None = None) -> Loss:
         replacing = self.wait_s > 0
+        held = self.held_workers(node)
         loss = Loss(node, time.time(), health, self.world, replacing, started=time.time(), last_step=last_step)
+        # A node that ran no worker restarts nothing: no incident is owed, and the next
+        # restart (another fault's) is not taken for this loss's.
+        loss.recorded = held is False
         self.losses[node] = loss
         self.streaks[node] = 0
         self._word()
@@ -130,6 +147,7 @@ class NodeWatch:
                 fits=self.fits(),
                 world_size=self.world,
                 replacing=replacing,
+                held_workers=held,
             )
         )
         how = (
@@ -137,13 +155,16 @@ class NodeWatch:
             if replacing
             else "not replaced (recovery.node_replace_timeout_s=0)"
         )
-        if replacing and self.standby():
+        if held is False:
+            how += "; it ran no worker: training goes on"
+        elif replacing and self.standby():
             how += "; the group goes on at once on the nodes left"
         self.ctx.progress.note(f"node {node} of {self.region} lost ({health}): {how}")
         target = self._replace if replacing else self._drop
         t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)
         t.start()
         self.threads.append(t)
+        return loss
 
     def _replace(self, loss: Loss) -> None:
         try:

@@ -34,7 +34,7 @@ from orchestrator.runstate.events import (
 )
 from orchestrator.runstate.incidents import Incident, first_step_time
 from orchestrator.runstate.losses import append_losses
-from orchestrator.wire.faults import REGION_FAULTS
+from orchestrator.wire.faults import NODE_FAULTS, REGION_FAULTS
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import (
@@ -141,10 +141,19 @@ class AttemptWatch:
                 # A worker node is judged only while the head is UP: a region going
                 # down takes its nodes along, and that is the cluster's loss.
                 if self.health_now is Health.UP:
-                    self.nodes.poll(self.out.last_step)
+                    for loss in self.nodes.poll(self.out.last_step):
+                        if loss.recorded:
+                            self._no_restart_owed()
                 time.sleep(POLL_S)
         finally:
             self.nodes.close(failed=self.out.failure is not None)
+
+    def _no_restart_owed(self) -> None:
+        # A node that ran no worker was lost: no restart comes for it, so a node fault's
+        # time and step are no later incident's (another fault's restart).
+        for kind in NODE_FAULTS:
+            self.kill_times.pop(kind, None)
+            self.kill_steps.pop(kind, None)
 
     def _observe(self) -> bool:
         """What the runtime reported, the standby and logs, and the verdict: True once
@@ -230,9 +239,10 @@ class AttemptWatch:
         world = ev.fields.get("world_size")
         world = int(world) if isinstance(world, int) else None
         before, self.nodes.world = self.nodes.world, world
-        pids = ev.fields.get("worker_pids")
-        if isinstance(pids, list):
-            self.injector.state.worker_pids = [p for p in pids if isinstance(p, int) and not isinstance(p, bool)]
+        nodes = ev.fields.get("worker_nodes")  # validated by the wire's schema when present
+        held = sorted(set(nodes)) if isinstance(nodes, list) and nodes else []
+        self.nodes.world_nodes = frozenset(held) if held else None
+        self.injector.state.worker_nodes = held
         if self.train_starts == 1:
             self.train_started_at = ev.time
             self.out.restored_step = restored

@@ -466,6 +466,9 @@ class NodeLost(Event):
     fits: int | None = None
     world_size: int | None = None
     replacing: bool | None = None
+    # Whether a worker of the group ran there (the ranks' node labels; None: not known). A
+    # node that ran none restarts nothing, and so has no incident.
+    held_workers: bool | None = None
 
 
 @_event("node_replaced")

@@ -28,6 +28,7 @@ import torch
 
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
 from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.nodelabel import known, my_node
 from orchestrator.runtime.peer_state import HeldSnapshots
 from orchestrator.runtime.shard_index import (
     INDEX_NAME,
@@ -550,18 +551,19 @@ class _Loop(Survivors, WorkerAttempt):
 
             dist.barrier()
 
-    def worker_pids(self) -> list[int]:
-        """Every rank's process id, in rank order (a collective: every rank calls it).
+    def worker_places(self) -> tuple[list[int], list[int] | None]:
+        """Every rank's process id and node index, in rank order (a collective: every rank
+        calls it); the indexes None where a node is unlabelled (orchestrator/runtime/nodelabel.py).
         Journaled with ``train_started``: a recovery that kept a survivor's process shows
         its pid again, one that restarted the world shows new ones."""
         if self.world == 1:
-            return [os.getpid()]
+            return [os.getpid()], known([my_node()])
         import torch.distributed as dist
 
-        mine = torch.tensor([os.getpid()], dtype=torch.int64, device=self.device)
+        mine = torch.tensor([os.getpid(), my_node()], dtype=torch.int64, device=self.device)
         every = [torch.zeros_like(mine) for _ in range(self.world)]
         dist.all_gather(every, mine)
-        return [int(t.item()) for t in every]
+        return [int(t[0].item()) for t in every], known([int(t[1].item()) for t in every])
 
     # --- preemption -----------------------------------------------------------------
     def preempt_agreed(self, step: int) -> bool:
@@ -633,7 +635,7 @@ class _Loop(Survivors, WorkerAttempt):
     def begin(self, first: bool) -> int:
         """(All ranks.) The world's pids, the restore (from the store, or from peers when
         the group formed again around survivors), ``train_started``; the step restored."""
-        pids = self.worker_pids()
+        pids, nodes = self.worker_places()
         joined = self.member is not None and self.member.members is not None and self.member.members.mode == "join"
         if first and not joined:
             if self.rank == 0:
@@ -655,6 +657,7 @@ class _Loop(Survivors, WorkerAttempt):
                 world_size=self.world,
                 workers=self.workers,
                 worker_pids=pids,
+                worker_nodes=nodes,
                 **group,
             )
         return restored

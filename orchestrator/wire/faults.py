@@ -74,6 +74,13 @@ SEARCH_FAULTS = (*SEARCH_REGION_FAULTS, FaultKind.corrupt_checkpoint)
 STEP_TRIGGERS = ("at_step", "random")
 
 
+class NodeRole(StrEnum):
+    """Which worker node a drawn kill_node or hang_node strikes (chaos.faults[i].node_role)."""
+
+    training = "training"  # one that runs a worker of the group (any, where none is known)
+    idle = "idle"  # one that runs none: a standby node, spare capacity
+
+
 class During(StrEnum):
     checkpoint_upload = "checkpoint_upload"
     restore = "restore"

@@ -35,6 +35,12 @@ MAX_POINTS = 10_000  # a "losses" event's points: one flush of the loss series
 MAX_PID = 1 << 31
 MAX_INT = (1 << 63) - 1
 MAX_WORLD = 65_536  # ranks of one attempt: a "worker_pids" list
+MAX_NODE_INDEX = 65_536  # a node's index in its cluster (0: the head)
+# The Ray node label a provider gives each node of a cluster it starts: the node's index
+# (0 the head, worker nodes 1..), as the provider's ``nodes`` tells them. Ranks read it to
+# say where they run (``worker_nodes``), so the controller knows whether a lost node
+# held a worker of the group. A provider that sets none leaves that unknown.
+NODE_LABEL = "orchestrator/node"
 
 # Every kind of event the runtime emits (tests/unit/test_wire.py checks this against its
 # sources). Closed: an event of another kind is not the runtime's, and is dropped.
@@ -150,6 +156,11 @@ def _pid(value: Any, name: str = "pid") -> int:
 def _pids(value: Any, name: str) -> list[int]:
     """Every rank's process id, in rank order (at most MAX_WORLD)."""
     return [_pid(v, name) for v in read_list(value, name, MAX_WORLD)]
+
+
+def _node_indexes(value: Any, name: str) -> list[int]:
+    """Every rank's node index, in rank order (at most MAX_WORLD)."""
+    return [_count(v, name, 0, MAX_NODE_INDEX) for v in read_list(value, name, MAX_WORLD)]
 
 
 def _opt(check: Any, value: Any, name: str) -> Any:
@@ -306,6 +317,7 @@ _EVENT_FIELDS: dict[str, Any] = {
     "world_size": _world_or_none,
     "pid": lambda v, n: _opt(_pid, v, n),
     "worker_pids": lambda v, n: _opt(_pids, v, n),
+    "worker_nodes": lambda v, n: _opt(_node_indexes, v, n),
     "to_region": _str_or_none,
     "region": _str_or_none,
     "rto_s": _number_or_none,

@@ -37,7 +37,7 @@ from orchestrator.wire.codec import (
 )
 
 # Pure vocabulary that both sides share (a leaf module): the wire may import it.
-from orchestrator.wire.faults import DURING, FaultKind
+from orchestrator.wire.faults import DURING, FaultKind, NodeRole
 from recovery.boundedjson import CodecError
 
 
@@ -307,8 +307,10 @@ class FaultSpec(Section):
     bandwidth_kbps: NonNegative = 0.0
     grace_s: Positive = 30.0
     count: Count = 1
-    # kill_node / hang_node: the node's index (1 ..., the head is 0); None: drawn from seed.
+    # kill_node / hang_node: the node's index (1 ..., the head is 0); None: drawn from seed
+    # among the worker nodes of node_role.
     node: Count | None = None
+    node_role: NodeRole = NodeRole.training
     seed: NonNegativeInt = 0
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from orchestrator.wire.schema import NODE_LABEL
 from providers.base import NodeCheck
 from recovery.detection import Health
 
@@ -68,9 +69,15 @@ NODE_PORT_FLAGS = (
 
 
 def worker_argv(
-    gcs_address: str, num_cpus: int, num_gpus: int, object_store_bytes: int, temp_dir: str, ports: dict[str, int]
+    gcs_address: str,
+    num_cpus: int,
+    num_gpus: int,
+    object_store_bytes: int,
+    temp_dir: str,
+    ports: dict[str, int],
+    index: int,
 ) -> list[str]:
-    """``ray start`` for one worker node joining the head at ``gcs_address``."""
+    """``ray start`` for worker node ``index`` joining the head at ``gcs_address``."""
     return [
         sys.executable,
         "-m",
@@ -83,12 +90,19 @@ def worker_argv(
         f"--num-cpus={num_cpus}",
         f"--num-gpus={num_gpus}",
         f"--object-store-memory={object_store_bytes}",
+        node_label(index),
         # As the head's: nobody reads the streamed logs (each rank writes its own file).
         "--include-log-monitor=false",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}",
         *(f"{k}={v}" for k, v in ports.items()),
     ]
+
+
+def node_label(index: int) -> str:
+    """The ``ray start`` flag that labels a node with its index (NODE_LABEL): the ranks
+    journal where they run, and the controller tells a lost idle node from a worker's."""
+    return f"--labels={NODE_LABEL}={index}"
 
 
 def find_raylet(session: int) -> tuple[int, float] | None:

@@ -34,6 +34,7 @@ from providers.local.nodes import (
     REPLACEMENT_ENV,
     find_raylet,
     node_check,
+    node_label,
     worker_argv,
 )
 from providers.procs import MARKER, NODE_MARKER, kill_all, kill_until_gone, marked, node_marked
@@ -273,6 +274,7 @@ class LocalProvider:
             f"--num-cpus={region.num_cpus}",
             f"--num-gpus={region.num_gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
+            node_label(0),
             *dashboard_flags(dashboard_port),
             # Two of the head's daemons an attempt's cluster never uses, 2.5 s of a core
             # per cluster: Ray Client's server (drivers connect by the GCS address), and
@@ -354,6 +356,7 @@ class LocalProvider:
             OBJECT_STORE_BYTES,
             node_dir,
             ports := {flag: free_port() for flag in NODE_PORT_FLAGS},
+            index,
         )
         env = {
             **self.cluster_env(cluster),

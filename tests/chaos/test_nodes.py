@@ -251,3 +251,32 @@ def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_hom
     assert run.events("node_replaced"), "the lost node is replaced all the same (the next standby)"
     journal_consistent(run)
     nothing_left(before, orch_home)
+
+
+def test_losing_the_standby_node_restarts_nothing_and_the_next_restart_is_its_own_faults(orch_home, long_baseline):
+    """Three nodes for two workers; the node that runs no worker (node_role: idle, from
+    the ranks' worker_nodes) is killed: training goes on untouched, the node is replaced
+    in the background, and no incident is owed. A worker killed later is recorded as
+    that (worker_lost), not taken for the node's restart."""
+    before = ray_pids()
+    three = ("cloud.regions.local-a.nodes=3", "cloud.regions.local-a.num_cpus=1", "job.steps=2000")
+    faults = _faults("{kind:kill_node,at_step:600,node_role:idle}", "{kind:kill_worker,at_step:1400}")
+    run = orchestrate(orch_home, "nodes-idle", *three, faults)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED", r
+    assert r["weights_sha256"] == long_baseline.result["weights_sha256"], "not the uninterrupted run's weights"
+    started = run.events("train_started")
+    (struck,) = fired(run, "kill_node")
+    assert struck["node"] not in started[0]["worker_nodes"], (struck, started[0])
+    (lost,) = run.events("node_lost")
+    assert (lost["node"], lost["held_workers"]) == (struck["node"], False), lost
+    assert run.events("node_replaced"), "the standby node is replaced all the same"
+    # One restart, the killed worker's: the survivor kept its process.
+    assert len(started) == 2, started
+    (inc,) = r["incidents"]
+    assert inc["kind"] == "worker_lost", inc
+    (left,) = run.events("group_left")
+    assert started[1]["worker_pids"][left["rank"]] == started[0]["worker_pids"][left["rank"]]
+    journal_consistent(run)
+    nothing_left(before, orch_home)

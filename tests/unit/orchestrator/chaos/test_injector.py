@@ -66,6 +66,13 @@ def test_node_faults_in_the_config() -> None:
     assert aimed.key == "chaos.faults[0].kind" and "'local-b' has none" in str(aimed)
     other = config_error(["chaos.faults=[{kind:kill_region,at_step:5,node:1}]"])
     assert other.key == "chaos.faults[0].node"
+    idle = compose([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node_role:idle}]"])
+    assert idle.chaos.faults[0].node_role == "idle" and ok.chaos.faults[0].node_role == "training"
+    both = config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node:1,node_role:idle}]"])
+    assert both.key == "chaos.faults[0].node_role" and "not both" in str(both)
+    roleless = config_error(["chaos.faults=[{kind:kill_worker,at_step:5,node_role:idle}]"])
+    assert roleless.key == "chaos.faults[0].node_role"
+    assert "node_role" in str(config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,at_step:5,node_role:busy}]"]))
     assert (
         config_error([TWO_NODES, "chaos.faults=[{kind:kill_node,during:provisioning}]"]).key == "chaos.faults[0].during"
     )

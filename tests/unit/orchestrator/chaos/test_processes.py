@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from orchestrator.chaos.processes import choose_node
+from orchestrator.wire.faults import NodeRole
 from recovery.manifest import Manifest
 
 RUN = "run-1"
@@ -32,6 +33,17 @@ def test_a_drawn_node_is_one_that_runs_a_worker_of_the_group_when_that_is_known(
     assert {choose_node(None, seed, [1, 2, 3], training=[])[0] for seed in range(40)} == {1, 2, 3}
     # A named node is struck whatever runs there.
     assert choose_node(3, 0, [1, 2, 3], training=[2]) == (3, None)
+
+
+def test_node_role_idle_draws_a_node_that_runs_no_worker_and_none_is_refused() -> None:
+    idle = NodeRole.idle
+    assert {choose_node(None, seed, [1, 2, 3], [0, 2], idle)[0] for seed in range(40)} == {1, 3}
+    # Every rank on the head: every worker node is idle.
+    assert {choose_node(None, seed, [1, 2], [0], idle)[0] for seed in range(40)} == {1, 2}
+    node, why = choose_node(None, 0, [1, 2], [1, 2, 0], idle)
+    assert node is None and why is not None and "no idle node" in why and "cloud.regions.<name>.nodes" in why
+    node, why = choose_node(None, 0, [1, 2], [], idle)
+    assert node is None and why is not None and "not known" in why
 
 
 @pytest.mark.parametrize(

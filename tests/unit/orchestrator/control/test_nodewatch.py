@@ -218,3 +218,41 @@ def test_an_attempt_that_failed_does_not_wait_for_a_replacement_under_way(
     (replaced,) = of(_events, NodeReplaced)
     assert replaced.node == 1
     assert _control.read_nodes_word(1) == word
+
+
+def test_a_lost_node_that_ran_no_worker_owes_no_restart(tmp_path: Path) -> None:
+    # Three nodes for two workers, the ranks on the head and node 1 (train_started's
+    # worker_nodes): node 2 is the idle standby.
+    provider = Nodes(replace="wait")
+    provider.health[2] = Health.UP
+    nw, events, _ = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")
+    nw.world_nodes = frozenset({0, 1})
+    provider.health[2] = Health.GONE
+    (idle,) = nw.poll()
+    (lost,) = of(events, NodeLost)
+    assert (lost.node, lost.held_workers) == (2, False)
+    # Nothing restarts for it: the next restart of the group is another fault's.
+    assert idle.recorded and nw.unrecorded() is None
+    provider.health[1] = Health.GONE
+    (busy,) = nw.poll()
+    assert of(events, NodeLost)[1].held_workers is True and nw.unrecorded() is busy
+    provider.release.set()
+    settle(nw)
+
+
+def test_where_the_ranks_run_unknown_or_a_restart_owed_a_loss_waits_for_its_restart(tmp_path: Path) -> None:
+    provider = Nodes(replace="wait")
+    provider.health[2] = Health.UP
+    nw, events, _ = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")
+    assert nw.world_nodes is None  # unlabelled nodes, or no train_started yet
+    provider.health[2] = Health.GONE
+    (first,) = nw.poll()
+    assert of(events, NodeLost)[0].held_workers is None and not first.recorded
+    # Known now, but the first loss's restart is still to come: the group being placed
+    # again may run on the node lost next.
+    nw.world_nodes = frozenset({0, 1})
+    provider.health[1] = Health.GONE
+    (second,) = nw.poll()
+    assert of(events, NodeLost)[1].held_workers is None and not second.recorded
+    provider.release.set()
+    settle(nw)

@@ -173,3 +173,49 @@ def test_a_report_written_before_a_fault_does_not_lower_the_faults_step() -> Non
 
 def test_after_a_restart_the_reports_count_from_the_restored_checkpoint_again() -> None:
     assert watch_mod.step_after_report(170, 151, raised_since_restart=False) == 151
+
+
+# --- a lost node that ran no worker --------------------------------------------------------------
+
+
+class IdleNodeGone:
+    """Two worker nodes; node 2 (where no rank runs) gone; a replacement that comes at once."""
+
+    def nodes(self, cluster: ClusterHandle) -> list[Any]:
+        from providers.base import NodeCheck
+        from recovery.detection import Health
+
+        return [NodeCheck(1, Health.UP), NodeCheck(2, Health.GONE)]
+
+    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
+        return None
+
+
+def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_faults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.wire.schema import Event as WireEvent
+
+    s = _scripted(tmp_path, monkeypatch, events={}, exit_at=2)
+    w = s.w
+    w.ctx.cfg.cloud.regions["local-a"] = RegionConfig(store="file:///unused", nodes=3, num_cpus=1)
+    w.ctx.provider = IdleNodeGone()  # type: ignore[assignment]
+    w.nodes = watch_mod.NodeWatch(w.ctx, w.cluster, "local-a", 1)
+    w.injector = SimpleNamespace(state=SimpleNamespace(worker_nodes=[]))  # type: ignore[assignment]
+
+    def started(**fields: Any) -> None:
+        w._train_started(WireEvent("train_started", 1.0, 1, {"restored_step": 0, **fields}))
+
+    started(worker_pids=[11, 12], worker_nodes=[0, 1])
+    # A kill_node struck node 2, the standby: nothing of the group ran there.
+    w.kill_times["kill_node"], w.kill_steps["kill_node"] = 5.0, 100
+    w.run()
+    assert w.injector.state.worker_nodes == [0, 1]  # a drawn kill_node's choice
+    (loss,) = w.nodes.losses.values()
+    assert loss.node == 2 and loss.recorded and w.nodes.unrecorded() is None
+    assert "kill_node" not in w.kill_times and "kill_node" not in w.kill_steps
+    # A worker killed later restarts the group: that restart is the worker's, not the node's.
+    w.kill_times["kill_worker"], w.kill_steps["kill_worker"] = 9.0, 300
+    started(worker_pids=[11, 13], worker_nodes=[0, 1])
+    (inc,) = w.open_incidents
+    assert (inc.kind, inc.failed_at, inc.last_step) == ("worker_lost", 9.0, 300)

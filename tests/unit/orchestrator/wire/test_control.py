@@ -164,7 +164,8 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
     out = AttemptOutcome(generation=gen, region="local-a", started_at=0.0)
     cluster = ClusterHandle("c", "local-a", "local", "")
     proc = SimpleNamespace(pid=1, poll=lambda: None)
-    watch = AttemptWatch(ctx, None, cluster, proc, out, None)  # type: ignore[arg-type]
+    injector = SimpleNamespace(state=SimpleNamespace(worker_nodes=[]))
+    watch = AttemptWatch(ctx, injector, cluster, proc, out, None)  # type: ignore[arg-type]
     return watch, journal, control
 
 

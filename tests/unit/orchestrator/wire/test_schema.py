@@ -82,6 +82,10 @@ MALFORMED: list[tuple[str, Any, Any]] = [
     ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_pids": ["12"]}),
     ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_pids": 12}),
     ("event", wire.parse_event, {**EV, "worker_pids": [1] * (wire.MAX_WORLD + 1)}),
+    ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_nodes": [0, -1]}),
+    ("event", wire.parse_event, {**EV, "type": "train_started", "restored_step": 0, "worker_nodes": [True]}),
+    ("event", wire.parse_event, {**EV, "worker_nodes": [wire.MAX_NODE_INDEX + 1]}),
+    ("event", wire.parse_event, {**EV, "worker_nodes": [0] * (wire.MAX_WORLD + 1)}),
     ("final", wire.parse_final, {**FINAL, "final_step": "10"}),
     ("final", wire.parse_final, {k: v for k, v in FINAL.items() if k != "final_step"}),
     ("final", wire.parse_final, {**FINAL, "metrics": "good"}),
@@ -148,6 +152,13 @@ def test_a_diverged_loss_or_metric_is_data_not_an_invalid_object() -> None:
 def test_train_started_carries_every_ranks_pid_in_rank_order() -> None:
     ev = wire.parse_event({**EV, "type": "train_started", "restored_step": 0, "worker_pids": [401, 402]})
     assert ev.fields["worker_pids"] == [401, 402]
+
+
+def test_train_started_may_say_which_node_each_rank_runs_on() -> None:
+    ev = wire.parse_event({**EV, "type": "train_started", "restored_step": 0, "worker_nodes": [0, 2]})
+    assert ev.fields["worker_nodes"] == [0, 2]
+    ev = wire.parse_event({**EV, "type": "train_started", "restored_step": 0, "worker_nodes": None})
+    assert ev.fields["worker_nodes"] is None
 
 
 def _emitted_kinds() -> set[str]:

@@ -9,7 +9,7 @@ import sys
 import psutil
 import pytest
 
-from providers.local.nodes import node_check, worker_argv
+from providers.local.nodes import node_check, node_label, worker_argv
 from recovery.detection import Health
 
 pytestmark = pytest.mark.unit
@@ -20,9 +20,11 @@ NO_PID = 2**22 + 1  # above Linux's largest pid
 
 
 def test_a_worker_node_joins_the_head_on_loopback_through_raystart() -> None:
-    argv = worker_argv("127.0.0.1:6379", 2, 0, 10**8, "/tmp/ray", {"--min-worker-port": 1, "--max-worker-port": 2})
+    argv = worker_argv("127.0.0.1:6379", 2, 0, 10**8, "/tmp/ray", {"--min-worker-port": 1, "--max-worker-port": 2}, 3)
     assert argv[:5] == [sys.executable, "-m", "providers.raystart", "start", "--join-on-loopback"]
     assert "--address=127.0.0.1:6379" in argv and "--node-ip-address=127.0.0.1" in argv
+    # The ranks read where they run from it (worker_nodes in train_started).
+    assert "--labels=orchestrator/node=3" in argv and node_label(0) == "--labels=orchestrator/node=0"
     assert argv[-2:] == ["--min-worker-port=1", "--max-worker-port=2"]
 
 
