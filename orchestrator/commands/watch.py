@@ -11,8 +11,11 @@ for the next read) and reads the live step from the run's control channel, as
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
+from types import FrameType
 from typing import Any, TextIO
 
 from orchestrator.commands.status import live_progress, render, resume_line, summarize
@@ -66,7 +69,42 @@ def event_line(ev: Event) -> str | None:
     return None
 
 
+class CtrlC:
+    """Ctrl-C, remembered: Python raises KeyboardInterrupt wherever the main thread is, and
+    one raised inside a callback whose errors it ignores (an import lock's, a finalizer's)
+    is lost there, the watch going on as if no key was pressed. The handler also records
+    the press, and the loop leaves at its next look (``check``)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.SIG_DFL)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+
+
 def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL_S) -> int:
+    with CtrlC() as ctrl_c:
+        return _follow(home, run_id, ctrl_c, out, poll_s)
+
+
+def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: float) -> int:
     stream = out or sys.stderr
     run_dir = rundir.run_path(home, run_id)
     journal = rundir.journal_path(run_dir)
@@ -78,6 +116,7 @@ def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL
     restarting = False
     try:
         while True:
+            ctrl_c.check()
             for ev in tail.read():
                 view = apply(view, ev)
                 progress.event(ev)

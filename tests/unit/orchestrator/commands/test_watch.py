@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,33 @@ def test_a_supervised_run_is_watched_through_its_controllers_restart(
         t.join()
         supervisor.close()
     assert out.getvalue().count("the controller died; its supervisor resumes it") == 1
+
+
+def test_a_ctrl_c_lost_where_python_ignores_errors_still_leaves_the_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The KeyboardInterrupt of a SIGINT that lands in an import lock's callback is printed
+    # as "Exception ignored" and dropped; the watch leaves all the same at its next look.
+    home, run_dir, _j = _run(tmp_path)
+    held = lock_controller(run_dir)
+    assert held is not None
+    looks: list[float] = []
+
+    def pressed_where_it_is_ignored(_s: float) -> None:
+        looks.append(_s)
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # as Python does in a callback it ignores errors of
+        if len(looks) > 3:
+            raise AssertionError("the watch went on after Ctrl-C")
+
+    monkeypatch.setattr(watch.time, "sleep", pressed_where_it_is_ignored)
+    out = io.StringIO()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert watch.main(home, "r1", out=out) == 130
+    finally:
+        held.close()
+    assert len(looks) == 1 and "watch: left run r1; it goes on" in out.getvalue()
+    assert signal.getsignal(signal.SIGINT) is previous, "the watch's handler is taken back"
