@@ -76,10 +76,10 @@ def choose_node(
             return None, "which nodes run the group's workers is not known (no train_started with worker_nodes yet)"
         idle = [i for i in ordered if i not in busy]
         if not idle:
-            return None, (
-                f"every worker node ({_spans(ordered)}) runs a worker of the group: no idle node to strike "
-                "(give the region more nodes than its workers need: cloud.regions.<name>.nodes)"
-            )
+            why = f"every worker node ({_spans(ordered)}) runs a worker of the group: no idle node to strike"
+            if 0 not in training:
+                return None, f"{why}; the idle one is the head (0), which only kill_head strikes"
+            return None, f"{why} (give the region more nodes than its workers need: cloud.regions.<name>.nodes)"
         return random.Random(seed).choice(idle), None
     return random.Random(seed).choice(busy or ordered), None
 

@@ -42,6 +42,9 @@ def test_node_role_idle_draws_a_node_that_runs_no_worker_and_none_is_refused() -
     assert {choose_node(None, seed, [1, 2], [0], idle)[0] for seed in range(40)} == {1, 2}
     node, why = choose_node(None, 0, [1, 2], [1, 2, 0], idle)
     assert node is None and why is not None and "no idle node" in why and "cloud.regions.<name>.nodes" in why
+    # Three nodes for two workers, placed on both worker nodes: the idle one is the head.
+    node, why = choose_node(None, 0, [1, 2], [2, 1], idle)
+    assert node is None and why is not None and "the idle one is the head (0)" in why
     node, why = choose_node(None, 0, [1, 2], [], idle)
     assert node is None and why is not None and "not known" in why
 
