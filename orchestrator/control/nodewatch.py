@@ -130,10 +130,18 @@ class NodeWatch:
     def _lose(self, node: int, health: str, detail: str, last_step: int | None = None) -> Loss:
         replacing = self.wait_s > 0
         held = self.held_workers(node)
-        loss = Loss(node, time.time(), health, self.world, replacing, started=time.time(), last_step=last_step)
-        # A node that ran no worker restarts nothing: no incident is owed, and the next
-        # restart (another fault's) is not taken for this loss's.
-        loss.recorded = held is False
+        # A node that ran no worker restarts nothing: no incident is owed (recorded), and
+        # the next restart (another fault's) is not taken for this loss's.
+        loss = Loss(
+            node,
+            time.time(),
+            health,
+            self.world,
+            replacing,
+            started=time.time(),
+            last_step=last_step,
+            recorded=held is False,
+        )
         self.losses[node] = loss
         self.streaks[node] = 0
         self._word()

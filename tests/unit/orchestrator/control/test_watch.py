@@ -21,7 +21,9 @@ from orchestrator.metrics.board import TensorBoardWriter
 from orchestrator.runstate.journal import Journal
 from orchestrator.wire.control import ControlChannel
 from providers.base import ClusterHandle
+from recovery.detection import Health
 from tests.unit.orchestrator.control.test_cadence import _obs
+from tests.unit.orchestrator.control.test_nodewatch import Nodes
 
 pytestmark = pytest.mark.unit
 
@@ -178,19 +180,6 @@ def test_after_a_restart_the_reports_count_from_the_restored_checkpoint_again() 
 # --- a lost node that ran no worker --------------------------------------------------------------
 
 
-class IdleNodeGone:
-    """Two worker nodes; node 2 (where no rank runs) gone; a replacement that comes at once."""
-
-    def nodes(self, cluster: ClusterHandle) -> list[Any]:
-        from providers.base import NodeCheck
-        from recovery.detection import Health
-
-        return [NodeCheck(1, Health.UP), NodeCheck(2, Health.GONE)]
-
-    def replace_node(self, cluster: ClusterHandle, index: int, timeout_s: float) -> None:
-        return None
-
-
 def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_faults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,7 +188,10 @@ def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_fau
     s = _scripted(tmp_path, monkeypatch, events={}, exit_at=2)
     w = s.w
     w.ctx.cfg.cloud.regions["local-a"] = RegionConfig(store="file:///unused", nodes=3, num_cpus=1)
-    w.ctx.provider = IdleNodeGone()  # type: ignore[assignment]
+    # Two worker nodes; node 2, where no rank runs, gone; a replacement that comes at once.
+    provider = Nodes()
+    provider.health = {1: Health.UP, 2: Health.GONE}
+    w.ctx.provider = provider  # type: ignore[assignment]
     w.nodes = watch_mod.NodeWatch(w.ctx, w.cluster, "local-a", 1)
     w.injector = SimpleNamespace(state=SimpleNamespace(worker_nodes=[]))  # type: ignore[assignment]
 
