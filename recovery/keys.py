@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 TOP = 1 << 16
 _CHAIN_LABEL = b"orchestrator generation chain v1\0"
 _FENCE_LABEL = b"orchestrator fence key v1\0"
+_CHANNEL_LABEL = b"orchestrator control channel v1\0"
 _WIRE_VERSION = b"k2"
 
 
@@ -92,6 +93,12 @@ class AttemptKeys:
         if not 1 <= generation <= self.generation:
             return None
         return _hash_down(self.chain, self.generation - generation)
+
+    def channel_key(self, generation: int) -> bytes | None:
+        """What seals generation ``generation``'s objects on the control channel (derived
+        from ``K_generation``, never equal to it); None for a generation beyond reach."""
+        key = self.generation_key(generation)
+        return None if key is None else hmac.new(key, _CHANNEL_LABEL, hashlib.sha256).digest()
 
     def for_attempt(self, generation: int) -> AttemptKeys:
         """The keys an attempt of ``generation`` gets: no fence signing, no later generation."""

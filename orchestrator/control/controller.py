@@ -155,7 +155,10 @@ class Controller:
         if callable(use_token_key):
             use_token_key(derive_token_key(secret, run_id))
         self.control = ControlChannel(
-            control_url(cfg, run_id, self.run_dir), cfg.cloud.control_options, on_invalid=self._on_control_invalid
+            control_url(cfg, run_id, self.run_dir),
+            cfg.cloud.control_options,
+            on_invalid=self._on_control_invalid,
+            keys=self.run_key,
         )
         if self.state is not None:
             self.control.before_write = self.state.guard

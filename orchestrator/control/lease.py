@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from orchestrator.control.sealed import seal, unseal
+from recovery.sealed import seal, unseal
 from recovery.fsio import TooLarge, is_local, read_capped, write_bytes
 
 LEASE_NAME = "lease.json"

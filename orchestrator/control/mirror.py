@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.control.sealed import seal, unseal
+from recovery.sealed import seal, unseal
 from orchestrator.runstate import rundir
 from recovery.fsio import TooLarge, read_capped, write_bytes
 

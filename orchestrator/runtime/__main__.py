@@ -63,10 +63,11 @@ def main(argv: list[str]) -> int:
         key, bad_key = None, str(exc)
     else:
         bad_key = f"{runkey.ENV} is not set"
-    control = ControlChannel(spec.control_url, spec.control_options)
-    control.event(spec.generation, "driver_started", pid=os.getpid())
     if key is not None and key.generation != spec.generation:
         key, bad_key = None, f"{runkey.ENV} holds generation {key.generation}'s keys, not {spec.generation}'s"
+    # Without its keys the runtime's words go unsealed: the controller drops them, saying why.
+    control = ControlChannel(spec.control_url, spec.control_options, keys=key)
+    control.event(spec.generation, "driver_started", pid=os.getpid())
     if key is None:
         control.event(spec.generation, "runtime_error", error=f"{bad_key}: checkpoints cannot be signed")
         return EXIT_INFRA
@@ -202,7 +203,9 @@ if __name__ == "__main__":
     try:
         # A controller that did not start this process (a resumed one) cannot wait for it.
         if exit_spec is not None:
-            ControlChannel(exit_spec.control_url, exit_spec.control_options).exited(exit_spec.generation, code)
+            keys = runkey.current()
+            channel = ControlChannel(exit_spec.control_url, exit_spec.control_options, keys=keys)
+            channel.exited(exit_spec.generation, code)
     except Exception:
         pass
     sys.stdout.flush()

@@ -150,7 +150,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     rank_log.capture(spec.log_dir, rank, spec.generation)
-    control = ControlChannel(spec.control_url, spec.control_options)
+    control = ControlChannel(spec.control_url, spec.control_options, keys=runkey.current())
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())
     stop_watch = threading.Event()

@@ -34,6 +34,7 @@ from orchestrator.wire.spec import RuntimeSpec
 from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED, Health, HealthCheck
 from recovery.fencing import FencedError, Lineage
+from recovery.keys import AttemptKeys
 from recovery.store import CheckpointStore
 
 
@@ -58,7 +59,7 @@ class FakeRuntime:
     script: Script
     provider: FakeCloud
     cluster: ClusterHandle
-    key: bytes
+    key: AttemptKeys
     pid: int
     step: int = 0
     started: bool = False
@@ -68,7 +69,7 @@ class FakeRuntime:
 
     @property
     def control(self) -> ControlChannel:
-        return ControlChannel(self.spec.control_url, self.spec.control_options)
+        return ControlChannel(self.spec.control_url, self.spec.control_options, keys=self.key)
 
     @property
     def store(self) -> CheckpointStore:

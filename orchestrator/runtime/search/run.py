@@ -28,6 +28,7 @@ from orchestrator.runtime.search.snapshot import Expected, SnapshotError, resume
 from orchestrator.runtime.search.train_trial import train_trial
 from orchestrator.runtime.search.trial import INDEX, trial_func, trial_inputs
 from orchestrator.runtime.telemetry import summary
+from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import HpoSection
 from orchestrator.wire.spec import RuntimeSpec
@@ -201,8 +202,10 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
     # resource of some kind: one byte of memory).
     ray_train = ray_train_trials(spec)
     func = func_trial if spec.job.train_func else train_trial if ray_train else trial_func
+    # The run's keys go to the trials as to Ray Train's workers: a reference, never the keys.
+    runtime = {**trial_inputs(spec, hpo, driver.configs), **runkey.share(runkey.require())}
     trainable = tune.with_resources(
-        tune.with_parameters(func, runtime=trial_inputs(spec, hpo, driver.configs), resume=driver.plan.checkpoints),
+        tune.with_parameters(func, runtime=runtime, resume=driver.plan.checkpoints),
         {"cpu": 0, "memory": 1} if ray_train else {"cpu": hpo.cpus_per_trial},
     )
     return tune.Tuner(

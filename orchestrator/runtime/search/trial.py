@@ -35,6 +35,7 @@ from orchestrator.runtime.search.snapshot import (
 from orchestrator.runtime.train_loop import rng_state, set_rng_state, to_device
 from orchestrator.runtime.weights import weights_sha256
 from orchestrator.runtime.worker import UserCodeError
+from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import METRIC_NAME, DataSection, HpoSection, JobSection, TrainerSection
 from orchestrator.wire.spec import RuntimeSpec
@@ -276,7 +277,8 @@ def announce(
 ) -> None:
     """The trial's start on the control channel: ``trial_restored`` at the iteration it goes
     on from, or ``trial_started`` with its values."""
-    control = ControlChannel(runtime["control_url"], runtime.get("control_options"))
+    runkey.from_config(runtime)
+    control = ControlChannel(runtime["control_url"], runtime.get("control_options"), keys=runkey.current())
     gen = int(runtime["generation"])
     if restored is not None:
         control.event(gen, "trial_restored", trial_id=trial_id, iteration=restored, pid=os.getpid(), **extra)

@@ -17,7 +17,7 @@ from orchestrator.control.lease import (
     next_controller,
     refusal,
 )
-from orchestrator.control.sealed import seal
+from recovery.sealed import seal
 
 pytestmark = pytest.mark.unit
 KEY = b"k" * 32

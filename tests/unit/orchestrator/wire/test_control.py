@@ -248,3 +248,91 @@ def test_a_malformed_heartbeat_exit_or_event_does_not_crash_the_watch(tmp_path: 
         "g2/heartbeat.json",
         "g2/progress.json",
     ]
+
+
+# --- sealed: what opens under the run's keys, and nothing else -------------------------------------
+SECRET = b"s" * 32
+
+
+def _sealed_pair(tmp_path: Path, gen: int = 3) -> tuple[ControlChannel, ControlChannel, list[Invalid]]:
+    """The controller's side (every generation's keys) and attempt ``gen``'s, on one channel."""
+    from recovery.keys import controller_keys
+
+    keys = controller_keys(SECRET, "r")
+    seen: list[Invalid] = []
+    url = f"file://{tmp_path}/control"
+    return ControlChannel(url, on_invalid=seen.append, keys=keys), ControlChannel(url, keys=keys.for_attempt(gen)), seen
+
+
+def test_what_an_attempt_seals_the_controller_opens_and_what_the_controller_seals_the_attempt_opens(
+    tmp_path: Path,
+) -> None:
+    ctl, rt, seen = _sealed_pair(tmp_path)
+    rt.heartbeat(3, step=7, pid=os.getpid())
+    rt.progress(3, step=7, total=10, loss=0.5)
+    rt.event(3, "user_error", rank=0, error="ValueError: x")
+    rt.final(3, final_step=10, metrics={})
+    rt.exited(3, 0)
+    rt.preempt_notice(3, pid=os.getpid())
+    rt.chaos_request(0, seq=1, kind="kill_worker", step=20, rank=0, pid=os.getpid(), generation=3)
+    ctl.chaos_fired(0, count=1, kind="kill_worker", step=20)
+    ctl.activate(3, lineage=[[3, 0]])
+    ctl.nodes_word(3, fits=2, wait_until=T, lost=[1])
+    assert ctl.read_heartbeat(3) is not None and ctl.read_progress(3) is not None
+    assert [e.kind for e in ctl.read_events(3, set())] == ["user_error"]
+    assert ctl.read_final(3) is not None and ctl.read_exit(3) == 0 and ctl.read_preempt(3) is not None
+    assert set(ctl.chaos_requests()) == {0}
+    assert rt.fired_count(0) == 1 and rt.is_active(3) and rt.read_activation(3) is not None
+    word = rt.read_nodes_word(3)
+    assert word is not None and word.fits == 2
+    assert rt.preempt_requested(3)
+    assert seen == []
+
+
+def test_forged_objects_change_nothing_and_each_kind_is_reported_once(tmp_path: Path) -> None:
+    ctl, rt, seen = _sealed_pair(tmp_path)
+    rt.event(3, "workers_ready", pid=123)
+    for i in range(5):
+        forged = {"time": T + i, "generation": 3, "type": "user_error", "rank": 0, "error": "ValueError: forged"}
+        _put(tmp_path, f"g3/events/{T + i:017.6f}-deadbeef.json", json.dumps(forged).encode())
+    _put(tmp_path, "g3/preempt.json", json.dumps({"time": T, "generation": 3, "pid": 1}).encode())
+    _put(tmp_path, "g3/exit.json", json.dumps({"time": T, "generation": 3, "code": 3}).encode())
+    _put(tmp_path, "g3/progress.json", json.dumps({"time": T, "generation": 3, "step": 2999, "total": 3000}).encode())
+    _put(tmp_path, "chaos/0.fired", json.dumps({"time": T, "count": 9, "steps": [1]}).encode())
+    _put(tmp_path, "g3/activate.json", json.dumps({"time": T, "generation": 3}).encode())
+    assert [e.kind for e in ctl.read_events(3, set())] == ["workers_ready"]
+    assert ctl.read_preempt(3) is None and ctl.read_exit(3) is None and ctl.read_progress(3) is None
+    assert not rt.preempt_requested(3) and rt.fired_count(0) == 0 and not rt.is_active(3)
+    by_path = {i.path: i.reason for i in seen}
+    assert set(by_path) == {"g3/events/*.json", "g3/preempt.json", "g3/exit.json", "g3/progress.json"}
+    assert all("not signed" in r and "dropped" in r for r in by_path.values()), by_path
+
+
+def test_a_zombie_cannot_seal_for_its_successor_nor_an_event_be_taken_twice(tmp_path: Path) -> None:
+    ctl, rt, seen = _sealed_pair(tmp_path)
+    _, zombie, _ = _sealed_pair(tmp_path, gen=2)
+    with pytest.raises(ValueError, match="beyond"):
+        zombie.event(3, "user_error", rank=0, error="x")
+    zombie.preempt_notice(2, pid=1)
+    (tmp_path / "control" / "g3").mkdir(parents=True, exist_ok=True)
+    os.replace(tmp_path / "control" / "g2" / "preempt.json", tmp_path / "control" / "g3" / "preempt.json")
+    assert ctl.read_preempt(3) is None and not rt.preempt_requested(3)
+    rt.event(3, "preempted", step=5)
+    (name,) = os.listdir(tmp_path / "control" / "g3" / "events")
+    copy = f"{T:017.6f}-0badc0de.json"
+    (tmp_path / "control" / "g3" / "events" / copy).write_bytes(
+        (tmp_path / "control" / "g3" / "events" / name).read_bytes()
+    )
+    assert [e.kind for e in ctl.read_events(3, set())] == ["preempted"]
+    assert any("another name" in i.reason for i in seen), seen
+
+
+def test_a_sealed_objects_altered_field_does_not_open(tmp_path: Path) -> None:
+    ctl, rt, seen = _sealed_pair(tmp_path)
+    rt.exited(3, 0)
+    path = tmp_path / "control" / "g3" / "exit.json"
+    obj = json.loads(path.read_bytes())
+    obj["code"] = 3
+    path.write_text(json.dumps(obj))
+    assert ctl.read_exit(3) is None
+    assert [i.path for i in seen] == ["g3/exit.json"] and "does not verify" in seen[0].reason

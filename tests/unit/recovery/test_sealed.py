@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.control.sealed import seal, unseal
+from recovery.sealed import seal, unseal
 
 pytestmark = pytest.mark.unit
 KEY = b"k" * 32
