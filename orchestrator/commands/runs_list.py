@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from orchestrator.commands.status import CONTROLLER_DIED, live_progress
+from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progress
 from orchestrator.errors import printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
@@ -97,7 +97,9 @@ def row_from(
     if started is None and result is not None and json_is(result.get("started_at"), _NUMBER):
         started = float(result["started_at"])
     live = progress or {}
-    step = _int_or_none(live.get("step"))
+    # A live progress that does not open under the run's keys is nobody's: the journal's step.
+    unverified = live.get(UNVERIFIED)
+    step = None if unverified else _int_or_none(live.get("step"))
     total = _int_or_none(live.get("total"))
     base = RunRow(
         run_id=run_id,
@@ -142,6 +144,8 @@ def row_from(
             reason=f"its controller died; continue it with action=resume run_id={run_id}",
         )
     reason = "" if alive else "cannot tell whether its controller runs (controller.lock cannot be opened)"
+    if unverified and not reason:
+        reason = f"step from the journal: {unverified}"
     return replace(base, duration_s=since, reason=reason)
 
 

@@ -14,7 +14,8 @@ from orchestrator.runstate.events import ControllerStoodDown, Event, NodeLost, N
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold, planned_total
-from orchestrator.wire.control import ControlChannel, run_control_url
+from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
+from recovery.signing import SigningError, run_keys_of
 
 # A run with a journal, no result.json, and no controller holding its lock.
 CONTROLLER_DIED = "CONTROLLER_DIED"
@@ -57,7 +58,9 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if events and isinstance(events[-1], ControllerStoodDown):
         s["stood_down"] = events[-1].reason
     prog = live_progress(run_dir, view)
-    if prog:
+    if prog and UNVERIFIED in prog:
+        s["step"], s["unverified"] = view.last_step or None, prog[UNVERIFIED]
+    elif prog:
         s["step"], s["total"] = prog.get("step"), prog.get("total")
         s["last_checkpoint"] = prog.get("last_checkpoint")
         s["search"] = search_text(prog).strip()
@@ -171,7 +174,9 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         + (f"  ({s['note']})" if s.get("note") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
-        f"step       {s['step'] if s['step'] is not None else '-'}" + ("" if total is None else f"/{total}"),
+        f"step       {s['step'] if s['step'] is not None else '-'}"
+        + ("" if total is None else f"/{total}")
+        + (f"  (from the journal; {s['unverified']}: not shown)" if s.get("unverified") else ""),
         *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
         f"checkpoint {_short(s['last_checkpoint'])}",
         f"replicas   {s['replications']} copies"
@@ -232,20 +237,33 @@ def trial_rows(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+# In what live_progress returns, instead of a step: why the progress there does not count.
+UNVERIFIED = "unverified"
+
+
 def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
     """The live step of the run's newest attempt, from its control channel (wherever
-    cloud.control_store put it); None before an attempt started or when it cannot be read."""
+    cloud.control_store put it), once it opens under the run's keys; None before an
+    attempt started or when it cannot be read; ``{UNVERIFIED: why}`` when what is there
+    is not the attempt's own (anyone who can write the control store could write it)."""
     if not view.current_generation:
         return None
     cloud = _section(view.config, "cloud")
     try:
         url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
-        prog = ControlChannel(url, cloud.get("control_options") or {}).read_progress(view.current_generation)
-        return None if prog is None else prog.as_dict()
+        try:
+            keys = run_keys_of(run_dir)
+        except SigningError:
+            return {UNVERIFIED: "the run's secret cannot be read here to check progress.json"}
+        channel = ControlChannel(url, cloud.get("control_options") or {}, keys=keys)
+        prog = channel.progress_or_invalid(view.current_generation)
     # An unreachable control store, or one the journal's copy of the config names
     # wrongly (it is for display): status still shows what the journal says.
     except Exception:
         return None
+    if isinstance(prog, Invalid):
+        return {UNVERIFIED: f"progress.json {prog.reason}"}
+    return None if prog is None else prog.as_dict()
 
 
 def run_ids(home: str) -> list[str]:

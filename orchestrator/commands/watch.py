@@ -18,7 +18,7 @@ import time
 from types import FrameType
 from typing import Any, TextIO
 
-from orchestrator.commands.status import live_progress, render, resume_line, summarize
+from orchestrator.commands.status import UNVERIFIED, live_progress, render, resume_line, summarize
 from orchestrator.control.progress import ProgressLine, decision_text
 from orchestrator.errors import EXIT_INTERRUPTED, error
 from orchestrator.runstate import rundir
@@ -139,12 +139,12 @@ def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: f
             if result is not None:
                 # The last progress the run reported, also when it ended before the watch showed any.
                 prog = live_progress(run_dir, view)
-                if prog and view.current_region and view.current_generation:
+                if prog and UNVERIFIED not in prog and view.current_region and view.current_generation:
                     progress.update(view.current_region, view.current_generation, prog)
                 progress.close()
                 return _ended(home, run_id, result)
             prog = live_progress(run_dir, view)
-            if prog and view.current_region and view.current_generation:
+            if prog and UNVERIFIED not in prog and view.current_region and view.current_generation:
                 progress.update(view.current_region, view.current_generation, prog)
             time.sleep(poll_s)
     except KeyboardInterrupt:

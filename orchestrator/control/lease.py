@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from recovery.sealed import seal, unseal
 from recovery.fsio import TooLarge, is_local, read_capped, write_bytes
+from recovery.sealed import seal, unseal
 
 LEASE_NAME = "lease.json"
 CLAIMS = "claims"

@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recovery.sealed import seal, unseal
 from orchestrator.runstate import rundir
 from recovery.fsio import TooLarge, read_capped, write_bytes
+from recovery.sealed import seal, unseal
 
 STATE_DIR = "state"
 INDEX_NAME = "index.json"

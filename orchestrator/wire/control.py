@@ -258,6 +258,11 @@ class ControlChannel:
     def read_progress(self, gen: int) -> wire.Progress | None:
         return self._read(self._path(f"g{gen}", "progress.json"), wire.parse_progress, gen)
 
+    def progress_or_invalid(self, gen: int) -> wire.Progress | Invalid | None:
+        """The progress, None when there is none, or why what is there does not count
+        (for a reader that says so rather than showing nothing)."""
+        return self._checked(self._path(f"g{gen}", "progress.json"), wire.parse_progress, gen)
+
     def read_final(self, gen: int) -> wire.Final | None:
         return self._read(self._path(f"g{gen}", "final.json"), wire.parse_final, gen)
 

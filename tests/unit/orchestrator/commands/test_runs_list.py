@@ -33,7 +33,7 @@ from orchestrator.commands.runs_list import (
     row_from,
     unreadable,
 )
-from orchestrator.commands.status import live_progress, summarize
+from orchestrator.commands.status import UNVERIFIED, live_progress, render, summarize
 from orchestrator.runstate import events as E
 from orchestrator.runstate.journal import DamagedFile, Journal, read_typed
 from orchestrator.runstate.lifecycle import RunState
@@ -41,6 +41,8 @@ from orchestrator.runstate.result import read_result, record_from, write_result
 from orchestrator.runstate.rundir import lock_controller
 from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.control import ControlChannel, run_control_url
+from recovery.signing import load_or_create_secret
+from tests.support.sealed import sealed_progress
 from tests.unit.orchestrator.test_main import JOURNAL_DAMAGE, RESULT_DAMAGE
 
 pytestmark = pytest.mark.unit
@@ -70,11 +72,30 @@ def test_the_live_step_comes_from_the_newest_attempts_control_channel(tmp_path: 
     journal(run_dir, E.RunStarted(run_id="r1", config={"job": {"steps": 100}}))
     assert live_progress(str(run_dir), view_of(run_dir)) is None  # no attempt yet
     journal(run_dir, E.AttemptStarted(1, "local-a"), E.AttemptStarted(2, "local-b"))
-    channel = ControlChannel(run_control_url(None, "r1", str(run_dir)))
-    channel.progress(1, step=80, total=100)
-    channel.progress(2, step=40, total=100)
+    sealed_progress(run_dir, 1, step=80, total=100)
+    sealed_progress(run_dir, 2, step=40, total=100)
     prog = live_progress(str(run_dir), view_of(run_dir))
     assert prog is not None and (prog["step"], prog["total"]) == (40, 100)
+
+
+def test_a_live_progress_that_does_not_open_under_the_runs_keys_is_not_shown(tmp_path: Path) -> None:
+    # Anyone who can write the control store could rewrite progress.json (2999/3000 45 s in).
+    run_dir = tmp_path / "r1"
+    journal(
+        run_dir,
+        E.RunStarted(run_id="r1", config={"job": {"steps": 3000}}),
+        E.AttemptStarted(1, "local-a"),
+        E.RuntimeReport(kind="checkpoint_committed", fields={"generation": 1, "step": 100}),
+    )
+    load_or_create_secret(str(run_dir))
+    ControlChannel(run_control_url(None, "r1", str(run_dir))).progress(1, step=2999, total=3000)
+    prog = live_progress(str(run_dir), view_of(run_dir))
+    assert prog is not None and "not signed" in prog[UNVERIFIED]
+    row = row_from("r1", view_of(run_dir), None, prog, True, 0.0)
+    assert row.step != 2999 and "step from the journal" in row.reason
+    s = summarize(str(run_dir))
+    assert s is not None and s["step"] != 2999 and "not signed" in s["unverified"]
+    assert "not shown" in render("r1", s) and "2999" not in render("r1", s)
 
 
 def test_a_control_store_the_journal_names_wrongly_is_no_live_step_not_a_crash(tmp_path: Path) -> None:
@@ -371,10 +392,10 @@ def home(tmp_path: Path) -> Iterator[Path]:
     lock = lock_controller(str(d))  # a controller that held the lock, and died
     assert lock is not None
     lock.close()
-    ControlChannel(run_control_url(None, "died", str(d))).progress(1, step=120, total=500)
+    sealed_progress(d, step=120, total=500)
     time.sleep(0.01)
     d = started(home, "running")
-    ControlChannel(run_control_url(None, "running", str(d))).progress(1, step=240, total=500)
+    sealed_progress(d, step=240, total=500)
     held: IO[str] | None = lock_controller(str(d))
     assert held is not None
     # Damage, each dated back so that the rows above stay the newest.

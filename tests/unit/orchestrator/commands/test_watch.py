@@ -129,11 +129,11 @@ def test_ctrl_c_leaves_the_watch_and_not_the_run(tmp_path: Path, monkeypatch: py
 def test_a_run_that_ended_before_the_watch_showed_progress_still_shows_its_last(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from orchestrator.wire.control import ControlChannel, run_control_url
+    from tests.support.sealed import sealed_progress
 
     home, run_dir, j = _run(tmp_path)
     j.emit(AttemptStarted(generation=1, region="local-a"))
-    ControlChannel(run_control_url(None, "r1", run_dir)).progress(1, step=5, total=5, steps_per_s=2.0)
+    sealed_progress(run_dir, step=5, total=5, steps_per_s=2.0)
     Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
     out = io.StringIO()
     assert watch.main(home, "r1", out=out, poll_s=0.01) == 0

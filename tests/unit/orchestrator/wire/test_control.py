@@ -336,3 +336,21 @@ def test_a_sealed_objects_altered_field_does_not_open(tmp_path: Path) -> None:
     path.write_text(json.dumps(obj))
     assert ctl.read_exit(3) is None
     assert [i.path for i in seen] == ["g3/exit.json"] and "does not verify" in seen[0].reason
+
+
+def test_every_channel_the_product_opens_is_given_the_runs_keys() -> None:
+    # A channel without keys writes unsealed and believes what it reads: for tests alone.
+    import ast
+
+    from tests.support.paths import REPO
+
+    unkeyed = []
+    for folder in ("orchestrator", "providers", "recovery", "benchmarks"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                func = getattr(node, "func", None)
+                name = getattr(func, "id", None) or getattr(func, "attr", None)
+                if isinstance(node, ast.Call) and name == "ControlChannel":
+                    if not any(k.arg == "keys" for k in node.keywords):
+                        unkeyed.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert unkeyed == []
