@@ -120,6 +120,11 @@ def run_keys_of(run_dir: str) -> AttemptKeys:
     return controller_keys(_read_secret(path), os.path.basename(os.path.normpath(run_dir)))
 
 
+def secret_of(run_dir: str) -> bytes:
+    """The run's secret from its folder, which must hold one (SigningError otherwise); creates nothing."""
+    return _read_secret(os.path.join(run_dir, SECRET_FILE))
+
+
 def load_or_create_secret(run_dir: str, derived: bytes | None = None) -> tuple[bytes, bool]:
     """The run's secret from ``run_dir/run.secret``, made (0600, exclusively) when there is
     none, as ``derived`` (from the user's control key) or else random; (secret, created:

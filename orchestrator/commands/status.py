@@ -15,6 +15,7 @@ from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
+from recovery.keys import AttemptKeys
 from recovery.signing import SigningError, run_keys_of
 
 # A run with a journal, no result.json, and no controller holding its lock.
@@ -57,6 +58,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     s["world"] = world_now(events, view.current_generation)
     if events and isinstance(events[-1], ControllerStoodDown):
         s["stood_down"] = events[-1].reason
+        s["controller"] = events[-1].controller
     prog = live_progress(run_dir, view)
     if prog and UNVERIFIED in prog:
         s["step"], s["unverified"] = view.last_step or None, prog[UNVERIFIED]
@@ -252,18 +254,43 @@ def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
     try:
         url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
         try:
-            keys = run_keys_of(run_dir)
+            keys: AttemptKeys | None = run_keys_of(run_dir)
         except SigningError:
-            return {UNVERIFIED: "the run's secret cannot be read here to check progress.json"}
+            keys = None  # read as it is, to say that it cannot be checked
         channel = ControlChannel(url, cloud.get("control_options") or {}, keys=keys)
         prog = channel.progress_or_invalid(view.current_generation)
     # An unreachable control store, or one the journal's copy of the config names
     # wrongly (it is for display): status still shows what the journal says.
     except Exception:
         return None
+    if prog is not None and keys is None:
+        return {UNVERIFIED: "the run's secret cannot be read here to check progress.json"}
     if isinstance(prog, Invalid):
         return {UNVERIFIED: f"progress.json {prog.reason}"}
     return None if prog is None else prog.as_dict()
+
+
+def later_lease(run_dir: str, s: dict[str, Any]) -> str | None:
+    """Who holds the run's lease in the control store, when that is a verified lease of a
+    controller later than the last one here (one line); None otherwise, or when it cannot
+    be read: a lease that does not verify under the run's key is nobody's."""
+    from orchestrator.control.lease import ControllerLease, LeaseRecord
+    from recovery.signing import derive_state_key, secret_of
+    from recovery.storage import open_fs
+
+    cloud = _section(s["config"], "cloud")
+    store, run_id, ours = cloud.get("control_store"), s.get("run_id"), s.get("controller")
+    if not isinstance(store, str) or not store or not isinstance(run_id, str) or not isinstance(ours, int):
+        return None
+    try:
+        key = derive_state_key(secret_of(run_dir), run_id)
+        fs, root = open_fs(f"{store.rstrip('/')}/{run_id}", dict(cloud.get("control_options") or {}))
+        current = ControllerLease(fs, root, key, run_id, 1.0).read()
+    except Exception:  # the store out of reach, the secret unreadable: not news of a takeover
+        return None
+    if isinstance(current, LeaseRecord) and current.controller > ours:
+        return current.holder
+    return None
 
 
 def run_ids(home: str) -> list[str]:
@@ -285,10 +312,14 @@ def main(home: str, run_id: str) -> int:
         # Whether a controller still holds the run is news the journal cannot tell.
         s["state"], s["note"] = controller_state(s["state"], rundir.controller_alive(run_dir), run_id, home)
         if s.get("stood_down") and s["state"] == CONTROLLER_DIED:
-            s["state"] = TAKEN_OVER
-            s["note"] = (
-                f"its controller here stood down, its lease {s['stood_down']}, which drives the run now: "
-                "follow it on its machine"
-            )
+            taker = later_lease(run_dir, s)
+            if taker is not None:
+                s["state"] = TAKEN_OVER
+                s["note"] = f"its controller here stood down to {taker}, which drives the run now: follow it there"
+            else:
+                s["note"] = (
+                    f"its controller here stood down (its lease {s['stood_down']}), yet the control store holds no "
+                    f"verified lease of a later controller; continue it with: {resume_line(home, run_id)}"
+                )
     print(render(run_id, s))
     return 0

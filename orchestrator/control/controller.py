@@ -257,6 +257,9 @@ class Controller:
         """Journal the lease this controller took, then keep it and the mirror going."""
         if self.state is not None and self.lease_taken is not None:
             self.emit(self.lease_taken)
+            for note in self.state.claim_notes():
+                self.emit(note)
+            self.state.emit = self.emit
             self.state.start()
 
     def close(self) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.control.lease import ControllerLease, LeaseHeld, LeaseRecord
 from orchestrator.control.mirror import SYNC_EVENTS, StateMirror
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import ControllerStoodDown, Event, LeaseTaken
+from orchestrator.runstate.events import ClaimIgnored, ControllerStoodDown, Event, LeaseIgnored, LeaseTaken
 from orchestrator.runstate.journal import Journal
 
 # A controller that found its lease taken by another: not a death, never restarted.
@@ -52,6 +54,13 @@ class ControlState:
         self.lease = ControllerLease(self.fs, root, state_key, run_id, float(cfg.recovery.controller_lease_s))
         self.mirror: StateMirror | None = None
         self._down = threading.Lock()
+        # The controller's emit, once it has one: what the lease found in its place is
+        # journaled at the next act (never from inside the lease's own read).
+        self.emit: Callable[[Event], Any] | None = None
+        self._ignored: deque[str] = deque()
+        self._ignored_said: set[str] = set()
+        self._ignored_lock = threading.Lock()
+        self.lease.on_ignored = self._lease_ignored
 
     @property
     def controller(self) -> int:
@@ -93,6 +102,28 @@ class ControlState:
         lost = self.lease.check()
         if lost is not None:
             self.stand_down(*lost)
+        self._say_ignored()
+
+    def claim_notes(self) -> list[ClaimIgnored]:
+        """The claims passed over while taking the lease, once each, for the journal."""
+        seen: dict[str, str] = {}
+        for name, why in self.lease.ignored_claims:
+            seen.setdefault(name, why)
+        return [ClaimIgnored(name=name, reason=why[:300]) for name, why in seen.items()]
+
+    def _lease_ignored(self, reason: str) -> None:
+        with self._ignored_lock:
+            if reason not in self._ignored_said and len(self._ignored_said) < 100:
+                self._ignored_said.add(reason)
+                self._ignored.append(reason)
+
+    def _say_ignored(self) -> None:
+        while self.emit is not None:
+            with self._ignored_lock:
+                if not self._ignored:
+                    return
+                reason = self._ignored.popleft()
+            self.emit(LeaseIgnored(controller=self.controller, reason=reason[:300]))
 
     def written(self, event: Event) -> None:
         """After a journal line: the mirror at once when a restore or a takeover depends on it."""

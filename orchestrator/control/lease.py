@@ -22,13 +22,23 @@ the lease holds (``expires_at``). Authenticated with the run's state key
   machine may hold the lease by then.
 - A taker takes a lapsed lease only after its ``expires_at`` by its own clock: the
   machines' clocks must agree within ``margin`` (NTP does far better).
+
+Whoever can write the control store without the run's key can delete or replace these
+files, never forge them, so what does not verify is nobody's: a lease that is gone, not
+a lease, unsigned, or signed for an earlier controller (a copy put back) neither makes
+the holder stand down (it writes its own again, journaled once per reason) nor keeps a
+taker out; only a verified lease of a later controller does. Claims are sealed the same
+way: one that does not verify neither raises the next number nor blocks it (the taker
+claims the next free one). Generations are bounded (``MAX_CONTROLLER``), by the claims'
+reader, the lease's and the mirror's alike (``GENERATION_NAME``).
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import secrets
+import shutil
 import socket
 import threading
 import time
@@ -36,13 +46,23 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from recovery.fsio import TooLarge, is_local, read_capped, write_bytes
+from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.sealed import seal, unseal
 
 LEASE_NAME = "lease.json"
 CLAIMS = "claims"
 MAX_BYTES = 4096
+# Controller generations a run can have: far above any run's takeovers, and short names.
+MAX_CONTROLLER = 999_999
+# ``c<N>``: a claim's name and a mirror's folder, for N in 1..MAX_CONTROLLER.
+GENERATION_NAME = re.compile(r"c([1-9][0-9]{0,5})")
+# Claims read, newest first, before the highest that verifies is taken as the floor; and
+# claims passed over, one after another, before a taker gives up.
+MAX_CLAIMS_READ = 64
 _FIELDS = {"run_id": str, "controller": int, "token": str, "host": str, "pid": int, "renewed_at": float}
+_CLAIM_FIELDS = {"run_id", "controller", "token", "host", "pid"}
+# What a store says when a path is not a file it can read: never a lease or a claim.
+_NOT_A_FILE = (UnsafeFile, IsADirectoryError, NotADirectoryError)
 
 
 class LeaseHeld(RuntimeError):
@@ -105,16 +125,37 @@ def decode(data: bytes, key: bytes, run_id: str) -> LeaseRecord | str:
     rec = LeaseRecord(**obj)
     if rec.run_id != run_id:
         return f"is run {rec.run_id[:80]!r}'s"
+    if not 1 <= rec.controller <= MAX_CONTROLLER:
+        return f"names controller {rec.controller}, outside 1..{MAX_CONTROLLER}"
     return rec
+
+
+def claim_bytes(key: bytes, run_id: str, controller: int, token: str) -> bytes:
+    body = {"run_id": run_id, "controller": controller, "token": token, "host": socket.gethostname()[:100]}
+    return seal({**body, "pid": os.getpid()}, key)
+
+
+def claim_problem(data: bytes, key: bytes, run_id: str, controller: int) -> str | None:
+    """None when ``data`` is this run's claim of ``controller``, else why not (one line)."""
+    obj = unseal(data, key, _CLAIM_FIELDS, "a claim")
+    if isinstance(obj, str):
+        return obj
+    if obj["run_id"] != run_id or obj["controller"] != controller:
+        return "names another run or controller"
+    return None
+
+
+def generation_of(name: str) -> int | None:
+    """N for a name ``c<N>`` within the bound, else None."""
+    m = GENERATION_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
 
 
 def refusal(current: LeaseRecord | str | None, now: float, token: str = "") -> str | None:
     """Why a controller (``token``) may not take the run now; None when it may: no lease, a
     released or lapsed one, or its own."""
-    if current is None:
-        return None
-    if isinstance(current, str):
-        return f"its lease in the control store {current}; remove it if no controller runs this run"
+    if current is None or isinstance(current, str):
+        return None  # a lease that does not verify is nobody's
     if current.token == token or current.released or now >= current.expires_at:
         return None
     when = time.strftime("%H:%M:%S UTC", time.gmtime(current.expires_at))
@@ -150,6 +191,10 @@ class ControllerLease:
         self.record: LeaseRecord | None = None
         self.confirmed_until = 0.0  # monotonic
         self.previous: LeaseRecord | str | None = None
+        # Told why what stood in place of the lease was nobody's (the holder writes its own again).
+        self.on_ignored: Callable[[str], None] = lambda reason: None
+        # Claims that are not this run's, met while taking: (name, why), for the journal.
+        self.ignored_claims: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -163,9 +208,12 @@ class ControllerLease:
             return None
         except TooLarge:
             return f"is larger than {MAX_BYTES} bytes"
+        except _NOT_A_FILE as exc:
+            return f"is not a file ({_what(exc)})"
         return decode(data, self.key, self.run_id)
 
     def _write(self, rec: LeaseRecord) -> None:
+        _clear_folder(self.fs, self.path)
         write_bytes(self.fs, self.path, encode(rec, self.key), durable=True)
 
     # --- taking -----------------------------------------------------------------
@@ -176,8 +224,23 @@ class ControllerLease:
         if why is not None:
             raise LeaseHeld(why)
         controller = next_controller(current, max(floor, self.claimed()))
-        if not self.claim(controller):
-            raise LeaseHeld(f"another controller claimed the run as controller {controller} at the same instant")
+        for _ in range(MAX_CLAIMS_READ):
+            if controller > MAX_CONTROLLER:
+                break
+            if self.claim(controller):
+                break
+            why = self._claim_problem(controller)
+            if why is None:
+                raise LeaseHeld(f"another controller claimed the run as controller {controller} at the same instant")
+            self.ignored_claims.append((f"c{controller}", why))
+            controller += 1  # a claim that is not this run's holds its number, not the run
+        else:
+            controller = MAX_CONTROLLER + 1
+        if controller > MAX_CONTROLLER:
+            raise LeaseHeld(
+                f"no controller number is free to claim: {self._claims_folder()} holds claims that are not this "
+                "run's; remove them (no controller of the run writes them)"
+            )
         start = self.mono()
         now = self.clock()
         rec = LeaseRecord(
@@ -192,26 +255,56 @@ class ControllerLease:
         self._write(rec)
         self.sleep(min(1.0, self.ttl_s / 10) if settle_s is None else settle_s)
         back = self.read()
-        if not isinstance(back, LeaseRecord) or back.token != self.token:
+        if isinstance(back, LeaseRecord) and back.token != self.token:
+            # Only another taker's verified lease tells of a race; what does not verify is nobody's.
             raise LeaseHeld(refusal(back, self.clock()) or "another controller took the run at the same instant")
         self.previous, self.record = current, rec
         self.confirmed_until = start + self.ttl_s - self.margin
         return rec
 
+    def _claims_folder(self) -> str:
+        return f"{self.path.rsplit('/', 1)[0]}/{CLAIMS}"
+
     def claimed(self) -> int:
-        """The highest controller generation ever claimed for the run (0: none)."""
-        folder = f"{self.path.rsplit('/', 1)[0]}/{CLAIMS}"
+        """The highest controller generation a claim of this run's names (0: none). Claims
+        that do not verify (kept in ``ignored_claims``) and names past the bound count for
+        nothing; the newest MAX_CLAIMS_READ names are read."""
+        folder = self._claims_folder()
         self.fs.invalidate_cache(folder)
         try:
             names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
-        except FileNotFoundError:
+        except (FileNotFoundError, *_NOT_A_FILE):
             return 0
-        return max((int(n[1:]) for n in names if n[:1] == "c" and n[1:].isdigit() and len(n) < 12), default=0)
+        gens = sorted({g for n in names if (g := generation_of(n)) is not None}, reverse=True)
+        for gen in gens[:MAX_CLAIMS_READ]:
+            why = self._claim_problem(gen)
+            if why is None:
+                return gen
+            self.ignored_claims.append((f"c{gen}", why))
+        return 0
+
+    def _claim_problem(self, controller: int) -> str | None:
+        path = f"{self._claims_folder()}/c{controller}"
+        self.fs.invalidate_cache(path)
+        try:
+            data = read_capped(self.fs, path, MAX_BYTES)
+        except FileNotFoundError:
+            return "is gone"
+        except TooLarge:
+            return f"is larger than {MAX_BYTES} bytes"
+        except _NOT_A_FILE as exc:
+            return f"is not a file ({_what(exc)})"
+        return claim_problem(data, self.key, self.run_id, controller)
 
     def claim(self, controller: int) -> bool:
         """Create ``claims/c<controller>`` only if no one has: True when this one did."""
-        path = f"{self.path.rsplit('/', 1)[0]}/{CLAIMS}/c{controller}"
-        body = json.dumps({"token": self.token, "host": socket.gethostname()[:100], "pid": os.getpid()}).encode()
+        folder = self._claims_folder()
+        path = f"{folder}/c{controller}"
+        body = claim_bytes(self.key, self.run_id, controller, self.token)
+        if _not_a_folder(self.fs, folder):
+            # No controller writes a file named so: whatever stands where the folder goes is removed.
+            self.fs.rm_file(folder)
+            self.ignored_claims.append((CLAIMS, "a file where the claims' folder goes: removed"))
         try:
             create_exclusive(self.fs, path, body)
         except FileExistsError:
@@ -227,16 +320,19 @@ class ControllerLease:
 
     # --- holding ----------------------------------------------------------------
     def renew(self) -> str | None:
-        """Read, and extend it when it is still ours: None, or why it is not (lost)."""
+        """Read, and extend it when it is still ours: None, or why it is not (lost): only a
+        verified lease of a later controller takes it. Anything else in its place is
+        nobody's (``on_ignored``), and the holder's own is written again."""
         with self._lock:
             assert self.record is not None, "renew() before take()"
             start, now = self.mono(), self.clock()
             current = self.read()
-            if not isinstance(current, LeaseRecord) or current.token != self.token:
-                why = current if isinstance(current, str) else "gone from the control store"
-                if isinstance(current, LeaseRecord):
-                    why = f"taken by {current.holder}"
-                return why
+            if isinstance(current, LeaseRecord) and current.token != self.token:
+                if current.controller > self.record.controller:
+                    return f"taken by {current.holder}"
+                self.on_ignored(f"a lease of controller {current.controller}, not a later one, was put back")
+            elif current is None or isinstance(current, str):
+                self.on_ignored("gone from the control store" if current is None else f"lease.json {current}")
             self.record = replace(self.record, renewed_at=now, expires_at=now + self.ttl_s)
             self._write(self.record)
             self.confirmed_until = start + self.ttl_s - self.margin
@@ -292,3 +388,28 @@ class ControllerLease:
                     self._write(replace(self.record, renewed_at=now, expires_at=now, released=True))
             except Exception:  # unreachable: the lease lapses by itself
                 pass
+
+
+def _what(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _not_a_folder(fs: Any, path: str) -> bool:
+    """Whether something other than a folder stands at ``path`` in a local store (an object
+    store has no such thing: a key and a prefix of the same name live side by side)."""
+    if not is_local(fs):
+        return False
+    local = fs._strip_protocol(path)
+    return os.path.lexists(local) and (os.path.islink(local) or not os.path.isdir(local))
+
+
+def _clear_folder(fs: Any, path: str) -> None:
+    """A folder (or a link) where a file of ours goes in a local store is not ours: removed,
+    since the write would fail on it for good."""
+    if not is_local(fs):
+        return
+    local = fs._strip_protocol(path)
+    if os.path.islink(local):
+        os.unlink(local)
+    elif os.path.isdir(local):
+        shutil.rmtree(local)

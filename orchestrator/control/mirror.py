@@ -28,14 +28,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.control.lease import generation_of
 from orchestrator.runstate import rundir
-from recovery.fsio import TooLarge, read_capped, write_bytes
+from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.sealed import seal, unseal
 
 STATE_DIR = "state"
@@ -62,7 +64,6 @@ SYNC_EVENTS = frozenset(
         "run_finished",
     }
 )
-_GEN_DIR = re.compile(r"c(\d{1,9})")
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 
@@ -218,6 +219,8 @@ class StateMirror:
                 self.stamps = stamps
                 return False
             self.may_act()
+            if self.seq == 0:
+                self._clear()
             for sha, blob in uploads.items():
                 write_bytes(self.fs, f"{self.base}/{BLOBS}/{sha}", blob, durable=True)
             self.seq += 1
@@ -243,6 +246,21 @@ class StateMirror:
             except Exception:  # left behind: the next controller's takeover ignores it
                 pass
         return True
+
+    def _clear(self) -> None:
+        """Before this generation's first index: whatever stands at its folder is not ours
+        (the generation was claimed, and only its claimer writes there). On a local store
+        a file or a link there would fail every write; a planted folder's blobs and index
+        are removed with it. An object store's stray keys are overwritten or ignored."""
+        if not is_local(self.fs):
+            return
+        for path in (self.base.rsplit("/", 1)[0], self.base):
+            local = self.fs._strip_protocol(path)
+            if os.path.islink(local) or (os.path.lexists(local) and not os.path.isdir(local)):
+                os.unlink(local)
+        local = self.fs._strip_protocol(self.base)
+        if os.path.isdir(local):
+            shutil.rmtree(local)
 
     def try_flush(self) -> None:
         """A flush whose failure is kept (``error``) and retried at the next one: an
@@ -274,9 +292,9 @@ def controllers(fs: Any, root: str) -> list[int]:
     fs.invalidate_cache(base)
     try:
         names = [os.path.basename(p.rstrip("/")) for p in fs.ls(base, detail=False)]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, UnsafeFile):
         return []
-    gens = [int(m.group(1)) for n in names if (m := _GEN_DIR.fullmatch(n))]
+    gens = [g for n in names if (g := generation_of(n)) is not None]
     return sorted(gens, reverse=True)
 
 
@@ -293,6 +311,8 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
             index = "no index.json"
         except TooLarge:
             index = f"index.json larger than {MAX_INDEX} bytes"
+        except _NOT_A_FILE as exc:
+            index = f"index.json is not a file ({exc.strerror or type(exc).__name__})"
         if isinstance(index, str):
             skipped.append(f"c{gen}: {index}")
             continue
@@ -314,6 +334,10 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
     raise MirrorError("holds no mirror that verifies: " + "; ".join(skipped)[:600])
 
 
+# What a store says of a path that is no file it can read: a mirror holding one is skipped.
+_NOT_A_FILE = (UnsafeFile, IsADirectoryError, NotADirectoryError)
+
+
 def _blob(fs: Any, path: str, entry: dict[str, Any]) -> bytes | str:
     try:
         data = read_capped(fs, path, int(entry["size"]))
@@ -321,6 +345,8 @@ def _blob(fs: Any, path: str, entry: dict[str, Any]) -> bytes | str:
         return "is missing"
     except TooLarge:
         return "is larger than its index says"
+    except _NOT_A_FILE as exc:
+        return f"is not a file ({exc.strerror or type(exc).__name__})"
     if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
         return "does not match its index's sha256"
     return data

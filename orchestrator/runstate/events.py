@@ -555,6 +555,29 @@ class ControllerStoodDown(Event):
     reason: str
 
 
+@_event("lease_ignored")
+@dataclass(frozen=True)
+class LeaseIgnored(Event):
+    """What the controller found in place of its lease in the control store did not make
+    it stand down (``reason``: gone, not a lease, not verifying under the run's key, or a
+    verified lease of an earlier controller put back): nobody's, so its own was written
+    again. Journaled once per reason."""
+
+    controller: int
+    reason: str
+
+
+@_event("claim_ignored")
+@dataclass(frozen=True)
+class ClaimIgnored(Event):
+    """A controller generation's claim in the control store that is not a claim of this
+    run's (``reason``): it neither raised the next controller's number nor kept this one
+    from claiming past it."""
+
+    name: str
+    reason: str
+
+
 @_event("drill_requested")
 @dataclass(frozen=True)
 class DrillRequested(Event):

@@ -137,16 +137,48 @@ def test_a_finished_search_shows_a_line_per_trial_the_best_first_and_the_stopped
     assert trial_rows(many)[-1] == "  ... 10 more in result.json's trials" and len(trial_rows(many)) == 2 + 50 + 1
 
 
-def test_a_controller_that_stood_down_shows_the_run_taken_over(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _lease_of(run_dir: Path, controller: int) -> bytes:
+    import time
+
+    from orchestrator.control.lease import LeaseRecord, encode
+    from recovery.signing import derive_state_key, secret_of
+
+    now = time.time()
+    rec = LeaseRecord("r1", controller, "t" * 32, "m2", 7, now, now + 60)
+    return encode(rec, derive_state_key(secret_of(str(run_dir)), "r1"))
+
+
+@pytest.mark.parametrize("lease", ["verified", "forged", "earlier", "none"])
+def test_a_controller_that_stood_down_shows_taken_over_only_for_a_verified_later_lease(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lease: str
 ) -> None:
+    import json
+    import time
+
     from orchestrator.runstate.events import ControllerStoodDown
+    from recovery.signing import load_or_create_secret
 
     home = tmp_path / "home"
     run_dir = home / "runs" / "r1"
+    store = tmp_path / "control"
     j = Journal(str(run_dir / "journal.jsonl"))
-    j.emit(RunStarted(run_id="r1", config={"job": {"name": "digits", "steps": 10}}))
+    cloud = {"control_store": f"file://{store}"}
+    j.emit(RunStarted(run_id="r1", config={"job": {"name": "digits", "steps": 10}, "cloud": cloud}))
     j.emit(ControllerStoodDown(controller=1, reason="taken by controller 2 on m2 (pid 7)"))
+    load_or_create_secret(str(run_dir))
+    (store / "r1").mkdir(parents=True)
+    if lease == "verified":
+        (store / "r1" / "lease.json").write_bytes(_lease_of(run_dir, 2))
+    elif lease == "earlier":
+        (store / "r1" / "lease.json").write_bytes(_lease_of(run_dir, 1))
+    elif lease == "forged":
+        now = time.time()
+        forged = {"run_id": "r1", "controller": 2, "token": "x", "host": "m2", "pid": 7, "renewed_at": now}
+        (store / "r1" / "lease.json").write_text(json.dumps({**forged, "expires_at": now + 1e9, "released": False}))
     assert status_main(str(home), "r1") == 0
     out = capsys.readouterr().out
-    assert "status     TAKEN_OVER  (its controller here stood down, its lease taken by controller 2 on m2" in out
+    if lease == "verified":
+        assert "status     TAKEN_OVER  (its controller here stood down to controller 2 on m2 (pid 7)" in out
+    else:
+        assert "status     CONTROLLER_DIED" in out and "no verified lease of a later controller" in out
+        assert "action=resume run_id=r1" in out

@@ -53,3 +53,32 @@ def test_a_guard_that_stands_down_stops_the_act() -> None:
 
 def test_the_runs_folder_in_the_control_store() -> None:
     assert run_root("s3://b/control/", "r-1") == "s3://b/control/r-1"
+
+
+def test_what_stood_in_place_of_the_lease_is_journaled_once_per_reason_at_the_next_act(tmp_path: object) -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from orchestrator.control.controlstate import ControlState
+    from orchestrator.runstate.events import ClaimIgnored, LeaseIgnored
+
+    root = Path(str(tmp_path))
+    claims = root / "ctl" / "r1" / "claims"
+    claims.mkdir(parents=True)
+    (claims / "c1").write_text("{}")
+    cfg = SimpleNamespace(
+        cloud=SimpleNamespace(control_store=f"file://{root}/ctl", control_options={}),
+        recovery=SimpleNamespace(heartbeat_interval_s=1.0, controller_lease_s=30.0),
+    )
+    state = ControlState(cfg, "r1", str(root / "run"), b"k" * 32)
+    taken = state.take()
+    assert taken.controller == 2
+    assert state.claim_notes() == [ClaimIgnored(name="c1", reason="is not a claim")]
+    said: list[object] = []
+    state.emit = said.append
+    for _ in range(3):
+        (root / "ctl" / "r1" / "lease.json").write_text("{}")
+        state.lease.confirmed_until = 0.0  # the next act reads the lease again
+        state.guard()
+    assert said == [LeaseIgnored(controller=2, reason="lease.json is not a lease")]
+    state.close()

@@ -4,6 +4,8 @@ the clocks driven by the test."""
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,7 +84,7 @@ def test_who_may_take_the_run() -> None:
     assert refusal(held, 100.0) is None  # lapsed
     assert refusal(held, 50.0, token="other") is None  # its own
     assert refusal(_rec(released=True), 50.0) is None
-    assert "remove it if no controller runs" in str(refusal("is not JSON", 50.0))
+    assert refusal("is not JSON", 50.0) is None  # a lease that does not verify is nobody's
     assert next_controller(None, 0) == 1
     assert next_controller(held, 0) == 2
     assert next_controller(held, 4) == 5  # a mirror of a later controller, its lease deleted
@@ -123,17 +125,65 @@ def test_a_frozen_holder_finds_its_lease_taken_and_an_unfrozen_one_goes_on(tmp_p
     assert taker.read().token == taker.token  # type: ignore[union-attr]
 
 
-def test_an_altered_or_deleted_lease_is_the_holders_loss_and_a_takers_refusal(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "plant",
+    ["empty-object", "deleted", "unsigned-next", "another-key-next", "fifo", "folder", "symlink", "earlier-copy"],
+)
+def test_what_does_not_verify_in_place_of_the_lease_is_nobodys(tmp_path: Path, plant: str) -> None:
+    # A store writer without the key: the holder keeps the run (its own lease written
+    # again, said once), and a taker is not kept out by it.
     clocks = Clocks()
     holder = _lease(tmp_path, clocks)
     holder.take()
-    Path(holder.path).write_text("{}")
+    ignored: list[str] = []
+    holder.on_ignored = ignored.append
+    path = Path(holder.path)
+    now = clocks.wall
+    forged = {"run_id": "run-1", "controller": 2, "token": "x", "host": "h", "pid": 9, "renewed_at": now}
+    forged.update(expires_at=now + 1e9, released=False)
+    if plant == "earlier-copy":
+        earlier = holder.read()
+        holder.release()
+        holder = _lease(tmp_path, clocks)
+        holder.take()  # controller 2 holds it; controller 1's lease is put back
+        holder.on_ignored = ignored.append
+        assert isinstance(earlier, LeaseRecord)
+        path.write_bytes(encode(earlier, KEY))
+    else:
+        path.unlink()
+    if plant == "empty-object":
+        path.write_text("{}")
+    elif plant == "unsigned-next":
+        path.write_text(json.dumps(forged))
+    elif plant == "another-key-next":
+        path.write_bytes(seal(forged, b"o" * 32))
+    elif plant == "fifo":
+        os.mkfifo(path)
+    elif plant == "folder":
+        (path / "x").mkdir(parents=True)
+    elif plant == "symlink":
+        path.symlink_to(tmp_path / "elsewhere")
     clocks.jump(8)
-    assert holder.check() == ("is not a lease", False)
-    with pytest.raises(LeaseHeld, match="is not a lease; remove it"):
-        _lease(tmp_path, clocks).take()
-    Path(holder.path).unlink()
-    assert holder.check() == ("gone from the control store", False)
+    assert holder.check() is None
+    assert len(ignored) == 1, ignored
+    back = holder.read()
+    assert isinstance(back, LeaseRecord) and back.token == holder.token
+    assert not (tmp_path / "elsewhere").exists()
+    # The same plant again, once the holder's lease lapsed: a taker is not kept out by it.
+    taker = _lease(tmp_path, clocks)
+    if plant == "unsigned-next":
+        path.write_text(json.dumps(forged))
+    clocks.jump(60)
+    assert taker.take().controller == holder.record.controller + 1  # type: ignore[union-attr]
+
+
+def test_only_a_verified_lease_of_a_later_controller_makes_the_holder_stand_down(tmp_path: Path) -> None:
+    clocks = Clocks()
+    holder = _lease(tmp_path, clocks)
+    rec = holder.take()
+    Path(holder.path).write_bytes(encode(replace(rec, controller=rec.controller + 1, token="other"), KEY))
+    clocks.jump(8)
+    assert holder.check() == (f"taken by controller {rec.controller + 1} on {rec.host} (pid {rec.pid})", False)
 
 
 def test_two_takers_of_one_lapsed_lease_one_wins(tmp_path: Path) -> None:
@@ -178,3 +228,49 @@ def test_two_takers_that_both_saw_the_lease_lapse_do_not_both_take_it(tmp_path: 
     b.read = lambda: None  # type: ignore[method-assign]
     with pytest.raises(LeaseHeld, match="claimed the run as controller 1 at the same instant"):
         b.take()
+
+
+@pytest.mark.parametrize("plant", ["unsigned", "fifo", "folder", "huge"])
+def test_a_claim_that_is_not_this_runs_neither_raises_the_number_nor_blocks_it(tmp_path: Path, plant: str) -> None:
+    clocks = Clocks()
+    claims = tmp_path / "ctl" / "run-1" / "claims"
+    claims.mkdir(parents=True)
+    victim = claims / "c1"
+    if plant == "unsigned":
+        victim.write_text(json.dumps({"token": "x", "host": "h", "pid": 1}))
+    elif plant == "fifo":
+        os.mkfifo(victim)
+    elif plant == "folder":
+        victim.mkdir()
+    else:
+        victim.write_bytes(b" " * 10_000)
+    (claims / "c999999999").write_text("{}")  # past the bound: ignored, not a floor
+    (claims / "c999998").write_text("{}")  # within it, but not a claim of the run's
+    taker = _lease(tmp_path, clocks)
+    assert taker.take().controller == 2
+    names = {name for name, _ in taker.ignored_claims}
+    assert {"c1", "c999998"} <= names and "c999999999" not in names
+
+
+def test_a_file_where_the_claims_folder_goes_is_removed_not_taken_for_a_race(tmp_path: Path) -> None:
+    clocks = Clocks()
+    (tmp_path / "ctl" / "run-1").mkdir(parents=True)
+    (tmp_path / "ctl" / "run-1" / "claims").write_text("not a folder")
+    taker = _lease(tmp_path, clocks)
+    assert taker.take().controller == 1
+    assert ("claims", "a file where the claims' folder goes: removed") in taker.ignored_claims
+
+
+def test_claims_that_are_not_the_runs_past_the_bound_of_tries_are_one_clear_refusal(tmp_path: Path) -> None:
+    clocks = Clocks()
+    claims = tmp_path / "ctl" / "run-1" / "claims"
+    claims.mkdir(parents=True)
+    for n in range(1, 80):
+        (claims / f"c{n}").write_text("{}")
+    with pytest.raises(LeaseHeld, match="holds claims that are not this run's; remove them"):
+        _lease(tmp_path, clocks).take()
+
+
+def test_a_lease_naming_a_controller_past_the_bound_is_not_a_lease() -> None:
+    rec = _rec(controller=10**9, renewed_at=1.0, expires_at=2.0)
+    assert "outside 1..999999" in str(decode(encode(rec, KEY), KEY, "run-1"))

@@ -128,3 +128,57 @@ def test_a_rewritten_journal_is_mirrored_whole_again(tmp_path: Path) -> None:
     (run / "journal.jsonl").write_text('{"type": "other"}\n{"type": "x"}\n')
     m.flush()
     assert read_mirror(fs, root, KEY, "run-1").files["journal.jsonl"] == b'{"type": "other"}\n{"type": "x"}\n'
+
+
+@pytest.mark.parametrize(
+    "plant", ["index-fifo", "index-symlink", "index-folder", "blob-fifo", "generation-file", "past-the-bound"]
+)
+def test_a_later_mirror_that_is_not_files_is_passed_over_with_its_reason(tmp_path: Path, plant: str) -> None:
+    import os
+
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    StateMirror(fs, root, KEY, "run-1", 1, str(run)).flush()
+    state = tmp_path / "ctl/run-1/state"
+    later = state / "c2"
+    if plant == "generation-file":
+        later.write_text("not a folder")
+    elif plant == "past-the-bound":
+        StateMirror(fs, root, KEY, "run-1", 10**9, str(run)).flush()  # a store writer cannot sign it
+    elif plant == "blob-fifo":
+        StateMirror(fs, root, KEY, "run-1", 2, str(run)).flush()
+        blob = next((later / "blobs").iterdir())
+        blob.unlink()
+        os.mkfifo(blob)
+    else:
+        later.mkdir()
+        index = later / "index.json"
+        if plant == "index-fifo":
+            os.mkfifo(index)
+        elif plant == "index-symlink":
+            index.symlink_to(state / "c1" / "index.json")
+        else:
+            index.mkdir()
+    got = read_mirror(fs, root, KEY, "run-1")
+    assert got.controller == 1
+    if plant in ("index-fifo", "index-symlink", "index-folder"):
+        assert got.skipped and got.skipped[0].startswith("c2: index.json is not a file"), got.skipped
+    elif plant == "blob-fifo":
+        assert "is not a file" in got.skipped[0], got.skipped
+    assert 10**9 not in controllers(fs, root)
+
+
+def test_a_new_generations_folder_is_cleared_of_whatever_was_planted_there(tmp_path: Path) -> None:
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    state = tmp_path / "ctl/run-1/state"
+    state.mkdir(parents=True)
+    (state / "c1").write_text("a file where the generation's folder goes")
+    m = StateMirror(fs, root, KEY, "run-1", 1, str(run))
+    assert m.flush()
+    assert read_mirror(fs, root, KEY, "run-1").controller == 1
+    planted = state / "c2" / "blobs"
+    planted.mkdir(parents=True)
+    (planted / ("0" * 64)).write_text("stray")
+    assert StateMirror(fs, root, KEY, "run-1", 2, str(run)).flush()
+    assert not (planted / ("0" * 64)).exists()

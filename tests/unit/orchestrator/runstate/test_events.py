@@ -107,6 +107,8 @@ SAMPLES: list[E.Event] = [
     E.DrillRequested("kill_region", "ana@box pid 7", region="local-a"),
     E.ControllerRestarted("SIGKILL", 1),
     E.LeaseTaken(1, "controller 1 on m (pid 7)", 30.0),
+    E.LeaseIgnored(1, "lease.json is not a lease"),
+    E.ClaimIgnored("c9", "is not a claim"),
     E.LeaseTaken(2, "controller 2 on n (pid 8)", 30.0, previous="controller 1 on m (pid 7)", previous_controller=1),
     E.MirrorRestored(1, 4, 1700000000.5, ("config.json", "journal.jsonl"), skipped=("c2: does not verify",)),
     E.ControllerStoodDown(1, "taken by controller 2 on n (pid 8)"),

@@ -392,7 +392,7 @@ def test_during_checkpoint_upload_meets_the_injector_before_the_function_goes_on
     spec = replace(spec, faults=[{"kind": "kill_region", "during": "checkpoint_upload", "repeat": 1}])
     store = CheckpointStore(spec.store_url, region="r", key=TEST_KEY)
     seen: list[tuple[ChaosRequest, bool]] = []
-    with injector(ControlChannel(spec.control_url), lambda req: seen.append((req, trace.exists()))):
+    with injector(ControlChannel(spec.control_url, keys=TEST_KEY), lambda req: seen.append((req, trace.exists()))):
         run_worker(spec)
     ((req, traced),) = seen  # repeat: 1
     assert (req.during, req.step) == ("checkpoint_upload", 1)
@@ -409,7 +409,7 @@ def test_during_restore_meets_the_injector_once_a_checkpoint_is_chosen(
     spec = make_spec(tmp_path, 2, {"epochs": 3, "trace": str(trace)})
     spec = replace(spec, faults=[{"kind": "kill_region", "during": "restore", "repeat": 1}])
     seen: list[ChaosRequest] = []
-    with injector(ControlChannel(spec.control_url), seen.append):
+    with injector(ControlChannel(spec.control_url, keys=TEST_KEY), seen.append):
         run_worker(spec)
     assert [(r.during, r.step) for r in seen] == [("restore", 2)]
     assert events(spec, "train_started")[0]["restored_step"] == 2
