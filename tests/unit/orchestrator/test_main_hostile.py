@@ -344,6 +344,49 @@ NO_OP_CASES = (
     ]
 )
 
+# The control key's edges: each refused before a word is printed or anything is written (no
+# run folder, no folder in the control store), by its source, never showing the key. SANDBOX
+# in a case stands for the test's sandbox, whose keys/ folder and ORCH_HOSTILE_* variables
+# key_material makes. A cmd: key's command is a process: tests/integration's.
+SANDBOX = "@SANDBOX@"
+SECRET = "SECRETKEY"
+KEY_SOURCES = [
+    (f"file:{SANDBOX}/keys/big", f"file:{SANDBOX}/keys/big gives more than 4096 bytes"),
+    (f"file:{SANDBOX}/keys/blank", f"file:{SANDBOX}/keys/blank gives a blank key"),
+    (f"file:{SANDBOX}/keys/short", f"file:{SANDBOX}/keys/short gives 5 characters"),
+    (f"file:{SANDBOX}/keys/open", f"{SANDBOX}/keys/open is readable by others"),
+    (f"file:{SANDBOX}/keys", f"{SANDBOX}/keys is not a regular file"),
+    (f"file:{SANDBOX}/keys/fifo", f"{SANDBOX}/keys/fifo is not a regular file"),
+    (f"file:{SANDBOX}/keys/missing", f"cannot read file:{SANDBOX}/keys/missing"),
+    ("env:ORCH_HOSTILE_BLANK", "env:ORCH_HOSTILE_BLANK is set but blank"),
+    ("env:ORCH_HOSTILE_EMPTY", "env:ORCH_HOSTILE_EMPTY is set but blank"),
+    ("env:ORCH_HOSTILE_SHORT", "env:ORCH_HOSTILE_SHORT gives 5 characters"),
+    ("env:ORCH_HOSTILE_BIG", "env:ORCH_HOSTILE_BIG gives more than 4096 bytes"),
+]
+KEY_CASES = [
+    (
+        [*words, f"cloud.control_store=file://{SANDBOX}/ctl", f"cloud.control_key='{spec}'"],
+        f"error: cloud.control_key: {why}",
+    )
+    for words in ([], ["run_id=r1", "job.steps=3"], ["action=resume", "run_id=r1"])
+    for spec, why in KEY_SOURCES
+]
+
+
+def key_material(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bad keys KEY_CASES name: files under root/keys (0600 unless said), variables set."""
+    keys = root / "keys"
+    keys.mkdir(mode=0o700)
+    for name, data in (("big", SECRET.encode() * 600_000), ("blank", b" " * 40), ("short", b"SECRE")):
+        (keys / name).write_bytes(data)
+        (keys / name).chmod(0o600)
+    (keys / "open").write_text(SECRET * 8)
+    (keys / "open").chmod(0o644)
+    os.mkfifo(keys / "fifo", 0o600)
+    for name, value in (("BLANK", " " * 40), ("EMPTY", ""), ("SHORT", "SECRE"), ("BIG", SECRET * 500)):
+        monkeypatch.setenv(f"ORCH_HOSTILE_{name}", value)
+
+
 FUZZ_CASES = (
     NUMBER_CASES
     + NESTED_NUMBER_CASES
@@ -358,14 +401,28 @@ FUZZ_CASES = (
     + SECRET_CASES
     + PATH_CASES
     + NO_OP_CASES
+    + KEY_CASES
 )
 
 
 @pytest.mark.parametrize(("args", "names"), FUZZ_CASES, ids=[" ".join(a)[:60] for a, _ in FUZZ_CASES])
 def test_a_hostile_command_line_is_one_line_and_exit_2(
-    sandbox: Path, capsys: pytest.CaptureFixture[str], args: list[str], names: str
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], names: str
 ) -> None:
-    refused(sandbox, args, capsys, names)
+    if any(SANDBOX in a for a in args):
+        key_material(sandbox, monkeypatch)
+        args, names = [a.replace(SANDBOX, str(sandbox)) for a in args], names.replace(SANDBOX, str(sandbox))
+    line = refused(sandbox, args, capsys, names)
+    assert SECRET not in line
+
+
+def test_a_bad_env_key_is_taken_out_of_the_environment_all_the_same(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key_material(sandbox, monkeypatch)
+    store = f"cloud.control_store=file://{sandbox}/ctl"
+    refused(sandbox, [store, "cloud.control_key=env:ORCH_HOSTILE_BLANK"], capsys, "is set but blank")
+    assert "ORCH_HOSTILE_BLANK" not in os.environ
 
 
 def test_the_fuzz_has_at_least_300_cases_of_its_own() -> None:
