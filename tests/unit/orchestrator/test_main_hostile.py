@@ -387,6 +387,49 @@ def key_material(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(f"ORCH_HOSTILE_{name}", value)
 
 
+# Search spaces whose numbers no trial could use: beyond int64 or a double, more digits
+# than a double holds, not numbers, log ranges through 0, ranges whose width overflows,
+# and values a run's config refuses (at a range's edge, drawn or not).
+BAD_SPECS = [
+    "randint 0 99999999999999999999",
+    "randint 1 99999999999999999999",
+    "randint -99999999999999999999 1",
+    "randint 1 9223372036854775808",
+    "choice 1 99999999999999999999",
+    "grid 1 " + "9" * 5000,
+    "quniform 1 99999999999999999999 1",
+    "uniform 1 1e400",
+    "uniform -1e308 1e308",
+    "loguniform 0 1",
+    "loguniform -1 1",
+    "qloguniform 0 8 1",
+    "uniform 0.1 0." + "1" * 30,
+    "choice 1 inf",
+    "choice 1 nan",
+    "choice 1 1e-400",
+    "quniform 0 1e300 1e-300",
+    "randint 1 0x10",
+    "choice 1 ١٢",
+    "choice " + " ".join(["1"] * 1001),
+]
+SEARCH_KEYS = ["hidden_size", "batch_size", "job.seed", "job.params.width", "trainer.grad_accum_steps"]
+SEARCH_CASES = [
+    (["hpo.enabled=true", f"hpo.search_space.{key}='{spec}'"], f"error: hpo.search_space.{key}:")
+    for key in SEARCH_KEYS
+    for spec in BAD_SPECS
+] + [
+    (["hpo.enabled=true", f"hpo.search_space.{key}='{spec}'"], f"error: hpo.search_space.{key}:")
+    for key, spec in (
+        ("hidden_size", "randint 0 64"),  # 0: an edge a random search may draw
+        ("hidden_size", "randint 1 9223372036854775807"),
+        ("batch_size", "randint 1 99999999"),
+        ("job.seed", "randint 0 9223372036854775807"),
+        ("lr", "uniform -1 1"),
+        ("trainer.grad_clip_norm", "uniform -1 1"),
+        ("trainer.torch_threads", "choice 1 0"),
+    )
+]
+
 FUZZ_CASES = (
     NUMBER_CASES
     + NESTED_NUMBER_CASES
@@ -402,6 +445,7 @@ FUZZ_CASES = (
     + PATH_CASES
     + NO_OP_CASES
     + KEY_CASES
+    + SEARCH_CASES
 )
 
 
