@@ -26,7 +26,7 @@ from orchestrator.runstate import rundir
 from orchestrator.runstate.events import ControllerRestarted
 from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
-from recovery.controlkey import ControlKeyError
+from recovery.controlkey import ControlKeyError, key_for, read_key
 from recovery.signing import SigningError
 
 # Set for a controller that a supervising parent restarts after a crash.
@@ -228,6 +228,12 @@ def run(cfg: Config) -> int:
     """A new run: its local stores' servers (cloud.local_servers), preflight, then the controller to the run's end."""
     run_id = cfg.run_id or new_run_id(cfg)
     run_dir = rundir.run_path(cfg.home_path, run_id)
+    # The control key, read once before anything is printed, written or started (the local
+    # stores' servers write the run's folder): a bad one is its one line, and no folder.
+    try:
+        control_key = key_for(cfg.cloud.control_store, cfg.cloud.control_key)
+    except ControlKeyError as exc:
+        return error(str(exc))
     hint = local_stores_hint(cfg)
     if hint:
         return error(hint)
@@ -237,12 +243,12 @@ def run(cfg: Config) -> int:
     except LocalStoresError as exc:
         return error(str(exc))
     try:
-        return _run(cfg, run_id, run_dir)
+        return _run(cfg, run_id, run_dir, control_key)
     finally:
         stores.stop()
 
 
-def _run(cfg: Config, run_id: str, run_dir: str) -> int:
+def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = None) -> int:
     from orchestrator.config.preflight import PreflightError, preflight
     from orchestrator.control.controller import Controller
     from providers.registry import UnknownProvider, get_provider
@@ -264,7 +270,7 @@ def _run(cfg: Config, run_id: str, run_dir: str) -> int:
         return error(f"run_id: run {run_id!r} is running under another controller")
     interruptible()
     try:
-        ctl = Controller(cfg, provider, run_id)
+        ctl = Controller(cfg, provider, run_id, control_key=control_key)
     except REFUSALS as exc:
         return error(str(exc))
     try:
@@ -288,12 +294,20 @@ def resume(cli: Config) -> int:
     run_dir = rundir.run_path(cli.home_path, run_id)
     config_path = rundir.config_path(run_dir)
     restored = None
+    # The control key, read once before anything is printed or written here (a taken-over
+    # run's folder included): a bad one is its one line.
+    control_key = None
+    if cli.cloud.control_store:
+        try:
+            control_key = read_key(cli.cloud.control_key)
+        except ControlKeyError as exc:
+            return error(str(exc))
     if cli.cloud.control_store and not os.path.exists(config_path):
         # Not a run of this machine's: taken over from the control store's mirror.
         from orchestrator.control.takeover import describe_error, rebuild
 
         try:
-            restored = rebuild(cli, run_id, run_dir)
+            restored = rebuild(cli, run_id, run_dir, control_key)
         except TAKEOVER_REFUSALS as exc:
             return error(describe_error(exc, cli.cloud.control_store))
         print(
@@ -326,6 +340,13 @@ def resume(cli: Config) -> int:
     cfg.cloud.control_key = cli.cloud.control_key
     if cli.cloud.control_store:
         cfg.cloud.control_store, cfg.cloud.control_options = cli.cloud.control_store, cli.cloud.control_options
+    else:
+        # The control store the run's own config names, if any: its key read now, still
+        # before the lock, the local stores or the controller write anything.
+        try:
+            control_key = key_for(cfg.cloud.control_store, cfg.cloud.control_key)
+        except ControlKeyError as exc:
+            return error(str(exc))
     lock = rundir.lock_controller(run_dir)
     if lock is None:
         return error(f"run {run_id} has a live controller; resume is for a run whose controller died")
@@ -337,7 +358,8 @@ def resume(cli: Config) -> int:
     try:
         with LocalStores(cfg.cloud, run_dir):
             try:
-                ctl = Controller(cfg, get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job), run_id)
+                provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
+                ctl = Controller(cfg, provider, run_id, control_key=control_key)
             except (*REFUSALS, NotifySecretError) as exc:
                 return error(str(exc))
             try:

@@ -17,6 +17,9 @@ NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit"
 # days), so a value beyond is a typo, refused before a cluster starts.
 MAX_STEPS = 10**9
 MAX_BATCH_SIZE = 2**24
+# The built-ins' hidden layer: a million units is already a quarter of a billion weights on
+# the synthetic data's 256 features; more is a typo (a search's randint bound, say).
+MAX_HIDDEN_SIZE = 2**20
 
 
 def positive_int(key: str, value: int) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.config.checks import (
     MAX_BATCH_SIZE,
+    MAX_HIDDEN_SIZE,
     MAX_JOB_NAME,
     MAX_RUN_ID,
     MAX_STEPS,
@@ -188,7 +189,7 @@ def validate_training(cfg: Config) -> None:
     local_path("job.code_dir", cfg.job.code_dir, "job.code_dir")
     bounded_int("job.steps", cfg.job.steps, 1, MAX_STEPS)
     bounded_int("job.batch_size", cfg.job.batch_size, 1, MAX_BATCH_SIZE)
-    positive_int("job.hidden_size", cfg.job.hidden_size)
+    bounded_int("job.hidden_size", cfg.job.hidden_size, 1, MAX_HIDDEN_SIZE)
     bounded_int("job.seed", cfg.job.seed, 0, MAX_SEED)
     if not (math.isfinite(cfg.job.lr) and cfg.job.lr > 0.0):
         raise ConfigError("job.lr", f"got {cfg.job.lr}; expected a finite number > 0")

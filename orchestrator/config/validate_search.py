@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+from orchestrator.config.bounds import number_problem
 from orchestrator.config.checks import MIN_CPUS, at_least, positive_int, seconds
 from orchestrator.config.derived import region_workers
 from orchestrator.config.schema import Config
@@ -20,6 +21,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.hpo.pbt import mutable_keys
 from orchestrator.hpo.space import (
     MAX_TRIALS,
+    MAX_VALUES,
     Distribution,
     apply_values,
     config_path,
@@ -27,6 +29,7 @@ from orchestrator.hpo.space import (
     flatten_space,
     parse_distribution,
     sample_configs,
+    shown,
     trial_count,
     validate_search_space,
     where,
@@ -77,6 +80,7 @@ def validate_search(cfg: Config, check_training: Callable[[Config], None]) -> No
                 )
     # Paths from here on: the saved config, the runtime and the records see them flat.
     hpo.search_space = flatten_space(hpo.search_space)
+    check_numbers(hpo.search_space)
     validate_search_space(hpo.search_space)
     for key in hpo.search_space:
         if cfg.job.train_func:
@@ -133,6 +137,18 @@ def trial_trainer(cfg: Config) -> Any:
     if ray_train_trials(cfg):
         trainer.cpus_per_worker, trainer.gpus_per_worker = trial.cpus_per_worker, trial.gpus_per_worker
     return trainer
+
+
+def check_numbers(space: dict[str, str]) -> None:
+    """A spec's numbers bounded as the command line's are (orchestrator.config.bounds): a
+    quoted spec is a string to the command line's own check, so it never saw them."""
+    for key, text in space.items():
+        for word in str(text).split()[1 : MAX_VALUES + 2]:
+            why = number_problem(word)
+            if why is not None:
+                raise ConfigError(
+                    where(key), f"got {shown(word)} in {shown(text)}: {why}; give numbers a trial can take"
+                )
 
 
 def check_trial_key(key: str) -> None:
@@ -208,20 +224,23 @@ def check_optuna(space: dict[str, str]) -> None:
 
 
 def trials(cfg: Config) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each trial the search can run, by id, with its values: a random search's list; for a
-    searcher that proposes its own, a trial at each edge of each key (every choice, both
-    ends of a range), the other keys at their first edge."""
+    """Each trial the search can run, by id, with its values: a random search's list, then a
+    trial at each edge of each key (every choice, both ends of a range), the other keys at
+    their first edge, which is what a searcher that proposes its own trials gets. A random
+    search's edges too: the values its list happened to draw are not all the space can
+    (``randint 0 64`` for a key of >= 1 draws 0 once in 64), and a bound is the space's."""
     hpo = cfg.hpo
-    if hpo.search_alg == "random":
+    random_search = hpo.search_alg == "random"
+    if random_search:
         for i, values in enumerate(sample_configs(hpo.search_space, hpo.num_samples, cfg.job.seed)):
             yield trial_key(i), values
-        return
+    label = "an edge of its range" if random_search else "a proposed trial"
     edges = edge_values(hpo.search_space)
     base = {key: values[0] for key, values in edges.items()}
-    yield "a proposed trial", base
+    yield label, base
     for key, values in edges.items():
         for value in values[1:]:
-            yield "a proposed trial", {**base, key: value}
+            yield label, {**base, key: value}
 
 
 def each_trial(cfg: Config, check: Callable[[Config], None]) -> None:

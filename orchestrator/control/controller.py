@@ -105,7 +105,18 @@ class Next:
 
 
 class Controller:
-    def __init__(self, cfg: Config, provider: Provider, run_id: str, out: Any = None, clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        provider: Provider,
+        run_id: str,
+        out: Any = None,
+        clock: Any = time.time,
+        control_key: bytes | None = None,
+    ) -> None:
+        """``control_key``: the user's key as the command read it, before it printed or wrote
+        anything (recovery/controlkey.py, ``key_for``); None reads it from cfg.cloud.control_key
+        here (an ``env:`` key already read reads as unset: the same None)."""
         self.cfg = cfg
         self.provider = provider
         self.run_id = run_id
@@ -115,11 +126,11 @@ class Controller:
         # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
         # With a control store and the user's control key, it is derived from that key,
         # so that another machine can take the run over (recovery/controlkey.py).
-        control_key = None
-        if cfg.cloud.control_store:
-            control_key = read_key(cfg.cloud.control_key)
-        else:
+        if not cfg.cloud.control_store:
+            control_key = None
             forget_key(cfg.cloud.control_key)
+        elif control_key is None:
+            control_key = read_key(cfg.cloud.control_key)
         derived = None if control_key is None else secret_from_key(control_key, run_id)
         secret, self.secret_created = load_or_create_secret(self.run_dir, derived)
         # The run's lease in the control store, before anything here acts: another

@@ -30,14 +30,15 @@ class TakeoverError(RuntimeError):
     """The run cannot be taken over from the control store; one line saying why and what to do."""
 
 
-def rebuild(cli: Any, run_id: str, run_dir: str) -> MirrorRestored:
+def rebuild(cli: Any, run_id: str, run_dir: str, control_key: bytes | None = None) -> MirrorRestored:
     """The run's folder under ``run_dir`` from the mirror, with its secret derived from the
-    control key; the journal line that says so. TakeoverError, LeaseHeld or ControlKeyError
-    (one line) otherwise, with nothing written."""
+    control key (``control_key`` as the command read it; None reads it here); the journal
+    line that says so. TakeoverError, LeaseHeld or ControlKeyError (one line) otherwise,
+    with nothing written."""
     from recovery.storage import open_fs
 
     store = cli.cloud.control_store
-    key = read_key(cli.cloud.control_key)
+    key = control_key if control_key is not None else read_key(cli.cloud.control_key)
     if key is None:
         raise TakeoverError(
             f"run_id: no run {run_id!r} under {cli.home_path}; to take it over from {store}, give the "

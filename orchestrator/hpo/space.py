@@ -16,11 +16,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from recovery.boundedjson import INT64
 
 
 class Distribution(StrEnum):
@@ -45,6 +47,12 @@ MAX_TRIALS = 10_000
 MAX_KEYS = 64
 MAX_DEPTH = 8
 MAX_VALUES = 1_000
+# A quantized range has at most this many multiples of q on either side of 0: beyond, a
+# double no longer holds each multiple (and value / q overflows long before 1e308).
+MAX_MULTIPLES = 2**53
+# A number as a spec writes it: ASCII digits, an optional sign, fraction and exponent
+# ('1_000' too, as the command line's numbers).
+_NUMBER = re.compile(r"[+-]?(?:[0-9][0-9_]*(?:\.(?:[0-9][0-9_]*)?)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9]+)?")
 
 Value = int | float
 
@@ -106,27 +114,61 @@ def parse_distribution(key: str, text: str) -> tuple[Distribution, list[Value]]:
     if len(parts) > MAX_VALUES + 1:
         raise ConfigError(where(key), f"lists more than {MAX_VALUES} values")
     for raw in parts[1:]:
-        try:
-            value: Value = int(raw) if raw.lstrip("-").isdigit() else float(raw)
-        except ValueError:
-            raise ConfigError(where(key), f"got {raw!r} in {text!r}; expected numbers") from None
-        if not math.isfinite(value):
-            raise ConfigError(where(key), f"got {raw!r} in {text!r}; expected finite numbers")
-        args.append(value)
+        args.append(number(key, raw, text))
     if not args:
-        raise ConfigError(where(key), f"got {text!r}; {kind} needs numbers after it")
+        raise ConfigError(where(key), f"got {shown(text)}; {kind} needs numbers after it")
     if kind in RANGES or kind in QUANTIZED:
         want = 3 if kind in QUANTIZED else 2
         if len(args) != want or not args[0] < args[1]:
             shape = "low, high and q" if want == 3 else "two numbers"
-            raise ConfigError(where(key), f"got {text!r}; {kind} takes {shape}, low < high")
+            raise ConfigError(where(key), f"got {shown(text)}; {kind} takes {shape}, low < high")
         if kind in LOG and args[0] <= 0:
-            raise ConfigError(where(key), f"got {text!r}; {kind} needs low > 0")
+            raise ConfigError(where(key), f"got {shown(text)}; {kind} needs low > 0")
+        if not math.isfinite(args[1] - args[0]):
+            # A draw is low + (high - low) * u: it would overflow to inf.
+            raise ConfigError(where(key), f"got {shown(text)}; high - low must be a finite number (about 1.8e308)")
         if kind in QUANTIZED and not 0 < args[2] <= args[1] - args[0]:
-            raise ConfigError(where(key), f"got {text!r}; q must be > 0 and at most high - low")
+            raise ConfigError(where(key), f"got {shown(text)}; q must be > 0 and at most high - low")
+        if kind in QUANTIZED and max(abs(args[0]), abs(args[1])) / args[2] > MAX_MULTIPLES:
+            raise ConfigError(
+                where(key), f"got {shown(text)}; q is too small for the range: |low| and |high| at most 2**53 x q"
+            )
         if kind == Distribution.randint and not all(isinstance(a, int) for a in args):
-            raise ConfigError(where(key), f"got {text!r}; randint takes integers")
+            raise ConfigError(where(key), f"got {shown(text)}; randint takes integers")
     return kind, args
+
+
+def number(key: str, raw: str, text: str) -> Value:
+    """One number of a spec: an int within int64 (a trial's value is a JSON int everywhere it
+    goes), or a finite float; ConfigError naming the key otherwise."""
+    if _NUMBER.fullmatch(raw) is None:
+        raise ConfigError(
+            where(key), f"got {shown(raw)} in {shown(text)}; expected finite numbers, e.g. 32, 0.01 or 1e-3"
+        )
+    plain = raw.replace("_", "")
+    if not any(c in plain for c in ".eE"):
+        # Counted before int(): Python refuses a str of more than 4300 digits.
+        if len(plain.lstrip("+-").lstrip("0")) > 19 or not INT64[0] <= int(plain) <= INT64[1]:
+            raise ConfigError(
+                where(key),
+                f"got {shown(raw)} in {shown(text)}; an integer beyond int64 (|x| < 2**63): no trial takes it",
+            )
+        return int(plain)
+    value = float(plain)
+    if not math.isfinite(value):
+        raise ConfigError(
+            where(key), f"got {shown(raw)} in {shown(text)}; expected finite numbers (about 1.8e308 at most)"
+        )
+    mantissa = re.split("[eE]", plain)[0]
+    if value == 0 and any(c in "123456789" for c in mantissa):
+        raise ConfigError(where(key), f"got {shown(raw)} in {shown(text)}; too small for a double (it would be 0)")
+    return value
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """A spec, or a word of one, for a one-line message: quoted and cut to ``limit``."""
+    quoted = repr(str(text))
+    return quoted if len(quoted) <= limit else f"{quoted[: limit - 5]}...{quoted[-2:]} ({len(str(text))} characters)"
 
 
 def validate_search_space(space: dict[str, str]) -> None:

@@ -344,6 +344,92 @@ NO_OP_CASES = (
     ]
 )
 
+# The control key's edges: each refused before a word is printed or anything is written (no
+# run folder, no folder in the control store), by its source, never showing the key. SANDBOX
+# in a case stands for the test's sandbox, whose keys/ folder and ORCH_HOSTILE_* variables
+# key_material makes. A cmd: key's command is a process: tests/integration's.
+SANDBOX = "@SANDBOX@"
+SECRET = "SECRETKEY"
+KEY_SOURCES = [
+    (f"file:{SANDBOX}/keys/big", f"file:{SANDBOX}/keys/big gives more than 4096 bytes"),
+    (f"file:{SANDBOX}/keys/blank", f"file:{SANDBOX}/keys/blank gives a blank key"),
+    (f"file:{SANDBOX}/keys/short", f"file:{SANDBOX}/keys/short gives 5 characters"),
+    (f"file:{SANDBOX}/keys/open", f"{SANDBOX}/keys/open is readable by others"),
+    (f"file:{SANDBOX}/keys", f"{SANDBOX}/keys is not a regular file"),
+    (f"file:{SANDBOX}/keys/fifo", f"{SANDBOX}/keys/fifo is not a regular file"),
+    (f"file:{SANDBOX}/keys/missing", f"cannot read file:{SANDBOX}/keys/missing"),
+    ("env:ORCH_HOSTILE_BLANK", "env:ORCH_HOSTILE_BLANK is set but blank"),
+    ("env:ORCH_HOSTILE_EMPTY", "env:ORCH_HOSTILE_EMPTY is set but blank"),
+    ("env:ORCH_HOSTILE_SHORT", "env:ORCH_HOSTILE_SHORT gives 5 characters"),
+    ("env:ORCH_HOSTILE_BIG", "env:ORCH_HOSTILE_BIG gives more than 4096 bytes"),
+]
+KEY_CASES = [
+    (
+        [*words, f"cloud.control_store=file://{SANDBOX}/ctl", f"cloud.control_key='{spec}'"],
+        f"error: cloud.control_key: {why}",
+    )
+    for words in ([], ["run_id=r1", "job.steps=3"], ["action=resume", "run_id=r1"])
+    for spec, why in KEY_SOURCES
+]
+
+
+def key_material(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bad keys KEY_CASES name: files under root/keys (0600 unless said), variables set."""
+    keys = root / "keys"
+    keys.mkdir(mode=0o700)
+    for name, data in (("big", SECRET.encode() * 600_000), ("blank", b" " * 40), ("short", b"SECRE")):
+        (keys / name).write_bytes(data)
+        (keys / name).chmod(0o600)
+    (keys / "open").write_text(SECRET * 8)
+    (keys / "open").chmod(0o644)
+    os.mkfifo(keys / "fifo", 0o600)
+    for name, value in (("BLANK", " " * 40), ("EMPTY", ""), ("SHORT", "SECRE"), ("BIG", SECRET * 500)):
+        monkeypatch.setenv(f"ORCH_HOSTILE_{name}", value)
+
+
+# Search spaces whose numbers no trial could use: beyond int64 or a double, more digits
+# than a double holds, not numbers, log ranges through 0, ranges whose width overflows,
+# and values a run's config refuses (at a range's edge, drawn or not).
+BAD_SPECS = [
+    "randint 0 99999999999999999999",
+    "randint 1 99999999999999999999",
+    "randint -99999999999999999999 1",
+    "randint 1 9223372036854775808",
+    "choice 1 99999999999999999999",
+    "grid 1 " + "9" * 5000,
+    "quniform 1 99999999999999999999 1",
+    "uniform 1 1e400",
+    "uniform -1e308 1e308",
+    "loguniform 0 1",
+    "loguniform -1 1",
+    "qloguniform 0 8 1",
+    "uniform 0.1 0." + "1" * 30,
+    "choice 1 inf",
+    "choice 1 nan",
+    "choice 1 1e-400",
+    "quniform 0 1e300 1e-300",
+    "randint 1 0x10",
+    "choice 1 ١٢",
+    "choice " + " ".join(["1"] * 1001),
+]
+SEARCH_KEYS = ["hidden_size", "batch_size", "job.seed", "job.params.width", "trainer.grad_accum_steps"]
+SEARCH_CASES = [
+    (["hpo.enabled=true", f"hpo.search_space.{key}='{spec}'"], f"error: hpo.search_space.{key}:")
+    for key in SEARCH_KEYS
+    for spec in BAD_SPECS
+] + [
+    (["hpo.enabled=true", f"hpo.search_space.{key}='{spec}'"], f"error: hpo.search_space.{key}:")
+    for key, spec in (
+        ("hidden_size", "randint 0 64"),  # 0: an edge a random search may draw
+        ("hidden_size", "randint 1 9223372036854775807"),
+        ("batch_size", "randint 1 99999999"),
+        ("job.seed", "randint 0 9223372036854775807"),
+        ("lr", "uniform -1 1"),
+        ("trainer.grad_clip_norm", "uniform -1 1"),
+        ("trainer.torch_threads", "choice 1 0"),
+    )
+]
+
 FUZZ_CASES = (
     NUMBER_CASES
     + NESTED_NUMBER_CASES
@@ -358,14 +444,29 @@ FUZZ_CASES = (
     + SECRET_CASES
     + PATH_CASES
     + NO_OP_CASES
+    + KEY_CASES
+    + SEARCH_CASES
 )
 
 
 @pytest.mark.parametrize(("args", "names"), FUZZ_CASES, ids=[" ".join(a)[:60] for a, _ in FUZZ_CASES])
 def test_a_hostile_command_line_is_one_line_and_exit_2(
-    sandbox: Path, capsys: pytest.CaptureFixture[str], args: list[str], names: str
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], names: str
 ) -> None:
-    refused(sandbox, args, capsys, names)
+    if any(SANDBOX in a for a in args):
+        key_material(sandbox, monkeypatch)
+        args, names = [a.replace(SANDBOX, str(sandbox)) for a in args], names.replace(SANDBOX, str(sandbox))
+    line = refused(sandbox, args, capsys, names)
+    assert SECRET not in line
+
+
+def test_a_bad_env_key_is_taken_out_of_the_environment_all_the_same(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key_material(sandbox, monkeypatch)
+    store = f"cloud.control_store=file://{sandbox}/ctl"
+    refused(sandbox, [store, "cloud.control_key=env:ORCH_HOSTILE_BLANK"], capsys, "is set but blank")
+    assert "ORCH_HOSTILE_BLANK" not in os.environ
 
 
 def test_the_fuzz_has_at_least_300_cases_of_its_own() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.checks import MAX_BATCH_SIZE, MAX_RUN_ID, MAX_STEPS
+from orchestrator.config.checks import MAX_BATCH_SIZE, MAX_HIDDEN_SIZE, MAX_RUN_ID, MAX_STEPS
 from orchestrator.config.compose import compose
 from orchestrator.config.saved import config_from_plain
 from orchestrator.config.validate import _validate_name
@@ -84,6 +84,8 @@ def test_a_name_made_from_the_code_starts_with_a_letter_or_digit() -> None:
         ("job.steps=1e20", "job.steps"),
         (f"job.batch_size={MAX_BATCH_SIZE + 1}", "job.batch_size"),
         ("job.batch_size=-1", "job.batch_size"),
+        (f"job.hidden_size={MAX_HIDDEN_SIZE + 1}", "job.hidden_size"),
+        ("job.hidden_size=0", "job.hidden_size"),
         ("job.lr=inf", "job.lr"),
         ("job.lr=-inf", "job.lr"),
         ("job.lr=nan", "job.lr"),
@@ -100,8 +102,10 @@ def test_numbers_out_of_bounds_are_refused(override: str, key: str) -> None:
 
 
 def test_numbers_within_bounds_pass() -> None:
-    cfg = compose([f"job.steps={MAX_STEPS}", f"job.seed={MAX_SEED}", "job.lr=1e-6"])
-    assert (cfg.job.steps, cfg.job.seed) == (MAX_STEPS, MAX_SEED)
+    cfg = compose(
+        [f"job.steps={MAX_STEPS}", f"job.seed={MAX_SEED}", "job.lr=1e-6", f"job.hidden_size={MAX_HIDDEN_SIZE}"]
+    )
+    assert (cfg.job.steps, cfg.job.seed, cfg.job.hidden_size) == (MAX_STEPS, MAX_SEED, MAX_HIDDEN_SIZE)
 
 
 # --- store URLs -----------------------------------------------------------------------------

@@ -135,6 +135,51 @@ def test_a_malformed_distribution_says_what_it_needs(text: str, words: str) -> N
         parse_distribution("job.params.x", text)
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        # The issue's: an integer no trial's value (a JSON int, an int64) can hold.
+        (
+            "randint 0 99999999999999999999",
+            "'99999999999999999999' in 'randint 0 99999999999999999999'; an integer beyond int64",
+        ),
+        ("randint 1 9223372036854775808", "beyond int64"),
+        ("choice -9223372036854775809 1", "beyond int64"),
+        ("grid 1 " + "9" * 5000, "beyond int64"),  # counted, never handed to int()
+        ("quniform 1 99999999999999999999 1", "beyond int64"),
+        # Floats beyond a double, or that a double rounds to 0.
+        ("uniform 1 1e400", "'1e400' in 'uniform 1 1e400'; expected finite numbers"),
+        ("choice 0.1 1e-400", "too small for a double"),
+        # Words that are no number as the command line writes one.
+        ("choice 1 nan", "expected finite numbers, e.g. 32"),
+        ("choice 1 -inf", "expected finite numbers"),
+        ("randint 1 0x10", "'0x10'"),
+        ("choice 1 \u0661\u0662", "expected finite numbers"),  # digits, but not ASCII ones
+        ("choice 1 1e", "expected finite numbers"),
+        # Ranges whose draws overflow, log ranges through 0, q too fine for its range.
+        ("uniform -1e308 1e308", "high - low must be a finite number"),
+        ("quniform -1e308 1e308 1e300", "high - low must be a finite number"),
+        ("loguniform -1 1", "low > 0"),
+        ("quniform 0 1e300 1e-300", "q is too small for the range"),
+        ("quniform 0 1 1e-17", "q is too small for the range"),
+        ("choice " + " ".join(["1"] * 1001), "lists more than 1000 values"),
+    ],
+)
+def test_a_number_no_trial_could_use_is_refused_naming_the_key(text: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_distribution("job.params.x", text)
+    assert err.value.key == "hpo.search_space.job.params.x" and words in str(err.value), err.value
+    assert len(str(err.value)) < 400  # a 5000-digit number is shown cut
+
+
+def test_numbers_within_bounds_still_parse() -> None:
+    top, bottom = 2**63 - 1, -(2**63)
+    assert parse_distribution("x", f"randint {bottom} {top}") == ("randint", [bottom, top])
+    assert parse_distribution("x", "choice +5 1_000 .5 1. 1e3 -2E-3") == ("choice", [5, 1000, 0.5, 1.0, 1000.0, -0.002])
+    assert parse_distribution("x", "loguniform 5e-324 1e308")[1] == [5e-324, 1e308]
+    assert parse_distribution("x", "quniform 0 9007199254740992 1")[1] == [0, 2**53, 1]
+
+
 def test_values_land_at_their_paths_in_a_copy() -> None:
     plain = {"job": {"lr": 0.1, "params": {"a": 1}}, "trainer": {"grad_clip_norm": 0.0}, "data": {}}
     out = apply_values(plain, {"lr": 0.5, "job.params.b.c": 2, "trainer.grad_clip_norm": 1.0})
