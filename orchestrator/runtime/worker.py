@@ -26,7 +26,7 @@ from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, Checkp
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
 from orchestrator.runtime.shard_index import is_shard_file
 from orchestrator.wire import runkey
-from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.control import ControlChannel, Invalid
 from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.spec import RuntimeSpec
@@ -544,9 +544,17 @@ class WorkerAttempt:
 
     # --- preemption and the loss plot ---------------------------------------------------
     def _watch_preemption(self) -> None:
+        said = False
         while not self._preempt.is_set():
             try:
-                if self.control.preempt_requested(self.gen):
+                notice = self.control.preempt_or_invalid(self.gen)
+                if isinstance(notice, Invalid):
+                    # Not this attempt's (a store writer's, say): no checkpoint, no stop; said once.
+                    if not said:
+                        reason = f"preempt.json {notice.reason}: ignored"
+                        self.control.event(self.gen, "preemption_notice_invalid", reason=reason, rank=self.rank)
+                    said = True
+                elif notice is not None:
                     self._preempt.set()
                     return
             except OSError:

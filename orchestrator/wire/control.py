@@ -368,6 +368,12 @@ class ControlChannel:
         self.fs.invalidate_cache(path)
         return self.read_preempt(gen) is not None
 
+    def preempt_or_invalid(self, gen: int) -> wire.PreemptNotice | Invalid | None:
+        """The notice, None when there is none, or why what is there is no notice."""
+        path = self._path(f"g{gen}", "preempt.json")
+        self.fs.invalidate_cache(path)
+        return self._checked(path, wire.parse_preempt, gen)
+
     def read_preempt(self, gen: int) -> wire.PreemptNotice | None:
         return self._read(self._path(f"g{gen}", "preempt.json"), wire.parse_preempt, gen)
 
