@@ -8,7 +8,7 @@ optimizer in this process, which reads the cloud catalogs (cached CSVs under
 clouds it believes enabled; a plan is a dry run, so it is told the plan's clouds are, and
 the credentials are reported beside the table (a run checks them and stops without).
 
-For each placement the task YAML is written under ``<home>/runs/<run_id>/plan/``;
+For each placement the task YAML is written under ``<home>/plans/<run_id>/``;
 ``sky launch`` takes it unchanged (secrets appear by name only).
 """
 
@@ -93,7 +93,7 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
     from providers.skypilot.regions import cloud_of
     from providers.skypilot.task import task_config
 
-    out_dir = os.path.join(rundir.run_path(cfg.home_path, run_id), rundir.PLAN_DIR)
+    out_dir = rundir.plan_path(cfg.home_path, run_id)
     os.makedirs(out_dir, exist_ok=True)
     workdir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from orchestrator.wire.spec import TRAIN_ENV
@@ -212,7 +212,7 @@ def main(cfg: Config) -> int:
     print(f"catalogs     {catalogs.describe()}")
     for note in notes:
         print(f"credentials  {note}")
-    plan_dir = os.path.join(rundir.run_path(cfg.home_path, run_id), rundir.PLAN_DIR)
+    plan_dir = rundir.plan_path(cfg.home_path, run_id)
     print(f"task YAML: {plan_dir} (sky launch <file> takes each)")
     bad = unavailable_lines(placements)
     for line in bad:

@@ -29,7 +29,9 @@ RESULT_NAME = "result.json"
 LOSS_NAME = "loss.jsonl"
 NOTIFY_SECRET = "notify.secret"
 TB_DIR = "tensorboard"
-PLAN_DIR = "plan"
+# A plan's task YAMLs: <home>/plans/<run_id>/, beside runs/, since a plan is no run (action=list
+# lists every folder under runs/).
+PLANS_DIR = "plans"
 CONTROL_DIR = "control"
 LOCK_NAME = "controller.lock"
 # Held by a detached run's supervisor (orchestrator.commands.run.supervise) while it lives.
@@ -48,6 +50,11 @@ def runs_path(home: str) -> str:
 def run_path(home: str, run_id: str) -> str:
     """A run's folder under ``home``."""
     return os.path.join(home, RUNS_DIR, run_id)
+
+
+def plan_path(home: str, run_id: str) -> str:
+    """Where ``action=plan`` writes the task YAMLs of ``run_id``'s placements."""
+    return os.path.join(home, PLANS_DIR, run_id)
 
 
 def journal_path(run_dir: str) -> str:

@@ -176,7 +176,7 @@ def test_plan_multi_prints_placements_and_writes_tasks_sky_accepts(catalogs: Pat
     assert [r[3] for r in rows] == ["m6i.xlarge", "m6i.xlarge", "n2-standard-4", "n2-standard-4"]
     assert [float(r[6]) for r in rows] == pytest.approx([0.192, 0.192, 0.194236, 0.21366], abs=1e-4)
     assert "AWS: SkyPilot cannot use AWS" in proc.stdout
-    plan_dir = home / "runs" / "plan1" / "plan"
+    plan_dir = home / "plans" / "plan1"
     files = sorted(plan_dir.glob("*.yaml"))
     assert [f.name for f in files] == [
         "01-us-east-1.yaml",
@@ -188,6 +188,12 @@ def test_plan_multi_prints_placements_and_writes_tasks_sky_accepts(catalogs: Pat
         task = sky.Task.from_yaml_config(yaml.safe_load(f.read_text()))
         assert task.num_nodes == 1
     assert not (home / "clusters").exists(), "a plan launches nothing"
+    # A plan is no run: nothing under runs/, so action=list has no row for it.
+    assert not (home / "runs").exists()
+    listed = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "action=list"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert listed.returncode == 0 and "plan1" not in listed.stdout + listed.stderr, listed
 
 
 def test_plan_needs_a_skypilot_cloud(tmp_path: Path) -> None:
