@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
+import time
 from typing import Any
+
+import psutil
 
 from orchestrator.errors import error
 from orchestrator.hpo import progress_text as search_text
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import to_json
-from orchestrator.runstate.events import ControllerStoodDown, Event, NodeLost, NodeReplaced, RuntimeReport
+from orchestrator.runstate.events import (
+    ControllerStoodDown,
+    Event,
+    NodeLost,
+    NodeReplaced,
+    RunResumed,
+    RunStarted,
+    RuntimeReport,
+)
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import RunView, fold, planned_total
@@ -56,9 +68,10 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if view.run_starts:
         s["run_id"] = view.run_starts[-1].run_id
     s["world"] = world_now(events, view.current_generation)
+    s["controller"] = last_controller(events)
     if events and isinstance(events[-1], ControllerStoodDown):
         s["stood_down"] = events[-1].reason
-        s["controller"] = events[-1].controller
+        s["stood_down_controller"] = events[-1].controller
     prog = live_progress(run_dir, view)
     if prog and UNVERIFIED in prog:
         s["step"], s["unverified"] = view.last_step or None, prog[UNVERIFIED]
@@ -73,6 +86,40 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s
+
+
+def last_controller(events: list[Event]) -> dict[str, Any] | None:
+    """The newest controller the journal names (the last run_started or run_resumed): its
+    pid, its machine (None in a journal from before it was written) and since when."""
+    for ev in reversed(events):
+        if isinstance(ev, RunStarted | RunResumed) and ev.pid is not None:
+            return {"pid": ev.pid, "host": ev.host, "since": ev.ts}
+    return None
+
+
+def controller_text(c: dict[str, Any], alive: bool | None, running: bool | None, supervised: bool | None) -> str:
+    """The controller's line: where it runs, since when, and whether it lives. ``alive``:
+    whether it holds the run's lock (None: cannot be told); ``running``: whether its pid
+    runs on this machine (None: another machine's, or not known); ``supervised``: whether
+    a detached run's supervisor lives."""
+    host = c.get("host") or "an unnamed machine"
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(c["since"])) if c.get("since") else "?"
+    if alive:
+        state = "alive" + (", detached (its supervisor restarts it)" if supervised else "")
+    elif alive is None:
+        state = f"cannot tell whether it lives ({rundir.LOCK_NAME} cannot be opened)"
+    elif running:
+        state = f"gone (pid {c['pid']} runs on this machine, but holds no lock on the run: another process now)"
+    else:
+        state = "gone" + (", its supervisor resuming it" if supervised else "")
+    return f"pid {c['pid']} on {host}, since {since}: {state}"
+
+
+def pid_running_here(c: dict[str, Any] | None) -> bool | None:
+    """Whether the controller's pid runs on this machine; None when it ran on another."""
+    if c is None or c.get("host") != socket.gethostname()[:100]:
+        return None
+    return psutil.pid_exists(int(c["pid"]))
 
 
 def resume_line(home: str, run_id: str) -> str:
@@ -176,6 +223,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         + (f"  ({s['note']})" if s.get("note") else ""),
         f"job        {job.get('name', '?')}  on cloud {cloud.get('name', '?')}",
         f"region     {s['region'] or '-'}  (attempt {s['generation']})",
+        *([f"controller {s['controller_text']}"] if s.get("controller_text") else []),
         f"step       {s['step'] if s['step'] is not None else '-'}"
         + ("" if total is None else f"/{total}")
         + (f"  (from the journal; {s['unverified']}: not shown)" if s.get("unverified") else ""),
@@ -279,7 +327,7 @@ def later_lease(run_dir: str, s: dict[str, Any]) -> str | None:
     from recovery.storage import open_fs
 
     cloud = _section(s["config"], "cloud")
-    store, run_id, ours = cloud.get("control_store"), s.get("run_id"), s.get("controller")
+    store, run_id, ours = cloud.get("control_store"), s.get("run_id"), s.get("stood_down_controller")
     if not isinstance(store, str) or not store or not isinstance(run_id, str) or not isinstance(ours, int):
         return None
     try:
@@ -310,7 +358,13 @@ def main(home: str, run_id: str) -> int:
         return error(f"run_id: no run named {run_id!r}{hint}")
     if s["result"] is None:
         # Whether a controller still holds the run is news the journal cannot tell.
-        s["state"], s["note"] = controller_state(s["state"], rundir.controller_alive(run_dir), run_id, home)
+        alive = rundir.controller_alive(run_dir)
+        s["state"], s["note"] = controller_state(s["state"], alive, run_id, home)
+        if s["controller"] is not None:
+            supervised = rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
+            s["controller_text"] = controller_text(
+                s["controller"], alive, pid_running_here(s["controller"]), supervised
+            )
         if s.get("stood_down") and s["state"] == CONTROLLER_DIED:
             taker = later_lease(run_dir, s)
             if taker is not None:

@@ -9,6 +9,7 @@ decisions are the failure policy's; this module only watches and acts.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -347,6 +348,7 @@ class Controller:
             RunStarted(
                 run_id=self.run_id,
                 pid=os.getpid(),
+                host=socket.gethostname()[:100],
                 # The webhook's URL and the command's arguments may hold a token: notify.secret
                 # keeps them (for a resume), the journal only what shown() leaves.
                 config={
@@ -392,6 +394,7 @@ class Controller:
         self.emit(
             RunResumed(
                 pid=os.getpid(),
+                host=socket.gethostname()[:100],
                 state=rp.state,
                 open_attempt=None if rp.open_attempt is None else rp.open_attempt.generation,
                 leftover=tuple(sorted(rp.leftover)),

@@ -151,18 +151,34 @@ def generation_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def refusal(current: LeaseRecord | str | None, now: float, token: str = "") -> str | None:
+def refusal(current: LeaseRecord | str | None, now: float, token: str = "", running: bool | None = None) -> str | None:
     """Why a controller (``token``) may not take the run now; None when it may: no lease, a
-    released or lapsed one, or its own."""
+    released or lapsed one, or its own. ``running``: whether the holder's pid still runs,
+    where this machine can tell (``holder_running``)."""
     if current is None or isinstance(current, str):
         return None  # a lease that does not verify is nobody's
     if current.token == token or current.released or now >= current.expires_at:
         return None
     when = time.strftime("%H:%M:%S UTC", time.gmtime(current.expires_at))
+    if running is False:
+        return (
+            f"driven by {current.holder}, which no longer runs on this machine; its lease lapses at {when} "
+            f"({current.expires_at - now:.0f} s from now): resume then"
+        )
     return (
         f"driven by {current.holder}, whose lease holds until {when} "
         f"({current.expires_at - now:.0f} s): it is renewed while that controller lives"
     )
+
+
+def holder_running(current: LeaseRecord | str | None) -> bool | None:
+    """Whether the lease's holder still runs, where that can be told: its pid on this machine
+    (the same host name); None for another machine's, or no lease."""
+    if not isinstance(current, LeaseRecord) or current.host != socket.gethostname()[:100]:
+        return None
+    import psutil
+
+    return psutil.pid_exists(current.pid)
 
 
 def next_controller(current: LeaseRecord | str | None, floor: int) -> int:
@@ -220,7 +236,7 @@ class ControllerLease:
     def take(self, floor: int = 0, settle_s: float | None = None) -> LeaseRecord:
         """The lease, for a new controller; LeaseHeld while another's holds."""
         current = self.read()
-        why = refusal(current, self.clock(), self.token)
+        why = refusal(current, self.clock(), self.token, holder_running(current))
         if why is not None:
             raise LeaseHeld(why)
         controller = next_controller(current, max(floor, self.claimed()))

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from orchestrator.control.controlstate import run_root
-from orchestrator.control.lease import ControllerLease, LeaseHeld, refusal
+from orchestrator.control.lease import ControllerLease, LeaseHeld, holder_running, refusal
 from orchestrator.control.mirror import MirrorError, Restored, read_mirror
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import MirrorRestored
@@ -49,7 +49,8 @@ def rebuild(cli: Any, run_id: str, run_dir: str, control_key: bytes | None = Non
     try:
         fs, root = open_fs(run_root(store, run_id), dict(cli.cloud.control_options or {}))
         lease = ControllerLease(fs, root, state_key, run_id, float(cli.recovery.controller_lease_s))
-        why = refusal(lease.read(), time.time())
+        current = lease.read()
+        why = refusal(current, time.time(), running=holder_running(current))
         if why is not None:
             raise LeaseHeld(f"run {run_id} is {why}")
         restored = read_mirror(fs, root, state_key, run_id)

@@ -75,19 +75,23 @@ def _event(type_: str) -> Callable[[type[Event]], type[Event]]:
 @_event("run_started")
 @dataclass(frozen=True)
 class RunStarted(Event):
+    SPARSE = frozenset({"host"})
     run_id: str | None = None
     pid: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
     candidates: tuple[str, ...] | None = None
+    host: str | None = None  # the controller's machine (its pid is that machine's)
 
 
 @_event("run_resumed")
 @dataclass(frozen=True)
 class RunResumed(Event):
+    SPARSE = frozenset({"host"})
     pid: int | None = None
     state: RunState | None = None
     open_attempt: int | None = None
     leftover: tuple[str, ...] | None = None
+    host: str | None = None
 
 
 @_event("run_key_created")

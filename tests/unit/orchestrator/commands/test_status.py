@@ -182,3 +182,38 @@ def test_a_controller_that_stood_down_shows_taken_over_only_for_a_verified_later
     else:
         assert "status     CONTROLLER_DIED" in out and "no verified lease of a later controller" in out
         assert "action=resume run_id=r1" in out
+
+
+def test_the_controller_line_says_where_it_runs_since_when_and_whether_it_lives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import socket
+
+    from orchestrator.commands.status import controller_text, last_controller
+    from orchestrator.runstate.events import RunResumed
+    from orchestrator.runstate.rundir import lock_controller
+
+    home = tmp_path / "home"
+    run_dir = home / "runs" / "r1"
+    j = Journal(str(run_dir / "journal.jsonl"))
+    here = socket.gethostname()
+    j.emit(RunStarted(run_id="r1", pid=11, host="vm-a", config={"job": {"name": "digits", "steps": 10}}))
+    j.emit(RunResumed(pid=os.getpid(), host=here))
+    lock = lock_controller(str(run_dir))
+    assert lock is not None
+    try:
+        assert status_main(str(home), "r1") == 0
+        out = capsys.readouterr().out
+    finally:
+        lock.close()
+    (line,) = [x for x in out.splitlines() if x.startswith("controller ")]
+    assert f"pid {os.getpid()} on {here}, since " in line and " UTC: alive" in line, line
+    assert status_main(str(home), "r1") == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("controller ")]
+    assert line.endswith("another process now)"), line  # this test's pid runs, holding no lock
+    c = last_controller([RunStarted(run_id="r1", pid=11, host="vm-a", ts=0.0)])
+    assert c == {"pid": 11, "host": "vm-a", "since": 0.0}
+    assert controller_text(c, False, None, False).endswith(": gone")
+    assert controller_text(c, True, None, True).endswith("alive, detached (its supervisor restarts it)")
+    assert "cannot tell whether it lives" in controller_text(c, None, None, False)

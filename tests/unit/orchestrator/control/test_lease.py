@@ -274,3 +274,17 @@ def test_claims_that_are_not_the_runs_past_the_bound_of_tries_are_one_clear_refu
 def test_a_lease_naming_a_controller_past_the_bound_is_not_a_lease() -> None:
     rec = _rec(controller=10**9, renewed_at=1.0, expires_at=2.0)
     assert "outside 1..999999" in str(decode(encode(rec, KEY), KEY, "run-1"))
+
+
+def test_a_refusal_names_a_holder_that_no_longer_runs_on_this_machine() -> None:
+    import socket
+
+    from orchestrator.control.lease import holder_running
+
+    held = _rec(expires_at=100.0, token="other", host=socket.gethostname(), pid=2**22 + 12345)
+    assert holder_running(held) is False
+    why = str(refusal(held, 50.0, running=holder_running(held)))
+    assert "which no longer runs on this machine; its lease lapses at" in why and "resume then" in why
+    assert holder_running(_rec(host="another-machine")) is None
+    assert holder_running(_rec(host=socket.gethostname(), pid=os.getpid())) is True
+    assert "renewed while that controller lives" in str(refusal(held, 50.0, running=None))
