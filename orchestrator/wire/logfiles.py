@@ -22,6 +22,8 @@ import sys
 import tarfile
 from dataclasses import dataclass
 
+from recovery.fsio import open_regular
+
 LOG_DIR = "logs"
 RANK_FILE = re.compile(r"rank-(0|[1-9][0-9]{0,5})\.log")
 CAP_BYTES = 8 * 1024 * 1024
@@ -72,8 +74,9 @@ def capped(data: bytes, cap: int = CAP_BYTES, head: int = HEAD_BYTES) -> tuple[b
 
 
 def read_capped(path: str, cap: int = CAP_BYTES, head: int = HEAD_BYTES) -> tuple[bytes, int]:
-    """A file as ``capped`` keeps it, reading no more of it than is kept."""
-    with open(path, "rb") as fh:
+    """A file as ``capped`` keeps it, reading no more of it than is kept; UnsafeFile (an
+    OSError) for a FIFO, a link or anything else that is no regular file."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= cap:
             return fh.read(cap), 0
