@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.runstate import rundir
-from orchestrator.runstate.runfiles import REMOVE, DamagedFile
+from orchestrator.runstate.runfiles import REMOVE, DamagedFile, check_names, open_fd
 from recovery.fsio import open_regular
 
 STOP_NAME = rundir.STOP_NAME
@@ -121,11 +121,12 @@ def this_request(action: str = "stop", fault: dict[str, Any] | None = None) -> S
 
 
 def write_request(run_dir: str, req: StopRequest, name: str = STOP_NAME) -> None:
-    """Put ``req`` in ``run_dir`` whole (written aside, then renamed in, which replaces a
-    link planted under the name rather than writing through it), 0600. DamagedFile when a
-    folder has the request's name."""
+    """Put ``req`` in ``run_dir`` whole (written aside, then renamed in: never through a
+    link), 0600. DamagedFile when something other than a regular file has the request's
+    name (the controller takes no such request: writing one would ask it nothing)."""
+    check_names(run_dir, [name])
     tmp = os.path.join(run_dir, f".{name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(req.as_json()).encode())
