@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.config.schema import Config
 
 
 def _register_stack_dump() -> None:
@@ -39,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.config.cli import parse_args
     from orchestrator.config.compose import compose
     from orchestrator.errors import ConfigError, error
-    from orchestrator.runstate.journal import DamagedFile
+    from orchestrator.runstate import rundir
+    from orchestrator.runstate.runfiles import DamagedFile
 
     try:
         opts = parse_args(args)
@@ -53,58 +58,67 @@ def main(argv: list[str] | None = None) -> int:
 
             return showcfg.main(opts)
         cfg = compose(opts.overrides)
+        if cfg.run_id is not None and cfg.action != "list":
+            # A FIFO, a folder or a link under one of a run's file names is refused before
+            # any action reads, locks or writes in the run's folder.
+            rundir.check_run_folder(rundir.run_path(cfg.home_path, str(cfg.run_id)))
         if cfg.action in ("run", "plan"):
             run.check_new_run(cfg)
     except ConfigError as exc:
         return error(str(exc))
     except DamagedFile as exc:
-        return error(f"{exc}; restore it from a copy or move it aside")
+        return error(f"{exc}; {exc.fix}")
     try:
-        if cfg.action == "status":
-            from orchestrator.commands import status
-
-            return status.main(cfg.home_path, str(cfg.run_id))
-        if cfg.action == "report":
-            from orchestrator.commands import report
-
-            return report.main(cfg.home_path, str(cfg.run_id), cfg.junit)
-        if cfg.action == "resume" and cfg.detach:
-            from orchestrator.commands import detach
-
-            return detach.main(cfg, args, str(cfg.run_id))
-        if (
-            cfg.action in ("run", "resume")
-            and os.environ.get(run.SUPERVISE_ENV)
-            and not os.environ.get(run.SUPERVISED_ENV)
-        ):
-            # A detached run's first process: its supervisor, the controller its child.
-            return run.supervise(cfg, args, cfg.recovery.controller_restarts)
-        if cfg.action == "resume":
-            with forgiving_stdout():
-                return run.resume(cfg)
-        if cfg.action == "list":
-            from orchestrator.commands import runs_list
-
-            return runs_list.main(cfg.home_path, str(cfg.format))
-        if cfg.action == "logs":
-            from orchestrator.commands import logs
-
-            return logs.main(cfg)
-        if cfg.action == "drill":
-            from orchestrator.commands import drill
-
-            return drill.main(cfg)
-        if cfg.action in ("stop", "cancel"):
-            from orchestrator.commands import stop
-
-            return stop.main(cfg.home_path, str(cfg.run_id), action=str(cfg.action))
-        if cfg.action == "watch":
-            from orchestrator.commands import watch
-
-            with forgiving_stdout():
-                return watch.main(cfg.home_path, str(cfg.run_id))
+        return _dispatch(cfg, args)
     except DamagedFile as exc:
-        return error(f"{exc}; restore it from a copy or move it aside")
+        return error(f"{exc}; {exc.fix}")
+
+
+def _dispatch(cfg: Config, args: list[str]) -> int:
+    """The action ``cfg`` names, run; what it refuses said in one line (``error``)."""
+    from orchestrator.commands import run
+    from orchestrator.commands.output import forgiving_stdout
+    from orchestrator.errors import error
+
+    if cfg.action == "status":
+        from orchestrator.commands import status
+
+        return status.main(cfg.home_path, str(cfg.run_id))
+    if cfg.action == "report":
+        from orchestrator.commands import report
+
+        return report.main(cfg.home_path, str(cfg.run_id), cfg.junit)
+    if cfg.action == "resume" and cfg.detach:
+        from orchestrator.commands import detach
+
+        return detach.main(cfg, args, str(cfg.run_id))
+    if cfg.action in ("run", "resume") and os.environ.get(run.SUPERVISE_ENV) and not os.environ.get(run.SUPERVISED_ENV):
+        # A detached run's first process: its supervisor, the controller its child.
+        return run.supervise(cfg, args, cfg.recovery.controller_restarts)
+    if cfg.action == "resume":
+        with forgiving_stdout():
+            return run.resume(cfg)
+    if cfg.action == "list":
+        from orchestrator.commands import runs_list
+
+        return runs_list.main(cfg.home_path, str(cfg.format))
+    if cfg.action == "logs":
+        from orchestrator.commands import logs
+
+        return logs.main(cfg)
+    if cfg.action == "drill":
+        from orchestrator.commands import drill
+
+        return drill.main(cfg)
+    if cfg.action in ("stop", "cancel"):
+        from orchestrator.commands import stop
+
+        return stop.main(cfg.home_path, str(cfg.run_id), action=str(cfg.action))
+    if cfg.action == "watch":
+        from orchestrator.commands import watch
+
+        with forgiving_stdout():
+            return watch.main(cfg.home_path, str(cfg.run_id))
     if cfg.action == "plan":
         from orchestrator.commands.plan import main as plan
 

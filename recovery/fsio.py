@@ -10,15 +10,16 @@ import stat
 import uuid
 from typing import Any
 
-# What a read of a file:// store or control folder opens: never a symlink (O_NOFOLLOW),
-# never blocks on a FIFO or a device (O_NONBLOCK; and it must be a regular file anyway).
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# Added to every open of a file:// store's, a control folder's or a run folder's file: never
+# a symlink (O_NOFOLLOW), never blocks on a FIFO or a device (O_NONBLOCK; and it must be a
+# regular file anyway).
+_SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafeFile(OSError):
-    """A path in a local store that is not a regular file inside it (a FIFO, a device,
-    a symlink, a folder reached through a link outside): never read, skipped with this
-    reason (``strerror``; ``filename`` is the path)."""
+    """A path in a local store or a run's folder that is not a regular file inside it (a
+    FIFO, a device, a symlink, a folder reached through a link outside): never read or
+    written, refused or skipped with this reason (``strerror``; ``filename`` is the path)."""
 
 
 def _kind(mode: int) -> str:
@@ -32,32 +33,55 @@ def _kind(mode: int) -> str:
     ):
         if test(mode):
             return name
-    return "not a regular file"
+    return "a special file"
+
+
+def not_regular(path: str) -> str | None:
+    """What ``path`` is when it is there and is not a regular file ("a FIFO, not a regular
+    file"), or None (a regular file, or nothing). Looks at the name alone (lstat): opens
+    nothing, follows no link."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        raise
+    return None if stat.S_ISREG(st.st_mode) else f"{_kind(st.st_mode)}, not a regular file"
+
+
+def open_regular(path: str, flags: int, mode: int = 0o600) -> int:
+    """A descriptor on the regular file ``path``, opened with ``flags`` and never through
+    a link or blocking (O_NOFOLLOW, O_NONBLOCK; O_CREAT makes it ``mode``, never a link's
+    target). UnsafeFile naming what is there otherwise; FileNotFoundError when nothing is
+    (and nothing was made), NotADirectoryError when its folder is a file."""
+    try:
+        fd = os.open(path, flags | _SAFE_FLAGS, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK, errno.EISDIR, errno.ENODEV):
+            # A link (O_NOFOLLOW), a FIFO with no reader, a socket, a folder: say which.
+            what = not_regular(path) or "not a regular file (replaced while opened)"
+            raise UnsafeFile(exc.errno, what, path) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", path)
+    return fd
 
 
 def read_regular(path: str, root: str | None = None, start: int | None = None, end: int | None = None) -> bytes:
     """Bytes ``start:end`` of the regular file ``path``, which must lie inside ``root``
     (its folder resolved through any links). UnsafeFile naming what it is otherwise;
     FileNotFoundError when it is not there. Never blocks, never follows a link."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeFile(errno.ELOOP, "a symlink loop", path) from None
-        raise
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafeFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", path)
+    what = not_regular(path)
+    if what is not None:
+        raise UnsafeFile(errno.ELOOP if what == "a symlink loop" else errno.EINVAL, what, path)
     if root is not None and not _inside(os.path.dirname(path), root):
         raise UnsafeFile(errno.EXDEV, f"its folder resolves outside {root}", path)
+    fd = open_regular(path, os.O_RDONLY)
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
-            raise UnsafeFile(exc.errno, "not a regular file (replaced while read)", path) from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeFile(errno.EINVAL, "not a regular file (replaced while read)", path)
         begin = max(0, start or 0)
         if begin:
             os.lseek(fd, begin, os.SEEK_SET)

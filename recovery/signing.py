@@ -45,6 +45,7 @@ import secrets
 import stat
 from dataclasses import replace
 
+from recovery.fsio import open_regular
 from recovery.keys import AttemptKeys, controller_keys
 from recovery.manifest import FORMAT_VERSION, Manifest, Verdict
 
@@ -133,7 +134,7 @@ def load_or_create_secret(run_dir: str, derived: bytes | None = None) -> tuple[b
     path = os.path.join(run_dir, SECRET_FILE)
     os.makedirs(run_dir, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         return _read_secret(path), False
     secret = derived if derived is not None else secrets.token_bytes(SECRET_BYTES)
@@ -148,13 +149,19 @@ def load_or_create_secret(run_dir: str, derived: bytes | None = None) -> tuple[b
 
 def _read_secret(path: str) -> bytes:
     try:
-        st = os.stat(path)
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            raise SigningError(f"{path}: readable by others (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it")
-        with open(path, "rb") as fh:
-            secret = fh.read()
+        # A regular file only, never through a link or waiting on a FIFO; a byte more than
+        # a secret's is enough to tell a wrong one.
+        fd = open_regular(path, os.O_RDONLY)
+        try:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            if mode & 0o077:
+                raise SigningError(f"{path}: readable by others (mode {mode:o}); chmod 600 it")
+            secret = os.read(fd, SECRET_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise SigningError(f"{path}: cannot read the run's secret: {exc.strerror or exc}") from None
     if len(secret) != SECRET_BYTES:
-        raise SigningError(f"{path}: damaged ({len(secret)} bytes, expected {SECRET_BYTES})")
+        size = f"{len(secret)} bytes" if len(secret) < SECRET_BYTES else f"more than {SECRET_BYTES} bytes"
+        raise SigningError(f"{path}: damaged ({size}, expected {SECRET_BYTES})")
     return secret

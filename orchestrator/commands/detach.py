@@ -24,8 +24,9 @@ from orchestrator.config.schema import Config
 from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import AttemptAdopted, AttemptStarted, Event
+from orchestrator.runstate.runfiles import DamagedFile, open_fd, read_span
 
-LOG_NAME = "controller.log"
+LOG_NAME = rundir.CONTROLLER_LOG
 WAIT_S = 60.0  # for the first attempt to start; the controller goes on regardless
 POLL_S = 0.2
 TAIL_BYTES = 2000
@@ -46,10 +47,9 @@ def started(events: Sequence[Event]) -> bool:
 def tail_text(path: str, limit: int = TAIL_BYTES) -> str:
     """The end of ``path``, control characters shown, not obeyed."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - limit))
-            text = fh.read(limit).decode("utf-8", "replace")
-    except OSError:
+        size = os.lstat(path).st_size
+        text = read_span(path, max(0, size - limit), limit).decode("utf-8", "replace")
+    except (OSError, DamagedFile):
         return ""
     return "\n".join(printable(line) for line in text.splitlines())
 
@@ -57,13 +57,13 @@ def tail_text(path: str, limit: int = TAIL_BYTES) -> str:
 def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> int:
     home = cfg.home_path
     run_dir = rundir.run_path(home, run_id)
-    if cfg.action == "resume" and not os.path.isfile(rundir.journal_path(run_dir)):
+    if cfg.action == "resume" and not os.path.lexists(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
     rundir.make_run_dir(run_dir)
     log_path = os.path.join(run_dir, LOG_NAME)
     journal = JournalTail(rundir.journal_path(run_dir))
     journal.read()  # a resumed run's earlier attempts are not this child's
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    log_fd = open_fd(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         # The child is the run's supervisor (orchestrator.commands.run.supervise): it runs the
         # controller and resumes it if it dies, recovery.controller_restarts times at most.

@@ -25,7 +25,7 @@ from orchestrator.control.stopreq import DRILL_NAME, request_path, this_request,
 from orchestrator.errors import ConfigError, error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import DrillRequested, FaultInjected
-from orchestrator.runstate.journal import load_json
+from orchestrator.runstate.journal import load_object
 from orchestrator.runstate.result import read_result
 from orchestrator.wire.faults import FaultKind
 
@@ -36,7 +36,7 @@ POLL_S = 0.2
 def main(cli: Config) -> int:
     home, run_id = cli.home_path, str(cli.run_id)
     run_dir = rundir.run_path(home, run_id)
-    if not os.path.isfile(rundir.journal_path(run_dir)):
+    if not os.path.lexists(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
     done = read_result(run_dir)
     if done is not None:
@@ -49,7 +49,13 @@ def main(cli: Config) -> int:
     fault: dict[str, Any] = {"kind": str(cli.fault)}
     if cli.region:
         fault["region"] = cli.region
-    problem = config_problem(load_json(rundir.config_path(run_dir)), fault)
+    config = rundir.config_path(run_dir)
+    try:
+        problem = config_problem(load_object(config), fault)
+    except FileNotFoundError:
+        return error(f"{config}: missing, so the drill cannot be checked; the run's folder is damaged")
+    except ConfigError as exc:
+        return error(f"{config}: {exc}")
     if problem is not None:
         return error(problem)
     req = this_request("drill", fault)

@@ -12,7 +12,6 @@ Nothing here writes: it reads the run's folder as ``action=status`` does.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -32,7 +31,7 @@ from orchestrator.runstate.events import (
     Provisioned,
     RunStarted,
 )
-from orchestrator.runstate.journal import read_typed
+from orchestrator.runstate.journal import DamagedFile, load_json, read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.rundir import ATTEMPTS_DIR, DRIVER_LOG, attempt_dir, controller_alive
 from orchestrator.wire.logfiles import rank_files, read_capped
@@ -125,11 +124,10 @@ def _spec_ranks(path: str) -> tuple[int | None, bool]:
     """(trainer.workers, whether it is a search) of an attempt's spec; (None, False)
     when it cannot be read: the rank files alone then say which ranks there are."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            spec = json.load(fh)
+        spec = load_json(path)
         workers = spec["trainer"]["workers"]
         search = spec.get("hpo") is not None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, DamagedFile, KeyError, TypeError, AttributeError):
         return None, False
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 100_000:
         return None, search
@@ -156,7 +154,7 @@ def sources(facts: RunFacts, generation: int) -> list[Source]:
     driver = os.path.join(folder, DRIVER_LOG)
     out = [
         Source(generation, DRIVER, driver)
-        if os.path.isfile(driver)
+        if os.path.isfile(driver) and not os.path.islink(driver)
         else Source(generation, DRIVER, None, "no driver log (its runtime never started)")
     ]
     if a.search:

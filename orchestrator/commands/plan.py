@@ -26,6 +26,7 @@ from typing import Any
 from orchestrator.config.schema import Config
 from orchestrator.errors import ConfigError
 from orchestrator.runstate import rundir
+from orchestrator.runstate.runfiles import open_fd
 
 
 @dataclass
@@ -114,7 +115,8 @@ def make_plan(cfg: Config, run_id: str) -> list[Placement]:
                 code_dir=cfg.job.code_dir,
             )
             path = os.path.join(out_dir, f"{i:02d}-{region}.yaml")
-            with open(path, "w", encoding="utf-8") as fh:
+            # Never through a link planted in the run's folder (DamagedFile, one line).
+            with os.fdopen(open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
                 yaml.safe_dump(config, fh, sort_keys=False)
             p = Placement(i, region, rc.infra, use_spot=rc.use_spot, num_nodes=rc.node_count(), yaml_path=path)
             try:

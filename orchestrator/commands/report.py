@@ -20,8 +20,9 @@ from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.losses import read_loss
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.state import fold
+from recovery.fsio import write_private
 
-PLOT_NAME = "report.png"
+PLOT_NAME = rundir.REPORT_PLOT
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Report:
     # A search: its metric, and each trial's value of it by iteration (trial_result events).
     search_metric: str = ""
     search: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    # The loss series (loss.jsonl), read with the rest before anything is written; None: not read.
+    loss: list[dict[str, Any]] | None = field(default=None, compare=False)
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -120,6 +123,7 @@ def build(run_dir: str) -> Report | None:
     rep.faults = [to_json(f) for f in view.faults]
     rep.attempts = [to_json(a) for a in view.attempts]
     rep.worlds = world_sizes(events)
+    rep.loss = read_loss(run_dir)
     hpo = view.config.get("hpo") if isinstance(view.config, dict) else None
     if isinstance(hpo, dict) and hpo.get("enabled"):
         rep.search_metric = str(hpo.get("metric") or "")
@@ -209,7 +213,7 @@ def plot(run_dir: str, rep: Report) -> str:
 
     if rep.search:
         return _search_plot(run_dir, rep, plt)
-    points = read_loss(run_dir)
+    points = read_loss(run_dir) if rep.loss is None else rep.loss
     regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
     # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
@@ -241,10 +245,7 @@ def plot(run_dir: str, rep: Report) -> str:
     band.set_yticks([])
     band.set_xlabel("step")
     band.set_ylabel("region")
-    path = os.path.join(run_dir, PLOT_NAME)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, plt, run_dir)
 
 
 def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
@@ -279,10 +280,7 @@ def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
     band.set_xlim(0, max(last, 1))
     band.set_yticks([])
     band.set_xlabel("search step")
-    path = os.path.join(run_dir, PLOT_NAME)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, plt, run_dir)
 
 
 def _attempts_band(band: Any, attempts: list[dict[str, Any]], colour_of: Any) -> None:
@@ -339,9 +337,21 @@ def write(run_dir: str, rep: Report | None = None) -> tuple[str, str] | None:
     if rep is None:
         return None
     text = render(rep)
-    with open(os.path.join(run_dir, "report.txt"), "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
+    # Written aside and renamed in: a link planted under the name is replaced, never written through.
+    write_private(os.path.join(run_dir, rundir.REPORT_TEXT), (text + "\n").encode())
     return text, plot(run_dir, rep)
+
+
+def _save(fig: Any, plt: Any, run_dir: str) -> str:
+    """The figure as the run's report.png (written as report.txt is); its path."""
+    import io
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    path = os.path.join(run_dir, PLOT_NAME)
+    write_private(path, png.getvalue())
+    return path
 
 
 def main(home: str, run_id: str, junit: str | None = None) -> int:

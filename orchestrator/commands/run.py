@@ -174,32 +174,17 @@ def refuse_unfinished(cfg: Config) -> None:
     )
 
 
-def journal_problem(journal: str) -> str | None:
-    """Why a journal that exists is a damaged run's rather than a started one's, or None:
-    not a regular file, unreadable, or empty (a run's first act is to journal its start)."""
-    import stat
+def refuse_damaged_journal(journal: str) -> None:
+    """DamagedFile for a journal that exists and is no started run's: not a regular file,
+    unreadable, or empty (a run's first act is to journal its start)."""
+    from orchestrator.runstate.runfiles import DamagedFile, read_span
 
     try:
-        st = os.lstat(journal)
-        if not stat.S_ISREG(st.st_mode):
-            return "is not a regular file"
-        with open(journal, "rb") as fh:
-            fh.read(1)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or type(exc).__name__})"
-    if st.st_size == 0:
-        return "is empty: a run journals its start first, so this run is damaged, not new"
-    return None
-
-
-def refuse_damaged_journal(journal: str) -> None:
-    """DamagedFile for a journal that exists and is no started run's (``journal_problem``)."""
-    from orchestrator.runstate.journal import DamagedFile
-
-    if os.path.lexists(journal):
-        problem = journal_problem(journal)
-        if problem is not None:
-            raise DamagedFile(journal, problem)
+        first = read_span(journal, 0, 1)
+    except FileNotFoundError:
+        return  # no journal: nothing was started under this name
+    if not first:
+        raise DamagedFile(journal, "is empty: a run journals its start first, so this run is damaged, not new")
 
 
 class ProviderPrecheckFailed(Exception):
@@ -286,7 +271,7 @@ def resume(cli: Config) -> int:
     from orchestrator.config.usercode import check_user_code
     from orchestrator.control.controller import Controller
     from orchestrator.notify.secret import NotifySecretError
-    from orchestrator.runstate.journal import DamagedFile, load_json, read_events
+    from orchestrator.runstate.journal import DamagedFile, load_object, read_events
     from orchestrator.runstate.result import read_result
     from providers.registry import get_provider
 
@@ -316,7 +301,7 @@ def resume(cli: Config) -> int:
             file=sys.stderr,
         )
     try:
-        saved = load_json(config_path)
+        saved = load_object(config_path)
     except FileNotFoundError:
         return error(f"run_id: no run named {run_id!r} under {cli.home_path} to resume")
     done = read_result(run_dir)

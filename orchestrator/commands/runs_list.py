@@ -4,7 +4,11 @@ A row is one more view of the run's folded journal (``orchestrator.runstate``) a
 its result.json, read as ``action=status`` reads them, plus whether a controller
 holds the run's lock (``orchestrator.runstate.rundir.controller_alive``), which tells a run
 that goes on from one whose controller died. A run folder that cannot be read is a
-row of its own (UNREADABLE, and why) and never stops the listing.
+row of its own (UNREADABLE, and why) and never stops the listing: one run's damaged or
+planted file (a journal that is a FIFO, a lock that is a symlink) is that run's row, named
+with the fix, while every other run is listed as usual and the list exits 0. A list is a
+survey of the home: the one bad folder shows, and the actions on that run (status,
+resume, ...) refuse it with exit status 2.
 
 The pure part (``row_from``, ``newest_first``, ``render_table``, ``render_json``)
 takes what was read; ``read_row`` and ``list_runs`` do the reading.
@@ -25,6 +29,7 @@ from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.rundir import controller_alive
+from orchestrator.runstate.runfiles import REMOVE
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.codec import json_is
 
@@ -265,15 +270,17 @@ def read_row(runs_dir: str, name: str, now: float) -> RunRow:
         return unreadable(name, f"is {what}, not a run folder; move it aside", seen)
     view: RunView | None = None
     try:
+        rundir.check_run_folder(run_dir)
         view = fold(read_typed(rundir.journal_path(run_dir)))
         result = read_result(run_dir)
+        alive = controller_alive(run_dir) if result is None else False
     except DamagedFile as exc:
-        return unreadable(name, f"{os.path.relpath(exc.path, run_dir)}: {exc.problem}", seen, view)
+        fix = f"; {exc.fix}" if exc.fix == REMOVE else ""
+        return unreadable(name, f"{os.path.relpath(exc.path, run_dir)}: {exc.problem}{fix}", seen, view)
     except OSError as exc:
         return unreadable(name, f"cannot be read ({exc.strerror or type(exc).__name__})", seen, view)
     # Only an unfinished run's control channel is asked: result.json says a finished one's step.
     progress = live_progress(run_dir, view) if result is None else None
-    alive = controller_alive(run_dir) if result is None else False
     return row_from(name, view, result, progress, alive, now, seen)
 
 

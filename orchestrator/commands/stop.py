@@ -26,7 +26,7 @@ POLL_S = 0.2
 def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
     run_dir = rundir.run_path(home, run_id)
     resume = resume_line(home, run_id)
-    if not os.path.isfile(rundir.journal_path(run_dir)):
+    if not os.path.lexists(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
     done = read_result(run_dir)
     if done is not None and not (action == "cancel" and done["status"] == "INTERRUPTED"):

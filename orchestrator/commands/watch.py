@@ -23,8 +23,9 @@ from orchestrator.control.progress import ProgressLine, decision_text
 from orchestrator.errors import EXIT_INTERRUPTED, error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import DecisionMade, Event, FailureDetected
-from orchestrator.runstate.journal import typed_lines
+from orchestrator.runstate.journal import read_typed, typed_lines
 from orchestrator.runstate.result import read_result
+from orchestrator.runstate.runfiles import read_span
 from orchestrator.runstate.state import RunView, apply
 
 POLL_S = 1.0
@@ -33,7 +34,8 @@ MAX_LINE = 1 << 20  # a "line" longer than this is no journal line of ours
 
 
 class JournalTail:
-    """The events appended to a journal since the last read: whole lines only."""
+    """The events appended to a journal since the last read: whole lines only. DamagedFile
+    when the journal is no regular file (runfiles.read_span)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -43,9 +45,7 @@ class JournalTail:
 
     def read(self) -> list[Event]:
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read(CHUNK)
+            data = read_span(self.path, self.offset, CHUNK)
         except FileNotFoundError:
             return []
         self.offset += len(data)
@@ -108,8 +108,15 @@ def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: f
     stream = out or sys.stderr
     run_dir = rundir.run_path(home, run_id)
     journal = rundir.journal_path(run_dir)
-    if not os.path.isfile(journal):
+    if not os.path.lexists(journal):
         return error(f"run_id: no run named {run_id!r} under {home}")
+    # What the watch reads of the run's folder, read once before a line of the run is
+    # shown: a damaged or planted file is refused (DamagedFile) as action=status refuses it.
+    for _ in read_typed(journal):
+        pass
+    read_result(run_dir)
+    rundir.controller_alive(run_dir)
+    rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
     tail = JournalTail(journal)
     view = RunView()
     progress = ProgressLine(stream)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.wire.logfiles import CAP_BYTES, rank_files
+from recovery.fsio import open_regular
 
 DRIVER = "driver"
 # The most of a growing file one poll reads: a burst is shown over a few polls.
@@ -28,7 +29,8 @@ class Tail:
 
     def read(self, key: Any, path: str) -> list[str]:
         try:
-            with open(path, "rb") as fh:
+            # Never a FIFO's wait nor a link's target: a regular file only (else nothing).
+            with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 at = self._at.get(key)
                 lines: list[str] = []

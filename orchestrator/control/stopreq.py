@@ -23,8 +23,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-STOP_NAME = "stop.request"
-DRILL_NAME = "drill.request"
+from orchestrator.runstate import rundir
+from orchestrator.runstate.runfiles import REMOVE, DamagedFile, check_names, open_fd
+from recovery.fsio import open_regular
+
+STOP_NAME = rundir.STOP_NAME
+DRILL_NAME = rundir.DRILL_NAME
 MAX_BYTES = 4096
 _MAX_FIELD = 255
 POLL_S = 0.2  # as the watch's wakeups
@@ -117,13 +121,20 @@ def this_request(action: str = "stop", fault: dict[str, Any] | None = None) -> S
 
 
 def write_request(run_dir: str, req: StopRequest, name: str = STOP_NAME) -> None:
-    """Put ``req`` in ``run_dir`` whole (written aside, then renamed in), 0600."""
+    """Put ``req`` in ``run_dir`` whole (written aside, then renamed in: never through a
+    link), 0600. DamagedFile when something other than a regular file has the request's
+    name (the controller takes no such request: writing one would ask it nothing)."""
+    check_names(run_dir, [name])
     tmp = os.path.join(run_dir, f".{name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(req.as_json()).encode())
         os.replace(tmp, request_path(run_dir, name))
+    except IsADirectoryError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise DamagedFile(request_path(run_dir, name), "a folder, not a regular file", REMOVE) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -135,11 +146,11 @@ def take_request(run_dir: str, name: str = STOP_NAME) -> StopRequest | None:
     or what is there is no request (removed too, so it is judged once)."""
     path = request_path(run_dir, name)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     except OSError:
-        # A link or something else that cannot be opened as a file: no request.
+        # A link, a FIFO or anything else that is no regular file: no request.
         clear_request(run_dir, name)
         return None
     try:
@@ -154,8 +165,9 @@ def take_request(run_dir: str, name: str = STOP_NAME) -> StopRequest | None:
 
 
 def clear_request(run_dir: str, name: str = STOP_NAME) -> None:
-    """No request waits in ``run_dir`` (a new controller clears an old one's)."""
-    with contextlib.suppress(FileNotFoundError):
+    """No request waits in ``run_dir`` (a new controller clears an old one's). A folder
+    under the name is left (it cannot be unlinked) and is no request either."""
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
         os.unlink(request_path(run_dir, name))
 
 

@@ -27,7 +27,7 @@ from orchestrator.config.notify_targets import validate_notify
 from orchestrator.config.schema import NOTIFY_KEPT, NotifyConfig, env_name, kept_shown, webhook_endpoint
 from orchestrator.errors import ConfigError
 from orchestrator.runstate.rundir import NOTIFY_SECRET
-from recovery.fsio import write_private
+from recovery.fsio import open_regular, write_private
 
 VERSION = 1
 # A notify.secret is a few hundred bytes; more than this is not one we wrote.
@@ -123,13 +123,10 @@ def load(run_dir: str, notify: NotifyConfig) -> tuple[NotifyConfig, list[Lost]]:
 
 def _read(path: str) -> Any:
     """notify.secret's JSON: refused (NotifySecretError) when others can read it, as run.secret is."""
-    # Not through a link, and never waiting on a FIFO planted in its place.
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    # Not through a link, and never waiting on a FIFO planted in its place (UnsafeFile, an OSError).
+    fd = open_regular(path, os.O_RDONLY)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a file")
-        mode = stat.S_IMODE(st.st_mode)
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
         if mode & 0o077:
             raise NotifySecretError(f"{path}: readable by others (mode {mode:o}); chmod 600 it")
         with os.fdopen(fd, "rb", closefd=False) as fh:

@@ -20,8 +20,10 @@ from orchestrator.runstate.event_json import COMMON_FIELDS, EventError, from_jso
 from orchestrator.runstate.events import Event, Unknown
 from orchestrator.runstate.events import runtime_kind as runtime_kind
 from orchestrator.runstate.events import runtime_type as runtime_type
+from orchestrator.runstate.runfiles import DamagedFile as DamagedFile
+from orchestrator.runstate.runfiles import lines, open_fd, read_whole
 from orchestrator.wire.codec import json_is
-from recovery.boundedjson import CodecError, NotJSON, decode
+from recovery.boundedjson import MAX_BYTES, CodecError, NotJSON, decode
 from recovery.fsio import fsync_dir
 
 _SECRET_KEY = re.compile(r"(secret|token|password|passwd|credential|private_key|access_key)", re.I)
@@ -62,7 +64,7 @@ class Journal:
             self._local.depth = depth
             if depth == 0 and getattr(self._local, "unsynced", False):
                 self._local.unsynced = False
-                with self._lock, open(self.path, "ab") as fh:
+                with self._lock, self._open() as fh:
                     os.fsync(fh.fileno())
 
     def append(self, type_: str, **fields: Any) -> dict[str, Any]:
@@ -99,25 +101,15 @@ class Journal:
 
     def _open(self) -> BinaryIO:
         # 0600 by the create mode (a default ACL overrides the umask); the first line's
-        # directory entry is made durable with it.
-        created = not os.path.exists(self.path)
-        fh = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b")
+        # directory entry is made durable with it. Never through a link (DamagedFile).
+        created = not os.path.lexists(self.path)
+        fh = os.fdopen(open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b")
         if created:
             fsync_dir(os.path.dirname(self.path))
         return fh
 
     def events(self) -> list[dict[str, Any]]:
         return list(read_events(self.path))
-
-
-class DamagedFile(Exception):
-    """A run's file (journal, result.json, config.json) that is not what we wrote: a
-    reader says so in one line naming the file, and no action goes on from it."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
 
 
 # The types an incident's optional fields have wherever it is read back (result.json's).
@@ -154,17 +146,9 @@ def json_lines(path: str) -> Iterator[tuple[int, Any]]:
     A line that does not parse is a torn write (a crash mid-append; the next append
     starts a new line) and is skipped: everything else stands. A line that is not text,
     or JSON beyond the codec's bounds, cannot come from a torn write of ours (we write
-    ASCII, and nothing that deep or large), so it is damage."""
-    try:
-        fh = open(path, "rb")
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    except IsADirectoryError:
-        raise DamagedFile(path, "is a folder, not a file") from None
-    except PermissionError:
-        raise DamagedFile(path, "cannot be read (permission denied)") from None
-    with fh:
-        yield from _values(path, enumerate(fh, 1))
+    ASCII, and nothing that deep or large), so it is damage; so is a file that is not a
+    regular one (runfiles.lines)."""
+    yield from _values(path, lines(path, MAX_BYTES))
 
 
 def _values(path: str, lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, Any]]:
@@ -210,16 +194,8 @@ def read_events(path: str) -> Iterator[dict[str, Any]]:
 
 def load_json(path: str) -> Any:
     """A whole JSON file (result.json, config.json); FileNotFoundError when there is none,
-    DamagedFile when it is not JSON."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except NotADirectoryError:
-        raise FileNotFoundError(path) from None
-    except IsADirectoryError:
-        raise DamagedFile(path, "is a folder, not a file") from None
-    except PermissionError:
-        raise DamagedFile(path, "cannot be read (permission denied)") from None
+    DamagedFile when it is not JSON (or not a regular file, or larger than any we write)."""
+    data = read_whole(path, MAX_BYTES)
     try:
         # Not strict: result.json's metrics may hold a diverged loss (NaN), as it was written.
         return decode(data, strict=False)
@@ -227,3 +203,12 @@ def load_json(path: str) -> Any:
         raise DamagedFile(path, f"{exc}; the file is damaged or was cut short") from None
     except CodecError as exc:
         raise DamagedFile(path, f"{exc}; the file is damaged") from None
+
+
+def load_object(path: str) -> dict[str, Any]:
+    """A whole JSON file that holds an object (config.json), as ``load_json`` reads it;
+    DamagedFile when it holds anything else (a list, a number)."""
+    value = load_json(path)
+    if not isinstance(value, dict):
+        raise DamagedFile(path, f"is {type(value).__name__}, not a JSON object; the file is damaged or was edited")
+    return value

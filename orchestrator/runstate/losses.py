@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import json_lines, shape_problem
+from orchestrator.runstate.runfiles import open_fd
 
 _POINT: dict[str, tuple[type, ...]] = {"generation": (int,), "step": (int,), "region": (str,), "loss": (int, float)}
 
@@ -19,9 +20,11 @@ def append_loss(run_dir: str, **point: Any) -> None:
 
 
 def append_losses(run_dir: str, points: list[dict[str, Any]]) -> None:
-    """Points as ``append_loss`` writes them, in one open and write."""
+    """Points as ``append_loss`` writes them, in one open and write; DamagedFile when
+    loss.jsonl is no regular file (never written through a link)."""
     if points:
-        with open(os.path.join(run_dir, rundir.LOSS_NAME), "a", encoding="utf-8") as fh:
+        fd = open_fd(os.path.join(run_dir, rundir.LOSS_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             fh.write("".join(json.dumps(point) + "\n" for point in points))
 
 

@@ -19,7 +19,9 @@ import fcntl
 import os
 from typing import IO
 
+from orchestrator.runstate.runfiles import check_names, open_fd
 from recovery.fsio import make_dirs
+from recovery.signing import SECRET_FILE
 
 # Every name in a run's folder, <home>/runs/<run_id>/, spelled here alone.
 RUNS_DIR = "runs"
@@ -40,6 +42,36 @@ SUPERVISOR_LOCK = "supervisor.lock"
 # log and, once its cluster is torn down, the copies of its ranks' logs.
 ATTEMPTS_DIR = "attempts"
 DRIVER_LOG = "runtime.log"
+# action=stop's and action=cancel's request, and action=drill's (orchestrator.control.stopreq).
+STOP_NAME = "stop.request"
+DRILL_NAME = "drill.request"
+# A detached run's output (orchestrator.commands.detach), and action=report's.
+CONTROLLER_LOG = "controller.log"
+REPORT_TEXT = "report.txt"
+REPORT_PLOT = "report.png"
+# Each a regular file or nothing: anything else there (a FIFO, a folder, a symlink) is refused.
+RUN_FILES = (
+    LOCK_NAME,
+    SUPERVISOR_LOCK,
+    JOURNAL_NAME,
+    RESULT_NAME,
+    CONFIG_NAME,
+    STOP_NAME,
+    DRILL_NAME,
+    SECRET_FILE,
+    NOTIFY_SECRET,
+    LOSS_NAME,
+    CONTROLLER_LOG,
+    REPORT_TEXT,
+    REPORT_PLOT,
+)
+
+
+def check_run_folder(run_dir: str) -> None:
+    """DamagedFile naming the first of the run's files (RUN_FILES) that is there and is no
+    regular file. Every action that names a run asks this first, so that it refuses such
+    a folder in one line before it reads, locks or writes anything in it."""
+    check_names(run_dir, RUN_FILES)
 
 
 def runs_path(home: str) -> str:
@@ -127,9 +159,10 @@ def lock_controller(run_dir: str, name: str = LOCK_NAME) -> IO[str] | None:
     """One controller per run: the lock on ``run_dir``'s controller.lock, held while the
     returned file stays open, or None when another process holds it. It goes with the
     process, a SIGKILL included, so a held lock is a live controller. (``name``: another
-    lock of the same kind, a supervisor's.)"""
+    lock of the same kind, a supervisor's.) DamagedFile when something other than a
+    regular file has the lock's name: never followed, nothing is made where a link points."""
     make_run_dir(run_dir)
-    fd = os.open(os.path.join(run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = open_fd(os.path.join(run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     fh = os.fdopen(fd, "a")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -143,14 +176,15 @@ def controller_alive(run_dir: str, name: str = LOCK_NAME) -> bool | None:
     """Whether a controller holds the run's lock now; None when that cannot be told (the
     lock file cannot be opened). Creates nothing. The probe holds a shared lock for an
     instant: a controller taking the lock in that instant is told another one runs.
-    (``name``: another lock of the same kind, a supervisor's.)"""
+    (``name``: another lock of the same kind, a supervisor's.) DamagedFile when the lock's
+    name holds something other than a regular file: no controller could hold that."""
     try:
-        fh = open(os.path.join(run_dir, name), "rb")
-    except (FileNotFoundError, NotADirectoryError):
+        fd = open_fd(os.path.join(run_dir, name), os.O_RDONLY)
+    except FileNotFoundError:
         return False  # no controller ever locked this run
     except OSError:
         return None
-    with fh:
+    with os.fdopen(fd, "rb") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

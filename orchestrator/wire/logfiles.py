@@ -22,6 +22,8 @@ import sys
 import tarfile
 from dataclasses import dataclass
 
+from recovery.fsio import open_regular
+
 LOG_DIR = "logs"
 RANK_FILE = re.compile(r"rank-(0|[1-9][0-9]{0,5})\.log")
 CAP_BYTES = 8 * 1024 * 1024
@@ -72,8 +74,9 @@ def capped(data: bytes, cap: int = CAP_BYTES, head: int = HEAD_BYTES) -> tuple[b
 
 
 def read_capped(path: str, cap: int = CAP_BYTES, head: int = HEAD_BYTES) -> tuple[bytes, int]:
-    """A file as ``capped`` keeps it, reading no more of it than is kept."""
-    with open(path, "rb") as fh:
+    """A file as ``capped`` keeps it, reading no more of it than is kept; UnsafeFile (an
+    OSError) for a FIFO, a link or anything else that is no regular file."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= cap:
             return fh.read(cap), 0
@@ -104,7 +107,8 @@ def write_kept(dest_dir: str, files: dict[int, bytes], cut: int = 0) -> KeptLogs
         return KeptLogs(cut=cut)
     os.makedirs(dest_dir, exist_ok=True)
     for rank, data in sorted(files.items()):
-        fd = os.open(os.path.join(dest_dir, rank_file(rank)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # Never through a link planted under the name (UnsafeFile: what was kept says why).
+        fd = open_regular(os.path.join(dest_dir, rank_file(rank)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
     return KeptLogs(ranks=tuple(sorted(files)), bytes=sum(map(len, files.values())), cut=cut)

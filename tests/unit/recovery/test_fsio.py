@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runstate.journal import Journal
-from recovery.fsio import RegularFiles, TooLarge, UnsafeFile, make_dirs, read_capped, read_regular, write_private
+from recovery.fsio import (
+    RegularFiles,
+    TooLarge,
+    UnsafeFile,
+    make_dirs,
+    not_regular,
+    open_regular,
+    read_capped,
+    read_regular,
+    write_private,
+)
 from recovery.storage import open_fs
 
 pytestmark = pytest.mark.unit
@@ -98,6 +108,72 @@ def test_special_files_are_refused_at_once_naming_what_they_are(tmp_path: Path, 
 def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_regular(str(tmp_path / "nope"), str(tmp_path))
+
+
+SHAPES = {
+    "fifo": "a FIFO, not a regular file",
+    "folder": "a folder, not a regular file",
+    "link to a file": "a symlink, not a regular file",
+    "dangling link": "a symlink, not a regular file",
+    "link loop": "a symlink, not a regular file",
+    "link to /dev/zero": "a symlink, not a regular file",
+}
+
+
+def planted(path: Path, shape: str, outside: Path) -> None:
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "folder":
+        path.mkdir()
+    elif shape == "link to a file":
+        path.symlink_to(outside)
+    elif shape == "dangling link":
+        path.symlink_to(outside.parent / "not-there")
+    elif shape == "link loop":
+        path.symlink_to(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("flags", [os.O_RDONLY, os.O_WRONLY | os.O_CREAT | os.O_APPEND, os.O_RDWR | os.O_CREAT])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_open_regular_refuses_at_once_and_creates_nothing_where_a_link_points(
+    tmp_path: Path, shape: str, flags: int
+) -> None:
+    outside = tmp_path / "outside" / "theirs"
+    outside.parent.mkdir()
+    outside.write_bytes(b"theirs")
+    path = tmp_path / "f"
+    planted(path, shape, outside)
+    assert not_regular(str(path)) == SHAPES[shape]
+    with pytest.raises(UnsafeFile) as err:
+        open_regular(str(path), flags)
+    assert (err.value.strerror, err.value.filename) == (SHAPES[shape], str(path))
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["theirs"]
+    assert outside.read_bytes() == b"theirs"
+
+
+def test_open_regular_makes_a_missing_file_with_its_mode_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        os.close(open_regular(str(tmp_path / "f"), os.O_WRONLY | os.O_CREAT, 0o600))
+    finally:
+        os.umask(old)
+    assert mode(tmp_path / "f") == 0o600
+    with pytest.raises(FileNotFoundError):
+        open_regular(str(tmp_path / "nope"), os.O_RDONLY)
+    with pytest.raises(NotADirectoryError):
+        open_regular(str(tmp_path / "f" / "below"), os.O_RDONLY)
+
+
+def test_not_regular_says_nothing_of_a_regular_file_or_of_nothing(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    assert not_regular(str(tmp_path / "f")) is None
+    assert not_regular(str(tmp_path / "nope")) is None
+    assert not_regular(str(tmp_path / "f" / "below")) is None
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert not_regular(str(tmp_path / "loop" / "f")) == "a symlink loop"
 
 
 def test_a_local_store_reads_through_the_guard(tmp_path: Path) -> None:

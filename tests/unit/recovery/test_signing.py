@@ -233,6 +233,36 @@ def test_a_secret_others_can_read_or_a_damaged_one_is_refused_in_one_line(tmp_pa
         load_or_create_secret(str(tmp_path))
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("what", ["fifo", "folder", "link", "dangling link", "oversize"])
+def test_a_secret_that_is_no_plain_file_of_its_size_is_refused_never_followed_nor_waited_on(
+    tmp_path: Path, what: str
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    path = run_dir / SECRET_FILE
+    theirs = tmp_path / "theirs"
+    theirs.write_bytes(secrets.token_bytes(32))
+    theirs.chmod(0o600)
+    if what == "fifo":
+        os.mkfifo(path, 0o600)
+    elif what == "folder":
+        path.mkdir()
+    elif what == "link":
+        path.symlink_to(theirs)
+    elif what == "dangling link":
+        path.symlink_to(tmp_path / "made-through-the-link")
+    else:
+        path.write_bytes(b"")
+        path.chmod(0o600)
+        os.truncate(path, 1 << 40)  # sparse: read no further than a byte past a secret
+    with pytest.raises(SigningError) as info:
+        load_or_create_secret(str(run_dir))
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    assert ("more than 32 bytes" if what == "oversize" else "not a regular file") in str(info.value)
+    assert not (tmp_path / "made-through-the-link").exists()
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path / "home"))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from orchestrator.commands.detach import child_argv, started, tail_text
 from orchestrator.runstate.events import AttemptAdopted, AttemptStarted, RunStarted
@@ -29,3 +32,12 @@ def test_the_logs_end_is_shown_escaped(tmp_path: Path) -> None:
     text = tail_text(str(log), limit=100)
     assert text.endswith("\nerror: run_id: bad \\x1b[2J") and "x" * 100 not in text
     assert tail_text(str(tmp_path / "none")) == ""
+
+
+@pytest.mark.timeout(30)
+def test_a_log_that_is_a_fifo_or_a_link_shows_nothing_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "controller.log")
+    assert tail_text(str(tmp_path / "controller.log")) == ""
+    (tmp_path / "theirs").write_text("not this run's\n")
+    (tmp_path / "link.log").symlink_to(tmp_path / "theirs")
+    assert tail_text(str(tmp_path / "link.log")) == ""

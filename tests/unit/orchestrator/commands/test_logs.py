@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,22 @@ def test_a_lost_clusters_attempt_says_so_and_the_next_shows_its_ranks_output(
         == "attempt 1, rank 0: not kept: cluster r-local-a-g1 was lost; its nodes' logs went with it\n"
     )
     assert _show(run_dir, 2, "0") == "fake rank 0: attempt 2 restored step 40\n"
+
+
+@pytest.mark.timeout(30)
+def test_an_attempts_files_that_are_fifos_or_links_are_never_waited_on_nor_followed(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path)
+    theirs = tmp_path / "theirs.log"
+    theirs.write_text("not this run's\n")
+    g2 = run_dir / "attempts" / "g2"
+    (g2 / "spec.json").unlink()
+    os.mkfifo(g2 / "spec.json")
+    (g2 / "runtime.log").unlink()
+    (g2 / "runtime.log").symlink_to(theirs)
+    g1 = run_dir / "attempts" / "g1"
+    (g1 / "runtime.log").unlink()
+    os.mkfifo(g1 / "runtime.log")
+    assert read_facts(str(run_dir)).attempts[2].workers is None  # its spec unread: the rank files say
+    shown = _show(run_dir, attempt=2)
+    assert "no driver log" in shown and "not this run's" not in shown
+    assert "no driver log" in _show(run_dir, attempt=1, rank="driver")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from orchestrator.commands.report import build, render, write
 from orchestrator.runstate.losses import append_loss
+from orchestrator.runstate.runfiles import DamagedFile
 
 
 def _journal(run_dir: Path, events: list[dict]) -> None:
@@ -215,3 +218,22 @@ def test_junit_is_a_file_here_and_only_action_report_takes_it() -> None:
         with pytest.raises(ConfigError) as err:
             compose(overrides)
         assert err.value.key == "junit" and words in str(err.value)
+
+
+def test_a_link_planted_as_the_report_is_replaced_never_written_through(tmp_path: Path) -> None:
+    _journal(tmp_path, _events())
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("theirs\n")
+    (tmp_path / "report.txt").symlink_to(theirs)
+    (tmp_path / "report.png").symlink_to(tmp_path / "made-through-the-link")
+    assert write(str(tmp_path)) is not None
+    assert theirs.read_text() == "theirs\n" and not (tmp_path / "made-through-the-link").exists()
+    assert not (tmp_path / "report.txt").is_symlink() and not (tmp_path / "report.png").is_symlink()
+
+
+def test_a_damaged_loss_series_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    _journal(tmp_path, _events())
+    (tmp_path / "loss.jsonl").write_bytes(b"[" * 100_000 + b"\n")
+    with pytest.raises(DamagedFile, match=r"loss\.jsonl"):
+        write(str(tmp_path))
+    assert not (tmp_path / "report.txt").exists() and not (tmp_path / "report.png").exists()

@@ -39,6 +39,7 @@ from orchestrator.runstate.journal import DamagedFile, Journal, read_typed
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.result import read_result, record_from, write_result
 from orchestrator.runstate.rundir import lock_controller
+from orchestrator.runstate.runfiles import REMOVE
 from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.control import ControlChannel, run_control_url
 from recovery.signing import load_or_create_secret
@@ -450,7 +451,7 @@ def test_every_run_is_a_row_newest_first_and_damage_stops_nothing(home: Path) ->
     reasons = {k: r.reason for k, r in rows.items() if r.status == UNREADABLE}
     assert reasons["bad-line"].startswith("journal.jsonl: line 5 (transition) has 'to' 'BOGUS'")
     assert reasons["bad-result"].startswith("result.json: is not valid JSON")
-    assert reasons["journal-folder"] == "journal.jsonl: is a folder, not a file"
+    assert reasons["journal-folder"] == f"journal.jsonl: a folder, not a regular file; {REMOVE}"
     assert reasons["a-file"] == "is a file, not a run folder; move it aside"
     assert all("\n" not in r.reason for r in rows.values())
 

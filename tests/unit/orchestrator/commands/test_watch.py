@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -192,3 +193,18 @@ def test_a_ctrl_c_lost_where_python_ignores_errors_still_leaves_the_watch(
         held.close()
     assert len(looks) == 1 and "watch: left run r1; it goes on" in out.getvalue()
     assert signal.getsignal(signal.SIGINT) is previous, "the watch's handler is taken back"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shape", ["fifo", "folder", "link"])
+def test_the_tail_of_a_journal_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, shape: str) -> None:
+    path = tmp_path / "journal.jsonl"
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "folder":
+        path.mkdir()
+    else:
+        (tmp_path / "theirs").write_text('{"ts": 1.0, "type": "run_started"}\n')
+        path.symlink_to(tmp_path / "theirs")
+    with pytest.raises(DamagedFile, match=r"journal\.jsonl: .* not a regular file"):
+        JournalTail(str(path)).read()

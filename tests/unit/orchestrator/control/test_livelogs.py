@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,13 @@ def test_live_logs_prefix_each_line_with_its_source(tmp_path: Path) -> None:
     logs.poll()  # within every_s: nothing read
     logs.poll(final=True)
     assert said == ["[driver] connected", "[rank 1] step 1", "[driver] partial", "[rank 1] step 2"]
+
+
+@pytest.mark.timeout(30)
+def test_a_log_that_is_a_fifo_or_a_link_gives_no_lines_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "rank-0.log")
+    (tmp_path / "theirs").write_text("not this run's\n")
+    (tmp_path / "rank-1.log").symlink_to(tmp_path / "theirs")
+    tail = Tail()
+    assert tail.read("a", str(tmp_path / "rank-0.log")) == []
+    assert tail.read("b", str(tmp_path / "rank-1.log")) == []

@@ -10,16 +10,19 @@ from pathlib import Path
 import pytest
 
 from orchestrator.control.stopreq import (
+    DRILL_NAME,
     MAX_BYTES,
     STOP_NAME,
     StopRequest,
     StopWatch,
+    clear_request,
     file_acceptable,
     parse_request,
     take_request,
     this_request,
     write_request,
 )
+from orchestrator.runstate.runfiles import DamagedFile
 
 pytestmark = pytest.mark.unit
 GOOD = {"action": "stop", "user": "ana", "host": "box", "pid": 4242, "at": 1.7e9}
@@ -98,6 +101,19 @@ def test_a_written_request_is_private_taken_once_and_a_bad_one_is_removed(tmp_pa
     target.write_bytes(raw())
     path.symlink_to(target)
     assert take_request(str(tmp_path)) is None and not path.exists() and target.exists()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", [STOP_NAME, DRILL_NAME])
+def test_a_request_that_is_a_fifo_or_a_folder_is_no_request_and_never_waited_on(tmp_path: Path, name: str) -> None:
+    os.mkfifo(tmp_path / name)
+    assert take_request(str(tmp_path), name) is None and not (tmp_path / name).exists()
+    (tmp_path / name).mkdir()
+    assert take_request(str(tmp_path), name) is None  # cannot be removed: stays no request
+    clear_request(str(tmp_path), name)
+    with pytest.raises(DamagedFile, match=f"{name}: a folder, not a regular file"):
+        write_request(str(tmp_path), this_request("drill" if name == DRILL_NAME else "stop"), name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name], "the request's temporary is left behind"
 
 
 def test_the_watch_interrupts_the_main_thread_once_a_request_comes(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator.runstate.journal import DamagedFile, Journal, json_lines, load_json, read_events, redact
+from orchestrator.runstate.journal import DamagedFile, Journal, json_lines, load_json, load_object, read_events, redact
 
 
 def test_append_writes_one_json_line_per_event_with_ts_and_type(tmp_path: Path) -> None:
@@ -109,3 +110,40 @@ def test_load_json_names_the_damage(tmp_path: Path) -> None:
         load_json(str(path))
     path.write_bytes(b'{"loss": NaN}')
     assert math.isnan(load_json(str(path))["loss"])
+
+
+def test_load_object_refuses_json_that_is_no_object(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"job": {}}')
+    assert load_object(str(path)) == {"job": {}}
+    for data, kind in ((b"[1, 2]", "list"), (b"3", "int"), (b'"a"', "str"), (b"null", "NoneType")):
+        path.write_bytes(data)
+        with pytest.raises(DamagedFile, match=f"config.json: is {kind}, not a JSON object"):
+            load_object(str(path))
+
+
+def test_a_json_file_larger_than_any_we_write_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    path.write_bytes(b"")
+    os.truncate(path, 1 << 40)  # sparse: a terabyte that costs nothing
+    with pytest.raises(DamagedFile, match=r"result\.json: holds more than"):
+        load_json(str(path))
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shape", ["fifo", "link", "folder"])
+def test_the_journal_is_neither_read_nor_written_through_what_is_no_regular_file(tmp_path: Path, shape: str) -> None:
+    outside = tmp_path / "outside.jsonl"
+    path = tmp_path / "run" / "journal.jsonl"
+    path.parent.mkdir()
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "link":
+        path.symlink_to(outside)
+    else:
+        path.mkdir()
+    with pytest.raises(DamagedFile, match="not a regular file"):
+        list(read_events(str(path)))
+    with pytest.raises(DamagedFile, match="not a regular file"):
+        Journal(str(path)).append("run_started")
+    assert not outside.exists(), "an append went through the link"

@@ -8,15 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runstate import rundir
 from orchestrator.runstate.rundir import (
     CONTROL_DIR,
     LOCK_NAME,
+    RUN_FILES,
     SUPERVISOR_LOCK,
+    check_run_folder,
     controller_alive,
     lock_controller,
     make_control_dir,
     make_run_dir,
 )
+from orchestrator.runstate.runfiles import REMOVE, DamagedFile
 from tests.unit.recovery.test_fsio import mode
 
 pytestmark = pytest.mark.unit
@@ -42,9 +46,91 @@ def test_no_lock_file_is_no_controller_and_the_probe_creates_nothing(tmp_path: P
     assert list(run_dir.iterdir()) == []
 
 
-def test_a_lock_that_cannot_be_opened_is_unknown(tmp_path: Path) -> None:
-    (tmp_path / LOCK_NAME).mkdir()  # a folder where the lock file should be
+def test_a_lock_that_cannot_be_opened_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(path: str, flags: int, mode: int = 0o600) -> int:
+        raise PermissionError(13, "Permission denied", path)
+
+    (tmp_path / LOCK_NAME).write_bytes(b"")
+    monkeypatch.setattr(rundir, "open_fd", denied)  # as a lock file of another user's would be
     assert controller_alive(str(tmp_path)) is None
+
+
+def plant(path: Path, shape: str, outside: Path) -> None:
+    """Something other than a regular file at ``path``: a FIFO, a folder or a symlink."""
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "folder":
+        path.mkdir()
+    elif shape == "link-out":
+        path.symlink_to(outside)
+    elif shape == "dangling":
+        path.symlink_to(outside.parent / "nothing-here")
+    else:
+        path.symlink_to(path)
+
+
+SHAPES = ["fifo", "folder", "link-out", "dangling", "loop"]
+WHAT = {
+    "fifo": "a FIFO",
+    "folder": "a folder",
+    "link-out": "a symlink",
+    "dangling": "a symlink",
+    "loop": "a symlink",
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", [LOCK_NAME, SUPERVISOR_LOCK])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_lock_that_is_no_regular_file_is_refused_never_followed_nor_waited_on(
+    tmp_path: Path, name: str, shape: str
+) -> None:
+    outside = tmp_path / "outside" / "target"
+    outside.parent.mkdir()
+    outside.write_bytes(b"theirs")
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    plant(run_dir / name, shape, outside)
+    for probe in (controller_alive, lock_controller):
+        with pytest.raises(DamagedFile) as err:
+            probe(str(run_dir), name)
+        assert err.value.problem == f"{WHAT[shape]}, not a regular file", err.value
+        assert err.value.path == str(run_dir / name) and err.value.fix == REMOVE
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["target"], "nothing is made outside"
+    assert outside.read_bytes() == b"theirs"
+
+
+def test_a_lock_is_made_0600_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        lock = lock_controller(str(tmp_path / "r1"))
+    finally:
+        os.umask(old)
+    assert lock is not None
+    lock.close()
+    assert mode(tmp_path / "r1" / LOCK_NAME) == 0o600
+
+
+@pytest.mark.parametrize("name", RUN_FILES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_run_folder_check_names_the_file_that_is_no_regular_one(tmp_path: Path, name: str, shape: str) -> None:
+    outside = tmp_path / "target"
+    outside.write_bytes(b"x")
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    for other in RUN_FILES:
+        if other != name:
+            (run_dir / other).write_bytes(b"")
+    check_run_folder(str(run_dir))  # regular files, all of them: nothing to say
+    plant(run_dir / name, shape, outside)
+    with pytest.raises(DamagedFile, match=f"{name}: {WHAT[shape]}, not a regular file"):
+        check_run_folder(str(run_dir))
+
+
+def test_a_missing_run_folder_passes_the_check(tmp_path: Path) -> None:
+    check_run_folder(str(tmp_path / "missing"))
+    (tmp_path / "a-file").write_bytes(b"")
+    check_run_folder(str(tmp_path / "a-file"))  # its files cannot be there: what reads it says so
 
 
 def test_a_run_folder_is_traversable_only_and_its_control_folder_private(tmp_path: Path) -> None:

@@ -112,3 +112,23 @@ def test_a_stream_that_is_not_what_pack_writes_is_refused_in_one_line(stream: by
     with pytest.raises(ValueError, match=why) as err:
         logfiles.unpack(stream)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.timeout(30)
+def test_a_capped_read_of_a_fifo_or_a_link_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "rank-0.log")
+    (tmp_path / "rank-1.log").symlink_to("/dev/zero")
+    for name in ("rank-0.log", "rank-1.log"):
+        with pytest.raises(OSError, match="not a regular file"):
+            logfiles.read_capped(str(tmp_path / name))
+
+
+def test_a_kept_copy_is_never_written_through_a_link_planted_under_its_name(tmp_path: Path) -> None:
+    dest = tmp_path / "attempts" / "g1"
+    dest.mkdir(parents=True)
+    theirs = tmp_path / "theirs"
+    theirs.write_bytes(b"theirs")
+    (dest / "rank-0.log").symlink_to(theirs)
+    with pytest.raises(OSError, match="a symlink, not a regular file"):
+        logfiles.write_kept(str(dest), {0: b"rank zero"})
+    assert theirs.read_bytes() == b"theirs"
