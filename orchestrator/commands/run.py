@@ -234,7 +234,7 @@ def run(cfg: Config) -> int:
 
 
 def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = None) -> int:
-    from orchestrator.config.preflight import PreflightError, preflight
+    from orchestrator.config.preflight import PreflightError, preflight, takeover_warning
     from orchestrator.control.controller import Controller
     from providers.registry import UnknownProvider, get_provider
 
@@ -250,6 +250,9 @@ def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = Non
         f"run {run_id}: job {cfg.job.name} on {cfg.cloud.name} ({', '.join(cfg.candidate_regions())})",
         file=sys.stderr,
     )
+    warning = takeover_warning(cfg)
+    if warning:
+        print(warning, file=sys.stderr)
     lock = rundir.lock_controller(run_dir)
     if lock is None:
         return error(f"run_id: run {run_id!r} is running under another controller")
