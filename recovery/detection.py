@@ -40,6 +40,9 @@ class Failure:
     # A user error's identity (``user_error_signature``): the same one again after an
     # in-place restart is a deterministic bug. Empty when the step is not known.
     signature: str = ""
+    # A user error raised again when its step was run once more in the same process: a
+    # bug, known to be one before any restart.
+    repeats: bool = False
 
 
 def user_error_signature(error: str, step: int | None) -> str:
@@ -96,6 +99,8 @@ class Observation:
     # The user error's step (0: before the first) and the user's file:line, when known.
     user_error_step: int | None = None
     user_error_site: str | None = None
+    # The user error was raised again when its step was run once more in its process.
+    user_error_repeats: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,7 @@ def classify(obs: Observation, region: str, lease: Lease) -> Failure | None:
             region,
             user_error_line(obs.user_error, obs.user_error_step, obs.user_error_site),
             user_error_signature(obs.user_error, obs.user_error_step),
+            repeats=obs.user_error_repeats,
         )
     lost = cluster_lost(obs, lease)
     if lost is not None:

@@ -138,6 +138,13 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
     if kind is FailureKind.PRECHECK:
         return Decision(Action.GIVE_UP, None, f"{failure.region}: {failure.detail}")
     if kind is FailureKind.USER_ERROR:
+        if failure.repeats:
+            return Decision(
+                Action.GIVE_UP,
+                None,
+                f"{failure.detail}: raised again when its step was run once more in the same process, a bug in "
+                "the workload (a restart cannot help); fix it, then run again",
+            )
         if repeats_user_error(failure, history):
             return Decision(
                 Action.GIVE_UP,

@@ -439,6 +439,11 @@ def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:
     from orchestrator.commands.status import render, summarize
 
     run_dir = rundir.run_path(cfg.home_path, run_id)
+    code, line = verdict(cfg.home_path, run_id, result)
+    # A bug in the user's code: what raised, where and in which step, before the rest.
+    first = line if code == EXIT_USER_ERROR else None
+    if first:
+        print(first, file=sys.stderr, flush=True)
     summary = summarize(run_dir)
     print(render(run_id, summary) if summary else result)
     print(f"result: {rundir.result_path(run_dir)}")
@@ -447,8 +452,7 @@ def finish(cfg: Config, run_id: str, result: dict[str, Any]) -> int:
         if done is not None:
             print(done[0])
             print(f"plot: {done[1]}")
-    code, line = verdict(cfg.home_path, run_id, result)
-    if line:
+    if line and not first:
         print(line, file=sys.stderr)
     return code
 

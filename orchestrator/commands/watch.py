@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from orchestrator.commands.status import UNVERIFIED, live_progress, render, resume_line, summarize
 from orchestrator.control.progress import ProgressLine, decision_text
-from orchestrator.errors import EXIT_INTERRUPTED, error
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import DecisionMade, Event, FailureDetected
 from orchestrator.runstate.journal import read_typed, typed_lines
@@ -163,10 +163,13 @@ def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: f
 def _ended(home: str, run_id: str, result: dict[str, Any]) -> int:
     from orchestrator.commands.run import verdict
 
+    code, line = verdict(home, run_id, result)
+    first = line if code == EXIT_USER_ERROR else None
+    if first:  # as the foreground run: a bug in the user's code is said first
+        print(first, file=sys.stderr, flush=True)
     summary = summarize(rundir.run_path(home, run_id))
     print(render(run_id, summary) if summary else result)
     print(f"result: {rundir.result_path(rundir.run_path(home, run_id))}")
-    code, line = verdict(home, run_id, result)
-    if line:
+    if line and not first:
         print(line, file=sys.stderr)
     return code

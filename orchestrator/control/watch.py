@@ -109,6 +109,7 @@ class AttemptWatch:
         self.user_error: str | None = None
         self.user_error_step: int | None = None
         self.user_error_site: str | None = None
+        self.user_error_repeats = False
         self.kill_times: dict[str, float] = {}
         # The newest step known done when each fault fired: its incident's last step, which
         # the watch's own count may have passed by the time the restart is read (a later
@@ -218,6 +219,7 @@ class AttemptWatch:
             step, site = ev.get("step"), ev.get("site")
             self.user_error_step = step if isinstance(step, int) else None
             self.user_error_site = site if isinstance(site, str) else None
+            self.user_error_repeats = ev.get("deterministic") is True
 
     def _on_preempted(self, ev: Event) -> None:
         # Committed at this step: nothing after it was lost.
@@ -440,6 +442,7 @@ class AttemptWatch:
             user_error=self.user_error,
             user_error_step=self.user_error_step,
             user_error_site=self.user_error_site,
+            user_error_repeats=self.user_error_repeats,
             failed_checks=self.failed_checks,
             nodes_short=self.nodes.short,
         )

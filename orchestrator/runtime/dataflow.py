@@ -81,6 +81,12 @@ class WorkerData:
 
     # --- batches ---------------------------------------------------------------------
     @property
+    def replayable(self) -> bool:
+        """Whether a step's batch can be made again as it was: each is a function of the
+        step (a workload's batches or dataset), not the next of a stream (Ray Data)."""
+        return not any(isinstance(loader, RayDataLoader) for loader in self.loaders)
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches this worker trains per optimizer step: ``accum`` for each of its shards."""
         return len(self.shards) * self.accum

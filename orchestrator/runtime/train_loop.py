@@ -187,6 +187,10 @@ class _Loop(Survivors, WorkerAttempt):
         super().__init__(spec, rank, world, control)
         # The step in progress (0 before the first): a user error names it.
         self.user_step = 0
+        # The micro-batch in progress, and whether a user error raised there was raised
+        # again when that micro-batch was run once more (``raises_again``): a bug, then.
+        self._micro = 0
+        self.user_error_repeats = False
         trainer = spec.trainer
         torch.set_num_threads(trainer.torch_threads)
         self.device = worker_device(trainer)
@@ -675,7 +679,11 @@ class _Loop(Survivors, WorkerAttempt):
         for step in range(restored + 1, total + 1):
             self.user_step = step
             self.hold_for_upload_fault()
-            loss = self.train_step(ddp, step)
+            try:
+                loss = self.train_step(ddp, step)
+            except Exception as exc:
+                self.user_error_repeats = self.raises_again(exc, step)
+                raise
             now = time.time()
             resumed_at = now if resumed_at is None else resumed_at
             if self.rank == 0 and step % LOSS_EVERY == 0:
@@ -717,6 +725,7 @@ class _Loop(Survivors, WorkerAttempt):
         elastic = self.world != self.workers
         share = elastic_share(self.world, self.workers, self.accum)
         for micro in range(micros):
+            self._micro = micro
             batch = to_device(self.data.batch(step, micro), self.device)
             # DDP all-reduces gradients on the last micro-batch only.
             last = micro == micros - 1 or not hasattr(ddp, "no_sync")
@@ -745,6 +754,25 @@ class _Loop(Survivors, WorkerAttempt):
             self.scheduler.step()
         assert total is not None
         return total
+
+    def raises_again(self, exc: BaseException, step: int) -> bool:
+        """Whether the user's code raises ``exc`` again (same type, same message) when the
+        micro-batch it was raised in is made and its loss taken once more, on the model as
+        it stands, in this process: a deterministic bug, which a restart would only meet
+        again at the same step (training here is exact), so the run need not launch again
+        to learn it. Only where that replay cannot block or mislead: a batch that is a
+        function of the step (not a Ray Data stream), and the bare model (no collective;
+        not FSDP, whose forward gathers across ranks). What the replay changes is thrown
+        away with the attempt."""
+        if self.fsdp or not self.data.replayable or is_infra_error(exc):
+            return False
+        try:
+            batch = to_device(self.data.batch(step, self._micro), self.device)
+            with self._autocast():
+                self.workload.loss(self.model, batch)
+        except Exception as again:
+            return type(again) is type(exc) and str(again) == str(exc)
+        return False
 
     def _autocast(self) -> Any:
         if self.autocast == "none":

@@ -8,13 +8,21 @@ in torch, the line of the user's ``forward`` that called it.
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
+import traceback
 from collections.abc import Iterable, Sequence
 
 # Sent over the control channel, which bounds it too (wire.schema.MAX_SITE).
 MAX_SITE = 400
 
 _PACKAGES = ("orchestrator", "recovery", "providers")
+
+
+def our_roots() -> tuple[str, ...]:
+    """The folders of this project's own packages."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return tuple(os.path.realpath(os.path.join(here, name)) + os.sep for name in _PACKAGES)
 
 
 def platform_roots() -> tuple[str, ...]:
@@ -51,3 +59,20 @@ def user_site(exc: BaseException, roots: Sequence[str] | None = None) -> str | N
         frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
         tb = tb.tb_next
     return innermost_user_frame(frames, platform_roots() if roots is None else roots)
+
+
+def user_traceback(exc: BaseException, roots: Sequence[str] | None = None) -> str:
+    """``exc``'s traceback as Python prints it, without the frames of this project's own
+    code (the loop that called the user's): what the user wrote, and the libraries it
+    called, from the outermost frame in. Every frame (however ``sys.tracebacklimit`` is
+    set) when all of them are ours."""
+    ours = our_roots() if roots is None else tuple(roots)
+    frames = traceback.extract_tb(exc.__traceback__, limit=sys.maxsize)
+    kept = [f for f in frames if not any(os.path.realpath(f.filename).startswith(r) for r in ours)]
+    if not kept:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=sys.maxsize))
+    left = len(frames) - len(kept)
+    head = "Traceback (most recent call last):\n"
+    note = f"  ({left} frame{'s' if left != 1 else ''} of the orchestrator left out)\n" if left else ""
+    body = "".join(traceback.format_list(traceback.StackSummary.from_list(kept)))
+    return head + note + body + "".join(traceback.format_exception_only(type(exc), exc))

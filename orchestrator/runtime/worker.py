@@ -169,7 +169,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
         return  # the checkpoint is committed and "preempted" sent; the driver tells the controller
     except Exception as exc:
         if not is_infra_error(exc) and not isinstance(exc, FencedError | CheckpointUploadError):
-            from orchestrator.runtime.user_site import user_site
+            from orchestrator.runtime.user_site import user_site, user_traceback
 
             first = str(exc).splitlines()[0] if str(exc) else ""
             # The step it was raised in, where the worker knows it (0: while it was built):
@@ -177,14 +177,17 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
             step = 0 if attempt is None else getattr(attempt, "user_step", None)
             where = {"step": step} if isinstance(step, int) else {}
             site = user_site(exc)
+            # Raised again when its step was run once more here: a bug, no restart needed.
+            repeats = getattr(attempt, "user_error_repeats", False) is True
             control.event(
                 spec.generation,
                 "user_error",
                 rank=rank,
                 error=f"{type(exc).__name__}: {first}"[:500],
-                traceback=full_traceback(exc)[-8000:],
+                traceback=user_traceback(exc)[-8000:],
                 **where,
                 **({"site": site} if site is not None else {}),
+                **({"deterministic": True} if repeats else {}),
             )
         raise
     finally:

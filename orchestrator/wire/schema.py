@@ -21,7 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from orchestrator.wire.codec import decode_object, read_dict, read_float, read_int, read_list, read_str, require
+from orchestrator.wire.codec import (
+    decode_object,
+    read_bool,
+    read_dict,
+    read_float,
+    read_int,
+    read_list,
+    read_str,
+    require,
+)
 from recovery.boundedjson import CodecError
 
 # A final.json with a search's trials and every rank's telemetry stays well below this.
@@ -327,6 +336,8 @@ _EVENT_FIELDS: dict[str, Any] = {
     "error": _str,
     "traceback": _str_or_none,
     "site": lambda v, n: _opt(_site, v, n),
+    # A user error raised again when its step was run once more: the controller gives up on it.
+    "deterministic": read_bool,
 }
 # Fields the controller stamps itself: the runtime must not supply them.
 _RESERVED = ("ts", "by", "type_")

@@ -1,6 +1,8 @@
-"""A user's deterministic bug costs one in-place restart, never a failover: a workload
+"""A user's deterministic bug costs one launch, never a restart nor a failover: a workload
 class outside this repository whose ``loss()`` raises in a fixed step, run as a user runs
-it (``PYTHONPATH``, ``job.workload=module:Class``) on the local provider's real Ray."""
+it (``PYTHONPATH``, ``job.workload=module:Class``) on the local provider's real Ray. The
+worker runs the failing micro-batch once more, meets the same error, and the controller
+gives up at once; the error's one line comes first, the traceback without our frames."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class Net:
 """
 
 
-def test_a_loss_that_raises_in_the_same_step_again_fails_after_one_restart_naming_file_and_line(
+def test_a_loss_that_raises_in_the_same_step_fails_after_one_launch_naming_file_and_line_first(
     orch_home: Path, tmp_path: Path
 ) -> None:
     project = tmp_path / "proj"
@@ -56,7 +58,7 @@ def test_a_loss_that_raises_in_the_same_step_again_fails_after_one_restart_namin
         "job.steps=8",
         "checkpoint.interval_steps=2",
         "trainer.workers=1",
-        # Budget for three restarts: the repeat, not the budget, ends the run.
+        # Budget for three restarts: the replay, not the budget, ends the run.
         "recovery.max_restarts_on_errors=3",
         timeout=240,
         env={"PYTHONPATH": path},
@@ -66,17 +68,22 @@ def test_a_loss_that_raises_in_the_same_step_again_fails_after_one_restart_namin
     assert run.returncode == 3, (run.returncode, run.stderr[-3000:])
     assert r["status"] == "FAILED"
     assert r["user_error"] == {"error": "ValueError: loss exploded in step 5", "step": 5, "site": site}
-    assert f"ValueError: loss exploded in step 5 at {site} in step 5" in r["reason"] and "same step" in r["reason"]
-    # One restart in place from the checkpoint before the error; no failover, no other region.
+    assert f"ValueError: loss exploded in step 5 at {site} in step 5" in r["reason"]
+    assert "run once more in the same process" in r["reason"]
+    # One launch: no restart in place, no failover, no other region.
     assert [(a["region"], a["restored_step"], a["outcome"]) for a in r["attempt_history"]] == [
         ("local-a", 0, "user_error"),
-        ("local-a", 4, "user_error"),
     ]
-    assert [d["action"] for d in run.events("decision")] == ["restart_in_place", "give_up"]
-    assert {e["region"] for e in run.events("provisioned")} == {"local-a"}
-    assert len(run.events("provisioned")) == 2
-    # The last line says what raised, where, in which step, and what to do.
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: run user-error-same-step: the workload raised ValueError"), last
-    assert site in last and "fix the code" in last
+    assert [d["action"] for d in run.events("decision")] == ["give_up"]
+    assert len(run.events("provisioned")) == 1
+    (event,) = run.events("user_error")
+    assert event["deterministic"] is True
+    # The traceback shows the user's frames, not the loop that called them.
+    assert "buggy_workload.py" in r["error_traceback"] and "orchestrator/runtime" not in r["error_traceback"]
+    # The one line that says what raised, where, in which step and what to do comes first:
+    # before the summary (stdout), and it is stderr's last line too.
+    errors = [x for x in run.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and errors[0] == run.stderr.strip().splitlines()[-1], run.stderr[-2000:]
+    assert errors[0].startswith("error: run user-error-same-step: the workload raised ValueError"), errors
+    assert site in errors[0] and "fix the code" in errors[0]
     assert not wait_no_new_ray(before)

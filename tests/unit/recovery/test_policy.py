@@ -238,3 +238,24 @@ def test_an_infrastructure_failure_between_two_user_errors_does_not_hide_the_rep
     assert d.action is Action.FAILOVER
     d, _ = _after(p, h, replace(_user_error(40), region="b"), 2.0)
     assert d.action is Action.GIVE_UP
+
+
+def test_a_user_error_raised_again_in_its_own_process_fails_the_run_without_a_restart() -> None:
+    from dataclasses import replace
+
+    p, h = policy(max_restarts_on_errors=5), History()
+    d, h = _after(p, h, replace(_user_error(12), repeats=True), 0.0)
+    assert (d.action, d.region) == (Action.GIVE_UP, None)
+    assert "run once more in the same process" in d.reason and "ValueError: loss exploded in step 12" in d.reason
+    assert (h.restarts_on_errors, h.failovers, h.region_failed_at) == (0, 0, {})
+
+
+def test_classify_carries_a_user_error_that_repeated_into_its_failure() -> None:
+    from recovery.detection import Health, Lease, Observation, classify
+
+    obs = Observation(None, Health.UP, 0.1, 5.0, user_error="ValueError: x", user_error_step=3)
+    lease = Lease(1.0, 5.0)
+    assert classify(obs, "a", lease).repeats is False  # type: ignore[union-attr]
+    from dataclasses import replace
+
+    assert classify(replace(obs, user_error_repeats=True), "a", lease).repeats is True  # type: ignore[union-attr]

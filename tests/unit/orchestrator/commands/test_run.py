@@ -78,3 +78,31 @@ def test_a_controller_that_died_is_told_from_one_that_ended_or_refused() -> None
     assert died_of(1) == "an uncaught exception (exit 1)"
     for ended in (0, 2, 3, 4, 130):  # succeeded, refused (config), user error, objective missed, stopped
         assert died_of(ended) is None
+
+
+def test_a_run_a_bug_ended_says_its_one_line_before_the_summary_and_the_rest_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    import orchestrator.commands.report as report
+    import orchestrator.commands.status as status
+    from orchestrator.commands.run import finish
+
+    both = io.StringIO()  # a terminal: stdout and stderr in the order written
+    monkeypatch.setattr(sys, "stdout", both)
+    monkeypatch.setattr(sys, "stderr", both)
+    monkeypatch.setattr(status, "summarize", lambda run_dir: None)
+    monkeypatch.setattr(report, "write", lambda run_dir: ("incident report", "report.png"))
+    bug = {"error": "ValueError: loss exploded", "step": 5, "site": "/p/m.py:9"}
+    failed = {"status": "FAILED", "incidents": [], "user_error": bug}
+    assert finish(compose([f"home={tmp_path}"]), "r1", failed) == 3
+    lines = both.getvalue().splitlines()
+    assert lines[0].startswith("error: run r1: the workload raised ValueError: loss exploded at /p/m.py:9 in step 5")
+    assert [x for x in lines if x.startswith("error: ")] == [lines[0]]
+    # Any other end keeps its line last.
+    both.truncate(0)
+    both.seek(0)
+    assert finish(compose([f"home={tmp_path}"]), "r2", {"status": "INTERRUPTED", "incidents": []}) == 130
+    assert both.getvalue().splitlines()[-1].startswith("interrupted: go on from the newest checkpoint")

@@ -213,6 +213,39 @@ def test_an_exception_in_the_users_loss_is_reported_as_a_user_error_with_its_tra
     (err,) = [e for e in ControlChannel(s.control_url).read_events(1, set()) if e["type"] == "user_error"]
     assert err["error"].startswith("ValueError: tinywork: bad batch at call 11")
     assert "tinywork.py" in err["traceback"] and "in loss" in err["traceback"]
+    # Our own frames (the loop that called loss()) are left out, and said to be.
+    assert "orchestrator/runtime" not in err["traceback"] and "of the orchestrator left out" in err["traceback"]
     # Plain bounded fields the controller decides with: the step (2 micro-batches a step:
     # call 11 is step 6's first) and the innermost frame in the user's file.
-    assert err["step"] == 6 and err["site"].endswith("tinywork.py:69")
+    assert err["step"] == 6 and err["site"].endswith("tinywork.py:71")
+    # Raised at one call only: run once more, the micro-batch trains, so not known for a bug.
+    assert "deterministic" not in err.fields
+
+
+def _user_error_of(tmp_path: Path, params: dict[str, Any]) -> Any:
+    from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
+    from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
+
+    from orchestrator.runtime.train_loop import train_func
+
+    s = spec(tmp_path, "bug", 1)
+    s = replace(s, job=replace(s.job, params={**s.job.params, **params}))
+    before = ray_fn_utils._train_fn_utils
+    ray_fn_utils.set_train_fn_utils(LocalTrainFnUtils(experiment_name="unit"))
+    try:
+        with pytest.raises(ValueError):
+            train_func({"spec": s.to_plain()})
+    finally:
+        ray_fn_utils.set_train_fn_utils(before)
+    (err,) = [e for e in ControlChannel(s.control_url).read_events(1, set()) if e["type"] == "user_error"]
+    return err
+
+
+def test_a_user_error_raised_again_when_its_micro_batch_is_run_once_more_is_known_for_a_bug(
+    tmp_path: Path,
+) -> None:
+    # From call 12 on (step 6's second micro-batch): the replay of that very micro-batch
+    # raises the same again, so the controller can give up without a second launch.
+    err = _user_error_of(tmp_path, {"fail_from_call": 12})
+    assert err["error"] == "ValueError: tinywork: loss broken from call 12"
+    assert err["step"] == 6 and err["deterministic"] is True

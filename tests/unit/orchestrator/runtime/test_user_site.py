@@ -48,3 +48,26 @@ def test_this_projects_packages_are_platform() -> None:
 
     frames = [(worker.__file__, 144), (os.path.realpath(worker.__file__), 150)]
     assert innermost_user_frame(frames, platform_roots()) is None
+
+
+def test_a_user_traceback_leaves_out_our_frames_and_says_how_many(tmp_path) -> None:
+    from orchestrator.runtime.user_site import user_traceback
+
+    user = tmp_path / "mine.py"
+    user.write_text("def loss():\n    raise ValueError('broken loss')\n")
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    loop = ours / "loop.py"
+    loop.write_text("def step(f):\n    return f()\n")
+    scope: dict = {}
+    exec(compile(user.read_text(), str(user), "exec"), scope)
+    exec(compile(loop.read_text(), str(loop), "exec"), scope)
+    try:
+        scope["step"](scope["loss"])
+    except ValueError as exc:
+        text = user_traceback(exc, roots=[str(ours) + os.sep])
+        everything = user_traceback(exc, roots=[str(tmp_path) + os.sep, os.path.dirname(__file__) + os.sep])
+    assert text.startswith("Traceback (most recent call last):\n  (1 frame of the orchestrator left out)\n")
+    assert str(user) in text and str(loop) not in text and text.endswith("ValueError: broken loss\n")
+    # Every frame ours: the whole traceback rather than none.
+    assert str(loop) in everything and "left out" not in everything
