@@ -25,6 +25,7 @@ from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import AttemptAdopted, AttemptStarted, Event
 from orchestrator.runstate.runfiles import DamagedFile, open_fd, read_span
+from recovery.controlkey import ControlKeyError, key_for
 
 LOG_NAME = rundir.CONTROLLER_LOG
 WAIT_S = 60.0  # for the first attempt to start; the controller goes on regardless
@@ -59,6 +60,12 @@ def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) 
     run_dir = rundir.run_path(home, run_id)
     if cfg.action == "resume" and not os.path.lexists(rundir.journal_path(run_dir)):
         return error(f"run_id: no run named {run_id!r} under {home}")
+    try:
+        # Checked here, before the run's folder is made, as the foreground run does; on a
+        # copy of the environment, since the child reads it again (an env: key stays for it).
+        key_for(cfg.cloud.control_store, cfg.cloud.control_key, dict(os.environ))
+    except ControlKeyError as exc:
+        return error(str(exc))
     rundir.make_run_dir(run_dir)
     log_path = os.path.join(run_dir, LOG_NAME)
     journal = JournalTail(rundir.journal_path(run_dir))

@@ -368,7 +368,7 @@ KEY_CASES = [
         [*words, f"cloud.control_store=file://{SANDBOX}/ctl", f"cloud.control_key='{spec}'"],
         f"error: cloud.control_key: {why}",
     )
-    for words in ([], ["run_id=r1", "job.steps=3"], ["action=resume", "run_id=r1"])
+    for words in ([], ["run_id=r1", "job.steps=3"], ["action=resume", "run_id=r1"], ["detach=true"])
     for spec, why in KEY_SOURCES
 ]
 
