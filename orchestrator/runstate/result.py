@@ -54,11 +54,11 @@ def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, starte
         final=final,
         region=verdict.region if verdict is not None else None,
         error_traceback=view.error_traceback,
-        user_error=_ended_by_user_error(view),
+        user_error=ended_by_user_error(view),
     )
 
 
-def _ended_by_user_error(view: RunView) -> dict[str, Any] | None:
+def ended_by_user_error(view: RunView) -> dict[str, Any] | None:
     """The user error that failed the run (its last decision gave up on one), or None."""
     last = view.decisions[-1] if view.decisions else None
     if view.state is not RunState.FAILED or last is None or view.user_error is None:
