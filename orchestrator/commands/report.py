@@ -9,6 +9,7 @@ run that is still going or whose controller died.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,8 +242,7 @@ def figure(rep: Report, points: list[dict[str, Any]], plt: Any = None) -> Any:
     """Loss against step, faults and restores marked, the region along the step axis; a
     run the workload's own code failed, its error at the step it was raised in."""
     plt = plt or _pyplot()
-    regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
-    colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
+    colours = region_colours({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
     changed = len({w for _, w in rep.worlds}) > 1
     fig, axes = plt.subplots(
@@ -305,12 +305,31 @@ def search_figure(rep: Report, plt: Any = None) -> Any:
     if len(rep.search) <= 20:
         ax.legend(fontsize=7, ncol=2)
     last = max((int(a.get("last_step") or 0) for a in rep.attempts), default=0)
-    _attempts_band(band, rep.attempts, lambda region: "lightsteelblue")
+    colours = region_colours(str(a["region"]) for a in rep.attempts)
+    _attempts_band(band, rep.attempts, lambda region: colours.get(region, "grey"))
     _faults_and_restores(band, rep, lambda r: "restore")
     band.set_xlim(0, max(last, 1))
     band.set_yticks([])
     band.set_xlabel("search step")
     return fig
+
+
+# One colour per region, in the order of their names: a failover shows as a change of colour.
+REGION_PALETTE = (
+    "tab:blue",
+    "tab:orange",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+)
+
+
+def region_colours(regions: Iterable[str]) -> dict[str, str]:
+    """Each region's colour: a different one for each of up to len(REGION_PALETTE) regions
+    (red, green and grey are left to the faults, the restores and a region not known)."""
+    return {r: REGION_PALETTE[i % len(REGION_PALETTE)] for i, r in enumerate(sorted(set(regions)))}
 
 
 def _attempts_band(band: Any, attempts: list[dict[str, Any]], colour_of: Any) -> None:

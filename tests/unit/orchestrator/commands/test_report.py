@@ -11,7 +11,9 @@ from orchestrator.commands.report import (
     build,
     failed_by_user_code,
     figure,
+    region_colours,
     render,
+    search_figure,
     user_error_lines,
     write,
 )
@@ -340,3 +342,22 @@ def test_the_user_error_is_marked_after_the_loss_it_ended(tmp_path: Path) -> Non
         plt.close(fig)
     done = write(str(tmp_path), rep)
     assert done is not None and "ValueError: loss exploded" in (tmp_path / "report.txt").read_text()
+
+
+def test_each_region_has_its_own_colour_in_a_search_report_too(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    colours = region_colours(["local-b", "local-a", "local-c", "local-a"])
+    assert list(colours) == ["local-a", "local-b", "local-c"] and len(set(colours.values())) == 3
+    events = [*_search_events(), _ended(130.0, 2, "local-b", 5, 9)]
+    _journal(tmp_path, events)
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.search
+    fig = search_figure(rep)
+    try:
+        band = fig.axes[-1]
+        bars = {to_hex(c.get_facecolor()[0]) for c in band.collections}
+        assert len(bars) == 2, bars
+    finally:
+        plt.close(fig)
