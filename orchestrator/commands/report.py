@@ -419,6 +419,7 @@ def _user_error_mark(
         textcoords="offset points",
         ha=side,
         va="center",
+        multialignment="left",
         fontsize=8,
         color="darkred",
         bbox={"boxstyle": "round", "fc": "mistyrose", "ec": "red", "alpha": 0.9},
