@@ -24,7 +24,7 @@ from orchestrator.runstate.events import (
     RuntimeReport,
 )
 from orchestrator.runstate.journal import read_typed
-from orchestrator.runstate.result import read_result
+from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from recovery.keys import AttemptKeys
@@ -83,6 +83,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if result is not None:
         s["state"] = result["status"]
         s["step"] = result["final_step"]
+        s["total"] = shown_total(result, s["total"])
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s

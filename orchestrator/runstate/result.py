@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +203,17 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
 # The statuses a result.json may hold: the run ended (CANCELLED: by action=cancel), or
 # (INTERRUPTED) it stopped on Ctrl-C, SIGTERM or action=stop and waits for action=resume.
 RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED", "CANCELLED")
+
+
+def shown_total(result: Mapping[str, Any], total: int | None) -> int | None:
+    """The total to show beside an ended run's final step: ``total`` (what its progress
+    reported, or its config's), except for a search that succeeded, whose total is the
+    search steps it took. Its planned total counts every trial to max_t, which a scheduler
+    that stops trials early never reaches."""
+    step = result.get("final_step")
+    if result.get("status") == "SUCCEEDED" and "trials" in result and isinstance(step, int):
+        return step
+    return total
 
 
 def read_result(run_dir: str) -> dict[str, Any] | None:

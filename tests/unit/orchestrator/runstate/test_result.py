@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
-from orchestrator.runstate.result import read_result, steps_done
+from orchestrator.runstate.result import read_result, shown_total, steps_done
 
 RESULT = {
     "run_id": "r",
@@ -125,3 +125,15 @@ def test_an_unfinished_runs_step_is_at_least_its_newest_checkpoints() -> None:
     assert steps_done([0, 1059], 1100) == 1100
     assert steps_done([1180], 1100) == 1180
     assert steps_done([], None) == 0
+
+
+def test_a_finished_search_is_shown_out_of_the_steps_it_took() -> None:
+    # 6 trials to max_t 6 is at most 42 search steps; ASHA stopped four early: it took 26.
+    search = {"status": "SUCCEEDED", "final_step": 26, "trials": [], "best_trial": {}}
+    assert shown_total(search, 42) == 26 and shown_total(search, None) == 26
+    # Not ended well, it did not take all it would have: its most stays.
+    assert shown_total({**search, "status": "INTERRUPTED"}, 42) == 42
+    assert shown_total({**search, "status": "FAILED"}, 42) == 42
+    # A run's total is its own (job.steps, a train function's declared reports).
+    assert shown_total({"status": "SUCCEEDED", "final_step": 500}, 500) == 500
+    assert shown_total({"status": "SUCCEEDED", "final_step": 7}, None) is None
