@@ -13,7 +13,7 @@ its handler's (``handlers``, by family: ``processes``, ``storage``, ``disk``, ``
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -49,15 +49,22 @@ class Injected:
         return FaultInjected(self.kind, index=self.index, step=self.step, extra=dict(self.detail))
 
     def text(self) -> str:
-        """The terminal's line for it: the step it struck at, and what set it off when that
-        was not the step (a time into training, a phase)."""
-        if self.detail.get("during"):
-            return f"{self.kind} ({self.detail['during']})"
-        if self.detail.get("trigger") == "after_s":
-            return f"{self.kind} at step {self.step} (timed: after_s)"
-        if self.detail.get("trigger") == "drill":
-            return f"{self.kind} at step {self.step} (drill)"
-        return f"{self.kind} at step {self.step}"
+        return fault_text(self.kind, self.step, self.detail)
+
+
+def fault_text(kind: str, step: int | None, detail: Mapping[str, object]) -> str:
+    """The terminal's line for a fault that fired (the foreground run's, and action=watch's
+    from its fault_injected): the step it struck at, and what set it off when that was not
+    the step (a time into training, a phase, a drill)."""
+    if detail.get("during"):
+        return f"{kind} ({detail['during']})"
+    if step is None:
+        return kind
+    if detail.get("trigger") == "after_s":
+        return f"{kind} at step {step} (timed: after_s)"
+    if detail.get("trigger") == "drill":
+        return f"{kind} at step {step} (drill)"
+    return f"{kind} at step {step}"
 
 
 def request_problem(req: ChaosRequest, generation: int | None) -> str | None:

@@ -9,17 +9,19 @@ run that is still going or whose controller died.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import error
+from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import FaultInjected, RuntimeReport
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.losses import read_loss
-from orchestrator.runstate.result import read_result
+from orchestrator.runstate.result import ended_by_user_error, read_result
 from orchestrator.runstate.state import fold
+from recovery.detection import user_error_line
 from recovery.fsio import write_private
 
 PLOT_NAME = rundir.REPORT_PLOT
@@ -58,6 +60,8 @@ class Report:
     search: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     # The loss series (loss.jsonl), read with the rest before anything is written; None: not read.
     loss: list[dict[str, Any]] | None = field(default=None, compare=False)
+    # The workload's exception that failed the run ({"error", "step", "site"}), or None.
+    user_error: dict[str, Any] | None = None
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -120,6 +124,7 @@ def build(run_dir: str) -> Report | None:
     rep = Report(run_id=run_id, status=(result or {}).get("status", view.status), result=result)
     rep.reason = (result or {}).get("reason", "")
     rep.traceback = (result or {}).get("error_traceback")
+    rep.user_error = failed_by_user_code(result, ended_by_user_error(view))
     rep.faults = [to_json(f) for f in view.faults]
     rep.attempts = [to_json(a) for a in view.attempts]
     rep.worlds = world_sizes(events)
@@ -151,6 +156,15 @@ def build(run_dir: str) -> Report | None:
     return rep
 
 
+def failed_by_user_code(result: dict[str, Any] | None, from_journal: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The user error that failed the run: result.json's once it is written (the word on
+    how the run ended), the journal's before that (a controller that died writing it)."""
+    if result is None:
+        return from_journal
+    bug = result.get("user_error")
+    return bug if result.get("status") == "FAILED" and isinstance(bug, dict) else None
+
+
 def _fault_before(faults: tuple[FaultInjected, ...], failed_at: float) -> str:
     # The fault that caused a failure fired at (or just before) the failure's time.
     near = [f for f in faults if float(f.ts) <= failed_at + 1.0]
@@ -165,6 +179,9 @@ def render(rep: Report) -> str:
     lines = [f"incident report: run {rep.run_id}: {rep.status}"]
     if rep.reason:
         lines.append(f"  reason: {rep.reason}")
+    bug = None if rep.user_error is None else user_error_text(rep.user_error)
+    if bug is not None and bug not in rep.reason:
+        lines.append(f"  user error: {bug}")
     header = ("t+s", "fault", "failure", "detect", "decision", "from -> to", "restored", "lost", "RTO")
     table = [header]
     for r in rep.rows:
@@ -205,17 +222,27 @@ def _s(v: float | None) -> str:
 
 
 def plot(run_dir: str, rep: Report) -> str:
-    """Loss against step, faults and restores marked, the region along the step axis."""
+    """The report's figure, written as ``report.png`` beside the journal."""
+    plt = _pyplot()
+    points = read_loss(run_dir) if rep.loss is None else rep.loss
+    fig = search_figure(rep, plt) if rep.search else figure(rep, points, plt)
+    return _save(fig, plt, run_dir)
+
+
+def _pyplot() -> Any:
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only: no display here, and none wanted
     import matplotlib.pyplot as plt
 
-    if rep.search:
-        return _search_plot(run_dir, rep, plt)
-    points = read_loss(run_dir) if rep.loss is None else rep.loss
-    regions = sorted({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
-    colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(regions)}
+    return plt
+
+
+def figure(rep: Report, points: list[dict[str, Any]], plt: Any = None) -> Any:
+    """Loss against step, faults and restores marked, the region along the step axis; a
+    run the workload's own code failed, its error at the step it was raised in."""
+    plt = plt or _pyplot()
+    colours = region_colours({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
     changed = len({w for _, w in rep.worlds}) > 1
     fig, axes = plt.subplots(
@@ -242,17 +269,20 @@ def plot(run_dir: str, rep: Report) -> str:
         ax.set_yscale("log")  # from ~2 down to ~0.01: a linear axis hides all but the start
     ax.set_title(f"{rep.run_id}: {rep.status}, {len(rep.rows)} incidents")
     _attempts_band(band, rep.attempts, lambda region: colours.get(region, "grey"))
+    if rep.user_error is not None:
+        _user_error_mark(ax, rep.user_error, points, rep.attempts)
     band.set_yticks([])
     band.set_xlabel("step")
     band.set_ylabel("region")
-    return _save(fig, plt, run_dir)
+    return fig
 
 
-def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
+def search_figure(rep: Report, plt: Any = None) -> Any:
     """A search's report: each trial's metric over its iterations (the best one thick, the
     ones ASHA stopped dashed and ended with an x), and the faults and restores by search step."""
     from matplotlib.ticker import MaxNLocator
 
+    plt = plt or _pyplot()
     fig, (ax, band) = plt.subplots(
         2, 1, figsize=(10, 5.5), gridspec_kw={"height_ratios": [5, 1]}, constrained_layout=True
     )
@@ -275,12 +305,31 @@ def _search_plot(run_dir: str, rep: Report, plt: Any) -> str:
     if len(rep.search) <= 20:
         ax.legend(fontsize=7, ncol=2)
     last = max((int(a.get("last_step") or 0) for a in rep.attempts), default=0)
-    _attempts_band(band, rep.attempts, lambda region: "lightsteelblue")
+    colours = region_colours(str(a["region"]) for a in rep.attempts)
+    _attempts_band(band, rep.attempts, lambda region: colours.get(region, "grey"))
     _faults_and_restores(band, rep, lambda r: "restore")
     band.set_xlim(0, max(last, 1))
     band.set_yticks([])
     band.set_xlabel("search step")
-    return _save(fig, plt, run_dir)
+    return fig
+
+
+# One colour per region, in the order of their names: a failover shows as a change of colour.
+REGION_PALETTE = (
+    "tab:blue",
+    "tab:orange",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+)
+
+
+def region_colours(regions: Iterable[str]) -> dict[str, str]:
+    """Each region's colour: a different one for each of up to len(REGION_PALETTE) regions
+    (red, green and grey are left to the faults, the restores and a region not known)."""
+    return {r: REGION_PALETTE[i % len(REGION_PALETTE)] for i, r in enumerate(sorted(set(regions)))}
 
 
 def _attempts_band(band: Any, attempts: list[dict[str, Any]], colour_of: Any) -> None:
@@ -303,6 +352,79 @@ def _faults_and_restores(ax: Any, rep: Report, restore_label: Any) -> None:
     for r in rep.rows:
         if r.restored_step is not None:
             _mark(ax, r.restored_step, restore_label(r), "green", ":", top=False)
+
+
+# The exception's line on the plot is cut to this many characters (the text report has it whole).
+ERROR_CHARS = 80
+
+
+def user_error_lines(bug: dict[str, Any], width: int = ERROR_CHARS) -> list[str]:
+    """A user error as the plot labels it: the exception line (cut to ``width``), the step
+    it was raised in, and the user's file:line where known (as the terminal's advice says it)."""
+    lines = [_cut(printable(str(bug.get("error") or "the workload raised")), width)]
+    step = failing_step(bug)
+    lines.append("step ?" if step is None else "before the first step (step 0)" if step == 0 else f"in step {step}")
+    site = bug.get("site")
+    if isinstance(site, str) and site:
+        # A long path keeps its end: the file's name and the line number are what a person looks for.
+        site = printable(site)
+        lines.append("at " + (site if len(site) <= width else "…" + site[-(width - 1) :]))
+    return lines
+
+
+def user_error_text(bug: dict[str, Any]) -> str:
+    """The user error in one line, as the run's reason and the terminal's advice say it."""
+    site = bug.get("site") if isinstance(bug.get("site"), str) else None
+    return printable(user_error_line(str(bug.get("error") or "the workload raised"), failing_step(bug), site or None))
+
+
+def failing_step(bug: dict[str, Any]) -> int | None:
+    step = bug.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def error_axis_end(step: int | None, points: list[dict[str, Any]], attempts: list[dict[str, Any]]) -> int:
+    """Where the step axis of a failed run ends: past the failing step, the last loss point
+    and the last step an attempt reached, so the failure is on it even with no loss plotted."""
+    reached = [int(p["step"]) for p in points] + [int(a.get("last_step") or 0) for a in attempts]
+    return max([step or 0, *reached, 1])
+
+
+def _user_error_mark(
+    ax: Any, bug: dict[str, Any], points: list[dict[str, Any]], attempts: list[dict[str, Any]]
+) -> None:
+    """The failure at its step: a line, an x on the loss where one was plotted, and the
+    error, step and file:line beside it (on the side with room)."""
+    step = failing_step(bug)
+    end = error_axis_end(step, points, attempts)
+    ax.set_xlim(0, end * 1.05)
+    if step is None:
+        at, side = end, "right"  # not known where: at the end of what ran
+    else:
+        at, side = step, "right" if step > end / 2 else "left"
+    ax.axvline(at, color="red", ls="-", lw=1.2)
+    before = [p for p in points if int(p["step"]) <= at]
+    if before:
+        last = max(before, key=lambda p: int(p["step"]))
+        ax.plot([at], [last["loss"]], "X", color="red", ms=9)
+    ax.annotate(
+        "user error\n" + "\n".join(user_error_lines(bug)),
+        (at, 0.55),
+        xycoords=("data", "axes fraction"),
+        xytext=(-8 if side == "right" else 8, 0),
+        textcoords="offset points",
+        ha=side,
+        va="center",
+        multialignment="left",
+        fontsize=8,
+        color="darkred",
+        bbox={"boxstyle": "round", "fc": "mistyrose", "ec": "red", "alpha": 0.9},
+        parse_math=False,  # a "$" in the message is text, not mathtext
+    )
 
 
 def _world_panel(ax: Any, worlds: list[tuple[int, int]], last_step: int) -> None:

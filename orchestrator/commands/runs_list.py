@@ -27,7 +27,7 @@ from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progr
 from orchestrator.errors import printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
-from orchestrator.runstate.result import read_result
+from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.rundir import controller_alive
 from orchestrator.runstate.runfiles import REMOVE
 from orchestrator.runstate.state import RunView, fold, planned_total
@@ -129,6 +129,7 @@ def row_from(
             base,
             status=str(result["status"]),
             step=_int_or_none(result["final_step"]),
+            total=shown_total(result, base.total),
             incidents=len(result["incidents"]),
             duration_s=float(result["duration_s"]),
             reason=reason if isinstance(reason, str) else "",

@@ -24,7 +24,7 @@ from orchestrator.runstate.events import (
     RuntimeReport,
 )
 from orchestrator.runstate.journal import read_typed
-from orchestrator.runstate.result import read_result
+from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from recovery.keys import AttemptKeys
@@ -83,6 +83,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
     if result is not None:
         s["state"] = result["status"]
         s["step"] = result["final_step"]
+        s["total"] = shown_total(result, s["total"])
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s
@@ -198,6 +199,22 @@ def incident_row(i: dict[str, Any]) -> str:
     )
 
 
+def store_note(url: str | None, region: str | None, cloud: dict[str, Any]) -> str:
+    """Which region's store a checkpoint is in, where that is not the region the status
+    names (one kept in a region the run was lost in, newer than any the next one holds)."""
+    owner = store_region(url, cloud.get("regions") if isinstance(cloud.get("regions"), dict) else {})
+    return f"  (in {owner}'s store)" if owner is not None and region and owner != region else ""
+
+
+def store_region(url: str | None, regions: dict[str, Any]) -> str | None:
+    """The region whose store (as the journal's copy of the config names it) holds ``url``."""
+    for name, rc in regions.items():
+        store = rc.get("store") if isinstance(rc, dict) else None
+        if url and isinstance(store, str) and store.rstrip("/") and url.startswith(store.rstrip("/") + "/"):
+            return str(name)
+    return None
+
+
 def _incident_extra(i: dict[str, Any]) -> str:
     if i.get("kind") != "node_lost":
         return ""
@@ -228,7 +245,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         + ("" if total is None else f"/{total}")
         + (f"  (from the journal; {s['unverified']}: not shown)" if s.get("unverified") else ""),
         *([nodes] if (nodes := _nodes_line(s, cloud)) else []),
-        f"checkpoint {_short(s['last_checkpoint'])}",
+        f"checkpoint {_short(s['last_checkpoint'])}{store_note(s['last_checkpoint'], s['region'], cloud)}",
         f"replicas   {s['replications']} copies"
         + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
     ]

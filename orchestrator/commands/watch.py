@@ -1,5 +1,5 @@
-"""``action=watch run_id=X``: a run's live progress line and its start-up, fault and
-decision lines, from any terminal, as the foreground run prints them, until the run ends;
+"""``action=watch run_id=X``: a run's live progress line and its start-up, fault, failure,
+decision and node lines, from any terminal, as the foreground run prints them, until the run ends;
 then its result and the exit status the foreground run would have had. Ctrl-C leaves the
 watch, never the run.
 
@@ -15,14 +15,15 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any, TextIO
 
 from orchestrator.commands.status import UNVERIFIED, live_progress, render, resume_line, summarize
-from orchestrator.control.progress import ProgressLine, decision_text
+from orchestrator.control.progress import ProgressLine, journal_note
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, error
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import DecisionMade, Event, FailureDetected
+from orchestrator.runstate.events import Event
 from orchestrator.runstate.journal import read_typed, typed_lines
 from orchestrator.runstate.result import read_result
 from orchestrator.runstate.runfiles import read_span
@@ -60,13 +61,11 @@ class JournalTail:
         return list(typed_lines(self.path, numbered))
 
 
-def event_line(ev: Event) -> str | None:
-    """The line a failure or a decision prints (start-up phases have ProgressLine's)."""
-    if isinstance(ev, FailureDetected):
-        return f"failure in {ev.region}: {ev.kind}" + (f" ({ev.detail})" if ev.detail else "")
-    if isinstance(ev, DecisionMade):
-        return decision_text(ev.action, ev.region)
-    return None
+def event_line(ev: Event, config: Mapping[str, Any] | None = None) -> str | None:
+    """The note the foreground run printed for a journaled event: a fault injected (a
+    drill's too), a failure, a decision, a node lost or replaced, ... (start-up phases
+    have ProgressLine's). ``config``: the journal's copy of the run's."""
+    return journal_note(ev, config or {})
 
 
 class CtrlC:
@@ -127,7 +126,7 @@ def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: f
             for ev in tail.read():
                 view = apply(view, ev)
                 progress.event(ev)
-                line = event_line(ev)
+                line = event_line(ev, view.config)
                 if line:
                     progress.note(line)
             result = read_result(run_dir)

@@ -267,14 +267,16 @@ def _free_form(overrides: list[str]) -> list[str]:
 def _settle_code(job: dict[str, Any], overrides: list[str]) -> None:
     """What trains, as the command line says: ``job.train_func=m:f`` over the default job
     replaces its workload (and the other way round); both on one command line stay both,
-    and validate refuses them. A run named after the default job is named after the code."""
+    and validate refuses them. The run is named after the code the command line gives,
+    unless it gives job.name too: a job config's name is its own workload's
+    (``job=digits_hpo job.workload=m:Net`` searches Net, and is no digits_hpo run)."""
     given = {o.partition("=")[0].lstrip("+~") for o in overrides if "=" in o}
     if "job.train_func" in given and "job.workload" not in given:
         job["workload"] = ""
     if "job.workload" in given and "job.train_func" not in given:
         job["train_func"] = ""
     code = job["train_func"] if "job.train_func" in given else job["workload"] if "job.workload" in given else None
-    if code and not {"job", "job.name"} & given:
+    if code and "job.name" not in given:
         name = str(code).rpartition(":")[2].rpartition(".")[2].lower()
         safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in name)[:60].strip("-_")
         job["name"] = safe or job["name"]

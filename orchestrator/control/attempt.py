@@ -16,6 +16,7 @@ from orchestrator.control.context import RunContext, keeps_runtime
 from orchestrator.control.livelogs import LiveLogs
 from orchestrator.control.naming import RESTARTED_IN_PLACE, keep_for_restart
 from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.progress import chaos_text
 from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
 from orchestrator.control.standby import StandbyManager, Warm
 from orchestrator.control.watch import AttemptWatch
@@ -174,7 +175,7 @@ class AttemptRunner:
         for inj in fired:
             if not inj.said:
                 self.ctx.emit(inj.event())
-            self.ctx.progress.note(f"chaos: {inj.text()}")
+            self.ctx.progress.note(chaos_text(inj.kind, inj.step, inj.detail))
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctx = self.ctx

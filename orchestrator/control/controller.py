@@ -26,7 +26,7 @@ from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controlstate import ControlState, GuardedProvider
 from orchestrator.control.outcome import AttemptOutcome
-from orchestrator.control.progress import ProgressLine, decision_text
+from orchestrator.control.progress import ProgressLine, decision_text, notify_failed_text, tensorboard_failed_text
 from orchestrator.control.proof import (
     FUNC,
     FUNC_SEARCH,
@@ -305,11 +305,11 @@ class Controller:
 
     def _on_notify_failed(self, failed: NotifyFailed) -> None:
         self.emit(failed)
-        self.progress.note(f"notify: {failed.target} {failed.endpoint} failed ({failed.error})")
+        self.progress.note(notify_failed_text(failed.target, failed.endpoint, failed.error))
 
     def _on_tensorboard_failed(self, error: str) -> None:
         self.emit(TensorBoardFailed(error=error))
-        self.progress.note(f"tensorboard: {error}; the run goes on without it")
+        self.progress.note(tensorboard_failed_text(error))
 
     def _notify_off(self) -> None:
         """Say which notify targets notify.secret could not give: journaled, and one line each."""

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from orchestrator.control.context import RunContext
+from orchestrator.control.progress import node_lost_text, node_not_replaced_text, node_replaced_text
 from orchestrator.runstate.events import NodeLost, NodeReplaced, NodeReplaceFailed
 from providers.base import ClusterHandle
 from recovery.detection import Health, node_lost
@@ -158,16 +159,9 @@ class NodeWatch:
                 held_workers=held,
             )
         )
-        how = (
-            f"replacing it (up to {self.wait_s:g}s)"
-            if replacing
-            else "not replaced (recovery.node_replace_timeout_s=0)"
+        self.ctx.progress.note(
+            node_lost_text(node, self.region, health, replacing, held, self.wait_s, goes_on=self.standby())
         )
-        if held is False:
-            how += "; it ran no worker: training goes on"
-        elif replacing and self.standby():
-            how += "; the group goes on at once on the nodes left"
-        self.ctx.progress.note(f"node {node} of {self.region} lost ({health}): {how}")
         target = self._replace if replacing else self._drop
         t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)
         t.start()
@@ -201,7 +195,7 @@ class NodeWatch:
                 self.ctx.emit(
                     NodeReplaced(region=self.region, generation=self.gen, node=loss.node, replace_s=loss.replace_s)
                 )
-                self.ctx.progress.note(f"node {loss.node} of {self.region} replaced in {loss.replace_s:.1f}s")
+                self.ctx.progress.note(node_replaced_text(loss.node, self.region, loss.replace_s))
             else:
                 self.ctx.emit(
                     NodeReplaceFailed(
@@ -212,7 +206,7 @@ class NodeWatch:
                         fits=self.fits(),
                     )
                 )
-                self.ctx.progress.note(f"node {loss.node} of {self.region} not replaced: {loss.error}")
+                self.ctx.progress.note(node_not_replaced_text(loss.node, self.region, str(loss.error)))
         if not tell:
             return
         if changed:

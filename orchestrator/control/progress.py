@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
+from orchestrator.chaos.injector import fault_text
 from orchestrator.hpo import progress_text as search_text
 from orchestrator.runstate.events import (
     AttemptAdopted,
@@ -15,13 +17,21 @@ from orchestrator.runstate.events import (
     DecisionMade,
     Event,
     FailureDetected,
+    FaultInjected,
     Fence,
+    HealthGlitch,
+    NodeLost,
+    NodeReplaced,
+    NodeReplaceFailed,
+    NotifyFailed,
     Provisioned,
     ProvisionRetry,
     RestoreCopied,
+    RuntimeReattached,
     RuntimeReport,
     RuntimeStarted,
     StandbyActivated,
+    TensorBoardFailed,
 )
 from recovery.policy import Action
 
@@ -143,6 +153,106 @@ def decision_text(action: Action, region: str | None) -> str:
     if action is Action.RESTART_IN_PLACE:
         return f"restarting in {region}"
     return "giving up"
+
+
+# --- the notes the controller prints as it journals an event, and action=watch from the journal ---
+
+
+def chaos_text(kind: str, step: int | None, detail: Mapping[str, object]) -> str:
+    return f"chaos: {fault_text(kind, step, detail)}"
+
+
+def failure_text(region: str | None, kind: str, detail: str | None) -> str:
+    return f"failure in {region}: {kind}" + (f" ({detail})" if detail else "")
+
+
+def node_lost_text(
+    node: int, region: str, health: str, replacing: bool, held: bool | None, wait_s: float, goes_on: bool
+) -> str:
+    """A lost node: whether it is replaced (and for how long the group may wait), and
+    whether training goes on meanwhile (it ran no worker; the nodes left fit the group)."""
+    how = f"replacing it (up to {wait_s:g}s)" if replacing else "not replaced (recovery.node_replace_timeout_s=0)"
+    if held is False:
+        how += "; it ran no worker: training goes on"
+    elif replacing and goes_on:
+        how += "; the group goes on at once on the nodes left"
+    return f"node {node} of {region} lost ({health}): {how}"
+
+
+def node_replaced_text(node: int, region: str, replace_s: float) -> str:
+    return f"node {node} of {region} replaced in {replace_s:.1f}s"
+
+
+def node_not_replaced_text(node: int, region: str, error: str) -> str:
+    return f"node {node} of {region} not replaced: {error}"
+
+
+def glitch_text(region: str, detail: str | None) -> str:
+    return f"health check of {region} not UP ({detail or ''}); heartbeats fresh: going on"
+
+
+def reattached_text(region: str, code: int | None) -> str:
+    return f"connection to the runtime in {region} lost (status {code}): re-attached"
+
+
+def store_fallback_text(from_: Any, to: Any) -> str:
+    return f"store of {from_} failing: committing to {to}'s store"
+
+
+def notify_failed_text(target: str, endpoint: str | None, error: str) -> str:
+    return f"notify: {target} {endpoint} failed ({error})"
+
+
+def tensorboard_failed_text(error: str) -> str:
+    return f"tensorboard: {error}; the run goes on without it"
+
+
+def journal_note(ev: Event, config: Mapping[str, Any]) -> str | None:
+    """The note the foreground run printed when it journaled ``ev``, made from the journal
+    (action=watch's), or None for an event with no note (or a start-up line: startup_text).
+    ``config``: the journal's copy of the run's config (what a lost node's note needs)."""
+    if isinstance(ev, FaultInjected):
+        return chaos_text(ev.kind, ev.step, ev.extra)
+    if isinstance(ev, FailureDetected):
+        return failure_text(ev.region, ev.kind, ev.detail)
+    if isinstance(ev, DecisionMade):
+        return decision_text(ev.action, ev.region)
+    if isinstance(ev, NodeLost):
+        wait_s, workers = _node_keys(config)
+        replacing = ev.replacing if ev.replacing is not None else wait_s > 0
+        goes_on = ev.fits is not None and workers is not None and ev.fits >= workers
+        return node_lost_text(ev.node, ev.region, ev.health, replacing, ev.held_workers, wait_s, goes_on)
+    if isinstance(ev, NodeReplaced):
+        return node_replaced_text(ev.node, ev.region, ev.replace_s)
+    if isinstance(ev, NodeReplaceFailed):
+        return node_not_replaced_text(ev.node, ev.region, ev.error)
+    if isinstance(ev, HealthGlitch):
+        # Said once per streak; the journal has each look of it up to the count that loses a cluster.
+        return glitch_text(ev.region, ev.detail) if ev.failed_checks in (None, 1) else None
+    if isinstance(ev, RuntimeReattached):
+        return reattached_text(ev.region, ev.connection_exit)
+    if isinstance(ev, NotifyFailed):
+        return notify_failed_text(ev.target, ev.endpoint, ev.error)
+    if isinstance(ev, TensorBoardFailed):
+        return tensorboard_failed_text(ev.error)
+    if isinstance(ev, RuntimeReport) and ev.kind == "store_fallback" and ev.fields.get("by") == "runtime":
+        # Said where the store it commits to is one of the run's (the controller follows it there).
+        cloud = config.get("cloud")
+        regions = cloud.get("regions") if isinstance(cloud, Mapping) else None
+        to = ev.fields.get("to")
+        if not isinstance(regions, Mapping) or to in regions:
+            return store_fallback_text(ev.fields.get("from"), to)
+    return None
+
+
+def _node_keys(config: Mapping[str, Any]) -> tuple[float, int | None]:
+    """recovery.node_replace_timeout_s and trainer.workers from the journal's copy of the
+    config (for display: a damaged one reads as the defaults' 60 s and unknown)."""
+    recovery, trainer = config.get("recovery"), config.get("trainer")
+    wait = recovery.get("node_replace_timeout_s") if isinstance(recovery, Mapping) else None
+    workers = trainer.get("workers") if isinstance(trainer, Mapping) else None
+    wait_s = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else 60.0
+    return wait_s, workers if isinstance(workers, int) and not isinstance(workers, bool) else None
 
 
 def _runtime_text(kind: str, fields: dict[str, Any]) -> str | None:

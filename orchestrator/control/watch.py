@@ -23,6 +23,7 @@ from orchestrator.control.cadence import look_cap_ticks, next_look_ticks, quiet
 from orchestrator.control.context import RunContext
 from orchestrator.control.nodewatch import NodeWatch
 from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.progress import chaos_text, failure_text, glitch_text, reattached_text, store_fallback_text
 from orchestrator.control.stopreq import DRILL_NAME, take_request
 from orchestrator.runstate.events import (
     DrillRequested,
@@ -210,7 +211,7 @@ class AttemptWatch:
         if ev.fields["to"] in ctx.stores:
             # The runtime commits elsewhere now: replicate from there.
             ctx.replicator.follow(ctx.stores[str(ev.fields["to"])], list(ctx.stores.values()))
-            ctx.progress.note(f"store of {ev.get('from')} failing: committing to {ev.get('to')}'s store")
+            ctx.progress.note(store_fallback_text(ev.get("from"), ev.get("to")))
 
     def _on_user_error(self, ev: Event) -> None:
         if self.user_error is None:
@@ -339,7 +340,7 @@ class AttemptWatch:
             self.kill_steps[inj.kind] = self.out.last_step
             if not inj.said:
                 self.ctx.emit(inj.event())
-            self.ctx.progress.note(f"chaos: {inj.text()}")
+            self.ctx.progress.note(chaos_text(inj.kind, inj.step, inj.detail))
         return bool(fired)
 
     def _drill(self) -> list[Injected]:
@@ -418,7 +419,7 @@ class AttemptWatch:
                 heartbeat_age_s=None if heartbeat_age_s is None else round(heartbeat_age_s, 3),
             )
         )
-        self.ctx.progress.note(f"connection to the runtime in {self.region} lost (status {code}): re-attached")
+        self.ctx.progress.note(reattached_text(self.region, code))
         self.proc = new
         return None
 
@@ -483,7 +484,7 @@ class AttemptWatch:
                 failed_checks=obs.failed_checks,
             )
         )
-        ctx.progress.note(f"failure in {self.region}: {failure.kind} ({failure.detail})")
+        ctx.progress.note(failure_text(self.region, str(failure.kind), failure.detail))
         return True
 
     def _glitch(self, check: HealthCheck, obs: Observation) -> None:
@@ -502,4 +503,4 @@ class AttemptWatch:
             )
         )
         if obs.failed_checks == 1:
-            self.ctx.progress.note(f"health check of {self.region} not UP ({check.detail}); heartbeats fresh: going on")
+            self.ctx.progress.note(glitch_text(self.region, check.detail))

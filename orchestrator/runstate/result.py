@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,11 +54,11 @@ def record_from(view: RunView, run_id: str, final: dict[str, Any] | None, starte
         final=final,
         region=verdict.region if verdict is not None else None,
         error_traceback=view.error_traceback,
-        user_error=_ended_by_user_error(view),
+        user_error=ended_by_user_error(view),
     )
 
 
-def _ended_by_user_error(view: RunView) -> dict[str, Any] | None:
+def ended_by_user_error(view: RunView) -> dict[str, Any] | None:
     """The user error that failed the run (its last decision gave up on one), or None."""
     last = view.decisions[-1] if view.decisions else None
     if view.state is not RunState.FAILED or last is None or view.user_error is None:
@@ -68,16 +68,26 @@ def _ended_by_user_error(view: RunView) -> dict[str, Any] | None:
     return view.user_error.as_dict()
 
 
-def _newest_committed(run_id: str, stores: dict[str, CheckpointStore]) -> str | None:
-    newest = _newest_signed(run_id, stores)
+def _newest_committed(run_id: str, stores: dict[str, CheckpointStore], region: str | None = None) -> str | None:
+    newest = _newest_signed(run_id, stores, region)
     return None if newest is None else newest[1]
 
 
-def _newest_signed(run_id: str, stores: dict[str, CheckpointStore]) -> tuple[int, str] | None:
+def _region_first(stores: dict[str, CheckpointStore], region: str | None) -> list[CheckpointStore]:
+    """The stores (by region), ``region``'s first and the rest in their order."""
+    return [store for _, store in sorted(stores.items(), key=lambda item: item[0] != region)]
+
+
+def _newest_signed(
+    run_id: str, stores: dict[str, CheckpointStore], region: str | None = None
+) -> tuple[int, str] | None:
     """The newest checkpoint (step, url) signed with the run's key in any store: one planted
-    there (a higher step, unsigned or signed by another run) is never named as the run's."""
+    there (a higher step, unsigned or signed by another run) is never named as the run's.
+    Replication puts a step in several stores: of those, ``region``'s (where the run ended)
+    is named, so that the checkpoint a summary names is in the region it names (a store
+    listed first, a region the run was lost in, is named only for a step it alone holds)."""
     best: tuple[int, str] | None = None
-    for store in stores.values():
+    for store in _region_first(stores, region):
         try:
             steps = store.committed_steps(run_id)
             for step in reversed(steps):
@@ -107,7 +117,7 @@ def build_result(
 ) -> dict[str, Any]:
     """The run's result; ``judge``: its chaos.objectives, judged on the rest."""
     final = record.final or {}
-    newest = None if final.get("final_checkpoint") else _newest_signed(record.run_id, stores)
+    newest = None if final.get("final_checkpoint") else _newest_signed(record.run_id, stores, record.region)
     last_step = steps_done([a.get("last_step") or 0 for a in record.attempts], None if newest is None else newest[0])
     finished = time.time()
     return {
@@ -203,6 +213,17 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
 # The statuses a result.json may hold: the run ended (CANCELLED: by action=cancel), or
 # (INTERRUPTED) it stopped on Ctrl-C, SIGTERM or action=stop and waits for action=resume.
 RESULT_STATES = ("SUCCEEDED", "FAILED", "INTERRUPTED", "CANCELLED")
+
+
+def shown_total(result: Mapping[str, Any], total: int | None) -> int | None:
+    """The total to show beside an ended run's final step: ``total`` (what its progress
+    reported, or its config's), except for a search that succeeded, whose total is the
+    search steps it took. Its planned total counts every trial to max_t, which a scheduler
+    that stops trials early never reaches."""
+    step = result.get("final_step")
+    if result.get("status") == "SUCCEEDED" and "trials" in result and isinstance(step, int):
+        return step
+    return total
 
 
 def read_result(run_dir: str) -> dict[str, Any] | None:

@@ -112,7 +112,9 @@ def finish(spec: RuntimeSpec, control: ControlChannel, driver: SearchDriver, res
         return EXIT_USER_ERROR
     workers = result_workers(results)
     step = search_step(ordered)
-    control.progress(spec.generation, step=step, total=driver.total, last_checkpoint=driver.last_checkpoint)
+    # Ended, the search took the steps it took: its total, whatever its most (every trial to
+    # max_t) was, or a search ASHA cut short would end at "26/42".
+    control.progress(spec.generation, step=step, total=step, last_checkpoint=driver.last_checkpoint)
     control.final(
         spec.generation,
         final_step=step,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.chaos.injector import FaultInjector, Injected
+from orchestrator.chaos.injector import FaultInjector, Injected, fault_text
 from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultRefused
 from orchestrator.wire.control import ControlChannel
@@ -102,6 +102,10 @@ def test_a_timed_fault_strikes_at_the_newest_step_known_done_and_says_what_set_i
 def test_a_faults_line_names_its_step_or_its_phase() -> None:
     assert Injected(0, "kill_region", 170, 0.0, {}).text() == "kill_region at step 170"
     assert Injected(0, "kill_region", 170, 0.0, {"during": "failover"}).text() == "kill_region (failover)"
+    # The same line from a journaled fault_injected (action=watch's), whose step may be absent.
+    drill = Injected(1, "kill_region", 2591, 0.0, {"trigger": "drill"})
+    assert fault_text(drill.kind, drill.event().step, drill.event().extra) == drill.text()
+    assert fault_text("torn_checkpoint", None, {}) == "torn_checkpoint"
 
 
 def test_a_drill_fires_once_as_a_fault_of_its_own_after_the_configs(tmp_path: Path) -> None:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.commands.report import build, render, write
+from orchestrator.commands.report import (
+    build,
+    failed_by_user_code,
+    figure,
+    region_colours,
+    render,
+    search_figure,
+    user_error_lines,
+    write,
+)
 from orchestrator.runstate.losses import append_loss
 from orchestrator.runstate.runfiles import DamagedFile
 
@@ -237,3 +246,118 @@ def test_a_damaged_loss_series_is_refused_before_anything_is_written(tmp_path: P
     with pytest.raises(DamagedFile, match=r"loss\.jsonl"):
         write(str(tmp_path))
     assert not (tmp_path / "report.txt").exists() and not (tmp_path / "report.png").exists()
+
+
+SITE = "/home/me/proj/buggy_workload.py:27"
+
+
+def _user_error_events(error: str = "ValueError: loss exploded in step 5") -> list[dict]:
+    """A run the workload's own code failed: one restart in place, the same error again, given up."""
+
+    def raised(ts: float, gen: int) -> dict:
+        return {
+            "ts": ts,
+            "type": "runtime.user_error",
+            "by": "runtime",
+            "generation": gen,
+            "rank": 0,
+            "error": error,
+            "traceback": "Traceback (most recent call last):\n  ...\nValueError: loss exploded in step 5\n",
+            "step": 5,
+            "site": SITE,
+        }
+
+    return [
+        {"ts": 100.0, "type": "run_started", "run_id": "u1"},
+        {"ts": 100.1, "type": "transition", "from": "PENDING", "to": "PROVISIONING"},
+        {"ts": 100.2, "type": "attempt_started", "generation": 1, "region": "local-a"},
+        {"ts": 101.0, "type": "transition", "from": "PROVISIONING", "to": "RUNNING"},
+        raised(104.0, 1),
+        {"ts": 104.5, "type": "decision", "action": "restart_in_place", "region": "local-a", "failure": "user_error"},
+        _ended(104.6, 1, "local-a", 0, 5),
+        {"ts": 104.7, "type": "attempt_started", "generation": 2, "region": "local-a"},
+        raised(108.0, 2),
+        {"ts": 108.5, "type": "decision", "action": "give_up", "region": "local-a", "failure": "user_error"},
+        _ended(108.6, 2, "local-a", 4, 5),
+        {"ts": 108.7, "type": "transition", "from": "RUNNING", "to": "FAILED", "reason": "user error twice"},
+    ]
+
+
+def _texts(fig: object) -> str:
+    """Every text the figure draws (titles, labels, annotations), one string to search."""
+    texts = [t.get_text() for t in fig.texts]  # type: ignore[attr-defined]
+    for ax in fig.axes:  # type: ignore[attr-defined]
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), *(t.get_text() for t in ax.texts)]
+    return "\n".join(texts)
+
+
+def test_a_user_errors_plot_names_the_error_its_step_and_file_line_with_no_loss_plotted(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    _journal(tmp_path, _user_error_events())
+    rep = build(str(tmp_path))
+    assert rep is not None
+    assert rep.user_error == {"error": "ValueError: loss exploded in step 5", "step": 5, "site": SITE}
+    fig = figure(rep, [])
+    try:
+        text = _texts(fig)
+        assert "ValueError: loss exploded in step 5" in text
+        assert "in step 5" in text and f"at {SITE}" in text
+        # The step axis reaches the failing step, and the failure is marked there.
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        assert lo == 0 and hi >= 5
+        assert any(list(line.get_xdata()) == [5, 5] for line in ax.get_lines())
+    finally:
+        plt.close(fig)
+    # result.json, once written, is the word on how the run ended.
+    result = {"status": "FAILED", "user_error": {"error": "E: x", "step": 3, "site": None}}
+    assert failed_by_user_code(result, rep.user_error) == result["user_error"]
+    assert failed_by_user_code({**result, "status": "SUCCEEDED"}, rep.user_error) is None
+
+
+def test_a_long_error_is_cut_to_fit_and_a_long_path_keeps_its_file_and_line() -> None:
+    site = "/very/deep" * 20 + "/buggy_workload.py:27"
+    lines = user_error_lines({"error": "RuntimeError: " + "x" * 500 + "$a$\x1b[2J", "step": 0, "site": site}, width=60)
+    assert len(lines[0]) == 60 and lines[0].startswith("RuntimeError: xxx") and lines[0].endswith("…")
+    assert lines[1] == "before the first step (step 0)"
+    assert lines[2].endswith("/buggy_workload.py:27") and len(lines[2]) == len("at ") + 60
+    assert user_error_lines({"error": "E: \x1b[2J"})[0] == "E: \\x1b[2J"  # shown, not obeyed
+    assert user_error_lines({"error": "E"})[1] == "step ?"
+
+
+def test_the_user_error_is_marked_after_the_loss_it_ended(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    _journal(tmp_path, _user_error_events())
+    rep = build(str(tmp_path))
+    assert rep is not None
+    points = [{"generation": 1, "region": "local-a", "step": s, "loss": 1.0 / s} for s in (1, 2, 3, 4)]
+    fig = figure(rep, points)
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xlim()[1] >= 5
+        assert "in step 5" in _texts(fig)
+    finally:
+        plt.close(fig)
+    done = write(str(tmp_path), rep)
+    assert done is not None and "ValueError: loss exploded" in (tmp_path / "report.txt").read_text()
+
+
+def test_each_region_has_its_own_colour_in_a_search_report_too(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    colours = region_colours(["local-b", "local-a", "local-c", "local-a"])
+    assert list(colours) == ["local-a", "local-b", "local-c"] and len(set(colours.values())) == 3
+    events = [*_search_events(), _ended(130.0, 2, "local-b", 5, 9)]
+    _journal(tmp_path, events)
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.search
+    fig = search_figure(rep)
+    try:
+        band = fig.axes[-1]
+        bars = {to_hex(c.get_facecolor()[0]) for c in band.collections}
+        assert len(bars) == 2, bars
+    finally:
+        plt.close(fig)

@@ -538,3 +538,19 @@ def test_a_searchs_row_counts_its_search_steps_as_its_summary_does() -> None:
     view = fold([*started, E.Transition(RunState.SUCCEEDED, RunState.RUNNING, ts=T0 + 60)])
     row = row_from("r1", view, result_of("SUCCEEDED", final_step=32), None, False, now=T0 + 999)
     assert fmt_step(row.step, row.total) == "32/42"
+
+
+def test_a_finished_search_shows_the_steps_it_took_as_its_total(tmp_path: Path) -> None:
+    # Its config's total counts every trial to max_t (6 x 7 = 42); ASHA stopped some early.
+    hpo = {"enabled": True, "search_space": {"lr": "loguniform 0.01 0.2"}, "num_samples": 6, "max_t": 6}
+    config = {**CONFIG, "job": {"name": "digits_hpo", "steps": 150}, "hpo": hpo}
+    view = fold([E.RunStarted(run_id="s1", pid=1, config=config, ts=T0), *up_to_running("s1", T0)[1:]])
+    assert row_from("s1", view, None, {"step": 20, "total": 42}, True, now=T0 + 9).total == 42
+    result = result_of("SUCCEEDED", final_step=26, trials=[], best_trial={}, weights_sha256=None)
+    row = row_from("s1", view, result, None, False, now=T0 + 999)
+    assert (row.step, row.total) == (26, 26) and fmt_step(row.step, row.total) == "26/26"
+    # And action=status says the same.
+    journal(tmp_path, E.RunStarted(run_id="s1", pid=1, config=config, ts=T0), *up_to_running("s1", T0)[1:])
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    s = summarize(str(tmp_path))
+    assert s is not None and "step       26/26" in render("s1", s).splitlines()

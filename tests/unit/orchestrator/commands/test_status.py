@@ -12,6 +12,7 @@ from orchestrator.commands.status import (
     _nodes_line,
     controller_state,
     incident_row,
+    store_note,
     trial_rows,
     world_now,
 )
@@ -217,3 +218,23 @@ def test_the_controller_line_says_where_it_runs_since_when_and_whether_it_lives(
     assert controller_text(c, False, None, False).endswith(": gone")
     assert controller_text(c, True, None, True).endswith("alive, detached (its supervisor restarts it)")
     assert "cannot tell whether it lives" in controller_text(c, None, None, False)
+
+
+def test_a_checkpoint_in_another_regions_store_says_whose_it_is() -> None:
+    cloud = {
+        "regions": {
+            "local-a": {"store": "file:///h/stores/local-a"},
+            "local-ab": {"store": "file:///h/stores/local-ab/"},
+            "local-b": {"store": "file:///h/stores/local-b"},
+        }
+    }
+    url = "file:///h/stores/local-a/dr/checkpoints/step-2650-g2"
+    assert store_note(url, "local-b", cloud) == "  (in local-a's store)"
+    assert store_note(url, "local-a", cloud) == ""
+    assert (
+        store_note("file:///h/stores/local-ab/dr/checkpoints/step-1-g1", "local-a", cloud) == "  (in local-ab's store)"
+    )
+    # Nothing to say: no checkpoint, no region, a store the config does not name, a damaged copy.
+    assert store_note(None, "local-b", cloud) == store_note(url, None, cloud) == ""
+    assert store_note("s3://elsewhere/dr/checkpoints/step-1-g1", "local-b", cloud) == ""
+    assert store_note(url, "local-b", {"regions": {"local-a": "?"}}) == store_note(url, "local-b", {}) == ""

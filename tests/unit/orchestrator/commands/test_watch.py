@@ -10,10 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.chaos.injector import Injected
 from orchestrator.commands import watch
 from orchestrator.commands.watch import JournalTail, event_line
+from orchestrator.control.progress import chaos_text, node_lost_text
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import AttemptStarted, DecisionMade, FailureDetected, RunStarted
+from orchestrator.runstate.events import (
+    AttemptStarted,
+    DecisionMade,
+    FailureDetected,
+    HealthGlitch,
+    NodeLost,
+    NodeReplaced,
+    NodeReplaceFailed,
+    RunStarted,
+    RuntimeReport,
+)
 from orchestrator.runstate.journal import DamagedFile, Journal
 from orchestrator.runstate.rundir import lock_controller
 from recovery.detection import FailureKind
@@ -67,6 +79,45 @@ def test_failures_and_decisions_have_the_foreground_runs_lines() -> None:
     decided = DecisionMade(action=Action.FAILOVER, failure=FailureKind.CLUSTER_LOST, region="local-b")
     assert event_line(decided) == "failing over to local-b"
     assert event_line(AttemptStarted(generation=1, region="local-a")) is None
+
+
+def test_a_drill_has_the_foreground_runs_chaos_line_read_back_from_the_journal(tmp_path: Path) -> None:
+    home, run_dir, j = _run(tmp_path)
+    j.emit(AttemptStarted(generation=1, region="local-a"))
+    # What the controller does for a drill: journal the fault, and print its chaos line.
+    drill = Injected(1, "kill_region", 2591, 0.0, {"trigger": "drill", "region": "local-a", "killed": 9})
+    j.emit(drill.event())
+    foreground = chaos_text(drill.kind, drill.step, drill.detail)
+    assert foreground == "chaos: kill_region at step 2591 (drill)"
+    assert [event_line(ev) for ev in JournalTail(rundir.journal_path(run_dir)).read()][-1] == foreground
+    Path(rundir.result_path(run_dir)).write_text(json.dumps(RESULT))
+    out = io.StringIO()
+    assert watch.main(home, "r1", out=out, poll_s=0.01) == 0
+    assert f"-- {foreground}\n" in out.getvalue(), out.getvalue()
+
+
+def test_node_health_and_store_events_have_the_foreground_runs_lines() -> None:
+    config = {"recovery": {"node_replace_timeout_s": 30.0}, "trainer": {"workers": 2}, "cloud": {"regions": {"b": {}}}}
+    lost = NodeLost("a", 1, 2, "gone", fits=2, world_size=2, replacing=True, held_workers=True)
+    # As nodewatch says it: the nodes left fit the group (2 >= 2 workers), which goes on at once.
+    said = node_lost_text(2, "a", "gone", replacing=True, held=True, wait_s=30.0, goes_on=True)
+    assert (
+        event_line(lost, config)
+        == said
+        == ("node 2 of a lost (gone): replacing it (up to 30s); the group goes on at once on the nodes left")
+    )
+    idle = NodeLost("a", 1, 3, "gone", fits=1, replacing=False, held_workers=False)
+    assert event_line(idle, config) == (
+        "node 3 of a lost (gone): not replaced (recovery.node_replace_timeout_s=0); it ran no worker: training goes on"
+    )
+    assert event_line(NodeReplaced("a", 1, 2, 4.25)) == "node 2 of a replaced in 4.2s"
+    assert event_line(NodeReplaceFailed("a", 1, 2, "no capacity")) == "node 2 of a not replaced: no capacity"
+    glitch = HealthGlitch(region="a", generation=1, health="not_up", detail="timeout", failed_checks=1)
+    assert event_line(glitch) == "health check of a not UP (timeout); heartbeats fresh: going on"
+    assert event_line(HealthGlitch(region="a", generation=1, health="not_up", failed_checks=2)) is None  # said once
+    fallback = RuntimeReport(kind="store_fallback", fields={"from": "a", "to": "b", "by": "runtime"})
+    assert event_line(fallback, config) == "store of a failing: committing to b's store"
+    assert event_line(RuntimeReport(kind="store_fallback", fields={"from": "a", "to": "b"}), config) is None
 
 
 @pytest.mark.parametrize(

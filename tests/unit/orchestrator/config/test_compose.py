@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config.compose import compose
+from orchestrator.config.compose import _settle_code, compose
 from orchestrator.config.schema import Config, FaultConfig
 from orchestrator.errors import ConfigError
 
@@ -272,3 +272,30 @@ def test_cloud_configs_put_the_control_channel_where_their_clusters_reach_it(tmp
     with pytest.raises(ConfigError) as err:
         compose(["+cloud.control_options.secret=x"])
     assert err.value.key == "cloud.control_options.secret"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "name"),
+    [
+        # The user's code names the run, over the default job's name and a chosen job config's.
+        (["job.workload=mymod:Net"], "net"),
+        (["hpo.enabled=true", "job.workload=mymod:Net"], "net"),
+        (["job=digits_hpo", "job.workload=mymod:Net"], "net"),
+        (["job=digits_hpo", "job.train_func=pkg.train:train_loop"], "train_loop"),
+        # Unless the command line names the job too.
+        (["job=digits_hpo", "job.workload=mymod:Net", "job.name=mine"], "digits_hpo"),
+        # A job config with no code on the command line keeps its name.
+        (["job=digits_hpo"], "digits_hpo"),
+    ],
+)
+def test_a_run_over_the_users_code_is_named_after_it(overrides: list[str], name: str) -> None:
+    # The job as Hydra composed it: the config's, with the command line's job.* set (job.name
+    # left as the config's here, to show that _settle_code leaves a given one be).
+    job = {"name": "digits_hpo", "workload": "digits", "train_func": ""}
+    job |= {
+        k[len("job.") :]: v
+        for k, _, v in (o.partition("=") for o in overrides)
+        if k in ("job.workload", "job.train_func")
+    }
+    _settle_code(job, overrides)
+    assert job["name"] == name

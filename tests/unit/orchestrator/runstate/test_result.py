@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from orchestrator.runstate.journal import DamagedFile, Journal, load_json, read_events
-from orchestrator.runstate.result import read_result, steps_done
+from orchestrator.runstate.result import RunRecord, build_result, read_result, shown_total, steps_done
+from recovery.store import CheckpointStore
+from tests.support.stores import TEST_KEY, WriteCheckpoint
 
 RESULT = {
     "run_id": "r",
@@ -125,3 +127,40 @@ def test_an_unfinished_runs_step_is_at_least_its_newest_checkpoints() -> None:
     assert steps_done([0, 1059], 1100) == 1100
     assert steps_done([1180], 1100) == 1180
     assert steps_done([], None) == 0
+
+
+def test_a_finished_search_is_shown_out_of_the_steps_it_took() -> None:
+    # 6 trials to max_t 6 is at most 42 search steps; ASHA stopped four early: it took 26.
+    search = {"status": "SUCCEEDED", "final_step": 26, "trials": [], "best_trial": {}}
+    assert shown_total(search, 42) == 26 and shown_total(search, None) == 26
+    # Not ended well, it did not take all it would have: its most stays.
+    assert shown_total({**search, "status": "INTERRUPTED"}, 42) == 42
+    assert shown_total({**search, "status": "FAILED"}, 42) == 42
+    # A run's total is its own (job.steps, a train function's declared reports).
+    assert shown_total({"status": "SUCCEEDED", "final_step": 500}, 500) == 500
+    assert shown_total({"status": "SUCCEEDED", "final_step": 7}, None) is None
+
+
+def test_a_stopped_runs_checkpoint_is_in_the_region_it_ended_in(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    """A drill lost local-a, the run went on in local-b and was stopped: step 2650 is in both
+    stores (replicated back), and the summary's checkpoint is local-b's, as its region is."""
+    a, b, c = (
+        CheckpointStore(f"file://{tmp_path}/{r}", region=r, key=TEST_KEY) for r in ("local-a", "local-b", "local-c")
+    )
+    for store in (a, b):
+        write_checkpoint(store, "r", 2600, attempt=1)
+        write_checkpoint(store, "r", 2650, attempt=2)
+    stores = {"local-a": a, "local-b": b, "local-c": c}
+    attempts = [{"generation": 1, "region": "local-a", "last_step": 2372}, {"generation": 2, "region": "local-b"}]
+    record = RunRecord(run_id="r", started_at=0.0, status="INTERRUPTED", attempts=attempts, region="local-b")
+    result = build_result(record, stores)
+    assert (result["final_checkpoint"], result["final_step"]) == (b.checkpoint_url("r", 2650), 2650)
+    # A step only the lost region holds is still the newest: named there (status says whose store).
+    write_checkpoint(a, "r", 2700, attempt=2)
+    assert build_result(record, stores)["final_checkpoint"] == a.checkpoint_url("r", 2700)
+    # With no region to go by, the first store that holds it, as before.
+    assert build_result(RunRecord(run_id="r", started_at=0.0), {"local-b": b, "local-a": a})["final_checkpoint"] == (
+        a.checkpoint_url("r", 2700)
+    )

@@ -137,6 +137,8 @@ def test_the_command_line_decides_what_trains_and_names_the_run(userpkg: Path) -
     assert (cfg.job.workload, cfg.job.name, cfg.job.params) == ("tinywork:Tiny", "tiny", {"hidden": 64})
     assert compose(["job.workload=tinywork:Tiny", "job.name=mine"]).job.name == "mine"
     assert compose(["job=digits"]).job.name == "digits"
+    # A job config chosen and its workload replaced: the run is the code's, not the config's.
+    assert compose(["job=digits", "job.workload=tinywork:Tiny"]).job.name == "tiny"
     with pytest.raises(ConfigError, match="both are set") as info:
         compose(["job.workload=tinywork:Tiny", "job.train_func=usermods:train_func"])
     assert info.value.key == "job.workload"
