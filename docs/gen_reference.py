@@ -19,6 +19,7 @@ import dataclasses
 import enum
 import inspect
 import io
+import re
 import sys
 import textwrap
 import tokenize
@@ -74,12 +75,36 @@ def class_comments(cls: type) -> dict[str, str]:
     return out
 
 
+# A code span (any run of backticks, closed by the same run), where Markdown shows `<` as is.
+_CODE_SPAN = re.compile(r"(`+).+?(?<!`)\1(?!`)", re.DOTALL)
+# What Markdown takes for the start of raw HTML: a tag, a closing tag, a comment or a
+# directive; with the ``>`` that closes it on the same line, when there is one.
+_TAG = re.compile(r"<([A-Za-z/!?][^<>\n]*)(>?)")
+
+
+def _escape_tag(m: re.Match[str]) -> str:
+    return f"&lt;{m.group(1)}{'&gt;' if m.group(2) else ''}"
+
+
+def escape_tags(text: str) -> str:
+    """``text`` with each ``<...>`` that Markdown would read as raw HTML (``cloud.regions.<name>``
+    written bare) made ``&lt;...&gt;``, so the page shows it; code spans are left as they are,
+    since Markdown shows their text verbatim."""
+    out: list[str] = []
+    at = 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_TAG.sub(_escape_tag, text[at : span.start()]), span.group(0)]
+        at = span.end()
+    out.append(_TAG.sub(_escape_tag, text[at:]))
+    return "".join(out)
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return escape_tags(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _first_paragraph(doc: str | None) -> str:
-    return " ".join((inspect.cleandoc(doc or "").split("\n\n") or [""])[0].split())
+    return escape_tags(" ".join((inspect.cleandoc(doc or "").split("\n\n") or [""])[0].split()))
 
 
 # --- the config ---------------------------------------------------------------------------------

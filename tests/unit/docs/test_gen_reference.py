@@ -82,3 +82,27 @@ def test_a_comment_above_a_field_and_one_at_its_end_both_describe_it() -> None:
 
     comments = GEN.class_comments(Example)
     assert comments == {"a": "Above, on two lines. and at the end.", "b": "only here", "c": ""}
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cloud.regions.<name>.store", "cloud.regions.&lt;name&gt;.store"),
+        ("under <home>/runs/<run_id>/x", "under &lt;home&gt;/runs/&lt;run_id&gt;/x"),
+        ('"slurm/<cluster in ~/.slurm/config>"', '"slurm/&lt;cluster in ~/.slurm/config&gt;"'),
+        ("`cloud.regions.<name>` and ``<a> `b` <c>``", "`cloud.regions.<name>` and ``<a> `b` <c>``"),
+        ("a < b, b > c, 1<2, <- x, <!-- y", "a < b, b > c, 1<2, <- x, &lt;!-- y"),
+        ("an open <tag and no end", "an open &lt;tag and no end"),
+    ],
+)
+def test_what_markdown_would_take_for_html_is_escaped_outside_code_spans(text: str, shown: str) -> None:
+    assert GEN.escape_tags(text) == shown
+
+
+def test_no_generated_page_has_a_bare_tag_outside_code_spans() -> None:
+    for name in GEN.PAGES:
+        for line in _page(name).splitlines():
+            if line.startswith("<!--") and line.endswith("-->"):
+                continue  # the generator's own notes, comments on purpose
+            prose = GEN._CODE_SPAN.sub("", line)
+            assert not re.search(r"<[A-Za-z/!?]", prose), f"docs/reference/{name}: {line}"
