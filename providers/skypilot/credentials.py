@@ -5,9 +5,13 @@ machine before anything launches (``precheck``, the one function here that impor
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from providers.base import ProvisionError, ProvisionErrorKind
@@ -57,16 +61,60 @@ def stdin_env(env: dict[str, str]) -> dict[str, str]:
     return hidden
 
 
+# The Python modules SkyPilot's check of each cloud (sky.clouds class names) imports, and
+# the install that brings them here. Looked for before SkyPilot's check, whose hint for a
+# missing SDK names its own packages and conda rather than this project's extras.
+CLOUD_SDKS: dict[str, tuple[tuple[str, ...], str]] = {
+    "AWS": (("boto3", "botocore"), "pip install -c constraints.txt -e '.[aws]'"),
+    "GCP": (("googleapiclient", "google.auth"), "pip install -c constraints.txt -e '.[gcp]'"),
+    "Slurm": (("hostlist",), "pip install -c constraints.txt -e '.[skypilot]'"),
+    # '.[skypilot]' is SkyPilot with its Slurm support; SkyPilot's kubernetes extra adds the SDK.
+    "Kubernetes": (("kubernetes",), "pip install -c constraints.txt -e '.[skypilot]' 'skypilot[kubernetes]'"),
+}
+# The command each cloud's check runs (`aws --version`, gcloud's credentials), and how to get it.
+CLOUD_COMMANDS: dict[str, tuple[str, str]] = {
+    "AWS": ("aws", "pip install -c constraints.txt -e '.[aws]' (its awscli)"),
+    "GCP": ("gcloud", "install the Google Cloud CLI, then gcloud init and gcloud auth application-default login"),
+}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+        return False
+
+
+def missing_tools(cloud: str) -> str | None:
+    """What this machine lacks for SkyPilot to check ``cloud`` (a sky.clouds class name), with
+    this project's install for it; None when its SDK's modules and its command are here."""
+    modules, install = CLOUD_SDKS.get(cloud, ((), ""))
+    absent = [m for m in modules if not _importable(m)]
+    if absent:
+        return f"its SDK is not installed (no module {', '.join(absent)}); install it: {install}"
+    if cloud not in CLOUD_COMMANDS:
+        return None
+    command, get = CLOUD_COMMANDS[cloud]
+    if shutil.which(command) is not None:
+        return None
+    beside = Path(sys.executable).parent
+    if (beside / command).is_file():  # installed in this venv, which the shell has not activated
+        return f"the {command} command is not on PATH; activate the venv that has it or add {beside} to PATH"
+    return f"the {command} command is not installed; {get}"
+
+
 def precheck(regions: dict[str, RegionConfig]) -> None:
-    """Every cloud the candidate regions use has credentials, checked by SkyPilot's own
-    cloud classes on this machine (no API server, nothing launched). ProvisionError(PRECHECK)
-    names the region, the cloud, what is missing and SkyPilot's hint."""
+    """Every cloud the candidate regions use has its SDK (``missing_tools``) and credentials,
+    checked by SkyPilot's own cloud classes on this machine (no API server, nothing launched).
+    ProvisionError(PRECHECK) names the region, the cloud, what is missing and how to get it."""
     import_sky()
     from sky import clouds
 
     checked: dict[str, tuple[bool, str | None]] = {}
     for name, rc in regions.items():
         cloud = cloud_of(rc)
+        if cloud not in checked and (missing := missing_tools(cloud)):
+            checked[cloud] = (False, missing)
         if cloud not in checked:
             cls = getattr(clouds, cloud)
             try:

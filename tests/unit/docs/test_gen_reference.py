@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 import re
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -82,3 +83,79 @@ def test_a_comment_above_a_field_and_one_at_its_end_both_describe_it() -> None:
 
     comments = GEN.class_comments(Example)
     assert comments == {"a": "Above, on two lines. and at the end.", "b": "only here", "c": ""}
+
+
+def _group_rows() -> dict[str, tuple[list[str], str]]:
+    """cli.md's config groups table: group -> (the options it names, what it sets)."""
+    rows = {}
+    for line in _page("cli.md").splitlines():
+        if m := GEN._GROUP_ROW.match(line):
+            rows[m.group(1)] = (re.findall(r"`([^`]+)`", m.group(2)), m.group(3).strip())
+    return rows
+
+
+def test_the_command_line_page_names_every_job_in_conf_job() -> None:
+    jobs = sorted(p.stem for p in (REPO / "conf" / "job").glob("*.yaml"))
+    assert {"digits", "gpt_xl"} <= set(jobs)
+    assert sorted(_group_rows()["job"][0]) == jobs, "run: python docs/gen_reference.py"
+
+
+def test_the_command_line_page_has_a_described_row_for_every_group_with_each_option() -> None:
+    rows = _group_rows()
+    for group, options in GEN._groups():
+        assert group in rows, f"docs/reference/cli.md has no row for conf/{group}/: run python docs/gen_reference.py"
+        named, what = rows[group]
+        assert sorted(named) == options, f"cli.md's conf/{group}/ options: run python docs/gen_reference.py"
+        assert what, f"cli.md's conf/{group}/ row: say what the group sets, in its last column"
+    assert set(rows) == {g for g, _ in GEN._groups()}
+
+
+def test_the_command_line_page_names_every_action() -> None:
+    from orchestrator.config.schema import Action
+
+    page = _page("cli.md")
+    top = page.split("Top-level keys: `action` (", 1)[1].split(")", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", top)) == sorted(a.value for a in Action)
+
+
+def test_the_groups_table_puts_the_default_first_and_follows_conf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert GEN.group_options("job", ["a", "digits", "z"], "digits") == "`digits` (default), `a`, `z`"
+    assert GEN.group_options("recovery", ["default", "warm"], "default") == "`default`, `warm`"
+    page = (
+        f"# T\n\n{GEN.GROUPS_BEGIN}\n\n| group | options | what it sets |\n|---|---|---|\n"
+        "| `old/` | `x` | gone |\n| `job/` | `a` | the job |\n\n"
+        f"{GEN.GROUPS_END}\n\nAfter.\n"
+    )
+    (tmp_path / "cli.md").write_text(page)
+    monkeypatch.setattr(GEN, "OUT", tmp_path)
+    monkeypatch.setattr(GEN, "_groups", lambda: [("job", ["a", "b"]), ("new", ["n"])])
+    monkeypatch.setattr(GEN, "_default_options", lambda: {"job": "b"})
+    made = GEN.cli_page()
+    assert "| `job/` | `b` (default), `a` | the job |\n| `new/` | `n` |  |\n\n" in made
+    assert "old" not in made and made.startswith("# T\n\n") and made.endswith(f"{GEN.GROUPS_END}\n\nAfter.\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cloud.regions.<name>.store", "cloud.regions.&lt;name&gt;.store"),
+        ("under <home>/runs/<run_id>/x", "under &lt;home&gt;/runs/&lt;run_id&gt;/x"),
+        ('"slurm/<cluster in ~/.slurm/config>"', '"slurm/&lt;cluster in ~/.slurm/config&gt;"'),
+        ("`cloud.regions.<name>` and ``<a> `b` <c>``", "`cloud.regions.<name>` and ``<a> `b` <c>``"),
+        ("a < b, b > c, 1<2, <- x, <!-- y", "a < b, b > c, 1<2, <- x, &lt;!-- y"),
+        ("an open <tag and no end", "an open &lt;tag and no end"),
+    ],
+)
+def test_what_markdown_would_take_for_html_is_escaped_outside_code_spans(text: str, shown: str) -> None:
+    assert GEN.escape_tags(text) == shown
+
+
+def test_no_generated_page_has_a_bare_tag_outside_code_spans() -> None:
+    for name in GEN.PAGES:
+        for line in _page(name).splitlines():
+            if line.startswith("<!--") and line.endswith("-->"):
+                continue  # the generator's own notes, comments on purpose
+            prose = GEN._CODE_SPAN.sub("", line)
+            assert not re.search(r"<[A-Za-z/!?]", prose), f"docs/reference/{name}: {line}"
