@@ -195,11 +195,15 @@ class ProviderPrecheckFailed(Exception):
     pass
 
 
-def provider_precheck(provider: Provider, cfg: Config) -> None:
-    """The provider's own precheck of the candidate regions (its SDK, credentials,
-    reachability), before a store is touched or anything launched."""
+def provider_precheck(cfg: Config, provider: Provider | None = None) -> None:
+    """The run's provider's own precheck of the candidate regions (its SDK, credentials,
+    reachability), before a store is touched or anything launched; ``provider``: the run's,
+    made from ``cfg`` when not given."""
     from providers.base import ProviderUnavailable, ProvisionError
+    from providers.registry import get_provider
 
+    if provider is None:
+        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
     try:
         provider.precheck(cfg.candidate_regions())
     except ProviderUnavailable as exc:
@@ -240,7 +244,7 @@ def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = Non
 
     try:
         provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
-        provider_precheck(provider, cfg)
+        provider_precheck(cfg, provider)
         preflight(cfg)
     except UnknownProvider as exc:
         return error(exc.args[0])
