@@ -10,7 +10,7 @@ from orchestrator.control.resume import sweep_and_adopt
 from orchestrator.runstate.journal import Journal
 from orchestrator.runstate.replay import OpenAttempt, Replayed
 from orchestrator.wire.control import ControlChannel
-from providers.base import Capability, ClusterHandle
+from providers.base import ClusterHandle
 from recovery.detection import Health, HealthCheck
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process
@@ -18,7 +18,7 @@ DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process
 
 class Provider:
     name = "fake"
-    capabilities: frozenset[Capability] = frozenset()
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, health: Health = Health.UP, records: dict[str, ClusterHandle] | None = None) -> None:
         self._health = health
