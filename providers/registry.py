@@ -1,18 +1,44 @@
-"""Providers by the name ``cloud.provider`` uses."""
+"""Providers by the name ``cloud.provider`` uses, and the checks of a run's config that
+depend on its provider (its regions, what its faults need of it)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
 
-from providers.base import Provider
+from orchestrator.errors import ConfigError
+from providers.base import Capability, Provider, fault_refusal
+
+# Each provider's class, "module:Class", imported only when a run's cloud uses it (SkyPilot's
+# SDK is imported later still, on first use: launch, precheck, plan).
+CLASSES = {
+    "local": "providers.local.provider:LocalProvider",
+    "skypilot": "providers.skypilot.provider:SkyPilotProvider",
+}
+
+
+class UnknownProvider(KeyError):
+    pass
+
+
+def provider_class(name: str) -> Any:
+    """The class of provider ``name``; UnknownProvider naming the known ones."""
+    try:
+        module, cls = CLASSES[name].split(":")
+    except KeyError:
+        raise UnknownProvider(f"cloud.provider: got {name!r}; known providers: {', '.join(CLASSES)}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def capabilities_of(name: str) -> frozenset[Capability]:
+    """What provider ``name`` declares it can do beyond the Provider protocol."""
+    return frozenset(provider_class(name).capabilities)
 
 
 def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
-    from providers.local.provider import LocalProvider
-
-    return LocalProvider(
+    return provider_class("local")(  # type: ignore[no-any-return]
         state_dir=os.path.join(home, "clusters") if home else None,
         code_dir=getattr(job, "code_dir", "") or "",
         dashboard=bool(getattr(cloud, "dashboard", False)),
@@ -20,10 +46,7 @@ def _local(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
 
 
 def _skypilot(home: str | None, cloud: Any = None, job: Any = None) -> Provider:
-    # SkyPilot itself is imported on first use (launch, plan), not here.
-    from providers.skypilot.provider import SkyPilotProvider
-
-    return SkyPilotProvider(
+    return provider_class("skypilot")(  # type: ignore[no-any-return]
         regions=dict(cloud.regions) if cloud is not None else {},
         state_dir=os.path.join(home, "clusters") if home else None,
         # job.code_dir: synced to every node and first on their PYTHONPATH.
@@ -46,14 +69,19 @@ REGION_CHECKS = {
 }
 
 
+def check_config(cfg: Any) -> None:
+    """Every check of the run's config that depends on its provider (ConfigError naming
+    the key): its own checks of ``cloud.regions``, then ``chaos.faults`` against what it
+    can do. The config's own checks (orchestrator.config.validate) know no provider."""
+    check_regions(cfg)
+    check_faults(cfg)
+
+
 def check_regions(cfg: Any) -> None:
-    """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key);
-    the config's checks (orchestrator.config.schema.validate) know no provider."""
+    """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key)."""
     target = REGION_CHECKS.get(cfg.cloud.provider)
     if target is None:
         return
-    import importlib
-
     module, func = target.split(":")
     check = getattr(importlib.import_module(module), func)
     candidates = cfg.candidate_regions()
@@ -61,8 +89,20 @@ def check_regions(cfg: Any) -> None:
         check(name, region, cfg.trainer if name in candidates else None)
 
 
-class UnknownProvider(KeyError):
-    pass
+def check_faults(cfg: Any) -> None:
+    """Each of ``chaos.faults`` against the run's provider's capabilities, before anything
+    is launched: a fault it cannot carry out is a ConfigError naming the capability, the
+    provider and the providers that have it."""
+    if not cfg.chaos.faults:
+        return
+    name = str(cfg.cloud.provider)
+    have = capabilities_of(name)
+    for i, fault in enumerate(cfg.chaos.faults):
+        problem = fault_refusal(str(fault.kind), name, have)
+        if problem is not None:
+            able = [other for other in CLASSES if fault_refusal(str(fault.kind), other, capabilities_of(other)) is None]
+            fix = f"use a cloud whose provider has it ({', '.join(able)})" if able else "no provider has it"
+            raise ConfigError(f"chaos.faults[{i}].kind", f"{problem}: drop the fault, or {fix}")
 
 
 def get_provider(name: str, home: str | None = None, cloud: Any = None, job: Any = None) -> Provider:

@@ -10,7 +10,7 @@ import time
 from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal
 from orchestrator.runstate.events import FaultEnded, FaultFailed
 from orchestrator.wire.faults import FaultKind
-from providers.base import ClusterHandle
+from providers.base import Capability, ClusterHandle, lacks
 
 # After a partition heals, the zombie runs this long before the control plane reaches it again.
 ZOMBIE_WINDOW_S = 8.0
@@ -41,13 +41,12 @@ def _resume(state: FaultState, index: int, kind: str, pids: list[int], cluster: 
 
 
 def _ssh_drop(state: FaultState, f: Firing) -> None:
-    cut = getattr(state.provider, "cut_connection", None)
-    if not callable(cut):
-        why = f"provider {getattr(state.provider, 'name', '?')} has no connection to the runtime to cut"
+    if Capability.CUT_CONNECTION not in state.provider.capabilities:
+        why = lacks("ssh_drop", Capability.CUT_CONNECTION, state.provider.name)
         state.say(FaultFailed(f.index, "ssh_drop", why))
         f.detail["failed"] = why
         return
-    f.detail["cut"] = cut(f.on)
+    f.detail["cut"] = state.provider.cut_connection(f.on)  # type: ignore[attr-defined]
 
 
 def _status_flap(state: FaultState, f: Firing) -> None:

@@ -16,7 +16,7 @@ import psutil
 from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, sigkill
 from orchestrator.runstate.events import FaultEnded, FaultInjected, FaultRefused
 from orchestrator.wire.faults import FaultKind, NodeRole
-from providers.base import ClusterHandle, Provider
+from providers.base import Capability, ClusterHandle, Provider, lacks
 
 
 def victim_problem(provider: Provider, cluster: ClusterHandle, pid: int | None) -> str | None:
@@ -27,8 +27,8 @@ def victim_problem(provider: Provider, cluster: ClusterHandle, pid: int | None) 
     elsewhere (SkyPilot: the pid is a remote node's) has no local pid to name."""
     if pid is None:
         return "the request names no pid"
-    if not getattr(provider, "local_processes", False):
-        return f"provider {getattr(provider, 'name', '?')} runs workers on remote nodes: no local pid to signal"
+    if Capability.LOCAL_PROCESSES not in provider.capabilities:
+        return lacks("signalling a worker's pid on this machine", Capability.LOCAL_PROCESSES, provider.name)
     if pid not in provider.processes(cluster):
         return f"pid {pid} is not a process of cluster {cluster.name}"
     return None
@@ -39,9 +39,9 @@ def kill_victim(provider: Provider, cluster: ClusterHandle, pid: int | None) -> 
     (processes killed, why not). On this machine the provider's process list decides;
     a provider whose workers run on remote nodes is asked to do it there (its
     ``kill_worker`` checks the pid against the cluster on the node), or refuses."""
-    remote = getattr(provider, "kill_worker", None)
-    if pid is not None and not getattr(provider, "local_processes", False) and callable(remote):
-        problem = remote(cluster, pid)
+    can = provider.capabilities
+    if pid is not None and Capability.LOCAL_PROCESSES not in can and Capability.KILL_WORKER in can:
+        problem = provider.kill_worker(cluster, pid)  # type: ignore[attr-defined]
         return (0, problem) if problem else (1, None)
     problem = victim_problem(provider, cluster, pid)
     if problem is not None:
@@ -91,8 +91,7 @@ def _spans(indexes: list[int]) -> str:
 def worker_nodes(provider: Provider, cluster: ClusterHandle) -> list[int]:
     """The indexes of the cluster's worker nodes, as its provider tells them ([] where it
     cannot tell one node from another)."""
-    nodes = getattr(provider, "nodes", None)
-    return [check.index for check in nodes(cluster)] if callable(nodes) else []
+    return [check.index for check in provider.nodes(cluster)] if Capability.NODES in provider.capabilities else []
 
 
 def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:

@@ -28,6 +28,7 @@ from orchestrator.runstate.events import DrillRequested, FaultInjected
 from orchestrator.runstate.journal import load_object
 from orchestrator.runstate.result import read_result
 from orchestrator.wire.faults import FaultKind
+from providers.registry import check_faults
 
 WAIT_S = 60.0  # for the controller's answer: it looks every 0.2 s while an attempt trains
 POLL_S = 0.2
@@ -82,6 +83,7 @@ def config_problem(saved: Any, fault: dict[str, Any]) -> str | None:
     cfg.chaos.faults = [FaultConfig(kind=FaultKind(fault["kind"]), after_s=1.0, region=fault.get("region"))]
     try:
         validate_chaos(cfg)
+        check_faults(cfg)
     except ConfigError as exc:
         key = "region" if exc.key.endswith(".region") else "fault"
         return f"{key}: {str(exc).split(': ', 1)[1]}"

@@ -3,7 +3,7 @@
 Each attempt's folder (``attempts/g<N>/``) holds the driver's log (``runtime.log``,
 written there as it runs) and, once the attempt's cluster is torn down, the copies of
 its ranks' logs (``rank-<R>.log``, capped: orchestrator/wire/logfiles.py). While an
-attempt runs on this machine (``cloud.provider=local``), its ranks' files are read
+attempt runs on this machine (a provider with Capability.LOCAL_PROCESSES), its ranks' files are read
 where the workers write them. The journal says which attempt ran where, and what was
 kept of each (``logs_kept``: the ranks, or why none, e.g. a cluster lost with its nodes).
 
@@ -59,7 +59,7 @@ class AttemptFacts:
 class RunFacts:
     run_dir: str
     attempts: dict[int, AttemptFacts] = field(default_factory=dict)
-    # The clusters' folders are on this machine (cloud.provider=local).
+    # The clusters' folders are on this machine (its provider's Capability.LOCAL_PROCESSES).
     local: bool = False
 
 
@@ -82,6 +82,17 @@ def attempt_numbers(run_dir: str) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := _ATTEMPT_DIR.fullmatch(n)))
 
 
+def clusters_here(provider: object) -> bool:
+    """Whether the clusters of the provider a run's config names are on this machine."""
+    from providers.base import Capability
+    from providers.registry import UnknownProvider, capabilities_of
+
+    try:
+        return Capability.LOCAL_PROCESSES in capabilities_of(str(provider))
+    except UnknownProvider:
+        return False
+
+
 def read_facts(run_dir: str, events: Iterable[Any] | None = None) -> RunFacts:
     """What the run's folder says of each attempt's logs. ``events``: the journal's,
     typed (read from the run's journal when not given). An attempt is one the journal
@@ -100,7 +111,7 @@ def read_facts(run_dir: str, events: Iterable[Any] | None = None) -> RunFacts:
     for ev in events:
         if isinstance(ev, RunStarted):
             cloud = (ev.config or {}).get("cloud")
-            facts.local = isinstance(cloud, dict) and cloud.get("provider") == "local"
+            facts.local = isinstance(cloud, dict) and clusters_here(cloud.get("provider"))
             continue
         gen = getattr(ev, "generation", None)
         if not isinstance(gen, int) or gen not in facts.attempts:

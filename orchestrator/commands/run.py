@@ -13,7 +13,7 @@ import secrets
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.notify_targets import check_notify_program, notify_from_env
 from orchestrator.config.schema import READ_ONLY_ACTIONS, Config
@@ -28,6 +28,9 @@ from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 from recovery.controlkey import ControlKeyError, key_for, read_key
 from recovery.signing import SigningError
+
+if TYPE_CHECKING:
+    from providers.base import Provider
 
 # Set for a controller that a supervising parent restarts after a crash.
 SUPERVISED_ENV = "ORCHESTRATOR_SUPERVISED"
@@ -61,9 +64,10 @@ def new_run_id(cfg: Config) -> str:
 
 
 def check_regions(cfg: Config) -> Config:
-    """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key),
-    for every action that launches or plans; the config's own checks know no provider."""
-    from providers.registry import check_regions as provider_checks
+    """The run's provider's own checks of ``cloud.regions``, and of ``chaos.faults`` against
+    what it can do (ConfigError naming the key), for every action that launches or plans;
+    the config's own checks know no provider."""
+    from providers.registry import check_config as provider_checks
 
     if cfg.action not in READ_ONLY_ACTIONS:
         provider_checks(cfg)
@@ -191,18 +195,18 @@ class ProviderPrecheckFailed(Exception):
     pass
 
 
-def provider_precheck(cfg: Config) -> None:
-    """Credentials of every cloud the candidate regions use, before a store is touched
-    or anything launched (cloud.provider=skypilot)."""
-    if cfg.cloud.provider != "skypilot":
-        return
-    from providers.base import ProvisionError
-    from providers.skypilot.credentials import precheck
-    from providers.skypilot.sdk import SkyPilotMissing
+def provider_precheck(cfg: Config, provider: Provider | None = None) -> None:
+    """The run's provider's own precheck of the candidate regions (its SDK, credentials,
+    reachability), before a store is touched or anything launched; ``provider``: the run's,
+    made from ``cfg`` when not given."""
+    from providers.base import ProviderUnavailable, ProvisionError
+    from providers.registry import get_provider
 
+    if provider is None:
+        provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
     try:
-        precheck({r: cfg.cloud.regions[r] for r in cfg.candidate_regions()})
-    except SkyPilotMissing as exc:
+        provider.precheck(cfg.candidate_regions())
+    except ProviderUnavailable as exc:
         raise ProviderPrecheckFailed(f"cloud.provider: {exc}") from None
     except ProvisionError as exc:
         detail = str(exc).split(": ", 1)[-1]
@@ -240,7 +244,7 @@ def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = Non
 
     try:
         provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
-        provider_precheck(cfg)
+        provider_precheck(cfg, provider)
         preflight(cfg)
     except UnknownProvider as exc:
         return error(exc.args[0])

@@ -47,6 +47,7 @@ from orchestrator.wire.codec import to_plain
 from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
 from providers.base import (
     PROVISION_FAILURE,
+    Capability,
     ClusterHandle,
     ProvisionError,
     ProvisionErrorKind,
@@ -499,7 +500,7 @@ class AttemptRunner:
         ctx = self.ctx
         if not ctx.cfg.show_logs:
             return None
-        here = getattr(ctx.provider, "local_processes", False) and cluster.info.get("log_dir")
+        here = Capability.LOCAL_PROCESSES in ctx.provider.capabilities and cluster.info.get("log_dir")
         driver = os.path.join(attempt_dir(ctx.run_dir, gen), DRIVER_LOG)
         return LiveLogs(gen, driver, str(here) if here else None, ctx.progress.log)
 

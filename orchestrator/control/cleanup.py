@@ -88,11 +88,8 @@ def sweep_runtimes(provider: Provider, emit: Callable[[Event], object], kept: Ma
 def keep_logs(provider: Provider, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
     """The provider's copy of the cluster's rank logs; a failure to copy is what was
     kept (nothing, and why), never a reason to leave the cluster up."""
-    keep = getattr(provider, "keep_logs", None)
-    if keep is None:
-        return KeptLogs(error=f"provider {provider.name} keeps no logs")
     try:
-        kept = keep(cluster, dest_dir)
+        kept = provider.keep_logs(cluster, dest_dir)
     except Exception as exc:
         return KeptLogs(error=f"{type(exc).__name__}: {exc}"[:500])
     return kept if isinstance(kept, KeptLogs) else KeptLogs(error=f"provider {provider.name} kept no logs")

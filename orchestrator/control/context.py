@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from orchestrator.config.schema import Config
 from orchestrator.control import naming
 from orchestrator.wire.control import ControlChannel
-from providers.base import Provider
+from providers.base import Capability, Provider
 from recovery.fencing import Lineage
 from recovery.keys import AttemptKeys
 from recovery.store import CheckpointStore
@@ -126,9 +126,9 @@ class RunContext:
 
 def keeps_runtime(provider: Provider | None) -> bool:
     """Does ``provider`` leave a lost cluster's node runtime for a launch under its name
-    to find (``keeps_runtime``; its ``teardown(keep_runtime=...)``, ``in_use`` and
+    to find (Capability.KEEPS_RUNTIME; its ``teardown(keep_runtime=...)``, ``in_use`` and
     ``sweep_runtime`` go with it)? The local provider does not."""
-    return bool(getattr(provider, "keeps_runtime", False))
+    return provider is not None and Capability.KEEPS_RUNTIME in provider.capabilities
 
 
 def store_options(cfg: Config, proxies: dict[str, Any], region: str) -> dict[str, Any]:

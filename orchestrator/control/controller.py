@@ -81,7 +81,7 @@ from orchestrator.runstate.state import RunView, apply, fold
 from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from orchestrator.wire.faults import STORAGE_FAULTS
-from providers.base import Provider
+from providers.base import Capability, Provider
 from recovery.controlkey import forget_key, read_key
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
@@ -163,9 +163,8 @@ class Controller:
         self.notifier = Notifier(self.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
         self.run_key = controller_keys(secret, run_id)
         # Remote clusters' Ray tokens come from the secret too, so a resumed controller has them.
-        use_token_key = getattr(provider, "use_token_key", None)
-        if callable(use_token_key):
-            use_token_key(derive_token_key(secret, run_id))
+        if Capability.TOKEN_KEY in provider.capabilities:
+            provider.use_token_key(derive_token_key(secret, run_id))  # type: ignore[attr-defined]
         self.control = ControlChannel(
             control_url(cfg, run_id, self.run_dir),
             cfg.cloud.control_options,

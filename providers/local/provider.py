@@ -26,7 +26,17 @@ import psutil
 
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import KeptLogs
-from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
+from providers.base import (
+    Capability,
+    ClusterHandle,
+    NodeCheck,
+    Plan,
+    ProviderUnavailable,
+    ProvisionError,
+    ProvisionErrorKind,
+    RegionSpec,
+    RuntimeProcess,
+)
 from providers.local.loopback import collectives_env, loopback_interface
 from providers.local.nodes import (
     NODE_HEALTH_ENV,
@@ -42,7 +52,7 @@ from recovery.detection import Health, HealthCheck
 from recovery.fsio import write_private
 
 if TYPE_CHECKING:
-    from orchestrator.config.schema import RegionConfig, TrainerConfig
+    from orchestrator.config.schema import Config, RegionConfig, TrainerConfig
 
 READY_LINE = "Ray runtime started"
 # What a runtime driver imports first (providers/warm.py): imported while the cluster starts.
@@ -161,8 +171,11 @@ class LocalRuntime:
 class LocalProvider:
     name = "local"
     # Its clusters' processes are this machine's: a pid the runtime names can be checked
-    # against processes() and signalled (chaos kill_worker).
-    local_processes = True
+    # against processes() and signalled (chaos kill_worker); each worker node is a `ray
+    # start` of its own, told apart, replaced; the runtime's handle is the connection.
+    capabilities = frozenset(
+        {Capability.LOCAL_PROCESSES, Capability.NODES, Capability.REPLACE_NODE, Capability.CUT_CONNECTION}
+    )
 
     def __init__(self, state_dir: str | None = None, code_dir: str = "", dashboard: bool = False) -> None:
         self._heads: dict[str, subprocess.Popen[bytes]] = {}
@@ -184,6 +197,32 @@ class LocalProvider:
         # cloud.dashboard: each cluster's Ray dashboard, on 127.0.0.1 (its URL in the
         # cluster's info, which the journal's provisioned event carries).
         self.dashboard = dashboard
+
+    def precheck(self, regions: list[str]) -> None:
+        """Ray is installed, and a cluster can have its folder and listen on 127.0.0.1;
+        a few milliseconds (Ray is found, not imported)."""
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ProviderUnavailable("the local provider needs Ray: pip install -c constraints.txt -e .")
+        region = regions[0] if regions else "local"
+        temp = tempfile.gettempdir()
+        if not os.access(temp, os.W_OK | os.X_OK):
+            raise ProvisionError(
+                ProvisionErrorKind.PRECHECK, region, f"cannot write {temp}, where each cluster keeps its folder"
+            )
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+        except OSError as exc:
+            raise ProvisionError(
+                ProvisionErrorKind.PRECHECK, region, f"cannot listen on 127.0.0.1 ({exc.strerror or exc})"
+            ) from None
+
+    def plan(self, cfg: Config, run_id: str, out_dir: str) -> Plan:
+        from providers.local.plan import local_plan
+
+        return local_plan(cfg)
 
     def _record(self, handle: ClusterHandle) -> None:
         if self.state_dir is None:

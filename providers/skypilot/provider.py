@@ -30,7 +30,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.wire import logfiles
 from orchestrator.wire.logfiles import KeptLogs
-from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec, RuntimeProcess
+from providers.base import (
+    Capability,
+    ClusterHandle,
+    NodeCheck,
+    Plan,
+    ProvisionError,
+    ProvisionErrorKind,
+    RegionSpec,
+    RuntimeProcess,
+)
 from providers.skypilot import sdk, slurm
 from providers.skypilot.credentials import RAY_TOKEN_ENV, forwarded_secrets, split_secrets, stdin_env
 from providers.skypilot.errors import classify, first_line
@@ -54,7 +63,7 @@ from recovery.retry import Deadline
 from recovery.signing import cluster_token
 
 if TYPE_CHECKING:
-    from orchestrator.config.schema import RegionConfig
+    from orchestrator.config.schema import Config, RegionConfig
 
 T = TypeVar("T")
 # How often a cluster's health is asked of SkyPilot (a forced refresh takes seconds).
@@ -65,12 +74,15 @@ READY_LOOK_S = 15.0
 
 class SkyPilotProvider:
     name = "skypilot"
-    # processes() are the local ssh ends; the runtime's pids are the remote nodes': a pid
-    # it names must never be signalled here (chaos kill_worker goes through kill_worker).
-    local_processes = False
-    # A lost cluster's node runtime stays for a launch under its name (teardown's
-    # keep_runtime): the controller gives such a provider one cluster name per run and region.
-    keeps_runtime = True
+    # Not LOCAL_PROCESSES: processes() are the local ssh ends, and the runtime's pids are
+    # the remote nodes', never to be signalled here (chaos kill_worker goes through
+    # kill_worker, on the head). Not NODES nor REPLACE_NODE: SkyPilot answers for a cluster
+    # as a whole and launches whole clusters. KEEPS_RUNTIME: a lost cluster's node runtime
+    # stays for a launch under its name; the controller gives such a provider one cluster
+    # name per run and region.
+    capabilities = frozenset(
+        {Capability.KILL_WORKER, Capability.CUT_CONNECTION, Capability.TOKEN_KEY, Capability.KEEPS_RUNTIME}
+    )
 
     def __init__(
         self,
@@ -102,6 +114,22 @@ class SkyPilotProvider:
         self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}
         self._token_key: bytes | None = None
+
+    def precheck(self, regions: list[str]) -> None:
+        """Every cloud the regions use has credentials, checked by SkyPilot's own cloud
+        classes on this machine (``credentials.precheck``: no API server, nothing launched)."""
+        from providers.skypilot.credentials import precheck
+
+        unknown = [r for r in regions if r not in self.regions]
+        if unknown:
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, unknown[0], "not a region of this cloud config")
+        precheck({r: self.regions[r] for r in regions})
+
+    def plan(self, cfg: Config, run_id: str, out_dir: str) -> Plan:
+        """The placements SkyPilot's optimizer picks, priced (``plan.skypilot_plan``)."""
+        from providers.skypilot.plan import skypilot_plan
+
+        return skypilot_plan(cfg, run_id, out_dir)
 
     def use_token_key(self, token_key: bytes) -> None:
         """Derive each cluster's Ray token from the run's secret (recovery/signing.py), so a

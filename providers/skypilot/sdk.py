@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from providers.base import ProviderUnavailable
 from providers.skypilot.errors import first_line, retryable
 from recovery.detection import Health
 from recovery.retry import Backoff, retrying
@@ -24,7 +25,7 @@ SDK_ATTEMPTS = 3
 SDK_BACKOFF_S = 2.0
 
 
-class SkyPilotMissing(ImportError):
+class SkyPilotMissing(ImportError, ProviderUnavailable):
     pass
 
 

@@ -109,7 +109,7 @@ def test_secrets_never_in_envs_or_plan(monkeypatch: pytest.MonkeyPatch, catalogs
 _OPTIMIZE = """
 import json, sys
 from orchestrator.config.compose import compose
-from orchestrator.commands.plan import optimize_task, plan_clouds
+from providers.skypilot.plan import optimize_task, plan_clouds
 from providers.skypilot.task import task_config
 overrides, resources = json.loads(sys.argv[1])
 cfg = compose(overrides)
@@ -196,18 +196,21 @@ def test_plan_multi_prints_placements_and_writes_tasks_sky_accepts(catalogs: Pat
     assert listed.returncode == 0 and "plan1" not in listed.stdout + listed.stderr, listed
 
 
-def test_plan_needs_a_skypilot_cloud(tmp_path: Path) -> None:
+def test_a_plan_on_the_local_provider_is_its_own_and_imports_no_skypilot(tmp_path: Path) -> None:
+    """action=plan asks the run's provider: the local one lists its clusters at no cost,
+    without SkyPilot's import (python -X importtime names every module imported)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "action=plan", f"home={tmp_path}"],
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", "action=plan", f"home={tmp_path}", "run_id=p"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("error: cloud: action=plan prices SkyPilot placements")
-    assert "uses provider 'local':" in proc.stderr  # the value as a user types it, not the enum's repr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("plan p: job digits on local, placements in failover order\n")
+    assert "$0/hour" in proc.stdout
+    assert not [line for line in proc.stderr.splitlines() if line.rstrip().endswith(("| sky", "| providers.skypilot"))]
+    assert not (tmp_path / "plans").exists() and not (tmp_path / "clusters").exists()
 
 
 # --- errors ----------------------------------------------------------------------------

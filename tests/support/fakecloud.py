@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import psutil
 
@@ -31,7 +32,7 @@ from orchestrator.wire import logfiles, runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.logfiles import KeptLogs
 from orchestrator.wire.spec import RuntimeSpec
-from providers.base import ClusterHandle, NodeCheck, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import Capability, ClusterHandle, NodeCheck, Plan, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED, Health, HealthCheck
 from recovery.fencing import FencedError, Lineage
 from recovery.keys import AttemptKeys
@@ -205,6 +206,12 @@ class FakeConnection:
 class FakeCloud:
     """The Provider protocol over scripts: ``scripts[region]`` is consumed launch by launch."""
 
+    # Its worker nodes are real processes here, told apart and replaced; its runtimes are
+    # held through a connection that can be cut. (The runtimes' pids are made up: a fault
+    # that signals the whole cluster signals its nodes, and no process for the runtime.)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.LOCAL_PROCESSES, Capability.NODES, Capability.REPLACE_NODE, Capability.CUT_CONNECTION}
+    )
     scripts: dict[str, list[Script | ProvisionErrorKind]]
     name: str = "fake"
     steps_per_poll: int = 10
@@ -226,6 +233,12 @@ class FakeCloud:
     replaced: list[tuple[str, int]] = field(default_factory=list)  # (cluster, index), per success
     dropped: list[tuple[str, int]] = field(default_factory=list)  # (cluster, index): lost, not replaced
     _pending: dict[str, Script] = field(default_factory=dict)
+
+    def precheck(self, regions: list[str]) -> None:
+        """Every scripted region can be launched in (a script's failure comes at launch)."""
+
+    def plan(self, cfg: object, run_id: str, out_dir: str) -> Plan:
+        return Plan(tuple(f"{i} {region}" for i, region in enumerate(self.scripts, start=1)))
 
     def launch(
         self, region: RegionSpec, cluster_name: str, timeout_s: float, env: dict[str, str] | None = None

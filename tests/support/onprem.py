@@ -139,3 +139,18 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def sky_reads_env() -> None:
+    """SkyPilot, already imported in this process, reads its environment again: its config
+    (SKYPILOT_GLOBAL_CONFIG) and its API server's URL (SKYPILOT_API_SERVER_LOCAL_PORT), which
+    it otherwise keeps from its first use."""
+    import sys
+
+    if "sky" not in sys.modules:
+        return  # read on its first import
+    from sky import skypilot_config
+    from sky.server import common
+
+    skypilot_config.reload_config()
+    common.get_server_url.cache_clear()

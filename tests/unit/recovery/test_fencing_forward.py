@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -172,7 +173,9 @@ def _controller(home: Path) -> Any:
     from orchestrator.config.compose import compose
     from orchestrator.control.controller import Controller
 
-    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=None, run_id=RUN)  # type: ignore[arg-type]
+    # A provider the controller never calls here: only its name and what it declares.
+    nothing = SimpleNamespace(name="none", capabilities=frozenset())
+    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
 
 
 def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> None:

@@ -9,6 +9,7 @@ import secrets
 import stat
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -274,7 +275,9 @@ def _controller() -> Any:
     from orchestrator.config.compose import compose
     from orchestrator.control.controller import Controller
 
-    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=None, run_id=RUN)  # type: ignore[arg-type]
+    # A provider the controller never calls here: only its name and what it declares.
+    nothing = SimpleNamespace(name="none", capabilities=frozenset())
+    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
 
 
 class FakeProvider:

@@ -21,7 +21,7 @@ from orchestrator.chaos.processes import victim_problem
 from orchestrator.runstate.event_json import payload
 from orchestrator.runstate.events import type_of
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle
+from providers.base import Capability, ClusterHandle
 from providers.procs import MARKER, marked
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 # --- chaos: the request's generation, and whose pid ----------------------------------------------------
 class FakeProvider:
     name = "local"
-    local_processes = True
+    capabilities = frozenset({Capability.LOCAL_PROCESSES})
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return marked(cluster.name)
@@ -38,7 +38,7 @@ class FakeProvider:
 
 class RemoteProvider(FakeProvider):
     name = "skypilot"
-    local_processes = False
+    capabilities: frozenset[Capability] = frozenset()
 
 
 def _injector(tmp_path: Path, provider: Any, kind: str = "kill_worker") -> tuple[FaultInjector, list[Any]]:
@@ -126,7 +126,10 @@ def test_kill_worker_on_a_remote_cluster_never_signals_a_local_pid(tmp_path: Pat
     victim = _sleeper(cluster.name)  # even one the provider would list
     try:
         problem = victim_problem(RemoteProvider(), cluster, victim.pid)
-        assert problem is not None and "remote" in problem
+        assert problem == (
+            "signalling a worker's pid on this machine needs the provider capability local_processes, "
+            "which provider skypilot lacks"
+        )
         inj, events = _injector(tmp_path, RemoteProvider())
         inj.control.chaos_request(0, seq=1, kind="kill_worker", step=20, rank=0, pid=victim.pid, generation=2)
         (fired,) = inj.poll(cluster, None, generation=2)

@@ -14,7 +14,7 @@ from orchestrator.chaos.injector import FaultInjector, Injected, fault_text
 from orchestrator.config.compose import compose
 from orchestrator.runstate.events import Event, FaultRefused
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle
+from providers.base import Capability, ClusterHandle
 from recovery.manifest import Manifest
 from tests.unit.orchestrator.config.test_compose import config_error
 
@@ -28,6 +28,7 @@ WriteCheckpoint = Callable[..., Manifest]
 def test_a_provider_that_cannot_tell_nodes_apart_refuses_node_faults(tmp_path: Path) -> None:
     class OneBlob:
         name = "blob"
+        capabilities = frozenset({Capability.LOCAL_PROCESSES})
 
         def processes(self, cluster: ClusterHandle) -> list[int]:
             return []
@@ -85,6 +86,7 @@ class NoNodes:
     """A provider that cannot tell a cluster's nodes apart."""
 
     name = "blob"
+    capabilities = frozenset({Capability.LOCAL_PROCESSES})
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return []

@@ -11,7 +11,7 @@ from orchestrator.chaos.handlers import handler_for
 from orchestrator.chaos.network import PARTITION_S, ZOMBIE_WINDOW_S
 from orchestrator.runstate.events import FaultFailed
 from orchestrator.wire.sections import FaultSpec
-from providers.base import ClusterHandle
+from providers.base import Capability, ClusterHandle
 
 pytestmark = pytest.mark.unit
 CLUSTER = ClusterHandle("c", "r", "local", "", {})
@@ -19,6 +19,7 @@ CLUSTER = ClusterHandle("c", "r", "local", "", {})
 
 class Provider:
     name = "fake"
+    capabilities: frozenset[Capability] = frozenset()
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
         return []
@@ -47,5 +48,6 @@ def test_a_flap_counts_its_checks_and_a_provider_without_ssh_cannot_drop_it() ->
     state = FaultState(Provider(), lambda: [], "run", {}, events.append)  # type: ignore[arg-type]
     assert fire("status_flap", state, count=3).detail == {"count": 3} and state.flaps == {"c": (0, 3)}
     dropped = fire("ssh_drop", state)
-    assert dropped.detail["failed"] == "provider fake has no connection to the runtime to cut"
+    why = "ssh_drop needs the provider capability cut_connection, which provider fake lacks"
+    assert dropped.detail["failed"] == why
     assert [type(e) for e in events] == [FaultFailed]

@@ -60,11 +60,11 @@ def test_the_local_provider_keeps_the_clusters_rank_files(tmp_path: Path) -> Non
 
 class _Provider:
     name = "p"
+    capabilities: frozenset[Any] = frozenset()
 
-    def __init__(self, keep: Any = None) -> None:
+    def __init__(self, keep: Any) -> None:
         self.down: list[str] = []
-        if keep is not None:
-            self.keep_logs = keep
+        self.keep_logs = keep
 
     def teardown(self, cluster: ClusterHandle) -> None:
         self.down.append(cluster.name)
@@ -74,14 +74,18 @@ def test_a_failing_copy_is_journaled_and_the_cluster_still_goes(tmp_path: Path) 
     def boom(cluster: ClusterHandle, dest: str) -> KeptLogs:
         raise RuntimeError("disk gone")
 
-    for provider, error in ((_Provider(boom), "RuntimeError: disk gone"), (_Provider(), "provider p keeps no logs")):
+    def nothing(cluster: ClusterHandle, dest: str) -> None:
+        return None
+
+    cases = ((_Provider(boom), "RuntimeError: disk gone"), (_Provider(nothing), "provider p kept no logs"))
+    for provider, error in cases:
         events: list[Any] = []
         tear_down(provider, events.append, _cluster(tmp_path), logs_to=str(tmp_path / "g1"), generation=1)  # type: ignore[arg-type]
         assert [type(e) for e in events] == [LogsKept, Teardown]
         assert (events[0].generation, events[0].error, events[0].ranks) == (1, error, ())
         assert provider.down == ["r-local-a-g1"]
     events = []
-    tear_down(_Provider(), events.append, _cluster(tmp_path))  # type: ignore[arg-type]
+    tear_down(_Provider(nothing), events.append, _cluster(tmp_path))  # type: ignore[arg-type]
     assert [type(e) for e in events] == [Teardown], "no attempt folder, no copy"
 
 

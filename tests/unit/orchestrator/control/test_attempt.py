@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -16,7 +16,7 @@ from orchestrator.config.compose import compose
 from orchestrator.control.context import RunContext
 from orchestrator.runstate.journal import Journal
 from orchestrator.wire.control import ControlChannel
-from providers.base import PROVISION_FAILURE, ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
+from providers.base import PROVISION_FAILURE, Capability, ClusterHandle, ProvisionError, ProvisionErrorKind, RegionSpec
 from recovery.detection import Failure, FailureKind
 from recovery.policy import Action, Budgets, History, decide
 from tests.support.fakecloud import FakeCloud, Script
@@ -25,6 +25,7 @@ from tests.unit.orchestrator.control.test_controller import RUN, _controller, _e
 
 class Flaky:
     name = "flaky"
+    capabilities: frozenset[Capability] = frozenset()
 
     def __init__(self, errors: list[ProvisionErrorKind]) -> None:
         self.errors = list(errors)
@@ -151,7 +152,7 @@ def test_skypilots_launch_is_cancelled_at_its_deadline_as_a_timeout(tmp_path, mo
 
 @dataclass
 class KeepingCloud(FakeCloud):
-    keeps_runtime: bool = True
+    capabilities: ClassVar[frozenset[Capability]] = FakeCloud.capabilities | {Capability.KEEPS_RUNTIME}
     kept: list[str] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)
 

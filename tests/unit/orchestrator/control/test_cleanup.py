@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.control.cleanup import run_all
+from providers.base import Capability
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +46,7 @@ class _Keeper:
     """A provider that keeps a lost cluster's runtime (providers.base.KeepsRuntime)."""
 
     name = "keeper"
-    keeps_runtime = True
+    capabilities = frozenset({Capability.KEEPS_RUNTIME})
 
     def __init__(self, fail_sweep: bool = False) -> None:
         self.calls: list[tuple[str, object]] = []
@@ -85,6 +86,7 @@ def test_a_provider_without_kept_runtimes_is_torn_down_as_before() -> None:
 
     class Plain:
         name = "plain"
+        capabilities: frozenset[Capability] = frozenset()
 
         def teardown(self, cluster: Any) -> None:
             self.down = cluster.name

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 
 class Provider:
     name = "fake"
-    local_processes = True
+    capabilities = frozenset({"local_processes"})
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -37,7 +37,7 @@ def test_changes_pass_the_guard_and_reads_do_not() -> None:
     inner, guarded_calls = Provider(), []
     p = GuardedProvider(inner, lambda: guarded_calls.append(1))
     assert p.launch("r") == "handle" and p.health("c") == "UP"
-    assert guarded_calls == [1] and p.name == "fake" and p.local_processes
+    assert guarded_calls == [1] and p.name == "fake" and p.capabilities == {"local_processes"}
 
 
 def test_a_guard_that_stands_down_stops_the_act() -> None:

@@ -18,6 +18,7 @@ DEAD_PID = 2**22 + 12345  # above the default pid_max: never a live process
 
 class Provider:
     name = "fake"
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, health: Health = Health.UP, records: dict[str, ClusterHandle] | None = None) -> None:
         self._health = health

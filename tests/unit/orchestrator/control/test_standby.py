@@ -33,7 +33,7 @@ def test_a_standby_whose_runtime_cannot_start_is_torn_down() -> None:
     ctx = SimpleNamespace(
         cfg=SimpleNamespace(recovery=SimpleNamespace(standby=True)),
         emit=journal.emit,
-        provider=SimpleNamespace(teardown=lambda c: torn.append(c.name)),
+        provider=SimpleNamespace(teardown=lambda c: torn.append(c.name), capabilities=frozenset()),
     )
 
     def cannot_start(*_: Any, **__: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 from orchestrator.chaos.injector import FaultInjector, FlappedCheck
 from orchestrator.runstate.events import FaultEnded, FaultFailed
 from orchestrator.wire.control import ControlChannel
-from providers.base import ClusterHandle
+from providers.base import Capability, ClusterHandle
 from providers.skypilot.provider import SkyPilotProvider
 from providers.skypilot.scripts import RUNTIME_GONE
 from providers.skypilot.sdk import sky_health
@@ -124,6 +124,7 @@ def test_status_flap_fails_count_checks_in_turn_not_up_and_raising_then_answers_
 def test_ssh_drop_cuts_through_the_provider_or_fails_where_it_has_no_connection_to_cut(tmp_path: Path) -> None:
     class Cuts:
         name = "x"
+        capabilities = frozenset({Capability.CUT_CONNECTION})
 
         def cut_connection(self, cluster: ClusterHandle) -> int:
             return 2
@@ -131,7 +132,8 @@ def test_ssh_drop_cuts_through_the_provider_or_fails_where_it_has_no_connection_
     inj, _ = _injector(tmp_path / "a", {"kind": "ssh_drop", "after_s": 1.0}, Cuts())
     (fired,) = inj.timed(CLUSTER, None, 1, training_for_s=2.0)
     assert fired.detail["cut"] == 2
-    inj, events = _injector(tmp_path / "b", {"kind": "ssh_drop", "after_s": 1.0}, type("P", (), {"name": "p"})())
+    cannot = type("P", (), {"name": "p", "capabilities": frozenset()})()
+    inj, events = _injector(tmp_path / "b", {"kind": "ssh_drop", "after_s": 1.0}, cannot)
     (fired,) = inj.timed(CLUSTER, None, 1, training_for_s=2.0)
-    assert "no connection to the runtime to cut" in str(fired.detail["failed"])
+    assert fired.detail["failed"] == "ssh_drop needs the provider capability cut_connection, which provider p lacks"
     assert [type(e) for e in events] == [FaultFailed]

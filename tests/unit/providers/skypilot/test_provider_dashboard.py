@@ -15,7 +15,7 @@ from orchestrator.config.compose import compose
 from orchestrator.config.saved import config_from_plain
 from orchestrator.control.controller import Controller
 from orchestrator.wire.codec import to_plain
-from providers.base import ClusterHandle, RegionSpec
+from providers.base import Capability, ClusterHandle, RegionSpec
 from providers.local.provider import dashboard_flags
 from providers.registry import get_provider
 from providers.skypilot.provider import SkyPilotProvider
@@ -63,6 +63,7 @@ class _DashboardCloud:
     """A provider whose one cluster has a dashboard: what the attempt does with it."""
 
     name = "fake"
+    capabilities: frozenset[Capability] = frozenset()
 
     def launch(self, region: RegionSpec, cluster_name: str, timeout_s: float, env: Any = None) -> ClusterHandle:
         info = {"dashboard": "http://127.0.0.1:8265", "dashboard_access": "its token: /x/auth_token"}
