@@ -202,7 +202,7 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
 
     The run's key never leaves its controller, so its newest commit's bytes are
     committed again under a key of this benchmark's (same files, same server) and
-    restored from there. Restore mirrors a worker's (orchestrator/runtime/worker.py
+    restored from there. Restore mirrors a worker's (orchestrator/runtime/loop/worker.py
     ``_choose`` and train_loop.py ``restore``): ``load_newest`` (every file read once,
     in parallel ranges, hashed as it streams in, the bytes kept), then ``torch.load``.
     The raw download is one ``cat_file`` per file, one after another.

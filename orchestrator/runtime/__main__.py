@@ -79,8 +79,8 @@ def main(argv: list[str]) -> int:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
 
-    from orchestrator.runtime.process_group import torch_config
-    from orchestrator.runtime.train_loop import train_func
+    from orchestrator.runtime.group.process_group import torch_config
+    from orchestrator.runtime.loop.train_loop import train_func
     from orchestrator.runtime.trainer import make_trainer
 
     try:
@@ -103,16 +103,16 @@ def main(argv: list[str]) -> int:
     worker_fn = train_func
     if spec.job.train_func:
         # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
-        from orchestrator.runtime.func_mode import train_func as worker_fn
+        from orchestrator.runtime.loop.func_mode import train_func as worker_fn
     gpus = spec.trainer.gpus_per_worker
     world = None
     if spec.nodes > 1 or spec.trainer.min_workers not in (0, spec.trainer.workers):
-        from orchestrator.runtime.world import WorldPolicy
+        from orchestrator.runtime.group.world import WorldPolicy
 
         world = WorldPolicy(spec, control)
     config = torch_config("nccl" if gpus > 0 else "gloo")
-    from orchestrator.runtime.process_group import REPLICAS, survivor_config
-    from orchestrator.runtime.regroup import why_no_spares, why_not_survivors
+    from orchestrator.runtime.group.process_group import REPLICAS, survivor_config
+    from orchestrator.runtime.group.regroup import why_no_spares, why_not_survivors
     from orchestrator.runtime.trainer import LEAN
 
     shared = runkey.share(key)  # an object ref to the run's keys, never the keys
@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
     if LEAN and why_no_spares(spec) is None:
         # Spares: a lost worker's replacement, and every worker of a group restarted
         # whole (where survivors are not kept), is a process started ahead.
-        from orchestrator.runtime import spares
+        from orchestrator.runtime.group import spares
 
         def training(since: float) -> bool:
             progress = control.read_progress(spec.generation)
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
             control.event(spec.generation, "spare_taken", **fields)
 
         spares.enable(spec.job.workload, training, journal, list(shared.values()))
-    from orchestrator.runtime import placement
+    from orchestrator.runtime.group import placement
 
     placement.enable(lambda **fields: control.event(spec.generation, "placement_reused", **fields))
     trainer = make_trainer(

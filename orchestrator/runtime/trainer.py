@@ -37,7 +37,7 @@ values (``TRAIN_ENV``, set at launch), so they are left out where they match
 on processes that are already up (0.45 s of a local cold start's 5.3 s).
 
 A group restarted whole at its size takes the placement group the one before it left
-(``KeptHandle``, orchestrator/runtime/placement.py) rather than wait for Ray to free
+(``KeptHandle``, orchestrator/runtime/group/placement.py) rather than wait for Ray to free
 those CPUs and place a new one.
 
 Should a Ray release move any of these hooks, ``make_trainer`` falls back to the
@@ -54,7 +54,7 @@ from typing import Any
 
 from ray.train.torch import TorchTrainer
 
-from orchestrator.runtime.world import WAIT_POLL_S
+from orchestrator.runtime.group.world import WAIT_POLL_S
 from orchestrator.wire.spec import TRAIN_ENV
 
 try:
@@ -91,7 +91,7 @@ def cluster_runtime_env(runtime_env: dict[str, Any], cluster_env: dict[str, str]
 
 def make_trainer(*args: Any, world: Any = None, **kwargs: Any) -> TorchTrainer:
     """A ``TorchTrainer(*args, **kwargs)``, lean where this Ray allows it. ``world``: a
-    ``WorldPolicy`` (orchestrator/runtime/world.py) that sizes each worker group; the
+    ``WorldPolicy`` (orchestrator/runtime/group/world.py) that sizes each worker group; the
     stock trainer (another Ray) keeps the fixed ``num_workers``."""
     trainer = (LeanTorchTrainer if LEAN else TorchTrainer)(*args, **kwargs)
     trainer._orchestrator_world = world  # type: ignore[attr-defined]
@@ -125,7 +125,7 @@ if LEAN:
 
         def on_controller_start_worker_group(self, *, scaling_config: Any, num_workers: int) -> Any:
             # Off the nodes the driver knows dead while Ray still counts them (lostnodes.py).
-            from orchestrator.runtime import lostnodes
+            from orchestrator.runtime.group import lostnodes
 
             return lostnodes.exclude_selector(lostnodes.dead())
 
@@ -185,7 +185,7 @@ if LEAN:
             self._resources, self._strategy = resources, strategy
 
         def shutdown(self) -> None:
-            from orchestrator.runtime import placement
+            from orchestrator.runtime.group import placement
 
             placement.release(self._pg, self._resources, self._strategy)
 
@@ -195,7 +195,7 @@ if LEAN:
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
 
         def _create_placement_group(self, scaling_config: Any, worker_group_context: Any) -> Any:
-            from orchestrator.runtime import lostnodes, placement
+            from orchestrator.runtime.group import lostnodes, placement
 
             ctx = worker_group_context
             resources, strategy = dict(ctx.resources_per_worker), str(ctx.placement_strategy)
@@ -214,12 +214,12 @@ if LEAN:
 
         def _create_workers(self, num_workers: int, placement_group: Any, resources_per_worker: Any, **kw: Any) -> Any:
             """A worker whose bundle lies on a node where a spare waits is that spare
-            (orchestrator/runtime/spares.py): a lost worker's replacement, and each worker
+            (orchestrator/runtime/group/spares.py): a lost worker's replacement, and each worker
             of a group started again whole (a smaller world after a lost node, a restart
             where survivors are not kept); the rest are new actors. A bundle whose node
             is lost takes the spare of a node with room (a standby node's). Every node
             that fits a worker is left with a spare."""
-            from orchestrator.runtime import lostnodes, spares
+            from orchestrator.runtime.group import lostnodes, spares
 
             if not spares.enabled():
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
@@ -261,7 +261,7 @@ if LEAN:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            from orchestrator.runtime import lostnodes, spares
+            from orchestrator.runtime.group import lostnodes, spares
 
             world = getattr(self._scaling_policy, "world", None)
             if world is not None and spares.enabled():
@@ -270,7 +270,7 @@ if LEAN:
 
         def _shutdown_worker_group(self) -> None:
             # A group shut down to start the next one keeps its placement group for it.
-            from orchestrator.runtime import placement
+            from orchestrator.runtime.group import placement
 
             if isinstance(self.get_state(), ShuttingDownState):
                 super()._shutdown_worker_group()
@@ -286,7 +286,7 @@ if LEAN:
         def _execute_failure_decision(self, failure_decision: Any, training_failed_error: Any, **kw: Any) -> Any:
             # The next group's size waits a moment for a node that may have died with its
             # worker (world.WORD_SETTLE_S), unless the lost workers' nodes answer now.
-            from orchestrator.runtime import spares
+            from orchestrator.runtime.group import spares
 
             world = getattr(self._scaling_policy, "world", None)
             if world is not None:
@@ -306,7 +306,7 @@ if LEAN:
         def _replace_bad_workers(self, poll_status: Any) -> None:
             # Tell the survivors' backend (process_group.SurvivorBackend) every rank this round
             # replaces, so that one epoch names them all.
-            from orchestrator.runtime import regroup
+            from orchestrator.runtime.group import regroup
 
             failing = sorted(poll_status.failing_replica_group_indices or ())
             regroup.pending_replacements.clear()

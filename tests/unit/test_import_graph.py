@@ -267,7 +267,7 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it() -> None:
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer("orchestrator.control.attempt") > layer("orchestrator.runstate.events")  # type: ignore[operator]
     assert layer("orchestrator.commands.logs") > layer("orchestrator.control.attempt")  # type: ignore[operator]
-    assert layer("orchestrator.runtime.worker") == layer("orchestrator.config.schema")
+    assert layer("orchestrator.runtime.loop.worker") == layer("orchestrator.config.schema")
     assert layer("orchestrator.wire.faults") < layer("orchestrator.chaos.injector")  # type: ignore[operator]
 
 

@@ -30,6 +30,8 @@ from orchestrator.hpo.pbt import Exploit
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.runtime import rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+from orchestrator.runtime.loop.telemetry import summary
+from orchestrator.runtime.loop.worker import spec_stores
 from orchestrator.runtime.search.groups import TrialGroups
 from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers, reported_metrics
 from orchestrator.runtime.search.section import search_of
@@ -37,8 +39,6 @@ from orchestrator.runtime.search.snapshot import ResumePlan, SearchSnapshot, pac
 from orchestrator.runtime.search.trial import read_trial_checkpoint, trial_id_of
 from orchestrator.runtime.search.trial_store import TrialRef, TrialStore
 from orchestrator.runtime.search.uploads import SearchUploader, SnapshotJob
-from orchestrator.runtime.telemetry import summary
-from orchestrator.runtime.worker import spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.faults import SEARCH_REGION_FAULTS
