@@ -9,7 +9,7 @@ By concern:
   restoring from peers, spare workers and nodes, lost nodes, world size and placement.
 - ``checkpoint/``: asynchronous, signed checkpoints, sharded ones included.
 - ``search/``: a Ray Tune search.
-- ``rendezvous`` (the chaos rendezvous) and ``notices`` (preemption notices): leaf
+- ``fault_rendezvous`` (the chaos rendezvous) and ``notices`` (preemption notices): leaf
   modules that the loop and the search both use.
 
 A side of its own: imports only the wire, the workloads, the search space, the errors and

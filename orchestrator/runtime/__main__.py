@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
         world = WorldPolicy(spec, control)
     config = torch_config("nccl" if gpus > 0 else "gloo")
     from orchestrator.runtime.group.process_group import REPLICAS, survivor_config
-    from orchestrator.runtime.group.regroup import why_no_spares, why_not_survivors
+    from orchestrator.runtime.group.rendezvous import why_no_spares, why_not_survivors
     from orchestrator.runtime.trainer import LEAN
 
     shared = runkey.share(key)  # an object ref to the run's keys, never the keys

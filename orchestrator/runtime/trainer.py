@@ -124,10 +124,10 @@ if LEAN:
             self.world = world
 
         def on_controller_start_worker_group(self, *, scaling_config: Any, num_workers: int) -> Any:
-            # Off the nodes the driver knows dead while Ray still counts them (lostnodes.py).
-            from orchestrator.runtime.group import lostnodes
+            # Off the nodes the driver knows dead while Ray still counts them (lost_nodes.py).
+            from orchestrator.runtime.group import lost_nodes
 
-            return lostnodes.exclude_selector(lostnodes.dead())
+            return lost_nodes.exclude_selector(lost_nodes.dead())
 
         def make_decision_for_non_running_worker_group(self) -> Any:
             size = self.world.decide()
@@ -195,11 +195,11 @@ if LEAN:
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
 
         def _create_placement_group(self, scaling_config: Any, worker_group_context: Any) -> Any:
-            from orchestrator.runtime.group import lostnodes, placement
+            from orchestrator.runtime.group import lost_nodes, placement
 
             ctx = worker_group_context
             resources, strategy = dict(ctx.resources_per_worker), str(ctx.placement_strategy)
-            taken = placement.take(resources, strategy, int(ctx.num_workers), lostnodes.dead())
+            taken = placement.take(resources, strategy, int(ctx.num_workers), lost_nodes.dead())
             if taken is not None:
                 # Its bundles are 0..num_workers-1, all placed: Ray Train's defaults hold.
                 return KeptHandle(taken[0], resources, strategy)
@@ -217,20 +217,20 @@ if LEAN:
             (orchestrator/runtime/group/spares.py): a lost worker's replacement, and each worker
             of a group started again whole (a smaller world after a lost node, a restart
             where survivors are not kept); the rest are new actors. A bundle whose node
-            is lost takes the spare of a node with room (a standby node's). Every node
+            is lost takes the spare of a node with room (a spare node's). Every node
             that fits a worker is left with a spare."""
-            from orchestrator.runtime.group import lostnodes, spares
+            from orchestrator.runtime.group import lost_nodes, spares
 
             if not spares.enabled():
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
             given = kw.pop("placement_group_bundle_indices", None)
             indices = list(range(num_workers)) if given is None else list(given)
             ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
-            # A bundle on a lost node takes the spare of a node with room (a standby node).
-            dead = lostnodes.dead()
-            standby = spares.Standby(self._kept_nodes(), dict(resources_per_worker), dead)
+            # A bundle on a lost node takes the spare of a node with room (a spare node).
+            dead = lost_nodes.dead()
+            spare_nodes = spares.SpareNodes(self._kept_nodes(), dict(resources_per_worker), dead)
             taken, rest = spares.split(
-                indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker, standby.node, dead)
+                indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker, spare_nodes.node, dead)
             )
             fresh = (
                 super()._create_workers(
@@ -242,7 +242,7 @@ if LEAN:
             workers = WorkerGroup._assign_worker_ranks([*(w for w, _ in taken), *fresh], **ranks)
             spares.journal_taken(taken, "group" if given is None else "replacement")
             nodes = [w.metadata.node_id for w in workers]
-            spares.start_spares(self, nodes, dict(resources_per_worker), lostnodes.dead)
+            spares.start_spares(self, nodes, dict(resources_per_worker), lost_nodes.dead)
             return workers
 
         def _kept_nodes(self) -> list[str]:
@@ -261,12 +261,12 @@ if LEAN:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            from orchestrator.runtime.group import lostnodes, spares
+            from orchestrator.runtime.group import lost_nodes, spares
 
             world = getattr(self._scaling_policy, "world", None)
             if world is not None and spares.enabled():
                 # The controller's word on lost nodes, acted on before Ray's health checks.
-                lostnodes.watch(world.control, world.spec.generation, self._group_workers)
+                lost_nodes.watch(world.control, world.spec.generation, self._group_workers)
 
         def _shutdown_worker_group(self) -> None:
             # A group shut down to start the next one keeps its placement group for it.
@@ -306,11 +306,11 @@ if LEAN:
         def _replace_bad_workers(self, poll_status: Any) -> None:
             # Tell the survivors' backend (process_group.SurvivorBackend) every rank this round
             # replaces, so that one epoch names them all.
-            from orchestrator.runtime.group import regroup
+            from orchestrator.runtime.group import rendezvous
 
             failing = sorted(poll_status.failing_replica_group_indices or ())
-            regroup.pending_replacements.clear()
-            regroup.pending_replacements.update(failing)
+            rendezvous.pending_replacements.clear()
+            rendezvous.pending_replacements.update(failing)
             # Ray 2.60 clears the result queue of every other active replica group before it
             # replaces one: with two lost at once, the second is still "active" and dead, and
             # the whole controller fails. Each lost one is shut down (it is dead) first.
@@ -320,4 +320,4 @@ if LEAN:
             try:
                 super()._replace_bad_workers(poll_status)
             finally:
-                regroup.pending_replacements.clear()
+                rendezvous.pending_replacements.clear()

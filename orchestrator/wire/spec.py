@@ -88,7 +88,7 @@ class RuntimeSpec:
     # fit (recovery.node_replace_timeout_s).
     nodes: Annotated[int, AtLeast(1)] = 1
     node_wait_s: Annotated[float, AtLeast(0)] = 60.0
-    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/regroup.py).
+    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/rendezvous.py).
     survivors: Annotated[str, OneOf(("auto", "off"))] = "auto"
     peer_restore: Annotated[str, OneOf(("auto", "off"))] = "auto"
 

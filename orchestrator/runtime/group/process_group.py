@@ -62,7 +62,7 @@ def serve_store(timeout_s: float) -> tuple[str, int]:
     (held from now on: no other process can take it before the store does)."""
     import ray
 
-    from orchestrator.runtime.group.regroup import serve_store_on
+    from orchestrator.runtime.group.rendezvous import serve_store_on
 
     address = ray.util.get_node_ip_address()
     server = serve_store_on(address, timeout_s, multi_tenant=True)
@@ -131,14 +131,14 @@ if BOUND:
 def survivor_config(backend: str, run_id: str, generation: int) -> TorchConfig:
     """A ``TorchConfig`` whose workers are each a replica group of their own (Ray Train then
     replaces a lost worker and leaves the others running) and whose process group the
-    workers form themselves through the driver's rendezvous (orchestrator/runtime/group/regroup.py)."""
+    workers form themselves through the driver's rendezvous (orchestrator/runtime/group/rendezvous.py)."""
     return SurvivorTorchConfig(backend=backend, run_id=run_id, generation=generation)
 
 
 if REPLICAS:
 
     class SurvivorBackend(_TorchBackend):
-        """Publishes each epoch's members; the workers join it (``regroup.GroupMember``).
+        """Publishes each epoch's members; the workers join it (``rendezvous.GroupMember``).
 
         The whole group's start publishes a "start" epoch (every rank restores from the
         store); a replacement's start publishes a "join" epoch naming the survivors'
@@ -159,7 +159,7 @@ if REPLICAS:
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
             import ray
 
-            from orchestrator.runtime.group.regroup import GroupHost, assign, node_watchers, pending_replacements
+            from orchestrator.runtime.group.rendezvous import GroupHost, assign, node_watchers, pending_replacements
             from orchestrator.wire import runkey
 
             config = backend_config

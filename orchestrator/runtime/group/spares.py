@@ -1,6 +1,6 @@
 """A spare Ray Train worker on each node, started before it is needed.
 
-When Ray Train replaces a lost worker (survivors kept, see regroup.py), a new worker
+When Ray Train replaces a lost worker (survivors kept, see rendezvous.py), a new worker
 process must start, import torch, Ray Train and the workload, and build the model: on
 this machine about two seconds, on a GPU node far more. So once a worker group runs,
 each of its nodes gets one spare: a Ray Train worker actor of the same class and
@@ -8,7 +8,7 @@ runtime environment, reserving no CPU (it idles), that imports the training loop
 the workload's module at once. A replacement on that node is handed the spare instead
 of a new actor, and so is each worker of a group that Ray Train starts again whole on
 nodes that hold spares (a world that shrank after a lost node; any restart where
-survivors are not kept: ``regroup.why_no_spares`` says where there are no spares); a new
+survivors are not kept: ``rendezvous.why_no_spares`` says where there are no spares); a new
 spare is then started there for the next loss. Each hand-over is journaled (``spare_taken``).
 
 The spare runs outside the worker group's placement group: the lost worker's bundle
@@ -16,7 +16,7 @@ stays reserved and unused while the spare trains in its place, on the CPU the lo
 worker freed. A node that joins while the group runs (one added for a lost one) gets
 its spare as soon as the driver sees it, and the group waits for that spare rather
 than start a worker of its own. Every other node that fits a worker holds a spare too
-(standby capacity, orchestrator/runtime/group/standby.py): a worker whose node is lost takes
+(spare nodes, orchestrator/runtime/group/spare_nodes.py): a worker whose node is lost takes
 the spare of a node with room at once; the local provider has such a node's idle worker
 process import torch and the training loop while it comes up (providers/local/nodes.py,
 REPLACEMENT_ENV), so the spare lands on a process that has them.
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.runtime.group import standby
+from orchestrator.runtime.group import spare_nodes
 
 # Spares start once the group trains again (a process that imports torch takes a core
 # for a second or two, which the group's first steps need more), looked for this often,
@@ -141,7 +141,7 @@ def start_spares(
 ) -> None:
     """One spare on each of ``node_ids`` that has none, once the group trains (in the
     background); with a worker's ``resources``, on every other live node that fits a
-    worker too (a standby node's, orchestrator/runtime/group/standby.py) but the ``dead()``."""
+    worker too (a spare node's, orchestrator/runtime/group/spare_nodes.py) but the ``dead()``."""
     args = (group, node_ids, time.time(), resources, dead)
     threading.Thread(target=_start, args=args, name="spares", daemon=True).start()
     if not _watching:
@@ -153,7 +153,7 @@ _watching: list[bool] = []
 
 
 def _alive() -> set[str]:
-    return set(standby.live_nodes())
+    return set(spare_nodes.live_nodes())
 
 
 def _new_nodes(group: Any) -> None:
@@ -185,7 +185,10 @@ def _start(
             time.sleep(POLL_S)
         if resources is not None:
             lost = dead()
-            node_ids = [*node_ids, *(n for n in standby.fitting(standby.live_nodes(), resources) if n not in lost)]
+            node_ids = [
+                *node_ids,
+                *(n for n in spare_nodes.fitting(spare_nodes.live_nodes(), resources) if n not in lost),
+            ]
         _start_now(group, node_ids)
     except Exception:
         pass  # no spare: a replacement starts its worker as it would without one
@@ -229,7 +232,7 @@ def ask_ready(timeout_s: float = VOUCH_S) -> tuple[set[str], set[str]]:
     return ready, ready - answered
 
 
-class Standby:
+class SpareNodes:
     """Where the bundles of one round of replacements take a spare when their node is
     lost: a live node with room beyond the group's workers (``busy``, one node id per
     worker it keeps; ``dead``, nodes known lost), worked out once, at the first ask."""
@@ -241,10 +244,10 @@ class Standby:
     def node(self) -> str | None:
         try:
             if self.free is None:
-                self.free = standby.room(standby.live_nodes(), self.resources, self.busy, self.dead)
-            return standby.pick(self.free, list(_spares), _ready_nodes())
+                self.free = spare_nodes.room(spare_nodes.live_nodes(), self.resources, self.busy, self.dead)
+            return spare_nodes.pick(self.free, list(_spares), _ready_nodes())
         except Exception:
-            return None  # no standby: the bundle waits for Ray to place it again, as before
+            return None  # no spare node: the bundle waits for Ray to place it again, as before
 
 
 def _ready_nodes() -> set[str]:
@@ -288,7 +291,7 @@ def take_spare(
     """The spare on the node of ``bundle_index``'s bundle as a Ray Train ``Worker`` for that
     bundle, or None (no spare there, or it died with its node). ``elsewhere``: where a
     bundle whose node is known lost (in ``dead``), or not placed, takes a spare
-    (``Standby.node``)."""
+    (``SpareNodes.node``)."""
     import ray
     from ray.exceptions import RayActorError
     from ray.train.v2._internal.execution.worker_group.worker import Worker

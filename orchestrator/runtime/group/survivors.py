@@ -1,7 +1,7 @@
 """Survivors keep their processes: leave the broken group, re-form it, restore from peers.
 
 When Ray Train replaces a lost worker and leaves the others running (see
-orchestrator/runtime/group/regroup.py), each survivor meets the loss as a failed collective.
+orchestrator/runtime/group/rendezvous.py), each survivor meets the loss as a failed collective.
 It waits for what it handed its uploader to be committed, leaves the broken group,
 waits for the driver's next epoch and joins it with the replacement. Then every rank
 restores the newest committed checkpoint: the bytes a rank holds in memory for it
@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from orchestrator.runtime.group.peer_state import exchange
-from orchestrator.runtime.group.regroup import Refused
+from orchestrator.runtime.group.rendezvous import Refused
 from orchestrator.runtime.loop.worker import causes, is_comm_failure, restore_rule
 from recovery.fencing import FencedError
 from recovery.manifest import Manifest

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.runtime.group import lostnodes
+from orchestrator.runtime.group import lost_nodes
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.elastic import decide_world, min_world, node_workers
@@ -37,7 +37,7 @@ GIVE_UP_AFTER_S = 120.0
 
 def live_nodes(cpus_per_worker: float, gpus_per_worker: float, dead: frozenset[str] = frozenset()) -> tuple[int, int]:
     """Workers the cluster's live nodes fit, and how many nodes are live, from Ray's node
-    table, less the nodes the driver knows dead before Ray does (orchestrator/runtime/group/lostnodes.py)."""
+    table, less the nodes the driver knows dead before Ray does (orchestrator/runtime/group/lost_nodes.py)."""
     import ray
 
     total = alive = 0
@@ -62,7 +62,7 @@ class WorldPolicy:
         self.spec = spec
         self.control = control
         trainer = spec.trainer
-        self.nodes = nodes or (lambda: live_nodes(trainer.cpus_per_worker, trainer.gpus_per_worker, lostnodes.dead()))
+        self.nodes = nodes or (lambda: live_nodes(trainer.cpus_per_worker, trainer.gpus_per_worker, lost_nodes.dead()))
         self.clock = clock
         self.starts = 0  # worker groups started so far
         self.started_at = 0.0  # when the last one was

@@ -11,6 +11,6 @@
   ``user_site``: where in the user's code an error was raised.
 
 May import: ``checkpoint`` and ``group`` (a survivor's way back into the group), the
-runtime's leaf modules (``rendezvous``, ``notices``), the wire, the workloads, the errors
+runtime's leaf modules (``fault_rendezvous``, ``notices``), the wire, the workloads, the errors
 and ``recovery``; never ``search`` or the driver's modules, which import it.
 """

@@ -46,7 +46,7 @@ from orchestrator.runtime.checkpoint.sharding import (
     shard_units,
 )
 from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
-from orchestrator.runtime.group.nodelabel import known, my_node
+from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.peer_state import HeldSnapshots
 from orchestrator.runtime.group.survivors import Survivors, release_frames
 from orchestrator.runtime.loop.dataflow import WorkerData
@@ -209,7 +209,7 @@ class _Loop(Survivors, WorkerAttempt):
         self.stalls: list[float] = []  # seconds each save blocked the loop
         # Rank 0: whether the other ranks put shares of checkpoints (see save).
         self._sharing = True
-        # With survivors kept (orchestrator/runtime/group/regroup.py): this rank's newest checkpoints' bytes.
+        # With survivors kept (orchestrator/runtime/group/rendezvous.py): this rank's newest checkpoints' bytes.
         self.held = HeldSnapshots() if self.member is not None else None
 
     def _build(self, world: int) -> None:
@@ -557,7 +557,7 @@ class _Loop(Survivors, WorkerAttempt):
 
     def worker_places(self) -> tuple[list[int], list[int] | None]:
         """Every rank's process id and node index, in rank order (a collective: every rank
-        calls it); the indexes None where a node is unlabelled (orchestrator/runtime/group/nodelabel.py).
+        calls it); the indexes None where a node is unlabelled (orchestrator/runtime/group/node_label.py).
         Journaled with ``train_started``: a recovery that kept a survivor's process shows
         its pid again, one that restarted the world shows new ones."""
         if self.world == 1:

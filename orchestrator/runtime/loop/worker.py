@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from orchestrator.runtime import rendezvous
+from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
 from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
@@ -155,9 +155,9 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
     if rank == 0:
         control.event(spec.generation, "workers_started", pid=os.getpid())
     stop_watch = threading.Event()
-    from orchestrator.runtime.group import regroup
+    from orchestrator.runtime.group import rendezvous
 
-    where = regroup.assignment()
+    where = rendezvous.assignment()
     if where.watch if where is not None else ctx.get_local_rank() == 0:
         watch_node(spec, control, rank, stop_watch)
     attempt = None
@@ -196,24 +196,26 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
 
 
 def join_group(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> Callable[[], None]:
-    """Where the driver hosts the group's rendezvous (survivors kept, see regroup.py): join
+    """Where the driver hosts the group's rendezvous (survivors kept, see rendezvous.py): join
     the epoch it assigned, or be refused (journaled) and stop as a fenced worker. The group
     forms in the background; the returned function waits for it."""
-    from orchestrator.runtime.group import regroup
+    from orchestrator.runtime.group import rendezvous
 
-    where = regroup.assignment()
+    where = rendezvous.assignment()
     if where is None:
         return lambda: None
     key = runkey.require().generation_key(spec.generation)
-    member = regroup.GroupMember(spec, rank, world, key, "nccl" if spec.trainer.gpus_per_worker > 0 else "gloo", where)
+    member = rendezvous.GroupMember(
+        spec, rank, world, key, "nccl" if spec.trainer.gpus_per_worker > 0 else "gloo", where
+    )
     try:
         member.admitted()
-    except regroup.Refused as exc:
+    except rendezvous.Refused as exc:
         control.event(
             spec.generation, "regroup_refused", rank=rank, pid=os.getpid(), epoch=where.epoch, reason=str(exc)[:500]
         )
         raise FencedError(f"refused by the group of epoch {where.epoch}: {exc}") from None
-    regroup.joined(member)
+    rendezvous.joined(member)
     return member.form_in_background()
 
 
@@ -313,12 +315,12 @@ class WorkerAttempt:
     restore choice, the chaos rendezvous and the preemption watch."""
 
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
-        from orchestrator.runtime.group import regroup
+        from orchestrator.runtime.group import rendezvous
 
         self.spec, self.rank, self.world, self.control = spec, rank, world, control
         self.gen = spec.generation
         # The group this rank joined through the driver's rendezvous (survivors kept), or None.
-        self.member = regroup.current()
+        self.member = rendezvous.current()
         joining = self.member is not None and self.member.members.mode == "join"
         self.store, *self.fallbacks = spec_stores(spec, runkey.require())
         self._restored_url: str | None = None
@@ -504,12 +506,12 @@ class WorkerAttempt:
     def _rendezvous(self, i: int, fault: FaultSpec, step: int, during: str | None = None) -> None:
         """Ask the controller to fire fault ``i`` now, and wait until it has."""
         self.flush_losses()  # what the fault may cut short is plotted up to here
-        rendezvous.meet(self.control, i, fault, step=step, rank=self.rank, generation=self.gen, during=during)
+        fault_rendezvous.meet(self.control, i, fault, step=step, rank=self.rank, generation=self.gen, during=during)
         if fault.kind == FaultKind.user_error:
             raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
     def _armed(self, i: int, fault: FaultSpec) -> bool:
-        return rendezvous.armed(self.control, i, fault, self.spec.region)
+        return fault_rendezvous.armed(self.control, i, fault, self.spec.region)
 
     def _upload_hook(self, step: int) -> None:
         """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""
@@ -534,7 +536,7 @@ class WorkerAttempt:
         there costs, would depend on timing. The other ranks wait in the next
         step's all-reduce. Only a drill holds; an ordinary upload never does.
         """
-        deadline = time.time() + rendezvous.WAIT_S
+        deadline = time.time() + fault_rendezvous.WAIT_S
         while not self._upload_staged.wait(0.05):
             if not self.checkpointer.pending or time.time() > deadline:
                 # The upload ended before its fault (it failed, or the fault ran out).

@@ -136,17 +136,17 @@ def test_ask_ready_names_the_ready_spares_and_those_of_them_silent_now(monkeypat
 
 
 def test_a_lost_nodes_bundle_is_pointed_at_the_spare_of_a_node_with_room(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.runtime.group import standby
+    from orchestrator.runtime.group import spare_nodes
 
     nodes = {n: {"CPU": 1.0} for n in ("head", "n1", "n2", "n3")}
-    monkeypatch.setattr(standby, "live_nodes", lambda: nodes)
+    monkeypatch.setattr(spare_nodes, "live_nodes", lambda: nodes)
     # Spares wait on every node; n1 died (Ray still counts it); the group keeps a worker
     # on head; n2's spare is still importing, n3's is ready.
     monkeypatch.setattr(spares, "_spares", {n: object() for n in nodes})
     monkeypatch.setattr(spares, "_ready", {n: n for n in nodes})
     monkeypatch.setattr(spares, "_answered", lambda ref: ref != "n2")
-    where = spares.Standby(["head"], {"CPU": 1.0}, dead=frozenset({"n1"}))
+    where = spares.SpareNodes(["head"], {"CPU": 1.0}, dead=frozenset({"n1"}))
     assert [where.node(), where.node(), where.node()] == ["n3", "n2", None]
     # A Ray that cannot be asked leaves the bundle to Ray, as before.
-    monkeypatch.setattr(standby, "live_nodes", lambda: 1 / 0)
-    assert spares.Standby([], {"CPU": 1.0}, frozenset()).node() is None
+    monkeypatch.setattr(spare_nodes, "live_nodes", lambda: 1 / 0)
+    assert spares.SpareNodes([], {"CPU": 1.0}, frozenset()).node() is None

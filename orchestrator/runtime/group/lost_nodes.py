@@ -6,7 +6,7 @@ its head's health checks give up, about a second later here and more on a loaded
 cluster; until then Ray Train does not see the lost worker (its actor's calls hang),
 and a new group could be placed on the dead node. For a group that will go on without
 the node (no replacement coming: ``recovery.node_replace_timeout_s=0``, an elastic
-world; or none waited for: the nodes left fit the full world, orchestrator/runtime/group/standby.py),
+world; or none waited for: the nodes left fit the full world, orchestrator/runtime/group/spare_nodes.py),
 the driver need not wait for Ray:
 
 1. It finds the lost nodes' Ray ids by asking the spare on every node of the group

@@ -1,4 +1,4 @@
-"""Standby capacity: a region's room for workers beyond the group's, where a lost worker
+"""Spare nodes: a region's room for workers beyond the group's, where a lost worker
 moves at once.
 
 A region with more nodes than its workers fill (``cloud.regions.<r>.nodes`` above what
@@ -8,7 +8,7 @@ worker is handed the spare on a node with room rather than wait for the lost nod
 replacement to come up, import torch and build its spare (seconds; on a cloud, minutes).
 The controller does not tell the group to wait while the nodes left fit the full world
 (orchestrator/control/nodewatch.py); the replacement, still started, becomes the
-region's next standby.
+region's next spare node.
 
 The lost worker's bundle is the one whose node died: Ray places it again only once its
 health checks let the node go. The spare trains outside the placement group meanwhile,
@@ -63,7 +63,7 @@ def pick(free: dict[str, int], spares: Iterable[str], ready: Iterable[str]) -> s
 
 
 def fitting(nodes: Mapping[str, Mapping[str, float]], resources: Mapping[str, float]) -> list[str]:
-    """The nodes that fit one worker: each holds a spare, the group's and the standby's."""
+    """The nodes that fit one worker: each holds a spare, the group's and the spare nodes'."""
     return sorted(node for node, total in nodes.items() if workers_fit(total, resources) >= 1)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.runtime.group.lostnodes import exclude_selector, identify
+from orchestrator.runtime.group.lost_nodes import exclude_selector, identify
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.group import regroup
+from orchestrator.runtime.group import rendezvous
 from orchestrator.wire.spec import RuntimeSpec
 
 pytestmark = pytest.mark.unit
@@ -31,7 +31,7 @@ def spec(tmp_path: Path, **over: Any) -> RuntimeSpec:
 
 
 def test_a_ddp_workload_on_cpus_keeps_its_survivors(tmp_path: Path) -> None:
-    assert regroup.why_not_survivors(spec(tmp_path)) is None
+    assert rendezvous.why_not_survivors(spec(tmp_path)) is None
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_a_ddp_workload_on_cpus_keeps_its_survivors(tmp_path: Path) -> None:
     ],
 )
 def test_what_restarts_the_whole_group_says_why(tmp_path: Path, over: dict[str, Any], why: str) -> None:
-    assert why in (regroup.why_not_survivors(spec(tmp_path, **over)) or "")
+    assert why in (rendezvous.why_not_survivors(spec(tmp_path, **over)) or "")
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_what_restarts_the_whole_group_says_why(tmp_path: Path, over: dict[str, 
     ],
 )
 def test_a_group_restarted_whole_on_cpus_keeps_spares_too(tmp_path: Path, over: dict[str, Any]) -> None:
-    assert regroup.why_no_spares(spec(tmp_path, **over)) is None
+    assert rendezvous.why_no_spares(spec(tmp_path, **over)) is None
 
 
 @pytest.mark.parametrize(
@@ -68,13 +68,13 @@ def test_a_group_restarted_whole_on_cpus_keeps_spares_too(tmp_path: Path, over: 
     [({"trainer": {"gpus_per_worker": 1.0}}, "holds no GPU"), ({"data": {"loader": "ray_data"}}, "ray_data")],
 )
 def test_what_keeps_no_spares_says_why(tmp_path: Path, over: dict[str, Any], why: str) -> None:
-    assert why in (regroup.why_no_spares(spec(tmp_path, **over)) or "")
+    assert why in (rendezvous.why_no_spares(spec(tmp_path, **over)) or "")
 
 
 def test_one_worker_per_node_watches_its_notices_and_a_replacement_takes_over_a_lost_watch() -> None:
-    first = regroup.node_watchers({0: "a", 1: "a", 2: "b", 3: "b"}, {})
+    first = rendezvous.node_watchers({0: "a", 1: "a", 2: "b", 3: "b"}, {})
     assert first == {0: "a", 2: "b"}
     # Rank 2 lost with node b; its replacement lands on a new node c: it watches there.
-    assert regroup.node_watchers({0: "a", 1: "a", 2: "c", 3: "b"}, first) == {0: "a", 2: "c", 3: "b"}
+    assert rendezvous.node_watchers({0: "a", 1: "a", 2: "c", 3: "b"}, first) == {0: "a", 2: "c", 3: "b"}
     # Rank 1 (not a watcher) replaced on node a: the watch stays with rank 0.
-    assert regroup.node_watchers({0: "a", 1: "a", 2: "b", 3: "b"}, first) == first
+    assert rendezvous.node_watchers({0: "a", 1: "a", 2: "b", 3: "b"}, first) == first

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.group.regroup import Assignment, GroupHost, GroupMember, Refused
+from orchestrator.runtime.group.rendezvous import Assignment, GroupHost, GroupMember, Refused
 
 pytestmark = pytest.mark.integration
 

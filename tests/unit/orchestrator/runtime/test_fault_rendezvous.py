@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtime import rendezvous
+from orchestrator.runtime import fault_rendezvous
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import FaultSpec
 
@@ -32,19 +32,19 @@ def test_the_runtime_waits_until_the_controller_fires_the_fault(tmp_path: Path) 
     t = threading.Thread(target=controller)
     t.start()
     t0 = time.monotonic()
-    assert rendezvous.meet(control, 0, FAULT, step=7, rank=0, generation=3)
+    assert fault_rendezvous.meet(control, 0, FAULT, step=7, rank=0, generation=3)
     assert time.monotonic() - t0 >= 0.2
     t.join()
     assert seen == [{"seq": 1, "step": 7, "generation": 3, "kind": "kill_region"}]
     assert control.fired_count(0) == 1
     # Fired once of twice: still armed here, never in another region.
-    assert rendezvous.armed(control, 0, FAULT, "a") and not rendezvous.armed(control, 0, FAULT, "b")
+    assert fault_rendezvous.armed(control, 0, FAULT, "a") and not fault_rendezvous.armed(control, 0, FAULT, "b")
     control.chaos_fired(0, 2, step=9)
-    assert not rendezvous.armed(control, 0, FAULT, "a")
+    assert not fault_rendezvous.armed(control, 0, FAULT, "a")
 
 
 def test_a_fault_the_controller_never_fires_lets_the_runtime_go_on(tmp_path: Path) -> None:
     control = ControlChannel(f"file://{tmp_path}/control")
     t0 = time.monotonic()
-    assert not rendezvous.meet(control, 0, FAULT, step=7, rank=0, generation=1, wait_s=0.2)
+    assert not fault_rendezvous.meet(control, 0, FAULT, step=7, rank=0, generation=1, wait_s=0.2)
     assert 0.2 <= time.monotonic() - t0 < 5

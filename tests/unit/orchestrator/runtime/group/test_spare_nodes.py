@@ -1,11 +1,11 @@
-"""Standby capacity: each node's room beyond the group's workers, and which spare a
+"""Spare nodes: each node's room beyond the group's workers, and which spare a
 lost worker takes."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.runtime.group.standby import fitting, pick, room, workers_fit
+from orchestrator.runtime.group.spare_nodes import fitting, pick, room, workers_fit
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.runtime.group.nodelabel import UNKNOWN, known, node_index
+from orchestrator.runtime.group.node_label import UNKNOWN, known, node_index
 from orchestrator.wire.schema import MAX_NODE_INDEX, NODE_LABEL
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,7 @@ A provider labels each Ray node it starts with its index (``NODE_LABEL``: 0 the 
 worker nodes 1.., as ``Provider.nodes`` numbers them). Rank 0 journals every rank's
 index with ``train_started`` (``worker_nodes``), so the controller can tell a lost node
 that held a worker of the group (the group restarts, an incident) from an idle one (a
-standby node: the group trains on, nothing to restart). A node without the label
+spare node: the group trains on, nothing to restart). A node without the label
 (another provider, a cluster started by hand) is unknown, and so is the whole list.
 """
 
