@@ -113,15 +113,17 @@ def main(argv: list[str]) -> int:
     config = torch_config("nccl" if gpus > 0 else "gloo")
     from orchestrator.runtime.group.process_group import REPLICAS, survivor_config
     from orchestrator.runtime.group.rendezvous import why_no_spares, why_not_survivors
-    from orchestrator.runtime.trainer import LEAN
+    from orchestrator.runtime.trainer import RAY_TRAIN_HOOKS
 
     shared = runkey.share(key)  # an object ref to the run's keys, never the keys
-    why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
+    why_not = why_not_survivors(spec) or (
+        None if REPLICAS and RAY_TRAIN_HOOKS else "this Ray cannot replace one worker"
+    )
     if why_not is None:
         config = survivor_config("gloo", spec.run_id, spec.generation)
     elif spec.survivors != "off" and spec.trainer.workers > 1:
         control.event(spec.generation, "survivors_off", reason=why_not)
-    if LEAN and why_no_spares(spec) is None:
+    if RAY_TRAIN_HOOKS and why_no_spares(spec) is None:
         # Spares: a lost worker's replacement, and every worker of a group restarted
         # whole (where survivors are not kept), is a process started ahead.
         from orchestrator.runtime.group import spares

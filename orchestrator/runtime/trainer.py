@@ -68,9 +68,11 @@ try:
     from ray.train.v2._internal.execution.worker_group.placement_group_handle import DefaultPlacementGroupHandle
     from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 except ImportError:  # another Ray: the stock trainer
-    LEAN = False
+    RAY_TRAIN_HOOKS = False
 else:
-    LEAN = (
+    # Whether every Ray Train internal this module hooks is where it expects: only then
+    # the lean trainer, the driver's controller, spares and kept placement groups.
+    RAY_TRAIN_HOOKS = (
         all(hasattr(TorchTrainer, m) for m in ("_create_default_callbacks", "_initialize_and_run_controller"))
         and hasattr(WorkerGroup, "_init_train_context_on_workers")
         and hasattr(WorkerGroup, "_create_placement_group")
@@ -93,12 +95,12 @@ def make_trainer(*args: Any, world: Any = None, **kwargs: Any) -> TorchTrainer:
     """A ``TorchTrainer(*args, **kwargs)``, lean where this Ray allows it. ``world``: a
     ``WorldPolicy`` (orchestrator/runtime/group/world.py) that sizes each worker group; the
     stock trainer (another Ray) keeps the fixed ``num_workers``."""
-    trainer = (LeanTorchTrainer if LEAN else TorchTrainer)(*args, **kwargs)
+    trainer = (LeanTorchTrainer if RAY_TRAIN_HOOKS else TorchTrainer)(*args, **kwargs)
     trainer._orchestrator_world = world  # type: ignore[attr-defined]
     return trainer
 
 
-if LEAN:
+if RAY_TRAIN_HOOKS:
 
     class UncoordinatedPolicy(FixedScalingPolicy):
         """A fixed worker group that never talks to the autoscaling coordinator."""
