@@ -469,9 +469,9 @@ class FuncRun(WorkerAttempt):
             own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank} if mine else {}
             if self.rank == 0:
                 self._commit(plan.step, own, layout, metrics, plan.wait, index)
-            elif self.share is not None:
+            elif self.share_upload is not None:
                 self.share_to(index)  # where rank 0 commits now
-                self.share.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
+                self.share_upload.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
         if self.rank == 0:
             self.metrics = dict(metrics)
             self._progress(force=plan.commit)

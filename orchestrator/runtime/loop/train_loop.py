@@ -45,7 +45,7 @@ from orchestrator.runtime.checkpoint.sharding import (
     shard,
     shard_units,
 )
-from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
+from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
 from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.peer_state import HeldSnapshots
 from orchestrator.runtime.group.survivors import Survivors, release_frames
@@ -253,7 +253,7 @@ class _Loop(Survivors, WorkerAttempt):
 
     def _snapshot(self, step: int) -> None:
         """Snapshot now (all ranks), upload in the background: rank 0 commits, and with
-        more than one rank each puts its share of the files (see checkpoint/shares.py)."""
+        more than one rank each puts its share of the files (see checkpoint/share_plan.py)."""
 
         if self.fsdp:
             self._snapshot_sharded(step)
@@ -280,7 +280,7 @@ class _Loop(Survivors, WorkerAttempt):
             others = [n for n, r in owner.items() if r != 0]
             shares = {n: (owner[n], d) for n, d in sha256_all(files, others).items()}
         # Each rank also says whether its last share had bytes other than rank 0's.
-        diverged = self.share is not None and "other_bytes" in self.share.last.values()
+        diverged = self.share_upload is not None and "other_bytes" in self.share_upload.last.values()
         gathered = self._gather((_dumps(rng_state(self.device)), shares, diverged))
         shares = gathered[0][1]
         if self.rank == 0 and self._sharing and any(got[2] for got in gathered):
@@ -290,9 +290,9 @@ class _Loop(Survivors, WorkerAttempt):
             ranks = [r for r, got in enumerate(gathered) if got[2]]
             self.control.event(self.gen, "upload_shared", step=step, stopped=f"ranks {ranks} serialize other bytes")
         if self.rank != 0:
-            if self.share is not None:
+            if self.share_upload is not None:
                 share = {n: files[n] for n, (r, _) in shares.items() if r == self.rank and n in files}
-                self.share.submit(step, share, {n: shares[n][1] for n in share})
+                self.share_upload.submit(step, share, {n: shares[n][1] for n in share})
             if self.held is not None:
                 # What a replacement may need of this checkpoint: every rank's RNG came with
                 # the gather, and the position is the same on every rank.
@@ -352,7 +352,7 @@ class _Loop(Survivors, WorkerAttempt):
         """A sharded checkpoint (all ranks): each rank serialises its own shards of the
         model and optimizer into one file and puts it; rank 0 adds the index, the rest of
         the state and the RNG states, and commits once every rank's file is in the store
-        with the size and sha256 that rank reported (see checkpoint/shared_puts.py)."""
+        with the size and sha256 that rank reported (see checkpoint/rank0_upload.py)."""
 
         from recovery.store import sha256_hex
 
@@ -367,8 +367,8 @@ class _Loop(Survivors, WorkerAttempt):
         gathered = self._gather((_dumps(rng_state(self.device)), name, len(own[name]), sha, described, index))
         if self.rank != 0:
             self.share_to(gathered[0][5])  # where rank 0 commits now
-            if self.share is not None:
-                self.share.submit(step, own, {name: sha})
+            if self.share_upload is not None:
+                self.share_upload.submit(step, own, {name: sha})
             return
         parts = {n: p for n, p in self.parts().items() if n not in ("model", "optimizer")}
         files = {f"{n}.pt": _dumps(p.state_dict()) for n, p in parts.items()}

@@ -24,7 +24,7 @@ import torch
 from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
-from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from orchestrator.runtime.loop import rank_log
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel, Invalid
@@ -338,8 +338,8 @@ class WorkerAttempt:
             scratch_dir=spec.scratch_dir if rank == 0 else None,
             lineage=spec.fencing_lineage(),
         )
-        # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpoint/shares.py).
-        self.share = ShareUploader(self.store, spec.run_id, spec.generation) if rank > 0 else None
+        # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpoint/share_plan.py).
+        self.share_upload = ShareUpload(self.store, spec.run_id, spec.generation) if rank > 0 else None
         self._preempt = threading.Event()
         # chaos "during: checkpoint_upload": cleared while an upload heads for its
         # fault, set again once the fault has fired (or the upload ended without it).
@@ -374,14 +374,14 @@ class WorkerAttempt:
         """Ranks > 0: put this rank's files into store ``index`` of the spec's stores from now
         on: the one rank 0 commits to (it falls back to the next region's store in an outage)."""
         stores = [self.store, *self.fallbacks]
-        if self.share is not None and 0 <= index < len(stores):
-            self.share.store = stores[index]
+        if self.share_upload is not None and 0 <= index < len(stores):
+            self.share_upload.store = stores[index]
 
     def wait_for_share(self) -> None:
         """Ranks > 0: until this rank's share of the last checkpoint is put (bounded: rank 0
         puts whatever is missing)."""
-        if self.share is not None:
-            self.share.wait(self.spec.store_outage_s)
+        if self.share_upload is not None:
+            self.share_upload.wait(self.spec.store_outage_s)
 
     def wait_until_active(self) -> None:
         """A warm standby holds here until the controller activates it."""

@@ -93,15 +93,15 @@ def _rank_main(
                 return real(step, micro)
 
             loop.data.batch = batch  # type: ignore[method-assign]
-        if lost_share is not None and loop.share is not None:
+        if lost_share is not None and loop.share_upload is not None:
             # This rank's file of that step never reaches the store (a rank that died mid-upload).
-            submit = loop.share.submit
+            submit = loop.share_upload.submit
 
             def lossy(step: int, files: Any, digests: Any) -> None:
                 if step != lost_share:
                     submit(step, files, digests)
 
-            loop.share.submit = lossy  # type: ignore[method-assign]
+            loop.share_upload.submit = lossy  # type: ignore[method-assign]
         with pytest.raises(_Crash) if crash_at is not None else contextlib.nullcontext():
             loop.run()
     finally:

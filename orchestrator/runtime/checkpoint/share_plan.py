@@ -1,12 +1,13 @@
-"""Who puts which file of a shared upload, and what rank 0 makes of it (pure).
+"""The plan of a shared upload: which rank puts which file, how long rank 0 waits for
+the other ranks' shares, and what it reports of them (pure).
 
 Shared uploads (more than one worker; DDP ranks hold the same state): rank 0 still
 serializes and hashes every file and signs the manifest with the hashes of its own
-bytes, but the files ``assign_shares`` gives to rank r > 0 are put by rank r
-(``share_uploader``), and only when rank r's bytes have rank 0's sha256 (the ranks
+bytes, but the files ``assign_shares`` gives to rank r > 0 (its share) are put by rank r
+(``share_upload``), and only when rank r's bytes have rank 0's sha256 (the ranks
 exchange digests at the snapshot). Before committing, rank 0 checks each such file in
 the store against its own bytes and, after a bounded wait (``share_wait_s``), puts any
-that is missing or differs itself (``shared_puts``). So a rank that is late, dead or
+that is missing or differs itself (``rank0_upload``). So a rank that is late, dead or
 wrong costs time, never a bad checkpoint; and since rank r only ever writes rank 0's
 bytes, its write landing after rank 0's own changes nothing.
 """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from recovery.fencing import Lineage
 from recovery.keys import controller_keys
 from recovery.store import CheckpointStore
@@ -22,7 +22,7 @@ def test_a_fenced_rank_puts_nothing(tmp_path: Path) -> None:
     rank0.write_fence(RUN, Lineage().then(1, 0).then(2, 10))
     files = dict(FILES)
     shares, digests = _plan(files, 2)
-    share = ShareUploader(rank1, RUN, 1)  # attempt 1: a zombie now
+    share = ShareUpload(rank1, RUN, 1)  # attempt 1: a zombie now
     share.submit(20, _share_of(files, shares, 1), digests)
     share.wait(20)
     assert set(share.last.values()) == {"fenced"} and share.fenced
@@ -37,7 +37,7 @@ def test_a_fence_this_run_s_controller_did_not_sign_stops_no_share(tmp_path: Pat
     forger.write_fence(RUN, Lineage().then(1, 0).then(9, 10))  # a generation far above: forged
     files = dict(FILES)
     shares, digests = _plan(files, 2)
-    share = ShareUploader(rank1, RUN, 2)
+    share = ShareUpload(rank1, RUN, 2)
     share.submit(20, _share_of(files, shares, 1), digests)
     share.wait(20)
     assert set(share.last.values()) == {"put"} and not share.fenced

@@ -1,4 +1,4 @@
-"""Rank r > 0's part of a shared upload (see ``shares``): its share put, best effort."""
+"""Rank r > 0's part of an upload: its share put, best effort (see ``share_plan``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from recovery.fencing import FenceRejected
 from recovery.store import CheckpointStore, StoreError, read_fence, sha256_hex
 
 
-class ShareUploader:
+class ShareUpload:
     """Rank r > 0's part of a shared upload: put the files rank 0 assigned to this rank
     into the primary store, best effort, in the background.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.runtime.checkpoint.shares import ShareReport, bytes_by_rank, delivered_by_rank, share_event
+from orchestrator.runtime.checkpoint.share_plan import ShareReport, bytes_by_rank, delivered_by_rank, share_event
 
 pytestmark = pytest.mark.unit
 FILES = {"optimizer.pt": b"o" * 600, "model.pt": b"m" * 300, "state.pt": b"s" * 10, "rng-rank0.pt": b"r" * 20}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpoint import shares as shares_mod
-from orchestrator.runtime.checkpoint.shared_puts import SharedPuts
+from orchestrator.runtime.checkpoint import share_plan
+from orchestrator.runtime.checkpoint.rank0_upload import Rank0Upload
 from orchestrator.runtime.checkpoint.snapshot import snapshot_of
 from recovery.manifest import FileEntry
 from recovery.store import StoreError, sha256_hex
@@ -56,7 +56,7 @@ def pool() -> Any:
 
 def test_without_shares_rank_0_puts_everything_and_reports_nothing(pool: ThreadPoolExecutor) -> None:
     store, stages = Store(), []
-    entries, report = SharedPuts("run", pool, stages.append)(store, snapshot_of(20, FILES, {}), True)  # type: ignore[arg-type]
+    entries, report = Rank0Upload("run", pool, stages.append)(store, snapshot_of(20, FILES, {}), True)  # type: ignore[arg-type]
     assert sorted(e.name for e in entries) == sorted(FILES) and report is None
     assert stages == [20]
 
@@ -65,18 +65,18 @@ def test_landed_shares_are_listed_with_rank_0s_digest_and_not_put_again(pool: Th
     digest = sha256_hex(FILES["model.pt"])
     store = Store(landed={"model.pt": FILES["model.pt"]})
     snap = snapshot_of(20, FILES, {}, {"model.pt": 1}, {"model.pt": digest})
-    entries, report = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    entries, report = Rank0Upload("run", pool)(store, snap, True)  # type: ignore[arg-type]
     assert sorted(store.put_by_me) == ["optimizer.pt", "state.pt"]
     assert FileEntry("model.pt", 300, digest) in entries
     assert report is not None and report.taken == [] and report.delivered == {0: 610, 1: 300}
 
 
 def test_a_missing_or_other_share_is_put_by_rank_0(pool: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shares_mod, "SHARE_WAIT_MIN_S", 0.05)
+    monkeypatch.setattr(share_plan, "SHARE_WAIT_MIN_S", 0.05)
     store = Store(landed={"model.pt": b"other bytes"})
     shares = {"model.pt": 1, "state.pt": 2}
     snap = snapshot_of(20, FILES, {}, shares, {n: sha256_hex(FILES[n]) for n in shares})
-    entries, report = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    entries, report = Rank0Upload("run", pool)(store, snap, True)  # type: ignore[arg-type]
     assert sorted(e.name for e in entries) == sorted(FILES) and store.held == FILES
     assert report is not None and report.taken == ["model.pt", "state.pt"] and report.delivered == {0: 910}
 
@@ -84,7 +84,7 @@ def test_a_missing_or_other_share_is_put_by_rank_0(pool: ThreadPoolExecutor, mon
 def test_a_retry_does_not_wait_for_the_other_ranks(pool: ThreadPoolExecutor) -> None:
     store = Store()
     snap = snapshot_of(20, FILES, {}, {"model.pt": 1}, {"model.pt": sha256_hex(FILES["model.pt"])})
-    _, report = SharedPuts("run", pool)(store, snap, False)  # type: ignore[arg-type]
+    _, report = Rank0Upload("run", pool)(store, snap, False)  # type: ignore[arg-type]
     assert report is not None and report.taken == ["model.pt"] and report.waited_s < 1.0
 
 
@@ -104,7 +104,7 @@ SHARD = b"r1" * 100
 def test_every_ranks_shard_file_in_the_store_is_listed_with_its_reported_digest(pool: ThreadPoolExecutor) -> None:
     store = HoldingStore({"shard-r1.pt": SHARD})
     snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
-    entries, _ = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    entries, _ = Rank0Upload("run", pool)(store, snap, True)  # type: ignore[arg-type]
     assert FileEntry("shard-r1.pt", len(SHARD), sha256_hex(SHARD)) in entries
     assert sorted(e.name for e in entries) == sorted([*FILES, "shard-r1.pt"])
     assert "shard-r1.pt" not in store.put_by_me
@@ -114,11 +114,11 @@ def test_every_ranks_shard_file_in_the_store_is_listed_with_its_reported_digest(
 def test_a_rank_file_missing_or_other_means_no_commit(
     pool: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch, landed: dict[str, bytes]
 ) -> None:
-    monkeypatch.setattr("orchestrator.runtime.checkpoint.shared_puts.remote_wait_s", lambda *a: 0.05)
+    monkeypatch.setattr("orchestrator.runtime.checkpoint.rank0_upload.remote_wait_s", lambda *a: 0.05)
     store = HoldingStore(landed)
     snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
     with pytest.raises(StoreError, match=r"rank 1's shard-r1\.pt of step 8 is not in .* not committed"):
-        SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+        Rank0Upload("run", pool)(store, snap, True)  # type: ignore[arg-type]
     assert store.held.get("shard-r1.pt") == landed.get("shard-r1.pt")  # rank 0 has no bytes to put
 
 
@@ -126,5 +126,5 @@ def test_a_rank_file_that_lands_during_the_wait_is_committed(pool: ThreadPoolExe
     store = HoldingStore()
     threading.Timer(0.2, lambda: store.held.__setitem__("shard-r1.pt", SHARD)).start()
     snap = snapshot_of(8, FILES, {}, remote={"shard-r1.pt": (1, len(SHARD), sha256_hex(SHARD))})
-    entries, _ = SharedPuts("run", pool)(store, snap, True)  # type: ignore[arg-type]
+    entries, _ = Rank0Upload("run", pool)(store, snap, True)  # type: ignore[arg-type]
     assert "shard-r1.pt" in {e.name for e in entries}

@@ -1,9 +1,10 @@
-"""Rank 0 puts a snapshot's files into a store, the other ranks' shares checked, not trusted.
+"""Rank 0's part of an upload: its files put into a store, the other ranks' checked, not trusted.
 
 Its own files first (the chaos hook once the first is in), then, for the files another
-rank puts (see ``shares``), a bounded wait until each is in the store holding rank 0's
-bytes; whatever is missing or differs then, rank 0 puts itself. The manifest lists
-every file with rank 0's sha256 of it.
+rank puts (its share, see ``share_plan``; or a file only that rank holds), a bounded
+wait until each is in the store holding rank 0's bytes (or the size and sha256 that
+rank reported); a share missing or different then, rank 0 puts itself. The manifest
+lists each file with its sha256: rank 0's, or the one the rank that alone holds it reported.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.runtime.checkpoint.puts import put_all
-from orchestrator.runtime.checkpoint.shares import (
+from orchestrator.runtime.checkpoint.share_plan import (
     ShareReport,
     bytes_by_rank,
     delivered_by_rank,
@@ -28,10 +29,11 @@ SHARE_POLL_S = 0.05
 SHARE_POLL_MAX_S = 0.5
 
 
-class SharedPuts:
-    """``(store, snapshot, first_try) -> (entries, report)``: every file of the snapshot
-    in the store, concurrently; ``report`` is None when no other rank had a share. Only
-    the first try waits for the other ranks (a retry puts what is missing at once)."""
+class Rank0Upload:
+    """The ``PutFiles`` of rank 0's commits, ``(store, snapshot, first_try) -> (entries,
+    report)``: every file of the snapshot in the store, concurrently; ``report`` is None
+    when no other rank had a share. Only the first try waits for the other ranks (a
+    retry puts what is missing at once)."""
 
     def __init__(
         self,
