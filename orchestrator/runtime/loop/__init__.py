@@ -7,8 +7,9 @@
   sharded checkpoints; ``func_mode``: a user's Ray Train function (``job.train_func``)
   with its reports and restores through the run's stores.
 - ``dataflow``: a worker's data and ``telemetry``; ``ddp``: DDP's options for an exact
-  restore; ``weights``: the weights' digest; ``rank_log``: a rank's output to its file;
-  ``user_site``: where in the user's code an error was raised.
+  restore; ``fsdp``: a model sharded in place (trainer.strategy=fsdp); ``weights``: the
+  weights' digest; ``rank_log``: a rank's output to its file; ``user_site``: where in
+  the user's code an error was raised.
 
 May import: ``checkpoint`` and ``group`` (a survivor's way back into the group), the
 runtime's leaf modules (``fault_rendezvous``, ``notices``), the wire, the workloads, the errors

@@ -35,21 +35,13 @@ from orchestrator.runtime.checkpoint.shard_index import (
     parse_index,
     shard_file,
 )
-from orchestrator.runtime.checkpoint.sharding import (
-    FullModel,
-    FullOptimizer,
-    ShardUnitError,
-    checkpoint_activations,
-    load_shards,
-    save_shards,
-    shard,
-    shard_units,
-)
+from orchestrator.runtime.checkpoint.sharding import FullModel, FullOptimizer, load_shards, save_shards
 from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
 from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.peer_state import HeldSnapshots
 from orchestrator.runtime.group.survivors import Survivors, release_frames
 from orchestrator.runtime.loop.dataflow import WorkerData
+from orchestrator.runtime.loop.fsdp import ShardUnitError, checkpoint_activations, shard, shard_units
 from orchestrator.runtime.loop.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.loop.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
