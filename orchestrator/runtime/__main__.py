@@ -135,7 +135,7 @@ def main(argv: list[str]) -> int:
         def journal(**fields: Any) -> None:
             control.event(spec.generation, "spare_taken", **fields)
 
-        spares.enable(spec.job.workload, training, journal, list(shared.values()))
+        spares.enable(spec.job.workload, training, journal, list(shared.values()), (train_func.__module__,))
     from orchestrator.runtime.group import placement
 
     placement.enable(lambda **fields: control.event(spec.generation, "placement_reused", **fields))

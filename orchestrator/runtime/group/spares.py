@@ -24,9 +24,10 @@ REPLACEMENT_ENV), so the spare lands on a process that has them.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrator.runtime.group import spare_nodes
@@ -47,6 +48,9 @@ _spares: dict[str, Any] = {}
 _ready: dict[str, Any] = {}
 # The workload the spares preload; empty: no spares (the group restarts whole on a loss).
 _workload: list[str] = []
+# The modules the spares import ahead (the worker's training function's, by name: this
+# package sits below the loop and imports none of it).
+_modules: list[str] = []
 # Object refs in every worker's config (the run's keys): fetched by each spare ahead.
 _shared: list[Any] = []
 # Whether the group has trained a step since a time (the driver reads its progress).
@@ -60,12 +64,15 @@ def enable(
     training: Callable[[float], bool],
     journal: Callable[..., None] | None = None,
     shared: list[Any] | None = None,
+    modules: Sequence[str] = (),
 ) -> None:
-    """The driver keeps spares from now on, preloading ``workload`` (job.workload);
-    ``training(since)``: whether the group reported a trained step since then;
-    ``journal(**fields)``: where each hand-over is told (``spare_taken``); ``shared``:
-    the object refs every worker reads (each spare fetches them ahead, ``preload``)."""
+    """The driver keeps spares from now on, preloading ``workload`` (job.workload) and
+    ``modules`` (the training loop's, by name); ``training(since)``: whether the group
+    reported a trained step since then; ``journal(**fields)``: where each hand-over is
+    told (``spare_taken``); ``shared``: the object refs every worker reads (each spare
+    fetches them ahead, ``preload``)."""
     _workload[:] = [workload]
+    _modules[:] = list(modules)
     _shared[:] = list(shared or ())
     _training[:] = [training]
     _journal[:] = [journal] if journal is not None else []
@@ -105,9 +112,10 @@ def enabled() -> bool:
     return bool(_workload)
 
 
-def preload(workload: str, *_fetched: Any) -> None:
-    """On a spare: import what a worker's first step needs (a failure here is the worker's
-    own to report, when it builds the workload for real). ``_fetched``: the objects every
+def preload(workload: str, modules: Sequence[str] = (), *_fetched: Any) -> None:
+    """On a spare: import what a worker's first step needs, ``modules`` (the training loop:
+    torch, the loop, the uploader) and the workload's (a failure here is the worker's own
+    to report, when it builds the workload for real). ``_fetched``: the objects every
     worker gets from the driver (the training function, the run's keys), passed by
     reference so that Ray copies them to the spare's node now, while every node holding
     a copy is alive. Fetched once the spare is handed over, a copy Ray still lists on a
@@ -116,7 +124,8 @@ def preload(workload: str, *_fetched: Any) -> None:
     try:
         import torch
 
-        import orchestrator.runtime.loop.train_loop  # noqa: F401  (torch, the loop, the uploader)
+        for name in modules:
+            importlib.import_module(name)
 
         # torch starts its autograd engine at the first backward pass, and imports its
         # compiler stack (torch._dynamo, most of a second) at the first optimizer built:
@@ -207,7 +216,8 @@ def _start_now(group: Any, node_ids: list[str]) -> None:
         if node in _spares or node not in alive:
             continue  # one waits there already, or the node is gone since
         actor = cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
-        actor.execute.remote(preload, _workload[0] if _workload else "", *_shared, *_train_fn_ref(group))
+        workload = _workload[0] if _workload else ""
+        actor.execute.remote(preload, workload, tuple(_modules), *_shared, *_train_fn_ref(group))
         _spares[node] = actor
         _ready[node] = actor.get_metadata.remote()  # answered once the preload is done
 

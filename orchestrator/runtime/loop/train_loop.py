@@ -38,8 +38,7 @@ from orchestrator.runtime.checkpoint.shard_index import (
 from orchestrator.runtime.checkpoint.sharding import FullModel, FullOptimizer, load_shards, save_shards
 from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
 from orchestrator.runtime.group.node_label import known, my_node
-from orchestrator.runtime.group.peer_state import HeldSnapshots
-from orchestrator.runtime.group.survivors import Survivors, release_frames
+from orchestrator.runtime.group.survivors import GroupRecovery
 from orchestrator.runtime.loop.dataflow import WorkerData
 from orchestrator.runtime.loop.fsdp import ShardUnitError, checkpoint_activations, shard, shard_units
 from orchestrator.runtime.loop.weights import local_state_bytes, weights_sha256
@@ -49,7 +48,10 @@ from orchestrator.runtime.loop.worker import (  # noqa: F401  (InjectedUserError
     Stopped,
     UserCodeError,
     WorkerAttempt,
+    is_comm_failure,
     is_infra_error,
+    release_frames,
+    restore_rule,
     run_worker,
 )
 from orchestrator.wire.control import ControlChannel
@@ -174,7 +176,7 @@ def train_func(config: dict[str, Any]) -> None:
     run_worker(config, _Loop)
 
 
-class _Loop(Survivors, WorkerAttempt):
+class _Loop(WorkerAttempt):
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         super().__init__(spec, rank, world, control)
         # The step in progress (0 before the first): a user error names it.
@@ -201,8 +203,25 @@ class _Loop(Survivors, WorkerAttempt):
         self.stalls: list[float] = []  # seconds each save blocked the loop
         # Rank 0: whether the other ranks put shares of checkpoints (see save).
         self._sharing = True
-        # With survivors kept (orchestrator/runtime/group/rendezvous.py): this rank's newest checkpoints' bytes.
-        self.held = HeldSnapshots() if self.member is not None else None
+        # With survivors kept (orchestrator/runtime/group/rendezvous.py): this rank's way back into
+        # the group after a lost peer, which holds its newest checkpoints' bytes.
+        self.group = self._group_recovery()
+        self.held = self.group.held if self.group is not None else None
+
+    def _group_recovery(self) -> GroupRecovery | None:
+        """The helper that brings this rank back into the group, where it joined one through
+        the driver's rendezvous (survivors kept); None where a lost peer restarts the group."""
+        if self.member is None:
+            return None
+        stores = [self.store, *self.fallbacks]
+        return GroupRecovery(
+            self.spec,
+            self.control,
+            self.rank,
+            self.member,
+            stores,
+            lambda: restore_rule(self.spec, self.control, stores),
+        )
 
     def _build(self, world: int) -> None:
         """The workload, its data, model, optimizer and scheduler, from the seed: what a
@@ -425,7 +444,7 @@ class _Loop(Survivors, WorkerAttempt):
             # Every file this rank loads, read at once (rank 0 kept its own while choosing).
             wanted = self.files_to_load(m, self.rank) + ([INDEX_NAME, REST_NAME] if sharded else [])
             files = source.read_many(m, [name for name in wanted if name in saved])
-        return self._load(source, m, files)
+        return self.load_files(source, m, files)
 
     def files_to_load(self, m: Any, rank: int) -> list[str]:
         """The files of checkpoint ``m`` that ``rank`` loads (a sharded model's apart)."""
@@ -436,7 +455,7 @@ class _Loop(Survivors, WorkerAttempt):
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
         return [f"{name}.pt" for name in parts] + ["state.pt", rng_file(rank, saved_world, saved)]
 
-    def _load(self, source: Any, m: Any, files: dict[str, bytes]) -> int:
+    def load_files(self, source: Any, m: Any, files: dict[str, bytes]) -> int:
         """Load checkpoint ``m`` from ``files`` (verified bytes; any other file is read from
         ``source`` and verified); the step to continue after."""
         saved = {f.name for f in m.files}
@@ -610,13 +629,13 @@ class _Loop(Survivors, WorkerAttempt):
             try:
                 if broken is not None:
                     # The survivors stay: out of the broken group, into the next one.
-                    restored, broken = self.regroup(broken), None
+                    restored, broken = self.rejoin(broken), None
                 elif restored is None:
                     restored = self.begin(first=True)
                 self._train(wrap, restored)
                 break
             except Exception as exc:
-                if not self.survivable(exc):
+                if self.group is None or not is_comm_failure(exc):
                     raise
                 broken = exc  # also one met while re-forming: the group forms again
                 # Its frames hold the DDP wrapper, which holds the broken group: released, the
@@ -628,19 +647,38 @@ class _Loop(Survivors, WorkerAttempt):
         if self.rank == 0:
             self.finish(self.spec.job.steps, self._t_start, self._first_step, outcome)
 
+    # --- survivors: the loop's side of group.survivors.GroupRecovery (a Restorable) --------
+    def rejoin(self, exc: BaseException) -> int:
+        """Out of the broken group and into the next epoch's; the step restored there."""
+        assert self.group is not None, "only a rank that joined through the driver's rendezvous rejoins"
+        self.world = self.group.rejoin(exc, self.user_step, self._settle_uploads)
+        return self.begin(first=False)
+
+    def _settle_uploads(self) -> None:
+        """Until what this rank handed over is committed (rank 0) or put (its share)."""
+        if self.rank == 0:
+            self.checkpointer.wait()
+        self.wait_for_share()
+
+    def start_from_seed(self) -> None:
+        self._build(self.world)
+
+    def before_restore(self, step: int) -> None:
+        self._restore_hook(step)
+
     def begin(self, first: bool) -> int:
         """(All ranks.) The world's pids, the restore (from the store, or from peers when
         the group formed again around survivors), ``train_started``; the step restored."""
         pids, nodes = self.worker_places()
-        joined = self.member is not None and self.member.members is not None and self.member.members.mode == "join"
+        joined = self.group is not None and self.group.joining
         if first and not joined:
             if self.rank == 0:
                 self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
             self.wait_until_active()
         called = time.monotonic()
-        restored = self.peer_restore() if joined else self.restore()
+        restored = self.group.peer_restore(self.world, self) if self.group is not None and joined else self.restore()
         if self.rank == 0:
-            group = {"epoch": self.member.epoch} if self.member is not None else {}
+            group = {"epoch": self.group.epoch} if self.group is not None else {}
             self.control.event(
                 self.gen,
                 "train_started",

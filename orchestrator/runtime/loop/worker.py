@@ -96,6 +96,14 @@ def is_comm_failure(exc: BaseException) -> bool:
     return any(_is_comm_error(e) for e in causes(exc))
 
 
+def release_frames(exc: BaseException) -> None:
+    """Drop the locals of every frame ``exc`` (and what it wraps) went through: nothing
+    of the failed step (the DDP wrapper, and through it the broken group) stays alive."""
+    for e in causes(exc):
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+
+
 def _ray_system_errors() -> tuple[type[BaseException], ...]:
     import ray.exceptions as rx
 

@@ -39,10 +39,11 @@ def test_a_preload_imports_the_loop_and_the_workload_builds_and_steps_an_optimiz
     # torch imports its compiler stack at the first optimizer a process builds: a spare
     # does it before it is handed over, not the recovery.
     monkeypatch.setattr(torch.optim, "SGD", SGD)
-    spares.preload("digits")
+    spares.preload("digits", ("orchestrator.runtime.loop.train_loop",))
     assert "orchestrator.runtime.loop.train_loop" in sys.modules
     assert stepped == [True]
     spares.preload("no_such_module:Nothing")  # the worker reports it when it builds the workload
+    spares.preload("digits", ("no_such_module",))
 
 
 def test_split_hands_over_the_spares_there_are_and_leaves_the_rest_to_new_actors() -> None:

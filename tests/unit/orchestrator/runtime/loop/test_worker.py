@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from orchestrator.runtime.loop.worker import Prefetch, WorkerAttempt, restored_by_rank0
+from orchestrator.runtime.loop.worker import Prefetch, WorkerAttempt, is_comm_failure, release_frames, restored_by_rank0
 
 pytestmark = pytest.mark.unit
 
@@ -54,3 +54,46 @@ def test_a_restores_time_is_its_choice_and_its_load_their_overlap_counted_once()
     assert _timed(4.0, None).restore_work_s(4.0, 5.5) == 1.5
     # A standby chooses inside its restore (4-5), then loads (5-5.5): all of it, once.
     assert _timed(4.0, 5.0).restore_work_s(4.0, 5.5) == 1.5
+
+
+def gloo_error() -> RuntimeError:
+    return RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4527")
+
+
+def test_a_collective_broken_by_a_lost_peer_is_a_comm_failure_however_wrapped() -> None:
+    assert is_comm_failure(gloo_error())
+    # Wrapped, as a user's code or DDP may raise it.
+    try:
+        try:
+            raise gloo_error()
+        except RuntimeError as inner:
+            raise ValueError("step failed") from inner
+    except ValueError as outer:
+        assert is_comm_failure(outer)
+
+
+def test_the_workloads_own_error_is_no_comm_failure() -> None:
+    assert not is_comm_failure(ValueError("shapes do not match"))
+    assert not is_comm_failure(ZeroDivisionError())
+
+
+def test_a_released_failure_holds_none_of_its_frames_locals() -> None:
+    class Held:
+        pass
+
+    def step() -> None:
+        held = Held()  # noqa: F841  (what a failed step's frame keeps alive)
+        raise gloo_error()
+
+    try:
+        step()
+    except RuntimeError as exc:
+        caught = exc
+    frames = []
+    tb = caught.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    assert any("held" in f.f_locals for f in frames)
+    release_frames(caught)
+    assert not any("held" in f.f_locals for f in frames)
