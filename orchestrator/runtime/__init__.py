@@ -2,7 +2,9 @@
 
 By concern:
 
-- ``__main__``: the driver; ``trainer``: Ray Train's trainer, run from the driver.
+- ``__main__``: the driver, which carries out the attempt's ``plan`` (what runs, the
+  group's size and placement, survivors, spares: decided from the spec, pure);
+  ``trainer``: Ray Train's trainer, its controller run in the driver.
 - ``loop/``: what each Ray Train worker runs (the built-in training loop, a user's Ray
   Train function) and what it measures.
 - ``group/``: the worker group and its recovery: the group's rendezvous, survivors
@@ -10,7 +12,7 @@ By concern:
 - ``checkpoint/``: asynchronous, signed checkpoints, sharded ones included.
 - ``search/``: a Ray Tune search.
 - ``fault_rendezvous`` (the chaos rendezvous) and ``notices`` (preemption notices): leaf
-  modules that the loop and the search both use.
+  modules, which import only the wire (the loop meets both; a search, the rendezvous).
 
 A side of its own: imports only the wire, the workloads, the search space, the errors and
 ``recovery``, never the controller's side (which imports none of it).

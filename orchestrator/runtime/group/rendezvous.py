@@ -39,38 +39,6 @@ STORE_TIMEOUT_S = 30.0
 EPOCH_KEY = "epoch"
 
 
-def why_not_survivors(spec: Any) -> str | None:
-    """Why this attempt restarts its whole worker group on a lost worker (None: survivors
-    keep their processes). Pure: the spec alone (the Ray in use is checked apart)."""
-    trainer = spec.trainer
-    if spec.survivors == "off":
-        return "recovery.survivors=off"
-    if spec.hpo is not None:
-        return "a search's trials restart on their own"
-    if spec.job.train_func:
-        return "a job.train_func keeps its own state: its group restarts"
-    if trainer.workers < 2:
-        return "one worker: nothing survives its loss"
-    if trainer.strategy != "ddp":
-        return f"trainer.strategy={trainer.strategy}: each rank holds only its shards"
-    if trainer.gpus_per_worker > 0:
-        return "GPU workers: an NCCL group broken by a lost peer is not re-formed yet"
-    if spec.data.loader == "ray_data":
-        return "data.loader=ray_data: its split is Ray Data's, restarted with the group"
-    return None
-
-
-def why_no_spares(spec: Any) -> str | None:
-    """Why this attempt keeps no spare workers (None: it does, survivors kept or not). Pure."""
-    if spec.hpo is not None:
-        return "a search's trials restart on their own"
-    if spec.trainer.gpus_per_worker > 0:
-        return "GPU workers: a spare holds no GPU, and Ray hides the devices from a process started without one"
-    if spec.data.loader == "ray_data":
-        return "data.loader=ray_data: its split is Ray Data's, restarted with the group"
-    return None
-
-
 class Refused(RuntimeError):
     """This process may not join the group (it was replaced, or is of an older generation)."""
 

@@ -8,7 +8,7 @@ runtime environment, reserving no CPU (it idles), that imports the training loop
 the workload's module at once. A replacement on that node is handed the spare instead
 of a new actor, and so is each worker of a group that Ray Train starts again whole on
 nodes that hold spares (a world that shrank after a lost node; any restart where
-survivors are not kept: ``rendezvous.why_no_spares`` says where there are no spares); a new
+survivors are not kept: ``runtime.plan.why_no_spares`` says where there are none); a new
 spare is then started there for the next loss. Each hand-over is journaled (``spare_taken``).
 
 The spare runs outside the worker group's placement group: the lost worker's bundle
