@@ -14,6 +14,10 @@ By concern:
 - ``fault_rendezvous`` (the chaos rendezvous) and ``notices`` (preemption notices): leaf
   modules, which import only the wire (the loop meets both; a search, the rendezvous).
 
+Inside, each imports only its own layer or one below, bottom first: the leaf modules
+(``fault_rendezvous``, ``notices``, ``plan``), ``checkpoint/``, ``group/``, ``loop/``,
+``search/``, then the driver's ``trainer`` and ``__main__`` (tests/unit/test_import_graph.py).
+
 A side of its own: imports only the wire, the workloads, the search space, the errors and
 ``recovery``, never the controller's side (which imports none of it).
 """
