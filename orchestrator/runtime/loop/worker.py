@@ -204,7 +204,7 @@ def run_worker(config: dict[str, Any], make: Callable[[RuntimeSpec, int, int, Co
 
 
 def join_group(spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> Callable[[], None]:
-    """Where the driver hosts the group's rendezvous (survivors kept, see rendezvous.py): join
+    """Where the driver hosts the group's rendezvous (survivors kept, see group/rendezvous.py): join
     the epoch it assigned, or be refused (journaled) and stop as a fenced worker. The group
     forms in the background; the returned function waits for it."""
     from orchestrator.runtime.group import rendezvous

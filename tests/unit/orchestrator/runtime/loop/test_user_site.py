@@ -15,8 +15,8 @@ ROOTS = ("/venv/lib/python3.11/site-packages/", "/repo/orchestrator/")
 
 def test_the_innermost_frame_outside_the_platform_is_the_users() -> None:
     frames = [
-        ("/repo/orchestrator/runtime/worker.py", 144),
-        ("/repo/orchestrator/runtime/train_loop.py", 510),
+        ("/repo/orchestrator/runtime/loop/worker.py", 144),
+        ("/repo/orchestrator/runtime/loop/train_loop.py", 510),
         ("/home/me/proj/models.py", 46),  # loss()
         ("/home/me/proj/layers.py", 12),  # a helper of theirs it calls
         ("/venv/lib/python3.11/site-packages/torch/nn/functional.py", 3000),
@@ -25,7 +25,7 @@ def test_the_innermost_frame_outside_the_platform_is_the_users() -> None:
 
 
 def test_no_user_frame_is_none_and_pseudo_files_are_not_users() -> None:
-    frames = [("/repo/orchestrator/runtime/worker.py", 408), ("<string>", 1), ("", 0)]
+    frames = [("/repo/orchestrator/runtime/loop/worker.py", 408), ("<string>", 1), ("", 0)]
     assert innermost_user_frame(frames, ROOTS) is None
 
 
