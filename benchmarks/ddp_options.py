@@ -1,4 +1,4 @@
-"""What DDP's options for an exact restore cost (orchestrator/runtime/ddp.py): training
+"""What DDP's options for an exact restore cost (orchestrator/runtime/loop/ddp.py): training
 steps per second of the same DDP loop with the options the training loop gives a world
 of ``--world`` ranks and without them, on forked gloo ranks of this machine.
 
@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import write_json
-from orchestrator.runtime.ddp import ddp_options
+from orchestrator.runtime.loop.ddp import ddp_options
 from tests.support.runs import run_forked_ranks
 
 WARMUP = 20

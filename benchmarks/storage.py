@@ -53,11 +53,11 @@ def _share_rank(
     endpoint: str, prefix: str, step: int, files: dict[str, bytes], digests: dict[str, str], go: Any
 ) -> None:
     """Another rank of a shared upload, in its own process: put its share once told to."""
-    from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+    from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 
     keys = controller_keys(b"k" * 32, "bench")
     store = CheckpointStore(prefix, region="s3", storage_options={"endpoint_url": endpoint}, key=keys)
-    share = ShareUploader(store, "bench", 1)
+    share = ShareUpload(store, "bench", 1)
     store.all_steps("bench")  # the client warm, as a training run's is by its second checkpoint
     go.wait()
     share.submit(step, files, digests)
@@ -75,7 +75,7 @@ def upload_ratio(endpoint: str, mb: int, rounds: int = 3, workers: int = 1) -> d
 
     from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
     from orchestrator.runtime.checkpoint.puts import UPLOAD_THREADS
-    from orchestrator.runtime.checkpoint.shares import assign_shares, sha256_all
+    from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
 
     files = {f"shard-{i}.pt": os.urandom(mb * 1024 * 1024 // 3) for i in range(3)}
     tmp = tempfile.mkdtemp(prefix="bench-upload-")
@@ -202,7 +202,7 @@ def restore_s(src_url: str, opts: dict[str, Any], run_id: str, rounds: int = 3) 
 
     The run's key never leaves its controller, so its newest commit's bytes are
     committed again under a key of this benchmark's (same files, same server) and
-    restored from there. Restore mirrors a worker's (orchestrator/runtime/worker.py
+    restored from there. Restore mirrors a worker's (orchestrator/runtime/loop/worker.py
     ``_choose`` and train_loop.py ``restore``): ``load_newest`` (every file read once,
     in parallel ranges, hashed as it streams in, the bytes kept), then ``torch.load``.
     The raw download is one ``cat_file`` per file, one after another.

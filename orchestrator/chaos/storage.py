@@ -87,7 +87,7 @@ def search_part(extra: dict[str, object]) -> tuple[str, int] | None:
     return trial_id, iteration
 
 
-# A sharded checkpoint's rank files, as runtime/shard_index.py names them (the controller's
+# A sharded checkpoint's rank files, as runtime/checkpoint/shard_index.py names them (the controller's
 # side imports no runtime code).
 _SHARD_FILE = re.compile(r"shard-r(\d+)\.pt")
 

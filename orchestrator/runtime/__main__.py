@@ -1,7 +1,8 @@
 """The runtime driver: ``python -m orchestrator.runtime SPEC.json``, run on the cluster.
 
-Connects to the region's Ray cluster, renews the heartbeat lease, runs the
-workload under Ray Train, and exits with a code the controller classifies.
+Connects to the region's Ray cluster, renews the heartbeat lease, plans the attempt from
+its spec and what this Ray can do (``plan.plan_attempt``), carries the plan out under Ray
+Train (``carry_out``), and exits with a code the controller classifies.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import sys
 import threading
 from typing import Any
 
+from orchestrator.runtime.plan import Entry, Plan, RayOffers, exit_after_fit, plan_attempt
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import TRAIN_ENV, RuntimeSpec
-from recovery.detection import EXIT_INFRA, EXIT_OK, EXIT_PREEMPTED, EXIT_USER_ERROR, EXIT_WORKERS_EXHAUSTED
+from recovery.detection import EXIT_INFRA
+from recovery.keys import AttemptKeys
 
 
 def _heartbeats(control: ControlChannel, spec: RuntimeSpec, stop: threading.Event) -> None:
@@ -77,11 +80,9 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=_heartbeats, args=(control, spec, stop), daemon=True).start()
     os.environ.update(TRAIN_ENV)  # the cluster has them too: see AttemptRunner.launch
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
 
-    from orchestrator.runtime.process_group import torch_config
-    from orchestrator.runtime.train_loop import train_func
-    from orchestrator.runtime.trainer import make_trainer
+    from orchestrator.runtime.group.process_group import REPLICAS
+    from orchestrator.runtime.trainer import RAY_TRAIN_HOOKS
 
     try:
         ray.init(
@@ -93,99 +94,94 @@ def main(argv: list[str]) -> int:
         control.event(spec.generation, "runtime_error", error=f"cannot connect to Ray: {exc}"[:500])
         return EXIT_INFRA
     control.event(spec.generation, "driver_connected", pid=os.getpid())
-    if spec.hpo is not None:
+    plan = plan_attempt(spec, RayOffers(replicas=REPLICAS, hooks=RAY_TRAIN_HOOKS))
+    try:
+        return carry_out(plan, spec, control, key)
+    finally:
+        stop.set()
+
+
+def carry_out(plan: Plan, spec: RuntimeSpec, control: ControlChannel, key: AttemptKeys) -> int:
+    """Run the attempt as ``plan`` says, on the Ray this driver is connected to; its exit code."""
+    if plan.entry is Entry.SEARCH:
         from orchestrator.runtime.search.run import run_search
 
-        try:
-            return run_search(spec, control)
-        finally:
-            stop.set()
+        return run_search(spec, control)
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+
+    from orchestrator.runtime.group import placement
+    from orchestrator.runtime.group.process_group import survivor_config, torch_config
+    from orchestrator.runtime.group.world import WorldPolicy
+    from orchestrator.runtime.loop.train_loop import train_func
+    from orchestrator.runtime.trainer import make_trainer
+
     worker_fn = train_func
-    if spec.job.train_func:
+    if plan.entry is Entry.TRAIN_FUNC:
         # job.train_func: the user's own Ray Train function, its reports and restores through our stores.
-        from orchestrator.runtime.func_mode import train_func as worker_fn
-    gpus = spec.trainer.gpus_per_worker
-    world = None
-    if spec.nodes > 1 or spec.trainer.min_workers not in (0, spec.trainer.workers):
-        from orchestrator.runtime.world import WorldPolicy
-
-        world = WorldPolicy(spec, control)
-    config = torch_config("nccl" if gpus > 0 else "gloo")
-    from orchestrator.runtime.process_group import REPLICAS, survivor_config
-    from orchestrator.runtime.regroup import why_no_spares, why_not_survivors
-    from orchestrator.runtime.trainer import LEAN
-
+        from orchestrator.runtime.loop.func_mode import train_func as worker_fn
     shared = runkey.share(key)  # an object ref to the run's keys, never the keys
-    why_not = why_not_survivors(spec) or (None if REPLICAS and LEAN else "this Ray cannot replace one worker")
-    if why_not is None:
-        config = survivor_config("gloo", spec.run_id, spec.generation)
-    elif spec.survivors != "off" and spec.trainer.workers > 1:
-        control.event(spec.generation, "survivors_off", reason=why_not)
-    if LEAN and why_no_spares(spec) is None:
-        # Spares: a lost worker's replacement, and every worker of a group restarted
-        # whole (where survivors are not kept), is a process started ahead.
-        from orchestrator.runtime import spares
-
-        def training(since: float) -> bool:
-            progress = control.read_progress(spec.generation)
-            return progress is not None and progress.time > since
-
-        def journal(**fields: Any) -> None:
-            control.event(spec.generation, "spare_taken", **fields)
-
-        spares.enable(spec.job.workload, training, journal, list(shared.values()))
-    from orchestrator.runtime import placement
-
+    if plan.survivors_off_said:
+        control.event(spec.generation, "survivors_off", reason=plan.survivors_why)
+    if plan.spares:
+        # A lost worker's replacement, and every worker of a group restarted whole (where
+        # survivors are not kept), is a process started ahead, the loop imported.
+        _keep_spares(spec, control, list(shared.values()), train_func.__module__)
     placement.enable(lambda **fields: control.event(spec.generation, "placement_reused", **fields))
     trainer = make_trainer(
         worker_fn,
         # Plain JSON, as the spec file: each worker reads it back (RuntimeSpec.from_plain).
         train_loop_config={"spec": spec.to_plain(), **shared},
         scaling_config=ScalingConfig(
-            num_workers=spec.trainer.workers,
-            use_gpu=gpus > 0,
-            resources_per_worker={"CPU": spec.trainer.cpus_per_worker, **({"GPU": gpus} if gpus else {})},
-            # One worker per node where it can: a lost node is then one worker's loss.
-            placement_strategy="SPREAD" if spec.nodes > 1 else "PACK",
+            num_workers=plan.workers,
+            use_gpu=plan.use_gpu,
+            resources_per_worker=dict(plan.resources_per_worker),
+            placement_strategy=plan.placement_strategy,
         ),
-        world=world,
+        world=WorldPolicy(spec, control) if plan.sized else None,
         # NCCL between GPU workers; gloo on CPUs. Its store listens on the master's address only.
-        torch_config=config,
+        torch_config=survivor_config(plan.backend, spec.run_id, spec.generation)
+        if plan.survivors
+        else torch_config(plan.backend),
         run_config=RunConfig(
             name=f"{spec.run_id}-g{spec.generation}",
             storage_path=spec.ray_storage_path,
             failure_config=FailureConfig(max_failures=spec.trainer.max_worker_restarts),
         ),
-        **_datasets(spec),
+        **(_datasets(spec) if plan.ray_datasets else {}),
     )
     try:
         trainer.fit()
     except Exception as exc:
         control.event(spec.generation, "runtime_error", error=f"{type(exc).__name__}: {exc}"[:1000])
-        return EXIT_USER_ERROR if _user_error_seen(control, spec) else EXIT_WORKERS_EXHAUSTED
-    finally:
-        stop.set()
-    if control.read_final(spec.generation) is None:
-        if _seen(control, spec, "preempted"):
-            return EXIT_PREEMPTED
+        return exit_after_fit(raised=True, user_error=_seen(control, spec, "user_error"), final=False, preempted=False)
+    final = control.read_final(spec.generation) is not None
+    preempted = not final and _seen(control, spec, "preempted")
+    code = exit_after_fit(raised=False, user_error=False, final=final, preempted=preempted)
+    if code == EXIT_INFRA:
         control.event(spec.generation, "runtime_error", error="training ended without a result")
-        return EXIT_INFRA
-    return EXIT_OK
+    return code
+
+
+def _keep_spares(spec: RuntimeSpec, control: ControlChannel, shared: list[Any], loop_module: str) -> None:
+    from orchestrator.runtime.group import spares
+
+    def training(since: float) -> bool:
+        progress = control.read_progress(spec.generation)
+        return progress is not None and progress.time > since
+
+    def journal(**fields: Any) -> None:
+        control.event(spec.generation, "spare_taken", **fields)
+
+    spares.enable(spec.job.workload, training, journal, shared, (loop_module,))
 
 
 def _datasets(spec: RuntimeSpec) -> dict[str, object]:
     """data.loader=ray_data: the training set as a Ray Data dataset, split by Ray Train."""
-    if spec.data.loader != "ray_data":
-        return {}
     from orchestrator.workloads import make_workload
     from orchestrator.workloads.data import DATASET_KEY, data_config, ray_dataset
 
     workload = make_workload(spec.job.to_plain(), spec.data.to_plain())
     return {"datasets": {DATASET_KEY: ray_dataset(workload)}, "dataset_config": data_config()}
-
-
-def _user_error_seen(control: ControlChannel, spec: RuntimeSpec) -> bool:
-    return _seen(control, spec, "user_error")
 
 
 def _seen(control: ControlChannel, spec: RuntimeSpec, type_: str) -> bool:

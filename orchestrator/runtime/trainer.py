@@ -37,7 +37,7 @@ values (``TRAIN_ENV``, set at launch), so they are left out where they match
 on processes that are already up (0.45 s of a local cold start's 5.3 s).
 
 A group restarted whole at its size takes the placement group the one before it left
-(``KeptHandle``, orchestrator/runtime/placement.py) rather than wait for Ray to free
+(``KeptHandle``, orchestrator/runtime/group/placement.py) rather than wait for Ray to free
 those CPUs and place a new one.
 
 Should a Ray release move any of these hooks, ``make_trainer`` falls back to the
@@ -54,7 +54,7 @@ from typing import Any
 
 from ray.train.torch import TorchTrainer
 
-from orchestrator.runtime.world import WAIT_POLL_S
+from orchestrator.runtime.group.world import WAIT_POLL_S
 from orchestrator.wire.spec import TRAIN_ENV
 
 try:
@@ -68,9 +68,11 @@ try:
     from ray.train.v2._internal.execution.worker_group.placement_group_handle import DefaultPlacementGroupHandle
     from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 except ImportError:  # another Ray: the stock trainer
-    LEAN = False
+    RAY_TRAIN_HOOKS = False
 else:
-    LEAN = (
+    # Whether every Ray Train internal this module hooks is where it expects: only then
+    # the lean trainer, the driver's controller, spares and kept placement groups.
+    RAY_TRAIN_HOOKS = (
         all(hasattr(TorchTrainer, m) for m in ("_create_default_callbacks", "_initialize_and_run_controller"))
         and hasattr(WorkerGroup, "_init_train_context_on_workers")
         and hasattr(WorkerGroup, "_create_placement_group")
@@ -91,14 +93,14 @@ def cluster_runtime_env(runtime_env: dict[str, Any], cluster_env: dict[str, str]
 
 def make_trainer(*args: Any, world: Any = None, **kwargs: Any) -> TorchTrainer:
     """A ``TorchTrainer(*args, **kwargs)``, lean where this Ray allows it. ``world``: a
-    ``WorldPolicy`` (orchestrator/runtime/world.py) that sizes each worker group; the
+    ``WorldPolicy`` (orchestrator/runtime/group/world.py) that sizes each worker group; the
     stock trainer (another Ray) keeps the fixed ``num_workers``."""
-    trainer = (LeanTorchTrainer if LEAN else TorchTrainer)(*args, **kwargs)
+    trainer = (LeanTorchTrainer if RAY_TRAIN_HOOKS else TorchTrainer)(*args, **kwargs)
     trainer._orchestrator_world = world  # type: ignore[attr-defined]
     return trainer
 
 
-if LEAN:
+if RAY_TRAIN_HOOKS:
 
     class UncoordinatedPolicy(FixedScalingPolicy):
         """A fixed worker group that never talks to the autoscaling coordinator."""
@@ -124,10 +126,10 @@ if LEAN:
             self.world = world
 
         def on_controller_start_worker_group(self, *, scaling_config: Any, num_workers: int) -> Any:
-            # Off the nodes the driver knows dead while Ray still counts them (lostnodes.py).
-            from orchestrator.runtime import lostnodes
+            # Off the nodes the driver knows dead while Ray still counts them (lost_nodes.py).
+            from orchestrator.runtime.group import lost_nodes
 
-            return lostnodes.exclude_selector(lostnodes.dead())
+            return lost_nodes.exclude_selector(lost_nodes.dead())
 
         def make_decision_for_non_running_worker_group(self) -> Any:
             size = self.world.decide()
@@ -185,7 +187,7 @@ if LEAN:
             self._resources, self._strategy = resources, strategy
 
         def shutdown(self) -> None:
-            from orchestrator.runtime import placement
+            from orchestrator.runtime.group import placement
 
             placement.release(self._pg, self._resources, self._strategy)
 
@@ -195,11 +197,11 @@ if LEAN:
             return cluster_runtime_env(dict(WorkerGroup._get_worker_runtime_env(custom_runtime_env)), TRAIN_ENV)
 
         def _create_placement_group(self, scaling_config: Any, worker_group_context: Any) -> Any:
-            from orchestrator.runtime import lostnodes, placement
+            from orchestrator.runtime.group import lost_nodes, placement
 
             ctx = worker_group_context
             resources, strategy = dict(ctx.resources_per_worker), str(ctx.placement_strategy)
-            taken = placement.take(resources, strategy, int(ctx.num_workers), lostnodes.dead())
+            taken = placement.take(resources, strategy, int(ctx.num_workers), lost_nodes.dead())
             if taken is not None:
                 # Its bundles are 0..num_workers-1, all placed: Ray Train's defaults hold.
                 return KeptHandle(taken[0], resources, strategy)
@@ -214,23 +216,23 @@ if LEAN:
 
         def _create_workers(self, num_workers: int, placement_group: Any, resources_per_worker: Any, **kw: Any) -> Any:
             """A worker whose bundle lies on a node where a spare waits is that spare
-            (orchestrator/runtime/spares.py): a lost worker's replacement, and each worker
+            (orchestrator/runtime/group/spares.py): a lost worker's replacement, and each worker
             of a group started again whole (a smaller world after a lost node, a restart
             where survivors are not kept); the rest are new actors. A bundle whose node
-            is lost takes the spare of a node with room (a standby node's). Every node
+            is lost takes the spare of a node with room (a spare node's). Every node
             that fits a worker is left with a spare."""
-            from orchestrator.runtime import lostnodes, spares
+            from orchestrator.runtime.group import lost_nodes, spares
 
             if not spares.enabled():
                 return super()._create_workers(num_workers, placement_group, resources_per_worker, **kw)
             given = kw.pop("placement_group_bundle_indices", None)
             indices = list(range(num_workers)) if given is None else list(given)
             ranks = {k: kw.pop(k) for k in ("starting_world_rank", "world_size", "replica_group_size") if k in kw}
-            # A bundle on a lost node takes the spare of a node with room (a standby node).
-            dead = lostnodes.dead()
-            standby = spares.Standby(self._kept_nodes(), dict(resources_per_worker), dead)
+            # A bundle on a lost node takes the spare of a node with room (a spare node).
+            dead = lost_nodes.dead()
+            spare_nodes = spares.SpareNodes(self._kept_nodes(), dict(resources_per_worker), dead)
             taken, rest = spares.split(
-                indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker, standby.node, dead)
+                indices, lambda i: spares.take_spare(placement_group, i, resources_per_worker, spare_nodes.node, dead)
             )
             fresh = (
                 super()._create_workers(
@@ -242,7 +244,7 @@ if LEAN:
             workers = WorkerGroup._assign_worker_ranks([*(w for w, _ in taken), *fresh], **ranks)
             spares.journal_taken(taken, "group" if given is None else "replacement")
             nodes = [w.metadata.node_id for w in workers]
-            spares.start_spares(self, nodes, dict(resources_per_worker), lostnodes.dead)
+            spares.start_spares(self, nodes, dict(resources_per_worker), lost_nodes.dead)
             return workers
 
         def _kept_nodes(self) -> list[str]:
@@ -261,16 +263,16 @@ if LEAN:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            from orchestrator.runtime import lostnodes, spares
+            from orchestrator.runtime.group import lost_nodes, spares
 
             world = getattr(self._scaling_policy, "world", None)
             if world is not None and spares.enabled():
                 # The controller's word on lost nodes, acted on before Ray's health checks.
-                lostnodes.watch(world.control, world.spec.generation, self._group_workers)
+                lost_nodes.watch(world.control, world.spec.generation, self._group_workers)
 
         def _shutdown_worker_group(self) -> None:
             # A group shut down to start the next one keeps its placement group for it.
-            from orchestrator.runtime import placement
+            from orchestrator.runtime.group import placement
 
             if isinstance(self.get_state(), ShuttingDownState):
                 super()._shutdown_worker_group()
@@ -286,7 +288,7 @@ if LEAN:
         def _execute_failure_decision(self, failure_decision: Any, training_failed_error: Any, **kw: Any) -> Any:
             # The next group's size waits a moment for a node that may have died with its
             # worker (world.WORD_SETTLE_S), unless the lost workers' nodes answer now.
-            from orchestrator.runtime import spares
+            from orchestrator.runtime.group import spares
 
             world = getattr(self._scaling_policy, "world", None)
             if world is not None:
@@ -306,11 +308,11 @@ if LEAN:
         def _replace_bad_workers(self, poll_status: Any) -> None:
             # Tell the survivors' backend (process_group.SurvivorBackend) every rank this round
             # replaces, so that one epoch names them all.
-            from orchestrator.runtime import regroup
+            from orchestrator.runtime.group import rendezvous
 
             failing = sorted(poll_status.failing_replica_group_indices or ())
-            regroup.pending_replacements.clear()
-            regroup.pending_replacements.update(failing)
+            rendezvous.pending_replacements.clear()
+            rendezvous.pending_replacements.update(failing)
             # Ray 2.60 clears the result queue of every other active replica group before it
             # replaces one: with two lost at once, the second is still "active" and dead, and
             # the whole controller fails. Each lost one is shut down (it is dead) first.
@@ -320,4 +322,4 @@ if LEAN:
             try:
                 super()._replace_bad_workers(poll_status)
             finally:
-                regroup.pending_replacements.clear()
+                rendezvous.pending_replacements.clear()

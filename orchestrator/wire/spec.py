@@ -33,7 +33,7 @@ TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     # Ray Train sends a worker's print through its logger as well as to stdout: both land
-    # in the rank's log (orchestrator/runtime/rank_log.py), so each line would show twice.
+    # in the rank's log (orchestrator/runtime/loop/rank_log.py), so each line would show twice.
     "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",
     "OMP_NUM_THREADS": "1",
     # Deterministic cuBLAS (exact resume on GPUs); read when CUDA starts, ignored on CPUs.
@@ -88,7 +88,7 @@ class RuntimeSpec:
     # fit (recovery.node_replace_timeout_s).
     nodes: Annotated[int, AtLeast(1)] = 1
     node_wait_s: Annotated[float, AtLeast(0)] = 60.0
-    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/regroup.py).
+    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/rendezvous.py).
     survivors: Annotated[str, OneOf(("auto", "off"))] = "auto"
     peer_restore: Annotated[str, OneOf(("auto", "off"))] = "auto"
 

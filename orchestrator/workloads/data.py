@@ -25,7 +25,7 @@ The data position (loader, epoch, batch index, seed) goes into every checkpoint.
 
 ``rank`` and ``world`` are logical: the run's ``trainer.workers`` shards, whatever
 number of workers trains them (an elastic world builds one loader per shard it
-trains, see ``runtime/dataflow.py``), so the epoch length and the position are the
+trains, see ``runtime/loop/dataflow.py``), so the epoch length and the position are the
 same at every world size.
 """
 

@@ -7,7 +7,7 @@ machine's hostname resolves to (an external one on most machines; loopback only
 where the hostname resolves to it), NCCL the first interface that is not loopback.
 Each takes the interface named in its environment instead, which every process of
 the cluster inherits (Ray's workers from their raylet). The process group's store
-is the runtime's to bind (``orchestrator/runtime/process_group.py``).
+is the runtime's to bind (``orchestrator/runtime/group/process_group.py``).
 """
 
 from __future__ import annotations

@@ -50,10 +50,10 @@ NODE_HEALTH_ENV = {
 # A node started to replace a lost one: the group waits for it, its survivors idle. Its
 # raylet's idle worker process (one per CPU, started as it comes up) imports torch and
 # the training loop meanwhile, so the spare that the driver starts there at once
-# (orchestrator/runtime/spares.py) is handed a process that has them. Not on the nodes
+# (orchestrator/runtime/group/spares.py) is handed a process that has them. Not on the nodes
 # a cluster starts with: there that work competes for the cores with the driver's start.
 REPLACEMENT_ENV = {
-    "RAY_preload_python_modules": "torch,torch._dynamo,orchestrator.runtime.train_loop",
+    "RAY_preload_python_modules": "torch,torch._dynamo,orchestrator.runtime.loop.train_loop",
 }
 
 # Each node's own listening ports (the head's as well): two nodes on one machine must

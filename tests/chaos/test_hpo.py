@@ -81,8 +81,8 @@ def _uninterrupted_sha(spec_path: Path, trial_index: int, iteration: int, values
 def _trial_rank(runtime: dict, index: int, values: dict, rank: int, port: int, out: Path) -> None:
     import torch.distributed as dist
 
+    from orchestrator.runtime.loop.weights import weights_sha256
     from orchestrator.runtime.search.trial import TrialLoop
-    from orchestrator.runtime.weights import weights_sha256
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=TRIAL_WORKERS)
     loop = TrialLoop(runtime, index, values, rank, TRIAL_WORKERS)
@@ -186,8 +186,8 @@ def test_a_user_workload_searched_by_path_loses_its_region_and_every_trial_ends_
         assert t["weights_sha256"] == want, t
     # The best trial's final weights are in the store, a signed checkpoint of its own that the
     # final snapshot names: result.json points at it, and its model.pt holds those weights.
+    from orchestrator.runtime.loop.weights import weights_sha256
     from orchestrator.runtime.search.trial_store import trial_run
-    from orchestrator.runtime.weights import weights_sha256
     from recovery.store import parse_step_folder
 
     best = r["best_trial"]

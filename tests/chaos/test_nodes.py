@@ -23,9 +23,9 @@ from tests.support.runs import Run, orchestrate, ray_pids
 TWO_NODES = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
 # local-b: one node of one CPU, one worker: too small for a fixed world of two.
 ONE_CPU_B = ("cloud.regions.local-b.num_cpus=1",)
-# What an elastic resume may move the weights by (tests/unit/orchestrator/runtime/test_train_loop_elastic.py measures
-# the loop's own; README "Elastic resume"): the largest parameter difference and the
-# held-out loss's.
+# What an elastic resume may move the weights by
+# (tests/unit/orchestrator/runtime/loop/test_train_loop_elastic.py measures the loop's own;
+# README "Elastic resume"): the largest parameter difference and the held-out loss's.
 TOL_PARAM = 1e-4
 TOL_LOSS = 1e-4
 
@@ -196,7 +196,7 @@ def test_an_elastic_run_goes_on_with_fewer_workers_and_fails_over_into_a_one_nod
 
 
 def test_an_elastic_group_goes_on_without_a_lost_node_before_ray_lets_it_go(orch_home):
-    """The driver acts on the controller's word (orchestrator/runtime/lostnodes.py): once
+    """The driver acts on the controller's word (orchestrator/runtime/group/lost_nodes.py): once
     every node's spare is ready (about 6 s into training here), a node killed is found by
     its silent spare, its worker ended and the smaller group placed off it, with no wait
     for Ray's health checks; the group's one worker is the surviving node's spare."""
@@ -218,7 +218,7 @@ def test_an_elastic_group_goes_on_without_a_lost_node_before_ray_lets_it_go(orch
 
 def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_home, long_baseline):
     """A region of three nodes for two workers: the idle one is standby capacity, with its
-    spare imported (orchestrator/runtime/standby.py). A node that runs a worker is killed
+    spare imported (orchestrator/runtime/group/spare_nodes.py). A node that runs a worker is killed
     (the drawn node is one that does): its worker goes on on the standby node's spare at
     once, the survivor keeps its process, the state comes from the survivor's memory,
     and the lost node is replaced in the background, with no wait for it."""

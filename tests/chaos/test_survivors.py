@@ -10,7 +10,7 @@ with the uninterrupted run's weights.
 
 Four workers (half a CPU each): beyond two ranks the order a gradient is summed in
 depends on DDP's bucket layout, which a new wrapper lays out anew
-(orchestrator/runtime/ddp.py); a worker lost and a region lost still end with the
+(orchestrator/runtime/loop/ddp.py); a worker lost and a region lost still end with the
 weights of the four-worker run that never failed.
 """
 

@@ -1,7 +1,7 @@
 """A user's own workload class, from a folder outside the repository that only PYTHONPATH
 names, under real faults: it ends with exactly the weights of its own uninterrupted run,
 and what it printed and logged is in each attempt's rank logs after the clusters are gone.
-(A bug in its loss() is a user error with its traceback: tests/unit/orchestrator/runtime/test_train_loop_user.py
+(A bug in its loss() is a user error with its traceback: tests/unit/orchestrator/runtime/loop/test_train_loop_user.py
 drives the worker's entry in Ray's local mode; the CLI's side of a user error is
 tests/chaos/test_matrix.py's.)"""
 

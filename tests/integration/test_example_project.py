@@ -110,7 +110,7 @@ def test_the_example_workload_resumes_bitwise_equal_in_process(project: Path, tm
     """Without Ray (one worker, the loop in this process): a run that crashes at step 47
     and resumes from its step-40 checkpoint ends with the weights, scheduler and own state
     of one that did not."""
-    from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
+    from orchestrator.runtime.loop.train_loop import _Loop, rng_state, set_rng_state
     from orchestrator.wire import runkey
     from orchestrator.wire.control import ControlChannel
     from orchestrator.wire.spec import RuntimeSpec

@@ -79,7 +79,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 @ray.remote(num_cpus=0)
 class Had:
     def __init__(self):
-        self.had = sorted(m for m in ("torch", "torch._dynamo", "orchestrator.runtime.train_loop") if m in sys.modules)
+        wanted = ("torch", "torch._dynamo", "orchestrator.runtime.loop.train_loop")
+        self.had = sorted(m for m in wanted if m in sys.modules)
     def get(self):
         return self.had
 
@@ -163,7 +164,7 @@ def _a_worker_node_killed_replaced_and_hung(provider: LocalProvider, cluster: Cl
         assert new and not set(new) & set(node)
         # A replacement's idle worker imported torch and the training loop while it came up.
         (added,) = set(alive()) - set(first)
-        assert preloaded(added) == ["orchestrator.runtime.train_loop", "torch", "torch._dynamo"]
+        assert preloaded(added) == ["orchestrator.runtime.loop.train_loop", "torch", "torch._dynamo"]
         recorded = LocalProvider(state_dir=str(tmp_path / "state")).find(cluster.name)
         assert recorded is not None and recorded.info["nodes"] == cluster.info["nodes"]
         for pid in new:

@@ -184,9 +184,9 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
     bytes before committing; a rank whose bytes differ puts nothing, and rank 0 puts
     that file itself after its wait. Every commit verifies: the manifest holds the
     sha256 of rank 0's bytes."""
-    from orchestrator.runtime.checkpoint import shares as ck
+    from orchestrator.runtime.checkpoint import share_plan as ck
     from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
-    from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
+    from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 
     monkeypatch.setattr(ck, "SHARE_WAIT_MIN_S", 0.5)
     prefix = f"shared-{time.time_ns()}"
@@ -199,7 +199,7 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
     for step, files, diverged in cases:
         shares = {"model.pt": 1, "state.pt": 1}
         digests = ck.sha256_all(files, shares)
-        share = ShareUploader(rank1, RUN, 1)
+        share = ShareUpload(rank1, RUN, 1)
         share.submit(step, {n: (b"x" + files[n] if diverged else files[n]) for n in shares}, digests)
         # Rank 1's share lands first: what rank 0 then finds decides, not a race with its
         # wait (a share later than the wait is taken over, like a missing one: a unit test's).

@@ -52,8 +52,20 @@ RUNTIME_MAY_IMPORT = (
 )
 # What the wire may import of the orchestrator package: itself alone.
 WIRE_MAY_IMPORT = ("orchestrator.wire",)
-# The most modules the orchestrator package holds outside its sub-packages.
-MAX_LOOSE_MODULES = 8
+# Inside the runtime, bottom first (as LAYERS): the leaf modules, which import nothing of
+# the runtime; checkpoints; the worker group; the loop each worker runs; a search; the
+# driver. Each package's __init__.py says the same.
+RUNTIME_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("orchestrator.runtime.fault_rendezvous", "orchestrator.runtime.notices", "orchestrator.runtime.plan"),
+    ("orchestrator.runtime.checkpoint",),
+    ("orchestrator.runtime.group",),
+    ("orchestrator.runtime.loop",),
+    ("orchestrator.runtime.search",),
+    ("orchestrator.runtime.trainer", "orchestrator.runtime.__main__"),
+)
+# The most modules a package holds outside its sub-packages (the .py files directly in
+# it, __init__.py and __main__.py counted).
+MAX_LOOSE_MODULES = {"orchestrator": 8, "orchestrator/runtime": 8}
 
 
 def modules() -> dict[str, Path]:
@@ -66,8 +78,14 @@ def modules() -> dict[str, Path]:
 
 
 @functools.cache  # the sources do not change during a session; read once
+def trees() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text()) for name, path in modules().items()}
+
+
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
+    parsed = trees()
 
     def resolve(name: str) -> str | None:
         while name and name not in mods:
@@ -75,8 +93,8 @@ def import_graph() -> dict[str, set[str]]:
         return name or None
 
     graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in mods.items():
-        for node in statements(ast.parse(path.read_text())):
+    for name in mods:
+        for node in statements(parsed[name]):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -192,9 +210,9 @@ def test_the_finder_sees_a_circle_made_by_a_late_import() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def layer(module: str) -> int | None:
+def layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
     best: tuple[int, int] | None = None
-    for i, names in enumerate(LAYERS):
+    for i, names in enumerate(layers):
         for name in names:
             if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
                 best = (i, len(name))
@@ -267,13 +285,38 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it() -> None:
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer("orchestrator.control.attempt") > layer("orchestrator.runstate.events")  # type: ignore[operator]
     assert layer("orchestrator.commands.logs") > layer("orchestrator.control.attempt")  # type: ignore[operator]
-    assert layer("orchestrator.runtime.worker") == layer("orchestrator.config.schema")
+    assert layer("orchestrator.runtime.loop.worker") == layer("orchestrator.config.schema")
     assert layer("orchestrator.wire.faults") < layer("orchestrator.chaos.injector")  # type: ignore[operator]
 
 
-def test_the_orchestrator_package_keeps_its_modules_in_folders() -> None:
-    loose = sorted(p.name for p in (ROOT / "orchestrator").glob("*.py"))
-    assert len(loose) <= MAX_LOOSE_MODULES, f"{len(loose)} loose modules in orchestrator/: {loose}"
+def test_runtime_code_imports_nothing_above_its_own_layer_of_the_runtime() -> None:
+    graph = import_graph()
+    runtime = [m for m in graph if m.startswith("orchestrator.runtime.")]
+    unplaced = sorted(m for m in runtime if layer(m, RUNTIME_LAYERS) is None)
+    assert not unplaced, f"runtime modules in no layer (add them to RUNTIME_LAYERS): {unplaced}"
+    upward = sorted(
+        f"{m} -> {dep}"
+        for m in runtime
+        for dep in graph[m]
+        if dep.startswith("orchestrator.runtime.") and layer(dep, RUNTIME_LAYERS) > layer(m, RUNTIME_LAYERS)  # type: ignore[operator]
+    )
+    assert not upward, f"runtime imports from a lower layer to a higher one: {upward}"
+
+
+def test_the_runtime_layer_check_sees_an_upward_import() -> None:
+    group, loop = (
+        layer("orchestrator.runtime.group.spares", RUNTIME_LAYERS),
+        layer("orchestrator.runtime.loop.worker", RUNTIME_LAYERS),
+    )
+    assert group < loop  # type: ignore[operator]
+    assert layer("orchestrator.runtime.checkpoint.commit", RUNTIME_LAYERS) == 1
+
+
+@pytest.mark.parametrize("package", sorted(MAX_LOOSE_MODULES))
+def test_a_package_keeps_its_modules_in_folders(package: str) -> None:
+    loose = sorted(p.name for p in (ROOT / package).glob("*.py"))
+    most = MAX_LOOSE_MODULES[package]
+    assert len(loose) <= most, f"{len(loose)} loose modules in {package}/ (at most {most}): {loose}"
 
 
 def test_every_package_says_what_it_is_for() -> None:
@@ -284,3 +327,86 @@ def test_every_package_says_what_it_is_for() -> None:
         if not ast.get_docstring(ast.parse(init.read_text()))
     ]
     assert not missing, f"packages without a docstring in __init__.py: {missing}"
+
+
+def project_bases(parsed: dict[str, ast.Module]) -> dict[str, list[str]]:
+    """Every class of ``parsed`` (module name -> its tree) by its qualified name, with those
+    of its bases that are classes of ``parsed`` themselves, found through each module's
+    imports (a name imported from a module that imports it in turn is followed)."""
+    defined: set[str] = set()
+    names: dict[str, dict[str, str]] = {}  # module -> local name -> what it names, qualified
+    for module, tree in parsed.items():
+        table = names.setdefault(module, {})
+        for node in statements(tree):
+            if isinstance(node, ast.ClassDef):
+                defined.add(f"{module}.{node.name}")
+                table[node.name] = f"{module}.{node.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    table[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    table[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def resolve(qualified: str) -> str:
+        for _ in range(10):  # a re-export of a re-export, at most this deep
+            module, _, name = qualified.rpartition(".")
+            if qualified in defined or name not in names.get(module, {}):
+                break
+            qualified = names[module][name]
+        return qualified
+
+    def dotted(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Attribute):
+            inner = dotted(expr.value)
+            return None if inner is None else f"{inner}.{expr.attr}"
+        return None
+
+    out: dict[str, list[str]] = {}
+    for module, tree in parsed.items():
+        for node in statements(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            found = []
+            for base in node.bases:
+                text = dotted(base)
+                if text is None:
+                    continue
+                head, _, rest = text.partition(".")
+                qualified = resolve(names[module].get(head, head) + (f".{rest}" if rest else ""))
+                if qualified in defined:
+                    found.append(qualified)
+            out[f"{module}.{node.name}"] = found
+    return out
+
+
+def test_the_inheritance_check_sees_two_project_bases_through_imports_and_re_exports() -> None:
+    sources = {
+        "p.a": "class A:\n    pass\nclass B(A):\n    pass\n",
+        "p.b": "from p.a import A\n",  # a re-export
+        "p.c": (
+            "import torch\nimport p.a\nfrom p import a\nfrom p.b import A as Base\n"
+            "class Two(Base, a.B):\n    pass\n"
+            "class One(p.a.A, torch.nn.Module):\n    pass\n"
+        ),
+    }
+    found = project_bases({name: ast.parse(text) for name, text in sources.items()})
+    assert found["p.c.Two"] == ["p.a.A", "p.a.B"]
+    assert found["p.c.One"] == ["p.a.A"]
+    assert found["p.a.B"] == ["p.a.A"] and found["p.a.A"] == []
+
+
+def test_no_runtime_class_inherits_more_than_one_project_class() -> None:
+    # Composition over mixins: a class of the runtime is handed its helpers (a survivor's
+    # GroupRecovery, the checkpointer) rather than inheriting them. Ray's and torch's
+    # classes are not the project's: a class may derive from those as it needs.
+    bases = project_bases(trees())
+    assert bases["orchestrator.runtime.loop.train_loop._Loop"] == ["orchestrator.runtime.loop.worker.WorkerAttempt"]
+    several = sorted(
+        f"{cls}({', '.join(found)})"
+        for cls, found in bases.items()
+        if cls.startswith("orchestrator.runtime.") and len(found) > 1
+    )
+    assert not several, f"runtime classes with more than one project base: {several}"

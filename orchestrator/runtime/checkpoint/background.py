@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.runtime.checkpoint.commit import Committer, EventHook
 from orchestrator.runtime.checkpoint.puts import UPLOAD_THREADS
+from orchestrator.runtime.checkpoint.rank0_upload import Rank0Upload
 from orchestrator.runtime.checkpoint.replicate import Replicator
 from orchestrator.runtime.checkpoint.scratch import LocalCopy, ScratchKeeper
-from orchestrator.runtime.checkpoint.shared_puts import SharedPuts
-from orchestrator.runtime.checkpoint.shares import ShareReport
+from orchestrator.runtime.checkpoint.share_plan import ShareReport
 from orchestrator.runtime.checkpoint.snapshot import Snapshot, snapshot_of
 from recovery.fencing import Admits, FencedError
 from recovery.store import CheckpointStore
@@ -54,7 +54,7 @@ class AsyncCheckpointer:
             run_id,
             generation,
             keep_last,
-            SharedPuts(run_id, files, on_stage, generation),
+            Rank0Upload(run_id, files, on_stage, generation),
             outage_s=outage_s,
             on_event=self.on_event,
             lineage=lineage,
@@ -110,7 +110,7 @@ class AsyncCheckpointer:
     ) -> None:
         """Hand over a snapshot (bytes already taken). Never blocks on storage.
         ``shares``: files other ranks put (name -> rank), with ``digests``, the sha256
-        of this process's bytes of each (see ``shares``); ``remote``: files only other
+        of this process's bytes of each (see ``share_plan``); ``remote``: files only other
         ranks hold, name -> (rank, size, sha256) (a sharded checkpoint), put into the
         store ``store_index`` names (default: the current one, ``store_index``)."""
         if self.fenced:

@@ -3,7 +3,7 @@
 - The manifest is written only after every file of the checkpoint is in the store: a
   kill or an error mid-upload leaves an uncommitted folder that restore ignores and
   retention removes.
-- How the files get there is the ``PutFiles`` given (``SharedPuts``: rank 0's own
+- How the files get there is the ``PutFiles`` given (``Rank0Upload``: rank 0's own
   files, the other ranks' shares checked); this module only commits what it returns.
 - A failing store is retried with backoff. Past ``outage_s`` the committer moves on to
   the next region's store (journaled as ``store_fallback``); a newer snapshot waiting
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from orchestrator.runtime.checkpoint.shares import ShareReport, share_event
+from orchestrator.runtime.checkpoint.share_plan import ShareReport, share_event
 from orchestrator.runtime.checkpoint.snapshot import Snapshot
 from recovery.fencing import Admits, FencedError
 from recovery.manifest import FileEntry, Manifest

@@ -4,7 +4,7 @@ The seam between taking a checkpoint and storing it. The training loop turns its
 state into named files (bytes) and hands them over as a ``Snapshot``; from there on
 the checkpoint package alone decides how the files reach a store and when the
 manifest commits them (``commit``). A writer of sharded state hands over its own
-shard files the same way; who puts which file is said by ``shares``.
+shard files the same way; who puts which file is said by ``share_plan``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
 - ``trial``: one trial's training; ``scheduler``: ASHA
   over our own rungs, or FIFO; ``section``: what a search reads of the spec.
 
-May import: the runtime's own modules (checkpoints, the worker's store helpers,
-telemetry, rendezvous), the wire, the workloads, ``orchestrator.hpo`` (the search's pure
-parts), ``recovery``, and Ray Tune; nothing of the controller's side.
+May import: the runtime's own modules (``checkpoint``, ``loop``: the worker's store
+helpers, the loop's pieces and telemetry; ``fault_rendezvous``), the wire, the
+workloads, ``orchestrator.hpo`` (the search's pure parts), ``recovery``, and Ray Tune;
+nothing of the controller's side.
 """

@@ -28,8 +28,10 @@ from ray import tune
 from orchestrator.hpo import TERMINATED, AshaRungs, TrialRecord, best_of, counts, max_search_steps, search_step
 from orchestrator.hpo.pbt import Exploit
 from orchestrator.hpo.replay import OptunaReplay
-from orchestrator.runtime import rendezvous
+from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+from orchestrator.runtime.loop.telemetry import summary
+from orchestrator.runtime.loop.worker import spec_stores
 from orchestrator.runtime.search.groups import TrialGroups
 from orchestrator.runtime.search.records import latest_checkpoint, live_records, live_workers, reported_metrics
 from orchestrator.runtime.search.section import search_of
@@ -37,8 +39,6 @@ from orchestrator.runtime.search.snapshot import ResumePlan, SearchSnapshot, pac
 from orchestrator.runtime.search.trial import read_trial_checkpoint, trial_id_of
 from orchestrator.runtime.search.trial_store import TrialRef, TrialStore
 from orchestrator.runtime.search.uploads import SearchUploader, SnapshotJob
-from orchestrator.runtime.telemetry import summary
-from orchestrator.runtime.worker import spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.faults import SEARCH_REGION_FAULTS
@@ -212,10 +212,10 @@ class SearchDriver:
         for i, fault in enumerate(self.spec.faults):
             if fault.at_step is None or step < fault.at_step:
                 continue
-            if not rendezvous.armed(self.control, i, fault, self.spec.region):
+            if not fault_rendezvous.armed(self.control, i, fault, self.spec.region):
                 continue
             self.uploads.wait()  # land at a quiescent point, as training runs do
-            met = rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)
+            met = fault_rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)
             if met and fault.kind in SEARCH_REGION_FAULTS:
                 # The controller marks a fault fired just before it carries it out (so that it
                 # never fires twice); a region's fault takes the whole region, so hold here

@@ -61,7 +61,7 @@ def func_worker(config: dict[str, Any]) -> None:
     checkpoint to go on from in a local folder."""
     import ray
 
-    from orchestrator.runtime.func_mode import call_user_function, routed_through, write_checkpoint_dir
+    from orchestrator.runtime.loop.func_mode import call_user_function, routed_through, write_checkpoint_dir
     from orchestrator.workloads import train_function
 
     fn = train_function(config["train_func"])

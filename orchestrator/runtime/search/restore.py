@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.hpo import TERMINATED, trial_key
 from orchestrator.hpo.replay import ASK, OptunaReplay, ReplayError
+from orchestrator.runtime.loop.worker import restore_rule, spec_stores
 from orchestrator.runtime.search.section import rung_list, search_of
 from orchestrator.runtime.search.snapshot import (
     ARCHIVE,
@@ -28,7 +29,6 @@ from orchestrator.runtime.search.snapshot import (
 )
 from orchestrator.runtime.search.trial import load_tensors
 from orchestrator.runtime.search.trial_store import fetch_trial_from
-from orchestrator.runtime.worker import restore_rule, spec_stores
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import HpoSection

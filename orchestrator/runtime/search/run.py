@@ -17,6 +17,7 @@ from ray import tune
 from orchestrator.hpo import AshaRungs, best_of, sample_configs, search_step
 from orchestrator.hpo.replay import OptunaReplay
 from orchestrator.hpo.trials import ray_train_trial
+from orchestrator.runtime.loop.telemetry import summary
 from orchestrator.runtime.search.driver import SearchCallback, SearchDriver, install, report_exploit
 from orchestrator.runtime.search.func_trial import func_trial
 from orchestrator.runtime.search.records import ended_records, result_workers
@@ -27,7 +28,6 @@ from orchestrator.runtime.search.section import rung_list, search_of
 from orchestrator.runtime.search.snapshot import Expected, SnapshotError, resume_plan, rungs_from
 from orchestrator.runtime.search.train_trial import train_trial
 from orchestrator.runtime.search.trial import INDEX, trial_func, trial_inputs
-from orchestrator.runtime.telemetry import summary
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import HpoSection

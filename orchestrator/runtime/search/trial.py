@@ -20,7 +20,10 @@ import torch
 
 from orchestrator.hpo import trial_key
 from orchestrator.hpo.space import apply_values, config_path
-from orchestrator.runtime.dataflow import WorkerData
+from orchestrator.runtime.loop.dataflow import WorkerData
+from orchestrator.runtime.loop.train_loop import rng_state, set_rng_state, to_device
+from orchestrator.runtime.loop.weights import weights_sha256
+from orchestrator.runtime.loop.worker import UserCodeError
 from orchestrator.runtime.search.snapshot import (
     CHECKPOINT_FILES,
     FUNC_FILES,
@@ -32,9 +35,6 @@ from orchestrator.runtime.search.snapshot import (
     func_iteration,
     func_parts,
 )
-from orchestrator.runtime.train_loop import rng_state, set_rng_state, to_device
-from orchestrator.runtime.weights import weights_sha256
-from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.sections import METRIC_NAME, DataSection, HpoSection, JobSection, TrainerSection
@@ -62,7 +62,7 @@ def read_trial_checkpoint(path: str) -> dict[str, bytes]:
     rank's RNG file of a multi-worker trial, by name; a train function's trial: FUNC_STATE
     and its folder's files under FUNC_FILES (orchestrator.runtime.search.func_trial)."""
     if os.path.exists(os.path.join(path, FUNC_STATE)):
-        from orchestrator.runtime.func_mode import read_checkpoint_dir
+        from orchestrator.runtime.loop.func_mode import read_checkpoint_dir
 
         with open(os.path.join(path, FUNC_STATE), "rb") as fh:
             iteration = func_iteration({FUNC_STATE: fh.read(MAX_FUNC_STATE_BYTES + 1)})
@@ -132,7 +132,7 @@ class TrialLoop:
     one), the trial's values at their config paths, an evaluation and a checkpoint every
     ``hpo.steps_per_iteration`` steps. The step is the run loop's in a world of one
     (gradient accumulation, clipping, the workload's scheduler; see
-    orchestrator.runtime.train_loop), and a checkpoint carries everything a resumed trial
+    orchestrator.runtime.loop.train_loop), and a checkpoint carries everything a resumed trial
     needs to end with the weights of one never stopped: model, optimizer, scheduler, the
     workload's own state and the RNG states."""
 
@@ -167,7 +167,7 @@ class TrialLoop:
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            from orchestrator.runtime.ddp import ddp_options
+            from orchestrator.runtime.loop.ddp import ddp_options
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.net = DistributedDataParallel(self.model, device_ids=ids, **ddp_options(world))

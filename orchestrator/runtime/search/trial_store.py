@@ -25,8 +25,8 @@ from typing import Any
 
 from orchestrator.runtime.checkpoint.commit import Committer, EventHook
 from orchestrator.runtime.checkpoint.puts import UPLOAD_THREADS
+from orchestrator.runtime.checkpoint.rank0_upload import Rank0Upload
 from orchestrator.runtime.checkpoint.replicate import Replicator
-from orchestrator.runtime.checkpoint.shared_puts import SharedPuts
 from orchestrator.runtime.checkpoint.snapshot import snapshot_of
 from recovery.manifest import Manifest, checkpoint_digest
 from recovery.replication import store_error_text
@@ -147,7 +147,7 @@ class TrialStore:
                 run,
                 self.generation,
                 keep,
-                SharedPuts(run, self._pool, None, self.generation),
+                Rank0Upload(run, self._pool, None, self.generation),
                 self.outage_s,
                 self.on_event,
             )

@@ -411,7 +411,7 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
 
 
 def _worker(tmp_path: Path, generation: int, **fields: Any) -> Any:
-    from orchestrator.runtime.worker import WorkerAttempt
+    from orchestrator.runtime.loop.worker import WorkerAttempt
     from orchestrator.wire.control import ControlChannel
     from tests.support.runs import loop_spec
 

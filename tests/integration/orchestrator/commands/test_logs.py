@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 _WORKER = """
 import logging, os, sys
-from orchestrator.runtime.rank_log import capture
+from orchestrator.runtime.loop.rank_log import capture
 
 print("before capture")
 path = capture(sys.argv[1], 1, 3)

@@ -3,6 +3,5 @@
 from __future__ import annotations
 
 from tests.unit.orchestrator.runtime.test_notices import aws, gcp
-from tests.unit.orchestrator.runtime.test_train_loop_elastic import at_one
 
-__all__ = ["at_one", "aws", "gcp"]
+__all__ = ["aws", "gcp"]

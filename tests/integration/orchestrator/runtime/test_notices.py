@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runtime import notices
+from orchestrator.runtime.loop.worker import watch_node
 from orchestrator.runtime.notices import NodeWatch, Notice
-from orchestrator.runtime.worker import watch_node
 from orchestrator.wire.control import ControlChannel
 from tests.support.runs import loop_spec
 from tests.support.servers import MetadataServer, Raw, free_port

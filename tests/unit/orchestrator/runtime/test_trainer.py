@@ -11,7 +11,7 @@ def test_the_pinned_ray_gets_the_lean_trainer() -> None:
     # A Ray upgrade that moves the hooks falls back to the stock trainer: this says so here.
     from orchestrator.runtime import trainer
 
-    assert trainer.LEAN
+    assert trainer.RAY_TRAIN_HOOKS
 
 
 def _callbacks(**kwargs: object) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from orchestrator.runtime.train_loop import _Loop, rng_state, set_rng_state
-from orchestrator.runtime.worker import UserCodeError
+from orchestrator.runtime.loop.train_loop import _Loop, rng_state, set_rng_state
+from orchestrator.runtime.loop.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.workloads.data import DataMismatch, DataPosition, RayDataLoader, check_resumable, sharded_indices

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runtime.checkpoint import shares as ck
+from orchestrator.runtime.checkpoint import share_plan as ck
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
-from orchestrator.runtime.checkpoint.share_uploader import ShareUploader
-from orchestrator.runtime.checkpoint.shares import assign_shares, remote_wait_s, sha256_all, share_wait_s
+from orchestrator.runtime.checkpoint.share_plan import assign_shares, remote_wait_s, sha256_all, share_wait_s
+from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from recovery.manifest import FileEntry
 from recovery.store import CheckpointStore, StoreError, sha256_hex
 from tests.support.stores import TEST_KEY
@@ -230,7 +230,7 @@ def test_each_rank_puts_its_share_and_rank_0_commits_what_it_checked(tmp_path: P
     files = dict(FILES)
     shares, digests = _plan(files, 2)
     assert set(shares) == {"model.pt", "rng-rank0.pt", "state.pt"}
-    share = ShareUploader(rank1, RUN, 1)
+    share = ShareUpload(rank1, RUN, 1)
     share.submit(20, _share_of(files, shares, 1), digests)
     assert share.wait(20)
     assert share.last == dict.fromkeys(shares, "put")
@@ -290,7 +290,7 @@ def test_a_rank_with_other_bytes_puts_nothing_and_rank_0_puts_its_own(
     files = dict(FILES)
     shares, digests = _plan(files, 2)
     theirs = {n: b"diverged" + d for n, d in _share_of(files, shares, 1).items()}
-    share = ShareUploader(rank1, RUN, 1)
+    share = ShareUpload(rank1, RUN, 1)
     share.submit(20, theirs, digests)
     share.wait(20)
     assert set(share.last.values()) == {"other_bytes"}
@@ -333,7 +333,7 @@ def test_a_late_share_lands_on_a_committed_checkpoint_and_it_still_verifies(
     ckpt = AsyncCheckpointer([rank0], RUN, 1, keep_last=2)
     ckpt.submit(20, files, {}, shares=shares, digests=digests)
     ckpt.wait(timeout_s=20)
-    share = ShareUploader(rank1, RUN, 1)
+    share = ShareUpload(rank1, RUN, 1)
     share.submit(20, _share_of(files, shares, 1), digests)
     share.wait(20)
     assert set(share.last.values()) == {"put"}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.runtime.checkpoint.commit import Committer, Move, after_failure
-from orchestrator.runtime.checkpoint.shares import ShareReport
+from orchestrator.runtime.checkpoint.share_plan import ShareReport
 from orchestrator.runtime.checkpoint.snapshot import Snapshot, snapshot_of
 from recovery.fencing import FencedError
 from recovery.manifest import FileEntry, Manifest

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.loop.worker import UserCodeError
 from orchestrator.runtime.search.func_trial import (
     TrialSink,
     folder_digest_of,
@@ -14,7 +15,6 @@ from orchestrator.runtime.search.func_trial import (
     write_func_checkpoint,
 )
 from orchestrator.runtime.search.snapshot import METRICS_KEY
-from orchestrator.runtime.worker import UserCodeError
 from recovery.manifest import checkpoint_digest
 
 pytestmark = pytest.mark.unit

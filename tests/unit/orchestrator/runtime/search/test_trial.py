@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from orchestrator.runtime.loop.worker import UserCodeError
 from orchestrator.runtime.search.snapshot import CHECKPOINT_FILES, MAX_METRICS
 from orchestrator.runtime.search.trial import (
     INDEX,
@@ -22,7 +23,6 @@ from orchestrator.runtime.search.trial import (
     trial_inputs,
     trial_sections,
 )
-from orchestrator.runtime.worker import UserCodeError
 from orchestrator.wire.sections import DataSection, HpoSection, JobSection, TrainerSection
 
 pytestmark = pytest.mark.unit

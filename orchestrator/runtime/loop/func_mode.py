@@ -1,0 +1,560 @@
+"""job.train_func: an unchanged Ray Train function as the workload.
+
+The user's function runs on every Ray Train worker as it would under a plain
+TorchTrainer, with ``job.params`` as its ``config``. Its calls to
+``ray.train.report(metrics, checkpoint=...)`` and ``ray.train.get_checkpoint()``
+go through the orchestrator's stores instead of Ray's storage path:
+
+- every checkpoint a report carries is committed through ``AsyncCheckpointer``
+  (files, the manifest last with sha256, replication, fencing, fallback stores) as
+  step N+1, N being the checkpoints the run has reported so far (the restored one's
+  step included). When several ranks pass one, their folders make one checkpoint, as
+  Ray merges them, without any rank holding another's bytes: the ranks exchange only
+  each file's name, size and sha256; each rank puts the files it is the lowest rank to
+  hold (``layout_of``); rank 0 commits the one signed manifest once every file is in the
+  store with the size and sha256 its rank reported (a rank that dies first: no commit);
+- before the function starts, rank 0 picks the newest checkpoint that verifies on
+  the controller's lineage exactly as the built-in loop does, and every rank
+  downloads the whole folder (each file verified again, a bounded batch at a time,
+  straight to disk) into a temporary folder that get_checkpoint() returns: DCP's load
+  then reads the shards it needs, at this world size or another;
+- each report's metrics go to the controller as progress, with the reports made so
+  far; the last ones (rank 0's) are the result's metrics, with ``checkpoint_sha256``
+  naming the final checkpoint. The progress has a total (and so an ETA) only when the
+  function's config says how many reports it will make (``declared_reports``):
+  ``job.steps`` is the built-in loop's count, not the function's;
+- after a preemption notice, the next report that carries a checkpoint commits it
+  synchronously and the function is stopped on every rank (the driver then exits
+  EXIT_PREEMPTED); chaos ``during: checkpoint_upload`` and ``during: restore`` meet
+  the injector as in the built-in loop.
+
+The hook. Ray Train v2 sends every public train-function call (report,
+get_checkpoint, get_context, get_dataset_shard, the collectives) through one
+process-wide object, its ``TrainFnUtils``
+(ray/train/v2/_internal/execution/train_fn_utils.py, whose docstring invites
+patching it; Ray's own local mode swaps it the same way). ``routed_through`` swaps
+in ``StoreFnUtils`` for the duration of the function and puts Ray's back after. So
+every spelling reaches us (``ray.train.report``, ``from ray import train``, ``from
+ray.train import report`` bound at the top of a module imported before us), and
+nothing in Ray's namespaces is rebound. Ray's ``checkpoint_upload_fn`` does not fit:
+it is an argument of the user's call (their code would change), its result must be
+a checkpoint under Ray's storage path (Ray checks), and get_checkpoint stays Ray's.
+Ray still sees every report's metrics, never a checkpoint: its report stays the
+barrier Ray documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from ray.train.v2._internal.constants import is_v2_enabled
+from ray.train.v2._internal.execution import context as ray_context
+from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
+from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
+
+from orchestrator.runtime.loop.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
+from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.workloads import declared_reports
+from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name, checkpoint_digest
+from recovery.store import sha256_hex
+
+
+class Stop(Stopped):
+    """Raised out of report() on every rank once the preemption checkpoint is committed."""
+
+
+# --- pure pieces ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    """What one report() does, the same on every rank."""
+
+    step: int  # the run's checkpoint count after this report (this checkpoint's step if it carries one)
+    commit: bool  # some rank passed a checkpoint
+    wait: bool  # commit it before report() returns
+    stop: bool  # then stop the function (preemption)
+
+
+def plan_report(count: int, any_checkpoint: bool, preempting: bool, async_upload: bool) -> ReportPlan:
+    """``count``: checkpoints reported so far in the run (after a restore: its step).
+    A preemption waits for the next report with a checkpoint, commits it, and stops."""
+    return ReportPlan(
+        step=count + 1 if any_checkpoint else count,
+        commit=any_checkpoint,
+        wait=any_checkpoint and (preempting or not async_upload),
+        stop=any_checkpoint and preempting,
+    )
+
+
+def read_checkpoint_dir(root: str) -> dict[str, bytes]:
+    """A checkpoint folder's files by relative POSIX path, subfolders included."""
+    base = Path(root)
+    files: dict[str, bytes] = {}
+    for path in sorted(base.rglob("*")):
+        if not path.is_file():
+            continue
+        name = path.relative_to(base).as_posix()
+        try:
+            check_member_name(name)
+        except ManifestError:
+            # The top-level MANIFEST.json is our commit record; anything else check_member_name
+            # refuses cannot come out of a folder walk.
+            raise UserCodeError(
+                f"a reported checkpoint holds {name!r}; {MANIFEST_NAME} at its top is the orchestrator's "
+                "commit record: rename that file"
+            ) from None
+        files[name] = path.read_bytes()
+    return files
+
+
+def write_checkpoint_dir(files: Mapping[str, bytes], root: str) -> None:
+    for name, data in files.items():
+        path = Path(root, *name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+# What one rank holds of a reported checkpoint: relative name -> (size, sha256).
+Catalog = dict[str, tuple[int, str]]
+
+
+def catalog_of(files: Mapping[str, bytes]) -> Catalog:
+    return {name: (len(data), sha256_hex(data)) for name, data in files.items()}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One report's checkpoint across the ranks: who puts each file and what the
+    manifest lists for it, as Ray merges the ranks' folders into one."""
+
+    owners: dict[str, int]  # name -> the lowest rank that holds it: that rank puts it
+    entries: dict[str, tuple[int, str]]  # name -> the owner's (size, sha256)
+    conflicts: list[str]  # names two ranks hold with different bytes (the lowest rank's kept)
+
+    def remote(self) -> dict[str, tuple[int, int, str]]:
+        """The files rank 0 does not hold: name -> (rank, size, sha256)."""
+        return {n: (r, *self.entries[n]) for n, r in self.owners.items() if r != 0}
+
+
+def layout_of(catalogs: Sequence[Mapping[str, tuple[int, str]] | None]) -> Layout | None:
+    """Every rank's catalog as one checkpoint; None when no rank passed one. A name two
+    ranks wrote with different bytes keeps the lowest rank's (Ray leaves the winner to
+    chance); an empty folder is still a checkpoint."""
+    if all(c is None for c in catalogs):
+        return None
+    owners: dict[str, int] = {}
+    entries: dict[str, tuple[int, str]] = {}
+    conflicts: set[str] = set()
+    for rank, catalog in enumerate(catalogs):
+        for name, entry in (catalog or {}).items():
+            if name not in owners:
+                owners[name], entries[name] = rank, tuple(entry)  # type: ignore[assignment]
+            elif entries[name] != tuple(entry):
+                conflicts.add(name)
+    return Layout(owners, entries, sorted(conflicts))
+
+
+def restore_batches(sizes: Mapping[str, int], limit: int) -> list[list[str]]:
+    """The files of a restore in batches of at most ``limit`` bytes each (a larger file
+    alone), the largest first: a rank holds one batch at a time on its way to disk."""
+    batches: list[list[str]] = []
+    held = 0
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        if not batches or held + sizes[name] > limit:
+            batches.append([])
+            held = 0
+        batches[-1].append(name)
+        held += sizes[name]
+    return batches
+
+
+def reports_at(extra: Mapping[str, Any], step: int) -> int:
+    """The reports a function had made when it reported the checkpoint whose manifest
+    carries ``extra``; one committed before they were counted: at least its step."""
+    reports = extra.get("reports")
+    return reports if isinstance(reports, int) and not isinstance(reports, bool) and reports >= step else step
+
+
+_RAY_REPORT_LINE = re.compile(r"Reporting training result (\d+): TrainingReport\(checkpoint=None,")
+
+
+def annotated_report_line(message: str, committed: Mapping[int, int]) -> str:
+    """Ray's log line for a report (``Reporting training result N: TrainingReport(checkpoint=None,
+    ...``) says what its report got: no checkpoint, since the run's go to its stores. For
+    the N-th report of this worker that carried one (``committed``: N -> the step it was
+    committed as), the line says where it went instead; other lines stay as Ray wrote them."""
+    match = _RAY_REPORT_LINE.match(message)
+    step = None if match is None else committed.get(int(match.group(1)))
+    if step is None:
+        return message
+    return message.replace("checkpoint=None", f"checkpoint=<step {step} in the run's stores>", 1)
+
+
+class _ReportLineFilter(logging.Filter):
+    def __init__(self, committed: Mapping[int, int]) -> None:
+        super().__init__()
+        self.committed = committed
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.args:
+            record.msg = annotated_report_line(record.msg, self.committed)
+        return True
+
+
+def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
+    """As Ray Train calls it: with the config if the function takes an argument, else bare."""
+    try:
+        takes = len(inspect.signature(fn).parameters) > 0
+    except (TypeError, ValueError):  # a builtin or C callable: assume Ray's usual signature
+        takes = True
+    return fn(params) if takes else fn()
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- the hook ---------------------------------------------------------------------------
+
+
+class ReportSink(Protocol):
+    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> Any:
+        """The report's checkpoint taken (None: Ray's report carries none), or given back
+        for Ray's own report to persist (a search's trial, which Ray Train's run keeps)."""
+
+    def get_checkpoint(self) -> Any: ...
+
+
+class StoreFnUtils(ray_fn_utils.TrainFnUtils):
+    """Ray's TrainFnUtils with report and get_checkpoint sent to ``sink``; the rest stays Ray's."""
+
+    def __init__(self, inner: ray_fn_utils.TrainFnUtils, sink: ReportSink) -> None:
+        self.inner = inner
+        self.sink = sink
+
+    def report(
+        self,
+        metrics: dict[str, Any],
+        checkpoint: Any = None,
+        checkpoint_dir_name: str | None = None,
+        checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+        delete_local_checkpoint_after_upload: bool | None = None,
+        checkpoint_upload_fn: Callable[..., Any] | None = None,
+        validation: Any = False,
+    ) -> None:
+        # The folder name, upload mode and upload function concern Ray's storage: our
+        # store names a checkpoint by its step and commits it its own way.
+        if validation:
+            raise ValueError(
+                "ray.train.report(validation=...) needs the trainer's validation_config, which job.train_func "
+                "runs do not set"
+            )
+        passed = self.sink.report(metrics, checkpoint, bool(delete_local_checkpoint_after_upload))
+        self.inner.report(metrics, passed)
+
+    def get_checkpoint(self) -> Any:
+        return self.sink.get_checkpoint()
+
+    def get_all_reported_checkpoints(
+        self,
+        consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
+        timeout_s: float | None = None,
+    ) -> Any:
+        # Ray never holds this run's checkpoints (each report hands it none), so its list
+        # would be empty: refused by name rather than answered wrongly.
+        raise RuntimeError(
+            "ray.train.get_all_reported_checkpoints() is not available under job.train_func: the run's "
+            "checkpoints live in its stores, verified on restore; ray.train.get_checkpoint() returns the "
+            "newest one that verifies"
+        )
+
+    def get_dataset_shard(self, dataset_info: Any) -> Any:
+        return self.inner.get_dataset_shard(dataset_info)
+
+    def get_context(self) -> Any:
+        return self.inner.get_context()
+
+    def get_preemption_info(self) -> Any:
+        return self.inner.get_preemption_info()
+
+    def is_distributed(self) -> bool:
+        return self.inner.is_distributed()
+
+    def barrier(self) -> None:
+        return self.inner.barrier()
+
+    def broadcast_from_rank_zero(self, data: Any) -> Any:
+        return self.inner.broadcast_from_rank_zero(data)
+
+    def __getattr__(self, name: str) -> Any:
+        # What Ray adds to its own utils (e.g. local mode's _get_last_metrics).
+        if name in ("inner", "sink"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def routed_through(sink: ReportSink) -> Iterator[StoreFnUtils]:
+    """While inside, ray.train.report / get_checkpoint reach ``sink``; Ray's own utils after."""
+    if not is_v2_enabled():
+        # Train v1's report does not go through TrainFnUtils: checkpoints would bypass our stores.
+        raise RuntimeError("job.train_func needs Ray Train v2: unset RAY_TRAIN_V2_ENABLED=0 (v2 is Ray's default)")
+    inner = ray_fn_utils.get_train_fn_utils()
+    ours = StoreFnUtils(inner, sink)
+    ray_fn_utils.set_train_fn_utils(ours)
+    try:
+        yield ours
+    finally:
+        ray_fn_utils.set_train_fn_utils(inner)
+
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+def train_func(config: dict[str, Any]) -> None:
+    """What every Ray Train worker runs when the job names a train function."""
+    run_worker(config, FuncRun)
+
+
+# The most checkpoint bytes a rank holds at once while it restores a train function's folder.
+RESTORE_BATCH_BYTES = 64 * 2**20
+
+
+class FuncRun(WorkerAttempt):
+    """One worker's side of a train-function attempt: restore, the report sink, the end.
+
+    Checkpoint choice, the chaos rendezvous and the preemption watch are the shared
+    worker's (orchestrator/runtime/loop/worker.py), so they behave exactly as in the built-in loop.
+    """
+
+    def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
+        super().__init__(spec, rank, world, control)
+        self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
+        self.reports = 0  # reports made in the run so far (a restore starts it at its checkpoint's)
+        self.restored_reports = 0
+        self.total = declared_reports(spec.job.params)
+        self.restored = 0
+        self.restored_dir: str | None = None
+        self.preempting = False  # a notice is agreed; the next checkpoint is the last
+        self.metrics: dict[str, Any] = {}  # rank 0's last reported
+        # Rank 0: the newest checkpoint's files (name -> sha256), restored or handed over.
+        self._digests: dict[str, str] | None = None
+        self._last_progress = 0.0
+        self._t_start = time.time()
+        # This worker's reports so far, as Ray numbers them in its log, and the step each
+        # one that carried a checkpoint was committed as.
+        self._calls = 0
+        self._committed_calls: dict[int, int] = {}
+
+    def kept_on_choice(self, name: str) -> bool:
+        # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory.
+        return False
+
+    def verified_alone(self, name: str) -> bool:
+        return True
+
+    # --- the attempt ---------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self.guarded(self._run)
+        finally:
+            # Ends the preemption watch thread: nothing reads the flag once the function is done.
+            self._preempt.set()
+            if self.restored_dir is not None:
+                shutil.rmtree(self.restored_dir, ignore_errors=True)
+
+    def _run(self) -> None:
+        from orchestrator.workloads import train_function
+
+        fn = train_function(self.spec.job.train_func)  # a module that fails to import: a user error
+        if self.rank == 0:
+            self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
+        self.wait_until_active()
+        restored = self.restore()
+        if self.rank == 0:
+            self.control.event(
+                self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
+            )
+        self._t_start = time.time()
+        lines = _ReportLineFilter(self._committed_calls)
+        ray_context.logger.addFilter(lines)
+        try:
+            with routed_through(self):
+                call_user_function(fn, dict(self.spec.job.params))
+        finally:
+            ray_context.logger.removeFilter(lines)
+        if self.rank == 0:
+            self.finish()
+
+    def restore(self) -> int:
+        """The newest checkpoint that verifies, in a local folder on every rank; its step (0: none)."""
+        chosen = self.agree_on_restore()
+        if chosen is None:
+            return 0
+        source, m = chosen
+        # Rank 0 verified every file while choosing and kept none (see kept_on_choice): each
+        # rank reads the whole folder, a bounded batch at a time, each file verified again as
+        # it streams in, straight to disk.
+        self._verified = {}
+        self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
+        for names in restore_batches({f.name: f.size for f in m.files}, RESTORE_BATCH_BYTES):
+            write_checkpoint_dir(source.read_many(m, names), self.restored_dir)
+        self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
+        self._digests = {f.name: f.sha256 for f in m.files}
+        self.count = self.restored = m.step
+        self.reports = self.restored_reports = reports_at(m.extra, m.step)
+        return m.step
+
+    def finish(self) -> None:
+        """Rank 0, the function returned: the last checkpoint committed, then the result."""
+        self.flush_losses()
+        self.checkpointer.wait()
+        elapsed = max(time.time() - self._t_start, 1e-9)
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(elapsed))
+        self.control.final(
+            self.gen,
+            final_step=self.count,
+            metrics=self.metrics,
+            weights_sha256=None,  # no model we know of; checkpoint_sha256 names what was trained
+            checkpoint_sha256=None if self._digests is None else checkpoint_digest(self._digests),
+            final_checkpoint=self.last_checkpoint,
+            train_steps_per_s=(self.count - self.restored) / elapsed,
+        )
+
+    # --- the report sink (StoreFnUtils calls these on every rank) ---------------------------
+    def get_checkpoint(self) -> Any:
+        """The checkpoint this attempt restored (None on a fresh start), as a local folder."""
+        if self.restored_dir is None:
+            return None
+        from ray.train import Checkpoint
+
+        return Checkpoint.from_directory(self.restored_dir)
+
+    def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None:
+        mine = None
+        if checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                mine = read_checkpoint_dir(folder)
+            if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
+                shutil.rmtree(checkpoint.path, ignore_errors=True)
+        self.reports += 1
+        self._calls += 1
+        any_checkpoint, notice = self._agree(mine is not None)
+        self.preempting = self.preempting or notice
+        plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
+        if plan.commit:
+            catalogs, index = self._catalogs(None if mine is None else catalog_of(mine))
+            layout = layout_of(catalogs)
+            assert layout is not None, "plan_report commits only when some rank passed a checkpoint"
+            self.count = plan.step
+            self._committed_calls[self._calls] = plan.step
+            # Each rank puts the files it is the lowest rank to hold; no rank sees another's bytes.
+            own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank} if mine else {}
+            if self.rank == 0:
+                self._commit(plan.step, own, layout, metrics, plan.wait, index)
+            elif self.share_upload is not None:
+                self.share_to(index)  # where rank 0 commits now
+                self.share_upload.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
+        if self.rank == 0:
+            self.metrics = dict(metrics)
+            self._progress(force=plan.commit)
+        if plan.stop:
+            if self.rank == 0:
+                self.flush_losses()
+                self.control.event(self.gen, "preempted", step=plan.step, checkpoint=self.last_checkpoint)
+            raise Stop(plan.step)
+
+    def _agree(self, have_checkpoint: bool) -> tuple[bool, bool]:
+        """Every rank learns whether any rank passed a checkpoint and whether rank 0 has seen a
+        preemption notice: one tiny all-reduce (every rank calls report, so every rank is here)."""
+        notice = self._preempt.is_set()
+        if self.world == 1:
+            return have_checkpoint, notice
+        import torch.distributed as dist
+
+        flags = torch.tensor([int(have_checkpoint), int(notice)], dtype=torch.int64, device=self._device())
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), bool(flags[1].item())
+
+    def _catalogs(self, mine: Catalog | None) -> tuple[list[Catalog | None], int]:
+        """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every
+        rank, with the index of the store rank 0 commits to now."""
+        index = self.checkpointer.store_index if self.rank == 0 else 0
+        if self.world == 1:
+            return [mine], index
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world
+        device = self._device()
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            dist.all_gather_object(out, (mine, index))
+        return [got[0] for got in out], int(out[0][1])
+
+    def _device(self) -> torch.device:
+        """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
+        import torch.distributed as dist
+
+        if dist.get_backend() == "nccl":
+            from ray.train.torch import get_device
+
+            return get_device()
+        return torch.device("cpu")
+
+    def _commit(
+        self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool, index: int
+    ) -> None:
+        """Rank 0: its own files put, the other ranks' awaited in the store, one manifest."""
+        if layout.conflicts:
+            self.control.event(
+                self.gen, "checkpoint_merge_conflict", step=step, names=layout.conflicts[:20], kept="the lowest rank"
+            )
+        self._digests = {name: sha for name, (_, sha) in layout.entries.items()}
+        if self._upload_fault_armed():
+            self._upload_staged.clear()
+        extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
+        self.checkpointer.submit(step, own, extra=extra, remote=layout.remote(), store_index=index)
+        if wait:
+            self.checkpointer.wait()
+        # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
+        self.hold_for_upload_fault()
+        loss = _number(metrics.get("loss"))
+        if loss is not None:
+            self._losses.append((step, loss))
+
+    def _progress(self, force: bool) -> None:
+        now = time.time()
+        if not force and now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        self.control.progress(self.gen, step=self.count, **self._progress_fields(now - self._t_start))
+        self.flush_losses()
+
+    def _progress_fields(self, elapsed: float) -> dict[str, Any]:
+        """What the function reported: its reports so far (of the total its config declares,
+        if it does), their rate, its metrics. ``step`` stays its checkpoint count."""
+        return {
+            "total": self.total,
+            "reports": self.reports,
+            "loss": _number(self.metrics.get("loss")),
+            "steps_per_s": (self.reports - self.restored_reports) / max(elapsed, 1e-9),
+            "last_checkpoint": self.last_checkpoint,
+            "restored_step": self.restored,
+            "metrics": self.metrics,
+        }
