@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +133,26 @@ def test_a_world_of_one_ends_close_to_the_full_world_of_two(tmp_path: Path, full
     assert progress is not None and progress["world_size"] == 1
 
 
+# Two steps at uneven shares: the same gradient as the full world's, up to the rounding of
+# the 2/3 scale (7.5e-9 here). A wrong share (a shard lost or counted twice) is 1e-3 and more.
+TOL_FIRST_STEPS = 1e-6
+
+
 def test_a_world_of_two_trains_three_logical_workers_close_to_three(tmp_path: Path) -> None:
     """Uneven shares: rank 0 trains shards 0 and 2 (one under DDP's no_sync), rank 1 shard 1;
-    the scale 2/3 is not exact in floating point, unlike 1/2."""
+    the scale 2/3 is not exact in floating point, unlike 1/2. Its rounding differs by CPU
+    (the kernels' summation order), and this small net amplifies it step by step (on one
+    machine 1.2e-7 in a parameter after 120 steps, on another 6.5e-3 after 120 and 9.5e-5
+    after 10): the arithmetic is held over the first steps, the run's end by its held-out
+    loss."""
+    for world, name in ((3, "three-2"), (2, "two-2")):
+        s = spec(tmp_path / name, "digits", workers=3)
+        assert train(replace(s, job=replace(s.job, steps=2)), world=world) is not None
+    assert distance(final_weights(tmp_path / "two-2"), final_weights(tmp_path / "three-2")) <= TOL_FIRST_STEPS
     three = spec(tmp_path / "three", "digits", workers=3)
     two = spec(tmp_path / "two", "digits", workers=3)
     assert train(three, world=3) is not None and train(two, world=2) is not None
     w3, w2 = final_weights(tmp_path / "three"), final_weights(tmp_path / "two")
-    assert distance(w2, w3) <= TOL_PARAM
     assert abs(held_out_loss("digits", two, w2) - held_out_loss("digits", two, w3)) <= TOL_LOSS
 
 
