@@ -25,6 +25,7 @@ from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controlstate import ControlState, GuardedProvider
+from orchestrator.control.listeners import RunEvents
 from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.progress import ProgressLine, decision_text, notify_failed_text, tensorboard_failed_text
 from orchestrator.control.proof import (
@@ -77,7 +78,7 @@ from orchestrator.runstate.lifecycle import RunState, StateMachine
 from orchestrator.runstate.objectives import judge
 from orchestrator.runstate.result import RunRecord, read_result, record_from, withdraw_result, write_result
 from orchestrator.runstate.rundir import make_control_dir, make_run_dir
-from orchestrator.runstate.state import RunView, apply, fold
+from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from orchestrator.wire.faults import STORAGE_FAULTS
@@ -156,6 +157,12 @@ class Controller:
         if not cfg.cloud.control_store:
             make_control_dir(self.run_dir)
         self.journal = Journal(rundir.journal_path(self.run_dir))
+        state = self.state
+        self.events = RunEvents(
+            self.journal,
+            guard=None if state is None else state.guard,
+            written=None if state is None else state.written,
+        )
         # notify.* whole: a new run's as given (env:VARNAME read), a resumed one's taken back
         # from notify.secret; a target that file cannot give is off (notify_off, on resume).
         self.notify, self.notify_lost = notify_secret.load(self.run_dir, notify_from_env(cfg.notify))
@@ -205,9 +212,10 @@ class Controller:
         )
         self.clock = clock
         self.started_at = clock()
-        # The run's state: only emit() changes it, by applying the event it journals.
-        self.view = RunView()
-        self._state_lock = threading.RLock()
+        # Told every event emit() journals, in its order (orchestrator/control/listeners.py).
+        self.events.listen("notifier", self.notifier.offer, self.notifier.close)
+        self.events.listen("tensorboard", self.metrics.event, self.metrics.close)
+        self.events.listen("progress", lambda event, _view: self.progress.event(event))
         # What the workload reported at the end (final.json), for result.json.
         self.final: dict[str, Any] | None = None
         self._generation = 0
@@ -246,23 +254,18 @@ class Controller:
         self._at: tuple[str, int] | None = None  # the attempt in hand: (region, generation)
 
     def emit(self, event: Event) -> Event:
-        """Journal ``event`` and apply it to the run's state: the one way anything the
-        attempt, the watch or the standby did reaches the controller's state, and the
-        same ``apply`` that ``action=resume`` folds the journal with."""
-        if self.state is not None:
-            self.state.guard()
-        with self._state_lock:
-            written = self.journal.emit(event)
-            self.view = apply(self.view, written)
-            # Under the lock, so notifications leave in the journal's order; offer never waits.
-            self.notifier.offer(written, self.view)
-            self.metrics.event(written, self.view)
-        self.progress.event(written)
+        """Journal ``event``, apply it to the run's state and tell the run's listeners
+        (orchestrator/control/listeners.py): the one way anything the attempt, the watch or
+        the standby did reaches the controller's state."""
+        written = self.events.emit(event)
         with self._gen_lock:
             self._generation = max(self._generation, self.view.generation)
-        if self.state is not None:
-            self.state.written(written)
         return written
+
+    @property
+    def view(self) -> RunView:
+        """The run's state: the journal folded (only emit() changes it)."""
+        return self.events.view
 
     def _hold_run(self) -> None:
         """Journal the lease this controller took, then keep it and the mirror going."""
@@ -372,8 +375,7 @@ class Controller:
 
         events = list(read_typed(self.journal.path))
         # The state the dead controller had: its journal, folded by the same apply.
-        with self._state_lock:
-            self.view = fold(events)
+        self.events.restore(fold(events))
         rp = replayed(self.view)
         self.started_at = rp.started_at or self.started_at
         with self._gen_lock:
@@ -551,10 +553,7 @@ class Controller:
         try:
             self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
         finally:
-            try:
-                self.notifier.close()
-            finally:
-                self.metrics.close()
+            self.events.close()
 
     def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
         self.replicator.start()
