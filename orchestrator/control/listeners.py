@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.config.schema import Config
 from orchestrator.control.cleanup import run_all
-from orchestrator.runstate.events import Event, ListenerFailed, Transition
+from orchestrator.runstate.events import Event, ListenerFailed, Transition, type_of
 from orchestrator.runstate.journal import Journal
 from orchestrator.runstate.lifecycle import RunState, check_transition
 from orchestrator.runstate.state import RunView, apply
@@ -152,7 +152,7 @@ class RunEvents:
         except Exception as exc:  # a listener's bug costs it the event, never the run
             if listener.name not in self._failed:
                 self._failed.add(listener.name)
-                self.emit(ListenerFailed(listener=listener.name, error=error_line(exc), event=event.TYPE or None))
+                self.emit(ListenerFailed(listener=listener.name, error=error_line(exc), event=type_of(event)))
 
     def to(self, new: RunState, **info: Any) -> Event:
         """Move the run's lifecycle to ``new``: checked against the state the journal

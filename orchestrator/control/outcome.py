@@ -1,5 +1,5 @@
-"""What one attempt came to: the record the attempt runner and the watch fill in and
-the controller decides on."""
+"""What one attempt came to: the record the attempt runner fills in (with what its watch
+folded) and the controller decides on."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ class AttemptOutcome:
     restored_step: int | None = None
     incidents: list[Incident] = field(default_factory=list)
     ended_at: float = 0.0
+    # The incident the attempt recovers from (None: nothing failed), as far as it got:
+    # recorded among ``incidents`` once the attempt trained past its restore.
+    pending: Incident | None = None
+
+    @property
+    def pending_recorded(self) -> bool:
+        return self.pending is not None and self.pending in self.incidents
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -245,7 +245,6 @@ class AttemptWatch:
         nodes = ev.fields.get("worker_nodes")  # validated by the wire's schema when present
         held = sorted(set(nodes)) if isinstance(nodes, list) and nodes else []
         self.nodes.world_nodes = frozenset(held) if held else None
-        self.injector.state.worker_nodes = held
         if self.train_starts == 1:
             self.train_started_at = ev.time
             self.out.restored_step = restored

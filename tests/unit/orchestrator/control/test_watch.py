@@ -202,7 +202,6 @@ def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_fau
     # A kill_node struck node 2, the standby: nothing of the group ran there.
     w.kill_times["kill_node"], w.kill_steps["kill_node"] = 5.0, 100
     w.run()
-    assert w.injector.state.worker_nodes == [0, 1]  # a drawn kill_node's choice
     (loss,) = w.nodes.losses.values()
     assert loss.node == 2 and loss.recorded and w.nodes.unrecorded() is None
     assert "kill_node" not in w.kill_times and "kill_node" not in w.kill_steps
