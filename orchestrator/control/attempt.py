@@ -466,6 +466,8 @@ class AttemptRunner:
         pending: Incident | None,
         journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> RuntimeProcess:
+        """Watch the attempt to its end; ``out`` takes what the watch folded. The connection
+        that followed the runtime last (re-attached)."""
         standby = self.standby
         live = self._live_logs(cluster, out.generation)
 
@@ -475,21 +477,25 @@ class AttemptRunner:
             if live is not None:
                 live.poll()
 
+        watch = AttemptWatch(
+            self.ctx,
+            self.injector,
+            cluster,
+            proc,
+            generation=out.generation,
+            region=out.region,
+            last_step=out.last_step,
+            restored_step=out.restored_step,
+            pending=pending,
+            tick=tick,
+            scan_zombies=self.scan_zombies,
+            journaled=journaled,
+        )
         try:
-            watch = AttemptWatch(
-                self.ctx,
-                self.injector,
-                cluster,
-                proc,
-                out,
-                pending,
-                tick=tick,
-                scan_zombies=self.scan_zombies,
-                journaled=journaled,
-            )
             watch.run()
-            return watch.proc  # the connection that followed the runtime last (re-attached)
+            return watch.proc
         finally:
+            out.watched(watch.state)
             if live is not None:
                 live.poll(final=True)
 
