@@ -76,12 +76,15 @@ def check_regions(cfg: Config) -> Config:
 
 def check_new_run(cfg: Config) -> None:
     """What a new run (or plan) needs beyond its config, before anything is written or
-    launched: the provider's checks of its regions, the user's code imports, notify's
-    targets can be reached, and run_id names no run that exists. ConfigError naming the key."""
-    from orchestrator.config.usercode import check_user_code
+    launched: the provider's checks of its regions, the user's code (and a run's listeners)
+    imports, notify's targets can be reached, and run_id names no run that exists.
+    ConfigError naming the key."""
+    from orchestrator.config.usercode import check_listeners, check_user_code
 
     check_regions(cfg)
     check_user_code(cfg)
+    if cfg.action == "run":
+        check_listeners(cfg)
     if cfg.action == "run":
         check_workload_constructs(cfg)
     # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).

@@ -56,6 +56,43 @@ class Registered:
     close: Callable[[], object] | None = None
 
 
+class Named:
+    """A listener ``metrics.listeners`` names, made with the run (``ListenerRun``) when it is
+    told its first event, so that what goes wrong making it (its module gone since the run
+    began, a constructor that raises, no ``on_event``) is journaled as its failure, once,
+    after the run's start, and never keeps a run from going on or from being resumed."""
+
+    def __init__(self, spec: str, run: ListenerRun, key: str) -> None:
+        self.name = spec
+        self.run, self.key = run, key
+        self.inner: Listener | None = None
+        self.broken = False
+
+    def on_event(self, event: Event, view: RunView) -> None:
+        if self.broken:
+            return
+        if self.inner is None:
+            try:
+                self.inner = self._make()
+            except Exception:
+                self.broken = True
+                raise
+        self.inner.on_event(event, view)
+
+    def _make(self) -> Listener:
+        from orchestrator.config.usercode import listener_factory
+
+        made = listener_factory(self.name, self.key)(self.run)
+        if not callable(getattr(made, "on_event", None)):
+            raise TypeError(f"{self.name} made a {type(made).__name__}, which has no on_event(event, view)")
+        return made  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+
 def listener_name(listener: object) -> str:
     """A listener's name in the journal: its own ``name``, else its class's ``module:Name``."""
     name = getattr(listener, "name", None)

@@ -9,10 +9,11 @@ proxies, the regions' stores, the failure policy, the progress line, the TensorB
 writer, the replicator, the context the loop's parts share, the warm standby, the fault
 injector and the attempt runner. Then the listeners, in the order they are told: the
 notifier, the TensorBoard writer, the progress line, the fault injector's failover point,
-then the ones the caller passes.
+those ``metrics.listeners`` names, then the ones the caller passes.
 
-A new consumer of the run's events is one more listener registered here, and nothing
-else under ``orchestrator/control/`` changes.
+A new consumer of the run's events is one more listener: named in ``metrics.listeners``
+(no change to the code at all), or, built in, registered here; nothing else under
+``orchestrator/control/`` changes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controller import Controller
 from orchestrator.control.controlstate import ControlState, GuardedProvider
-from orchestrator.control.listeners import Listener, RunEvents
+from orchestrator.control.listeners import Listener, ListenerRun, Named, RunEvents
 from orchestrator.control.progress import ProgressLine, chaos_text, notify_failed_text, tensorboard_failed_text
 from orchestrator.control.standby import StandbyManager
 from orchestrator.control.stopreq import clear_request
@@ -229,6 +230,9 @@ def _wire(
     events.listen("tensorboard", metrics.event, metrics.close)
     events.listen("progress", lambda event, _view: progress.event(event))
     events.add(FaultPoints(injector, lambda fired: progress.note(chaos_text(fired.kind, fired.step, fired.detail))))
+    run = ListenerRun(run_id, run_dir, cfg)
+    for i, spec in enumerate(cfg.metrics.listeners):
+        events.add(Named(spec, run, f"metrics.listeners[{i}]"))
     for listener in listeners:
         events.add(listener)
     return Controller(

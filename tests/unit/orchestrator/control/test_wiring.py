@@ -63,3 +63,22 @@ def test_the_failure_policy_has_the_runs_budgets_and_passes_over_regions_too_sma
     policy = policy_for(cfg)
     assert policy.candidates == ["local-a", "local-b", "local-c"] and policy.budgets.max_failovers == 5
     assert list(policy.budgets.too_small) == ["local-b"]
+
+
+def test_a_listener_the_config_names_hears_every_event_and_one_that_cannot_be_made_costs_the_run_nothing(
+    tmp_path: Path,
+) -> None:
+    from tests.support.listeners import listened
+
+    named = "metrics.listeners=[tests.support.listeners:Recorder,tests.support.listeners:Broken]"
+    cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+    ctl = build_controller(_config(tmp_path, named), cloud, RUN, out=io.StringIO())
+    assert ctl.events.listeners[4:] == ("tests.support.listeners:Recorder", "tests.support.listeners:Broken")
+    assert ctl.run()["status"] == "SUCCEEDED"
+    journal = ctl.journal.events()
+    heard = listened(ctl.run_dir)
+    assert [e["type"] for e in heard[:-1]] == [e["type"] for e in journal] and heard[-1] == {"closed": True}
+    assert [e["ts"] for e in heard[:-1]] == [e["ts"] for e in journal]
+    (failed,) = [e for e in journal if e["type"] == "listener_failed"]
+    assert failed["listener"] == "tests.support.listeners:Broken" and failed["event"] == "run_started"
+    assert failed["error"] == "OSError: no exporter for loop"
