@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.config.schema import Config
+from orchestrator.config.usercode import listener_factory
 from orchestrator.control.cleanup import run_all
 from orchestrator.runstate.events import Event, ListenerFailed, Transition, type_of
 from orchestrator.runstate.journal import Journal
@@ -80,8 +81,6 @@ class Named:
         self.inner.on_event(event, view)
 
     def _make(self) -> Listener:
-        from orchestrator.config.usercode import listener_factory
-
         made = listener_factory(self.name, self.key)(self.run)
         if not callable(getattr(made, "on_event", None)):
             raise TypeError(f"{self.name} made a {type(made).__name__}, which has no on_event(event, view)")
@@ -111,8 +110,9 @@ def error_line(exc: BaseException) -> str:
 class RunEvents:
     """The run's journal, its folded state (``view``: the one place the run's state is
     kept) and its listeners. ``guard``: called before each line is written (the control
-    store's lease); ``written``: after it, outside the run's lock (its mirror): both part of
-    making the journal durable, not listeners, so neither can be skipped by a failure."""
+    store's lease); ``written``: after it, outside the run's lock unless a listener emitted
+    the event (the control store's mirror). Both are part of making the journal durable,
+    not listeners: no listener's failure can skip them."""
 
     def __init__(
         self,
