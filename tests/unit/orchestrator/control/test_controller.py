@@ -470,8 +470,8 @@ def test_a_controller_wired_from_fakes_steps_through_a_region_loss(tmp_path: Pat
 KEY = b"c0ffee" * 11
 
 
-# A short lease: its take settles for a tenth of it.
-LEASE = "recovery.controller_lease_s=1"
+# A short lease (its take settles for a tenth of it), kept by each controller's renewals.
+LEASE = "recovery.controller_lease_s=3"
 
 
 def _crashed(home: Path, cloud: FakeCloud) -> None:
@@ -480,6 +480,7 @@ def _crashed(home: Path, cloud: FakeCloud) -> None:
     cfg = _config(home, f"cloud.control_store=file://{home.parent}/ctl", LEASE)
     ctl = build_controller(cfg, cloud, RUN, out=io.StringIO(), control_key=KEY)
     _start(ctl)
+    ctl._hold_run()  # its lease renewed, its mirror written, as a run's
     assert ctl.step() is False and ctl.next_step().region == "local-b"  # type: ignore[union-attr]
     ctl.runner.close(ctl.generation)
     ctl.close()
