@@ -470,8 +470,8 @@ def test_a_controller_wired_from_fakes_steps_through_a_region_loss(tmp_path: Pat
 KEY = b"c0ffee" * 11
 
 
-# A short lease (its take settles for a tenth of it), kept by each controller's renewals.
-LEASE = "recovery.controller_lease_s=3"
+# Each controller's lease, kept by its renewals.
+LEASE = "recovery.controller_lease_s=10"
 
 
 def _crashed(home: Path, cloud: FakeCloud) -> None:
@@ -490,11 +490,15 @@ def test_a_resume_on_the_runs_machine_and_a_takeover_on_another_go_through_the_s
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import orchestrator.control.controller as controller_mod
+    import orchestrator.control.lease as lease_mod
     from orchestrator.config.saved import config_from_plain
     from orchestrator.control.resume import Restart
     from orchestrator.control.takeover import rebuild
     from orchestrator.runstate.journal import load_object
 
+    # No controller races another for the lease here: its take need not settle (a tenth of the lease).
+    take = lease_mod.ControllerLease.take
+    monkeypatch.setattr(lease_mod.ControllerLease, "take", lambda self, floor=0: take(self, floor, settle_s=0.0))
     planned: list[Any] = []
     real = controller_mod.plan
     monkeypatch.setattr(controller_mod, "plan", lambda *a: planned.append(real(*a)) or planned[-1])
