@@ -23,7 +23,7 @@ from orchestrator.control.mirror import MirrorError
 from orchestrator.control.takeover import TakeoverError
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, ConfigError, error, printable
 from orchestrator.runstate import rundir
-from orchestrator.runstate.events import ControllerRestarted
+from orchestrator.runstate.events import ControllerRestarted, Event, MirrorRestored
 from orchestrator.runstate.objectives import EXIT_OBJECTIVE_MISSED, missed_line
 from providers.local.stores import EXTRA_HINT, LocalStores, LocalStoresError, missing_packages
 from recovery.controlkey import ControlKeyError, key_for, read_key
@@ -76,12 +76,15 @@ def check_regions(cfg: Config) -> Config:
 
 def check_new_run(cfg: Config) -> None:
     """What a new run (or plan) needs beyond its config, before anything is written or
-    launched: the provider's checks of its regions, the user's code imports, notify's
-    targets can be reached, and run_id names no run that exists. ConfigError naming the key."""
-    from orchestrator.config.usercode import check_user_code
+    launched: the provider's checks of its regions, the user's code (and a run's listeners)
+    imports, notify's targets can be reached, and run_id names no run that exists.
+    ConfigError naming the key."""
+    from orchestrator.config.usercode import check_listeners, check_user_code
 
     check_regions(cfg)
     check_user_code(cfg)
+    if cfg.action == "run":
+        check_listeners(cfg)
     if cfg.action == "run":
         check_workload_constructs(cfg)
     # notify.webhook=env:VARNAME: the URL, read now (the run keeps it in notify.secret).
@@ -239,7 +242,7 @@ def run(cfg: Config) -> int:
 
 def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = None) -> int:
     from orchestrator.config.preflight import PreflightError, preflight, takeover_warning
-    from orchestrator.control.controller import Controller
+    from orchestrator.control.wiring import build_controller
     from providers.registry import UnknownProvider, get_provider
 
     try:
@@ -262,7 +265,7 @@ def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = Non
         return error(f"run_id: run {run_id!r} is running under another controller")
     interruptible()
     try:
-        ctl = Controller(cfg, provider, run_id, control_key=control_key)
+        ctl = build_controller(cfg, provider, run_id, control_key=control_key)
     except REFUSALS as exc:
         return error(str(exc))
     try:
@@ -273,10 +276,12 @@ def _run(cfg: Config, run_id: str, run_dir: str, control_key: bytes | None = Non
 
 
 def resume(cli: Config) -> int:
-    """``action=resume``: the run's saved config and journal, a new controller on them."""
+    """``action=resume``: the run's saved config and journal, a new controller on them. A
+    run this machine has no folder for is taken over from the control store's mirror
+    first; from there the two are one path (``Controller.resume``)."""
     from orchestrator.config.saved import config_from_plain
     from orchestrator.config.usercode import check_user_code
-    from orchestrator.control.controller import Controller
+    from orchestrator.control.wiring import build_controller
     from orchestrator.notify.secret import NotifySecretError
     from orchestrator.runstate.journal import DamagedFile, load_object, read_events
     from orchestrator.runstate.result import read_result
@@ -351,22 +356,27 @@ def resume(cli: Config) -> int:
         with LocalStores(cfg.cloud, run_dir):
             try:
                 provider = get_provider(cfg.cloud.provider, cfg.home_path, cfg.cloud, cfg.job)
-                ctl = Controller(cfg, provider, run_id, control_key=control_key)
+                ctl = build_controller(cfg, provider, run_id, control_key=control_key)
             except (*REFUSALS, NotifySecretError) as exc:
                 return error(str(exc))
             try:
-                if restored is not None:
-                    ctl.emit(restored)
-                cause = os.environ.get(RESTART_CAUSE_ENV)
-                if cause:
-                    restarts = os.environ.get(RESTARTS_ENV, "")
-                    ctl.emit(ControllerRestarted(cause=cause[:200], restart=int(restarts) if restarts.isdigit() else 1))
-                result = ctl.resume()
+                result = ctl.resume(said=resumed_by(restored))
             finally:
                 ctl.close()
     except LocalStoresError as exc:
         return error(str(exc))
     return finish(cfg, run_id, result)
+
+
+def resumed_by(restored: MirrorRestored | None) -> list[Event]:
+    """What a resumed controller says first of how it came to the run: the mirror it was
+    taken over from, and the supervisor's restart (why the last controller died)."""
+    said: list[Event] = [] if restored is None else [restored]
+    cause = os.environ.get(RESTART_CAUSE_ENV)
+    if cause:
+        restarts = os.environ.get(RESTARTS_ENV, "")
+        said.append(ControllerRestarted(cause=cause[:200], restart=int(restarts) if restarts.isdigit() else 1))
+    return said
 
 
 def local_stores_hint(cfg: Config) -> str | None:

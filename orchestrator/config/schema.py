@@ -521,6 +521,12 @@ class MetricsConfig:
     # controller from what the run reports: loss, steps/s, telemetry, final metrics,
     # replication lag and a marker at each incident.
     tensorboard: bool = True
+    # Listeners of the run's events, each module:Name (a class or function, importable where
+    # the controller runs; job.code_dir is on its path), called with the run (run_id, run_dir,
+    # cfg) at its first event; what it returns gets on_event(event, view) for every event the
+    # journal takes, and close() at the run's end if it has one. One that raises is journaled
+    # once (listener_failed) and the run goes on.
+    listeners: list[str] = field(default_factory=list)
 
 
 @dataclass

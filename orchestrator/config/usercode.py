@@ -8,6 +8,9 @@ imports happen again on every worker; this check makes the first failure cheap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from orchestrator.config.schema import Config
 from orchestrator.config.validate_search import BUILTIN_ONLY, each_trial
 from orchestrator.errors import ConfigError
@@ -72,6 +75,27 @@ def check_user_code(cfg: Config) -> None:
     if cfg.hpo.enabled:
         _check_search_keys(cfg, cls)
         each_trial(cfg, lambda trial: _check_class(trial, cls))
+
+
+def listener_factory(spec: str, key: str) -> Callable[..., Any]:
+    """What a ``metrics.listeners`` entry names (module:Name), imported: a class or function
+    that makes a listener. ConfigError naming ``key`` when it does not import or cannot be called."""
+    from orchestrator.workloads import WorkloadError, import_object
+
+    try:
+        made = import_object(spec, key)
+    except WorkloadError as exc:
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1]) from None
+    if not callable(made):
+        raise ConfigError(key, f"{spec!r} is a {type(made).__name__}; name a class or function that makes a listener")
+    return made  # type: ignore[no-any-return]
+
+
+def check_listeners(cfg: Config) -> None:
+    """Each ``metrics.listeners`` entry imports (a new run's, before anything is written):
+    one that does not is one line naming it."""
+    for i, spec in enumerate(cfg.metrics.listeners):
+        listener_factory(spec, f"metrics.listeners[{i}]")
 
 
 def _check_builtin(cfg: Config) -> None:

@@ -77,21 +77,16 @@ class AttemptRunner:
     It never decides what comes next and holds none of the run's state but the last
     step known done; what it does is said through ``ctx.emit``."""
 
-    def __init__(self, ctx: RunContext, standby: StandbyManager | None = None) -> None:
+    def __init__(
+        self, ctx: RunContext, standby: StandbyManager | None = None, injector: FaultInjector | None = None
+    ) -> None:
+        """``injector``: the run's fault injector (the wiring's, from chaos.faults); None: one
+        with no fault to inject."""
         self.ctx = ctx
         self.standby = standby
         self.cluster: ClusterHandle | None = None
         self.cluster_generation = 0  # the attempt self.cluster runs
-        self.injector = FaultInjector(
-            [to_plain(f) for f in ctx.cfg.chaos.faults],
-            ctx.control,
-            ctx.provider,
-            stores=lambda: list(ctx.stores.values()),
-            run_id=ctx.run_id,
-            proxies=ctx.proxies,
-            on_event=ctx.emit,
-            run_dir=ctx.run_dir,
-        )
+        self.injector = injector if injector is not None else no_faults(ctx)
         self.last_step = 0
         # The last attempt's cluster, kept for a restart in place (cluster_kept), and its generation.
         self.kept: tuple[ClusterHandle, int] | None = None
@@ -180,7 +175,9 @@ class AttemptRunner:
 
     def run(self, region: str, gen: int, pending: Incident | None, warm: Warm | None = None) -> AttemptOutcome:
         ctx = self.ctx
-        out = AttemptOutcome(generation=gen, region=region, started_at=time.time(), last_step=self.last_step)
+        out = AttemptOutcome(
+            generation=gen, region=region, started_at=time.time(), last_step=self.last_step, pending=pending
+        )
         ctx.emit(AttemptStarted(generation=gen, region=region, standby=warm is not None))
         kept = self._kept_for(region, gen, out, standby=warm is not None)
         proc: RuntimeProcess | None = None
@@ -206,8 +203,9 @@ class AttemptRunner:
                 ctx.emit(StandbyActivated(region=region, generation=gen, cluster=cluster.name))
             else:
                 proc = self.start_runtime(cluster, region, gen)
-            # The controller stands a standby up once the run is RUNNING here.
             ctx.transition(RunState.RUNNING, region=region, generation=gen, cluster=cluster.name)
+            if self.standby is not None:
+                self.standby.ensure(region)  # the run is RUNNING here: a standby where a failover would go
             proc = self._watch(cluster, proc, out, pending)
         finally:
             if self._may_keep(cluster, out, proc):
@@ -319,6 +317,7 @@ class AttemptRunner:
             started_at=time.time(),
             last_step=self.last_step,
             restored_step=adoption.restored_step,
+            pending=pending,
         )
         cluster = self.cluster = adoption.cluster
         self.cluster_generation = adoption.generation
@@ -467,6 +466,8 @@ class AttemptRunner:
         pending: Incident | None,
         journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> RuntimeProcess:
+        """Watch the attempt to its end; ``out`` takes what the watch folded. The connection
+        that followed the runtime last (re-attached)."""
         standby = self.standby
         live = self._live_logs(cluster, out.generation)
 
@@ -476,21 +477,25 @@ class AttemptRunner:
             if live is not None:
                 live.poll()
 
+        watch = AttemptWatch(
+            self.ctx,
+            self.injector,
+            cluster,
+            proc,
+            generation=out.generation,
+            region=out.region,
+            last_step=out.last_step,
+            restored_step=out.restored_step,
+            pending=pending,
+            tick=tick,
+            scan_zombies=self.scan_zombies,
+            journaled=journaled,
+        )
         try:
-            watch = AttemptWatch(
-                self.ctx,
-                self.injector,
-                cluster,
-                proc,
-                out,
-                pending,
-                tick=tick,
-                scan_zombies=self.scan_zombies,
-                journaled=journaled,
-            )
             watch.run()
-            return watch.proc  # the connection that followed the runtime last (re-attached)
+            return watch.proc
         finally:
+            out.watched(watch.state)
             if live is not None:
                 live.poll(final=True)
 
@@ -503,6 +508,13 @@ class AttemptRunner:
         here = Capability.LOCAL_PROCESSES in ctx.provider.capabilities and cluster.info.get("log_dir")
         driver = os.path.join(attempt_dir(ctx.run_dir, gen), DRIVER_LOG)
         return LiveLogs(gen, driver, str(here) if here else None, ctx.progress.log)
+
+
+def no_faults(ctx: RunContext) -> FaultInjector:
+    """An injector with no fault to inject: a runner built without the run's."""
+    return FaultInjector(
+        [], ctx.control, ctx.provider, stores=lambda: list(ctx.stores.values()), run_id=ctx.run_id, on_event=ctx.emit
+    )
 
 
 def attempt_keys(ctx: RunContext, generation: int) -> AttemptKeys:

@@ -1,18 +1,21 @@
 """What the parts of the control loop share, instead of the controller itself.
 
-The controller builds one ``RunContext`` per run and hands it to the attempt runner,
-the watch, the standby manager and adoption. They read the run's config, provider,
-stores and control channel from it, act, and say what happened through ``emit``;
-only the controller holds the run's state and applies what they emit to it.
+The run's wiring (``wiring``) builds one ``RunContext`` per run and hands it to the
+controller, the attempt runner, the watch, the standby manager and the resume. They
+read the run's config, provider, stores and control channel from it, act, and say what
+happened through ``emit``, which journals the event and folds it into the run's one
+state (``listeners.RunEvents``); what they read of that state (the lineage, the clusters
+the run owns) comes from there too.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from orchestrator.config.schema import Config
 from orchestrator.control import naming
@@ -24,7 +27,10 @@ from recovery.store import CheckpointStore
 
 
 class Progress(Protocol):
-    """The live progress line (orchestrator/control/progress.py), or a test's stand-in."""
+    """The live progress line (orchestrator/control/progress.py), or a test's stand-in.
+    ``stream``: where a warning goes, shown whether the line is or not."""
+
+    stream: TextIO
 
     def note(self, text: str) -> None: ...
 
@@ -34,22 +40,34 @@ class Progress(Protocol):
 
     def replication_lag(self, lag_s: float) -> None: ...
 
+    def close(self) -> None: ...
+
 
 class Metrics(Protocol):
-    """The run's TensorBoard writer (orchestrator/metrics/board.py) as the watch feeds it."""
+    """The run's TensorBoard writer (orchestrator/metrics/board.py) as the watch and the
+    controller feed it (what the journal does not carry: losses, progress, the final report)."""
 
     def losses(self, points: list[Any], at: float) -> None: ...
 
     def progress(self, prog: dict[str, Any]) -> None: ...
 
+    def final(self, final: dict[str, Any]) -> None: ...
 
-class Follower(Protocol):
-    """The replicator, as the attempt sees it: which store to copy from now."""
+
+class Replication(Protocol):
+    """The replicator: started with the control loop, told which store to copy from now,
+    stopped at the end (draining what is queued when the run succeeded)."""
 
     def follow(self, source: CheckpointStore, stores: list[CheckpointStore]) -> None: ...
 
+    def start(self) -> None: ...
+
+    def stop(self, drain: bool = True) -> None: ...
+
 
 class _Quiet:
+    stream: TextIO = sys.stderr
+
     def note(self, text: str) -> None:
         pass
 
@@ -62,6 +80,9 @@ class _Quiet:
     def replication_lag(self, lag_s: float) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
 
 class _Unwritten:
     def losses(self, points: list[Any], at: float) -> None:
@@ -70,9 +91,18 @@ class _Unwritten:
     def progress(self, prog: dict[str, Any]) -> None:
         pass
 
+    def final(self, final: dict[str, Any]) -> None:
+        pass
+
 
 class _Still:
     def follow(self, source: CheckpointStore, stores: list[CheckpointStore]) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, drain: bool = True) -> None:
         pass
 
 
@@ -83,21 +113,21 @@ class RunContext:
     cfg: Config
     provider: Provider
     control: ControlChannel
-    # Journal one event: (type, **fields). The controller's emit also applies it to the run's state.
+    # Journal one event; the run's emit (RunEvents.emit) also folds it into the run's state and tells its listeners.
     emit: Callable[..., Any]
     stores: dict[str, CheckpointStore] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=_Quiet)
     metrics: Metrics = field(default_factory=_Unwritten)
-    replicator: Follower = field(default_factory=_Still)
+    replicator: Replication = field(default_factory=_Still)
     # Fault proxies in front of the regions' stores (region -> FaultProxy), when a storage fault is configured.
     proxies: dict[str, Any] = field(default_factory=dict)
     # The run's keys (the controller's: every generation, and fence signing); an attempt's
     # runtime gets its own generation's share of them in its environment only (never journaled).
     run_key: AttemptKeys | None = field(default=None, repr=False)
-    # The fencing lineage as the run's state has it now (the controller's, read through this).
+    # The fencing lineage as the run's state has it now.
     lineage: Callable[[], Lineage] = Lineage
-    # The controller's state machine: the attempt says when its runtime is up.
+    # The run's lifecycle moved (RunEvents.to): the attempt says when its runtime is up.
     transition: Callable[..., object] = lambda *_a, **_k: None
     clock: Callable[[], float] = time.time
     # Lines emitted inside are made durable together, on the way out (Journal.batch).

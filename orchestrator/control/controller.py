@@ -2,31 +2,34 @@
 
 PENDING -> PROVISIONING -> RUNNING -> (RECOVERING -> PROVISIONING -> RUNNING)* -> SUCCEEDED | FAILED
 
-Every transition and every observation that matters goes to the journal. The
-decisions are the failure policy's; this module only watches and acts.
+It is handed its collaborators (``wiring`` builds them from the config; a test, fakes):
+the run's events (the journal, the run's folded state, the listeners), the context the
+parts of the loop share, the failure policy and the attempt runner. It keeps no state of
+its own: where the run is (its lifecycle, the region and the incident the next step
+recovers in, the attempt in hand) is the journal folded (``RunEvents.view``), and a step
+moves it only by journaling what happened. The decisions are the failure policy's (and,
+on a resume, the resume plan's); this module only watches and acts.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
-import threading
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.chaos.proxy import FaultProxy
-from orchestrator.config.derived import proxy_target, total_steps
+from orchestrator.config.derived import total_steps
 from orchestrator.config.notify_targets import notify_from_env
 from orchestrator.config.saved import refuse_credentials, saved_json
 from orchestrator.config.schema import DISPLAY_KEYS, Config, NotifyConfig
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.cleanup import run_all
-from orchestrator.control.context import RunContext, store_options
-from orchestrator.control.controlstate import ControlState, GuardedProvider
+from orchestrator.control.context import RunContext
+from orchestrator.control.controlstate import ControlState
+from orchestrator.control.listeners import RunEvents
 from orchestrator.control.outcome import AttemptOutcome
-from orchestrator.control.progress import ProgressLine, decision_text, notify_failed_text, tensorboard_failed_text
+from orchestrator.control.progress import decision_text
 from orchestrator.control.proof import (
     FUNC,
     FUNC_SEARCH,
@@ -38,17 +41,24 @@ from orchestrator.control.proof import (
     newest_signed,
     prove,
 )
-from orchestrator.control.resume import Adoption
+from orchestrator.control.resume import (
+    CONTROLLER_LOST,
+    Adopt,
+    Finish,
+    Found,
+    Outcome,
+    Recover,
+    Restart,
+    look,
+    plan,
+    sweep,
+)
 from orchestrator.control.standby import StandbyManager
-from orchestrator.control.stopreq import StopRequest, StopWatch, clear_request
-from orchestrator.metrics.board import NoMetrics, TensorBoardWriter, tensorboard_writer
+from orchestrator.control.stopreq import StopRequest, StopWatch
 from orchestrator.notify import secret as notify_secret
-from orchestrator.notify.notifier import Notifier, shown
+from orchestrator.notify.notifier import shown
 from orchestrator.runstate import rundir
-from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import (
-    AttemptEnded,
-    ControlInvalid,
     DecisionMade,
     Event,
     FailureDetected,
@@ -59,224 +69,153 @@ from orchestrator.runstate.events import (
     LeaseTaken,
     MultipartAborted,
     MultipartAbortFailed,
-    NotifyFailed,
     NotifyOff,
     RegionSkipped,
-    ReplicationError,
     RunFinished,
     RunKeyCreated,
     RunResumed,
     RunStarted,
-    TensorBoardFailed,
-    Transition,
 )
-from orchestrator.runstate.events import Replicated as ReplicatedEvent
 from orchestrator.runstate.incidents import Incident
-from orchestrator.runstate.journal import DamagedFile, Journal
-from orchestrator.runstate.lifecycle import RunState, StateMachine
+from orchestrator.runstate.journal import DamagedFile, Journal, read_typed
+from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.objectives import judge
+from orchestrator.runstate.replay import incident_from
 from orchestrator.runstate.result import RunRecord, read_result, record_from, withdraw_result, write_result
-from orchestrator.runstate.rundir import make_control_dir, make_run_dir
-from orchestrator.runstate.state import RunView, apply, fold
+from orchestrator.runstate.state import RunView, fold
 from orchestrator.wire.codec import to_plain
-from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
-from orchestrator.wire.faults import STORAGE_FAULTS
-from providers.base import Capability, Provider
-from recovery.controlkey import forget_key, read_key
+from orchestrator.wire.control import ControlChannel
+from providers.base import Provider
 from recovery.detection import Failure, FailureKind
 from recovery.fencing import Lineage, first_generation
 from recovery.fsio import write_private
-from recovery.keys import controller_keys
-from recovery.policy import Action, Budgets, Decision, FailurePolicy, History, passed_over
-from recovery.replication import Replicated, Replicator
-from recovery.signing import derive_state_key, derive_token_key, load_or_create_secret, secret_from_key
+from recovery.keys import AttemptKeys
+from recovery.policy import Action, Decision, FailurePolicy, History, passed_over
 from recovery.store import CheckpointStore, StoreError, scan_fences
 
-__all__ = ["Controller", "RunRecord"]
+__all__ = ["Controller", "Launch", "RunRecord", "next_step"]
 
 
-@dataclass
-class Next:
-    """What the controller's next step does: an attempt in ``region`` (or adopting
-    ``adopt``), carrying the incident it recovers from, if any."""
+@dataclass(frozen=True)
+class Launch:
+    """A step that starts an attempt in ``region``, recovering from ``pending`` (None:
+    nothing failed). The other kind of step, a resume's ``Adopt``, watches one that runs."""
 
     region: str
     pending: Incident | None = None
-    adopt: Adoption | None = None
+
+
+Step = Launch | Adopt
+
+
+def next_step(view: RunView, first_region: str) -> Launch | None:
+    """The step the run's state calls for: the first region for a run not started yet, the
+    region the policy chose for the incident being recovered from; None when nothing
+    follows (the run ended, or was stopped: a resume's plan says where it goes on)."""
+    if view.state is RunState.PENDING:
+        return Launch(first_region)
+    if view.state is RunState.RECOVERING and view.next_region is not None:
+        return Launch(view.next_region, None if view.pending is None else incident_from(view.pending))
+    return None
 
 
 class Controller:
     def __init__(
         self,
-        cfg: Config,
-        provider: Provider,
-        run_id: str,
-        out: Any = None,
-        clock: Any = time.time,
-        control_key: bytes | None = None,
+        ctx: RunContext,
+        events: RunEvents,
+        policy: FailurePolicy,
+        runner: AttemptRunner,
+        *,
+        hold: ControlState | None = None,
+        lease_taken: LeaseTaken | None = None,
+        notify: NotifyConfig | None = None,
+        notify_lost: Sequence[notify_secret.Lost] = (),
+        secret_created: bool = False,
     ) -> None:
-        """``control_key``: the user's key as the command read it, before it printed or wrote
-        anything (recovery/controlkey.py, ``key_for``); None reads it from cfg.cloud.control_key
-        here (an ``env:`` key already read reads as unset: the same None)."""
-        self.cfg = cfg
-        self.provider = provider
-        self.run_id = run_id
-        self.run_dir = rundir.run_path(cfg.home_path, run_id)
-        make_run_dir(self.run_dir)
-        # The run's secret stays in its folder (0600); attempts get the key derived from
-        # it, which signs and checks manifests (recovery/signing.py). Resume reuses it.
-        # With a control store and the user's control key, it is derived from that key,
-        # so that another machine can take the run over (recovery/controlkey.py).
-        if not cfg.cloud.control_store:
-            control_key = None
-            forget_key(cfg.cloud.control_key)
-        elif control_key is None:
-            control_key = read_key(cfg.cloud.control_key)
-        derived = None if control_key is None else secret_from_key(control_key, run_id)
-        secret, self.secret_created = load_or_create_secret(self.run_dir, derived)
-        # The run's lease in the control store, before anything here acts: another
-        # controller's (LeaseHeld) refuses this one (orchestrator/control/controlstate.py).
-        self.state: ControlState | None = None
-        self.lease_taken: LeaseTaken | None = None
-        if cfg.cloud.control_store:
-            self.state = ControlState(cfg, run_id, self.run_dir, derive_state_key(secret, run_id), out)
-            self.lease_taken = self.state.take()
-            provider = GuardedProvider(provider, self.state.guard)  # type: ignore[assignment]
-            self.provider = provider
-        try:
-            self._build(cfg, provider, run_id, out, clock, secret)
-        except BaseException:
-            self.close()  # a lease taken for a controller that never ran is freed at once
-            raise
-
-    def _build(self, cfg: Config, provider: Provider, run_id: str, out: Any, clock: Any, secret: bytes) -> None:
-        """The rest of the controller, once its lease (if any) is held."""
-        # A stop asked of a controller that died before it read it is not this one's.
-        clear_request(self.run_dir)
-        if not cfg.cloud.control_store:
-            make_control_dir(self.run_dir)
-        self.journal = Journal(rundir.journal_path(self.run_dir))
-        # notify.* whole: a new run's as given (env:VARNAME read), a resumed one's taken back
-        # from notify.secret; a target that file cannot give is off (notify_off, on resume).
-        self.notify, self.notify_lost = notify_secret.load(self.run_dir, notify_from_env(cfg.notify))
-        # Told every event emit() journals; delivers in the background (orchestrator/notify/notifier.py).
-        self.notifier = Notifier(self.notify, run_id, cfg.job.name, failed=self._on_notify_failed)
-        self.run_key = controller_keys(secret, run_id)
-        # Remote clusters' Ray tokens come from the secret too, so a resumed controller has them.
-        if Capability.TOKEN_KEY in provider.capabilities:
-            provider.use_token_key(derive_token_key(secret, run_id))  # type: ignore[attr-defined]
-        self.control = ControlChannel(
-            control_url(cfg, run_id, self.run_dir),
-            cfg.cloud.control_options,
-            on_invalid=self._on_control_invalid,
-            keys=self.run_key,
-        )
-        if self.state is not None:
-            self.control.before_write = self.state.guard
-        self.candidates = cfg.candidate_regions()
-        self.proxies = start_proxies(cfg)
-        self.stores = {
-            r: CheckpointStore(
-                cfg.cloud.regions[r].store,
-                region=r,
-                storage_options=store_options(cfg, self.proxies, r),
-                key=self.run_key,
-            )
-            for r in self.candidates
-        }
-        self.policy = FailurePolicy(
-            self.candidates,
-            Budgets(
-                max_failovers=cfg.recovery.max_failovers,
-                max_restarts_on_errors=cfg.recovery.max_restarts_on_errors,
-                region_cooldown_s=cfg.recovery.region_cooldown_s,
-                max_preemptions=cfg.recovery.max_preemptions,
-                too_small=too_small(cfg, self.candidates),
-            ),
-        )
-        # Config validation leaves at least one candidate the run fits in.
-        self.first_region = next(r for r in self.candidates if r not in self.policy.budgets.too_small)
-        self.sm = StateMachine(self._on_transition)
-        self.progress = ProgressLine(out or sys.stderr, enabled=cfg.progress)
-        # Told every event emit() journals, and the watch's loss series and progress;
-        # writes in the background (orchestrator/metrics/board.py).
-        self.metrics: TensorBoardWriter | NoMetrics = (
-            tensorboard_writer(self.run_dir, self._on_tensorboard_failed) if cfg.metrics.tensorboard else NoMetrics()
-        )
-        self.clock = clock
-        self.started_at = clock()
-        # The run's state: only emit() changes it, by applying the event it journals.
-        self.view = RunView()
-        self._state_lock = threading.RLock()
+        """``ctx``: what the parts of the loop share (its ``emit`` is ``events.emit``);
+        ``policy``: what follows a failure; ``runner``: one attempt at a time, with the
+        warm standby if the run has one. ``hold``: the run's lease and mirror in the
+        control store, taken (``lease_taken``) before anything here acts; ``notify``: the
+        run's notify targets as resolved (config.json keeps them by name), and those its
+        notify.secret could not give (``notify_lost``); ``secret_created``: the run's
+        secret was made now, not found."""
+        self.ctx = ctx
+        self.events = events
+        self.policy = policy
+        self.runner = runner
+        self.hold = hold
+        self.lease_taken = lease_taken
+        self.notify = ctx.cfg.notify if notify is None else notify
+        self.notify_lost = list(notify_lost)
+        self.secret_created = secret_created
+        self.started_at = ctx.clock()
         # What the workload reported at the end (final.json), for result.json.
         self.final: dict[str, Any] | None = None
-        self._generation = 0
-        self._gen_lock = threading.Lock()
-        self.replicator = Replicator(
-            run_id,
-            keep_last=cfg.checkpoint.keep_last,
-            on_replicated=self._on_replicated,
-            on_error=lambda msg: self.emit(ReplicationError(error=msg)),
-            lineage=lambda: self.lineage,
-        )
-        self.ctx = RunContext(
-            run_id=run_id,
-            run_dir=self.run_dir,
-            cfg=cfg,
-            provider=provider,
-            control=self.control,
-            emit=self.emit,
-            stores=self.stores,
-            candidates=self.candidates,
-            progress=self.progress,
-            metrics=self.metrics,
-            replicator=self.replicator,
-            proxies=self.proxies,
-            run_key=self.run_key,
-            lineage=lambda: self.lineage,
-            transition=self.sm.to,
-            clock=clock,
-            batch=self.journal.batch,
-            owned=lambda: tuple(self.view.leftover),
-            kept_runtimes=lambda: {name: to_json(p) for name, p in self.view.kept_runtimes.items()},
-        )
-        self.standby = StandbyManager(self.ctx, self._alloc_generation, lambda: self.history)
-        self.runner = AttemptRunner(self.ctx, self.standby)
-        self._next: Next | None = None
-        self._at: tuple[str, int] | None = None  # the attempt in hand: (region, generation)
 
-    def emit(self, event: Event) -> Event:
-        """Journal ``event`` and apply it to the run's state: the one way anything the
-        attempt, the watch or the standby did reaches the controller's state, and the
-        same ``apply`` that ``action=resume`` folds the journal with."""
-        if self.state is not None:
-            self.state.guard()
-        with self._state_lock:
-            written = self.journal.emit(event)
-            self.view = apply(self.view, written)
-            # Under the lock, so notifications leave in the journal's order; offer never waits.
-            self.notifier.offer(written, self.view)
-            self.metrics.event(written, self.view)
-        self.progress.event(written)
-        with self._gen_lock:
-            self._generation = max(self._generation, self.view.generation)
-        if self.state is not None:
-            self.state.written(written)
-        return written
+    # --- what it was handed -------------------------------------------------------
+    @property
+    def cfg(self) -> Config:
+        return self.ctx.cfg
 
-    def _hold_run(self) -> None:
-        """Journal the lease this controller took, then keep it and the mirror going."""
-        if self.state is not None and self.lease_taken is not None:
-            self.emit(self.lease_taken)
-            for note in self.state.claim_notes():
-                self.emit(note)
-            self.state.emit = self.emit
-            self.state.start()
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
 
-    def close(self) -> None:
-        """The controller is done with the run: its last mirror, its lease freed."""
-        if self.state is not None:
-            self.state.close()
+    @property
+    def run_dir(self) -> str:
+        return self.ctx.run_dir
+
+    @property
+    def provider(self) -> Provider:
+        return self.ctx.provider
+
+    @property
+    def control(self) -> ControlChannel:
+        return self.ctx.control
+
+    @property
+    def stores(self) -> dict[str, CheckpointStore]:
+        return self.ctx.stores
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.ctx.candidates
+
+    @property
+    def run_key(self) -> AttemptKeys | None:
+        return self.ctx.run_key
+
+    @property
+    def journal(self) -> Journal:
+        return self.events.journal
+
+    @property
+    def progress(self) -> Any:
+        return self.ctx.progress
+
+    @property
+    def metrics(self) -> Any:
+        return self.ctx.metrics
+
+    @property
+    def standby(self) -> StandbyManager | None:
+        return self.runner.standby
+
+    @property
+    def clock(self) -> Any:
+        return self.ctx.clock
+
+    @property
+    def first_region(self) -> str:
+        # Config validation leaves at least one candidate the run fits in.
+        return next(r for r in self.policy.candidates if r not in self.policy.budgets.too_small)
+
+    # --- where the run is: its journal, folded ----------------------------------------
+    @property
+    def view(self) -> RunView:
+        """The run's state: the journal folded (only emit() changes it)."""
+        return self.events.view
 
     @property
     def lineage(self) -> Lineage:
@@ -287,28 +226,36 @@ class Controller:
         return self.view.history
 
     @property
+    def generation(self) -> int:
+        """The highest generation the run has named or handed out."""
+        return self.events.generation
+
+    @property
     def record(self) -> RunRecord:
         """result.json's input: a view of the run's state (and the workload's final report)."""
         return record_from(self.view, self.run_id, self.final, self.started_at)
 
-    def _alloc_generation(self) -> int:
-        # Monotonic across attempts and standbys: a standby that is never used burns its number.
-        with self._gen_lock:
-            self._generation += 1
-            return self._generation
+    def next_step(self) -> Launch | None:
+        return next_step(self.view, self.first_region)
 
-    # --- journal listeners ------------------------------------------------------
-    def _on_control_invalid(self, invalid: Invalid) -> None:
-        # Ignored, and said once: where and why, never the object (it may be huge, or a secret).
-        self.emit(ControlInvalid(path=invalid.path, reason=invalid.reason))
+    def emit(self, event: Event) -> Event:
+        """Journal ``event``, apply it to the run's state and tell the run's listeners: the
+        one way anything the attempt, the watch or the standby did reaches the run's state."""
+        return self.events.emit(event)
 
-    def _on_notify_failed(self, failed: NotifyFailed) -> None:
-        self.emit(failed)
-        self.progress.note(notify_failed_text(failed.target, failed.endpoint, failed.error))
+    def _hold_run(self) -> None:
+        """Journal the lease this controller took, then keep it and the mirror going."""
+        if self.hold is not None and self.lease_taken is not None:
+            self.emit(self.lease_taken)
+            for note in self.hold.claim_notes():
+                self.emit(note)
+            self.hold.emit = self.emit
+            self.hold.start()
 
-    def _on_tensorboard_failed(self, error: str) -> None:
-        self.emit(TensorBoardFailed(error=error))
-        self.progress.note(tensorboard_failed_text(error))
+    def close(self) -> None:
+        """The controller is done with the run: its last mirror, its lease freed."""
+        if self.hold is not None:
+            self.hold.close()
 
     def _notify_off(self) -> None:
         """Say which notify targets notify.secret could not give: journaled, and one line each."""
@@ -320,24 +267,6 @@ class Controller:
                 flush=True,
             )
         self.notify_lost = []
-
-    def _on_transition(self, prev: RunState, new: RunState, info: dict[str, object]) -> None:
-        self.emit(Transition(to=new, from_=prev, **info))  # type: ignore[arg-type]
-        if new is RunState.RUNNING and isinstance(info.get("region"), str):
-            self.standby.ensure(str(info["region"]))
-
-    def _on_replicated(self, r: Replicated) -> None:
-        self.emit(
-            ReplicatedEvent(
-                step=r.step,
-                from_=r.source,
-                to=r.target,
-                lag_s=round(r.lag_s, 3),
-                copy_s=round(r.copy_s, 3),
-                bytes=r.bytes,
-            )
-        )
-        self.progress.replication_lag(r.lag_s)
 
     # --- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -360,25 +289,23 @@ class Controller:
         self._hold_run()
         self._notify_off()
         self._start_above_fences()
-        for region in passed_over(self.candidates, "", self.first_region, self.policy.budgets.too_small):
-            self.emit(RegionSkipped(region=region, reason=self.policy.budgets.too_small[region]))
-        return self._drive(self.first_region, None)
+        too_small = self.policy.budgets.too_small
+        for region in passed_over(self.candidates, "", self.first_region, too_small):
+            self.emit(RegionSkipped(region=region, reason=too_small[region]))
+        return self._drive(Launch(self.first_region))
 
-    def resume(self) -> dict[str, Any]:
-        """Pick the run up from its journal after the controller died (action=resume)."""
-        from orchestrator.control.resume import cluster_gone, crash_incident, journaled_runtime_events, sweep_and_adopt
-        from orchestrator.runstate.journal import read_typed
-        from orchestrator.runstate.replay import replayed
-
-        events = list(read_typed(self.journal.path))
-        # The state the dead controller had: its journal, folded by the same apply.
-        with self._state_lock:
-            self.view = fold(events)
-        rp = replayed(self.view)
-        self.started_at = rp.started_at or self.started_at
-        with self._gen_lock:
-            self._generation = self.view.generation
-        self.sm.state = rp.state
+    def resume(self, said: Sequence[Event] = ()) -> dict[str, Any]:
+        """Pick the run up from its journal after its controller died or was stopped
+        (action=resume), on its own machine or on one that took it over from the control
+        store's mirror: ``said``, journaled first, is what this controller has to say of
+        how it came to the run (a takeover's mirror_restored, a supervisor's restart)."""
+        for event in said:
+            self.emit(event)
+        journal = list(read_typed(self.journal.path))
+        # The state the dead controller left: its journal, folded by the same apply.
+        left = fold(journal)
+        self.events.restore(left)
+        self.started_at = left.started_at or self.started_at
         self._hold_run()
         if self.secret_created:
             # The secret was lost (or the run predates signing): its checkpoints cannot be trusted now.
@@ -388,67 +315,57 @@ class Controller:
                 )
             )
         self._notify_off()
-        if not rp.state.terminal:
+        if not left.state.terminal:
             self._start_above_fences()
+        op = left.open_attempt
         self.emit(
             RunResumed(
                 pid=os.getpid(),
                 host=socket.gethostname()[:100],
-                state=rp.state,
-                open_attempt=None if rp.open_attempt is None else rp.open_attempt.generation,
-                leftover=tuple(sorted(rp.leftover)),
+                state=left.state,
+                open_attempt=None if op is None else op.generation,
+                leftover=tuple(sorted(left.leftover)),
             )
         )
-        if rp.state.terminal:
-            return self._finish_terminal(rp)
-        # Before the sweep tears it down: was the open attempt's cluster itself gone?
-        gone = cluster_gone(self.ctx, rp.open_attempt)
-        adopt = sweep_and_adopt(self.ctx, rp, may_adopt=rp.state is not RunState.INTERRUPTED)
-        if adopt is not None:
-            adopt = replace(adopt, journaled=journaled_runtime_events(events, adopt.generation))
-        now = self.clock()
-        op = rp.open_attempt
-        progress = self.control.read_progress(op.generation) if op is not None else None
-        last_step = max(rp.last_step, 0 if progress is None else progress.step)
-        if rp.state is RunState.INTERRUPTED:
-            if op is not None:
-                # Interrupted mid-launch: that attempt never ended in the journal.
-                self._end_open_attempt(op, now, last_step, "interrupted")
-            withdraw_result(self.run_dir)
-            return self._drive(self._resumed_region(rp), rp.pending)
-        if op is not None and adopt is None:
-            # The open attempt is gone (or was never up): end it, and start again in its region.
-            self._end_open_attempt(op, now, last_step, "controller_lost")
-            pending = rp.pending or crash_incident(rp, op.region, op.generation, now, last_step)
-            to_region = op.region
-            if rp.pending is None and gone is not None:
-                # Its region went too while no controller ran: decided as the watch would have.
-                to_region = self._decide_lost_region(op.region, gone, now)
-                pending.to_region = to_region
-            if rp.pending is None:
-                self.emit(IncidentOpened(**pending.record()))  # type: ignore[arg-type]
-            if self.sm.state in (RunState.RUNNING, RunState.PROVISIONING):
-                self.sm.to(RunState.RECOVERING, failure="controller_lost", to_region=to_region)
-            return self._drive(to_region, pending)
-        region = rp.next_region if rp.state is RunState.RECOVERING and rp.next_region else self.first_region
-        if adopt is not None:
-            inc = crash_incident(rp, adopt.region, adopt.generation, now, last_step)
-            inc.restored_step = last_step  # the attempt trained on: nothing to restore, nothing lost
-            inc.first_step_at = now
-            self.emit(IncidentRecorded(**inc.record()))  # type: ignore[arg-type]
-            return self._drive(adopt.region, rp.pending, adopt)
-        return self._drive(region, rp.pending)
+        # A run that had its verdict looks at nothing: only its result is left to write.
+        found = Found(now=self.clock()) if left.state.terminal else look(self.ctx, left, journal, self.clock)
+        return self.carry_out(plan(left, found, self.candidates, self.first_region, self._decision))
 
-    def _decide_lost_region(self, region: str, why: str, now: float) -> str:
-        """The region a resumed run goes on in when the attempt it found had lost its cluster:
-        the failure policy's choice for a lost cluster (its own region when the policy
-        gives up on failing over: the run goes on where it was, as a resume always did)."""
-        decision = self._decide(Failure(FailureKind.CLUSTER_LOST, region, f"found gone on resume: {why}"), now)
-        return region if decision.action is Action.GIVE_UP or not decision.region else decision.region
+    def carry_out(self, outcome: Outcome) -> dict[str, Any]:
+        """A resume's plan, carried out: the one place each of its outcomes acts."""
+        if isinstance(outcome, Finish):
+            return self._finish_terminal(outcome)
+        # Nothing may train beside what comes next: all but an adopted attempt goes.
+        sweep(self.ctx, self.view, keep=outcome.adoption.cluster if isinstance(outcome, Adopt) else None)
+        if isinstance(outcome, Restart):
+            if outcome.ended is not None:
+                self.emit(outcome.ended)  # a stop caught its launch: that attempt never ended in the journal
+            if outcome.stopped:
+                withdraw_result(self.run_dir)
+            return self._drive(Launch(outcome.region, outcome.pending))
+        if isinstance(outcome, Recover):
+            self.emit(outcome.ended)
+            if outcome.decided is not None:
+                self._journal_decision(*outcome.decided)
+            if outcome.opened:
+                self.emit(IncidentOpened(**outcome.incident.record()))  # type: ignore[arg-type]
+            if outcome.recovering:
+                self.events.to(RunState.RECOVERING, failure=CONTROLLER_LOST, to_region=outcome.region)
+            return self._drive(Launch(outcome.region, outcome.incident))
+        self.emit(IncidentRecorded(**outcome.crash.record()))  # type: ignore[arg-type]
+        return self._drive(outcome)
+
+    def _decision(self, failure: Failure, now: float) -> Decision:
+        """The failure policy's decision on ``failure``, with the run's history (pure)."""
+        return self.policy.make_decision(failure, self.history, now)
 
     def _decide(self, failure: Failure, now: float) -> Decision:
         """The failure policy's decision on ``failure``: journaled, and its line shown."""
-        decision = self.policy.make_decision(failure, self.history, now)
+        decision = self._decision(failure, now)
+        self._journal_decision(failure, decision)
+        return decision
+
+    def _journal_decision(self, failure: Failure, decision: Decision) -> None:
         self.emit(
             DecisionMade(
                 action=decision.action,
@@ -460,28 +377,6 @@ class Controller:
             )
         )
         self.progress.note(decision_text(decision.action, decision.region))
-        return decision
-
-    def _end_open_attempt(self, op: Any, now: float, last_step: int, outcome: str) -> None:
-        self.emit(
-            AttemptEnded(
-                generation=op.generation,
-                region=op.region,
-                started_at=op.started_at,
-                ended_at=now,
-                restored_step=op.restored_step,
-                last_step=last_step,
-                outcome=outcome,
-            )
-        )
-
-    def _resumed_region(self, rp: Any) -> str:
-        """Where an interrupted run goes on: the failover it was in the middle of, else the
-        region it was interrupted in (while still a candidate), else the first candidate."""
-        if rp.pending is not None and rp.next_region in self.candidates:
-            return str(rp.next_region)
-        at = self.view.current_region
-        return at if at in self.candidates else self.first_region
 
     def _start_above_fences(self) -> None:
         """Raise the next generation above every fence the stores hold, before any attempt:
@@ -489,23 +384,22 @@ class Controller:
         journaled, must never be met by an equal or lower generation. Journaled, so a
         resume knows the floor even if those stores are unreachable then."""
         scan = scan_fences(list(self.stores.values()), self.run_id)
-        floor = first_generation(self._generation, scan.generation)
+        journaled = self.generation
+        floor = first_generation(journaled, scan.generation)
         self.emit(
             FencesRead(
                 generation_floor=floor,
                 highest_fence=scan.generation,
-                journaled=self._generation,
+                journaled=journaled,
                 failed=scan.failed,
             )
         )
         for region, reason in scan.ignored.items():
             self.emit(FenceIgnored(region=region, reason=reason[:500], by="controller"))
 
-    def _finish_terminal(self, rp: Any) -> dict[str, Any]:
+    def _finish_terminal(self, outcome: Finish) -> dict[str, Any]:
         """Died after the verdict: only the result is left to write."""
-        last = rp.attempts[-1] if rp.attempts else {}
-        gen = int(last.get("generation", rp.generation) or 0)
-        final = self.control.read_final(gen) if rp.state is RunState.SUCCEEDED else None
+        final = self.control.read_final(outcome.generation) if outcome.succeeded else None
         claims = None if final is None else final.as_dict()
         try:
             self.final = None if claims is None else self._prove(claims).apply(claims)
@@ -513,7 +407,7 @@ class Controller:
             # The verdict was proven before it was journaled; what cannot be proven now
             # (a store gone since) is left out rather than taken from the cluster's word.
             self.final = {k: v for k, v in (claims or {}).items() if k not in PROVEN_KEYS}
-        self.replicator.stop(drain=False)
+        self.ctx.replicator.stop(drain=False)
         result = write_result(self.run_dir, self.record, self.stores, self._judge)
         self._finished(result)
         return result
@@ -528,60 +422,58 @@ class Controller:
         signed = newest_signed(self.stores.values(), self.run_id, self.lineage)
         return prove(mode, total_steps(cfg), final, signed)
 
-    def _unproven(self, outcome: AttemptOutcome, region: str, reason: str) -> None:
+    def _unproven(self, outcome: AttemptOutcome, region: str, reason: str) -> AttemptOutcome:
         """An exit 0 whose outcome no signed checkpoint backs: a failure of the attempt."""
-        outcome.succeeded = False
-        outcome.failure = Failure(FailureKind.OUTCOME_UNPROVEN, region, f"its outcome does not verify: {reason}")
+        failure = Failure(FailureKind.OUTCOME_UNPROVEN, region, f"its outcome does not verify: {reason}")
         # Found now: the incident's times are the controller's, not unset.
-        outcome.detected_at = outcome.detected_at or self.clock()
+        outcome = replace(outcome, succeeded=False, failure=failure, detected_at=outcome.detected_at or self.clock())
         self.emit(
             FailureDetected(
                 kind=str(FailureKind.OUTCOME_UNPROVEN),
                 region=region,
-                detail=outcome.failure.detail,
+                detail=failure.detail,
                 runtime_exit=0,
                 detected_after_s=0.0,
                 last_step=outcome.last_step,
             )
         )
+        return outcome
 
     def _finished(self, result: dict[str, Any]) -> None:
-        """The run's last event, then its notification's delivery (bounded: notify.timeout_s)
-        and the TensorBoard files' last records (bounded: metrics.CLOSE_S)."""
+        """The run's last event, then each listener's close: the notifications' delivery
+        (bounded: notify.timeout_s), the TensorBoard files' last records (bounded: metrics.CLOSE_S)."""
         try:
             self.emit(RunFinished(status=result["status"], final_step=result["final_step"]))
         finally:
-            try:
-                self.notifier.close()
-            finally:
-                self.metrics.close()
+            self.events.close()
 
-    def _drive(self, region: str, pending: Incident | None, adopt: Adoption | None = None) -> dict[str, Any]:
-        self.replicator.start()
-        self._next = Next(region, pending, adopt)
+    def _drive(self, first: Step) -> dict[str, Any]:
+        self.ctx.replicator.start()
         # action=stop's request reaches the loop as Ctrl-C does.
         stops = StopWatch(self.run_dir).start()
         try:
             try:
-                while not self.step():
-                    pass
+                step: Step | None = first
+                while not self.step(step):
+                    step = None  # from here on, the run's state says
             finally:
                 try:
                     stops.disarm()
                 except KeyboardInterrupt:
                     pass  # a stop asked for as the run ended: it has ended
         except KeyboardInterrupt:
-            at_region, at_generation = self._at or (region, self._generation)
-            self._interrupted(at_region, at_generation, stops.request)
+            region, generation = self.view.holding or (first.region, self.generation)
+            self._interrupted(region, generation, stops.request)
         finally:
+            standby = self.standby
             run_all(
                 [
-                    self.standby.close,
-                    lambda: self.runner.close(self._generation),
-                    lambda: self.replicator.stop(drain=self.view.state is RunState.SUCCEEDED),
+                    *([standby.close] if standby is not None else []),
+                    lambda: self.runner.close(self.generation),
+                    lambda: self.ctx.replicator.stop(drain=self.view.state is RunState.SUCCEEDED),
                     self._abort_orphaned_uploads,
                     self.progress.close,
-                    *(proxy.stop for proxy in self.proxies.values()),
+                    *(proxy.stop for proxy in self.ctx.proxies.values()),
                 ]
             )
         result = write_result(self.run_dir, self.record, self.stores, self._judge)
@@ -599,50 +491,46 @@ class Controller:
                 baseline = None
         return judge(o.max_rto_s, o.max_lost_steps, o.exact, result, baseline)
 
-    def step(self) -> bool:
+    def step(self, todo: Step | None = None) -> bool:
         """One iteration of the control loop: run (or adopt) one attempt to its outcome,
-        then apply the failure policy. True once the run has ended (SUCCEEDED or FAILED);
-        otherwise the next step's region and open incident are set."""
-        nxt = self._next
-        assert nxt is not None, "step() before run() or resume()"
-        region, pending = nxt.region, nxt.pending
-        runner = self.runner
-        if nxt.adopt is not None:
-            generation = nxt.adopt.generation
-            self._at = (region, generation)
-            outcome = runner.adopt(nxt.adopt, pending)
+        then apply the failure policy. ``todo``: what to do (None: what the run's state
+        calls for, ``next_step``). True once the run has ended (SUCCEEDED or FAILED);
+        otherwise its state says where the next step goes."""
+        todo = todo or self.next_step()
+        assert todo is not None, "step() with nothing to do: the run has not started, or has ended"
+        runner, pending = self.runner, todo.pending
+        if isinstance(todo, Adopt):
+            region, generation = todo.region, todo.adoption.generation
+            outcome = runner.adopt(todo.adoption, pending)
         else:
-            warm = self.standby.take(region) if pending is not None else None
-            generation = warm.generation if warm is not None else self._alloc_generation()
-            self._at = (region, generation)
-            self.sm.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
+            region = todo.region
+            standby = self.standby
+            warm = standby.take(region) if standby is not None and pending is not None else None
+            generation = warm.generation if warm is not None else self.events.next_generation()
+            self.events.to(RunState.PROVISIONING, region=region, generation=generation, standby=warm is not None)
             outcome = runner.run(region, generation, pending, warm)
-        self._next = None
-        if pending is not None and pending not in outcome.incidents:
+        if outcome.pending is not None and not outcome.pending_recorded:
             # This attempt failed before its first step: the incident stays open-ended.
-            self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
+            self.emit(IncidentRecorded(**outcome.pending.record()))  # type: ignore[arg-type]
         if outcome.succeeded:
             try:
                 self.final = self._prove(outcome.final).apply(outcome.final)
             except Unproven as exc:
-                self._unproven(outcome, region, str(exc))
+                outcome = self._unproven(outcome, region, str(exc))
             else:
                 self.metrics.final(self.final)
-                self.sm.to(RunState.SUCCEEDED, region=region, generation=generation)
+                self.events.to(RunState.SUCCEEDED, region=region, generation=generation)
                 return True
         assert outcome.failure is not None
-        failed = self._incident_for(outcome, region, generation)
-        now = self.clock()
-        decision = self._decide(outcome.failure, now)
+        failed = incident_for(outcome, region, generation)
+        decision = self._decide(outcome.failure, self.clock())
         if decision.action is Action.GIVE_UP:
             self._fail(decision.reason, region, generation, failed)
             return True
-        failed.to_region = decision.region
+        failed = replace(failed, to_region=decision.region)
         self.emit(IncidentOpened(**failed.record()))  # type: ignore[arg-type]
-        self.sm.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
-        region = decision.region or region
-        runner.journal_faults(runner.injector.at_point("failover", None, region, runner.last_step))
-        self._next = Next(region, failed)
+        # The fault injector's failover point is a listener of this transition (wiring).
+        self.events.to(RunState.RECOVERING, failure=str(outcome.failure.kind), to_region=decision.region)
         return False
 
     def _abort_orphaned_uploads(self) -> None:
@@ -658,32 +546,34 @@ class Controller:
             if aborted:
                 self.emit(MultipartAborted(region=store.region, keys=tuple(aborted[:10])))
 
-    def _incident_for(self, outcome: AttemptOutcome, region: str, generation: int) -> Incident:
-        failure: Failure = outcome.failure  # type: ignore[assignment]
-        return Incident(
-            kind=str(failure.kind),
-            from_region=region,
-            to_region=None,
-            failed_at=outcome.failed_at or outcome.detected_at,
-            detected_at=outcome.detected_at,
-            last_step=outcome.last_step,
-            generation=generation,
-        )
-
     def _interrupted(self, region: str, generation: int, request: StopRequest | None = None) -> None:
         """Ctrl-C, SIGTERM or action=stop: the run stops (its clusters are torn down on the
         way out) and waits for action=resume, which starts it again from its newest
         verified checkpoint. The journaled reason names who asked for a stop."""
         reason = INTERRUPTED_REASON if request is None else stopped_reason(request)
         end = RunState.CANCELLED if request is not None and request.action == "cancel" else RunState.INTERRUPTED
-        if not self.sm.state.stopped:
-            self.sm.to(end, reason=reason, region=region, generation=generation)
+        if not self.view.state.stopped:
+            self.events.to(end, reason=reason, region=region, generation=generation)
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
             self.emit(IncidentRecorded(**pending.record()))  # type: ignore[arg-type]
-        if not self.sm.state.terminal:
-            self.sm.to(RunState.FAILED, reason=reason, region=region, generation=generation)
+        if not self.view.state.terminal:
+            self.events.to(RunState.FAILED, reason=reason, region=region, generation=generation)
+
+
+def incident_for(outcome: AttemptOutcome, region: str, generation: int) -> Incident:
+    """The incident a failed attempt opens: its failure, dated as the watch found it."""
+    failure: Failure = outcome.failure  # type: ignore[assignment]
+    return Incident(
+        kind=str(failure.kind),
+        from_region=region,
+        to_region=None,
+        failed_at=outcome.failed_at or outcome.detected_at,
+        detected_at=outcome.detected_at,
+        last_step=outcome.last_step,
+        generation=generation,
+    )
 
 
 INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoints kept; action=resume goes on"
@@ -693,27 +583,6 @@ def stopped_reason(request: StopRequest) -> str:
     if request.action == "cancel":
         return f"cancelled by action=cancel ({request.who()}): clusters torn down, checkpoints kept; not resumable"
     return f"stopped by action=stop ({request.who()}): clusters torn down, checkpoints kept; action=resume goes on"
-
-
-def too_small(cfg: Config, candidates: list[str]) -> dict[str, str]:
-    """Candidate regions fewer workers fit in than trainer.min_workers, by why."""
-    from orchestrator.config.derived import region_workers
-    from recovery.elastic import world_size
-
-    out = {}
-    for name in candidates:
-        rc = cfg.cloud.regions[name]
-        fits = region_workers(rc, cfg.trainer)
-        if world_size(fits, cfg.trainer.workers, cfg.trainer.min_workers) is None:
-            out[name] = (
-                f"{fits} worker(s) fit ({rc.node_count()} node(s) of {rc.num_cpus} CPUs), fewer than "
-                f"{cfg.trainer.min_world()} (trainer.min_workers)"
-            )
-    return out
-
-
-def control_url(cfg: Config, run_id: str, run_dir: str) -> str:
-    return run_control_url(cfg.cloud.control_store, run_id, run_dir)
 
 
 def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -> None:
@@ -726,15 +595,3 @@ def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -
     notify = notify_from_env(cfg.notify) if notify is None else notify
     notify_secret.save(run_dir, notify)
     write_private(rundir.config_path(run_dir), saved_json(cfg, notify_secret.kept(notify)))
-
-
-def start_proxies(cfg: Config) -> dict[str, FaultProxy]:
-    """A fault proxy in front of each object store, when a storage fault is configured."""
-    if not any(f.kind in STORAGE_FAULTS for f in cfg.chaos.faults):
-        return {}
-    proxies = {}
-    for region in cfg.candidate_regions():
-        target = proxy_target(cfg.cloud.regions[region])
-        if target is not None:
-            proxies[region] = FaultProxy(*target).start()
-    return proxies

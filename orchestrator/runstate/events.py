@@ -709,6 +709,18 @@ class TensorBoardFailed(Event):
     error: str  # one line
 
 
+@_event("listener_failed")
+@dataclass(frozen=True)
+class ListenerFailed(Event):
+    """A listener of the run's events (a built-in one, or one ``metrics.listeners`` names)
+    raised on an event; the run went on, and so does the listener, with the events after it.
+    Journaled once per listener and controller. Changes nothing of the run's state."""
+
+    listener: str  # its name: the built-in's (notifier, tensorboard, progress, chaos), or module:Name
+    error: str  # the exception's type and its message's first line
+    event: str | None = None  # the type of the event it raised on
+
+
 @dataclass(frozen=True)
 class RuntimeReport(Event):
     """What the runtime (or a fenced older attempt, ``by="zombie"``) reported, as it came."""

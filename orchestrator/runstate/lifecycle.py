@@ -47,6 +47,12 @@ class IllegalTransition(RuntimeError):
     pass
 
 
+def check_transition(prev: RunState, new: RunState) -> None:
+    """IllegalTransition unless ``prev -> new`` is an edge of a run's lifecycle."""
+    if new not in ALLOWED[prev]:
+        raise IllegalTransition(f"{prev} -> {new} is not a transition of a run")
+
+
 class StateMachine:
     """Holds the state; every transition goes through ``to`` and is reported to a listener."""
 
@@ -60,8 +66,7 @@ class StateMachine:
 
     def to(self, new: RunState, **info: object) -> tuple[RunState, RunState]:
         prev = self.state
-        if new not in ALLOWED[prev]:
-            raise IllegalTransition(f"{prev} -> {new} is not a transition of a run")
+        check_transition(prev, new)
         self.state = new
         if self._listener is not None:
             self._listener(prev, new, dict(info))

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from orchestrator.hpo import max_search_steps, trial_count
 from orchestrator.runstate.events import (
+    AttemptAdopted,
     AttemptEnded,
     AttemptStarted,
     CheckpointSkipped,
@@ -30,6 +31,7 @@ from orchestrator.runstate.events import (
     ProvisionFailed,
     Replicated,
     RunFinished,
+    RunResumed,
     RunStarted,
     RuntimeReport,
     RuntimeStarted,
@@ -125,6 +127,10 @@ class RunView:
     started: Mapping[int, AttemptView] = field(default_factory=lambda: _frozen({}))
     ended: frozenset[int] = frozenset()
     launched: frozenset[int] = frozenset()
+    # The attempt the controller holds (region, generation): the one its last PROVISIONING
+    # transition launched, or the one it adopted; None before it holds one (a resumed
+    # controller holds none of its predecessor's).
+    holding: tuple[str, int] | None = None
     # --- what status shows ---
     run_starts: tuple[RunStarted, ...] = ()
     current_region: str | None = None
@@ -143,6 +149,10 @@ class RunView:
     user_errors: frozenset[int] = frozenset()  # generations whose first user_error was read
     # That user_error's exception line, step and the user's file:line (what result.json names).
     user_error: UserErrorSeen | None = None
+    # --- what the fault injector needs ---
+    # The nodes the training group's ranks run on, as the runtime's last train_started said
+    # (a drawn kill_node strikes one of them, or, node_role: idle, none of them).
+    worker_nodes: tuple[int, ...] = ()
 
     @property
     def open_attempt(self) -> AttemptView | None:
@@ -214,7 +224,18 @@ def _transition(v: RunView, e: Transition) -> RunView:
     # An interruption is the verdict until a resume carries the run on.
     resumed = v.state is RunState.INTERRUPTED
     verdict = e if e.to.stopped else None if resumed else v.verdict
-    return replace(v, state=e.to, verdict=verdict, finished=v.finished and not resumed)
+    holding = v.holding
+    if e.to is RunState.PROVISIONING and e.region is not None and e.generation is not None:
+        holding = (e.region, e.generation)
+    return replace(v, state=e.to, verdict=verdict, finished=v.finished and not resumed, holding=holding)
+
+
+def _run_resumed(v: RunView, e: RunResumed) -> RunView:
+    return replace(v, holding=None)
+
+
+def _attempt_adopted(v: RunView, e: AttemptAdopted) -> RunView:
+    return replace(v, holding=(e.region, e.generation))
 
 
 def _attempt_started(v: RunView, e: AttemptStarted) -> RunView:
@@ -316,7 +337,9 @@ def _fault_injected(v: RunView, e: FaultInjected) -> RunView:
 
 _APPLY: dict[type[Event], Callable[[RunView, Any], RunView]] = {
     RunStarted: _run_started,
+    RunResumed: _run_resumed,
     Transition: _transition,
+    AttemptAdopted: _attempt_adopted,
     AttemptStarted: _attempt_started,
     Provisioned: _provisioned,
     ProvisionFailed: _provision_failed,
@@ -344,6 +367,8 @@ def _runtime(v: RunView, e: RuntimeReport) -> RunView:
         return replace(v, replications=v.replications + 1, last_lag_s=e.fields.get("lag_s"))
     if e.kind == "checkpoint_skipped":
         return replace(v, skipped=(*v.skipped, e))
+    if e.kind == "train_started" and e.fields.get("by") == "runtime":
+        return replace(v, worker_nodes=_node_indexes(e.fields.get("worker_nodes")))
     gen = e.fields.get("generation")
     if e.kind == "user_error" and e.fields.get("by") == "runtime" and gen == v.current_generation:
         if gen in v.user_errors:
@@ -362,6 +387,13 @@ def _runtime(v: RunView, e: RuntimeReport) -> RunView:
             user_error=seen,
         )
     return v
+
+
+def _node_indexes(nodes: Any) -> tuple[int, ...]:
+    # Validated on the wire (a list of node indexes); a train_started without them says none is known.
+    if not isinstance(nodes, list):
+        return ()
+    return tuple(sorted({n for n in nodes if isinstance(n, int) and not isinstance(n, bool)}))
 
 
 def apply(view: RunView, event: Event) -> RunView:

@@ -30,6 +30,8 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
         "standby",
         "recovery=warm_standby",
         "chaos.faults=[{kind:kill_region,at_step:200}]",
+        # A listener as a user adds one: it hears every event the run journals.
+        "metrics.listeners=[tests.support.listeners:Recorder]",
         # The drill as a gate: exact against the baseline run, a bounded loss and recovery.
         f"chaos.objectives.exact={baseline.run_dir.name}",
         "chaos.objectives.max_lost_steps=50",
@@ -57,6 +59,19 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
     assert provisioned <= torn_down
     assert not wait_no_new_ray(before)
     _tensorboard_marks_the_incident(run, inc)
+    _the_listener_heard_every_event(run)
+
+
+def _the_listener_heard_every_event(run):
+    """metrics.listeners' Recorder was told every line the journal took, in its order, each
+    with the run's state after it, and closed after the last (the run's end)."""
+    from tests.support.listeners import listened
+
+    journal, heard = run.journal(), listened(run.run_dir)
+    assert [(e["type"], e["ts"]) for e in heard[:-1]] == [(e["type"], e["ts"]) for e in journal]
+    assert heard[-1] == {"closed": True} and heard[-2]["state"] == "SUCCEEDED"
+    assert {"fault_injected", "failure_detected", "standby_activated", "incident"} <= {e["type"] for e in heard[:-1]}
+    assert not [e for e in journal if e["type"] == "listener_failed"]
 
 
 def _junit_says_it_passed(orch_home, run, inc):

@@ -34,7 +34,7 @@ def launch_nothing(monkeypatch: pytest.MonkeyPatch, home: Path, user: Path, cwd:
     import orchestrator.commands.plan
     import orchestrator.commands.run
     import orchestrator.config.preflight
-    import orchestrator.control.controller
+    import orchestrator.control.wiring
     import providers.registry
 
     monkeypatch.chdir(cwd)
@@ -42,7 +42,7 @@ def launch_nothing(monkeypatch: pytest.MonkeyPatch, home: Path, user: Path, cwd:
     monkeypatch.setenv("HOME", str(user))
     for name in list(providers.registry.PROVIDERS):
         monkeypatch.setitem(providers.registry.PROVIDERS, name, _never(f"provider {name}"))
-    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(orchestrator.control.wiring, "build_controller", _never("the controller's wiring"))
     monkeypatch.setattr(
         orchestrator.config.preflight, "preflight", _never("preflight (a store was about to be written)")
     )

@@ -133,7 +133,7 @@ def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import orchestrator.config.preflight
-    import orchestrator.control.controller
+    import orchestrator.control.wiring
     from orchestrator.__main__ import main
     from orchestrator.runstate.journal import Journal
 
@@ -142,7 +142,7 @@ def test_action_run_of_an_unfinished_run_id_is_refused_and_its_fences_stay(
     store.write_fence(RUN, Lineage().then(1, 0).then(2, 40))
     fence_before = store.fs.cat_file(fence_path(store, RUN))
     journal_before = (home / "runs" / RUN / "journal.jsonl").read_bytes()
-    monkeypatch.setattr(orchestrator.control.controller, "Controller", _never("Controller"))
+    monkeypatch.setattr(orchestrator.control.wiring, "build_controller", _never("build_controller"))
     monkeypatch.setattr(orchestrator.config.preflight, "preflight", _never("preflight"))
 
     assert main([f"run_id={RUN}", "progress=false"]) == 2
@@ -171,11 +171,11 @@ def test_a_run_id_that_was_never_started_is_not_refused(home: Path) -> None:
 
 def _controller(home: Path) -> Any:
     from orchestrator.config.compose import compose
-    from orchestrator.control.controller import Controller
+    from orchestrator.control.wiring import build_controller
 
     # A provider the controller never calls here: only its name and what it declares.
     nothing = SimpleNamespace(name="none", capabilities=frozenset())
-    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
+    return build_controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
 
 
 def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> None:
@@ -186,24 +186,25 @@ def test_a_new_attempt_exceeds_the_highest_fence_in_any_store(home: Path) -> Non
     ctl.stores["local-b"].write_fence(RUN, Lineage().then(5, 0).then(7, 300))
     ctl.stores["local-a"].write_fence(RUN, Lineage().then(3, 0))
     ctl._start_above_fences()
-    assert ctl._alloc_generation() == 8
+    assert ctl.events.next_generation() == 8
     (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
     assert (ev["generation_floor"], ev["highest_fence"], ev["failed"]) == (7, 7, {})
 
 
 def test_a_resumed_controller_goes_above_a_fence_its_journal_never_saw(home: Path) -> None:
     """The stores hold generation 3, the journal knows only 2 (a fence it never journaled)."""
-    from orchestrator.runstate.journal import read_events
+    from orchestrator.runstate.journal import read_events, read_typed
     from orchestrator.runstate.replay import replay
+    from orchestrator.runstate.state import fold
 
     ctl = _controller(home)
     ctl.journal.append("attempt_started", generation=2, region="local-a")
     for store in ctl.stores.values():
         store.write_fence(RUN, Lineage().then(1, 0).then(3, 20))
-    ctl._generation = replay(read_events(ctl.journal.path)).generation
-    assert ctl._generation == 2
+    ctl.events.restore(fold(read_typed(ctl.journal.path)))  # as a resumed controller takes its journal
+    assert ctl.generation == 2
     ctl._start_above_fences()
-    assert ctl._alloc_generation() == 4
+    assert ctl.events.next_generation() == 4
     # The floor is in the journal: a later resume keeps it when the stores cannot be read.
     for store in ctl.stores.values():
         store.fs.rm(fence_path(store, RUN))
@@ -218,7 +219,7 @@ def test_a_store_whose_fence_cannot_be_read_is_journaled_and_the_others_still_co
     b.write_fence(RUN, Lineage().then(4, 0))
     a.fs.cat_file = _timeout  # type: ignore[method-assign]
     ctl._start_above_fences()
-    assert ctl._alloc_generation() == 5
+    assert ctl.events.next_generation() == 5
     (ev,) = [e for e in read_events(ctl.journal.path) if e["type"] == "fences_read"]
     assert list(ev["failed"]) == ["local-a"] and FENCE_NAME in ev["failed"]["local-a"]
 
@@ -234,7 +235,7 @@ def test_a_fence_no_controller_of_this_run_signed_is_journaled_and_raises_nothin
         CheckpointStore(store.url, region=region, key=forged).write_fence(RUN, Lineage().then(9, 0))
     write_bytes(ctl.stores["local-a"].fs, fence_path(ctl.stores["local-a"], RUN), b"[" * 100_000)
     ctl._start_above_fences()
-    assert ctl._alloc_generation() == 1
+    assert ctl.events.next_generation() == 1
     ignored = {e["region"]: e["reason"] for e in read_events(ctl.journal.path) if e["type"] == "fence_ignored"}
     assert set(ignored) == set(ctl.stores) and "malformed" in ignored["local-a"]
     assert all("does not verify" in r for region, r in ignored.items() if region != "local-a")

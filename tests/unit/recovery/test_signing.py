@@ -273,11 +273,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _controller() -> Any:
     from orchestrator.config.compose import compose
-    from orchestrator.control.controller import Controller
+    from orchestrator.control.wiring import build_controller
 
     # A provider the controller never calls here: only its name and what it declares.
     nothing = SimpleNamespace(name="none", capabilities=frozenset())
-    return Controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
+    return build_controller(compose([f"run_id={RUN}", "progress=false"]), provider=nothing, run_id=RUN)  # type: ignore[arg-type]
 
 
 class FakeProvider:
@@ -298,7 +298,7 @@ def test_the_secret_and_key_reach_no_file_but_run_secret(home: Path) -> None:
     from providers.base import ClusterHandle
 
     ctl = _controller()
-    ctl.provider = ctl.ctx.provider = FakeProvider()
+    ctl.ctx.provider = FakeProvider()
     save_config(ctl.run_dir, ctl.cfg)
     ctl.journal.append("run_started", run_id=RUN)
     ctl._start_above_fences()

@@ -47,7 +47,7 @@ def test_a_lost_node_replaced_keeps_the_run_in_its_region(tmp_path: Path) -> Non
     cloud = _NodeDiesIn({}, steps_per_poll=1)
     ctl = _controller(tmp_path, cloud, *TWO_NODES_A)
     _start(ctl)
-    assert ctl.step() is True and ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.step() is True and ctl.view.state is RunState.SUCCEEDED
     (lost,) = _events(ctl, "node_lost")
     assert (lost["node"], lost["health"], lost["replacing"], lost["fits"]) == (1, "gone", True, 1)
     assert [e["node"] for e in _events(ctl, "node_replaced")] == [1]
@@ -66,7 +66,7 @@ def test_a_lost_node_not_replaced_with_too_few_workers_left_fails_the_region_ove
     assert failure["kind"] == "node_lost" and "fewer than 2 (trainer.min_workers)" in failure["detail"]
     (decision,) = _events(ctl, "decision")
     assert (decision["action"], decision["region"], decision["failure"]) == ("failover", "local-b", "node_lost")
-    assert ctl.step() is True and ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.step() is True and ctl.view.state is RunState.SUCCEEDED
     assert _live(ctl) == _replayed(ctl)
 
 
@@ -74,7 +74,7 @@ def test_an_elastic_run_that_lost_a_node_goes_on_in_its_region(tmp_path: Path) -
     cloud = _NodeDiesIn({}, steps_per_poll=1, node_replacements=[ProvisionErrorKind.TIMEOUT])
     ctl = _controller(tmp_path, cloud, *TWO_NODES_A, "trainer.min_workers=1")
     _start(ctl)
-    assert ctl.step() is True and ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.step() is True and ctl.view.state is RunState.SUCCEEDED
     assert len(_events(ctl, "node_replace_failed")) == 1 and not _events(ctl, "failure_detected")
     word = ctl.control.read_nodes_word(1)
     assert word is not None and (word.fits, word.wait_until, word.lost) == (1, 0.0, (1,))

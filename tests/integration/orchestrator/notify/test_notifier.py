@@ -30,6 +30,7 @@ import pytest
 from orchestrator.config.compose import compose
 from orchestrator.config.schema import NotifyConfig
 from orchestrator.control.controller import Controller
+from orchestrator.control.wiring import build_controller
 from orchestrator.notify import notifier as notify
 from orchestrator.notify.notifier import CommandTarget, DeliveryError, Notifier, WebhookTarget
 from orchestrator.runstate import events as E
@@ -285,7 +286,7 @@ def _run(home: Path, cloud: FakeCloud, *overrides: str, progress: bool = False) 
             *overrides,
         ]
     )
-    ctl = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
     return ctl, ctl.run()
 
 
@@ -430,20 +431,19 @@ def _interrupted(home: Path, cloud: FakeCloud, hook: Hook, *overrides: str, call
             *overrides,
         ]
     )
-    from orchestrator.control.controller import Next, save_config
+    from orchestrator.control.controller import save_config
 
-    ctl = Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
     save_config(ctl.run_dir, cfg)
     ctl.emit(E.RunStarted(run_id=RUN, pid=1, candidates=tuple(ctl.candidates)))
     ctl._start_above_fences()
-    ctl._next = Next(ctl.candidates[0])
     assert ctl.step() is False  # local-a lost: failover to local-b
     assert ctl.step() is False  # local-b's driver lost: restart in place
     deadline = time.monotonic() + 10
     while (len(hook.got) < 3 or (calls is not None and len(_calls(calls)) < 3)) and time.monotonic() < deadline:
         time.sleep(0.02)
     # The controller dies here; a new one resumes the run from its journal.
-    ctl.runner.close(ctl._generation)
+    ctl.runner.close(ctl.generation)
     return ctl
 
 
@@ -466,7 +466,7 @@ def test_a_resumed_controller_tells_what_is_left_and_nothing_twice_to_the_target
         f"notify.secret:{sys.executable}",
     )
     printed = io.StringIO()
-    resumed = Controller(cfg, cloud, RUN, out=printed)  # type: ignore[arg-type]
+    resumed = build_controller(cfg, cloud, RUN, out=printed)  # type: ignore[arg-type]
     assert resumed.resume()["status"] == "SUCCEEDED"
     assert [(n["kind"], n["regions"], n["failure"]) for n in hook.notes()] == [
         ("incident", ["local-a"], "cluster_lost"),
@@ -565,7 +565,7 @@ def test_a_resume_whose_notify_secret_is_missing_or_damaged_goes_on_without_thos
     assert (before_hook, before_calls) == (3, 3)
     _damage(home / "runs" / RUN / NOTIFY_SECRET, how)
     printed = io.StringIO()
-    resumed = Controller(_config_read_back(home), cloud, RUN, out=printed)  # type: ignore[arg-type]
+    resumed = build_controller(_config_read_back(home), cloud, RUN, out=printed)  # type: ignore[arg-type]
     assert resumed.resume()["status"] == "SUCCEEDED"  # never the run's concern
     off = [e for e in resumed.journal.events() if e["type"] == "notify_off"]
     endpoints = {"command": sys.executable, "webhook": f"http://127.0.0.1:{hook.port}"}
@@ -594,15 +594,15 @@ def test_a_resume_refuses_a_notify_secret_others_can_read_as_it_refuses_such_a_r
 
     home = tmp_path / "home"
     cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false", f"notify.webhook='{hook.url()}'"])
-    first = Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    first = build_controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     save_config(first.run_dir, cfg)
     secret = home / "runs" / RUN / NOTIFY_SECRET
     secret.chmod(0o644)
     with pytest.raises(NotifySecretError) as err:
-        Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+        build_controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     assert str(err.value) == f"{secret}: readable by others (mode 644); chmod 600 it"
     secret.chmod(0o600)
-    again = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    again = build_controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     assert again.notify.webhook == hook.url() and again.notify_lost == []
 
 
@@ -619,7 +619,7 @@ def test_a_webhook_taken_from_the_environment_is_told_and_kept_like_one_given_wh
     # What the run keeps is the URL read at its start: a resume needs no environment variable.
     monkeypatch.delenv("ORCH_TEST_HOOK_URL")
     assert _config_read_back(home).notify.webhook == f"notify.secret:http://127.0.0.1:{hook.port}"
-    again = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    again = build_controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     assert again.notify.webhook == hook.url()
     (started,) = [e for e in ctl.journal.events() if e["type"] == "run_started"]
     assert started["config"]["notify"]["webhook"] == f"http://127.0.0.1:{hook.port}"

@@ -289,7 +289,7 @@ def test_a_lost_clusters_attempt_says_so_and_the_next_shows_its_ranks_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from orchestrator.config.compose import compose
-    from orchestrator.control.controller import Controller
+    from orchestrator.control.wiring import build_controller
 
     monkeypatch.setattr(watch, "POLL_S", 0.002)
     monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
@@ -306,7 +306,7 @@ def test_a_lost_clusters_attempt_says_so_and_the_next_shows_its_ranks_output(
             "recovery.heartbeat_timeout_s=0.3",
         ]
     )
-    assert Controller(cfg, cloud, "r", out=io.StringIO()).run()["status"] == "SUCCEEDED"  # type: ignore[arg-type]
+    assert build_controller(cfg, cloud, "r", out=io.StringIO()).run()["status"] == "SUCCEEDED"  # type: ignore[arg-type]
     run_dir = tmp_path / "runs" / "r"
     facts = read_facts(str(run_dir))
     assert {g: (a.kept.ranks, a.kept.error) for g, a in facts.attempts.items() if a.kept} == {

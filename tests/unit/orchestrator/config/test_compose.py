@@ -258,7 +258,7 @@ def test_unknown_region_key_lists_the_region_names_as_allowed() -> None:
 
 
 def test_cloud_configs_put_the_control_channel_where_their_clusters_reach_it(tmp_path) -> None:
-    from orchestrator.control.controller import control_url
+    from orchestrator.control.wiring import control_url
 
     local = compose(["cloud=local"])
     assert local.cloud.control_store is None

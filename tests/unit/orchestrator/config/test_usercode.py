@@ -237,3 +237,25 @@ def test_an_sdk_call_that_fails_leaves_sys_tracebacklimit_as_it_was(
     with pytest.raises(ValueError):
         provider._sdk("sky.launch", leaky)
     assert getattr(sys, "tracebacklimit", None) == before
+
+
+# --- metrics.listeners ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("tests.support.listeners.Recorder", "expected 'module:name'"),
+        ("tests.support.no_such_listeners:Recorder", "cannot import 'tests.support.no_such_listeners'"),
+        ("tests.support.listeners:Nobody", "has no attribute 'Nobody'"),
+        ("tests.support.listeners:LISTENED", "is a str; name a class or function"),
+    ],
+)
+def test_a_listener_that_does_not_import_is_one_line_naming_its_entry(spec: str, says: str) -> None:
+    from orchestrator.config.usercode import check_listeners
+
+    cfg = compose([f"metrics.listeners=[tests.support.listeners:Recorder,{spec}]"])
+    with pytest.raises(ConfigError) as err:
+        check_listeners(cfg)
+    assert err.value.key == "metrics.listeners[1]" and says in str(err.value)
+    check_listeners(compose(["metrics.listeners=[tests.support.listeners:Recorder]"]))

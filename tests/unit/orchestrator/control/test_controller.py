@@ -19,13 +19,20 @@ import orchestrator.control.attempt as attempt
 import orchestrator.control.watch as watch
 import recovery.signing as signing
 from orchestrator.config.compose import compose
-from orchestrator.control.controller import Controller
+from orchestrator.control.attempt import AttemptRunner
+from orchestrator.control.controller import Controller, Launch
+from orchestrator.control.listeners import RunEvents
+from orchestrator.control.wiring import build_controller, context, stores_for
 from orchestrator.runstate.events import RunStarted
+from orchestrator.runstate.journal import Journal
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.replay import replay
 from orchestrator.runstate.result import read_result
+from orchestrator.wire.control import ControlChannel
 from providers.base import ProvisionErrorKind
 from recovery.fencing import FencedError
+from recovery.keys import controller_keys
+from recovery.policy import Budgets, FailurePolicy
 from recovery.store import CheckpointStore
 from tests.support.fakecloud import FakeCloud, Script
 
@@ -56,8 +63,8 @@ def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(signing, "secrets", _Secrets())
 
 
-def _controller(home: Path, cloud: FakeCloud, *overrides: str) -> Controller:
-    cfg = compose(
+def _config(home: Path, *overrides: str) -> Any:
+    return compose(
         [
             f"home={home}",
             f"run_id={RUN}",
@@ -68,17 +75,21 @@ def _controller(home: Path, cloud: FakeCloud, *overrides: str) -> Controller:
             *overrides,
         ]
     )
-    return Controller(cfg, cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
+
+
+def _controller(home: Path, cloud: FakeCloud, *overrides: str) -> Controller:
+    return build_controller(_config(home, *overrides), cloud, RUN, out=io.StringIO())  # type: ignore[arg-type]
 
 
 def _start(ctl: Controller) -> None:
-    """What ``run()`` does before its loop: the run's first events, then the first region."""
-    from orchestrator.control.controller import Next, save_config
+    """What ``run()`` does before its loop: the run's first events; its state then calls for
+    the first region (``Controller.next_step``)."""
+    from orchestrator.control.controller import save_config
 
     save_config(ctl.run_dir, ctl.cfg)
     ctl.emit(RunStarted(run_id=RUN, pid=1, candidates=tuple(ctl.candidates)))
     ctl._start_above_fences()
-    ctl._next = Next(ctl.candidates[0])
+    assert ctl.next_step() == Launch(ctl.candidates[0])
 
 
 def _types(ctl: Controller, prefix: str = "") -> list[str]:
@@ -91,8 +102,8 @@ def _events(ctl: Controller, type_: str) -> list[dict[str, Any]]:
 
 def _live(ctl: Controller) -> dict[str, Any]:
     return {
-        "state": ctl.sm.state,
-        "generation": ctl._generation,
+        "state": ctl.view.state,
+        "generation": ctl.generation,
         "lineage": ctl.lineage,
         "history": ctl.history,
         "attempts": ctl.record.attempts,
@@ -153,17 +164,17 @@ def test_each_failure_kind_meets_the_policy_and_the_run_goes_on_where_it_says(
     (decision,) = _events(ctl, "decision")
     assert (decision["failure"], decision["action"], decision["region"]) == (failure, action, region)
     if action == "give_up":
-        assert ctl.sm.state is RunState.FAILED and "precheck" in ctl.record.reason
+        assert ctl.view.state is RunState.FAILED and "precheck" in ctl.record.reason
         assert _live(ctl) == _replayed(ctl)
         return
-    assert ctl.sm.state is RunState.RECOVERING and ctl._next is not None and ctl._next.region == region
+    assert ctl.view.state is RunState.RECOVERING and ctl.next_step() == Launch(region, ctl.next_step().pending)
     # The first attempt is gone: torn down (in the background), never left running.
-    ctl.runner.close(ctl._generation)
+    ctl.runner.close(ctl.generation)
     assert not cloud.clusters
     assert _live(ctl) == _replayed(ctl)
 
     assert ctl.step() is True
-    assert ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.view.state is RunState.SUCCEEDED
     attempts = ctl.record.attempts
     assert [(a["region"], a["outcome"]) for a in attempts] == [("local-a", failure), (region, "succeeded")]
     (incident,) = ctl.record.incidents
@@ -179,10 +190,10 @@ def test_failovers_go_in_candidate_order_until_the_budget_is_spent(tmp_path: Pat
     cloud = FakeCloud({"local-a": [lost], "local-b": [lost], "local-c": [lost]})
     ctl = _controller(tmp_path, cloud, "recovery.max_failovers=2")
     _start(ctl)
-    assert ctl.step() is False and ctl._next.region == "local-b"  # type: ignore[union-attr]
-    assert ctl.step() is False and ctl._next.region == "local-c"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-b"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-c"  # type: ignore[union-attr]
     assert ctl.step() is True
-    assert ctl.sm.state is RunState.FAILED
+    assert ctl.view.state is RunState.FAILED
     assert "recovery.max_failovers=2" in ctl.record.reason
     decisions = [(d["action"], d["region"]) for d in _events(ctl, "decision")]
     assert decisions == [("failover", "local-b"), ("failover", "local-c"), ("give_up", None)]
@@ -199,9 +210,9 @@ def test_a_region_that_failed_recently_is_skipped_and_restarts_have_their_own_bu
     )
     ctl = _controller(tmp_path, cloud, "recovery.max_restarts_on_errors=1")
     _start(ctl)
-    assert ctl.step() is False and ctl._next.region == "local-a"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-a"  # type: ignore[union-attr]
     assert ctl.step() is True
-    assert ctl.sm.state is RunState.FAILED and "recovery.max_restarts_on_errors=1" in ctl.record.reason
+    assert ctl.view.state is RunState.FAILED and "recovery.max_restarts_on_errors=1" in ctl.record.reason
     assert ctl.record.error_traceback == "Traceback: boom"
     assert ctl.history.restarts_on_errors == 1 and ctl.history.failovers == 0
 
@@ -211,9 +222,9 @@ def test_a_user_error_again_in_the_same_step_after_a_restart_fails_the_run_with_
     cloud = FakeCloud({"local-a": [again, again, again]})
     ctl = _controller(tmp_path, cloud, "recovery.max_restarts_on_errors=3")
     _start(ctl)
-    assert ctl.step() is False and ctl._next.region == "local-a"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-a"  # type: ignore[union-attr]
     assert ctl.step() is True
-    assert ctl.sm.state is RunState.FAILED
+    assert ctl.view.state is RunState.FAILED
     assert "ValueError: boom at /proj/model.py:46 in step 21" in ctl.record.reason
     assert "same step" in ctl.record.reason
     assert [d["action"] for d in _events(ctl, "decision")] == ["restart_in_place", "give_up"]
@@ -230,10 +241,10 @@ def test_preemptions_have_their_own_budget_and_leave_no_region_held_against(tmp_
     ctl = _controller(tmp_path, cloud, "recovery.max_preemptions=2", "recovery.max_failovers=0")
     _start(ctl)
     # Preemptions move the run on even with no failover budget: they are counted apart.
-    assert ctl.step() is False and ctl._next.region == "local-b"  # type: ignore[union-attr]
-    assert ctl.step() is False and ctl._next.region == "local-c"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-b"  # type: ignore[union-attr]
+    assert ctl.step() is False and ctl.next_step().region == "local-c"  # type: ignore[union-attr]
     assert ctl.step() is True
-    assert ctl.sm.state is RunState.FAILED and "recovery.max_preemptions=2" in ctl.record.reason
+    assert ctl.view.state is RunState.FAILED and "recovery.max_preemptions=2" in ctl.record.reason
     assert ctl.history.preemptions == 2 and ctl.history.failovers == 0 and not ctl.history.region_failed_at
     # Each attempt restored the step its predecessor committed on notice.
     assert [a["restored_step"] for a in ctl.record.attempts] == [0, 20, 20]
@@ -274,7 +285,7 @@ def test_a_crashed_controller_resumes_from_exactly_the_state_its_journal_holds(t
     live = _live(ctl)
     # The controller dies here, between a decision and the next attempt: nothing of it
     # survives but its journal, its run folder and the stores.
-    ctl.runner.close(ctl._generation)
+    ctl.runner.close(ctl.generation)
     del ctl
     resumed = _controller(tmp_path, cloud)
     result = resumed.resume()
@@ -373,7 +384,7 @@ def test_a_standby_is_activated_on_failover_and_restores_the_newest_checkpoint(t
     # is RUNNING there, the next standby stands up in local-c.
     assert cloud.launched == [f"{RUN}-local-a-g1", f"{RUN}-local-b-g2", f"{RUN}-local-c-g3"]
     ctl.standby.close()
-    ctl.runner.close(ctl._generation)
+    ctl.runner.close(ctl.generation)
     assert not cloud.clusters
 
 
@@ -415,7 +426,7 @@ def test_a_cluster_that_stops_answering_is_lost_within_the_lease_not_at_its_firs
     assert [g["failed_checks"] for g in _events(ctl, "health_glitch")] == [1, 2, 3]
     (decision,) = _events(ctl, "decision")
     assert (decision["action"], decision["region"]) == ("failover", "local-b")
-    assert ctl.step() is True and ctl.sm.state is RunState.SUCCEEDED
+    assert ctl.step() is True and ctl.view.state is RunState.SUCCEEDED
     assert ctl.record.attempts[1]["restored_step"] == 40
     assert _live(ctl) == _replayed(ctl)
 
@@ -434,3 +445,81 @@ def test_a_dropped_connection_to_the_runtime_is_reattached_and_the_run_goes_on(t
     # One runtime, followed by a second connection: nothing was restarted.
     assert len(cloud.runtimes) == 1 and len(cloud.connections) == 2 and cloud.connections[0].cut
     assert _live(ctl) == _replayed(ctl)
+
+
+# --- wired from outside: the controller is handed its collaborators -------------------------------
+
+
+def test_a_controller_wired_from_fakes_steps_through_a_region_loss(tmp_path: Path) -> None:
+    cfg, keys = _config(tmp_path), controller_keys(b"k" * 32, RUN)
+    cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+    events = RunEvents(Journal(str(tmp_path / "journal.jsonl")))
+    control = ControlChannel(f"file://{tmp_path}/control", keys=keys)
+    ctx = context(events, cfg, cloud, RUN, str(tmp_path), control, stores=stores_for(cfg, {}, keys), run_key=keys)
+    policy = FailurePolicy(ctx.candidates, Budgets(max_failovers=1, max_restarts_on_errors=0, region_cooldown_s=60.0))
+    ctl = Controller(ctx, events, policy, AttemptRunner(ctx))
+    events.emit(RunStarted(run_id=RUN))
+    assert ctl.step() is False and ctl.view.state is RunState.RECOVERING
+    assert ctl.next_step() == Launch("local-b", ctl.next_step().pending)  # type: ignore[union-attr]
+    assert ctl.step() is True and ctl.view.state is RunState.SUCCEEDED
+    (incident,) = ctl.record.incidents
+    assert (incident.kind, incident.to_region, incident.restored_step) == ("cluster_lost", "local-b", 40)
+    assert _live(ctl) == _replayed(ctl)
+
+
+KEY = b"c0ffee" * 11
+
+
+# Each controller's lease, kept by its renewals.
+LEASE = "recovery.controller_lease_s=10"
+
+
+def _crashed(home: Path, cloud: FakeCloud) -> None:
+    """A run with a control store whose controller died once local-a was lost and the policy
+    had chosen local-b (its lease freed, its mirror written last)."""
+    cfg = _config(home, f"cloud.control_store=file://{home.parent}/ctl", LEASE)
+    ctl = build_controller(cfg, cloud, RUN, out=io.StringIO(), control_key=KEY)
+    _start(ctl)
+    ctl._hold_run()  # its lease renewed, its mirror written, as a run's
+    assert ctl.step() is False and ctl.next_step().region == "local-b"  # type: ignore[union-attr]
+    ctl.runner.close(ctl.generation)
+    ctl.close()
+
+
+def test_a_resume_on_the_runs_machine_and_a_takeover_on_another_go_through_the_same_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orchestrator.control.controller as controller_mod
+    import orchestrator.control.lease as lease_mod
+    from orchestrator.config.saved import config_from_plain
+    from orchestrator.control.resume import Restart
+    from orchestrator.control.takeover import rebuild
+    from orchestrator.runstate.journal import load_object
+
+    # No controller races another for the lease here: its take need not settle (a tenth of the lease).
+    take = lease_mod.ControllerLease.take
+    monkeypatch.setattr(lease_mod.ControllerLease, "take", lambda self, floor=0: take(self, floor, settle_s=0.0))
+    planned: list[Any] = []
+    real = controller_mod.plan
+    monkeypatch.setattr(controller_mod, "plan", lambda *a: planned.append(real(*a)) or planned[-1])
+    # Here: the run's own folder.
+    here = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+    _crashed(tmp_path / "here" / "home", here)
+    cfg = _config(tmp_path / "here" / "home", f"cloud.control_store=file://{tmp_path}/here/ctl", LEASE)
+    assert build_controller(cfg, here, RUN, out=io.StringIO(), control_key=KEY).resume()["status"] == "SUCCEEDED"
+    # Elsewhere: a machine with no folder for the run rebuilds it from the mirror, then resumes.
+    there = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script()]})
+    _crashed(tmp_path / "there" / "home", there)
+    cli = _config(tmp_path / "there" / "other", f"cloud.control_store=file://{tmp_path}/there/ctl", LEASE)
+    run_dir = tmp_path / "there" / "other" / "runs" / RUN
+    restored = rebuild(cli, RUN, str(run_dir), KEY)
+    taken = config_from_plain(load_object(str(run_dir / "config.json")))
+    taken.home, taken.cloud.control_store = cli.home, cli.cloud.control_store
+    ctl = build_controller(taken, there, RUN, out=io.StringIO(), control_key=KEY)
+    assert ctl.resume(said=[restored])["status"] == "SUCCEEDED"
+    assert [e["type"] for e in ctl.journal.events()].count("mirror_restored") == 1
+    # One plan function, the same outcome: a new attempt in local-b, recovering from local-a's loss.
+    assert [type(p) for p in planned] == [Restart, Restart]
+    assert [(p.region, p.pending.kind, p.pending.from_region, p.stopped) for p in planned] == [
+        ("local-b", "cluster_lost", "local-a", False)
+    ] * 2

@@ -9,8 +9,8 @@ import pytest
 
 import orchestrator.control.watch as watch
 from orchestrator.config.compose import compose
-from orchestrator.control.controller import Controller
 from orchestrator.control.proof import FUNC, FUNC_SEARCH, LOOP, SEARCH, Proven, Signed, Unproven, newest_signed, prove
+from orchestrator.control.wiring import build_controller
 from recovery.fencing import Lineage
 from recovery.keys import controller_keys
 from recovery.manifest import FileEntry, Manifest, checkpoint_digest
@@ -187,7 +187,7 @@ def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
             "recovery.heartbeat_timeout_s=0.3",
         ]
     )
-    ctl = Controller(cfg, cloud, "forged", out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(cfg, cloud, "forged", out=io.StringIO())  # type: ignore[arg-type]
     result = ctl.run()
     assert result["status"] == "SUCCEEDED" and result["attempts"] == 2
     assert result["final_step"] == 60 and result["weights_sha256"] != "f" * 64

@@ -14,8 +14,8 @@ import orchestrator.control.watch as watch_mod
 import orchestrator.metrics.board as metrics
 import orchestrator.runstate.journal as journal_mod
 from orchestrator.config.schema import RegionConfig, TrainerConfig
+from orchestrator.control import watchstate as ws
 from orchestrator.control.context import RunContext
-from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.watch import AttemptWatch
 from orchestrator.metrics.board import TensorBoardWriter
 from orchestrator.runstate.journal import Journal
@@ -67,8 +67,8 @@ def _scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Scr
         control=ControlChannel(f"file://{tmp_path}/control"),
         emit=lambda e: e,
     )
-    out = AttemptOutcome(generation=1, region="local-a", started_at=0.0)
-    w = AttemptWatch(ctx, None, ClusterHandle("c", "local-a", "local", ""), None, out, None)  # type: ignore[arg-type]
+    cluster = ClusterHandle("c", "local-a", "local", "")
+    w = AttemptWatch(ctx, None, cluster, None, generation=1, region="local-a")  # type: ignore[arg-type]
     script = Script(w, **kw)
     monkeypatch.setattr(w, "_observe", script.observe)
     monkeypatch.setattr(w, "_faults", script.faults)
@@ -193,21 +193,19 @@ def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_fau
     provider.health = {1: Health.UP, 2: Health.GONE}
     w.ctx.provider = provider  # type: ignore[assignment]
     w.nodes = watch_mod.NodeWatch(w.ctx, w.cluster, "local-a", 1)
-    w.injector = SimpleNamespace(state=SimpleNamespace(worker_nodes=[]))  # type: ignore[assignment]
 
     def started(**fields: Any) -> None:
         w._train_started(WireEvent("train_started", 1.0, 1, {"restored_step": 0, **fields}))
 
     started(worker_pids=[11, 12], worker_nodes=[0, 1])
     # A kill_node struck node 2, the standby: nothing of the group ran there.
-    w.kill_times["kill_node"], w.kill_steps["kill_node"] = 5.0, 100
+    w._apply(ws.FaultFired("kill_node", 5.0, 100))
     w.run()
-    assert w.injector.state.worker_nodes == [0, 1]  # a drawn kill_node's choice
     (loss,) = w.nodes.losses.values()
     assert loss.node == 2 and loss.recorded and w.nodes.unrecorded() is None
-    assert "kill_node" not in w.kill_times and "kill_node" not in w.kill_steps
+    assert w.state.faults.kill_node is None
     # A worker killed later restarts the group: that restart is the worker's, not the node's.
-    w.kill_times["kill_worker"], w.kill_steps["kill_worker"] = 9.0, 300
+    w._apply(ws.FaultFired("kill_worker", 9.0, 300))
     started(worker_pids=[11, 13], worker_nodes=[0, 1])
-    (inc,) = w.open_incidents
+    (inc,) = w.state.opened
     assert (inc.kind, inc.failed_at, inc.last_step) == ("worker_lost", 9.0, 300)

@@ -17,7 +17,7 @@ import pytest
 import orchestrator.control.watch as watch
 import orchestrator.metrics.board as metrics
 from orchestrator.config.compose import compose
-from orchestrator.control.controller import Controller
+from orchestrator.control.wiring import build_controller
 from orchestrator.metrics import tbfile
 from orchestrator.metrics.board import (
     LOSS,
@@ -303,7 +303,9 @@ def _config(home: Path) -> Any:
 
 
 def test_a_failover_run_as_tensorboard_shows_it(tmp_path: Path, fast: None) -> None:
-    ctl = Controller(_config(tmp_path), FakeCloud({"local-a": [Script(50, "cluster_lost")]}), "tb", out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(
+        _config(tmp_path), FakeCloud({"local-a": [Script(50, "cluster_lost")]}), "tb", out=io.StringIO()
+    )  # type: ignore[arg-type]
     assert ctl.run()["status"] == "SUCCEEDED"
     tb = shown(Path(ctl.run_dir) / "tensorboard")
     (inc,) = ctl.record.incidents
@@ -324,12 +326,12 @@ def test_a_failover_run_as_tensorboard_shows_it(tmp_path: Path, fast: None) -> N
 def test_tensorboard_off_writes_nothing_and_a_failing_one_is_journaled_once(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     cfg.metrics.tensorboard = False
-    assert isinstance(Controller(cfg, FakeCloud({}), "off", out=io.StringIO()).metrics, NoMetrics)  # type: ignore[arg-type]
+    assert isinstance(build_controller(cfg, FakeCloud({}), "off", out=io.StringIO()).metrics, NoMetrics)  # type: ignore[arg-type]
     cfg.metrics.tensorboard = True
     blocked = tmp_path / "runs" / "tb"
     blocked.mkdir(parents=True)
     (blocked / "tensorboard").write_text("not a folder")
-    ctl = Controller(cfg, FakeCloud({}), "tb", out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(cfg, FakeCloud({}), "tb", out=io.StringIO())  # type: ignore[arg-type]
     for n in range(3):
         ctl.emit(E.RunFinished(status="SUCCEEDED", final_step=n))
     ctl.metrics.close()

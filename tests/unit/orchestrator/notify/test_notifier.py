@@ -18,7 +18,7 @@ import pytest
 
 import orchestrator.control.watch as watch
 from orchestrator.config.compose import compose
-from orchestrator.control.controller import Controller
+from orchestrator.control.wiring import build_controller
 from orchestrator.notify.notifier import notification
 from orchestrator.runstate import events as E
 from orchestrator.runstate.lifecycle import RunState
@@ -213,13 +213,13 @@ def test_a_config_json_from_before_notifications_resumes_with_none(tmp_path: Pat
 
     home = tmp_path / "home"
     cfg = compose([f"home={home}", f"run_id={RUN}", "progress=false"])
-    first = Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    first = build_controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     save_config(first.run_dir, cfg)
     path = home / "runs" / RUN / "config.json"
     saved = json.loads(path.read_text())
     del saved["notify"]
     path.write_text(json.dumps(saved))
-    ctl = Controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+    ctl = build_controller(_config_read_back(home), FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     assert (ctl.notify.command, ctl.notify.webhook, ctl.notify_lost) == (None, None, [])
     assert not (home / "runs" / RUN / NOTIFY_SECRET).exists()
 
@@ -229,7 +229,7 @@ def test_a_controller_given_env_varname_unset_is_refused_by_key_and_name(tmp_pat
 
     cfg = compose([f"home={tmp_path}", f"run_id={RUN}", "notify.webhook=env:ORCH_TEST_NO_SUCH_HOOK"])
     with pytest.raises(ConfigError) as err:
-        Controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
+        build_controller(cfg, FakeCloud({}), RUN, out=io.StringIO())  # type: ignore[arg-type]
     assert err.value.key == "notify.webhook" and "ORCH_TEST_NO_SUCH_HOOK is not set" in str(err.value)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.runstate import event_json as J
 from orchestrator.runstate import events as E
+from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.result import record_from
 from orchestrator.runstate.state import RunView, UserErrorSeen, apply, fold, planned_total
 from recovery.detection import FailureKind
@@ -130,3 +131,28 @@ def test_a_kept_runtime_is_the_runs_until_it_is_swept_or_its_name_is_launched_ag
     # A teardown that kept nothing leaves nothing to sweep.
     plain = at(at(RunView(), "provisioned", region="a", cluster="r-a-g1", generation=1), "teardown", cluster="r-a-g1")
     assert not plain.kept_runtimes and not plain.leftover
+
+
+def test_the_attempt_the_controller_holds_is_its_launch_or_its_adoption_and_none_after_a_resume() -> None:
+    S = RunState
+    view = fold([E.RunStarted(run_id="r")])
+    assert view.holding is None
+    view = apply(view, E.Transition(S.PROVISIONING, S.PENDING, region="local-a", generation=1))
+    assert view.holding == ("local-a", 1)
+    view = apply(view, E.Transition(S.RUNNING, S.PROVISIONING, region="local-a", generation=1))
+    view = apply(view, E.Transition(S.RECOVERING, S.RUNNING, failure="cluster_lost", to_region="local-b"))
+    assert view.holding == ("local-a", 1), "deciding moves nothing: the next launch does"
+    view = apply(view, E.RunResumed(pid=2, state=S.RECOVERING))
+    assert view.holding is None
+    assert apply(view, E.AttemptAdopted(1, "local-a", "r-local-a-g1")).holding == ("local-a", 1)
+
+
+def test_the_training_groups_nodes_are_the_runtimes_last_train_started_word() -> None:
+    started = {"restored_step": 0, "generation": 1, "time": 1.0}
+    view = fold([E.RuntimeReport("train_started", {**started, "by": "runtime", "worker_nodes": [3, 0, 3, True]})])
+    assert view.worker_nodes == (0, 3)
+    # An older attempt's word is not the group's; a restart that names none leaves none known.
+    assert apply(
+        view, E.RuntimeReport("train_started", {**started, "by": "zombie", "worker_nodes": [5]})
+    ).worker_nodes == (0, 3)
+    assert apply(view, E.RuntimeReport("train_started", {**started, "by": "runtime"})).worker_nodes == ()

@@ -18,7 +18,6 @@ import pytest
 
 from orchestrator.config.schema import RegionConfig, TrainerConfig
 from orchestrator.control.context import RunContext
-from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.watch import AttemptWatch
 from orchestrator.runstate.events import runtime_type
 from orchestrator.runstate.journal import Journal, event_problem, read_events
@@ -161,11 +160,9 @@ def _watch(tmp_path: Path, gen: int = 2) -> tuple[AttemptWatch, Journal, Control
         emit=journal.emit,
         progress=progress,  # type: ignore[arg-type]
     )
-    out = AttemptOutcome(generation=gen, region="local-a", started_at=0.0)
     cluster = ClusterHandle("c", "local-a", "local", "")
     proc = SimpleNamespace(pid=1, poll=lambda: None)
-    injector = SimpleNamespace(state=SimpleNamespace(worker_nodes=[]))
-    watch = AttemptWatch(ctx, injector, cluster, proc, out, None)  # type: ignore[arg-type]
+    watch = AttemptWatch(ctx, None, cluster, proc, generation=gen, region="local-a")  # type: ignore[arg-type]
     return watch, journal, control
 
 
@@ -193,9 +190,10 @@ def test_runtime_events_are_journaled_in_their_namespace_and_replay_ignores_them
     runtime = [e for e in events if e["type"].startswith("runtime.")]
     assert [e["type"] for e in runtime] == ["runtime.train_started", "runtime.user_error", "runtime.user_error"]
     assert all(e["by"] == "runtime" and e["generation"] == 2 for e in runtime)
-    assert watch.user_error == "ValueError: boom" and watch.train_starts == 1
+    error = watch.state.user_error
+    assert error is not None and error.error == "ValueError: boom" and watch.state.train_starts == 1
     # The first rank's error, its step and the user's file and line.
-    assert (watch.user_error_step, watch.user_error_site) == (7, "/proj/m.py:46")
+    assert (error.step, error.site) == (7, "/proj/m.py:46")
     invalid = [e for e in events if e["type"] == "control_invalid"]
     assert len(invalid) == 4 and all("unknown kind" in e["reason"] for e in invalid)
     after = replay(events)

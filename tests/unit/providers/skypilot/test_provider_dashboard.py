@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.config.compose import compose
 from orchestrator.config.saved import config_from_plain
-from orchestrator.control.controller import Controller
+from orchestrator.control.wiring import build_controller
 from orchestrator.wire.codec import to_plain
 from providers.base import Capability, ClusterHandle, RegionSpec
 from providers.local.provider import dashboard_flags
@@ -73,7 +73,7 @@ class _DashboardCloud:
 def test_the_attempt_prints_and_journals_a_clusters_dashboard(tmp_path: Path) -> None:
     cfg = compose([f"home={tmp_path}", "run_id=d", "job.steps=10"])
     out = io.StringIO()
-    ctl = Controller(cfg, _DashboardCloud(), "d", out=out)  # type: ignore[arg-type]
+    ctl = build_controller(cfg, _DashboardCloud(), "d", out=out)  # type: ignore[arg-type]
     ctl.runner.launch("local-a", 1)
     (provisioned,) = [e for e in ctl.journal.events() if e["type"] == "provisioned"]
     assert provisioned["info"]["dashboard"] == "http://127.0.0.1:8265"
