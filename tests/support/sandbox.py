@@ -48,3 +48,23 @@ def launch_nothing(monkeypatch: pytest.MonkeyPatch, home: Path, user: Path, cwd:
     )
     monkeypatch.setattr(orchestrator.commands.plan, "main", _never("plan"))
     monkeypatch.setattr(orchestrator.commands.run, "supervise", _never("the supervisor"))
+
+
+# Where a dangling link planted by ``plant`` points: nothing may ever be made there.
+DANGLING = "made-through-the-link"
+
+
+def plant(path: Path, shape: str, outside: Path) -> None:
+    """Something other than a regular file at ``path``: a FIFO (``fifo``), a folder
+    (``folder``), a link to ``outside`` (``link-out``), a dangling link into ``outside``'s
+    folder (``dangling``, to DANGLING) or a link to itself (any other shape)."""
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "folder":
+        path.mkdir()
+    elif shape == "link-out":
+        path.symlink_to(outside)
+    elif shape == "dangling":
+        path.symlink_to(outside.parent / DANGLING)
+    else:
+        path.symlink_to(path)

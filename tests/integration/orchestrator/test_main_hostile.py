@@ -29,16 +29,20 @@ PROCESS_CASES = [
 ]
 
 
-def test_the_real_process_refuses_hostile_command_lines_in_one_line(tmp_path: Path) -> None:
-    root = REPO
+def _sandbox_env(tmp_path: Path) -> dict[str, str]:
+    """A home and a user's home of their own under ``tmp_path``, the repository importable."""
     for d in ("home", "user"):
         (tmp_path / d).mkdir()
-    env = {
+    return {
         **os.environ,
         "HOME": str(tmp_path / "user"),
         "ORCHESTRATOR_HOME": str(tmp_path / "home"),
-        "PYTHONPATH": str(root),
+        "PYTHONPATH": str(REPO),
     }
+
+
+def test_the_real_process_refuses_hostile_command_lines_in_one_line(tmp_path: Path) -> None:
+    env = _sandbox_env(tmp_path)
     for args in PROCESS_CASES:
         started = time.monotonic()
         done = subprocess.run(
@@ -72,14 +76,7 @@ def test_a_key_command_that_gives_no_key_is_one_line_showing_none_of_its_output(
     tmp_path: Path, action: list[str]
 ) -> None:
     """Refused before a word is printed or a folder made: no run folder, no control store."""
-    for d in ("home", "user"):
-        (tmp_path / d).mkdir()
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path / "user"),
-        "ORCHESTRATOR_HOME": str(tmp_path / "home"),
-        "PYTHONPATH": str(REPO),
-    }
+    env = _sandbox_env(tmp_path)
     for command in KEY_COMMANDS:
         args = [*action, f"cloud.control_store=file://{tmp_path}/ctl", f'cloud.control_key="cmd:{shlex.join(command)}"']
         done = subprocess.run(

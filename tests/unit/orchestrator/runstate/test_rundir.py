@@ -21,6 +21,7 @@ from orchestrator.runstate.rundir import (
     make_run_dir,
 )
 from orchestrator.runstate.runfiles import REMOVE, DamagedFile
+from tests.support.sandbox import plant
 from tests.unit.recovery.test_fsio import mode
 
 pytestmark = pytest.mark.unit
@@ -53,20 +54,6 @@ def test_a_lock_that_cannot_be_opened_is_unknown(tmp_path: Path, monkeypatch: py
     (tmp_path / LOCK_NAME).write_bytes(b"")
     monkeypatch.setattr(rundir, "open_fd", denied)  # as a lock file of another user's would be
     assert controller_alive(str(tmp_path)) is None
-
-
-def plant(path: Path, shape: str, outside: Path) -> None:
-    """Something other than a regular file at ``path``: a FIFO, a folder or a symlink."""
-    if shape == "fifo":
-        os.mkfifo(path)
-    elif shape == "folder":
-        path.mkdir()
-    elif shape == "link-out":
-        path.symlink_to(outside)
-    elif shape == "dangling":
-        path.symlink_to(outside.parent / "nothing-here")
-    else:
-        path.symlink_to(path)
 
 
 SHAPES = ["fifo", "folder", "link-out", "dangling", "loop"]

@@ -20,6 +20,7 @@ from orchestrator.runstate.runfiles import (
     read_span,
     read_whole,
 )
+from tests.support.sandbox import plant
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -30,19 +31,6 @@ SHAPES = {
     "dangling": "a symlink",
     "loop": "a symlink",
 }
-
-
-def plant(path: Path, shape: str, outside: Path) -> None:
-    if shape == "fifo":
-        os.mkfifo(path)
-    elif shape == "folder":
-        path.mkdir()
-    elif shape == "link-out":
-        path.symlink_to(outside)
-    elif shape == "dangling":
-        path.symlink_to(outside.parent / "made-through-the-link")
-    else:
-        path.symlink_to(path)
 
 
 @pytest.fixture
