@@ -118,7 +118,7 @@ def _dispatch(cfg: Config, args: list[str]) -> int:
         from orchestrator.commands import watch
 
         with forgiving_stdout():
-            return watch.main(cfg.home_path, str(cfg.run_id))
+            return watch.leave_quietly(watch.main(cfg.home_path, str(cfg.run_id)))
     if cfg.action == "plan":
         from orchestrator.commands.plan import main as plan
 

@@ -72,7 +72,9 @@ class CtrlC:
     """Ctrl-C, remembered: Python raises KeyboardInterrupt wherever the main thread is, and
     one raised inside a callback whose errors it ignores (an import lock's, a finalizer's)
     is lost there, the watch going on as if no key was pressed. The handler also records
-    the press, and the loop leaves at its next look (``check``)."""
+    the press, and the loop leaves at its next look (``check``). A second press while the
+    watch says goodbye is ignored; the command line (``leave_quietly``) ignores any later
+    one until the process ends."""
 
     def __init__(self) -> None:
         self.pressed = False
@@ -90,6 +92,8 @@ class CtrlC:
             signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.SIG_DFL)
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.pressed:
+            return
         self.pressed = True
         raise KeyboardInterrupt
 
@@ -101,6 +105,15 @@ class CtrlC:
 def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL_S) -> int:
     with CtrlC() as ctrl_c:
         return _follow(home, run_id, ctrl_c, out, poll_s)
+
+
+def leave_quietly(code: int) -> int:
+    """``code``, with SIGINT ignored from here to the process's end once the watch left on
+    Ctrl-C: a SIGINT met while the interpreter shuts down (its default handler back) would
+    end it by the signal, exit -2 rather than the 130 it chose. For the command line only."""
+    if code == EXIT_INTERRUPTED:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
 
 
 def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: float) -> int:

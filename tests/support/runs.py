@@ -207,6 +207,27 @@ def orch(home: Path, *args: str, timeout: float = 200) -> subprocess.CompletedPr
     )
 
 
+def _forked_rank(target: Any, args: tuple[Any, ...], deadline_s: float) -> None:
+    """One rank: ``target(*args)``, then out at once with ``os._exit``. A forked child
+    inherits the parent's locks as they were (pytest's, torch's, a thread's half-done
+    logging), and the interpreter's own shutdown is where one of them can hang a rank that
+    has done its work; past ``deadline_s`` less 5 s it prints its stack to say where."""
+    import faulthandler
+    import traceback
+
+    faulthandler.dump_traceback_later(max(1.0, deadline_s - 5.0), exit=False)
+    code = 1
+    try:
+        target(*args)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float = 60.0) -> list[int | None]:
     """``target(*args[r])`` in a forked process per rank, all started at once (spawn would
     import torch and Ray again, seconds each), each killed past ``deadline_s``; their exit codes."""
@@ -214,7 +235,7 @@ def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float
     import time as _time
 
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=target, args=a) for a in args]
+    procs = [ctx.Process(target=_forked_rank, args=(target, a, deadline_s)) for a in args]
     for p in procs:
         p.start()
     deadline = _time.monotonic() + deadline_s

@@ -259,3 +259,22 @@ def test_the_tail_of_a_journal_that_is_no_regular_file_is_refused_at_once(tmp_pa
         path.symlink_to(tmp_path / "theirs")
     with pytest.raises(DamagedFile, match=r"journal\.jsonl: .* not a regular file"):
         JournalTail(str(path)).read()
+
+
+def test_a_second_ctrl_c_while_the_watch_says_goodbye_is_ignored() -> None:
+    ctrl_c = watch.CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c._on_sigint(signal.SIGINT, None)
+    ctrl_c._on_sigint(signal.SIGINT, None)  # no second KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c.check()
+
+
+@pytest.mark.parametrize(("code", "ignored"), [(130, True), (0, False), (1, False)])
+def test_the_command_line_ignores_sigint_to_its_end_only_once_it_left_on_ctrl_c(code: int, ignored: bool) -> None:
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert watch.leave_quietly(code) == code
+        assert (signal.getsignal(signal.SIGINT) == signal.SIG_IGN) is ignored
+    finally:
+        signal.signal(signal.SIGINT, previous)
