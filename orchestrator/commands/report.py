@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.commands.goodput_text import LABELS, goodput_lines, seconds_by_category
+from orchestrator.commands.status import run_goodput
 from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import to_json
@@ -62,6 +64,8 @@ class Report:
     loss: list[dict[str, Any]] | None = field(default=None, compare=False)
     # The workload's exception that failed the run ({"error", "step", "site"}), or None.
     user_error: dict[str, Any] | None = None
+    # Where the wall time went and what it cost: result.json's goodput block, or the journal's.
+    goodput: dict[str, Any] | None = None
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -128,6 +132,7 @@ def build(run_dir: str) -> Report | None:
     rep.faults = [to_json(f) for f in view.faults]
     rep.attempts = [to_json(a) for a in view.attempts]
     rep.worlds = world_sizes(events)
+    rep.goodput = run_goodput(events, result)
     rep.loss = read_loss(run_dir)
     hpo = view.config.get("hpo") if isinstance(view.config, dict) else None
     if isinstance(hpo, dict) and hpo.get("enabled"):
@@ -209,6 +214,7 @@ def render(rep: Report) -> str:
         f"{t['lost_steps']} steps lost (max {t['max_lost_steps']}), RTO mean "
         f"{_s(t['mean_rto_s'])} max {_s(t['max_rto_s'])}"
     )
+    lines.extend("  " + line for line in goodput_lines(rep.goodput))
     if rep.result and rep.result.get("weights_sha256"):
         lines.append(f"  final weights sha256: {rep.result['weights_sha256']}")
     if rep.traceback:
@@ -245,15 +251,22 @@ def figure(rep: Report, points: list[dict[str, Any]], plt: Any = None) -> Any:
     colours = region_colours({str(p["region"]) for p in points} | {str(a["region"]) for a in rep.attempts})
     # The world size gets a panel of its own where it changed (a lost node, an elastic resume).
     changed = len({w for _, w in rep.worlds}) > 1
+    time_panel = bool(seconds_by_category(rep.goodput or {}))
+    ratios = [5, *([1.5] if changed else []), 1, *([0.8] if time_panel else [])]
     fig, axes = plt.subplots(
-        3 if changed else 2,
+        len(ratios),
         1,
-        figsize=(10, 7 if changed else 5.5),
-        sharex=True,
-        gridspec_kw={"height_ratios": [5, 1.5, 1] if changed else [5, 1]},
+        figsize=(10, 5.5 + (1.5 if changed else 0) + (1.2 if time_panel else 0)),
+        gridspec_kw={"height_ratios": ratios},
         constrained_layout=True,
     )
-    ax, band = axes[0], axes[-1]
+    ax, band = axes[0], axes[len(ratios) - 1 - int(time_panel)]
+    for other in axes[1 : len(ratios) - int(time_panel)]:
+        other.sharex(ax)
+    for above in axes[: len(ratios) - 1 - int(time_panel)]:
+        above.tick_params(labelbottom=False)  # the step axis is read off the region band
+    if time_panel:
+        time_bar(axes[-1], rep.goodput or {})
     if changed:
         _world_panel(axes[1], rep.worlds, max((int(a.get("last_step") or 0) for a in rep.attempts), default=0))
     by_gen: dict[int, list[dict[str, Any]]] = {}
@@ -277,15 +290,54 @@ def figure(rep: Report, points: list[dict[str, Any]], plt: Any = None) -> Any:
     return fig
 
 
+# The categories' colours in the time bar: productive green, the rest by kind of loss.
+TIME_COLOURS = {
+    "productive": "tab:green",
+    "retrained": "tab:red",
+    "checkpoint_stall": "tab:olive",
+    "restore": "tab:cyan",
+    "startup": "tab:blue",
+    "provisioning": "tab:purple",
+    "waiting_for_capacity": "tab:pink",
+    "failure_detection": "tab:orange",
+    "orchestration": "tab:gray",
+}
+
+
+def time_bar(ax: Any, goodput: dict[str, Any]) -> None:
+    """Where the wall time went: one bar, a segment per category, in seconds."""
+    left = 0.0
+    for category, secs in seconds_by_category(goodput).items():
+        if secs <= 0:
+            continue
+        ax.barh(0, secs, left=left, color=TIME_COLOURS[category], label=f"{LABELS[category]} {secs:.1f}s")
+        left += secs
+    ax.set_yticks([])
+    ax.set_xlim(0, max(left, 1e-9))
+    ax.set_xlabel("wall time (s)")
+    head = goodput_lines(goodput)[0].split(":")[0].removeprefix("goodput").strip()
+    ax.set_title(f"where the time went: goodput {head}", fontsize=9)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.9), frameon=False)
+
+
 def search_figure(rep: Report, plt: Any = None) -> Any:
     """A search's report: each trial's metric over its iterations (the best one thick, the
     ones ASHA stopped dashed and ended with an x), and the faults and restores by search step."""
     from matplotlib.ticker import MaxNLocator
 
     plt = plt or _pyplot()
-    fig, (ax, band) = plt.subplots(
-        2, 1, figsize=(10, 5.5), gridspec_kw={"height_ratios": [5, 1]}, constrained_layout=True
+    time_panel = bool(seconds_by_category(rep.goodput or {}))
+    ratios = [5, 1, *([0.8] if time_panel else [])]
+    fig, axes = plt.subplots(
+        len(ratios),
+        1,
+        figsize=(10, 5.5 + (1.2 if time_panel else 0)),
+        gridspec_kw={"height_ratios": ratios},
+        constrained_layout=True,
     )
+    ax, band = axes[0], axes[1]
+    if time_panel:
+        time_bar(axes[-1], rep.goodput or {})
     result = rep.result or {}
     best = (result.get("best_trial") or {}).get("trial_id")
     max_t = (result.get("search") or {}).get("max_t")

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progress
+from orchestrator.commands.goodput_text import cost_total, dollars, number, unpriced
+from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progress, run_goodput
 from orchestrator.errors import printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.journal import DamagedFile, read_typed
@@ -56,6 +57,9 @@ class RunRow:
     started_at: float | None = None  # seconds since the epoch
     duration_s: float | None = None
     reason: str = ""  # why it failed, is unreadable or has no controller: one line
+    goodput: float | None = None  # productive training / wall time (result.json's goodput block)
+    cost_usd: float | None = None  # None: unknown (a region without a price, or no nodes yet)
+    unpriced: bool = False  # a region it used has no price (cloud.regions.<r>.hourly_cost)
     # When its folder last changed: orders a run that never said when it started.
     seen_at: float = 0.0
 
@@ -94,6 +98,7 @@ def row_from(
     alive: bool | None,
     now: float,
     seen_at: float = 0.0,
+    goodput: Mapping[str, Any] | None = None,
 ) -> RunRow:
     """The row of a run whose files were read: its folded journal, result.json (None
     before the run ended), the live progress of its newest attempt, and whether a
@@ -119,6 +124,7 @@ def row_from(
         incidents=len(view.incidents) + (1 if view.pending is not None else 0),
         started_at=started,
         seen_at=seen_at,
+        **_goodput_fields(goodput),
     )
     if result is not None:
         # Ended: result.json is the word on status, step, incidents and duration.
@@ -155,6 +161,12 @@ def row_from(
     return replace(base, duration_s=since, reason=reason)
 
 
+def _goodput_fields(g: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not isinstance(g, Mapping):
+        return {}
+    return {"goodput": number(g.get("goodput")), "cost_usd": cost_total(g), "unpriced": bool(unpriced(g))}
+
+
 def unreadable(run_id: str, reason: str, seen_at: float = 0.0, view: RunView | None = None) -> RunRow:
     """A run whose files cannot be read; what its journal said, when that could be read
     (a damaged result.json), still shows and orders it."""
@@ -179,7 +191,7 @@ def newest_first(rows: Iterable[RunRow]) -> list[RunRow]:
 
 # --- formatting (pure) ------------------------------------------------------------------------
 
-HEADER = ("RUN ID", "JOB", "STATUS", "REGION", "STEP", "INCIDENTS", "STARTED", "DURATION")
+HEADER = ("RUN ID", "JOB", "STATUS", "REGION", "STEP", "INCIDENTS", "STARTED", "DURATION", "GOODPUT", "COST")
 
 
 def fmt_step(step: int | None, total: int | None) -> str:
@@ -217,6 +229,8 @@ def cells(row: RunRow) -> tuple[str, ...]:
             "-" if row.incidents is None else str(row.incidents),
             fmt_started(row.started_at),
             fmt_duration(row.duration_s),
+            "-" if row.goodput is None else f"{100 * row.goodput:.0f}%",
+            dollars(row.cost_usd) if row.cost_usd is not None else ("?" if row.unpriced else "-"),
         )
     )
 
@@ -272,9 +286,11 @@ def read_row(runs_dir: str, name: str, now: float) -> RunRow:
     view: RunView | None = None
     try:
         rundir.check_run_folder(run_dir)
-        view = fold(read_typed(rundir.journal_path(run_dir)))
+        events = list(read_typed(rundir.journal_path(run_dir)))
+        view = fold(events)
         result = read_result(run_dir)
         alive = controller_alive(run_dir) if result is None else False
+        goodput = run_goodput(events, result, now if alive else None)
     except DamagedFile as exc:
         fix = f"; {exc.fix}" if exc.fix == REMOVE else ""
         return unreadable(name, f"{os.path.relpath(exc.path, run_dir)}: {exc.problem}{fix}", seen, view)
@@ -282,7 +298,7 @@ def read_row(runs_dir: str, name: str, now: float) -> RunRow:
         return unreadable(name, f"cannot be read ({exc.strerror or type(exc).__name__})", seen, view)
     # Only an unfinished run's control channel is asked: result.json says a finished one's step.
     progress = live_progress(run_dir, view) if result is None else None
-    return row_from(name, view, result, progress, alive, now, seen)
+    return row_from(name, view, result, progress, alive, now, seen, goodput)
 
 
 def list_runs(home: str, now: float | None = None) -> list[RunRow]:

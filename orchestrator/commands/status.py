@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 
+from orchestrator.commands.goodput_text import goodput_lines
 from orchestrator.errors import error
 from orchestrator.hpo import progress_text as search_text
 from orchestrator.runstate import rundir
@@ -23,6 +24,7 @@ from orchestrator.runstate.events import (
     RunStarted,
     RuntimeReport,
 )
+from orchestrator.runstate.goodput import journal_goodput
 from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.state import RunView, fold, planned_total
@@ -80,6 +82,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = prog.get("last_checkpoint")
         s["search"] = search_text(prog).strip()
     s["result"] = result
+    s["goodput"] = run_goodput(events, result)
     if result is not None:
         s["state"] = result["status"]
         s["step"] = result["final_step"]
@@ -87,6 +90,16 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = result["final_checkpoint"]
         s["incidents"] = result["incidents"]
     return s
+
+
+def run_goodput(events: list[Event], result: dict[str, Any] | None, now: float | None = None) -> dict[str, Any] | None:
+    """The run's goodput block: its result's (an ended run), else the journal's fold up to
+    ``now`` (a live run) or its last line."""
+    if result is not None and isinstance(result.get("goodput"), dict):
+        return result["goodput"]
+    if not events:
+        return None
+    return journal_goodput(events, now=now).as_dict()
 
 
 def last_controller(events: list[Event]) -> dict[str, Any] | None:
@@ -248,6 +261,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
         f"checkpoint {_short(s['last_checkpoint'])}{store_note(s['last_checkpoint'], s['region'], cloud)}",
         f"replicas   {s['replications']} copies"
         + (f", last lag {s['last_lag_s']:.2f}s" if s["last_lag_s"] is not None else ""),
+        *goodput_lines(s.get("goodput")),
     ]
     r = s["result"]
     if r is not None:
@@ -377,6 +391,8 @@ def main(home: str, run_id: str) -> int:
         # Whether a controller still holds the run is news the journal cannot tell.
         alive = rundir.controller_alive(run_dir)
         s["state"], s["note"] = controller_state(s["state"], alive, run_id, home)
+        if alive:  # a live run's time runs on to now, past its journal's last line
+            s["goodput"] = run_goodput(list(read_typed(rundir.journal_path(run_dir))), None, time.time())
         if s["controller"] is not None:
             supervised = rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
             s["controller_text"] = controller_text(

@@ -224,6 +224,10 @@ class RegionConfig:
     preemption_notice: PreemptionNotice = PreemptionNotice.auto
     # The metadata service's base URL (http://host[:port]); empty: the cloud's own.
     preemption_notice_url: str = ""
+    # USD per node-hour: what a run's cost (result.json's goodput block) counts for this
+    # region. Null: the catalog snapshot's price for instance_type (spot where use_spot),
+    # unpriced for local and on-prem regions without one.
+    hourly_cost: float | None = None
 
     def node_count(self) -> int:
         """nodes, or SkyPilot's num_nodes where only that is given."""

@@ -3,6 +3,7 @@ the candidates, that the trainer fits somewhere, and each region's preemption no
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from orchestrator.config.checks import (
@@ -50,6 +51,12 @@ def validate_cloud(cfg: Config) -> None:
                 f"got {region.nodes} but num_nodes is {region.num_nodes}; they name the same count, give one",
             )
         non_negative_int(f"cloud.regions.{name}.num_gpus", region.num_gpus)
+        if region.hourly_cost is not None and not (math.isfinite(region.hourly_cost) and region.hourly_cost >= 0):
+            raise ConfigError(
+                f"cloud.regions.{name}.hourly_cost",
+                f"got {show(region.hourly_cost)}; expected USD per node-hour, 0 or more "
+                "(null: priced from the catalog)",
+            )
         validate_notice(name, region)
     if cloud.control_store is not None:
         _validate_url(

@@ -41,7 +41,8 @@ from orchestrator.runstate.events import (
     RunFinished,
     RuntimeReport,
 )
-from orchestrator.runstate.journal import DamagedFile
+from orchestrator.runstate.goodput import CATEGORIES, Goodput, journal_goodput
+from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.losses import last_loss_step
 from orchestrator.runstate.state import RunView
 
@@ -217,6 +218,29 @@ def event_records(event: Event, view: RunView) -> list[Record]:
     return []
 
 
+def goodput_records(g: Goodput, step: int) -> list[Record]:
+    """The run's goodput at its end: the share, each category's seconds and the cost."""
+    out: list[Record] = []
+    if g.goodput is not None:
+        out.append(Scalar("goodput/share", step, g.goodput))
+    out.extend(Scalar(f"goodput/{c}_s", step, g.seconds[c]) for c in CATEGORIES)
+    out.extend(Scalar(f"cost/node_hours/{tag_name(r)}", step, h) for r, h in sorted(g.node_hours.items()))
+    if g.cost_usd is not None:
+        out.append(Scalar("cost/usd", step, g.cost_usd))
+    return out
+
+
+def journal_goodput_records(source: tuple[str, int, float]) -> list[Record]:
+    """``goodput_records`` of the journal at ``path`` up to ``at`` (read in the writer's
+    thread: the controller never waits on it); none from a journal that cannot be read."""
+    path, step, at = source
+    try:
+        events = list(read_typed(path))
+    except (DamagedFile, OSError):
+        return []
+    return goodput_records(journal_goodput(events, now=at), step)
+
+
 def trial_records(fields: dict[str, Any]) -> list[Record]:
     """A search trial's iteration: each of its metrics in the trial's own run (a
     TensorBoard run per trial, its iterations the steps). An id that is not a trial's
@@ -328,8 +352,10 @@ class TensorBoardWriter:
         failed: Callable[[str], object],
         seen: dict[str, int] | None = None,
         close_s: float = CLOSE_S,
+        journal: str | None = None,
     ) -> None:
         self.folder = folder
+        self._journal = journal
         self._failed = failed
         self._curves = Curves(seen)
         self._close_s = close_s
@@ -357,6 +383,10 @@ class TensorBoardWriter:
 
     def event(self, event: Event, view: RunView) -> None:
         self._offer(lambda e: event_records(e, view), event, event.ts or time.time())
+        if isinstance(event, RunFinished) and self._journal is not None:
+            step = event.final_step if _step(event.final_step) is not None else view.last_step
+            at = event.ts or time.time()
+            self._offer(journal_goodput_records, (self._journal, int(step or 0), at), at)
 
     def _offer(self, records: Callable[[Any], list[Record]], source: Any, at: float) -> None:
         if self._off:
@@ -454,7 +484,10 @@ def tensorboard_writer(run_dir: str, failed: Callable[[str], object]) -> TensorB
     except DamagedFile:
         step = None  # its points may be written twice, nothing worse
     return TensorBoardWriter(
-        os.path.join(run_dir, rundir.TB_DIR), failed, seen=None if step is None else {LOSS: step + 1}
+        os.path.join(run_dir, rundir.TB_DIR),
+        failed,
+        seen=None if step is None else {LOSS: step + 1},
+        journal=rundir.journal_path(run_dir),
     )
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from orchestrator.runstate import rundir
 from orchestrator.runstate.event_json import payload
+from orchestrator.runstate.goodput import journal_goodput
 from orchestrator.runstate.incidents import Incident
-from orchestrator.runstate.journal import OPTIONAL_FIELDS, DamagedFile, load_json, shape_problem
+from orchestrator.runstate.journal import OPTIONAL_FIELDS, DamagedFile, load_json, read_typed, shape_problem
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.replay import incident_from
 from orchestrator.runstate.state import RunView
@@ -177,6 +178,13 @@ def write_result(
     judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     result = build_result(record, stores, judge)
+    # Where the wall time went and what it cost, from the journal up to this moment.
+    try:
+        events = list(read_typed(rundir.journal_path(run_dir)))
+    except (DamagedFile, OSError):
+        result["goodput"] = None  # a journal we cannot read tells no time: none is made up
+    else:
+        result["goodput"] = journal_goodput(events, now=result["finished_at"]).as_dict()
     write_private(rundir.result_path(run_dir), (json.dumps(result, indent=2) + "\n").encode())
     return result
 
@@ -209,6 +217,7 @@ RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "error_traceback": (str, _NONE),
     "user_error": (dict, _NONE),
     "objectives": (dict, _NONE),
+    "goodput": (dict, _NONE),
 }
 # The statuses a result.json may hold: the run ended (CANCELLED: by action=cancel), or
 # (INTERRUPTED) it stopped on Ctrl-C, SIGTERM or action=stop and waits for action=resume.

@@ -261,6 +261,7 @@ class _Loop(WorkerAttempt):
         t0 = time.perf_counter()
         self._snapshot(step)
         self.stalls.append(time.perf_counter() - t0)
+        self.note_stall(self.stalls[-1])
 
     def _snapshot(self, step: int) -> None:
         """Snapshot now (all ranks), upload in the background: rank 0 commits, and with

@@ -334,13 +334,18 @@ class WorkerAttempt:
         self._restored_url: str | None = None
         self._verified: dict[str, bytes] = {}
         self._losses: list[tuple[int, float]] = []
+        # Seconds snapshots blocked the loop since the last commit was journaled: each
+        # checkpoint_committed carries them (stall_s), so a run's goodput has its stalls
+        # even when an attempt dies before its final report.
+        self._stall_lock = threading.Lock()
+        self._unreported_stall_s = 0.0
         self.checkpointer = AsyncCheckpointer(
             [self.store, *self.fallbacks],
             spec.run_id,
             spec.generation,
             spec.checkpoint.keep_last,
             outage_s=spec.store_outage_s,
-            on_event=lambda type_, fields: control.event(spec.generation, type_, **fields),
+            on_event=self._checkpoint_event,
             replicate=True,
             on_stage=self._upload_hook if rank == 0 else None,
             scratch_dir=spec.scratch_dir if rank == 0 else None,
@@ -520,6 +525,18 @@ class WorkerAttempt:
 
     def _armed(self, i: int, fault: FaultSpec) -> bool:
         return fault_rendezvous.armed(self.control, i, fault, self.spec.region)
+
+    def note_stall(self, seconds: float) -> None:
+        """A snapshot blocked the loop ``seconds``: said with the next commit journaled."""
+        with self._stall_lock:
+            self._unreported_stall_s += max(0.0, seconds)
+
+    def _checkpoint_event(self, type_: str, fields: dict[str, Any]) -> None:
+        if type_ == "checkpoint_committed":
+            with self._stall_lock:
+                fields = {**fields, "stall_s": round(self._unreported_stall_s, 4)}
+                self._unreported_stall_s = 0.0
+        self.control.event(self.gen, type_, **fields)
 
     def _upload_hook(self, step: int) -> None:
         """Rank 0's uploader, half way through a checkpoint (files sent, no manifest)."""

@@ -356,8 +356,25 @@ def test_each_region_has_its_own_colour_in_a_search_report_too(tmp_path: Path) -
     assert rep is not None and rep.search
     fig = search_figure(rep)
     try:
-        band = fig.axes[-1]
+        band = fig.axes[1]
         bars = {to_hex(c.get_facecolor()[0]) for c in band.collections}
         assert len(bars) == 2, bars
+    finally:
+        plt.close(fig)
+
+
+def test_the_report_says_and_draws_where_the_time_went(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    _journal(tmp_path, _user_error_events())
+    rep = build(str(tmp_path))
+    assert rep is not None and rep.goodput is not None
+    text = render(rep)
+    assert "  goodput    " in text and " of " in text
+    fig = figure(rep, [])
+    try:
+        (bar,) = [ax for ax in fig.axes if ax.get_title().startswith("where the time went: goodput")]
+        assert bar.patches, "a segment per category"
+        assert sum(p.get_width() for p in bar.patches) == pytest.approx(rep.goodput["wall_s"], rel=1e-3)
     finally:
         plt.close(fig)

@@ -294,8 +294,20 @@ def test_step_and_start_cells() -> None:
 
 def test_the_table_lines_up_its_columns_and_puts_reasons_under_it() -> None:
     rows = [
-        RunRow("run-2", "RUNNING", "digits", "local-b", 240, 500, 1, T0 + 100, 125.0),
-        RunRow("d1", CONTROLLER_DIED, "digits", "local-a", 120, 500, 0, T0, 10.0, reason="its controller died"),
+        RunRow("run-2", "RUNNING", "digits", "local-b", 240, 500, 1, T0 + 100, 125.0, goodput=0.4815, cost_usd=0.0123),
+        RunRow(
+            "d1",
+            CONTROLLER_DIED,
+            "digits",
+            "local-a",
+            120,
+            500,
+            0,
+            T0,
+            10.0,
+            reason="its controller died",
+            unpriced=True,
+        ),
     ]
     lines = render_table(rows).splitlines()
     assert lines[0].split() == ["RUN", "ID", *HEADER[1:]]
@@ -303,7 +315,9 @@ def test_the_table_lines_up_its_columns_and_puts_reasons_under_it() -> None:
     for line, row in zip(lines[1:3], rows, strict=True):
         cells = [row.run_id, row.job, row.status, row.region]
         assert [line.index(c) for c in cells] == starts[:4], line
-    assert lines[1].split()[4:6] == ["240/500", "1"] and lines[1].endswith("2m 05s")
+    assert lines[1].split()[4:6] == ["240/500", "1"] and lines[1].split()[-4:] == ["2m", "05s", "48%", "$0.0123"]
+    # A region without a price: the cost is not known, and says so apart from "no cost yet".
+    assert lines[2].split()[-2:] == ["-", "?"]
     assert lines[3:] == ["", "d1: its controller died"]
 
 
@@ -334,6 +348,9 @@ def test_the_json_form_has_the_same_fields_as_flat_keys() -> None:
             "started_at": T0,
             "duration_s": 125.0,
             "reason": "",
+            "goodput": None,
+            "cost_usd": None,
+            "unpriced": False,
         }
     ]
     assert json.loads(render_json([])) == []
@@ -516,6 +533,9 @@ def test_main_prints_json_and_an_empty_home_in_one_line(home: Path, capsys: pyte
         "started_at",
         "duration_s",
         "reason",
+        "goodput",
+        "cost_usd",
+        "unpriced",
     }
     empty = home.parent / "empty-home"
     assert main(["action=list", f"home={empty}"]) == 0

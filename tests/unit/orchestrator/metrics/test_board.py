@@ -29,11 +29,13 @@ from orchestrator.metrics.board import (
     Text,
     event_records,
     final_records,
+    goodput_records,
     loss_records,
     progress_records,
     tensorboard_writer,
 )
 from orchestrator.runstate import events as E
+from orchestrator.runstate.goodput import CATEGORIES, goodput_of
 from orchestrator.runstate.losses import append_loss, last_loss_step
 from orchestrator.runstate.state import RunView, fold
 from tests.support.fakecloud import FakeCloud, Script
@@ -306,7 +308,8 @@ def test_a_failover_run_as_tensorboard_shows_it(tmp_path: Path, fast: None) -> N
     ctl = build_controller(
         _config(tmp_path), FakeCloud({"local-a": [Script(50, "cluster_lost")]}), "tb", out=io.StringIO()
     )  # type: ignore[arg-type]
-    assert ctl.run()["status"] == "SUCCEEDED"
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED"
     tb = shown(Path(ctl.run_dir) / "tensorboard")
     (inc,) = ctl.record.incidents
     restored = inc.restored_step
@@ -320,7 +323,26 @@ def test_a_failover_run_as_tensorboard_shows_it(tmp_path: Path, fast: None) -> N
     assert "cluster_lost | local-a | local-b" in tb.texts["incidents"][-1][1]
     assert tb.texts["run"] == [(60, "**SUCCEEDED** at step 60")]
     assert tb.scalars["final/loss"] == [(60, pytest.approx(1 / 60))]
+    # Where its time went, at its last step, as result.json says it (both from the journal).
+    share = tb.scalars["goodput/share"]
+    assert [s for s, _ in share] == [60] and share[0][1] == pytest.approx(result["goodput"]["goodput"], abs=0.05)
+    parts = sum(tb.scalars[f"goodput/{c}_s"][0][1] for c in CATEGORIES)
+    assert parts == pytest.approx(tb.scalars["goodput/productive_s"][0][1] / share[0][1], rel=1e-3)
     assert not [e for e in ctl.journal.events() if e["type"] == "tensorboard_failed"]
+
+
+def test_the_runs_goodput_is_its_share_its_categories_and_its_cost_at_the_last_step() -> None:
+    from providers.prices import NodePrice
+    from tests.unit.orchestrator.runstate.test_goodput import two_attempts
+
+    g = goodput_of(two_attempts(), {"local-a": NodePrice(1.0, "t"), "local-b": NodePrice(1.0, "t")}, {}, 278.0)
+    records = {r.tag: r for r in goodput_records(g, 300) if isinstance(r, Scalar)}
+    assert records["goodput/share"] == Scalar("goodput/share", 300, pytest.approx(g.goodput))
+    assert sum(records[f"goodput/{c}_s"].value for c in CATEGORIES) == pytest.approx(278.0)
+    assert records["cost/usd"].value == pytest.approx(g.cost_usd)
+    assert records["cost/node_hours/local-a"].value == pytest.approx(134.0 / 3600)
+    unpriced = goodput_of(two_attempts(), {}, {}, 278.0)
+    assert "cost/usd" not in {r.tag for r in goodput_records(unpriced, 300)}
 
 
 def test_tensorboard_off_writes_nothing_and_a_failing_one_is_journaled_once(tmp_path: Path) -> None:

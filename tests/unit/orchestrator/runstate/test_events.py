@@ -414,11 +414,15 @@ def test_status_and_report_are_what_they_were_at_every_point(tmp_path: Path, n: 
             assert now.pop("world") == {"world_size": None, "workers": None, "lost_nodes": []}
             controller = now.pop("controller")
             assert controller is None or controller["host"] is None, controller
+            # And where its time went (the goodput block: a fold of its own, tested there).
+            goodput = now.pop("goodput")
+            assert goodput is None or sum(goodput["seconds"].values()) == pytest.approx(goodput["wall_s"], abs=1e-2)
         assert now == then and list(now or {}) == list(then or {}), f"after {i} events"
         rep, old = build(run_dir), legacy_build(run_dir)
         if rep is not None and old is not None:
             # Newer than the legacy fold: the user error that failed the run (the plot marks it).
             assert rep.user_error is None or rep.status == "FAILED", f"after {i} events"
             old.user_error = rep.user_error
+            old.goodput = rep.goodput
         assert rep == old, f"after {i} events"
         assert rep is None or old is None or render(rep) == render(old)
