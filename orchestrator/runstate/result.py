@@ -111,12 +111,23 @@ def steps_done(attempt_steps: list[int], checkpoint_step: int | None) -> int:
     return max([*attempt_steps, checkpoint_step or 0])
 
 
+def _goodput(run_dir: str, finished: float) -> dict[str, Any] | None:
+    """Where the run's wall time went and what it cost, from its journal up to ``finished``."""
+    try:
+        events = list(read_typed(rundir.journal_path(run_dir)))
+    except (DamagedFile, OSError):
+        return None  # a journal that cannot be read tells no time: none is made up
+    return journal_goodput(events, now=finished).as_dict()
+
+
 def build_result(
     record: RunRecord,
     stores: dict[str, CheckpointStore],
     judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    goodput: Callable[[float], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    """The run's result; ``judge``: its chaos.objectives, judged on the rest."""
+    """The run's result; ``judge``: its chaos.objectives, judged on the rest; ``goodput``:
+    the goodput block of the run up to the moment it is given."""
     final = record.final or {}
     newest = None if final.get("final_checkpoint") else _newest_signed(record.run_id, stores, record.region)
     last_step = steps_done([a.get("last_step") or 0 for a in record.attempts], None if newest is None else newest[0])
@@ -156,6 +167,11 @@ def build_result(
         ),
         # chaos.objectives, judged: {"met", "checked": [{objective, limit, measured, met}]}; null when none are set.
         "objectives": _judged(record, judge),
+        # Where the wall time went (seconds by category: productive, retrained, checkpoint_stall, restore,
+        # startup, provisioning, waiting_for_capacity, failure_detection, orchestration; goodput = productive /
+        # wall_s), node-hours by region and their cost in USD (null where a region has no price); null when the
+        # journal cannot be read. See the observability guide.
+        "goodput": goodput(finished) if goodput is not None else None,
         "started_at": record.started_at,
         "finished_at": finished,
         "duration_s": round(finished - record.started_at, 3),
@@ -177,14 +193,7 @@ def write_result(
     stores: dict[str, CheckpointStore],
     judge: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    result = build_result(record, stores, judge)
-    # Where the wall time went and what it cost, from the journal up to this moment.
-    try:
-        events = list(read_typed(rundir.journal_path(run_dir)))
-    except (DamagedFile, OSError):
-        result["goodput"] = None  # a journal we cannot read tells no time: none is made up
-    else:
-        result["goodput"] = journal_goodput(events, now=result["finished_at"]).as_dict()
+    result = build_result(record, stores, judge, goodput=lambda finished: _goodput(run_dir, finished))
     write_private(rundir.result_path(run_dir), (json.dumps(result, indent=2) + "\n").encode())
     return result
 

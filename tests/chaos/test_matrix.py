@@ -84,6 +84,16 @@ def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline, tm
             assert inc["rto_s"] is None or inc["rto_s"] >= inc["detected_after_s"], inc
         assert_nothing_planted_won(run, marker)
         assert_private(run, orch_home)
+        # Re-trained work: the steps the incidents lost, trained again at their attempt's step
+        # time. An incident counts from the last step the controller saw; the goodput from the
+        # furthest the attempt is known to have reached (a checkpoint it committed after that
+        # look, up to one interval on).
+        g = r["goodput"]
+        lost = sum(inc["lost_steps"] or 0 for inc in r["incidents"])
+        assert lost <= g["retrained_steps"] <= lost + INTERVAL * len(r["incidents"]), (g, r["incidents"])
+        assert (g["seconds"]["retrained"] > 0) == (g["retrained_steps"] > 0), g
+        assert g["seconds"]["provisioning"] > 0 and g["seconds"]["startup"] > 0 and g["seconds"]["restore"] > 0, g
+        assert sorted(g["node_hours"]) == sorted({a["region"] for a in r["attempt_history"]}), g
     nothing_left(before, orch_home)
 
 

@@ -67,8 +67,25 @@ def survived(run: Run, baseline: Run, max_lost: int = INTERVAL) -> dict:
         bound = 0 if inc["kind"] == "preempted" else max_lost
         assert inc["lost_steps"] <= bound, inc
     journal_consistent(run)
+    goodput_consistent(run)
     assert os.path.exists(run.run_dir / "report.png") or not r["incidents"]
     return r
+
+
+def goodput_consistent(run: Run) -> dict:
+    """The run's goodput block: its categories sum to its wall time within 1%, and the
+    wall time of a run one controller drove start to end is its duration within 1%."""
+    r = run.result
+    assert r is not None
+    g = r["goodput"]
+    assert g is not None, "an ended run says where its time went"
+    parts = sum(g["seconds"].values())
+    assert abs(parts - g["wall_s"]) <= 0.01 * g["wall_s"], g
+    assert all(v >= 0 for v in g["seconds"].values()), g
+    if not run.events("run_resumed"):
+        assert abs(g["wall_s"] - r["duration_s"]) <= 0.01 * r["duration_s"] + 0.05, (g["wall_s"], r["duration_s"])
+    assert 0 < g["goodput"] <= 1 and g["seconds"]["productive"] > 0, g
+    return g
 
 
 def fired(run: Run, kind: str) -> list[dict]:
