@@ -135,3 +135,24 @@ def region_nodes(config: Mapping[str, Any]) -> dict[str, int]:
         n = nodes if nodes != 1 else num_nodes
         out[str(name)] = n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 100_000 else 1
     return out
+
+
+# USD per GB leaving a cloud region, by where it goes (list prices, 2026-12): between two
+# regions of the same cloud, and out to another cloud. Local and on-prem stores: free.
+EGRESS_DATE = "2026-12"
+EGRESS_USD_PER_GB = {
+    ("aws", "same"): 0.02,
+    ("aws", "other"): 0.09,
+    ("gcp", "same"): 0.02,
+    ("gcp", "other"): 0.12,
+}
+
+
+def egress_usd_per_gb(from_infra: str, to_infra: str) -> float:
+    """What a GB copied from ``from_infra``'s region to ``to_infra``'s costs."""
+    src, _, src_region = from_infra.partition("/")
+    dst, _, dst_region = to_infra.partition("/")
+    src, dst = src.lower(), dst.lower()
+    if not src_region or (src == dst and src_region == dst_region):
+        return 0.0
+    return EGRESS_USD_PER_GB.get((src, "same" if src == dst else "other"), 0.0)

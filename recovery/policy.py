@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from recovery.detection import Failure, FailureKind
+from recovery.placement import Score
 
 
 class Action(StrEnum):
@@ -19,6 +22,8 @@ class Decision:
     action: Action
     region: str | None
     reason: str
+    # recovery.placement=cost: {"policy": "cost", "table": [each candidate's Score.as_dict(), best first]}.
+    placement: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,15 +90,11 @@ def next_region(
     now: float,
     cooldown_s: float,
     too_small: dict[str, str] | None = None,
+    ranked: Sequence[str] | None = None,
 ) -> str | None:
-    """The first candidate after ``current`` (in preference order, wrapping) not failed
-    recently and not too small for the run."""
-    if current in candidates:
-        i = candidates.index(current)
-        order = candidates[i + 1 :] + candidates[:i]
-    else:
-        order = list(candidates)
-    for region in order:
+    """The first candidate after ``current`` (in preference order, wrapping; or, given
+    ``ranked``, in that order) not failed recently and not too small for the run."""
+    for region in _order(candidates, current, ranked):
         if too_small and region in too_small:
             continue
         t = failed_at.get(region)
@@ -102,16 +103,26 @@ def next_region(
     return None
 
 
-def passed_over(candidates: list[str], current: str, target: str | None, too_small: dict[str, str]) -> list[str]:
-    """The too-small regions between ``current`` and ``target`` in preference order: what
-    a decision skipped for their size (all of them when there is no target)."""
+def _order(candidates: list[str], current: str, ranked: Sequence[str] | None) -> list[str]:
+    if ranked is not None:
+        return [r for r in ranked if r != current and r in candidates]
     if current in candidates:
         i = candidates.index(current)
-        order = candidates[i + 1 :] + candidates[:i]
-    else:
-        order = list(candidates)
+        return candidates[i + 1 :] + candidates[:i]
+    return list(candidates)
+
+
+def passed_over(
+    candidates: list[str],
+    current: str,
+    target: str | None,
+    too_small: dict[str, str],
+    ranked: Sequence[str] | None = None,
+) -> list[str]:
+    """The too-small regions between ``current`` and ``target`` in preference order: what
+    a decision skipped for their size (all of them when there is no target)."""
     skipped = []
-    for region in order:
+    for region in _order(candidates, current, ranked):
         if region == target:
             break
         if region in too_small:
@@ -119,8 +130,10 @@ def passed_over(candidates: list[str], current: str, target: str | None, too_sma
     return skipped
 
 
-def _skips(candidates: list[str], current: str, target: str | None, too_small: dict[str, str]) -> str:
-    skipped = passed_over(candidates, current, target, too_small)
+def _skips(
+    candidates: list[str], current: str, target: str | None, too_small: dict[str, str], ranked: Sequence[str] | None
+) -> str:
+    skipped = passed_over(candidates, current, target, too_small, ranked)
     return "".join(f"; skipped {r}: {too_small[r]}" for r in skipped)
 
 
@@ -133,7 +146,16 @@ def repeats_user_error(failure: Failure, history: History) -> bool:
     )
 
 
-def decide(failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float) -> Decision:
+def decide(
+    failure: Failure,
+    candidates: list[str],
+    history: History,
+    budgets: Budgets,
+    now: float,
+    ranked: Sequence[str] | None = None,
+) -> Decision:
+    """What to do about ``failure``; a failover goes to the first eligible region after the
+    failed one in ``candidates`` (wrapping), or in ``ranked`` (recovery.placement=cost)."""
     kind = failure.kind
     if kind is FailureKind.PRECHECK:
         return Decision(Action.GIVE_UP, None, f"{failure.region}: {failure.detail}")
@@ -166,7 +188,7 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
             f"(recovery.max_restarts_on_errors={budgets.max_restarts_on_errors}): {failure.detail}",
         )
     if kind is FailureKind.PREEMPTED:
-        return _after_preemption(failure, candidates, history, budgets, now)
+        return _after_preemption(failure, candidates, history, budgets, now, ranked)
     if history.failovers >= budgets.max_failovers:
         return Decision(
             Action.GIVE_UP,
@@ -179,8 +201,8 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
     failed = dict(history.region_failed_at)
     failed[failure.region] = now
     small = budgets.too_small
-    target = next_region(candidates, failure.region, failed, now, budgets.region_cooldown_s, small)
-    skips = _skips(candidates, failure.region, target, small)
+    target = next_region(candidates, failure.region, failed, now, budgets.region_cooldown_s, small, ranked)
+    skips = _skips(candidates, failure.region, target, small, ranked)
     if target is None:
         return Decision(
             Action.GIVE_UP,
@@ -192,7 +214,12 @@ def decide(failure: Failure, candidates: list[str], history: History, budgets: B
 
 
 def _after_preemption(
-    failure: Failure, candidates: list[str], history: History, budgets: Budgets, now: float
+    failure: Failure,
+    candidates: list[str],
+    history: History,
+    budgets: Budgets,
+    now: float,
+    ranked: Sequence[str] | None = None,
 ) -> Decision:
     """A reclaimed spot VM: its own budget, and the region is not held against later
     (capacity comes back), only left this once if another candidate is healthy."""
@@ -204,19 +231,57 @@ def _after_preemption(
             f"(recovery.max_preemptions={budgets.max_preemptions})",
         )
     small = budgets.too_small
-    target = next_region(candidates, failure.region, history.region_failed_at, now, budgets.region_cooldown_s, small)
-    skips = _skips(candidates, failure.region, target, small)
+    failed_at = history.region_failed_at
+    target = next_region(candidates, failure.region, failed_at, now, budgets.region_cooldown_s, small, ranked)
+    skips = _skips(candidates, failure.region, target, small, ranked)
     if target is None:
         return Decision(Action.RESTART_IN_PLACE, failure.region, f"preempted; no other region is healthy{skips}")
     return Decision(Action.FAILOVER, target, f"preempted in {failure.region}: checkpointed on notice{skips}")
 
 
-class FailurePolicy:
-    """``decide`` with the run's budgets bound; injectable into the controller."""
+# recovery.placement=cost: every candidate scored, best first, given the region just lost
+# (None: the run's first placement). The controller measures and prices; this only ranks.
+Ranker = Callable[[str | None], list[Score]]
 
-    def __init__(self, candidates: list[str], budgets: Budgets) -> None:
+
+class FailurePolicy:
+    """``decide`` with the run's budgets bound; injectable into the controller. With a
+    ``ranker`` (recovery.placement=cost), the first placement and each failover take the
+    eligible region with the lowest expected cost to finish, and say why in the decision."""
+
+    def __init__(self, candidates: list[str], budgets: Budgets, ranker: Ranker | None = None) -> None:
         self.candidates = list(candidates)
         self.budgets = budgets
+        self.ranker = ranker
 
     def make_decision(self, failure: Failure, history: History, now: float) -> Decision:
-        return decide(failure, self.candidates, history, self.budgets, now)
+        if self.ranker is None or failure.kind in (FailureKind.USER_ERROR, FailureKind.PRECHECK):
+            return decide(failure, self.candidates, history, self.budgets, now)
+        table = self.ranker(failure.region)
+        decision = decide(failure, self.candidates, history, self.budgets, now, [s.region for s in table])
+        if decision.action is not Action.FAILOVER:
+            return decision
+        return replace(
+            decision,
+            reason=f"{decision.reason}; {placed_text(table, decision.region)}",
+            placement={"policy": "cost", "table": [s.as_dict() for s in table]},
+        )
+
+    def first_placement(self) -> tuple[str, dict[str, Any] | None]:
+        """Where the run starts: the first listed region it fits in, or (with a ranker) the
+        eligible one with the lowest expected cost to finish, and the table that chose it."""
+        fits = [r for r in self.candidates if r not in self.budgets.too_small]
+        if self.ranker is None:
+            return fits[0], None
+        table = self.ranker(None)
+        best = next((s.region for s in table if s.region in fits), fits[0])
+        return best, {"policy": "cost", "table": [s.as_dict() for s in table]}
+
+
+def placed_text(table: list[Score], region: str | None) -> str:
+    """Why ``region``: its expected cost and hours to finish, as the ranking weighed them."""
+    chosen = next((s for s in table if s.region == region), None)
+    if chosen is None:
+        return "placement=cost"
+    usd = "unpriced" if chosen.expected_usd is None else f"${chosen.expected_usd:.4g}"
+    return f"placement=cost: lowest expected cost to finish ({usd}, {chosen.expected_hours:.3g} h)"

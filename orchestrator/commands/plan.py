@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from orchestrator.config.schema import Config
+from orchestrator.config.schema import Config, Placement
 from orchestrator.errors import error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.runfiles import open_fd
@@ -43,6 +43,29 @@ def main(cfg: Config) -> int:
     print(f"plan {run_id}: job {cfg.job.name} on {cfg.cloud.name}, placements in failover order")
     for line in plan.lines:
         print(line)
+    if cfg.recovery.placement is Placement.cost:
+        for line in cost_lines(cfg, rundir.run_path(cfg.home_path, run_id)):
+            print(line)
     for line in plan.errors:
         print(line, file=sys.stderr)
     return 1 if plan.errors else 0
+
+
+def cost_lines(cfg: Config, run_dir: str) -> list[str]:
+    """recovery.placement=cost: the candidates by expected cost to finish, best first, as
+    the run would place itself now (an existing run's journal: where it has got to, and
+    where its newest checkpoint is)."""
+    from orchestrator.control.placement import measured, ranking, ranking_lines
+    from orchestrator.runstate.journal import DamagedFile, read_typed
+
+    try:
+        events = list(read_typed(rundir.journal_path(run_dir))) if os.path.exists(run_dir) else []
+    except (DamagedFile, OSError):
+        events = []
+    m = measured(events)
+    where = f"step {m.newest_step} in {', '.join(sorted(m.holders))}" if m.newest_step and m.holders else "none yet"
+    return [
+        "placement by expected cost to finish (recovery.placement=cost; * where it would go):",
+        *ranking_lines(ranking(cfg, events, None)),
+        f"newest checkpoint: {where}",
+    ]

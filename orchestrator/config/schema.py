@@ -92,6 +92,13 @@ class PreemptionNotice(StrEnum):
     gcp = "gcp"
 
 
+class Placement(StrEnum):
+    """recovery.placement: where a run starts and fails over to."""
+
+    listed = "listed"  # cloud.candidates in their order, skipping regions cooling down
+    cost = "cost"  # the lowest expected cost to finish (recovery/placement.py)
+
+
 class AutoOff(StrEnum):
     """recovery.survivors and recovery.peer_restore: on where the run allows it, or off."""
 
@@ -228,6 +235,9 @@ class RegionConfig:
     # region. Null: the catalog snapshot's price for instance_type (spot where use_spot),
     # unpriced for local and on-prem regions without one.
     hourly_cost: float | None = None
+    # Expected losses an hour (spot reclaims, outages) for recovery.placement=cost; the
+    # run's own losses in the region update it as it goes.
+    preemption_rate_per_h: float = 0.0
 
     def node_count(self) -> int:
         """nodes, or SkyPilot's num_nodes where only that is given."""
@@ -378,6 +388,13 @@ class RecoveryConfig:
     # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
     resume_errored: bool = True
     restart_errored: bool = False
+    # Where the run starts and fails over to: listed (cloud.candidates in order) or cost
+    # (the candidate with the lowest expected cost to finish: its price, its loss rate, its
+    # start-up and restore time, the egress of its checkpoint; journaled with each decision).
+    placement: Placement = Placement.listed
+    # With placement=cost: losses an hour added to a region that shares its cloud and
+    # geography with the region just lost (an outage may take both).
+    correlated_rate_per_h: float = 0.5
 
 
 @dataclass

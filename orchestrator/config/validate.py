@@ -282,6 +282,11 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
     seconds("recovery.node_replace_timeout_s", rec.node_replace_timeout_s, off=True)
     seconds("recovery.region_cooldown_s", rec.region_cooldown_s, off=True)
+    if not (math.isfinite(rec.correlated_rate_per_h) and 0 <= rec.correlated_rate_per_h <= 1000):
+        raise ConfigError(
+            "recovery.correlated_rate_per_h",
+            f"got {rec.correlated_rate_per_h}; expected losses an hour, 0..1000",
+        )
     if rec.resume_errored and rec.restart_errored:
         raise ConfigError(
             "recovery.restart_errored",

@@ -57,6 +57,11 @@ def validate_cloud(cfg: Config) -> None:
                 f"got {show(region.hourly_cost)}; expected USD per node-hour, 0 or more "
                 "(null: priced from the catalog)",
             )
+        if not (math.isfinite(region.preemption_rate_per_h) and 0 <= region.preemption_rate_per_h <= 1000):
+            raise ConfigError(
+                f"cloud.regions.{name}.preemption_rate_per_h",
+                f"got {show(region.preemption_rate_per_h)}; expected losses an hour, 0..1000",
+            )
         validate_notice(name, region)
     if cloud.control_store is not None:
         _validate_url(

@@ -70,6 +70,7 @@ from orchestrator.runstate.events import (
     MultipartAborted,
     MultipartAbortFailed,
     NotifyOff,
+    Placed,
     RegionSkipped,
     RunFinished,
     RunKeyCreated,
@@ -208,7 +209,11 @@ class Controller:
 
     @property
     def first_region(self) -> str:
-        # Config validation leaves at least one candidate the run fits in.
+        # Config validation leaves at least one candidate the run fits in. With
+        # recovery.placement=cost, the one placed when the run started (journaled).
+        placed = self.view.placed_region
+        if placed is not None and placed in self.policy.candidates:
+            return placed
         return next(r for r in self.policy.candidates if r not in self.policy.budgets.too_small)
 
     # --- where the run is: its journal, folded ----------------------------------------
@@ -290,8 +295,11 @@ class Controller:
         self._notify_off()
         self._start_above_fences()
         too_small = self.policy.budgets.too_small
-        for region in passed_over(self.candidates, "", self.first_region, too_small):
-            self.emit(RegionSkipped(region=region, reason=too_small[region]))
+        region, placement = self.policy.first_placement()
+        if placement is not None:
+            self.emit(Placed(region=region, placement=placement))
+        for skipped in passed_over(self.candidates, "", region, too_small):
+            self.emit(RegionSkipped(region=skipped, reason=too_small[skipped]))
         return self._drive(Launch(self.first_region))
 
     def resume(self, said: Sequence[Event] = ()) -> dict[str, Any]:
@@ -374,6 +382,7 @@ class Controller:
                 failure=failure.kind,
                 failed_region=failure.region,
                 signature=failure.signature or None,
+                placement=decision.placement,
             )
         )
         self.progress.note(decision_text(decision.action, decision.region))

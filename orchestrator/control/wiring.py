@@ -29,12 +29,13 @@ from orchestrator.chaos.listener import FaultPoints
 from orchestrator.chaos.proxy import FaultProxy
 from orchestrator.config.derived import proxy_target
 from orchestrator.config.notify_targets import notify_from_env
-from orchestrator.config.schema import Config
+from orchestrator.config.schema import Config, Placement
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controller import Controller
 from orchestrator.control.controlstate import ControlState, GuardedProvider
 from orchestrator.control.listeners import Listener, ListenerRun, Named, RunEvents
+from orchestrator.control.placement import cost_ranker
 from orchestrator.control.progress import ProgressLine, chaos_text, notify_failed_text, tensorboard_failed_text
 from orchestrator.control.standby import StandbyManager
 from orchestrator.control.stopreq import clear_request
@@ -167,7 +168,7 @@ def _wire(
         control.before_write = hold.guard
     proxies = start_proxies(cfg)
     stores = stores_for(cfg, proxies, run_key)
-    policy = policy_for(cfg)
+    policy = policy_for(cfg, rundir.journal_path(parts.run_dir))
 
     def tensorboard_failed(error: str) -> None:
         events.emit(TensorBoardFailed(error=error))
@@ -294,9 +295,11 @@ def stores_for(cfg: Config, proxies: dict[str, Any], keys: AttemptKeys | None) -
     }
 
 
-def policy_for(cfg: Config) -> FailurePolicy:
-    """The failure policy with the run's budgets (recovery.*)."""
+def policy_for(cfg: Config, journal: str | None = None) -> FailurePolicy:
+    """The failure policy with the run's budgets (recovery.*); with recovery.placement=cost
+    and the run's ``journal``, a ranker by expected cost to finish."""
     candidates = cfg.candidate_regions()
+    ranker = cost_ranker(cfg, journal) if cfg.recovery.placement is Placement.cost and journal else None
     return FailurePolicy(
         candidates,
         Budgets(
@@ -306,6 +309,7 @@ def policy_for(cfg: Config) -> FailurePolicy:
             max_preemptions=cfg.recovery.max_preemptions,
             too_small=too_small(cfg, candidates),
         ),
+        ranker,
     )
 
 

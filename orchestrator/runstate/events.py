@@ -350,7 +350,7 @@ class ControlInvalid(Event):
 @_event("decision")
 @dataclass(frozen=True)
 class DecisionMade(Event):
-    SPARSE = frozenset({"signature"})
+    SPARSE = frozenset({"signature", "placement"})
 
     action: Action
     failure: FailureKind
@@ -359,6 +359,20 @@ class DecisionMade(Event):
     failed_region: str = ""
     # A user error's Failure.signature: a resumed controller knows the error it restarted after.
     signature: str | None = None
+    # recovery.placement=cost, a failover: {"policy": "cost", "table": [per candidate, best
+    # first: region, usd_per_hour, rate_per_h, setup_s, expected_hours, expected_usd,
+    # egress_usd, checkpoint_from, correlated]}.
+    placement: dict[str, Any] | None = None
+
+
+@_event("placed")
+@dataclass(frozen=True)
+class Placed(Event):
+    """recovery.placement=cost: where the run's first attempt goes, and the ranking of every
+    candidate that chose it (the table as a failover's decision carries it)."""
+
+    region: str
+    placement: dict[str, Any]
 
 
 @dataclass(frozen=True)

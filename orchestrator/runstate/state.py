@@ -27,6 +27,7 @@ from orchestrator.runstate.events import (
     FencesRead,
     IncidentOpened,
     IncidentRecorded,
+    Placed,
     Provisioned,
     ProvisionFailed,
     Replicated,
@@ -153,6 +154,9 @@ class RunView:
     # The nodes the training group's ranks run on, as the runtime's last train_started said
     # (a drawn kill_node strikes one of them, or, node_role: idle, none of them).
     worker_nodes: tuple[int, ...] = ()
+    # recovery.placement=cost: where the run's first attempt was placed (a resumed
+    # controller starts a run that never launched there too).
+    placed_region: str | None = None
 
     @property
     def open_attempt(self) -> AttemptView | None:
@@ -335,7 +339,12 @@ def _fault_injected(v: RunView, e: FaultInjected) -> RunView:
     return replace(v, faults=(*v.faults, e))
 
 
+def _placed(v: RunView, e: Placed) -> RunView:
+    return replace(v, placed_region=e.region)
+
+
 _APPLY: dict[type[Event], Callable[[RunView, Any], RunView]] = {
+    Placed: _placed,
     RunStarted: _run_started,
     RunResumed: _run_resumed,
     Transition: _transition,

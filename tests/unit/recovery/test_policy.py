@@ -259,3 +259,48 @@ def test_classify_carries_a_user_error_that_repeated_into_its_failure() -> None:
     from dataclasses import replace
 
     assert classify(replace(obs, user_error_repeats=True), "a", lease).repeats is True  # type: ignore[union-attr]
+
+
+# --- recovery.placement=cost: a ranker's order ---------------------------------------------------
+
+
+def _ranker(order: list[str], asked: list[str | None]):  # type: ignore[no-untyped-def]
+    from recovery.placement import Outlook, rank
+
+    prices = {r: 1.0 + i for i, r in enumerate(order)}
+
+    def ranker(lost: str | None) -> list:  # type: ignore[type-arg]
+        asked.append(lost)
+        return rank([Outlook(r, prices[r], 0.0, 0.0, 0.0, 0.0) for r in CANDIDATES], 1.0, 0.1)
+
+    return ranker
+
+
+def test_with_a_ranker_a_failover_goes_to_the_cheapest_eligible_not_the_next_listed() -> None:
+    asked: list[str | None] = []
+    p = FailurePolicy(CANDIDATES, Budgets(5, 1, COOLDOWN), _ranker(["c", "a", "b"], asked))
+    d, h = step(p, History(), K.CLUSTER_LOST, "a", now=0.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "c") and asked == ["a"]
+    assert "placement=cost: lowest expected cost to finish ($1, 1 h)" in d.reason
+    assert d.placement is not None and [row["region"] for row in d.placement["table"]] == ["c", "a", "b"]
+    # c lost too: a, the cheapest left, is cooling down; b it is.
+    d, h = step(p, h, K.CLUSTER_LOST, "c", now=10.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+
+
+def test_with_a_ranker_a_too_small_region_is_passed_over_and_said() -> None:
+    budgets = Budgets(5, 1, COOLDOWN, too_small={"c": "1 of 2 workers fit"})
+    p = FailurePolicy(CANDIDATES, budgets, _ranker(["c", "b", "a"], []))
+    d, _ = step(p, History(), K.CLUSTER_LOST, "a", now=0.0)
+    assert d.region == "b" and "skipped c: 1 of 2 workers fit" in d.reason
+    assert p.first_placement()[0] == "b"
+
+
+def test_a_user_error_asks_no_ranker_and_the_first_placement_is_the_cheapest() -> None:
+    asked: list[str | None] = []
+    p = FailurePolicy(CANDIDATES, Budgets(5, 1, COOLDOWN), _ranker(["b", "c", "a"], asked))
+    d, _ = step(p, History(), K.USER_ERROR, "a", now=0.0)
+    assert d.action is Action.RESTART_IN_PLACE and d.placement is None and asked == []
+    region, placement = p.first_placement()
+    assert region == "b" and placement is not None and placement["policy"] == "cost" and asked == [None]
+    assert policy().first_placement() == ("a", None)

@@ -1,0 +1,120 @@
+"""recovery.placement=cost in the controller: each candidate measured from the journal
+and priced from the config, the first placement and a failover to the region with the
+lowest expected cost to finish (not the next listed), each journaled with its table."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import orchestrator.control.watch as watch
+from orchestrator.config.compose import compose
+from orchestrator.control.placement import measured, outlooks, ranking, ranking_lines
+from orchestrator.control.wiring import build_controller
+from orchestrator.runstate.events import (
+    AttemptEnded,
+    AttemptStarted,
+    FailureDetected,
+    Provisioned,
+    Replicated,
+    RunStarted,
+    RuntimeReport,
+)
+from tests.support.fakecloud import FakeCloud, Script
+
+pytestmark = pytest.mark.unit
+
+PRICED = (
+    "recovery.placement=cost",
+    "cloud.regions.local-a.hourly_cost=0.2",
+    "cloud.regions.local-b.hourly_cost=1.0",
+    "cloud.regions.local-c.hourly_cost=0.5",
+)
+
+
+def cfg(tmp_path: Path, *extra: str) -> Any:
+    return compose([f"home={tmp_path}", "run_id=p", "progress=false", "job.steps=60", *extra])
+
+
+def rt(t: float, kind: str, gen: int, **fields: Any) -> RuntimeReport:
+    return RuntimeReport(ts=t, kind=kind, fields={"time": t, "generation": gen, "by": "runtime", **fields})
+
+
+def journal() -> list[Any]:
+    """local-a provisioned in 4 s, trained steps 0-50 in 10 s, committed step 50 (1 MB) and
+    replicated it to local-b, then was lost."""
+    return [
+        RunStarted(ts=0.0, run_id="p"),
+        AttemptStarted(ts=1.0, generation=1, region="local-a"),
+        Provisioned(ts=5.0, region="local-a", cluster="c1", provision_s=4.0, generation=1),
+        rt(8.0, "train_started", 1, restored_step=0, restore_s=None),
+        rt(18.0, "checkpoint_committed", 1, step=50, bytes=10**6, region="local-a"),
+        Replicated(ts=19.0, step=50, from_="local-a", to="local-b", bytes=10**6),
+        FailureDetected(ts=20.0, kind="cluster_lost", region="local-a"),
+        AttemptEnded(ts=20.0, generation=1, region="local-a", last_step=50),
+    ]
+
+
+def test_the_journal_measures_provisioning_start_up_the_step_time_and_where_the_checkpoint_is() -> None:
+    m = measured(journal())
+    assert m.provision_s == {"local-a": [4.0]} and m.startup_s == [3.0]
+    assert m.step_s == pytest.approx(10.0 / 50)
+    assert (m.newest_step, m.newest_bytes, m.holders) == (50, 10**6, {"local-a", "local-b"})
+    assert m.losses == {"local-a": 1} and m.hours["local-a"] == pytest.approx(19.0 / 3600)
+
+
+def test_a_region_without_the_checkpoint_pays_its_copy_and_one_with_it_none(tmp_path: Path) -> None:
+    looks = {o.region: o for o in outlooks(cfg(tmp_path, *PRICED), measured(journal()), "local-a")}
+    assert looks["local-b"].checkpoint_from == "local-b" and looks["local-b"].egress_usd == 0.0
+    assert looks["local-c"].checkpoint_from in ("local-a", "local-b")
+    assert looks["local-c"].restore_s > looks["local-b"].restore_s  # the copy, at CROSS_REGION_MB_S
+    assert looks["local-a"].rate_per_h > 0 and looks["local-c"].rate_per_h == 0  # it lost the run once
+    assert {o.provision_s for o in looks.values()} == {4.0}  # measured in local-a, the guess for the rest
+    assert not any(o.correlated for o in looks.values())  # local regions share no cloud's fate
+
+
+def test_the_ranking_puts_the_cheapest_to_finish_first_and_prints_as_a_table(tmp_path: Path) -> None:
+    table = ranking(cfg(tmp_path, *PRICED), journal(), "local-a")
+    assert [s.region for s in table] == ["local-a", "local-c", "local-b"]
+    lines = ranking_lines(table)
+    assert lines[0].split() == ["region", "$/h", "loss/h", "setup", "hours", "$", "to", "finish", "checkpoint"]
+    assert lines[1].startswith("  * local-a") and lines[3].rstrip().endswith("local-b")
+    assert ranking_lines([s.as_dict() for s in table]) == lines
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "POLL_S", 0.002)
+    monkeypatch.setattr(watch, "HEALTH_SETTLE_S", 0.01)
+
+
+def test_a_run_placed_by_cost_starts_in_the_cheapest_and_fails_over_to_the_next_cheapest(
+    tmp_path: Path, fast: None
+) -> None:
+    config = cfg(tmp_path, *PRICED, "recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3")
+    ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=io.StringIO())  # type: ignore[arg-type]
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED"
+    assert [a["region"] for a in result["attempt_history"]] == ["local-a", "local-c"]  # not local-b, listed next
+    events = ctl.journal.events()
+    (placed,) = [e for e in events if e["type"] == "placed"]
+    assert placed["region"] == "local-a" and placed["placement"]["table"][0]["region"] == "local-a"
+    (decision,) = [e for e in events if e["type"] == "decision"]
+    assert decision["region"] == "local-c" and "placement=cost" in decision["reason"]
+    table = decision["placement"]["table"]
+    assert [row["region"] for row in table] == ["local-a", "local-c", "local-b"]
+    assert table[1]["expected_usd"] < table[2]["expected_usd"]
+    assert result["goodput"]["cost_usd"]["total"] is not None
+
+
+def test_a_listed_run_journals_no_placement(tmp_path: Path, fast: None) -> None:
+    config = cfg(tmp_path, "recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3")
+    ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=io.StringIO())  # type: ignore[arg-type]
+    result = ctl.run()
+    assert [a["region"] for a in result["attempt_history"]] == ["local-a", "local-b"]
+    events = ctl.journal.events()
+    assert not [e for e in events if e["type"] == "placed"]
+    assert all("placement" not in e for e in events if e["type"] == "decision")
