@@ -385,7 +385,7 @@ class Controller:
                 placement=decision.placement,
             )
         )
-        self.progress.note(decision_text(decision.action, decision.region))
+        self.progress.note(decision_text(decision.action, decision.region, decision.placement))
 
     def _start_above_fences(self) -> None:
         """Raise the next generation above every fence the stores hold, before any attempt:

@@ -146,13 +146,29 @@ def startup_text(ev: Event) -> str | None:
     return None
 
 
-def decision_text(action: Action, region: str | None) -> str:
-    """The line a recovery decision prints (the controller's, and action=watch's from the journal)."""
+def decision_text(action: Action, region: str | None, placement: Mapping[str, Any] | None = None) -> str:
+    """The line a recovery decision prints (the controller's, and action=watch's from the
+    journal); a failover placed by cost says what the chosen region is expected to cost."""
     if action is Action.FAILOVER:
-        return f"failing over to {region}"
+        return f"failing over to {region}{_placed_note(placement, region)}"
     if action is Action.RESTART_IN_PLACE:
         return f"restarting in {region}"
     return "giving up"
+
+
+def _placed_note(placement: Mapping[str, Any] | None, region: str | None) -> str:
+    table = placement.get("table") if isinstance(placement, Mapping) else None
+    row = (
+        next((r for r in table if isinstance(r, Mapping) and r.get("region") == region), None)
+        if isinstance(table, list)
+        else None
+    )
+    if row is None:
+        return ""
+    usd, hours = row.get("expected_usd"), row.get("expected_hours")
+    cost = f"${usd:.4g}" if isinstance(usd, int | float) and not isinstance(usd, bool) else "unpriced"
+    time_ = f", {hours:.3g} h" if isinstance(hours, int | float) and not isinstance(hours, bool) else ""
+    return f" (placement=cost: lowest expected cost to finish, {cost}{time_})"
 
 
 # --- the notes the controller prints as it journals an event, and action=watch from the journal ---
@@ -216,7 +232,7 @@ def journal_note(ev: Event, config: Mapping[str, Any]) -> str | None:
     if isinstance(ev, FailureDetected):
         return failure_text(ev.region, ev.kind, ev.detail)
     if isinstance(ev, DecisionMade):
-        return decision_text(ev.action, ev.region)
+        return decision_text(ev.action, ev.region, ev.placement)
     if isinstance(ev, NodeLost):
         wait_s, workers = _node_keys(config)
         replacing = ev.replacing if ev.replacing is not None else wait_s > 0

@@ -278,3 +278,17 @@ def test_the_command_line_ignores_sigint_to_its_end_only_once_it_left_on_ctrl_c(
         assert (signal.getsignal(signal.SIGINT) == signal.SIG_IGN) is ignored
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_failover_placed_by_cost_reads_in_the_watch_as_it_did_in_the_foreground() -> None:
+    from orchestrator.runstate.events import DecisionMade
+    from recovery.detection import FailureKind
+    from recovery.policy import Action
+
+    table = [{"region": "local-c", "expected_usd": 0.00031, "expected_hours": 0.0011}, {"region": "local-b"}]
+    ev = DecisionMade(Action.FAILOVER, FailureKind.CLUSTER_LOST, region="local-c", placement={"table": table})
+    assert (
+        event_line(ev) == "failing over to local-c (placement=cost: lowest expected cost to finish, $0.00031, 0.0011 h)"
+    )
+    hostile = DecisionMade(Action.FAILOVER, FailureKind.CLUSTER_LOST, region="local-c", placement={"table": "x"})
+    assert event_line(hostile) == "failing over to local-c"

@@ -36,7 +36,7 @@ PRICED = (
 
 
 def cfg(tmp_path: Path, *extra: str) -> Any:
-    return compose([f"home={tmp_path}", "run_id=p", "progress=false", "job.steps=60", *extra])
+    return compose([f"home={tmp_path}", "run_id=p", "job.steps=60", *extra])
 
 
 def rt(t: float, kind: str, gen: int, **fields: Any) -> RuntimeReport:
@@ -95,9 +95,11 @@ def test_a_run_placed_by_cost_starts_in_the_cheapest_and_fails_over_to_the_next_
     tmp_path: Path, fast: None
 ) -> None:
     config = cfg(tmp_path, *PRICED, "recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3")
-    ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=io.StringIO())  # type: ignore[arg-type]
+    out = io.StringIO()
+    ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=out)  # type: ignore[arg-type]
     result = ctl.run()
     assert result["status"] == "SUCCEEDED"
+    assert "failing over to local-c (placement=cost: lowest expected cost to finish, $" in out.getvalue()
     assert [a["region"] for a in result["attempt_history"]] == ["local-a", "local-c"]  # not local-b, listed next
     events = ctl.journal.events()
     (placed,) = [e for e in events if e["type"] == "placed"]
