@@ -4,7 +4,8 @@
 
 Reads the JSON objects the scripts write with ``--json PATH`` (``recovery.py`` per job as
 ``recovery-<job>.json``, ``overhead.py`` as ``overhead.json``, ``node_loss.py`` as
-``node_loss.json``, ``vs_skypilot_jobs.py`` as ``vs_skypilot.json``) from that folder and
+``node_loss.json``, ``vs_skypilot_jobs.py`` as ``vs_skypilot.json``, ``fleet.py`` as
+``fleet.json``) from that folder and
 writes a PNG beside each; a figure whose JSON is absent is skipped, saying so.
 """
 
@@ -122,6 +123,35 @@ def vs_skypilot(data: dict[str, Any], out: Path) -> None:
     _rto_bars(out, title, "RTO after scancel, seconds", bars, data["rto_skypilot_s"] / 2, "goal: half theirs")
 
 
+def fleet(data: dict[str, Any], out: Path) -> None:
+    """$ per run and goodput per placement policy, deadline misses written on the bars."""
+    policies = (("listed", "listed"), ("cheapest", "cheapest-first"), ("cost", "cost"), ("cost_up", "cost + UP"))
+    fig, (dollars, good) = plt.subplots(1, 2, figsize=(9, 3.4))
+    names = [label for _, label in policies]
+    usd = [data[f"usd_per_run_{k}"] for k, _ in policies]
+    bars = dollars.bar(names, usd, color=["tab:grey", "tab:orange", "tab:blue", "tab:cyan"])
+    for bar, (k, _) in zip(bars, policies, strict=True):
+        misses = data[f"deadline_misses_{k}"]
+        dollars.annotate(
+            f"{misses} missed",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    dollars.set_ylabel("$ per run")
+    dollars.set_title(f"{data['runs']} runs, {data['deadline_runs']} with a deadline", fontsize=9)
+    good.bar(
+        names, [data[f"goodput_{k}"] for k, _ in policies], color=["tab:grey", "tab:orange", "tab:blue", "tab:cyan"]
+    )
+    good.set_ylim(min(data[f"goodput_{k}"] for k, _ in policies) - 0.05, 1.0)
+    good.set_ylabel("goodput (productive / wall)")
+    good.set_title("fleet simulation (fleet.py)", fontsize=9)
+    for ax in (dollars, good):
+        ax.tick_params(axis="x", labelsize=8)
+    _save(fig, out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", type=Path, default=REPO / "docs" / "benchmarks", help="where the JSON is and the PNGs go")
@@ -132,7 +162,12 @@ def main(argv: list[str] | None = None) -> None:
         recovery_phases(runs, folder / "recovery-phases.png")
     else:
         print(f"skipped: no {folder}/recovery-<job>.json")
-    for name, draw in (("overhead", overhead), ("node_loss", node_loss), ("vs_skypilot", vs_skypilot)):
+    for name, draw in (
+        ("overhead", overhead),
+        ("node_loss", node_loss),
+        ("vs_skypilot", vs_skypilot),
+        ("fleet", fleet),
+    ):
         data = _load(folder, f"{name}.json")
         if data is not None:
             draw(data, folder / f"{name.replace('_', '-')}.png")

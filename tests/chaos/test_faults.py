@@ -104,3 +104,37 @@ def _tensorboard_marks_the_incident(run, inc):
     assert tb.scalars["incidents/rto_s"] == [(restored, pytest.approx(inc["rto_s"]))]
     (table,) = tb.texts["incidents"][-1:]
     assert table[0] == restored and f"| 1 | {inc['kind']} | local-a | local-b |" in table[1]
+
+
+def test_kill_region_placed_by_cost_goes_to_the_cheapest_to_finish_not_the_next_listed(orch_home, baseline):
+    """Local regions given prices and loss rates: local-b, listed next, is dear; local-c is
+    cheap but loses runs often; the run starts in local-a (cheapest to finish) and, after
+    kill_region there, goes to local-c only where its losses do not outweigh its price."""
+    from tests.support.invariants import survived
+
+    before = ray_pids()
+    run = orchestrate(
+        orch_home,
+        "placed",
+        "recovery.placement=cost",
+        "recovery.region_cooldown_s=0",
+        "cloud.regions.local-a.hourly_cost=0.2",
+        "cloud.regions.local-b.hourly_cost=3.0",
+        "cloud.regions.local-c.hourly_cost=0.5",
+        "cloud.regions.local-c.preemption_rate_per_h=0.1",
+        "chaos.faults=[{kind:kill_region,at_step:120}]",
+    )
+    r = survived(run, baseline)
+    assert [a["region"] for a in r["attempt_history"]] == ["local-a", "local-c"], r["attempt_history"]
+    (placed,) = run.events("placed")
+    assert placed["region"] == "local-a"
+    (decision,) = run.events("decision")
+    assert decision["region"] == "local-c" and "placement=cost" in decision["reason"], decision
+    table = {row["region"]: row for row in decision["placement"]["table"]}
+    assert set(table) == {"local-a", "local-b", "local-c"}
+    assert table["local-c"]["expected_usd"] < table["local-b"]["expected_usd"]
+    assert table["local-a"]["rate_per_h"] > 0, "the region the run just lost weighs its loss"
+    assert table["local-c"]["checkpoint_from"] == "local-c", "replicated there: no copy, no egress"
+    # What it cost, priced from the same config: every region it used has a price.
+    assert r["goodput"]["cost_usd"]["total"] > 0 and r["goodput"]["unpriced"] == []
+    assert not wait_no_new_ray(before)
