@@ -151,6 +151,9 @@ class RegionSpec:
     num_cpus: int  # per node
     num_gpus: int = 0  # per node
     nodes: int = 1  # the head and nodes - 1 worker nodes
+    # Spot capacity or not; None: as the region's config says (use_spot). False: on-demand,
+    # chosen over the region's spot by a deadline (recovery.deadline_s).
+    spot: bool | None = None
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """Deadlines on spot capacity: when a run must leave spot for on-demand. Pure.
 
 A run with a deadline has ``slack``: the time left before it, less the training left.
-Each loss on spot costs a restart (provisioning, start-up, restore) and the work since
-the last checkpoint, half an interval on average. ``must_go_on_demand``: the slack would
-not absorb one more such loss, so the run finishes on capacity that is not reclaimed.
+One more loss on spot costs, at worst, the attempt's restart (provisioning, start-up,
+restore) and a whole checkpoint interval of work, and then the restart that resumes it.
+``must_go_on_demand``: the slack would not absorb one more loss and restart, so the run
+finishes on capacity that is not reclaimed.
 
 ``uniform_progress``: Uniform Progress (Wu et al., "Can't Be Late", NSDI '24) also
 moves to on-demand whenever the run is behind the straight line from its start to its
@@ -19,9 +20,15 @@ def slack_s(deadline_at: float, now: float, remaining_work_s: float) -> float:
     return deadline_at - now - max(0.0, remaining_work_s)
 
 
+def loss_and_restart_s(restart_s: float, interval_s: float) -> float:
+    """The most one more loss on spot costs: the lost attempt's restart and a whole
+    interval of work, then the restart that resumes it."""
+    return 2 * max(0.0, restart_s) + max(0.0, interval_s)
+
+
 def must_go_on_demand(slack: float, restart_s: float, interval_s: float) -> bool:
-    """Whether one more loss (a restart and half an interval's work) would eat the slack."""
-    return slack < max(0.0, restart_s) + max(0.0, interval_s) / 2
+    """Whether one more loss and restart could eat the slack."""
+    return slack < loss_and_restart_s(restart_s, interval_s)
 
 
 def uniform_line(work_s: float, elapsed_s: float, allowed_s: float, restart_s: float) -> float:

@@ -99,6 +99,13 @@ class Placement(StrEnum):
     cost = "cost"  # the lowest expected cost to finish (recovery/placement.py)
 
 
+class DeadlinePolicy(StrEnum):
+    """recovery.deadline_policy: when a run with a deadline leaves spot for on-demand."""
+
+    greedy = "greedy"  # once the slack would not absorb one more loss and restart
+    uniform_progress = "uniform_progress"  # also while behind the straight line to the deadline
+
+
 class AutoOff(StrEnum):
     """recovery.survivors and recovery.peer_restore: on where the run allows it, or off."""
 
@@ -395,6 +402,11 @@ class RecoveryConfig:
     # With placement=cost: losses an hour added to a region that shares its cloud and
     # geography with the region just lost (an outage may take both).
     correlated_rate_per_h: float = 0.5
+    # Seconds from the run's start by which it must end; 0: none. While it runs on spot
+    # regions (cloud.regions.<r>.use_spot), each launch chooses spot or on-demand by
+    # recovery.deadline_policy (recovery/deadline.py), journaled as a capacity event.
+    deadline_s: float = 0.0
+    deadline_policy: DeadlinePolicy = DeadlinePolicy.uniform_progress
 
 
 @dataclass

@@ -282,6 +282,7 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
     positive_int("recovery.health_failures_to_lose", rec.health_failures_to_lose)
     seconds("recovery.node_replace_timeout_s", rec.node_replace_timeout_s, off=True)
     seconds("recovery.region_cooldown_s", rec.region_cooldown_s, off=True)
+    seconds("recovery.deadline_s", rec.deadline_s, off=True)
     if not (math.isfinite(rec.correlated_rate_per_h) and 0 <= rec.correlated_rate_per_h <= 1000):
         raise ConfigError(
             "recovery.correlated_rate_per_h",

@@ -16,14 +16,17 @@ from orchestrator.control.context import RunContext, keeps_runtime
 from orchestrator.control.livelogs import LiveLogs
 from orchestrator.control.naming import RESTARTED_IN_PLACE, keep_for_restart
 from orchestrator.control.outcome import AttemptOutcome
+from orchestrator.control.placement import capacity_for
 from orchestrator.control.progress import chaos_text
 from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
 from orchestrator.control.standby import StandbyManager, Warm
 from orchestrator.control.watch import AttemptWatch
+from orchestrator.runstate import rundir
 from orchestrator.runstate.events import (
     AttemptAdopted,
     AttemptEnded,
     AttemptStarted,
+    CapacityChosen,
     CheckpointSkipped,
     ClusterKept,
     FaultReleaseFailed,
@@ -40,6 +43,7 @@ from orchestrator.runstate.events import (
     TeardownDeferred,
 )
 from orchestrator.runstate.incidents import Incident
+from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.lifecycle import RunState
 from orchestrator.runstate.rundir import DRIVER_LOG, attempt_dir
 from orchestrator.wire import runkey
@@ -91,6 +95,8 @@ class AttemptRunner:
         # The last attempt's cluster, kept for a restart in place (cluster_kept), and its generation.
         self.kept: tuple[ClusterHandle, int] | None = None
         self._sweepers: list[threading.Thread] = []
+        # Attempts a deadline moved off their region's spot capacity (recovery.deadline_s).
+        self._on_demand: set[int] = set()
         self._zombie_seen: dict[int, set[str]] = {}
         if standby is not None:
             standby.launch, standby.start_runtime = self.launch, self.start_runtime
@@ -122,6 +128,7 @@ class AttemptRunner:
         """A cluster in ``region``, journaled; ProvisionError as the provider raised it."""
         ctx = self.ctx
         spec_r = ctx.cfg.cloud.regions[region]
+        spot = self._capacity(region, gen) if purpose == "attempt" else None
         t0 = time.time()
         try:
             # Transient errors are retried here and only here; others go to the policy. A
@@ -129,7 +136,7 @@ class AttemptRunner:
             # retrying it would keep the run there for a multiple of that before failing over.
             cluster = retrying(
                 lambda: ctx.provider.launch(
-                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus, spec_r.node_count()),
+                    RegionSpec(region, spec_r.store, spec_r.num_cpus, spec_r.num_gpus, spec_r.node_count(), spot),
                     ctx.cluster_name(region, gen),
                     ctx.cfg.recovery.provision_timeout_s,
                     env=TRAIN_ENV,
@@ -166,6 +173,33 @@ class AttemptRunner:
                 f"Ray dashboard of {cluster.name}: {cluster.info['dashboard']}" + (f" ({access})" if access else "")
             )
         return cluster
+
+    def _capacity(self, region: str, gen: int) -> bool | None:
+        """recovery.deadline_s on a spot region: spot or on-demand for this launch, by the
+        deadline's slack (journaled as ``capacity``); None: as the region says."""
+        ctx = self.ctx
+        try:
+            events = list(read_typed(rundir.journal_path(ctx.run_dir)))
+        except (DamagedFile, OSError):
+            events = []
+        chosen = capacity_for(ctx.cfg, events, region, ctx.clock())
+        if chosen is None:
+            return None
+        ctx.emit(
+            CapacityChosen(
+                region=region,
+                generation=gen,
+                spot=chosen.spot,
+                policy=str(ctx.cfg.recovery.deadline_policy),
+                reason=chosen.reason,
+                slack_s=chosen.slack_s,
+                needed_s=chosen.needed_s,
+            )
+        )
+        if not chosen.spot:
+            self._on_demand.add(gen)
+            ctx.progress.note(f"recovery.deadline_s: attempt {gen} in {region} runs on on-demand ({chosen.reason})")
+        return chosen.spot
 
     def journal_faults(self, fired: list[Injected]) -> None:
         for inj in fired:
@@ -436,6 +470,7 @@ class AttemptRunner:
             node_wait_s=cfg.recovery.node_replace_timeout_s,
             survivors=str(cfg.recovery.survivors),
             peer_restore=str(cfg.recovery.peer_restore),
+            on_demand=gen in self._on_demand,
         )
         spec_path = os.path.join(folder, "spec.json")
         spec.dump(spec_path)

@@ -19,14 +19,17 @@ from orchestrator.config.schema import Config
 from orchestrator.runstate.events import (
     AttemptEnded,
     AttemptStarted,
+    CapacityChosen,
     Event,
     FailureDetected,
     Provisioned,
     Replicated,
+    RunStarted,
     RuntimeReport,
 )
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from providers.prices import egress_usd_per_gb, node_price
+from recovery.deadline import loss_and_restart_s, must_go_on_demand, slack_s, uniform_line, wants_on_demand
 from recovery.placement import Outlook, Score, geography, learned_rate, rank
 from recovery.policy import Ranker
 
@@ -204,3 +207,61 @@ def ranking_lines(table: Sequence[Score | dict[str, Any]]) -> list[str]:
             + ("  (shares the lost region's fate)" if d.get("correlated") else "")
         )
     return lines
+
+
+# Seconds a restart takes (provisioning, start-up, restore) before the run has measured one.
+DEFAULT_RESTART_S = 60.0
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a deadline run's next attempt runs on, and why (journaled as ``capacity``)."""
+
+    spot: bool
+    reason: str
+    slack_s: float | None = None
+    needed_s: float | None = None
+
+
+def capacity_for(cfg: Config, events: Sequence[Event], region: str, now: float) -> Capacity | None:
+    """Spot or on-demand for the next attempt in ``region`` under recovery.deadline_s; None
+    where no deadline is set or the region is not spot (nothing to choose)."""
+    rc = cfg.cloud.regions.get(region)
+    deadline = cfg.recovery.deadline_s
+    if rc is None or not rc.use_spot or deadline <= 0:
+        return None
+    m = measured(events, now)
+    if m.step_s is None:
+        return Capacity(True, "no step measured yet: the slack cannot be told, spot")
+    started = next((ev.ts for ev in events if isinstance(ev, RunStarted)), now)
+    restart = (
+        _mean([p for ps in m.provision_s.values() for p in ps], DEFAULT_RESTART_S)
+        + _mean(m.startup_s)
+        + _mean(m.restore_s)
+    )
+    interval = cfg.checkpoint.interval_steps * m.step_s
+    work = (total_steps(cfg) or cfg.job.steps) * m.step_s
+    done = m.newest_step * m.step_s
+    elapsed = max(0.0, now - started)
+    on_demand_now = next((not ev.spot for ev in reversed(events) if isinstance(ev, CapacityChosen)), False)
+    policy = str(cfg.recovery.deadline_policy)
+    slack = slack_s(deadline, elapsed, work - done)
+    needed = loss_and_restart_s(restart, interval)
+    od = wants_on_demand(
+        policy,
+        done_s=done,
+        work_s=work,
+        elapsed_s=elapsed,
+        allowed_s=deadline,
+        restart_s=restart,
+        interval_s=interval,
+        on_demand_now=on_demand_now,
+    )
+    if not od:
+        why = f"{slack:.0f} s of slack absorbs another loss and restart ({needed:.0f} s)"
+    elif must_go_on_demand(slack, restart, interval):
+        why = f"{slack:.0f} s of slack would not absorb another loss and restart ({needed:.0f} s)"
+    else:
+        line = uniform_line(work, elapsed, deadline, restart)
+        why = f"behind uniform progress: {done:.0f} s of {work:.0f} s of training done, {line:.0f} s due by now"
+    return Capacity(not od, why, round(slack, 3), round(needed, 3))

@@ -365,6 +365,21 @@ class DecisionMade(Event):
     placement: dict[str, Any] | None = None
 
 
+@_event("capacity")
+@dataclass(frozen=True)
+class CapacityChosen(Event):
+    """recovery.deadline_s, a spot region: what an attempt's launch runs on (``spot`` False:
+    on-demand), the slack it saw, what one more loss would cost, and why."""
+
+    region: str
+    generation: int
+    spot: bool
+    policy: str
+    reason: str
+    slack_s: float | None = None  # None: no step measured yet
+    needed_s: float | None = None
+
+
 @_event("placed")
 @dataclass(frozen=True)
 class Placed(Event):

@@ -13,6 +13,7 @@ import os
 import time
 
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.triggers import exhausted, in_region
 
@@ -20,8 +21,11 @@ WAIT_S = 60.0
 POLL_S = 0.05
 
 
-def armed(control: ControlChannel, index: int, fault: FaultSpec, region: str) -> bool:
-    """Whether fault ``index`` may still fire in ``region``: aimed here and not used up."""
+def armed(control: ControlChannel, index: int, fault: FaultSpec, region: str, on_demand: bool = False) -> bool:
+    """Whether fault ``index`` may still fire in ``region``: aimed here and not used up. A
+    preemption never strikes on-demand capacity (``on_demand``: what the attempt runs on)."""
+    if on_demand and fault.kind == FaultKind.preempt:
+        return False
     return in_region(fault, region) and not exhausted(fault, control.fired_count(index))
 
 

@@ -91,6 +91,9 @@ class RuntimeSpec:
     # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/rendezvous.py).
     survivors: Annotated[str, OneOf(("auto", "off"))] = "auto"
     peer_restore: Annotated[str, OneOf(("auto", "off"))] = "auto"
+    # The attempt runs on on-demand capacity a deadline chose over the region's spot
+    # (recovery.deadline_s): nothing reclaims it, so chaos preempt faults do not strike it.
+    on_demand: bool = False
 
     def __post_init__(self) -> None:
         hints = field_types(RuntimeSpec)

@@ -16,6 +16,7 @@ where transient SkyPilot errors are retried; provisioning errors are classified
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -182,9 +183,13 @@ class SkyPilotProvider:
 
     # -- launch ------------------------------------------------------------------------
     def task_for(
-        self, region: str, cluster_name: str, env: dict[str, str] | None = None
+        self, region: str, cluster_name: str, env: dict[str, str] | None = None, spot: bool | None = None
     ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The region's task and its secrets; ``spot`` False: on-demand, whatever the region's
+        use_spot (a deadline chose it); None: as the region says."""
         rc = self.regions[region]
+        if spot is not None and spot != rc.use_spot:
+            rc = dataclasses.replace(rc, use_spot=spot)
         envs, secrets = split_secrets(dict(env or {}), self.forward)
         ray_port, dashboard_port = random.sample(range(20000, 30000), 2)
         config = task_config(
@@ -211,7 +216,7 @@ class SkyPilotProvider:
         # ssh's stdin. Derived from the run's secret when the controller gave its key (a
         # resumed controller derives it again); random otherwise (held in this process only).
         token = self._token(cluster_name) or token_hex(32)
-        config, secrets = self.task_for(region.name, cluster_name, {**(env or {}), RAY_TOKEN_ENV: token})
+        config, secrets = self.task_for(region.name, cluster_name, {**(env or {}), RAY_TOKEN_ENV: token}, region.spot)
         self._tokens[cluster_name] = token
         sky_name = config["name"]
         handle = ClusterHandle(

@@ -94,7 +94,9 @@ class FakeRuntime:
         if self.step < until:
             self.step = min(until, self.step + self.provider.steps_per_poll)
             if self.step % self.provider.every == 0 or self.step == until:
-                self._commit(self.step)
+                if self._commit(self.step):
+                    # As the built-in loop reports a commit (the step time and where a checkpoint is).
+                    control.event(gen, "checkpoint_committed", step=self.step, region=self.spec.region, bytes=16)
             control.heartbeat(gen)
             control.progress(gen, step=self.step, total=total, loss=1.0 / self.step)
             # The loss series: the generation in its integer part, so a test tells whose point was kept.
@@ -118,7 +120,7 @@ class FakeRuntime:
         control.heartbeat(self.spec.generation)
         control.event(self.spec.generation, "train_started", restored_step=self.step, pid=self.pid)
 
-    def _commit(self, step: int) -> None:
+    def _commit(self, step: int) -> bool:
         store = self.store
         entry = store.put(self.spec.run_id, step, "model.pt", f"weights at {step}".encode())
         # As the built-in loop does: the last step's manifest names the weights' digest.
@@ -127,6 +129,8 @@ class FakeRuntime:
             store.commit(self.spec.run_id, step, self.spec.generation, [entry], extra=extra, fenced=True)
         except FencedError:
             self.commits_refused += 1
+            return False
+        return True
 
     def _end(self, control: ControlChannel, total: int) -> int | None:
         gen, then = self.spec.generation, self.script.then

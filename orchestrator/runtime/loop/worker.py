@@ -524,7 +524,7 @@ class WorkerAttempt:
             raise InjectedUserError(f"injected by chaos.faults[{i}] at step {step}")
 
     def _armed(self, i: int, fault: FaultSpec) -> bool:
-        return fault_rendezvous.armed(self.control, i, fault, self.spec.region)
+        return fault_rendezvous.armed(self.control, i, fault, self.spec.region, self.spec.on_demand)
 
     def note_stall(self, seconds: float) -> None:
         """A snapshot blocked the loop ``seconds``: said with the next commit journaled."""

@@ -212,7 +212,7 @@ class SearchDriver:
         for i, fault in enumerate(self.spec.faults):
             if fault.at_step is None or step < fault.at_step:
                 continue
-            if not fault_rendezvous.armed(self.control, i, fault, self.spec.region):
+            if not fault_rendezvous.armed(self.control, i, fault, self.spec.region, self.spec.on_demand):
                 continue
             self.uploads.wait()  # land at a quiescent point, as training runs do
             met = fault_rendezvous.meet(self.control, i, fault, step=step, rank=0, generation=self.gen)

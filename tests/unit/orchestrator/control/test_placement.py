@@ -12,7 +12,7 @@ import pytest
 
 import orchestrator.control.watch as watch
 from orchestrator.config.compose import compose
-from orchestrator.control.placement import measured, outlooks, ranking, ranking_lines
+from orchestrator.control.placement import capacity_for, measured, outlooks, ranking, ranking_lines
 from orchestrator.control.wiring import build_controller
 from orchestrator.runstate.events import (
     AttemptEnded,
@@ -108,7 +108,7 @@ def test_a_run_placed_by_cost_starts_in_the_cheapest_and_fails_over_to_the_next_
     assert decision["region"] == "local-c" and "placement=cost" in decision["reason"]
     table = decision["placement"]["table"]
     assert [row["region"] for row in table] == ["local-a", "local-c", "local-b"]
-    assert table[1]["expected_usd"] < table[2]["expected_usd"]
+    assert table[1]["expected_usd"] <= table[2]["expected_usd"] and table[1]["usd_per_hour"] < table[2]["usd_per_hour"]
     assert result["goodput"]["cost_usd"]["total"] is not None
 
 
@@ -120,3 +120,58 @@ def test_a_listed_run_journals_no_placement(tmp_path: Path, fast: None) -> None:
     events = ctl.journal.events()
     assert not [e for e in events if e["type"] == "placed"]
     assert all("placement" not in e for e in events if e["type"] == "decision")
+
+
+# --- recovery.deadline_s: spot or on-demand, at each launch --------------------------------------
+
+SPOT = ("cloud.regions.local-a.use_spot=true", "cloud.regions.local-b.use_spot=true")
+
+
+def test_no_deadline_or_no_spot_region_chooses_nothing(tmp_path: Path) -> None:
+    assert capacity_for(cfg(tmp_path, *SPOT), journal(), "local-a", 30.0) is None
+    assert capacity_for(cfg(tmp_path, "recovery.deadline_s=100"), journal(), "local-a", 30.0) is None
+
+
+def test_before_any_step_is_measured_a_deadline_run_starts_on_spot(tmp_path: Path) -> None:
+    c = capacity_for(cfg(tmp_path, *SPOT, "recovery.deadline_s=100"), journal()[:3], "local-a", 6.0)
+    assert c is not None and c.spot and "no step measured yet" in c.reason
+
+
+def test_a_slack_that_would_not_absorb_one_more_loss_goes_on_demand(tmp_path: Path) -> None:
+    # 0.2 s a step: 60 steps are 12 s of work, 50 done; a restart measured 4 + 3 s; interval 4 s.
+    greedy = (*SPOT, "recovery.deadline_policy=greedy", "checkpoint.interval_steps=20")
+    roomy = capacity_for(cfg(tmp_path, *greedy, "recovery.deadline_s=100"), journal(), "local-b", 20.0)
+    assert roomy is not None and roomy.spot and roomy.slack_s == pytest.approx(100 - 20 - 2)
+    assert roomy.needed_s == pytest.approx(2 * (4 + 3) + 4)
+    tight = capacity_for(cfg(tmp_path, *greedy, "recovery.deadline_s=30"), journal(), "local-b", 20.0)
+    assert tight is not None and not tight.spot and "would not absorb another loss" in tight.reason
+
+
+def test_uniform_progress_goes_on_demand_while_behind_its_line(tmp_path: Path) -> None:
+    # 60 s of work, 10 s done; a 200 s deadline, a 7 s restart: the line is at 4 s by 20 s
+    # (ahead of it: spot, with 130 s of slack), at 10.3 s by 40 s (behind: on-demand).
+    up = (*SPOT, "recovery.deadline_policy=uniform_progress", "recovery.deadline_s=200", "job.steps=300")
+    ahead = capacity_for(cfg(tmp_path, *up, "checkpoint.interval_steps=20"), journal(), "local-b", 20.0)
+    assert ahead is not None and ahead.spot
+    c = capacity_for(cfg(tmp_path, *up, "checkpoint.interval_steps=20"), journal(), "local-b", 40.0)
+    assert c is not None and not c.spot and c.reason.startswith("behind uniform progress: 10 s of 60 s"), c
+
+
+def test_a_deadline_run_preempted_on_spot_goes_on_demand_and_no_preemption_strikes_it_there(
+    tmp_path: Path, fast: None
+) -> None:
+    config = cfg(
+        tmp_path,
+        *SPOT,
+        "recovery.deadline_s=0.01",
+        "recovery.heartbeat_interval_s=0.05",
+        "recovery.heartbeat_timeout_s=0.3",
+    )
+    cloud = FakeCloud({"local-a": [Script(30, "preempted")]})
+    ctl = build_controller(config, cloud, "p", out=io.StringIO())  # type: ignore[arg-type]
+    result = ctl.run()
+    assert result["status"] == "SUCCEEDED"
+    chosen = [e for e in ctl.journal.events() if e["type"] == "capacity"]
+    assert [(c["generation"], c["spot"]) for c in chosen] == [(1, True), (2, False)], chosen
+    assert "would not absorb another loss" in chosen[1]["reason"] or "behind uniform progress" in chosen[1]["reason"]
+    assert [rt.spec.on_demand for rt in cloud.runtimes] == [False, True]

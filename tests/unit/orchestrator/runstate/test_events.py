@@ -99,6 +99,9 @@ SAMPLES: list[E.Event] = [
     E.RuntimeReattached("a", 1, connection_exit=255, pid=4343, heartbeat_age_s=0.3),
     E.RegionSkipped("b", "1 worker(s) fit (1 node(s) of 1 CPUs), fewer than 2 (trainer.min_workers)"),
     E.Placed("a", {"policy": "cost", "table": [{"region": "a", "expected_usd": 1.5, "correlated": False}]}),
+    E.CapacityChosen(
+        "a", 2, False, "greedy", "3 s of slack would not absorb another loss (9 s)", slack_s=3.0, needed_s=9.0
+    ),
     E.DecisionMade(
         Action.FAILOVER,
         FailureKind.CLUSTER_LOST,
