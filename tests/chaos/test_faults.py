@@ -138,3 +138,29 @@ def test_kill_region_placed_by_cost_goes_to_the_cheapest_to_finish_not_the_next_
     # What it cost, priced from the same config: every region it used has a price.
     assert r["goodput"]["cost_usd"]["total"] > 0 and r["goodput"]["unpriced"] == []
     assert not wait_no_new_ray(before)
+
+
+def test_a_deadline_run_on_spot_under_a_spot_storm_moves_to_on_demand_and_ends_in_time(orch_home, baseline):
+    """spot_storm (three preemption notices) on spot regions, with a deadline 1.8 times the
+    uninterrupted run's duration on this machine: after the first notice the slack no
+    longer absorbs another loss and restart, the next attempt runs on on-demand, the two
+    notices left never strike it, and the run ends exactly, before its deadline."""
+    from tests.support.invariants import survived
+
+    before = ray_pids()
+    deadline = round(1.8 * baseline.result["duration_s"], 1)
+    run = orchestrate(
+        orch_home,
+        "deadline",
+        "chaos=spot_storm",
+        *(f"cloud.regions.{r}.use_spot=true" for r in ("local-a", "local-b", "local-c")),
+        f"recovery.deadline_s={deadline}",
+        "recovery.deadline_policy=greedy",
+    )
+    r = survived(run, baseline)
+    chosen = run.events("capacity")
+    assert [(c["generation"], c["spot"]) for c in chosen] == [(1, True), (2, False)], chosen
+    assert "would not absorb another loss and restart" in chosen[1]["reason"], chosen[1]
+    assert len(run.events("fault_injected")) == 1, "no preemption strikes on-demand capacity"
+    assert r["duration_s"] < deadline, (r["duration_s"], deadline)
+    assert not wait_no_new_ray(before)
