@@ -207,14 +207,23 @@ def orch(home: Path, *args: str, timeout: float = 200) -> subprocess.CompletedPr
     )
 
 
-def _forked_rank(target: Any, args: tuple[Any, ...], deadline_s: float) -> None:
-    """One rank: ``target(*args)``, then out at once with ``os._exit``. A forked child
-    inherits the parent's locks as they were (pytest's, torch's, a thread's half-done
-    logging), and the interpreter's own shutdown is where one of them can hang a rank that
-    has done its work; past ``deadline_s`` less 5 s it prints its stack to say where."""
+def _forked_rank(
+    target: Any, args: tuple[Any, ...], deadline_s: float, env: dict[str, str], cwd: str, keys: Any
+) -> None:
+    """One rank: ``target(*args)`` in the test's environment, folder and installed run keys
+    as they are now (the forkserver has those of its own start), then out at once with
+    ``os._exit`` (nothing of the server it was forked from to shut down); past
+    ``deadline_s`` less 5 s it prints its stack to say where it hangs."""
     import faulthandler
     import traceback
 
+    from orchestrator.wire import runkey
+
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    if keys is not None:
+        runkey.install(keys)
     faulthandler.dump_traceback_later(max(1.0, deadline_s - 5.0), exit=False)
     code = 1
     try:
@@ -229,13 +238,20 @@ def _forked_rank(target: Any, args: tuple[Any, ...], deadline_s: float) -> None:
 
 
 def run_forked_ranks(target: Any, args: list[tuple[Any, ...]], deadline_s: float = 60.0) -> list[int | None]:
-    """``target(*args[r])`` in a forked process per rank, all started at once (spawn would
-    import torch and Ray again, seconds each), each killed past ``deadline_s``; their exit codes."""
+    """``target(*args[r])`` in a process per rank, all started at once, each killed past
+    ``deadline_s``; their exit codes. The ranks fork from a forkserver that imported torch
+    once: a rank forked from the test process itself inherits its threads' locks as they
+    were (pytest's, torch's, Ray's), and one in four of a 4-rank DDP test hung so in CI;
+    spawning each would import torch again, seconds a rank."""
     import multiprocessing
     import time as _time
 
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_forked_rank, args=(target, a, deadline_s)) for a in args]
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "tests.support.runs"])
+    from orchestrator.wire import runkey
+
+    here = (dict(os.environ), os.getcwd(), runkey.current())
+    procs = [ctx.Process(target=_forked_rank, args=(target, a, deadline_s, *here)) for a in args]
     for p in procs:
         p.start()
     deadline = _time.monotonic() + deadline_s

@@ -91,3 +91,17 @@ def _compositions_reused() -> Iterator[None]:
 
 
 __all__ = ["flip_byte", "memory_url", "run_key", "store_url", "write_checkpoint", "write_torn"]
+
+
+@pytest.fixture
+def sigint_default() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test, given back after. A suite started in the
+    background by a shell has SIGINT ignored, and then neither ``raise_signal`` nor
+    ``_thread.interrupt_main`` raises KeyboardInterrupt."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

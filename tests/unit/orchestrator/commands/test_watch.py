@@ -271,13 +271,11 @@ def test_a_second_ctrl_c_while_the_watch_says_goodbye_is_ignored() -> None:
 
 
 @pytest.mark.parametrize(("code", "ignored"), [(130, True), (0, False), (1, False)])
-def test_the_command_line_ignores_sigint_to_its_end_only_once_it_left_on_ctrl_c(code: int, ignored: bool) -> None:
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        assert watch.leave_quietly(code) == code
-        assert (signal.getsignal(signal.SIGINT) == signal.SIG_IGN) is ignored
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def test_the_command_line_ignores_sigint_to_its_end_only_once_it_left_on_ctrl_c(
+    code: int, ignored: bool, sigint_default: None
+) -> None:
+    assert watch.leave_quietly(code) == code
+    assert (signal.getsignal(signal.SIGINT) == signal.SIG_IGN) is ignored
 
 
 def test_a_failover_placed_by_cost_reads_in_the_watch_as_it_did_in_the_foreground() -> None:

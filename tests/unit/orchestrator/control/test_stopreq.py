@@ -116,7 +116,7 @@ def test_a_request_that_is_a_fifo_or_a_folder_is_no_request_and_never_waited_on(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name], "the request's temporary is left behind"
 
 
-def test_the_watch_interrupts_the_main_thread_once_a_request_comes(tmp_path: Path) -> None:
+def test_the_watch_interrupts_the_main_thread_once_a_request_comes(tmp_path: Path, sigint_default: None) -> None:
     watch = StopWatch(str(tmp_path), poll_s=0.01).start()
     write_request(str(tmp_path), this_request())
     with pytest.raises(KeyboardInterrupt):
