@@ -141,14 +141,15 @@ def test_kill_region_placed_by_cost_goes_to_the_cheapest_to_finish_not_the_next_
 
 
 def test_a_deadline_run_on_spot_under_a_spot_storm_moves_to_on_demand_and_ends_in_time(orch_home, baseline):
-    """spot_storm (three preemption notices) on spot regions, with a deadline 1.8 times the
-    uninterrupted run's duration on this machine: after the first notice the slack no
-    longer absorbs another loss and restart, the next attempt runs on on-demand, the two
-    notices left never strike it, and the run ends exactly, before its deadline."""
+    """spot_storm (three preemption notices) on spot regions, with a deadline 2.25 times the
+    uninterrupted run's duration on this machine: once the slack no longer absorbs another
+    loss and restart (after the first notice here; later where training outweighs the
+    restarts), the run goes on on-demand, no notice strikes it there, and it ends exactly,
+    before its deadline."""
     from tests.support.invariants import survived
 
     before = ray_pids()
-    deadline = round(1.8 * baseline.result["duration_s"], 1)
+    deadline = round(2.25 * baseline.result["duration_s"], 1)
     run = orchestrate(
         orch_home,
         "deadline",
@@ -158,9 +159,11 @@ def test_a_deadline_run_on_spot_under_a_spot_storm_moves_to_on_demand_and_ends_i
         "recovery.deadline_policy=greedy",
     )
     r = survived(run, baseline)
-    chosen = run.events("capacity")
-    assert [(c["generation"], c["spot"]) for c in chosen] == [(1, True), (2, False)], chosen
-    assert "would not absorb another loss and restart" in chosen[1]["reason"], chosen[1]
-    assert len(run.events("fault_injected")) == 1, "no preemption strikes on-demand capacity"
+    spot = [c["spot"] for c in run.events("capacity")]
+    on_spot = spot.index(False) if False in spot else len(spot)
+    assert 1 <= on_spot < len(spot) and not any(spot[on_spot:]), spot
+    moved = run.events("capacity")[on_spot]
+    assert "would not absorb another loss and restart" in moved["reason"], moved
+    assert len(run.events("fault_injected")) == on_spot, "a notice struck each spot attempt, none on-demand"
     assert r["duration_s"] < deadline, (r["duration_s"], deadline)
     assert not wait_no_new_ray(before)
