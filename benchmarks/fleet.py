@@ -181,8 +181,9 @@ def _ranker(  # type: ignore[no-untyped-def]
     by = {r.name: r for r in regions}
 
     def by_price(lost: str | None) -> list[Score]:
+        # No loss rate, no egress, the same set-up everywhere: the ranking is the spot price's.
         outlooks = [Outlook(r.name, r.spot_usd, 0.0, run.setup_h * 3600, 0.0, 0.0) for r in regions]
-        return sorted(rank(outlooks, left[0], INTERVAL_H), key=lambda s: by[s.region].spot_usd)
+        return rank(outlooks, left[0], INTERVAL_H)
 
     def by_cost(lost: str | None) -> list[Score]:
         lost_geo = geography(by[lost].infra) if lost else None

@@ -114,23 +114,25 @@ def node_price(name: str, region: Mapping[str, Any], root: Path = SNAPSHOT) -> N
     )
 
 
-def region_prices(config: Mapping[str, Any], root: Path = SNAPSHOT) -> dict[str, NodePrice]:
-    """Every region of a run's config (the journal's copy: a dict), priced."""
+def _regions(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """cloud.regions of a run's config as the journal keeps it (a dict, for display: a
+    damaged section reads as no regions)."""
     cloud = config.get("cloud") if isinstance(config, Mapping) else None
     regions = cloud.get("regions") if isinstance(cloud, Mapping) else None
     if not isinstance(regions, Mapping):
         return {}
-    return {str(n): node_price(str(n), r, root) for n, r in regions.items() if isinstance(r, Mapping)}
+    return {str(n): r for n, r in regions.items() if isinstance(r, Mapping)}
+
+
+def region_prices(config: Mapping[str, Any], root: Path = SNAPSHOT) -> dict[str, NodePrice]:
+    """Every region of a run's config (the journal's copy: a dict), priced."""
+    return {name: node_price(name, r, root) for name, r in _regions(config).items()}
 
 
 def region_nodes(config: Mapping[str, Any]) -> dict[str, int]:
     """Each region's node count (nodes, or SkyPilot's num_nodes), from a run's config dict."""
-    cloud = config.get("cloud") if isinstance(config, Mapping) else None
-    regions = cloud.get("regions") if isinstance(cloud, Mapping) else None
     out: dict[str, int] = {}
-    for name, r in (regions or {}).items() if isinstance(regions, Mapping) else ():
-        if not isinstance(r, Mapping):
-            continue
+    for name, r in _regions(config).items():
         nodes, num_nodes = r.get("nodes", 1), r.get("num_nodes", 1)
         n = nodes if nodes != 1 else num_nodes
         out[str(name)] = n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 100_000 else 1

@@ -23,10 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from orchestrator.commands.goodput_text import cost_total, dollars, number, unpriced
+from orchestrator.commands.goodput_text import cost_total, dollars, unpriced
 from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progress, run_goodput
 from orchestrator.errors import printable
 from orchestrator.runstate import rundir
+from orchestrator.runstate.goodput import amount
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.rundir import controller_alive
@@ -164,7 +165,7 @@ def row_from(
 def _goodput_fields(g: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(g, Mapping):
         return {}
-    return {"goodput": number(g.get("goodput")), "cost_usd": cost_total(g), "unpriced": bool(unpriced(g))}
+    return {"goodput": amount(g.get("goodput")), "cost_usd": cost_total(g), "unpriced": bool(unpriced(g))}
 
 
 def unreadable(run_id: str, reason: str, seen_at: float = 0.0, view: RunView | None = None) -> RunRow:

@@ -46,8 +46,9 @@ def _short(url: str | None) -> str:
     return url or "none"
 
 
-def summarize(run_dir: str) -> dict[str, Any] | None:
-    """The run as the journal (and result.json, once written) tells it."""
+def summarize(run_dir: str, now: float | None = None) -> dict[str, Any] | None:
+    """The run as the journal (and result.json, once written) tells it; ``now``: where a
+    live run's goodput ends (None: at its journal's last line)."""
     events = list(read_typed(rundir.journal_path(run_dir)))
     result = read_result(run_dir)
     if not events and result is None:
@@ -82,7 +83,7 @@ def summarize(run_dir: str) -> dict[str, Any] | None:
         s["last_checkpoint"] = prog.get("last_checkpoint")
         s["search"] = search_text(prog).strip()
     s["result"] = result
-    s["goodput"] = run_goodput(events, result)
+    s["goodput"] = run_goodput(events, result, now)
     if result is not None:
         s["state"] = result["status"]
         s["step"] = result["final_step"]
@@ -382,17 +383,19 @@ def run_ids(home: str) -> list[str]:
 def main(home: str, run_id: str) -> int:
     """``action=status``: the run's table, or one line naming the runs there are."""
     run_dir = rundir.run_path(home, run_id)
-    s = summarize(run_dir)
+    # Whether a controller still holds the run is news the journal cannot tell; asked only
+    # of a run that has not ended, whose time then runs on to now.
+    ended = os.path.lexists(rundir.result_path(run_dir))
+    alive = None if ended else rundir.controller_alive(run_dir)
+    s = summarize(run_dir, time.time() if alive else None)
     if s is None:
         known = run_ids(home)
         hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
         return error(f"run_id: no run named {run_id!r}{hint}")
     if s["result"] is None:
-        # Whether a controller still holds the run is news the journal cannot tell.
-        alive = rundir.controller_alive(run_dir)
+        if ended:  # its result.json withdrawn meanwhile (a resume): ask now
+            alive = rundir.controller_alive(run_dir)
         s["state"], s["note"] = controller_state(s["state"], alive, run_id, home)
-        if alive:  # a live run's time runs on to now, past its journal's last line
-            s["goodput"] = run_goodput(list(read_typed(rundir.journal_path(run_dir))), None, time.time())
         if s["controller"] is not None:
             supervised = rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
             s["controller_text"] = controller_text(

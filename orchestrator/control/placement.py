@@ -27,6 +27,7 @@ from orchestrator.runstate.events import (
     RunStarted,
     RuntimeReport,
 )
+from orchestrator.runstate.goodput import amount
 from orchestrator.runstate.journal import DamagedFile, read_typed
 from providers.prices import egress_usd_per_gb, node_price
 from recovery.deadline import loss_and_restart_s, must_go_on_demand, slack_s, uniform_line, wants_on_demand
@@ -56,12 +57,6 @@ class Measured:
     hours: dict[str, float] = field(default_factory=dict)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
-        return None
-    return float(value)
-
-
 def measured(events: Sequence[Event], now: float | None = None) -> Measured:
     m = Measured()
     provisioned_at: dict[int, float] = {}
@@ -79,7 +74,7 @@ def measured(events: Sequence[Event], now: float | None = None) -> Measured:
             region, t0 = started.pop(ev.generation)
             m.hours[region] = m.hours.get(region, 0.0) + max(0.0, ev.ts - t0) / 3600
         elif isinstance(ev, Provisioned) and ev.purpose == "attempt":
-            if (p := _num(ev.provision_s)) is not None:
+            if (p := amount(ev.provision_s)) is not None:
                 m.provision_s.setdefault(ev.region, []).append(p)
             if ev.generation is not None:
                 provisioned_at[ev.generation] = ev.ts
@@ -89,9 +84,9 @@ def measured(events: Sequence[Event], now: float | None = None) -> Measured:
             checkpoints.setdefault(ev.step, (0, set()))[1].add(ev.to)
         elif isinstance(ev, RuntimeReport) and ev.fields.get("by", "runtime") == "runtime":
             f, gen = ev.fields, ev.fields.get("generation")
-            t = _num(f.get("time"))
+            t = amount(f.get("time"))
             if ev.kind == "train_started" and isinstance(gen, int) and t is not None:
-                restore = _num(f.get("restore_s")) or 0.0
+                restore = amount(f.get("restore_s")) or 0.0
                 if restore:
                     m.restore_s.append(restore)
                 if gen in provisioned_at:

@@ -90,12 +90,16 @@ class Goodput:
     def goodput(self) -> float | None:
         return self.seconds["productive"] / self.wall_s if self.wall_s > 0 else None
 
-    def cost_by_region(self) -> dict[str, float | None]:
+    def cost_by_region(self, hours: Mapping[str, float] | None = None) -> dict[str, float | None]:
+        """USD by region of ``hours`` (node-hours by region; default: every hour the run
+        paid for, its standby's idle ones included); None for a region without a price."""
+        if hours is None:
+            regions = sorted({*self.node_hours, *self.standby_idle_node_hours})
+            hours = {r: self.node_hours.get(r, 0.0) + self.standby_idle_node_hours.get(r, 0.0) for r in regions}
         out: dict[str, float | None] = {}
-        for region in sorted({*self.node_hours, *self.standby_idle_node_hours}):
-            hours = self.node_hours.get(region, 0.0) + self.standby_idle_node_hours.get(region, 0.0)
+        for region, h in hours.items():
             price = self.prices.get(region)
-            out[region] = None if price is None or price.usd_per_hour is None else hours * price.usd_per_hour
+            out[region] = None if price is None or price.usd_per_hour is None else h * price.usd_per_hour
         return out
 
     @property
@@ -105,20 +109,10 @@ class Goodput:
     @property
     def cost_usd(self) -> float | None:
         """The whole run's cost; None when any region it used has no price."""
-        costs = self.cost_by_region()
-        if any(c is None for c in costs.values()):
-            return None
-        return sum(c for c in costs.values() if c is not None)
+        return _total(self.cost_by_region())
 
     def as_dict(self) -> dict[str, Any]:
-        idle_cost = 0.0
-        for region, hours in self.standby_idle_node_hours.items():
-            price = self.prices.get(region)
-            idle_cost = (
-                None
-                if idle_cost is None or price is None or price.usd_per_hour is None
-                else (idle_cost + hours * price.usd_per_hour)
-            )
+        by_region = self.cost_by_region()
         return {
             "goodput": _r(self.goodput, 4),
             "wall_s": _r(self.wall_s, 3),
@@ -127,13 +121,18 @@ class Goodput:
             "node_hours": {r: _r(h, 6) for r, h in sorted(self.node_hours.items())},
             "standby_idle_node_hours": {r: _r(h, 6) for r, h in sorted(self.standby_idle_node_hours.items())},
             "cost_usd": {
-                "total": _r(self.cost_usd, 6),
-                "by_region": {r: _r(c, 6) for r, c in self.cost_by_region().items()},
-                "standby_idle": _r(idle_cost, 6),
+                "total": _r(_total(by_region), 6),
+                "by_region": {r: _r(c, 6) for r, c in by_region.items()},
+                "standby_idle": _r(_total(self.cost_by_region(self.standby_idle_node_hours)), 6),
             },
             "prices": {r: p.as_dict() for r, p in sorted(self.prices.items())},
-            "unpriced": list(self.unpriced),
+            "unpriced": [r for r, c in by_region.items() if c is None],
         }
+
+
+def _total(costs: Mapping[str, float | None]) -> float | None:
+    """The sum, or None when any part is unknown."""
+    return None if any(c is None for c in costs.values()) else sum((c for c in costs.values() if c is not None), 0.0)
 
 
 def _r(x: float | None, digits: int) -> float | None:
@@ -175,8 +174,9 @@ class _Fold:
         return self.gens.setdefault(gen if gen is not None else 0, _Gen())
 
 
-def _time(value: Any) -> float | None:
-    """A number from the wire (a runtime report's field): finite and positive, or None."""
+def amount(value: Any) -> float | None:
+    """A number read from the wire or a file someone may have edited (a runtime report's
+    field, a result's block): finite and not negative, else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) and value >= 0 else None
@@ -292,7 +292,7 @@ def _apply(f: _Fold, ev: Event) -> None:
             _relabel_last(f, "provisioning", "waiting_for_capacity")
             f.mark(ev.ts, "orchestration")
     elif isinstance(ev, Provisioned):
-        start = ev.ts - (_time(ev.provision_s) or 0.0)
+        start = ev.ts - (amount(ev.provision_s) or 0.0)
         if ev.kept_from is None:
             f.clusters[ev.cluster] = _Cluster(ev.region, start, standby=ev.purpose == "standby")
         if ev.purpose == "attempt":
@@ -312,7 +312,7 @@ def _apply(f: _Fold, ev: Event) -> None:
             if c.standby and c.standby_until is None:
                 c.standby_until = ev.ts
     elif isinstance(ev, FailureDetected):
-        after = _time(ev.detected_after_s) or 0.0
+        after = amount(ev.detected_after_s) or 0.0
         f.mark(ev.ts - after, "failure_detection")
         f.mark(ev.ts, "orchestration")
         if ev.last_step is not None:
@@ -349,10 +349,10 @@ def _runtime(f: _Fold, ev: RuntimeReport) -> None:
     gen = gen if isinstance(gen, int) and not isinstance(gen, bool) else f.gen
     if gen != f.gen:
         return  # an older attempt's late word: its time is over
-    t = _time(fields.get("time"))
+    t = amount(fields.get("time"))
     g = f.of(gen)
     if ev.kind == "train_started":
-        restore = _time(fields.get("restore_s")) or 0.0
+        restore = amount(fields.get("restore_s")) or 0.0
         if t is not None:
             if restore:
                 f.mark(t - restore, "restore")
@@ -368,7 +368,7 @@ def _runtime(f: _Fold, ev: RuntimeReport) -> None:
         step = _step(fields.get("step"))
         if step is not None:
             g.reached = max(g.reached, step)
-        stall = _time(fields.get("stall_s"))
+        stall = amount(fields.get("stall_s"))
         if stall is not None and stall < 86_400:
             g.stall_s += stall
 

@@ -220,15 +220,15 @@ class ProviderConformance:
                 provider.replace_node(cluster, 1, 5.0)
             assert refused.value.kind is ProvisionErrorKind.NO_CAPACITY
             return
-        if launched.region.nodes < 2:
-            pytest.skip("the suite's region has no worker node (give it 2 nodes)")
+        assert launched.region.nodes >= 2, "a provider that declares REPLACE_NODE is tested on a region of 2 nodes"
         provider.replace_node(cluster, 1, self.launch_timeout_s)
         assert [(c.index, c.health) for c in provider.nodes(cluster)][:1] == [(1, Health.UP)]
 
     def test_a_cut_connection_is_followed_again_to_the_runtimes_status(self, launched: Launched) -> None:
         provider = launched.provider
         if Capability.CUT_CONNECTION not in provider.capabilities:
-            pytest.skip(f"provider {provider.name} does not declare cut_connection")
+            assert not callable(getattr(provider, "cut_connection", None)), "it cuts connections: declare CUT_CONNECTION"
+            return
         proc, log = self.start_probe(launched, "cut", ray=False, sleep_s=self.cut_runtime_s)
         wait_line(log, "conformance: {", proc, self.runtime_timeout_s)
         assert provider.cut_connection(launched.cluster) >= 1  # type: ignore[attr-defined]
@@ -241,7 +241,8 @@ class ProviderConformance:
     def test_a_worker_that_is_not_the_clusters_is_never_killed(self, launched: Launched) -> None:
         provider = launched.provider
         if Capability.KILL_WORKER not in provider.capabilities:
-            pytest.skip(f"provider {provider.name} does not declare kill_worker")
+            assert not callable(getattr(provider, "kill_worker", None)), "it kills workers: declare KILL_WORKER"
+            return
         # pid 1 is every machine's init: never a process of a cluster.
         why = provider.kill_worker(launched.cluster, 1)  # type: ignore[attr-defined]
         assert isinstance(why, str) and why
