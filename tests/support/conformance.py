@@ -227,7 +227,8 @@ class ProviderConformance:
     def test_a_cut_connection_is_followed_again_to_the_runtimes_status(self, launched: Launched) -> None:
         provider = launched.provider
         if Capability.CUT_CONNECTION not in provider.capabilities:
-            assert not callable(getattr(provider, "cut_connection", None)), "it cuts connections: declare CUT_CONNECTION"
+            offered = callable(getattr(provider, "cut_connection", None))
+            assert not offered, "it cuts connections: declare CUT_CONNECTION"
             return
         proc, log = self.start_probe(launched, "cut", ray=False, sleep_s=self.cut_runtime_s)
         wait_line(log, "conformance: {", proc, self.runtime_timeout_s)
