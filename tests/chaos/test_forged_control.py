@@ -66,30 +66,37 @@ class Forger:
             except OSError:
                 pass  # a folder the run itself is renaming into: the next round
 
+    def _write(self, path: Path, text: str) -> None:
+        # Whole or not at all, as a writer of an object store does: a reader that meets a
+        # half-written file reports "is empty", a line of its own per kind of forgery.
+        tmp = self.root.parent / f".forger-{self.rounds}"
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
     def _forge(self, lease: str) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "lease.json"
         now = time.time()
         if lease == "empty":
-            path.write_text("{}")
+            self._write(path, "{}")
         elif lease == "deleted":
             path.unlink(missing_ok=True)
         else:
             claim = {"run_id": self.root.name, "controller": 2, "token": "forged", "host": "forger", "pid": 1}
-            path.write_text(json.dumps({**claim, "renewed_at": now, "expires_at": now + 1e9, "released": False}))
+            self._write(path, json.dumps({**claim, "renewed_at": now, "expires_at": now + 1e9, "released": False}))
         claims = self.root / "claims"
         claims.mkdir(exist_ok=True)
         for name in ("c2", "c999999999"):
-            (claims / name).write_text(json.dumps({"token": "forged"}))
+            self._write(claims / name, json.dumps({"token": "forged"}))
         for gen in (1, 2):
             folder = self.root / "control" / f"g{gen}"
             (folder / "events").mkdir(parents=True, exist_ok=True)
             event = {"time": now, "generation": gen, "type": "user_error", "rank": 0, "step": 3}
             event["error"] = "ValueError: forged by a store writer"
-            (folder / "events" / f"{now:017.6f}-deadbeef.json").write_text(json.dumps(event))
-            (folder / "preempt.json").write_text(json.dumps({"time": now, "generation": gen, "pid": 1}))
+            self._write(folder / "events" / f"{now:017.6f}-deadbeef.json", json.dumps(event))
+            self._write(folder / "preempt.json", json.dumps({"time": now, "generation": gen, "pid": 1}))
             progress = {"time": now, "generation": gen, "step": 499, "total": 500}
-            (folder / "progress.json").write_text(json.dumps(progress))
+            self._write(folder / "progress.json", json.dumps(progress))
 
 
 def test_a_store_writer_forging_the_lease_claims_events_notices_and_progress_changes_nothing(tmp_path, baseline):
