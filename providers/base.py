@@ -47,6 +47,10 @@ class Capability(StrEnum):
     TOKEN_KEY = "token_key"
     # A lost cluster's node runtime is left for a launch under the same name (KeepsRuntime).
     KEEPS_RUNTIME = "keeps_runtime"
+    # A cluster one controller launched can be watched, used and torn down by another
+    # given only its handle (nothing of it derived from the launching run's secret):
+    # what a standby pool (recovery.standby_pool) hands from one run to another.
+    SHARED_CLUSTERS = "shared_clusters"
 
 
 # The methods a capability adds to Provider's: a provider that declares it has them.

@@ -368,6 +368,9 @@ class RecoveryConfig:
     region_cooldown_s: float = 600.0
     # Keep the next region's cluster up with the runtime waiting (faster failover, twice the clusters).
     standby: bool = False
+    # Share one warm cluster per region with every run naming this pool (held through
+    # cloud.control_store, sealed with the control key); null: none.
+    standby_pool: str | None = None
     # A detached run's supervisor resumes a controller that died abnormally (a signal, an
     # uncaught exception) at most this many times; stop, cancel and the run's end are not deaths.
     controller_restarts: int = 3

@@ -83,6 +83,12 @@ def validate(cfg: Config) -> Config:
         )
     validate_cloud(cfg)
     _validate_recovery(cfg.recovery)
+    if cfg.recovery.standby_pool is not None and not cfg.cloud.control_store:
+        raise ConfigError(
+            "recovery.standby_pool",
+            "needs cloud.control_store: the pool's runs share its standbys through it "
+            "(e.g. cloud.control_store=s3://bucket/control, the same for every run of the pool)",
+        )
     validate_search(cfg, validate_training)
     validate_chaos(cfg)
     validate_notify(cfg.notify)
@@ -288,6 +294,14 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
             "recovery.correlated_rate_per_h",
             f"got {rec.correlated_rate_per_h}; expected losses an hour, 0..1000",
         )
+    if rec.standby_pool is not None:
+        _validate_name("recovery.standby_pool", rec.standby_pool, 64)
+        if rec.standby:
+            raise ConfigError(
+                "recovery.standby_pool",
+                "is set with recovery.standby=true; pick one (standby: a cluster of this run's own with "
+                "its runtime waiting; standby_pool: one cluster per region shared by the pool's runs)",
+            )
     if rec.resume_errored and rec.restart_errored:
         raise ConfigError(
             "recovery.restart_errored",

@@ -19,7 +19,7 @@ from orchestrator.control.outcome import AttemptOutcome
 from orchestrator.control.placement import capacity_for
 from orchestrator.control.progress import chaos_text
 from orchestrator.control.resume import AdoptedProcess, Adoption, handle_of
-from orchestrator.control.standby import StandbyManager, Warm
+from orchestrator.control.standby import Standby, Warm
 from orchestrator.control.watch import AttemptWatch
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import (
@@ -81,9 +81,7 @@ class AttemptRunner:
     It never decides what comes next and holds none of the run's state but the last
     step known done; what it does is said through ``ctx.emit``."""
 
-    def __init__(
-        self, ctx: RunContext, standby: StandbyManager | None = None, injector: FaultInjector | None = None
-    ) -> None:
+    def __init__(self, ctx: RunContext, standby: Standby | None = None, injector: FaultInjector | None = None) -> None:
         """``injector``: the run's fault injector (the wiring's, from chaos.faults); None: one
         with no fault to inject."""
         self.ctx = ctx
@@ -216,8 +214,23 @@ class AttemptRunner:
         kept = self._kept_for(region, gen, out, standby=warm is not None)
         proc: RuntimeProcess | None = None
         if warm is not None:
-            self._ready_stores(region, gen, out)
             cluster, proc = warm.cluster, warm.proc
+            if warm.pool is not None:
+                # The pool's cluster is this run's from here: journaled as its attempt's own
+                # at once (a crash from here on sweeps it as any cluster of the run's).
+                ctx.emit(
+                    Provisioned(
+                        region=region,
+                        cluster=cluster.name,
+                        address=cluster.address,
+                        provision_s=0.0,
+                        purpose="attempt",
+                        generation=gen,
+                        info=cluster.info,
+                        pool=warm.pool,
+                    )
+                )
+            self._ready_stores(region, gen, out)
         elif kept is not None:
             cluster = kept
         else:
@@ -231,7 +244,7 @@ class AttemptRunner:
         self.cluster, self.cluster_generation = cluster, gen
         try:
             ctx.replicator.follow(ctx.stores[region], list(ctx.stores.values()))
-            if warm is not None:
+            if warm is not None and warm.proc is not None:
                 # The standby's workers are up and waiting: this file is their go.
                 ctx.control.activate(gen, lineage=ctx.lineage().to_plain())
                 ctx.emit(StandbyActivated(region=region, generation=gen, cluster=cluster.name))

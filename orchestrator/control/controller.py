@@ -53,7 +53,7 @@ from orchestrator.control.resume import (
     plan,
     sweep,
 )
-from orchestrator.control.standby import StandbyManager
+from orchestrator.control.standby import Standby
 from orchestrator.control.stopreq import StopRequest, StopWatch
 from orchestrator.notify import secret as notify_secret
 from orchestrator.notify.notifier import shown
@@ -200,7 +200,7 @@ class Controller:
         return self.ctx.metrics
 
     @property
-    def standby(self) -> StandbyManager | None:
+    def standby(self) -> Standby | None:
         return self.runner.standby
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from orchestrator.control.cleanup import tear_down
 from orchestrator.control.context import RunContext
@@ -24,14 +25,34 @@ from recovery.policy import History, next_region
 
 @dataclass
 class Warm:
+    """A cluster up before its attempt: with the runtime waiting for its go (``proc``, a
+    run's own standby), or bare (a standby pool's, ``pool``: the attempt starts its runtime)."""
+
     region: str
     generation: int
     cluster: ClusterHandle
-    proc: RuntimeProcess
+    proc: RuntimeProcess | None
+    pool: str | None = None
 
 
 Launch = Callable[..., ClusterHandle]  # (region, generation, purpose=) -> a journaled cluster
 StartRuntime = Callable[..., RuntimeProcess]  # (cluster, region, generation, standby=) -> the driver
+
+
+class Standby(Protocol):
+    """What the attempt runner and the controller ask of a standby: the run's own
+    (StandbyManager) or a pool's (orchestrator/control/pool.py, PooledStandby)."""
+
+    launch: Launch | None
+    start_runtime: StartRuntime | None
+
+    def ensure(self, current: str) -> None: ...
+
+    def take(self, region: str) -> Warm | None: ...
+
+    def check(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class StandbyManager:

@@ -33,11 +33,12 @@ from orchestrator.config.schema import Config, Placement
 from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controller import Controller
-from orchestrator.control.controlstate import ControlState, GuardedProvider
+from orchestrator.control.controlstate import ControlState, ControlStoreError, GuardedProvider
 from orchestrator.control.listeners import Listener, ListenerRun, Named, RunEvents
 from orchestrator.control.placement import cost_ranker
+from orchestrator.control.pool import PooledStandby, PoolStore, pool_refusal
 from orchestrator.control.progress import ProgressLine, chaos_text, notify_failed_text, tensorboard_failed_text
-from orchestrator.control.standby import StandbyManager
+from orchestrator.control.standby import Standby, StandbyManager
 from orchestrator.control.stopreq import clear_request
 from orchestrator.metrics.board import NoMetrics, TensorBoardWriter, tensorboard_writer
 from orchestrator.notify import secret as notify_secret
@@ -61,6 +62,7 @@ from providers.base import Capability, Provider
 from recovery.controlkey import forget_key, read_key
 from recovery.keys import AttemptKeys, controller_keys
 from recovery.policy import Budgets, FailurePolicy
+from recovery.pool import pool_key
 from recovery.replication import Replicated, Replicator
 from recovery.signing import derive_state_key, derive_token_key, load_or_create_secret, secret_from_key
 from recovery.store import CheckpointStore
@@ -97,6 +99,9 @@ def build_controller(
     elif control_key is None:
         control_key = read_key(cfg.cloud.control_key)
     derived = None if control_key is None else secret_from_key(control_key, run_id)
+    refused = pool_refusal(cfg, provider, control_key)
+    if refused is not None:
+        raise ControlStoreError(refused)
     secret, secret_created = load_or_create_secret(run_dir, derived)
     # The run's lease in the control store, before anything here acts: another
     # controller's (LeaseHeld) refuses this one (orchestrator/control/controlstate.py).
@@ -107,7 +112,9 @@ def build_controller(
         lease = hold.take()
         provider = GuardedProvider(provider, hold.guard)  # type: ignore[assignment]
     try:
-        parts = _Parts(run_id, run_dir, secret, secret_created, hold, lease)
+        pool = None if control_key is None else cfg.recovery.standby_pool
+        sealing = pool_key(control_key, pool) if control_key is not None and pool else None
+        parts = _Parts(run_id, run_dir, secret, secret_created, hold, lease, sealing)
         return _wire(cfg, provider, parts, out, clock, list(listeners))
     except BaseException:
         if hold is not None:
@@ -125,6 +132,8 @@ class _Parts:
     secret_created: bool
     hold: ControlState | None
     lease: LeaseTaken | None
+    # What seals the records of the run's standby pool (recovery.standby_pool), if it names one.
+    pool_key: bytes | None = field(default=None, repr=False)
 
 
 def _wire(
@@ -214,7 +223,20 @@ def _wire(
         run_key=run_key,
         clock=clock,
     )
-    standby = StandbyManager(ctx, events.next_generation, lambda: events.view.history)
+    standby: Standby
+    if cfg.recovery.standby_pool is not None and parts.pool_key is not None and cfg.cloud.control_store:
+        pool = cfg.recovery.standby_pool
+        store = PoolStore(
+            cfg.cloud.control_store,
+            cfg.cloud.control_options,
+            pool,
+            parts.pool_key,
+            run_id,
+            on_invalid=lambda path, why: events.emit(ControlInvalid(path=f"_pools/{pool}/{path}", reason=why)),
+        )
+        standby = PooledStandby(ctx, store, events.next_generation, lambda: events.view.history)
+    else:
+        standby = StandbyManager(ctx, events.next_generation, lambda: events.view.history)
     injector = FaultInjector(
         [to_plain(f) for f in cfg.chaos.faults],
         control,

@@ -163,7 +163,7 @@ class AttemptEnded(Event):
 @_event("provisioned")
 @dataclass(frozen=True)
 class Provisioned(Event):
-    SPARSE = frozenset({"kept_from"})
+    SPARSE = frozenset({"kept_from", "pool"})
     region: str
     cluster: str
     address: str | None = None
@@ -174,6 +174,9 @@ class Provisioned(Event):
     # The attempt took the cluster the attempt of this generation kept (cluster_kept):
     # nothing launched; provision_s is the restore's preparation alone.
     kept_from: int | None = None
+    # The attempt took its standby pool's cluster (pool_taken): nothing launched, and the
+    # run pays for the cluster from here on.
+    pool: str | None = None
 
 
 @_event("cluster_kept")
@@ -684,6 +687,59 @@ class StandbyActivated(Event):
     region: str
     generation: int
     cluster: str | None = None
+
+
+@_event("pool_joined")
+@dataclass(frozen=True)
+class PoolJoined(Event):
+    """The run waits on its standby pool's cluster in ``region`` (recovery.standby_pool):
+    it shares its cost from here until ``pool_share`` says what its share came to."""
+
+    pool: str
+    region: str
+
+
+@_event("pool_launched")
+@dataclass(frozen=True)
+class PoolLaunched(Event):
+    """This run launched the pool's standby in ``region`` (``ready`` once up, or why not);
+    its cost is every covered run's, by ``pool_share``."""
+
+    pool: str
+    region: str
+    cluster: str | None = None
+    provision_s: float | None = None
+    error: str | None = None
+
+
+@_event("pool_taken")
+@dataclass(frozen=True)
+class PoolTaken(Event):
+    """This run lost its region and took the pool's standby in ``region``; the pool
+    launches the next one. What it did: taken, or why not (lost, another run took it)."""
+
+    pool: str
+    region: str
+    cluster: str | None = None
+    generation: int | None = None
+    taken: bool = True
+    reason: str | None = None
+
+
+@_event("pool_share")
+@dataclass(frozen=True)
+class PoolShare(Event):
+    """The run's share of one pool standby's idle time in ``region``: ``share_s`` of its
+    seconds from ``from_ts`` to ``to_ts``, each second split between the ``runs`` it
+    covered then (goodput's standby idle, costed at the region's price)."""
+
+    pool: str
+    region: str
+    share_s: float
+    cluster: str | None = None
+    from_ts: float | None = None
+    to_ts: float | None = None
+    runs: int | None = None
 
 
 @_event("multipart_aborted")

@@ -29,7 +29,9 @@ productive / wall.
 Node-hours count each cluster from its launch (provisioned less its provision_s) to its
 teardown (or the session's end, a cluster never torn down) times its nodes. A warm
 standby idles beside the run rather than in its wall time: its hours up to its
-activation (or teardown) are ``standby_idle_node_hours``, costed like the others.
+activation (or teardown) are ``standby_idle_node_hours``, costed like the others. A
+standby pool's cluster counts there by the run's share of it (``pool_share``: each of
+its seconds split between the runs it covered then), and from its taking as the run's own.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from orchestrator.runstate.events import (
     NodeLost,
     NodeReplaced,
     NodeReplaceFailed,
+    PoolShare,
     Provisioned,
     ProvisionFailed,
     ProvisionRetry,
@@ -163,6 +166,8 @@ class _Fold:
     marks: list[tuple[float, int, str, int | None]] = field(default_factory=list)  # (t, seq, phase, gen)
     gens: dict[int, _Gen] = field(default_factory=dict)
     clusters: dict[str, _Cluster] = field(default_factory=dict)
+    # Seconds of standby pools' clusters this run's shares came to, by region.
+    pool_idle: dict[str, float] = field(default_factory=dict)
     gen: int | None = None
     final_step: int | None = None
 
@@ -267,6 +272,8 @@ def _node_hours(f: _Fold, nodes: Mapping[str, int]) -> tuple[dict[str, float], d
             busy = max(0.0, end - c.start)
         if busy or not c.standby:
             hours[c.region] = hours.get(c.region, 0.0) + busy * n / 3600
+    for region, seconds in f.pool_idle.items():
+        idle[region] = idle.get(region, 0.0) + seconds * nodes.get(region, 1) / 3600
     return hours, idle
 
 
@@ -291,6 +298,12 @@ def _apply(f: _Fold, ev: Event) -> None:
         if ev.purpose in (None, "attempt"):
             _relabel_last(f, "provisioning", "waiting_for_capacity")
             f.mark(ev.ts, "orchestration")
+    elif isinstance(ev, Provisioned) and ev.purpose == "pool":
+        pass  # a standby pool's: each run it covered pays its share (pool_share)
+    elif isinstance(ev, PoolShare):
+        share = amount(ev.share_s)
+        if share:
+            f.pool_idle[ev.region] = f.pool_idle.get(ev.region, 0.0) + share
     elif isinstance(ev, Provisioned):
         start = ev.ts - (amount(ev.provision_s) or 0.0)
         if ev.kept_from is None:

@@ -253,6 +253,8 @@ def _attempt_started(v: RunView, e: AttemptStarted) -> RunView:
 
 
 def _provisioned(v: RunView, e: Provisioned) -> RunView:
+    if e.purpose == "pool":
+        return v  # a standby pool's: every run it covers waits on it, and its last one ends it
     v = replace(v, leftover=_with(v.leftover, e.cluster, e), kept_runtimes=_without(v.kept_runtimes, e.cluster))
     if e.purpose != "attempt" or e.generation is None:
         return v

@@ -174,7 +174,14 @@ class LocalProvider:
     # against processes() and signalled (chaos kill_worker); each worker node is a `ray
     # start` of its own, told apart, replaced; the runtime's handle is the connection.
     capabilities = frozenset(
-        {Capability.LOCAL_PROCESSES, Capability.NODES, Capability.REPLACE_NODE, Capability.CUT_CONNECTION}
+        {
+            Capability.LOCAL_PROCESSES,
+            Capability.NODES,
+            Capability.REPLACE_NODE,
+            Capability.CUT_CONNECTION,
+            # A cluster's token is a file beside it and its processes are named in its handle.
+            Capability.SHARED_CLUSTERS,
+        }
     )
 
     def __init__(self, state_dir: str | None = None, code_dir: str = "", dashboard: bool = False) -> None:

@@ -417,3 +417,26 @@ def test_a_config_json_names_kept_targets_which_read_back_and_a_command_line_may
     ):
         err = refused([override])
         assert err.key == key and "how a run's config.json names a target kept in" in str(err)
+
+
+# --- a standby pool ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (["recovery.standby_pool=team"], "needs cloud.control_store"),
+        (["recovery.standby_pool=../x", "cloud.control_store=file:///tmp/c"], "expected a name"),
+        (["recovery.standby_pool=team", "recovery.standby=true", "cloud.control_store=file:///tmp/c"], "pick one"),
+    ],
+)
+def test_a_standby_pool_needs_a_control_store_a_plain_name_and_no_standby_of_its_own(
+    overrides: list[str], words: str
+) -> None:
+    err = refused(overrides)
+    assert err.key == "recovery.standby_pool" and words in str(err)
+
+
+def test_a_standby_pool_with_a_control_store_passes() -> None:
+    cfg = compose(["recovery.standby_pool=team-1", "cloud.control_store=file:///tmp/c"])
+    assert cfg.recovery.standby_pool == "team-1"

@@ -14,6 +14,8 @@ from orchestrator.runstate.events import (
     Event,
     FailureDetected,
     FencesRead,
+    PoolShare,
+    PoolTaken,
     Provisioned,
     ProvisionFailed,
     ProvisionRetry,
@@ -180,6 +182,30 @@ def test_a_standbys_hours_until_it_is_taken_are_idle_beside_the_run() -> None:
     assert g.node_hours["local-b"] == pytest.approx((241.0 - 137.0) / 3600)
     assert g.seconds["provisioning"] == pytest.approx(10.0)  # attempt 2 provisioned nothing
     assert g.as_dict()["cost_usd"]["standby_idle"] == pytest.approx(2.0 * 122.0 / 3600, abs=1e-6)
+
+
+def test_a_pool_standby_costs_the_run_its_share_and_once_taken_is_the_run_s_own() -> None:
+    events = two_attempts()[:9]
+    # Launched by this run for the pool: no hours of the run's by itself (its share says).
+    events.insert(4, Provisioned(ts=20.0, region="local-b", cluster="p1", provision_s=5.0, purpose="pool"))
+    events += [
+        PoolShare(ts=136.0, pool="team", region="local-b", share_s=70.0, cluster="p1", from_ts=15.0, to_ts=136.0),
+        PoolTaken(ts=136.0, pool="team", region="local-b", cluster="p1", generation=2),
+        AttemptStarted(ts=136.0, generation=2, region="local-b", standby=True),
+        Provisioned(
+            ts=137.0, region="local-b", cluster="p1", provision_s=0.0, purpose="attempt", generation=2, pool="team"
+        ),
+        rt(150.0, "train_started", 2, restored_step=100, restore_s=1.0),
+        AttemptEnded(ts=240.0, generation=2, region="local-b", last_step=300),
+        Teardown(ts=241.0, cluster="p1"),
+        RunFinished(ts=242.0, status="SUCCEEDED", final_step=300),
+    ]
+    g = goodput_of(events, {"local-b": NodePrice(2.0, "test")}, {"local-b": 2}, 242.0)
+    assert g.standby_idle_node_hours["local-b"] == pytest.approx(70.0 * 2 / 3600)
+    assert g.node_hours["local-b"] == pytest.approx((241.0 - 137.0) * 2 / 3600)
+    assert g.seconds["provisioning"] == pytest.approx(10.0)  # attempt 2 provisioned nothing
+    assert g.seconds["startup"] == pytest.approx(20.0 + 13.0) and g.seconds["restore"] == pytest.approx(1.0)
+    assert sum(g.seconds.values()) == pytest.approx(g.wall_s)
 
 
 @pytest.mark.parametrize("bad", ["soon", float("nan"), -5.0, 1e300, True, None])
