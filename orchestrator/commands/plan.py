@@ -55,7 +55,7 @@ def cost_lines(cfg: Config, run_dir: str) -> list[str]:
     """recovery.placement=cost: the candidates by expected cost to finish, best first, as
     the run would place itself now (an existing run's journal: where it has got to, and
     where its newest checkpoint is)."""
-    from orchestrator.control.placement import measured, ranking, ranking_lines
+    from orchestrator.control.placement import home_exposure, measured, ranking, ranking_lines
     from orchestrator.runstate.journal import DamagedFile, read_typed
 
     try:
@@ -63,9 +63,16 @@ def cost_lines(cfg: Config, run_dir: str) -> list[str]:
     except (DamagedFile, OSError):
         events = []
     m = measured(events)
+    past = home_exposure(cfg.home_path, exclude=os.path.basename(run_dir))
     where = f"step {m.newest_step} in {', '.join(sorted(m.holders))}" if m.newest_step and m.holders else "none yet"
+    seen = (
+        "no earlier run of this home"
+        if not past.runs
+        else f"{past.runs} earlier run{'s' if past.runs != 1 else ''} of this home"
+    )
     return [
         "placement by expected cost to finish (recovery.placement=cost; * where it would go):",
-        *ranking_lines(ranking(cfg, events, None)),
+        *ranking_lines(ranking(cfg, events, None, past=past)),
         f"newest checkpoint: {where}",
+        f"losses learned from: this run and {seen}",
     ]

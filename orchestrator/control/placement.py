@@ -1,7 +1,8 @@
 """recovery.placement=cost: each candidate measured and priced for recovery/placement.py
 to rank, from the run's config and what its journal says so far (its provisioning,
 start-up and restore times, its step time, where its newest checkpoint is, the losses it
-met in each region). The same for the first placement, each failover and ``action=plan``.
+met in each region) and what the home's earlier runs met there. The same for the first
+placement, each failover and ``action=plan``.
 
 Where the journal has not measured something yet, every candidate gets the same guess,
 so it weighs nothing in the ranking: a provisioning time no region has shown, a step
@@ -10,12 +11,15 @@ time before any step (``DEFAULT_STEP_S``)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config.derived import total_steps
 from orchestrator.config.schema import Config
+from orchestrator.runstate import rundir
 from orchestrator.runstate.events import (
     AttemptEnded,
     AttemptStarted,
@@ -114,12 +118,67 @@ def measured(events: Sequence[Event], now: float | None = None) -> Measured:
     return m
 
 
+@dataclass(frozen=True)
+class Exposure:
+    """The losses each region dealt and the hours spent there, by this home's past runs:
+    evidence for a region's loss rate beside the run's own (``learned_rate``)."""
+
+    losses: dict[str, int] = field(default_factory=dict)
+    hours: dict[str, float] = field(default_factory=dict)
+    runs: int = 0
+
+
+NO_EXPOSURE = Exposure()
+# The newest past runs read, and the largest journal read of one: a bounded look back,
+# at the run's start (and once per action=plan), never at a failover.
+MAX_PAST_RUNS = 50
+MAX_PAST_JOURNAL_BYTES = 16 * 1024 * 1024
+
+
+def home_exposure(home: str, exclude: str | None = None) -> Exposure:
+    """What the newest ``MAX_PAST_RUNS`` runs under ``home`` (``exclude`` not among them)
+    met in each region. A journal that cannot be read, is too large or is damaged is
+    passed over: it is evidence, never a reason to stop."""
+    runs_dir = rundir.runs_path(home)
+    try:
+        names = [n for n in os.listdir(runs_dir) if n != exclude]
+    except OSError:
+        return NO_EXPOSURE
+    journals = []
+    for name in names:
+        path = rundir.journal_path(os.path.join(runs_dir, name))
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_PAST_JOURNAL_BYTES:
+            journals.append((st.st_mtime, path))
+    losses: dict[str, int] = {}
+    hours: dict[str, float] = {}
+    runs = 0
+    for _mtime, path in sorted(journals, reverse=True)[:MAX_PAST_RUNS]:
+        try:
+            events = list(read_typed(path))
+        except (DamagedFile, OSError, ValueError):
+            continue
+        if not events:
+            continue  # nothing a run journals: no evidence
+        m = measured(events)
+        runs += 1
+        for region, n in m.losses.items():
+            losses[region] = losses.get(region, 0) + n
+        for region, h in m.hours.items():
+            hours[region] = hours.get(region, 0.0) + h
+    return Exposure(losses, hours, runs)
+
+
 def _mean(values: Sequence[float], default: float = 0.0) -> float:
     return sum(values) / len(values) if values else default
 
 
-def outlooks(cfg: Config, m: Measured, lost: str | None) -> list[Outlook]:
-    """Each candidate as ``m`` and the config show it, ``lost`` the region just lost."""
+def outlooks(cfg: Config, m: Measured, lost: str | None, past: Exposure = NO_EXPOSURE) -> list[Outlook]:
+    """Each candidate as ``m`` and the config show it, ``lost`` the region just lost;
+    ``past``: what the home's earlier runs met, weighed with the run's own losses."""
     regions = cfg.cloud.regions
     every_provision = [p for ps in m.provision_s.values() for p in ps]
     lost_geo = geography(regions[lost].infra) if lost in regions else None
@@ -146,7 +205,11 @@ def outlooks(cfg: Config, m: Measured, lost: str | None) -> list[Outlook]:
             Outlook(
                 region=name,
                 usd_per_hour=None if price is None else price * rc.node_count(),
-                rate_per_h=learned_rate(rc.preemption_rate_per_h, m.losses.get(name, 0), m.hours.get(name, 0.0)),
+                rate_per_h=learned_rate(
+                    rc.preemption_rate_per_h,
+                    m.losses.get(name, 0) + past.losses.get(name, 0),
+                    m.hours.get(name, 0.0) + past.hours.get(name, 0.0),
+                ),
                 provision_s=provision,
                 startup_s=_mean(m.startup_s),
                 restore_s=restore,
@@ -163,26 +226,34 @@ def _infra(cfg: Config, region: str) -> str:
     return rc.infra if rc is not None else ""
 
 
-def ranking(cfg: Config, events: Sequence[Event], lost: str | None, now: float | None = None) -> list[Score]:
-    """Every candidate, best first, for a run whose journal holds ``events``."""
+def ranking(
+    cfg: Config,
+    events: Sequence[Event],
+    lost: str | None,
+    now: float | None = None,
+    past: Exposure = NO_EXPOSURE,
+) -> list[Score]:
+    """Every candidate, best first, for a run whose journal holds ``events`` (and whose
+    home's earlier runs met ``past``)."""
     m = measured(events, now)
     step_s = m.step_s if m.step_s is not None else DEFAULT_STEP_S
     total = total_steps(cfg) or cfg.job.steps
     work_h = max(0, total - m.newest_step) * step_s / 3600
     interval_h = cfg.checkpoint.interval_steps * step_s / 3600
-    return rank(outlooks(cfg, m, lost), work_h, interval_h, cfg.recovery.correlated_rate_per_h)
+    return rank(outlooks(cfg, m, lost, past), work_h, interval_h, cfg.recovery.correlated_rate_per_h)
 
 
-def cost_ranker(cfg: Config, journal: str) -> Ranker:
+def cost_ranker(cfg: Config, journal: str, past: Exposure = NO_EXPOSURE) -> Ranker:
     """The ranker the failure policy asks at the first placement and each failover: the
-    run's journal read again each time (a rare moment), a damaged one as no history."""
+    run's journal read again each time (a rare moment), a damaged one as no history;
+    ``past``: the home's earlier runs, read once when the run starts."""
 
     def ranker(lost: str | None) -> list[Score]:
         try:
             events = list(read_typed(journal))
         except (DamagedFile, OSError):
             events = []
-        return ranking(cfg, events, lost)
+        return ranking(cfg, events, lost, past=past)
 
     return ranker
 

@@ -18,6 +18,7 @@ A new consumer of the run's events is one more listener: named in ``metrics.list
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -35,7 +36,7 @@ from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controller import Controller
 from orchestrator.control.controlstate import ControlState, ControlStoreError, GuardedProvider
 from orchestrator.control.listeners import Listener, ListenerRun, Named, RunEvents
-from orchestrator.control.placement import cost_ranker
+from orchestrator.control.placement import cost_ranker, home_exposure
 from orchestrator.control.pool import PooledStandby, PoolStore, pool_refusal
 from orchestrator.control.progress import ProgressLine, chaos_text, notify_failed_text, tensorboard_failed_text
 from orchestrator.control.standby import Standby, StandbyManager
@@ -319,9 +320,13 @@ def stores_for(cfg: Config, proxies: dict[str, Any], keys: AttemptKeys | None) -
 
 def policy_for(cfg: Config, journal: str | None = None) -> FailurePolicy:
     """The failure policy with the run's budgets (recovery.*); with recovery.placement=cost
-    and the run's ``journal``, a ranker by expected cost to finish."""
+    and the run's ``journal``, a ranker by expected cost to finish (the home's earlier
+    runs' losses read once, here)."""
     candidates = cfg.candidate_regions()
-    ranker = cost_ranker(cfg, journal) if cfg.recovery.placement is Placement.cost and journal else None
+    ranker = None
+    if cfg.recovery.placement is Placement.cost and journal:
+        this_run = os.path.basename(os.path.dirname(journal))
+        ranker = cost_ranker(cfg, journal, home_exposure(cfg.home_path, exclude=this_run))
     return FailurePolicy(
         candidates,
         Budgets(

@@ -11,8 +11,16 @@ from typing import Any
 import pytest
 
 import orchestrator.control.watch as watch
+from orchestrator.commands.plan import cost_lines
 from orchestrator.config.compose import compose
-from orchestrator.control.placement import capacity_for, measured, outlooks, ranking, ranking_lines
+from orchestrator.control.placement import (
+    capacity_for,
+    home_exposure,
+    measured,
+    outlooks,
+    ranking,
+    ranking_lines,
+)
 from orchestrator.control.wiring import build_controller
 from orchestrator.runstate.events import (
     AttemptEnded,
@@ -23,6 +31,7 @@ from orchestrator.runstate.events import (
     RunStarted,
     RuntimeReport,
 )
+from orchestrator.runstate.journal import Journal
 from tests.support.fakecloud import FakeCloud, Script
 
 pytestmark = pytest.mark.unit
@@ -83,6 +92,44 @@ def test_the_ranking_puts_the_cheapest_to_finish_first_and_prints_as_a_table(tmp
     assert lines[0].split() == ["region", "$/h", "loss/h", "setup", "hours", "$", "to", "finish", "checkpoint"]
     assert lines[1].startswith("  * local-a") and lines[3].rstrip().endswith("local-b")
     assert ranking_lines([s.as_dict() for s in table]) == lines
+
+
+def _past_run(home: Path, run_id: str, region: str, hours: float, losses: int) -> None:
+    """A finished run of this home: ``hours`` in ``region``, which lost it ``losses`` times."""
+    path = home / "runs" / run_id / "journal.jsonl"
+    path.parent.mkdir(parents=True)
+    j = Journal(str(path))
+    j.emit(RunStarted(run_id=run_id))
+    j.emit(AttemptStarted(generation=1, region=region))
+    for _ in range(losses):
+        j.emit(FailureDetected(kind="preempted", region=region))
+    end = j.emit(AttemptEnded(generation=1, region=region, last_step=10))
+    lines = path.read_text().splitlines()
+    # Back-dated: the attempt started ``hours`` before it ended.
+    import json
+
+    started = json.loads(lines[1])
+    started["ts"] = end.ts - hours * 3600
+    lines[1] = json.dumps(started)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_home_s_earlier_runs_teach_a_region_s_loss_rate_and_move_the_ranking(tmp_path: Path) -> None:
+    c = cfg(tmp_path, *PRICED)
+    assert ranking(c, [], None)[0].region == "local-a"  # the cheapest, no losses known
+    _past_run(tmp_path, "earlier-1", "local-a", hours=1.0, losses=150)
+    _past_run(tmp_path, "earlier-2", "local-a", hours=1.0, losses=150)
+    (tmp_path / "runs" / "broken").mkdir()
+    (tmp_path / "runs" / "broken" / "journal.jsonl").write_text("not json\n")
+    past = home_exposure(str(tmp_path), exclude="p")
+    assert past.runs == 2 and past.losses == {"local-a": 300}
+    assert home_exposure(str(tmp_path), exclude="earlier-2").runs == 1  # a run is not its own past
+    assert past.hours["local-a"] == pytest.approx(2.0, rel=1e-3)
+    table = ranking(c, [], None, past=past)
+    assert [t.region for t in table] == ["local-c", "local-a", "local-b"]
+    assert table[1].rate_per_h == pytest.approx(300 / 3, rel=1e-3)  # none declared: 300 losses in 1 + 2 hours
+    lines = cost_lines(c, str(tmp_path / "runs" / "p"))
+    assert lines[2].startswith("  * local-c") and lines[-1].endswith("2 earlier runs of this home")
 
 
 @pytest.fixture
