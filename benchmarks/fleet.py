@@ -11,7 +11,9 @@ log-uniform in 0.02-0.6 an hour (GPU spot is reclaimed every few hours to every 
 in the traces of "Can't Be Late", NSDI '24), and outages per geography (cloud and
 continent) at one per 500 hours, 0.5-3 h long, that take every region there down. A
 ``--trace`` CSV (``time_h,region,event`` with event ``preempt``, ``outage_start`` or
-``outage_end``) replaces the synthetic trace for every run. Restart times (provisioning,
+``outage_end``) replaces the synthetic trace for every run; ``--reclaim-gap-h`` leaves a
+region without spot capacity for a while after each reclaim (exponential, that mean).
+Restart times (provisioning,
 start-up, restore) are drawn around this project's measured figures (docs/benchmarks:
 ``vs_skypilot.json``'s cluster-up, ``recovery-digits.json``'s start-up and restore), 0.5x
 to 1.5x.
@@ -101,10 +103,14 @@ class Trace:
 
     preempt: dict[str, list[float]] = field(default_factory=dict)
     down: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # Spans with no spot capacity left after a reclaim (--reclaim-gap-h): spot launches refused.
+    dry: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
-    def outage_at(self, region: str, t: float) -> float | None:
-        """When the outage ``region`` is in at ``t`` ends; None when it is up."""
-        return next((end for start, end in self.down.get(region, []) if start <= t < end), None)
+    def outage_at(self, region: str, t: float, spot: bool = False) -> float | None:
+        """When the outage ``region`` is in at ``t`` ends (for a spot launch, a span with no
+        spot capacity too); None when it is up."""
+        spans = [*self.down.get(region, []), *(self.dry.get(region, []) if spot else [])]
+        return max((end for start, end in spans if start <= t < end), default=None)
 
     def next_loss(self, region: str, t: float, spot: bool) -> float:
         times = [s for s, _ in self.down.get(region, []) if s > t]
@@ -113,12 +119,16 @@ class Trace:
         return min(times, default=math.inf)
 
 
-def synthetic(rng: random.Random, regions: list[Region], rates: dict[str, float], horizon: float) -> Trace:
+def synthetic(
+    rng: random.Random, regions: list[Region], rates: dict[str, float], horizon: float, reclaim_gap_h: float = 0.0
+) -> Trace:
     tr = Trace()
     for r in regions:
         t, times = 0.0, []
         while (t := t + rng.expovariate(rates[r.name])) < horizon:
             times.append(t)
+            if reclaim_gap_h > 0:
+                tr.dry.setdefault(r.name, []).append((t, t + rng.expovariate(1 / reclaim_gap_h)))
         tr.preempt[r.name] = times
     for geo in sorted({g for r in regions if (g := geography(r.infra)) is not None}):
         t = 0.0
@@ -181,9 +191,11 @@ def _ranker(  # type: ignore[no-untyped-def]
     by = {r.name: r for r in regions}
 
     def by_price(lost: str | None) -> list[Score]:
-        # No loss rate, no egress, the same set-up everywhere: the ranking is the spot price's.
+        # No loss rate, no egress, the same set-up everywhere: the ranking is the spot price's,
+        # the region just lost last (EAGER_NEXT_REGION: away from it first, whatever the loss).
         outlooks = [Outlook(r.name, r.spot_usd, 0.0, run.setup_h * 3600, 0.0, 0.0) for r in regions]
-        return rank(outlooks, left[0], INTERVAL_H)
+        table = rank(outlooks, left[0], INTERVAL_H)
+        return [s for s in table if s.region != lost] + [s for s in table if s.region == lost]
 
     def by_cost(lost: str | None) -> list[Score]:
         lost_geo = geography(by[lost].infra) if lost else None
@@ -251,7 +263,7 @@ def simulate(policy: str, regions: list[Region], run: Run, trace: Trace) -> Outc
         if up_since is None:
             on_demand = wants(on_demand)
             price = by[region].on_demand_usd if on_demand else by[region].spot_usd
-            if (end := trace.outage_at(region, t)) is not None:
+            if (end := trace.outage_at(region, t, spot=not on_demand)) is not None:
                 t += min(run.setup_h, end - t)  # a launch tried and refused: no capacity there
                 failure = Failure(FailureKind.NO_CAPACITY, region, "outage")
             else:
@@ -325,16 +337,25 @@ def draw(
 
 
 def fleet_figures(
-    runs: int, seed: int, deadline_share: float, trace_csv: str | None = None, setup_scale: float = 1.0
+    runs: int,
+    seed: int,
+    deadline_share: float,
+    trace_csv: str | None = None,
+    setup_scale: float = 1.0,
+    reclaim_gap_h: float = 0.0,
 ) -> dict[str, float | int]:
     regions = fleet()
     setup_s = measured_setup_s() * setup_scale
     rng = random.Random(seed)
     given = from_csv(trace_csv, regions) if trace_csv else None
     totals = {p: {"wall": 0.0, "work": 0.0, "usd": 0.0, "missed": 0, "deadline_runs": 0, "losses": 0} for p in POLICIES}
+    cheapest_spot = min(r.spot_usd for r in regions)
+    floor = 0.0
     for _ in range(runs):
         run, rates = draw(rng, regions, setup_s, deadline_share)
-        trace = given or synthetic(rng, regions, rates, run.work_h * HORIZON_FACTOR)
+        # What no policy can beat: the work on the cheapest spot capacity, never lost.
+        floor += run.work_h * cheapest_spot
+        trace = given or synthetic(rng, regions, rates, run.work_h * HORIZON_FACTOR, reclaim_gap_h)
         for p in POLICIES:
             out = simulate(p, regions, run, trace)
             tot = totals[p]
@@ -344,7 +365,12 @@ def fleet_figures(
             tot["losses"] += out.losses
             tot["deadline_runs"] += int(run.deadline_h is not None)
             tot["missed"] += int(out.missed)
-    figures: dict[str, float | int] = {"runs": runs, "seed": seed, "setup_s": round(setup_s, 1)}
+    figures: dict[str, float | int] = {
+        "runs": runs,
+        "seed": seed,
+        "setup_s": round(setup_s, 1),
+        "reclaim_gap_h": reclaim_gap_h,
+    }
     for p, tot in totals.items():
         key = p.replace("+", "_")
         figures[f"goodput_{key}"] = round(tot["work"] / tot["wall"], 4)
@@ -352,6 +378,9 @@ def fleet_figures(
         figures[f"deadline_misses_{key}"] = int(tot["missed"])
         figures[f"losses_per_run_{key}"] = round(tot["losses"] / runs, 3)
     figures["deadline_runs"] = int(totals["cost"]["deadline_runs"])
+    figures["usd_per_run_floor"] = round(floor / runs, 4)
+    # The least any policy's $ per run can be against cheapest-first's on this fleet.
+    figures["floor_vs_cheapest_usd_ratio"] = round(floor / runs / figures["usd_per_run_cheapest"], 4)
     figures["cost_vs_cheapest_usd_ratio"] = round(figures["usd_per_run_cost"] / figures["usd_per_run_cheapest"], 4)
     figures["cost_vs_cheapest_goodput_ratio"] = round(figures["goodput_cost"] / figures["goodput_cheapest"], 4)
     return figures
@@ -366,11 +395,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--setup-scale", type=float, default=1.0, help="restart times as measured here, times this (cloud VMs: 5-10)"
     )
+    ap.add_argument(
+        "--reclaim-gap-h",
+        type=float,
+        default=0.0,
+        help="after each reclaim, no spot capacity in its region for this many hours on average (exponential)",
+    )
     ap.add_argument("--json", metavar="PATH", help="write the figures and ratios there (flat keys)")
     args = ap.parse_args(argv)
     if args.runs < 1 or not 0 <= args.deadline_share <= 1 or not 0 < args.setup_scale <= 1000:
         raise SystemExit("--runs must be at least 1, --deadline-share in 0..1 and --setup-scale in (0, 1000]")
-    figures = fleet_figures(args.runs, args.seed, args.deadline_share, args.trace, args.setup_scale)
+    if not 0 <= args.reclaim_gap_h <= 1000:
+        raise SystemExit("--reclaim-gap-h must be in 0..1000 hours")
+    figures = fleet_figures(args.runs, args.seed, args.deadline_share, args.trace, args.setup_scale, args.reclaim_gap_h)
     print(f"{'policy':<10}{'goodput':>9}{'$/run':>10}{'misses':>8}{'losses':>8}")
     for p in POLICIES:
         k = p.replace("+", "_")
@@ -381,6 +418,10 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"cost vs cheapest-first: {figures['cost_vs_cheapest_usd_ratio']:.3f}x the $ per run, "
         f"{figures['cost_vs_cheapest_goodput_ratio']:.3f}x the goodput ({figures['deadline_runs']} deadline runs)"
+    )
+    print(
+        f"floor (the work on the cheapest spot, never lost): {figures['usd_per_run_floor']:.3f} $/run, "
+        f"{figures['floor_vs_cheapest_usd_ratio']:.3f}x cheapest-first's: no policy can do better here"
     )
     write_json(args.json, figures)
 

@@ -139,6 +139,10 @@ def fleet(data: dict[str, Any], out: Path) -> None:
             va="bottom",
             fontsize=8,
         )
+    if "usd_per_run_floor" in data:
+        floor = data["usd_per_run_floor"]
+        dollars.axhline(floor, color="black", linestyle="--", linewidth=0.8, label="floor: cheapest spot, never lost")
+        dollars.legend(fontsize=7, loc="upper right")
     dollars.set_ylabel("$ per run")
     dollars.set_title(f"{data['runs']} runs, {data['deadline_runs']} with a deadline", fontsize=9)
     good.bar(

@@ -233,10 +233,23 @@ def _after_preemption(
     small = budgets.too_small
     failed_at = history.region_failed_at
     target = next_region(candidates, failure.region, failed_at, now, budgets.region_cooldown_s, small, ranked)
+    if ranked is not None and _ranks_before(ranked, failure.region, target):
+        # Placement by cost: the region itself is not down, only this VM was reclaimed, and
+        # with the loss counted against it, it is still the cheapest place to finish.
+        return Decision(
+            Action.RESTART_IN_PLACE, failure.region, "preempted; still the lowest expected cost to finish here"
+        )
     skips = _skips(candidates, failure.region, target, small, ranked)
     if target is None:
         return Decision(Action.RESTART_IN_PLACE, failure.region, f"preempted; no other region is healthy{skips}")
     return Decision(Action.FAILOVER, target, f"preempted in {failure.region}: checkpointed on notice{skips}")
+
+
+def _ranks_before(ranked: Sequence[str], region: str, other: str | None) -> bool:
+    """Does ``region`` rank before ``other`` (None: before nothing eligible)?"""
+    if region not in ranked:
+        return False
+    return other is None or other not in ranked or ranked.index(region) < ranked.index(other)
 
 
 # recovery.placement=cost: every candidate scored, best first, given the region just lost
@@ -259,7 +272,10 @@ class FailurePolicy:
             return decide(failure, self.candidates, history, self.budgets, now)
         table = self.ranker(failure.region)
         decision = decide(failure, self.candidates, history, self.budgets, now, [s.region for s in table])
-        if decision.action is not Action.FAILOVER:
+        placed = decision.action is Action.FAILOVER or (
+            decision.action is Action.RESTART_IN_PLACE and failure.kind is FailureKind.PREEMPTED
+        )
+        if not placed:
             return decision
         return replace(
             decision,

@@ -50,10 +50,29 @@ def test_cost_placement_leaves_regions_the_run_learned_are_reclaimed_often() -> 
 
 
 def test_a_far_checkpoint_costs_its_egress_and_copy_under_cost_placement() -> None:
-    trace = Trace(preempt={"us-central1": [1.1]})
+    trace = Trace(down={"us-central1": [(1.1, 1000.0)]})  # the cheapest region down: the run leaves it
     near = simulate("cost", REGIONS, run(gb=0.0), trace)
     far = simulate("cost", REGIONS, run(gb=40.0), trace)
     assert far.usd > near.usd and far.wall_h > near.wall_h
+
+
+def test_after_a_reclaim_cost_relaunches_in_the_cheapest_region_and_cheapest_first_leaves_it() -> None:
+    trace = Trace(preempt={"us-central1": [1.1]})
+    cheapest_spot = min(r.spot_usd for r in REGIONS)
+    cost = simulate("cost", REGIONS, run(work_h=4.0), trace)
+    eager = simulate("cheapest", REGIONS, run(work_h=4.0), trace)
+    assert cost.losses == eager.losses == 1
+    # Cost stayed on the cheapest capacity; eager-next-region paid another region's price after 1.1 h.
+    assert cost.usd < eager.usd
+    assert cost.usd == pytest.approx(cheapest_spot * cost.wall_h, rel=0.01)
+
+
+def test_a_region_without_spot_capacity_after_a_reclaim_refuses_the_relaunch() -> None:
+    trace = Trace(preempt={"us-central1": [1.1]}, dry={"us-central1": [(1.1, 50.0)]})
+    out = simulate("cost", REGIONS, run(work_h=4.0), trace)
+    assert out.losses == 2  # the reclaim, then the relaunch refused
+    stayed = simulate("cost", REGIONS, run(work_h=4.0), Trace(preempt={"us-central1": [1.1]}))
+    assert out.usd > stayed.usd and out.wall_h > stayed.wall_h  # the rest paid elsewhere, after a refusal
 
 
 def test_a_deadline_run_out_of_slack_finishes_on_demand_and_meets_it() -> None:

@@ -146,6 +146,29 @@ def test_a_lone_region_restarts_in_place_after_a_preemption() -> None:
     assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "a")
 
 
+def _ranked(order: list[str]):  # type: ignore[no-untyped-def]
+    from recovery.placement import Score
+
+    def ranker(lost: str | None) -> list[Score]:
+        return [Score(r, 1.0, float(i), 1.0, 0.0, 0.0, 0.0, None, False) for i, r in enumerate(order)]
+
+    return ranker
+
+
+def test_placed_by_cost_a_preempted_region_still_cheapest_to_finish_restarts_in_place() -> None:
+    p = FailurePolicy(CANDIDATES, Budgets(5, 0, COOLDOWN), _ranked(["b", "a", "c"]))
+    d, h = step(p, History(), K.PREEMPTED, "b", now=0.0)
+    assert (d.action, d.region) == (Action.RESTART_IN_PLACE, "b")
+    assert "still the lowest expected cost" in d.reason and d.placement is not None
+    assert (h.preemptions, h.region_failed_at) == (1, {})
+    # Ranked below another: it leaves, as without a ranker.
+    d, _ = step(p, History(), K.PREEMPTED, "a", now=0.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "b")
+    # A region that is down (not a reclaimed VM) is left, however cheap.
+    d, _ = step(p, History(), K.CLUSTER_LOST, "b", now=0.0)
+    assert (d.action, d.region) == (Action.FAILOVER, "a")
+
+
 def test_a_lost_controller_costs_no_failover() -> None:
     failure = Failure(K.CONTROLLER_LOST, "a", "")
     h = History().after(failure, Decision(Action.RESTART_IN_PLACE, "a", ""), 0.0)
