@@ -6,7 +6,11 @@ the first training step to the last, from the run's journal. The goal (issue 15)
 at most 1% of a core in steady state, detection still within two heartbeat
 intervals (``benchmarks/recovery.py`` measures that).
 
-    python benchmarks/controller_cpu.py [--steps 6000] [--json PATH]
+    python benchmarks/controller_cpu.py [--steps 6000] [--pool] [--json PATH]
+
+``--pool``: the run waits on a standby pool's cluster (recovery.standby_pool, a control
+store in the run's home, recovery.placement=cost), the controller renewing its
+membership and reading the pool every 2 s.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def split(samples: list[tuple[float, float, float]]) -> tuple[list[tuple[float, 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--pool", action="store_true", help="with a standby pool and placement by cost")
     ap.add_argument("--json", metavar="PATH", help="write the figures there (flat keys)")
     return ap.parse_args(argv)
 
@@ -73,7 +78,16 @@ def main(argv: list[str] | None = None) -> None:
     run_id = "controller-cpu"
     argv_run = [sys.executable, "-m", "orchestrator", "job=digits", f"run_id={run_id}", "progress=false"]
     argv_run.append(f"job.steps={args.steps}")
-    proc = subprocess.Popen(argv_run, cwd=REPO, env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    extra: dict[str, str] = {}
+    if args.pool:
+        argv_run += [
+            f"cloud.control_store=file://{home}/control",
+            "recovery.standby_pool=bench",
+            "recovery.placement=cost",
+        ]
+        extra["ORCHESTRATOR_CONTROL_KEY"] = "b" * 64
+    env = env_for(home, extra)
+    proc = subprocess.Popen(argv_run, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     me = psutil.Process(proc.pid)
     samples: list[tuple[float, float, float]] = []
     while proc.poll() is None:
@@ -100,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         "controller_system_frac": round(system, 4),
         "training_s": round(ended - started, 2),
         "steps": args.steps,
+        "pool": args.pool,
     }
     print(
         f"training {figures['training_s']:.1f}s; controller CPU {frac * 100:.2f}% of one core "
