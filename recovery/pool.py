@@ -50,10 +50,11 @@ class Entry:
     expires_at: float | None = None  # a launch's deadline
     cluster: dict[str, Any] | None = None  # the standby's ClusterHandle (name, region, provider, address, info)
     launched_at: float | None = None  # since when the standby costs (its launch began)
+    host: str | None = None  # the machine that launched it (a local provider's cluster is that machine's)
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"seq": self.seq, "state": self.state, "run_id": self.run_id, "at": self.at}
-        for name in ("expires_at", "cluster", "launched_at"):
+        for name in ("expires_at", "cluster", "launched_at", "host"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -76,7 +77,10 @@ def entry_of(obj: dict[str, Any], seq: int) -> Entry | str:
             return "is a ready standby without its cluster"
     elif cluster is not None and not _handle(cluster):
         return "names a cluster that is not one"
-    return Entry(seq, state, run_id[:200], at, expires_at, cluster, launched_at)
+    host = obj.get("host")
+    if host is not None and not isinstance(host, str):
+        return "names a host that is not one"
+    return Entry(seq, state, run_id[:200], at, expires_at, cluster, launched_at, host[:200] if host else None)
 
 
 def _time(value: Any) -> float | None:

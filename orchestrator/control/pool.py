@@ -17,6 +17,7 @@ is): the run that takes it skips provisioning, not its runtime's start-up.
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -202,6 +203,10 @@ class PooledStandby:
         # Per standby (its cluster's name): until when this run's share is journaled.
         self._paid_to: dict[str, float] = {}
         self.ttl_s = max(30.0, 3 * CHECK_EVERY_S, float(ctx.cfg.recovery.controller_lease_s))
+        self.host = socket.gethostname()[:200]
+        # A cluster of processes on the machine that launched it is no other machine's to
+        # watch, take or end (a pid or port here would be another process's).
+        self.local_only = Capability.LOCAL_PROCESSES in ctx.provider.capabilities
 
     # --- membership ------------------------------------------------------------------------
     def ensure(self, current: str) -> None:
@@ -243,7 +248,7 @@ class PooledStandby:
         if current is None or current.state != READY:
             return
         self._pay(region, current, now)
-        if not others_waiting(self.store.run_id, self.store.members(region), now):
+        if self._ours(current) and not others_waiting(self.store.run_id, self.store.members(region), now):
             # No run waits on it any more: it goes, by whoever says so first.
             if self.store.append(region, top, Entry(0, GONE, self.store.run_id, now, cluster=current.cluster)):
                 self._tear_down(current, "the last run its pool standby covered left")
@@ -267,7 +272,7 @@ class PooledStandby:
             ended = standing(entries)
             if ended is not None and ended.cluster is not None:
                 self._pay(region, ended, current.at)
-        if current is not None and current.state == READY and not self._healthy(current):
+        if current is not None and current.state == READY and self._ours(current) and not self._healthy(current):
             gone = self.store.append(region, top, Entry(0, GONE, self.store.run_id, now, cluster=current.cluster))
             if gone is None:
                 return  # another run said so first: it tears it down
@@ -299,7 +304,9 @@ class PooledStandby:
             self.store.append(region, claimed.seq, Entry(0, GONE, self.store.run_id, ctx.clock()))
             ctx.emit(PoolLaunched(pool=self.store.pool, region=region, error=str(exc)[:500]))
             return
-        ready = Entry(0, READY, self.store.run_id, ctx.clock(), cluster=asdict(cluster), launched_at=now)
+        ready = Entry(
+            0, READY, self.store.run_id, ctx.clock(), cluster=asdict(cluster), launched_at=now, host=self.host
+        )
         if self.store.append(region, claimed.seq, ready) is None:
             # Past its deadline, another run launched in its place: this one is no one's.
             tear_down(ctx.provider, ctx.emit, cluster, reason="another run launched the pool standby", purpose="pool")
@@ -326,7 +333,7 @@ class PooledStandby:
         if current is None or current.state != READY or current.cluster is None:
             return None
         cluster = _handle(current.cluster)
-        if cluster.region != region or cluster.provider != ctx.provider.name:
+        if cluster.region != region or cluster.provider != ctx.provider.name or not self._ours(current):
             return None
         if not self._healthy(current):
             if self.store.append(region, top, Entry(0, GONE, self.store.run_id, now, cluster=current.cluster)):
@@ -358,6 +365,10 @@ class PooledStandby:
         self._leave()
 
     # --- helpers -------------------------------------------------------------------------------
+    def _ours(self, entry: Entry) -> bool:
+        """Can this machine reach ``entry``'s cluster?"""
+        return not self.local_only or entry.host == self.host
+
     def _healthy(self, entry: Entry) -> bool:
         assert entry.cluster is not None
         try:

@@ -35,7 +35,7 @@ class Clock:
 
 class Provider:
     name = "local"
-    capabilities = frozenset({Capability.SHARED_CLUSTERS})
+    capabilities = frozenset({Capability.SHARED_CLUSTERS, Capability.LOCAL_PROCESSES})
 
     def __init__(self) -> None:
         self.up: set[str] = set()
@@ -188,6 +188,18 @@ def test_a_failed_launch_is_journaled_and_marks_the_region_gone(tmp_path: Path) 
     assert _states(r1.store) == [LAUNCHING, GONE]
     assert "no capacity" in r1.of("pool_launched")[0]["error"]
     assert r1.pool.take("b") is None
+
+
+def test_a_local_standby_of_another_machine_is_neither_taken_nor_ended_here(tmp_path: Path) -> None:
+    provider, clock = Provider(), Clock()
+    r1 = Run("r1", tmp_path, provider, clock)
+    # A teammate's machine launched it: its pid and port mean nothing on this one.
+    r1.store.append("b", 0, Entry(0, READY, "r9", clock.now, cluster=_cluster("theirs"), host="elsewhere"))
+    assert r1.pool.take("b") is None
+    r1.pool.ensure("a")
+    tick(clock, 4, r1)
+    r1.pool.close()
+    assert _states(r1.store) == [READY] and provider.torn == [] and provider.launched == 0
 
 
 def test_only_one_of_two_writers_of_the_same_entry_wins(tmp_path: Path) -> None:
