@@ -227,12 +227,12 @@ def _s(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}s"
 
 
-def plot(run_dir: str, rep: Report) -> str:
-    """The report's figure, written as ``report.png`` beside the journal."""
+def plot(run_dir: str, rep: Report, out_dir: str | None = None) -> str:
+    """The report's figure, written as ``report.png`` beside the journal (or in ``out_dir``)."""
     plt = _pyplot()
     points = read_loss(run_dir) if rep.loss is None else rep.loss
     fig = search_figure(rep, plt) if rep.search else figure(rep, points, plt)
-    return _save(fig, plt, run_dir)
+    return _save(fig, plt, out_dir or run_dir)
 
 
 def _pyplot() -> Any:
@@ -504,16 +504,17 @@ def _mark(ax: Any, step: int, text: str, colour: str, style: str, top: bool) -> 
     )
 
 
-def write(run_dir: str, rep: Report | None = None) -> tuple[str, str] | None:
+def write(run_dir: str, rep: Report | None = None, out_dir: str | None = None) -> tuple[str, str] | None:
     """The report's text and the plot's path (of ``rep``, or the run's built here), or None
-    for a run with no journal."""
+    for a run with no journal. Both are written beside the journal, or in ``out_dir`` (a
+    run read from the control store, whose folder here is a temporary one)."""
     rep = rep or build(run_dir)
     if rep is None:
         return None
     text = render(rep)
     # Written aside and renamed in: a link planted under the name is replaced, never written through.
-    write_private(os.path.join(run_dir, rundir.REPORT_TEXT), (text + "\n").encode())
-    return text, plot(run_dir, rep)
+    write_private(os.path.join(out_dir or run_dir, rundir.REPORT_TEXT), (text + "\n").encode())
+    return text, plot(run_dir, rep, out_dir)
 
 
 def _save(fig: Any, plt: Any, run_dir: str) -> str:
@@ -528,12 +529,13 @@ def _save(fig: Any, plt: Any, run_dir: str) -> str:
     return path
 
 
-def main(home: str, run_id: str, junit: str | None = None) -> int:
+def main(home: str, run_id: str, junit: str | None = None, out_dir: str | None = None) -> int:
     """``action=report``: the incident report's text, and where its plot was written;
-    with ``junit``, the JUnit XML report written there too."""
+    with ``junit``, the JUnit XML report written there too. ``out_dir``: where the text
+    and plot go instead of the run's folder."""
     run_dir = rundir.run_path(home, run_id)
     rep = build(run_dir)
-    done = write(run_dir, rep)
+    done = write(run_dir, rep, out_dir)
     if rep is None or done is None:
         return error(f"run_id: no run named {run_id!r} under {home}")
     text, png = done

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from orchestrator.commands.goodput_text import cost_total, dollars, unpriced
-from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, live_progress, run_goodput
+from orchestrator.commands.status import CONTROLLER_DIED, UNVERIFIED, FromStore, live_progress, run_goodput
 from orchestrator.errors import printable
 from orchestrator.runstate import rundir
 from orchestrator.runstate.goodput import amount
@@ -39,6 +39,9 @@ from orchestrator.wire.codec import json_is
 UNREADABLE = "UNREADABLE"  # its folder, journal or result.json cannot be read
 # CONTROLLER_DIED (orchestrator.commands.status): a journal, no result, no controller holds the lock
 EMPTY = "EMPTY"  # a folder without a word of a controller's in it
+# A run in the control store whose mirror does not verify under the user's control key
+# (orchestrator/commands/remote.py): nothing of it is shown but its id and why.
+UNVERIFIED_RUN = "UNVERIFIED"
 
 START_ONE = "python -m orchestrator job=digits"
 _NUMBER = (int, float)
@@ -63,9 +66,12 @@ class RunRow:
     unpriced: bool = False  # a region it used has no price (cloud.regions.<r>.hourly_cost)
     # When its folder last changed: orders a run that never said when it started.
     seen_at: float = 0.0
+    # Where it was read, in a list that takes runs from the control store too ("local" or
+    # "store"); None (a list of this home alone): no such key, as before it existed.
+    source: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "seen_at"}
+        return {k: v for k, v in asdict(self).items() if k != "seen_at" and not (k == "source" and self.source is None)}
 
 
 # --- rows from what was read (pure) -----------------------------------------------------------
@@ -248,10 +254,19 @@ def columns(table: list[tuple[str, ...]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
 
 
+# The last column of a list that takes runs from the control store too: where each was read.
+SOURCE_HEADER = "FROM"
+
+
 def render_table(rows: list[RunRow], width: int | None = None) -> str:
     """The rows as aligned columns, then one line per row that has a reason. ``width``
-    (a terminal's) cuts those lines to fit; the table itself is never cut."""
-    lines = columns([HEADER, *(cells(r) for r in rows)])
+    (a terminal's) cuts those lines to fit; the table itself is never cut. Rows that say
+    where they were read get a last column saying so; the columns before it stay as they are."""
+    if any(r.source is not None for r in rows):
+        table = [(*HEADER, SOURCE_HEADER), *((*cells(r), printable(r.source or "-")) for r in rows)]
+    else:
+        table = [HEADER, *(cells(r) for r in rows)]
+    lines = columns(table)
     notes = [f"{printable(r.run_id)}: {printable(r.reason)}" for r in rows if r.reason]
     if notes:
         lines.append("")
@@ -277,8 +292,10 @@ def _seen_at(path: str) -> float:
         return 0.0
 
 
-def read_row(runs_dir: str, name: str, now: float) -> RunRow:
-    """The row of ``runs_dir/name``; a folder that cannot be read is an UNREADABLE row."""
+def read_row(runs_dir: str, name: str, now: float, where: FromStore | None = None) -> RunRow:
+    """The row of ``runs_dir/name``; a folder that cannot be read is an UNREADABLE row.
+    ``where``: a run read from the control store, whose controller lives while its lease
+    holds (no lock in this folder says so) and goes on by a takeover."""
     run_dir = os.path.join(runs_dir, name)
     seen = _seen_at(run_dir)
     if not os.path.isdir(run_dir):
@@ -290,16 +307,27 @@ def read_row(runs_dir: str, name: str, now: float) -> RunRow:
         events = list(read_typed(rundir.journal_path(run_dir)))
         view = fold(events)
         result = read_result(run_dir)
-        alive = controller_alive(run_dir) if result is None else False
+        if result is not None:
+            alive: bool | None = False
+        else:
+            alive = controller_alive(run_dir) if where is None else where.alive
         goodput = run_goodput(events, result, now if alive else None)
     except DamagedFile as exc:
-        fix = f"; {exc.fix}" if exc.fix == REMOVE else ""
+        # A copy of the store's is no file to remove here.
+        fix = f"; {exc.fix}" if exc.fix == REMOVE and where is None else ""
         return unreadable(name, f"{os.path.relpath(exc.path, run_dir)}: {exc.problem}{fix}", seen, view)
     except OSError as exc:
         return unreadable(name, f"cannot be read ({exc.strerror or type(exc).__name__})", seen, view)
     # Only an unfinished run's control channel is asked: result.json says a finished one's step.
-    progress = live_progress(run_dir, view) if result is None else None
-    return row_from(name, view, result, progress, alive, now, seen, goodput)
+    progress = live_progress(run_dir, view, where) if result is None else None
+    row = row_from(name, view, result, progress, alive, now, seen, goodput)
+    if where is not None and row.status == CONTROLLER_DIED:
+        return replace(row, reason=f"no controller holds its lease in the control store; {where.go_on}")
+    if where is not None and result is None and alive is None:
+        return replace(
+            row, reason="cannot tell whether its controller runs (its lease in the control store cannot be read)"
+        )
+    return row
 
 
 def list_runs(home: str, now: float | None = None) -> list[RunRow]:
@@ -321,14 +349,18 @@ def list_runs(home: str, now: float | None = None) -> list[RunRow]:
 
 def main(home: str, fmt: str) -> int:
     """``action=list``: a table for people, or JSON for scripts."""
+    return show(list_runs(home), fmt, no_runs(home))
+
+
+def show(rows: list[RunRow], fmt: str, empty: str) -> int:
+    """The rows printed in ``fmt``; ``empty``: the line that says there are none."""
     import shutil
     import sys
 
-    rows = list_runs(home)
     if fmt == "json":
         print(render_json(rows))
     elif not rows:
-        print(no_runs(home))
+        print(empty)
     else:
         # On a terminal the notes under the table are cut to its width; piped, they stay whole.
         print(render_table(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))

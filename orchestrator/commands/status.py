@@ -6,6 +6,7 @@ import os
 import shlex
 import socket
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
@@ -29,13 +30,35 @@ from orchestrator.runstate.journal import read_typed
 from orchestrator.runstate.result import read_result, shown_total
 from orchestrator.runstate.state import RunView, fold, planned_total
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
-from recovery.keys import AttemptKeys
+from recovery.keys import AttemptKeys, controller_keys
 from recovery.signing import SigningError, run_keys_of
 
 # A run with a journal, no result.json, and no controller holding its lock.
 CONTROLLER_DIED = "CONTROLLER_DIED"
 # One whose controller here stood down to another (its journal's last line says so).
 TAKEN_OVER = "TAKEN_OVER"
+
+
+@dataclass(frozen=True)
+class FromStore:
+    """A run read from the control store's mirror into a temporary folder
+    (orchestrator/commands/remote.py), not a folder a controller keeps on this machine: no
+    lock there says whether its controller lives, its lease in the store does; its live
+    step is on the store it was found in, checked with the keys derived from the user's
+    control key (never written to disk); and a run no controller drives goes on by a
+    takeover, not by a resume here."""
+
+    store: str
+    options: dict[str, Any]
+    secret: bytes = field(repr=False)
+    alive: bool | None  # a verified lease of its controller holds now; None: the lease cannot be read
+    go_on: str  # the command that takes it over
+    source: str  # where it was read, as status says it
+
+
+# Why it cannot be told whether a controller lives, by where the run was read.
+_NO_LOCK = f"{rundir.LOCK_NAME} cannot be opened"
+_NO_LEASE = "its lease in the control store cannot be read"
 
 
 def _fmt_s(value: Any) -> str:
@@ -46,9 +69,10 @@ def _short(url: str | None) -> str:
     return url or "none"
 
 
-def summarize(run_dir: str, now: float | None = None) -> dict[str, Any] | None:
+def summarize(run_dir: str, now: float | None = None, where: FromStore | None = None) -> dict[str, Any] | None:
     """The run as the journal (and result.json, once written) tells it; ``now``: where a
-    live run's goodput ends (None: at its journal's last line)."""
+    live run's goodput ends (None: at its journal's last line); ``where``: a run read
+    from the control store."""
     events = list(read_typed(rundir.journal_path(run_dir)))
     result = read_result(run_dir)
     if not events and result is None:
@@ -75,7 +99,9 @@ def summarize(run_dir: str, now: float | None = None) -> dict[str, Any] | None:
     if events and isinstance(events[-1], ControllerStoodDown):
         s["stood_down"] = events[-1].reason
         s["stood_down_controller"] = events[-1].controller
-    prog = live_progress(run_dir, view)
+    prog = live_progress(run_dir, view, where)
+    if where is not None:
+        s["source"] = where.source
     if prog and UNVERIFIED in prog:
         s["step"], s["unverified"] = view.last_step or None, prog[UNVERIFIED]
     elif prog:
@@ -112,17 +138,25 @@ def last_controller(events: list[Event]) -> dict[str, Any] | None:
     return None
 
 
-def controller_text(c: dict[str, Any], alive: bool | None, running: bool | None, supervised: bool | None) -> str:
+def controller_text(
+    c: dict[str, Any],
+    alive: bool | None,
+    running: bool | None,
+    supervised: bool | None,
+    where: FromStore | None = None,
+) -> str:
     """The controller's line: where it runs, since when, and whether it lives. ``alive``:
-    whether it holds the run's lock (None: cannot be told); ``running``: whether its pid
-    runs on this machine (None: another machine's, or not known); ``supervised``: whether
-    a detached run's supervisor lives."""
+    whether it holds the run's lock (None: cannot be told), or, for a run read from the
+    control store (``where``), its lease there; ``running``: whether its pid runs on this
+    machine (None: another machine's, or not known); ``supervised``: whether a detached
+    run's supervisor lives."""
     host = c.get("host") or "an unnamed machine"
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(c["since"])) if c.get("since") else "?"
     if alive:
         state = "alive" + (", detached (its supervisor restarts it)" if supervised else "")
+        state += " (its lease in the control store holds)" if where is not None else ""
     elif alive is None:
-        state = f"cannot tell whether it lives ({rundir.LOCK_NAME} cannot be opened)"
+        state = f"cannot tell whether it lives ({_NO_LEASE if where is not None else _NO_LOCK})"
     elif running:
         state = f"gone (pid {c['pid']} runs on this machine, but holds no lock on the run: another process now)"
     else:
@@ -142,14 +176,19 @@ def resume_line(home: str, run_id: str) -> str:
     return f"python -m orchestrator action=resume run_id={run_id} home={shlex.quote(str(home))}"
 
 
-def controller_state(state: str, alive: bool | None, run_id: str, home: str) -> tuple[str, str | None]:
+def controller_state(
+    state: str, alive: bool | None, run_id: str, home: str, where: FromStore | None = None
+) -> tuple[str, str | None]:
     """The status of a run without a result.json, given whether a controller holds its
-    lock, and a note: its journal's last state while a controller runs; CONTROLLER_DIED,
-    with the command that goes on, once none does (whatever the journal's last state)."""
+    lock (or, read from the control store, its lease), and a note: its journal's last
+    state while a controller runs; CONTROLLER_DIED, with the command that goes on, once
+    none does (whatever the journal's last state)."""
     if alive is False:
+        if where is not None:
+            return CONTROLLER_DIED, f"no controller holds its lease in the control store; {where.go_on}"
         return CONTROLLER_DIED, f"its controller died; continue it with: {resume_line(home, run_id)}"
     if alive is None:
-        return state, f"cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)"
+        return state, f"cannot tell whether its controller runs ({_NO_LEASE if where is not None else _NO_LOCK})"
     return state, None
 
 
@@ -249,6 +288,7 @@ def render(run_id: str, s: dict[str, Any]) -> str:
     total = s["total"] if s["total"] is not None else planned_total(s["config"])
     lines = [
         f"run        {run_id}",
+        *([f"source     {s['source']}"] if s.get("source") else []),
         f"status     {s['state']}"
         + (f"  ({s['result']['reason']})" if s["result"] and s["result"].get("reason") else "")
         + (f"  ({s['note']})" if s.get("note") else ""),
@@ -323,21 +363,31 @@ def trial_rows(result: dict[str, Any]) -> list[str]:
 UNVERIFIED = "unverified"
 
 
-def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
+def live_progress(run_dir: str, view: RunView, where: FromStore | None = None) -> dict[str, Any] | None:
     """The live step of the run's newest attempt, from its control channel (wherever
-    cloud.control_store put it), once it opens under the run's keys; None before an
-    attempt started or when it cannot be read; ``{UNVERIFIED: why}`` when what is there
-    is not the attempt's own (anyone who can write the control store could write it)."""
+    cloud.control_store put it; for a run read from the control store, ``where``, the
+    store it was found in), once it opens under the run's keys; None before an attempt
+    started or when it cannot be read; ``{UNVERIFIED: why}`` when what is there is not
+    the attempt's own (anyone who can write the control store could write it)."""
     if not view.current_generation:
         return None
     cloud = _section(view.config, "cloud")
     try:
-        url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
-        try:
-            keys: AttemptKeys | None = run_keys_of(run_dir)
-        except SigningError:
-            keys = None  # read as it is, to say that it cannot be checked
-        channel = ControlChannel(url, cloud.get("control_options") or {}, keys=keys)
+        keys: AttemptKeys | None
+        if where is not None:
+            # Its id as the store names it: the one its keys were derived for.
+            run_id = os.path.basename(os.path.normpath(run_dir))
+            url = run_control_url(where.store, run_id, run_dir)
+            options = where.options
+            keys = controller_keys(where.secret, run_id)
+        else:
+            url = run_control_url(cloud.get("control_store"), view.run_id or os.path.basename(run_dir), run_dir)
+            options = cloud.get("control_options") or {}
+            try:
+                keys = run_keys_of(run_dir)
+            except SigningError:
+                keys = None  # read as it is, to say that it cannot be checked
+        channel = ControlChannel(url, options, keys=keys)
         prog = channel.progress_or_invalid(view.current_generation)
     # An unreachable control store, or one the journal's copy of the config names
     # wrongly (it is for display): status still shows what the journal says.
@@ -350,7 +400,7 @@ def live_progress(run_dir: str, view: RunView) -> dict[str, Any] | None:
     return None if prog is None else prog.as_dict()
 
 
-def later_lease(run_dir: str, s: dict[str, Any]) -> str | None:
+def later_lease(run_dir: str, s: dict[str, Any], where: FromStore | None = None) -> str | None:
     """Who holds the run's lease in the control store, when that is a verified lease of a
     controller later than the last one here (one line); None otherwise, or when it cannot
     be read: a lease that does not verify under the run's key is nobody's."""
@@ -360,11 +410,14 @@ def later_lease(run_dir: str, s: dict[str, Any]) -> str | None:
 
     cloud = _section(s["config"], "cloud")
     store, run_id, ours = cloud.get("control_store"), s.get("run_id"), s.get("stood_down_controller")
+    options = cloud.get("control_options") or {}
+    if where is not None:  # read from the store: asked there, with the keys it was read with
+        store, options = where.store, where.options
     if not isinstance(store, str) or not store or not isinstance(run_id, str) or not isinstance(ours, int):
         return None
     try:
-        key = derive_state_key(secret_of(run_dir), run_id)
-        fs, root = open_fs(f"{store.rstrip('/')}/{run_id}", dict(cloud.get("control_options") or {}))
+        key = derive_state_key(where.secret if where is not None else secret_of(run_dir), run_id)
+        fs, root = open_fs(f"{store.rstrip('/')}/{run_id}", dict(options))
         current = ControllerLease(fs, root, key, run_id, 1.0).read()
     except Exception:  # the store out of reach, the secret unreadable: not news of a takeover
         return None
@@ -380,36 +433,39 @@ def run_ids(home: str) -> list[str]:
         return []
 
 
-def main(home: str, run_id: str) -> int:
-    """``action=status``: the run's table, or one line naming the runs there are."""
+def main(home: str, run_id: str, where: FromStore | None = None) -> int:
+    """``action=status``: the run's table, or one line naming the runs there are.
+    ``where``: the run was read from the control store into ``home``, a temporary one."""
     run_dir = rundir.run_path(home, run_id)
     # Whether a controller still holds the run is news the journal cannot tell; asked only
     # of a run that has not ended, whose time then runs on to now.
     ended = os.path.lexists(rundir.result_path(run_dir))
-    alive = None if ended else rundir.controller_alive(run_dir)
-    s = summarize(run_dir, time.time() if alive else None)
+    alive = None if ended else (where.alive if where is not None else rundir.controller_alive(run_dir))
+    s = summarize(run_dir, time.time() if alive else None, where)
     if s is None:
         known = run_ids(home)
         hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
         return error(f"run_id: no run named {run_id!r}{hint}")
     if s["result"] is None:
-        if ended:  # its result.json withdrawn meanwhile (a resume): ask now
+        if ended and where is None:  # its result.json withdrawn meanwhile (a resume): ask now
             alive = rundir.controller_alive(run_dir)
-        s["state"], s["note"] = controller_state(s["state"], alive, run_id, home)
+        s["state"], s["note"] = controller_state(s["state"], alive, run_id, home, where)
         if s["controller"] is not None:
-            supervised = rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
+            # A supervisor is a process on the run's own machine, which a store does not know of.
+            supervised = None if where is not None else rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK)
             s["controller_text"] = controller_text(
-                s["controller"], alive, pid_running_here(s["controller"]), supervised
+                s["controller"], alive, pid_running_here(s["controller"]), supervised, where
             )
         if s.get("stood_down") and s["state"] == CONTROLLER_DIED:
-            taker = later_lease(run_dir, s)
+            taker = later_lease(run_dir, s, where)
             if taker is not None:
                 s["state"] = TAKEN_OVER
                 s["note"] = f"its controller here stood down to {taker}, which drives the run now: follow it there"
             else:
+                go_on = where.go_on if where is not None else f"continue it with: {resume_line(home, run_id)}"
                 s["note"] = (
                     f"its controller here stood down (its lease {s['stood_down']}), yet the control store holds no "
-                    f"verified lease of a later controller; continue it with: {resume_line(home, run_id)}"
+                    f"verified lease of a later controller; {go_on}"
                 )
     print(render(run_id, s))
     return 0
