@@ -80,6 +80,11 @@ def _dispatch(cfg: Config, args: list[str]) -> int:
     from orchestrator.commands.output import forgiving_stdout
     from orchestrator.errors import error
 
+    if cfg.action in ("list", "status", "report") and cfg.cloud.control_store:
+        # Runs from any machine: the store's verified mirrors besides this home's runs.
+        from orchestrator.commands import remote
+
+        return remote.main(cfg)
     if cfg.action == "status":
         from orchestrator.commands import status
 
@@ -123,6 +128,10 @@ def _dispatch(cfg: Config, args: list[str]) -> int:
         from orchestrator.commands.plan import main as plan
 
         return plan(cfg)
+    if cfg.action == "console":
+        from orchestrator.console import server
+
+        return server.main(cfg)
     if cfg.action != "run":
         # An action added to the schema and not dispatched above must not start a run.
         return error(f"action: {cfg.action!s} is not handled by python -m orchestrator")

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from orchestrator.commands.status import resume_line
+from orchestrator.commands.stop import Asked
 from orchestrator.commands.watch import JournalTail
 from orchestrator.config.saved import config_from_plain
 from orchestrator.config.schema import Config, FaultConfig
@@ -27,40 +28,60 @@ from orchestrator.runstate import rundir
 from orchestrator.runstate.events import DrillRequested, FaultInjected
 from orchestrator.runstate.journal import load_object
 from orchestrator.runstate.result import read_result
-from orchestrator.wire.faults import FaultKind
+from orchestrator.wire.faults import DRILL_FAULTS, FaultKind
 from providers.registry import check_faults
 
 WAIT_S = 60.0  # for the controller's answer: it looks every 0.2 s while an attempt trains
 POLL_S = 0.2
 
 
-def main(cli: Config) -> int:
-    home, run_id = cli.home_path, str(cli.run_id)
+def ask(home: str, run_id: str, kind: str, region: str | None = None, source: str = "cli") -> Asked:
+    """The fault ``kind`` (in ``region``, default the run's) asked of the run's live
+    controller through its drill.request, checked first against the run's saved config;
+    without waiting. A run it cannot be asked of is told why (``source``: where the drill
+    was asked, which the controller journals with it: the command line or the console)."""
+    if kind not in DRILL_FAULTS:  # the command line's validate says so first
+        return Asked(None, f"fault: got {kind[:64]!r}; a drill injects one of: {', '.join(DRILL_FAULTS)}", 2)
     run_dir = rundir.run_path(home, run_id)
     if not os.path.lexists(rundir.journal_path(run_dir)):
-        return error(f"run_id: no run named {run_id!r} under {home}")
+        return Asked(None, f"run_id: no run named {run_id!r} under {home}", 2)
     done = read_result(run_dir)
     if done is not None:
-        return error(f"run {run_id} already ended ({done['status']}); a drill needs a run that trains")
+        return Asked(None, f"run {run_id} already ended ({done['status']}); a drill needs a run that trains", 2)
     alive = rundir.controller_alive(run_dir)
     if alive is False:
-        return error(f"run {run_id}: its controller is not running (it died); go on with: {resume_line(home, run_id)}")
+        return Asked(
+            None, f"run {run_id}: its controller is not running (it died); go on with: {resume_line(home, run_id)}", 2
+        )
     if alive is None:
-        return error(f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)")
-    fault: dict[str, Any] = {"kind": str(cli.fault)}
-    if cli.region:
-        fault["region"] = cli.region
+        return Asked(
+            None, f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)", 2
+        )
+    fault: dict[str, Any] = {"kind": kind}
+    if region:
+        fault["region"] = region
     config = rundir.config_path(run_dir)
     try:
         problem = config_problem(load_object(config), fault)
     except FileNotFoundError:
-        return error(f"{config}: missing, so the drill cannot be checked; the run's folder is damaged")
+        return Asked(None, f"{config}: missing, so the drill cannot be checked; the run's folder is damaged", 2)
     except ConfigError as exc:
-        return error(f"{config}: {exc}")
+        return Asked(None, f"{config}: {exc}", 2)
     if problem is not None:
-        return error(problem)
-    req = this_request("drill", fault)
+        return Asked(None, problem, 2)
+    req = this_request("drill", fault, source=source)
     write_request(run_dir, req, DRILL_NAME)
+    return Asked(req)
+
+
+def main(cli: Config) -> int:
+    home, run_id = cli.home_path, str(cli.run_id)
+    run_dir = rundir.run_path(home, run_id)
+    asked = ask(home, run_id, str(cli.fault), cli.region)
+    req = asked.request
+    if req is None or req.fault is None:
+        return error(asked.said)
+    fault = req.fault
     print(f"run {run_id}: drill {fault['kind']} asked ({req.who()}); waiting for its controller", file=sys.stderr)
     answer = wait_answer(run_dir, req.who(), WAIT_S)
     if answer is None:
@@ -68,11 +89,13 @@ def main(cli: Config) -> int:
         return error(
             f"run {run_id}: no answer to the drill after {WAIT_S:.0f}s{left}; see action=status run_id={run_id}"
         )
-    asked, injected = answer
-    if asked.refused:
-        return error(f"run {run_id}: drill {asked.kind} refused: {asked.refused}")
+    answered, injected = answer
+    if answered.refused:
+        return error(f"run {run_id}: drill {answered.kind} refused: {answered.refused}")
     at = "" if injected is None or injected.step is None else f" at step {injected.step}"
-    print(f"run {run_id}: {asked.kind} injected{at} in {asked.region}; follow it with: action=watch run_id={run_id}")
+    print(
+        f"run {run_id}: {answered.kind} injected{at} in {answered.region}; follow it with: action=watch run_id={run_id}"
+    )
     return 0
 
 

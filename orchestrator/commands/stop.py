@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 from orchestrator.commands.status import resume_line
-from orchestrator.control.stopreq import request_path, this_request, write_request
+from orchestrator.control.stopreq import StopRequest, request_path, this_request, write_request
 from orchestrator.errors import error
 from orchestrator.runstate import rundir
 from orchestrator.runstate.result import read_result
@@ -23,27 +24,56 @@ WAIT_S = 120.0  # for the controller to tear its clusters down and write result.
 POLL_S = 0.2
 
 
-def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
+@dataclass(frozen=True)
+class Asked:
+    """What asking a run's controller came to: the request written (None: none was),
+    else one line saying why not, and the exit status it makes (0: nothing to do)."""
+
+    request: StopRequest | None
+    said: str = ""
+    code: int = 0
+
+
+def ask(home: str, run_id: str, action: str = "stop", source: str = "cli") -> Asked:
+    """``action`` (stop or cancel) asked of the run's live controller through its request
+    file, without waiting; a run that has none to ask is told why (``source``: where the
+    request was made, which the journal names: the command line or the console)."""
     run_dir = rundir.run_path(home, run_id)
     resume = resume_line(home, run_id)
     if not os.path.lexists(rundir.journal_path(run_dir)):
-        return error(f"run_id: no run named {run_id!r} under {home}")
+        return Asked(None, f"run_id: no run named {run_id!r} under {home}", 2)
     done = read_result(run_dir)
     if done is not None and not (action == "cancel" and done["status"] == "INTERRUPTED"):
-        print(f"run {run_id} already ended ({done['status']}); nothing to {action}", file=sys.stderr)
-        return 0
+        return Asked(None, f"run {run_id} already ended ({done['status']}); nothing to {action}", 0)
     if done is not None:
-        return error(
+        return Asked(
+            None,
             f"run {run_id} is interrupted and nothing runs it; leave it, or go on with: {resume} "
-            "(then action=cancel ends it for good)"
+            "(then action=cancel ends it for good)",
+            2,
         )
     alive = rundir.controller_alive(run_dir)
     if alive is False:
-        return error(f"run {run_id}: its controller is not running (it died); go on with: {resume}")
+        return Asked(None, f"run {run_id}: its controller is not running (it died); go on with: {resume}", 2)
     if alive is None:
-        return error(f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)")
-    req = this_request(action)
+        return Asked(
+            None, f"run {run_id}: cannot tell whether its controller runs ({rundir.LOCK_NAME} cannot be opened)", 2
+        )
+    req = this_request(action, source=source)
     write_request(run_dir, req)
+    return Asked(req)
+
+
+def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
+    run_dir = rundir.run_path(home, run_id)
+    resume = resume_line(home, run_id)
+    asked = ask(home, run_id, action)
+    req = asked.request
+    if req is None:
+        if asked.code == 0:
+            print(asked.said, file=sys.stderr)
+            return 0
+        return error(asked.said)
     print(f"run {run_id}: {action} asked ({req.who()}); waiting for its controller", file=sys.stderr)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

@@ -30,6 +30,7 @@ ACTIONS: dict[Action, str] = {
     Action.cancel: "end a running run for good (CANCELLED: clusters torn down, checkpoints kept, never resumed)",
     Action.drill: "inject a fault (fault=kill_region, preempt, ...) into a running run, as chaos.faults would",
     Action.watch: "follow a run's progress and events to its end, from any terminal (Ctrl-C leaves the run alone)",
+    Action.console: "serve a web console of every run under home on 127.0.0.1 (console.port=, console.host=)",
 }
 OPTIONS = (
     ("--config-dir DIR, -cd DIR", "your own config groups (DIR/job/NAME.yaml, ...), searched after ours"),

@@ -46,6 +46,7 @@ class Action(StrEnum):
     cancel = "cancel"
     drill = "drill"
     watch = "watch"
+    console = "console"
 
 
 # Actions that read runs' files and launch nothing (stop writes its request alone): they
@@ -59,6 +60,7 @@ READ_ONLY_ACTIONS = (
     Action.cancel,
     Action.drill,
     Action.watch,
+    Action.console,
 )
 # Actions about one run, which run_id names.
 ONE_RUN_ACTIONS = (
@@ -566,6 +568,19 @@ class MetricsConfig:
 
 
 @dataclass
+class ConsoleConfig:
+    """action=console: the web console on this machine (docs/guides/console.md)."""
+
+    # The port it listens on; 0: a free one, printed in the console's URL.
+    port: int = 0
+    # The address it binds: this machine alone (loopback) unless you name another; the URL's
+    # token still guards every page, over plain HTTP.
+    host: str = "127.0.0.1"
+    # The stop, cancel and drill buttons; false: no buttons, and their POSTs answer 403.
+    actions: bool = True
+
+
+@dataclass
 class Config:
     job: JobConfig = field(default_factory=JobConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -577,6 +592,8 @@ class Config:
     hpo: HpoConfig = field(default_factory=HpoConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # action=console's server (this command's, not the run's: no run's journal keeps it).
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
     action: Action = Action.run
     run_id: str | None = None
     home: str = "~/.orchestrator"
@@ -612,4 +629,4 @@ class Config:
 
 # Keys that shape what this command prints, not the run: the journal's copy of the config
 # leaves them out, and a config.json may lack them (one written before format existed).
-DISPLAY_KEYS = ("progress", "format", "attempt", "rank", "follow", "show_logs", "detach")
+DISPLAY_KEYS = ("progress", "format", "attempt", "rank", "follow", "show_logs", "detach", "console")

@@ -36,18 +36,20 @@ from orchestrator.config.schema import (
     RUNNING_ACTIONS,
     Action,
     Config,
+    ConsoleConfig,
     DataConfig,
     OutputFormat,
     RecoveryConfig,
 )
 from orchestrator.config.validate_chaos import validate_chaos
-from orchestrator.config.validate_cloud import validate_cloud
+from orchestrator.config.validate_cloud import _validate_options, _validate_url, validate_cloud
 from orchestrator.config.validate_search import validate_search
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import show
 from orchestrator.wire.faults import DRILL_FAULTS, STEP_TRIGGERS
 from orchestrator.wire.sections import MAX_SEED
 from recovery.boundedjson import INT64
+from recovery.controlkey import parse_source
 
 
 def validate(cfg: Config) -> Config:
@@ -70,6 +72,9 @@ def validate(cfg: Config) -> Config:
         value = cfg.format.value
         raise ConfigError("format", f"got {value!r}; only action=list takes it: drop format={value}")
     validate_logs_keys(cfg)
+    validate_console(cfg)
+    if cfg.action in STORE_READING_ACTIONS and cfg.cloud.control_store is not None:
+        validate_store_reading(cfg)
     if cfg.action in READ_ONLY_ACTIONS:
         return cfg
     _validate_name("job.name", cfg.job.name, MAX_JOB_NAME)
@@ -93,6 +98,47 @@ def validate(cfg: Config) -> Config:
     validate_chaos(cfg)
     validate_notify(cfg.notify)
     return cfg
+
+
+# A host to bind: a name or an IPv4/IPv6 address, as a resolver takes it (no scheme, no port, no path).
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[?[0-9A-Fa-f:.]{2,45}\]?")
+
+
+def validate_console(cfg: Config) -> None:
+    """console.* belong to action=console, which takes no run_id (it shows every run under
+    home): a port 0..65535 (0: a free one) and a host to bind."""
+    if cfg.console != ConsoleConfig() and cfg.action is not Action.console:
+        raise ConfigError("console", "only action=console takes console.*: drop them, or add action=console")
+    if cfg.action is not Action.console:
+        return
+    if cfg.run_id is not None:
+        raise ConfigError("run_id", "action=console shows every run under home; drop run_id (its page is a click away)")
+    bounded_int("console.port", cfg.console.port, 0, 65535)
+    host = cfg.console.host
+    if not _HOST.fullmatch(host):
+        raise ConfigError(
+            "console.host",
+            f"got {show(host)}; expected a host name or an address to bind (127.0.0.1, ::1, 0.0.0.0, a name), "
+            "without a scheme or a port (console.port sets that)",
+        )
+
+
+# Actions that read the control store's runs too when cloud.control_store is given (the console too)
+# (orchestrator/commands/remote.py): they get the checks of what they read there.
+STORE_READING_ACTIONS = (Action.list, Action.status, Action.report, Action.console)
+
+
+def validate_store_reading(cfg: Config) -> None:
+    """cloud.control_store, its options and cloud.control_key, checked as a run's are: a
+    list, status or report reads the store's mirrors with them."""
+    cloud = cfg.cloud
+    if cloud.control_store is not None:
+        _validate_url("cloud.control_store", cloud.control_store, "s3://bucket/control (the runs' control store)")
+    _validate_options("cloud.control_options", cloud.control_options)
+    try:
+        parse_source(cloud.control_key)
+    except ValueError as exc:
+        raise ConfigError("cloud.control_key", str(exc)) from None
 
 
 def validate_logs_keys(cfg: Config) -> None:

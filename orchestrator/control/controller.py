@@ -562,7 +562,8 @@ class Controller:
         reason = INTERRUPTED_REASON if request is None else stopped_reason(request)
         end = RunState.CANCELLED if request is not None and request.action == "cancel" else RunState.INTERRUPTED
         if not self.view.state.stopped:
-            self.events.to(end, reason=reason, region=region, generation=generation)
+            asked = {} if request is None else {"source": request.source}
+            self.events.to(end, reason=reason, region=region, generation=generation, **asked)
 
     def _fail(self, reason: str, region: str, generation: int, pending: Incident | None) -> None:
         if pending is not None:
@@ -589,9 +590,11 @@ INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoi
 
 
 def stopped_reason(request: StopRequest) -> str:
+    # The console's request names the console: its page is where the user looks for who stopped it.
+    who = request.who() + (", from the console" if request.source == "console" else "")
     if request.action == "cancel":
-        return f"cancelled by action=cancel ({request.who()}): clusters torn down, checkpoints kept; not resumable"
-    return f"stopped by action=stop ({request.who()}): clusters torn down, checkpoints kept; action=resume goes on"
+        return f"cancelled by action=cancel ({who}): clusters torn down, checkpoints kept; not resumable"
+    return f"stopped by action=stop ({who}): clusters torn down, checkpoints kept; action=resume goes on"
 
 
 def save_config(run_dir: str, cfg: Config, notify: NotifyConfig | None = None) -> None:

@@ -35,6 +35,9 @@ POLL_S = 0.2  # as the watch's wakeups
 
 
 ACTIONS = ("stop", "cancel", "drill")
+# Where a request was made: the command line (action=stop, cancel, drill) or the console's
+# page (action=console); the journal names it with the stop or the drill.
+SOURCES = ("cli", "console")
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,20 @@ class StopRequest:
     action: str = "stop"  # or "cancel", or "drill" (with its fault)
     # A drill's fault, as plain JSON (chaos.faults[i]'s keys); checked by its reader.
     fault: dict[str, Any] | None = None
+    source: str = "cli"  # one of SOURCES; a request from before the field is the command line's
 
     def who(self) -> str:
         return f"{self.user}@{self.host} pid {self.pid}"
 
     def as_json(self) -> dict[str, Any]:
-        out = {"action": self.action, "user": self.user, "host": self.host, "pid": self.pid, "at": self.at}
+        out = {
+            "action": self.action,
+            "user": self.user,
+            "host": self.host,
+            "pid": self.pid,
+            "at": self.at,
+            "source": self.source,
+        }
         return out if self.fault is None else {**out, "fault": self.fault}
 
 
@@ -64,7 +75,8 @@ def _text(value: Any) -> str | None:
 
 def parse_request(raw: bytes) -> StopRequest | None:
     """The request ``raw`` holds, or None when it is none (too long, not UTF-8 JSON, not
-    an object with action "stop" or "cancel", a printable user and host, a positive pid and a time)."""
+    an object with action "stop" or "cancel", a printable user and host, a positive pid and a time,
+    and, when it names one, a source of SOURCES)."""
     if len(raw) > MAX_BYTES:
         return None
     try:
@@ -83,7 +95,12 @@ def parse_request(raw: bytes) -> StopRequest | None:
     fault = obj.get("fault")
     if (obj["action"] == "drill") != isinstance(fault, dict):
         return None  # a drill carries its fault, and only a drill does
-    return StopRequest(user=user, host=host, pid=pid, at=float(at), action=str(obj["action"]), fault=fault)
+    source = obj.get("source", "cli")
+    if source not in SOURCES:
+        return None
+    return StopRequest(
+        user=user, host=host, pid=pid, at=float(at), action=str(obj["action"]), fault=fault, source=str(source)
+    )
 
 
 def file_acceptable(st: os.stat_result, uid: int) -> bool:
@@ -101,8 +118,8 @@ def request_path(run_dir: str, name: str = STOP_NAME) -> str:
     return os.path.join(run_dir, name)
 
 
-def this_request(action: str = "stop", fault: dict[str, Any] | None = None) -> StopRequest:
-    """A request from this process, as it names itself."""
+def this_request(action: str = "stop", fault: dict[str, Any] | None = None, source: str = "cli") -> StopRequest:
+    """A request from this process, as it names itself (``source``: where it was asked)."""
     import getpass
     import socket
 
@@ -117,6 +134,7 @@ def this_request(action: str = "stop", fault: dict[str, Any] | None = None) -> S
         at=time.time(),
         action=action,
         fault=fault,
+        source=source,
     )
 
 
@@ -153,15 +171,35 @@ def take_request(run_dir: str, name: str = STOP_NAME) -> StopRequest | None:
         # A link, a FIFO or anything else that is no regular file: no request.
         clear_request(run_dir, name)
         return None
+    raw = _acceptable_bytes(fd)
+    clear_request(run_dir, name)
+    return _request_of(raw, name)
+
+
+def _acceptable_bytes(fd: int) -> bytes:
+    """What an open request file holds, when it is one its controller may act on (closed after)."""
     try:
         st = os.fstat(fd)
-        raw = os.read(fd, MAX_BYTES + 1) if file_acceptable(st, os.getuid()) else b""
+        return os.read(fd, MAX_BYTES + 1) if file_acceptable(st, os.getuid()) else b""
     finally:
         os.close(fd)
-    clear_request(run_dir, name)
+
+
+def _request_of(raw: bytes, name: str) -> StopRequest | None:
     req = parse_request(raw) if raw else None
     # A stop's file holds a stop or a cancel, a drill's a drill: anything else is no request.
     return req if req is not None and (req.action == "drill") == (name == DRILL_NAME) else None
+
+
+def peek_request(run_dir: str, name: str = STOP_NAME) -> StopRequest | None:
+    """The request waiting in ``run_dir``, read as ``take_request`` reads it but left in
+    place (the console says a stop is asked until the controller takes it); None when
+    there is none, or what is there is no request its controller would take."""
+    try:
+        fd = open_regular(request_path(run_dir, name), os.O_RDONLY)
+    except OSError:
+        return None
+    return _request_of(_acceptable_bytes(fd), name)
 
 
 def clear_request(run_dir: str, name: str = STOP_NAME) -> None:

@@ -236,7 +236,7 @@ class AttemptWatch:
             return []
         problem, fault = drill_fault(req.fault, self.region)
         kind = str(req.fault.get("kind"))[:64]
-        self.ctx.emit(DrillRequested(kind=kind, who=req.who(), region=self.region, refused=problem))
+        self.ctx.emit(DrillRequested(kind=kind, who=req.who(), region=self.region, refused=problem, source=req.source))
         if fault is None:
             return []
         return [self.injector.drill(fault, self.cluster, self.proc.pid, self.gen, self.state.last_step)]

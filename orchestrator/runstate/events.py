@@ -110,7 +110,7 @@ class RunFinished(Event):
 @_event("transition")
 @dataclass(frozen=True)
 class Transition(Event):
-    SPARSE = frozenset({"region", "generation", "standby", "cluster", "failure", "to_region", "reason"})
+    SPARSE = frozenset({"region", "generation", "standby", "cluster", "failure", "to_region", "reason", "source"})
     to: RunState
     from_: RunState | None = field(default=None, metadata={"key": "from"})
     # What the state machine was told with it (StateMachine.to's info).
@@ -121,6 +121,9 @@ class Transition(Event):
     failure: str | None = None
     to_region: str | None = None
     reason: str | None = None
+    # A stop or a cancel that a request asked for: where it was asked (cli: action=stop or
+    # action=cancel; console: action=console's page).
+    source: str | None = None
 
 
 @_event("fences_read")
@@ -620,11 +623,12 @@ class DrillRequested(Event):
     """action=drill: a fault for the running attempt, who asked, and (``refused``) why it
     was not injected; an injected one's fault_injected follows."""
 
-    SPARSE = frozenset({"region", "refused"})
+    SPARSE = frozenset({"region", "refused", "source"})
     kind: str
     who: str
     region: str | None = None
     refused: str | None = None
+    source: str | None = None  # where it was asked: cli (action=drill) or console (action=console's page)
 
 
 @_event("fault_refused")

@@ -3,6 +3,7 @@ it judges an exit, how it reads the control channel and writes the journal."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,8 +108,17 @@ def test_a_batch_of_journal_lines_is_fsynced_once_and_every_line_is_written(
 ) -> None:
     synced: list[int] = []
     real = journal_mod.os.fsync
-    monkeypatch.setattr(journal_mod.os, "fsync", lambda fd: (synced.append(fd), real(fd)))
-    j = Journal(str(tmp_path / "journal.jsonl"))
+    path = str(tmp_path / "journal.jsonl")
+
+    def fsync(fd: int) -> None:
+        # os.fsync is the process's: count the journal's alone (a thread another test left
+        # running may sync a file of its own meanwhile).
+        if os.readlink(f"/proc/self/fd/{fd}") == path:
+            synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(journal_mod.os, "fsync", fsync)
+    j = Journal(path)
     j.append("run_started", run_id="r")
     synced.clear()  # the file's creation: its folder's fsync too
     j.append("transition", **{"from": "PENDING", "to": "PROVISIONING"})
