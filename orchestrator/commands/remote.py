@@ -58,14 +58,12 @@ from orchestrator.control.controlstate import run_root
 from orchestrator.control.lease import ControllerLease, LeaseRecord
 from orchestrator.control.mirror import (
     BLOBS,
-    INDEX_NAME,
-    MAX_INDEX,
     MIRRORED,
     STATE_DIR,
     MirrorError,
     Restored,
     controllers,
-    parse_index,
+    read_index,
 )
 from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
@@ -155,6 +153,15 @@ class StoreRuns:
 # --- the control key --------------------------------------------------------------------------
 
 
+def no_key_note(spec: str, what: str) -> str:
+    """The line that says the store's runs are not ``what`` (listed, shown) for want of a key."""
+    source = parse_source(spec)
+    return (
+        f"note: cloud.control_store: its runs are not {what}, {source} is unset; export {source.ref}=<the key "
+        f"their controllers had> to see them too"
+    )
+
+
 def control_key(spec: str, store: str) -> bytes:
     """The user's control key, read as a takeover reads it (recovery/controlkey.py); one
     line naming the key and how to give it when there is none (StoreError), or when its
@@ -228,14 +235,7 @@ def read_newest(fs: Any, root: str, key: bytes, run_id: str, names: Collection[s
     skipped: list[str] = []
     for gen in gens[:MAX_TRIED]:
         base = f"{root}/{STATE_DIR}/c{gen}"
-        try:
-            index = parse_index(read_capped(fs, f"{base}/{INDEX_NAME}", MAX_INDEX), key, run_id, gen)
-        except FileNotFoundError:
-            index = "no index.json"
-        except TooLarge:
-            index = f"index.json larger than {MAX_INDEX} bytes"
-        except _NOT_A_FILE as exc:
-            index = f"index.json is not a file ({exc.strerror or type(exc).__name__})"
+        index = read_index(fs, base, key, run_id, gen)
         if isinstance(index, str):
             skipped.append(f"c{gen}: {index if index.startswith(('no ', 'index.json')) else 'index.json ' + index}")
             continue
@@ -443,12 +443,7 @@ def list_main(cfg: Config) -> int:
     if key is None:
         # No key on this machine (a cloud config names a store by default): its own runs,
         # and one line on how to see the store's.
-        source = parse_source(cfg.cloud.control_key)
-        print(
-            f"note: cloud.control_store: its runs are not listed, {source} is unset; export {source.ref}=<the key "
-            "their controllers had> to list them too",
-            file=sys.stderr,
-        )
+        print(no_key_note(cfg.cloud.control_key, "listed"), file=sys.stderr)
         return show(newest_first(local), str(cfg.format), no_runs(home))
     with store_runs(store, cfg.cloud.control_options, key, skip={r.run_id for r in local}) as found:
         rows = newest_first([*local, *found.rows()])

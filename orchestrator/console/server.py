@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from orchestrator.config.schema import Config
 from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
-from recovery.controlkey import ControlKeyError, parse_source, read_key
+from recovery.controlkey import ControlKeyError, read_key
 
 if TYPE_CHECKING:
     from orchestrator.console.storeview import StoreView
@@ -75,12 +75,9 @@ def store_view(cfg: Config) -> StoreView | None:
         print(f"note: cloud.control_store: its runs are not shown: {exc}", file=sys.stderr)
         return None
     if key is None:
-        source = parse_source(cfg.cloud.control_key)
-        print(
-            f"note: cloud.control_store: its runs are not shown, {source} is unset; export {source.ref}=<the key "
-            "their controllers had> to show them too",
-            file=sys.stderr,
-        )
+        from orchestrator.commands.remote import no_key_note
+
+        print(no_key_note(cfg.cloud.control_key, "shown"), file=sys.stderr)
         return None
     home = cfg.home_path
     view = StoreView(str(store), cfg.cloud.control_options, key, lambda: _names(rundir.runs_path(home)))

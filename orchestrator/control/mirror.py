@@ -298,6 +298,18 @@ def controllers(fs: Any, root: str) -> list[int]:
     return sorted(gens, reverse=True)
 
 
+def read_index(fs: Any, base: str, key: bytes, run_id: str, gen: int) -> dict[str, Any] | str:
+    """Generation ``gen``'s index under ``base`` when it verifies, else why not (one line)."""
+    try:
+        return parse_index(read_capped(fs, f"{base}/{INDEX_NAME}", MAX_INDEX), key, run_id, gen)
+    except FileNotFoundError:
+        return "no index.json"
+    except TooLarge:
+        return f"index.json larger than {MAX_INDEX} bytes"
+    except _NOT_A_FILE as exc:
+        return f"index.json is not a file ({exc.strerror or type(exc).__name__})"
+
+
 def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
     """The newest mirror that verifies, whole; MirrorError when there is none. Mirrors of
     later controllers that do not verify are passed over, each with its reason."""
@@ -305,14 +317,7 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
     gens = controllers(fs, root)
     for gen in gens:
         base = f"{root.rstrip('/')}/{STATE_DIR}/c{gen}"
-        try:
-            index = parse_index(read_capped(fs, f"{base}/{INDEX_NAME}", MAX_INDEX), key, run_id, gen)
-        except FileNotFoundError:
-            index = "no index.json"
-        except TooLarge:
-            index = f"index.json larger than {MAX_INDEX} bytes"
-        except _NOT_A_FILE as exc:
-            index = f"index.json is not a file ({exc.strerror or type(exc).__name__})"
+        index = read_index(fs, base, key, run_id, gen)
         if isinstance(index, str):
             skipped.append(f"c{gen}: {index}")
             continue
