@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.runstate.rundir import DRILL_NAME
 from tests.support import browser
 from tests.support.runs import orch, ray_pids, wait_no_new_ray
 
@@ -58,6 +59,11 @@ def row_of(driver: Any, run_id: str) -> list[str]:
     return []
 
 
+def _drill_asked(run_dir: Path) -> bool:
+    journal = run_dir / "journal.jsonl"
+    return (run_dir / DRILL_NAME).exists() or (journal.exists() and b'"drill_requested"' in journal.read_bytes())
+
+
 @pytest.fixture
 def live_console(orch_home: Path) -> Iterator[tuple[str, subprocess.Popen[str], Any]]:
     browser.wait_for_packages()
@@ -85,6 +91,9 @@ def test_a_drill_and_a_stop_from_the_page_act_on_the_run_as_action_drill_and_act
         until(driver, 30, lambda d: d.find_element("id", "actions").get_attribute("hidden") is None, "the buttons")
         browser.settled(driver, lambda d: d.find_element("css selector", "#fault option[value='kill_region']").click())
         browser.click(driver, "id", "drill")
+        # The form's POST done (its request written, or the controller has taken it already)
+        # before the page is left: leaving at once would cancel it.
+        until(driver, 30, lambda d: _drill_asked(run_dir), "the drill asked")
         driver.get(url)
         until(
             driver,
