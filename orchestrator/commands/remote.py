@@ -28,7 +28,6 @@ manager that yields the temporary home and the rows of what could not be shown.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -63,12 +62,12 @@ from orchestrator.control.mirror import (
     MirrorError,
     Restored,
     controllers,
+    read_blob,
     read_index,
 )
 from orchestrator.errors import error, printable
 from orchestrator.runstate import rundir
 from recovery.controlkey import ControlKeyError, parse_source, read_key
-from recovery.fsio import TooLarge, UnsafeFile, read_capped
 from recovery.signing import derive_state_key, secret_from_key
 
 if TYPE_CHECKING:
@@ -92,8 +91,6 @@ MIN_SCRATCH_FREE = 512 * 1024 * 1024
 # A row's source, in a list that takes runs from the store too.
 LOCAL = "local"
 STORE = "store"
-# What a store says of a path that is no file it can read: that mirror does not verify.
-_NOT_A_FILE = (UnsafeFile, IsADirectoryError, NotADirectoryError)
 
 
 class StoreError(RuntimeError):
@@ -247,7 +244,7 @@ def read_newest(fs: Any, root: str, key: bytes, run_id: str, names: Collection[s
         for name, entry in index["files"].items():
             if name not in names:
                 continue
-            parts = [_blob(fs, f"{base}/{BLOBS}/{seg['sha256']}", seg) for seg in entry["segments"]]
+            parts = [read_blob(fs, f"{base}/{BLOBS}/{seg['sha256']}", seg) for seg in entry["segments"]]
             bad = next((p for p in parts if isinstance(p, str)), None)
             if bad is not None:
                 why = f"c{gen}/{name}: a segment {bad}"
@@ -260,20 +257,6 @@ def read_newest(fs: Any, root: str, key: bytes, run_id: str, names: Collection[s
     if len(gens) > MAX_TRIED:
         skipped.append(f"{len(gens) - MAX_TRIED} older generation(s) not tried")
     raise MirrorError("; ".join(skipped)[:600])
-
-
-def _blob(fs: Any, path: str, entry: Mapping[str, Any]) -> bytes | str:
-    try:
-        data = read_capped(fs, path, int(entry["size"]))
-    except FileNotFoundError:
-        return "is missing"
-    except TooLarge:
-        return "is larger than its index says"
-    except _NOT_A_FILE as exc:
-        return f"is not a file ({exc.strerror or type(exc).__name__})"
-    if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        return "does not match its index's sha256"
-    return data
 
 
 def lease_holds(fs: Any, root: str, key: bytes, run_id: str, now: float) -> bool | None:

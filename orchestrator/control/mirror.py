@@ -31,7 +31,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,7 +323,7 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
             continue
         files: dict[str, bytes] = {}
         for name, entry in index["files"].items():
-            parts = [_blob(fs, f"{base}/{BLOBS}/{seg['sha256']}", seg) for seg in entry["segments"]]
+            parts = [read_blob(fs, f"{base}/{BLOBS}/{seg['sha256']}", seg) for seg in entry["segments"]]
             why = next((p for p in parts if isinstance(p, str)), None)
             if why is not None:
                 skipped.append(f"c{gen}/{name}: a segment {why}")
@@ -343,7 +343,8 @@ def read_mirror(fs: Any, root: str, key: bytes, run_id: str) -> Restored:
 _NOT_A_FILE = (UnsafeFile, IsADirectoryError, NotADirectoryError)
 
 
-def _blob(fs: Any, path: str, entry: dict[str, Any]) -> bytes | str:
+def read_blob(fs: Any, path: str, entry: Mapping[str, Any]) -> bytes | str:
+    """A mirror's segment whose size and sha256 match its index ``entry``, else why not."""
     try:
         data = read_capped(fs, path, int(entry["size"]))
     except FileNotFoundError:

@@ -202,6 +202,8 @@ class PooledStandby:
         self._next_check = 0.0
         # Per standby (its cluster's name): until when this run's share is journaled.
         self._paid_to: dict[str, float] = {}
+        # This run's membership in each region it waited in, as last written.
+        self._members: dict[str, Member] = {}
         self.ttl_s = max(30.0, 3 * CHECK_EVERY_S, float(ctx.cfg.recovery.controller_lease_s))
         self.host = socket.gethostname()[:200]
         # A cluster of processes on the machine that launched it is no other machine's to
@@ -231,24 +233,33 @@ class PooledStandby:
         self.ctx.emit(PoolJoined(pool=self.store.pool, region=target))
         self._look(target, now)
 
+    def _mine(self, region: str, now: float) -> Member:
+        # This run alone writes its membership: read from the store once (an earlier
+        # controller's, on a resume), then kept here.
+        if region not in self._members:
+            self._members[region] = self.store.mine(region) or Member(self.store.run_id, (), now)
+        return self._members[region]
+
+    def _put_mine(self, region: str, member: Member) -> None:
+        self._members[region] = member
+        self.store.put_member(region, member)
+
     def _renew(self, region: str, now: float) -> None:
-        mine = self.store.mine(region) or Member(self.store.run_id, (), now)
-        self.store.put_member(region, mine.joined(now, now + self.ttl_s))
+        self._put_mine(region, self._mine(region, now).joined(now, now + self.ttl_s))
 
     def _leave(self) -> None:
         region, self._target = self._target, None
         if region is None:
             return
         now = self.ctx.clock()
-        mine = self.store.mine(region)
-        if mine is not None:
-            self.store.put_member(region, mine.left(now))
+        self._put_mine(region, self._mine(region, now).left(now))
         entries, top = self.store.entries(region)
         current = entries[-1] if entries else None
         if current is None or current.state != READY:
             return
-        self._pay(region, current, now)
-        if self._ours(current) and not others_waiting(self.store.run_id, self.store.members(region), now):
+        members = self.store.members(region)
+        self._pay(region, current, now, members)
+        if self._ours(current) and not others_waiting(self.store.run_id, members, now):
             # No run waits on it any more: it goes, by whoever says so first.
             if self.store.append(region, top, Entry(0, GONE, self.store.run_id, now, cluster=current.cluster)):
                 self._tear_down(current, "the last run its pool standby covered left")
@@ -347,9 +358,7 @@ class PooledStandby:
             return None
         self._pay(region, current, now)
         if self._target == region:
-            mine = self.store.mine(region)
-            if mine is not None:
-                self.store.put_member(region, mine.left(now))
+            self._put_mine(region, self._mine(region, now).left(now))
             self._target = None
         gen = self.alloc_generation()
         ctx.emit(PoolTaken(pool=self.store.pool, region=region, cluster=cluster.name, generation=gen))
@@ -376,14 +385,16 @@ class PooledStandby:
         except Exception:
             return True  # cannot tell: not dropped for a glitch
 
-    def _pay(self, region: str, ready: Entry, end: float) -> None:
-        """Journal this run's share of ``ready``'s standby up to ``end`` (once per second of it)."""
+    def _pay(self, region: str, ready: Entry, end: float, members: list[Member] | None = None) -> None:
+        """Journal this run's share of ``ready``'s standby up to ``end`` (once per second of
+        it); ``members``: the region's, when the caller has just read them."""
         assert ready.cluster is not None
         name = str(ready.cluster["name"])
         start = max(ready.launched_at or ready.at, self._paid_to.get(name, 0.0))
         if end <= start:
             return
-        members = self.store.members(region)
+        if members is None:
+            members = self.store.members(region)
         share = share_s(self.store.run_id, members, start, end)
         self._paid_to[name] = end
         if share <= 0:
