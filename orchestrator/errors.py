@@ -7,12 +7,30 @@ providers' region checks), so that none of them imports another to raise it.
 from __future__ import annotations
 
 
-class ConfigError(Exception):
+class OrchestratorError(Exception):
+    """What a user of the Python API (``orchestrator.api``) can be refused, in one line:
+    every error below is one."""
+
+
+class ConfigError(OrchestratorError):
     """A value a user gave is not allowed. Carries the key so the message names it."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
+
+
+class RunError(OrchestratorError):
+    """A run cannot be done what was asked (there is no such run, it has ended, its
+    controller died, its folder is damaged): the line says why and what to do instead."""
+
+    def __init__(self, run_id: str | None, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunTimeout(RunError, TimeoutError):
+    """A wait for a run ran out of time; the run goes on."""
 
 
 # A run FAILED because the workload's own code raised (result.json's user_error): the

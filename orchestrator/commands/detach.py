@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from orchestrator.commands.run import SUPERVISE_ENV
 from orchestrator.commands.status import resume_line
@@ -55,19 +56,37 @@ def tail_text(path: str, limit: int = TAIL_BYTES) -> str:
     return "\n".join(printable(line) for line in text.splitlines())
 
 
-def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> int:
+@dataclass(frozen=True)
+class Detached:
+    """What starting a run's controller in the background came to: ``code`` None while
+    it goes on (``started``: its first attempt began within the wait); else the exit
+    status it makes and ``said``, one line why nothing started (``pid`` None) or the
+    child's last lines (it ended before an attempt of its own)."""
+
+    run_id: str
+    log_path: str
+    pid: int | None = None  # the supervisor's
+    started: bool = False
+    code: int | None = None
+    said: str = ""
+
+
+def start(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> Detached:
+    """The run's supervisor started in the background with ``args`` (the command line's
+    words), and a bounded wait for its first attempt; what the command line and the
+    Python API (``orchestrator.api``) both launch with."""
     home = cfg.home_path
     run_dir = rundir.run_path(home, run_id)
+    log_path = os.path.join(run_dir, LOG_NAME)
     if cfg.action == "resume" and not os.path.lexists(rundir.journal_path(run_dir)):
-        return error(f"run_id: no run named {run_id!r} under {home}")
+        return Detached(run_id, log_path, code=2, said=f"run_id: no run named {run_id!r} under {home}")
     try:
         # Checked here, before the run's folder is made, as the foreground run does; on a
         # copy of the environment, since the child reads it again (an env: key stays for it).
         key_for(cfg.cloud.control_store, cfg.cloud.control_key, dict(os.environ))
     except ControlKeyError as exc:
-        return error(str(exc))
+        return Detached(run_id, log_path, code=2, said=str(exc))
     rundir.make_run_dir(run_dir)
-    log_path = os.path.join(run_dir, LOG_NAME)
     journal = JournalTail(rundir.journal_path(run_dir))
     journal.read()  # a resumed run's earlier attempts are not this child's
     log_fd = open_fd(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -91,12 +110,22 @@ def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) 
         seen += journal.read()
         if code is not None and not started(seen):
             # Ended before an attempt of its own: refused, or a run that had nothing left to do.
-            print(tail_text(log_path), file=sys.stderr)
-            return code
+            return Detached(run_id, log_path, child.pid, code=code, said=tail_text(log_path))
         time.sleep(POLL_S)
-    state = "started" if started(seen) else "still starting"
+    return Detached(run_id, log_path, child.pid, started=started(seen))
+
+
+def main(cfg: Config, args: Sequence[str], run_id: str, wait_s: float = WAIT_S) -> int:
+    home = cfg.home_path
+    done = start(cfg, args, run_id, wait_s)
+    if done.code is not None and done.pid is None:
+        return error(done.said)
+    if done.code is not None:
+        print(done.said, file=sys.stderr)
+        return done.code
+    state = "started" if done.started else "still starting"
     where = f"run_id={run_id} home={shlex.quote(home)}"
-    print(f"run {run_id} {state} in the background (supervisor pid {child.pid}; its output: {log_path})")
+    print(f"run {run_id} {state} in the background (supervisor pid {done.pid}; its output: {done.log_path})")
     print(f"  follow it:  python -m orchestrator action=watch {where}")
     print(f"  its logs:   python -m orchestrator action=logs {where} follow=true")
     print(f"  stop it:    python -m orchestrator action=stop {where}")

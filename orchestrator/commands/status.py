@@ -436,6 +436,19 @@ def run_ids(home: str) -> list[str]:
 def main(home: str, run_id: str, where: FromStore | None = None) -> int:
     """``action=status``: the run's table, or one line naming the runs there are.
     ``where``: the run was read from the control store into ``home``, a temporary one."""
+    s = describe(home, run_id, where)
+    if s is None:
+        known = run_ids(home)
+        hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
+        return error(f"run_id: no run named {run_id!r}{hint}")
+    print(render(run_id, s))
+    return 0
+
+
+def describe(home: str, run_id: str, where: FromStore | None = None) -> dict[str, Any] | None:
+    """The run as ``action=status`` shows it (``summarize``, with whether its controller
+    lives and what to do when it does not); None when there is no such run. What the
+    command line and the Python API (``orchestrator.api``) both read."""
     run_dir = rundir.run_path(home, run_id)
     # Whether a controller still holds the run is news the journal cannot tell; asked only
     # of a run that has not ended, whose time then runs on to now.
@@ -443,9 +456,7 @@ def main(home: str, run_id: str, where: FromStore | None = None) -> int:
     alive = None if ended else (where.alive if where is not None else rundir.controller_alive(run_dir))
     s = summarize(run_dir, time.time() if alive else None, where)
     if s is None:
-        known = run_ids(home)
-        hint = f"; runs under {home}: {', '.join(known[-5:])}" if known else f"; no runs under {home}"
-        return error(f"run_id: no run named {run_id!r}{hint}")
+        return None
     if s["result"] is None:
         if ended and where is None:  # its result.json withdrawn meanwhile (a resume): ask now
             alive = rundir.controller_alive(run_dir)
@@ -467,5 +478,4 @@ def main(home: str, run_id: str, where: FromStore | None = None) -> int:
                     f"its controller here stood down (its lease {s['stood_down']}), yet the control store holds no "
                     f"verified lease of a later controller; {go_on}"
                 )
-    print(render(run_id, s))
-    return 0
+    return s

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.commands.status import resume_line
 from orchestrator.control.stopreq import StopRequest, request_path, this_request, write_request
@@ -64,8 +65,37 @@ def ask(home: str, run_id: str, action: str = "stop", source: str = "cli") -> As
     return Asked(req)
 
 
-def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
+@dataclass(frozen=True)
+class Ended:
+    """What waiting for a stopped run came to: its result.json once the controller let the
+    run go, else (None) one line saying why not."""
+
+    result: dict[str, Any] | None
+    said: str = ""
+
+
+def await_end(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> Ended:
+    """A bounded wait for the run's controller to end the run it was asked to stop (or
+    cancel): the command line's and the Python API's (``orchestrator.api``)."""
     run_dir = rundir.run_path(home, run_id)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        done = read_result(run_dir)
+        alive = rundir.controller_alive(run_dir)
+        # Stopped once the controller is gone too: its last lines written, its lock free.
+        if done is not None and (alive is not True or time.monotonic() > deadline - POLL_S):
+            return Ended(done)
+        if done is None and alive is False:
+            return Ended(
+                None, f"run {run_id}: its controller ended without a result; go on with: {resume_line(home, run_id)}"
+            )
+        time.sleep(POLL_S)
+    left = " (the request is still waiting)" if os.path.exists(request_path(run_dir)) else ""
+    verb = "cancelled" if action == "cancel" else "stopped"
+    return Ended(None, f"run {run_id}: not {verb} after {wait_s:.0f}s{left}; see action=status run_id={run_id}")
+
+
+def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -> int:
     resume = resume_line(home, run_id)
     asked = ask(home, run_id, action)
     req = asked.request
@@ -75,21 +105,13 @@ def main(home: str, run_id: str, wait_s: float = WAIT_S, action: str = "stop") -
             return 0
         return error(asked.said)
     print(f"run {run_id}: {action} asked ({req.who()}); waiting for its controller", file=sys.stderr)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        done = read_result(run_dir)
-        alive = rundir.controller_alive(run_dir)
-        # Stopped once the controller is gone too: its last lines written, its lock free.
-        if done is not None and (alive is not True or time.monotonic() > deadline - POLL_S):
-            print(
-                f"run {run_id}: {done['status']}; go on with: {resume}"
-                if done["status"] == "INTERRUPTED"
-                else f"run {run_id}: {done['status']}"
-            )
-            return 0
-        if done is None and alive is False:
-            return error(f"run {run_id}: its controller ended without a result; go on with: {resume}")
-        time.sleep(POLL_S)
-    left = " (the request is still waiting)" if os.path.exists(request_path(run_dir)) else ""
-    verb = "cancelled" if action == "cancel" else "stopped"
-    return error(f"run {run_id}: not {verb} after {wait_s:.0f}s{left}; see action=status run_id={run_id}")
+    ended = await_end(home, run_id, wait_s, action)
+    done = ended.result
+    if done is None:
+        return error(ended.said)
+    print(
+        f"run {run_id}: {done['status']}; go on with: {resume}"
+        if done["status"] == "INTERRUPTED"
+        else f"run {run_id}: {done['status']}"
+    )
+    return 0

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TextIO
 
@@ -102,6 +103,34 @@ class CtrlC:
             raise KeyboardInterrupt
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look at a run that may be under way: its result.json once it ended; whether no
+    controller holds it (``controller_gone``), and of a run with no result then, whether its
+    supervisor is resuming it (``restarting``) or nothing will (``died``)."""
+
+    result: dict[str, Any] | None
+    controller_gone: bool = False
+    restarting: bool = False
+
+    @property
+    def died(self) -> bool:
+        return self.result is None and self.controller_gone and not self.restarting
+
+
+def look(run_dir: str) -> Look:
+    """How the run stands, from its result.json and its controller's and supervisor's
+    locks: what the watch and the Python API (``orchestrator.api``) follow a run by."""
+    result = read_result(run_dir)
+    gone = rundir.controller_alive(run_dir) is False
+    if result is None and gone:
+        # The controller may have written its result just before it let go of the lock.
+        result = read_result(run_dir)
+        if result is None and rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK):
+            return Look(None, gone, restarting=True)
+    return Look(result, gone)
+
+
 def main(home: str, run_id: str, out: TextIO | None = None, poll_s: float = POLL_S) -> int:
     with CtrlC() as ctrl_c:
         return _follow(home, run_id, ctrl_c, out, poll_s)
@@ -142,19 +171,16 @@ def _follow(home: str, run_id: str, ctrl_c: CtrlC, out: TextIO | None, poll_s: f
                 line = event_line(ev, view.config)
                 if line:
                     progress.note(line)
-            result = read_result(run_dir)
-            alive = rundir.controller_alive(run_dir)
-            restarting = restarting and alive is False
-            if result is None and alive is False:
-                # The controller may have written its result just before it let go of the lock.
-                result = read_result(run_dir)
-                if result is None and rundir.controller_alive(run_dir, rundir.SUPERVISOR_LOCK):
-                    if not restarting:
-                        progress.note("the controller died; its supervisor resumes it")
-                    restarting = True
-                elif result is None:
-                    progress.close()
-                    return error(f"run {run_id}: its controller died; continue it with: {resume_line(home, run_id)}")
+            now = look(run_dir)
+            result = now.result
+            restarting = restarting and now.controller_gone
+            if now.restarting:
+                if not restarting:
+                    progress.note("the controller died; its supervisor resumes it")
+                restarting = True
+            elif now.died:
+                progress.close()
+                return error(f"run {run_id}: its controller died; continue it with: {resume_line(home, run_id)}")
             if result is not None:
                 # The last progress the run reported, also when it ended before the watch showed any.
                 prog = live_progress(run_dir, view)

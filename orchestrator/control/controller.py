@@ -591,7 +591,7 @@ INTERRUPTED_REASON = "interrupted (SIGINT/SIGTERM): clusters torn down, checkpoi
 
 def stopped_reason(request: StopRequest) -> str:
     # The console's request names the console: its page is where the user looks for who stopped it.
-    who = request.who() + (", from the console" if request.source == "console" else "")
+    who = request.who() + {"console": ", from the console", "python": ", from Python"}.get(request.source, "")
     if request.action == "cancel":
         return f"cancelled by action=cancel ({who}): clusters torn down, checkpoints kept; not resumable"
     return f"stopped by action=stop ({who}): clusters torn down, checkpoints kept; action=resume goes on"

@@ -35,9 +35,9 @@ POLL_S = 0.2  # as the watch's wakeups
 
 
 ACTIONS = ("stop", "cancel", "drill")
-# Where a request was made: the command line (action=stop, cancel, drill) or the console's
-# page (action=console); the journal names it with the stop or the drill.
-SOURCES = ("cli", "console")
+# Where a request was made: the command line (action=stop, cancel, drill), the console's
+# page (action=console) or Python (orchestrator.api); the journal names it with the stop or the drill.
+SOURCES = ("cli", "console", "python")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Each package sits in a layer, and a module imports only from its own layer or on
 below: storage and recovery logic at the bottom, then what crosses between the
 controller and a cluster (the wire), the workloads and the search space, the config, the
 providers, the run's state, its listeners (notify, metrics, chaos), the control loop,
-the commands, and the console (action=console's pages of what the commands read) on top.
+the commands, the Python API (on the commands' functions), and the console
+(action=console's pages of what the commands read) on top.
 The runtime (code that runs on the clusters) is a side of its
 own: it imports nothing of the controller's side, and the controller's side nothing of
 it. There is no declared exception.
@@ -40,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("orchestrator.notify", "orchestrator.metrics", "orchestrator.chaos"),
     ("orchestrator.control",),
     ("orchestrator.commands",),
+    ("orchestrator.api",),
     ("orchestrator.console",),
     ("orchestrator.__main__",),
 )

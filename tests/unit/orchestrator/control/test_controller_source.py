@@ -29,7 +29,12 @@ def asked(source: str, action: str = "stop") -> type[StopWatch]:
 
 @pytest.mark.parametrize(
     ("source", "action", "status"),
-    [("console", "stop", "INTERRUPTED"), ("console", "cancel", "CANCELLED"), ("cli", "stop", "INTERRUPTED")],
+    [
+        ("console", "stop", "INTERRUPTED"),
+        ("console", "cancel", "CANCELLED"),
+        ("cli", "stop", "INTERRUPTED"),
+        ("python", "stop", "INTERRUPTED"),
+    ],
 )
 def test_the_stop_is_journaled_with_where_it_was_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, action: str, status: str
@@ -40,7 +45,7 @@ def test_the_stop_is_journaled_with_where_it_was_asked(
     (stopped,) = [e for e in _events(ctl, "transition") if e["to"] == status]
     assert stopped["source"] == source and result["status"] == status
     verb = "stopped by action=stop" if action == "stop" else "cancelled by action=cancel"
-    console = ", from the console" if source == "console" else ""
+    console = {"console": ", from the console", "python": ", from Python"}.get(source, "")
     assert result["reason"].startswith(f"{verb} (ana@box pid 7{console}): clusters torn down")
 
 
