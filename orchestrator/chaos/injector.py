@@ -199,13 +199,22 @@ class FaultInjector:
         return fired
 
     def drill(
-        self, fault: FaultSpec, cluster: ClusterHandle, runtime_pid: int | None, generation: int, step: int
+        self,
+        fault: FaultSpec,
+        cluster: ClusterHandle,
+        runtime_pid: int | None,
+        generation: int,
+        step: int,
+        victim: tuple[int, int] | None = None,
     ) -> Injected:
         """action=drill: ``fault`` (checked by its reader) on the running attempt now, as a
-        fault of its own after the config's (its own index: it fires once)."""
+        fault of its own after the config's (its own index: it fires once). ``victim``: a
+        kill_worker's (rank, pid), from the group's last train_started."""
         self.faults.append(fault)
         index = len(self.faults) - 1
-        req = {"step": step, "generation": generation, "trigger": "drill"}
+        req: dict[str, object] = {"step": step, "generation": generation, "trigger": "drill"}
+        if victim is not None:
+            req["rank"], req["pid"] = victim
         return self._fire(index, req, cluster, runtime_pid, self.control.fired_count(index) + 1)
 
     def at_point(self, point: str, cluster: ClusterHandle | None, region: str, step: int) -> list[Injected]:

@@ -103,7 +103,11 @@ def config_problem(saved: Any, fault: dict[str, Any]) -> str | None:
     """Why ``fault`` cannot strike the run its saved config describes, as a chaos.faults
     entry with a timed trigger is checked (one line naming the key), or None."""
     cfg = config_from_plain(saved)
-    cfg.chaos.faults = [FaultConfig(kind=FaultKind(fault["kind"]), after_s=1.0, region=fault.get("region"))]
+    kind = FaultKind(fault["kind"])
+    # A drill strikes now; kill_worker's check is a step trigger's (it meets no rendezvous,
+    # the controller names its victim from the group's train_started).
+    when: dict[str, Any] = {"at_step": 1} if kind == FaultKind.kill_worker else {"after_s": 1.0}
+    cfg.chaos.faults = [FaultConfig(kind=kind, region=fault.get("region"), **when)]
     try:
         validate_chaos(cfg)
         check_faults(cfg)

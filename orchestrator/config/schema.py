@@ -139,6 +139,11 @@ class JobConfig:
     code_dir: str = ""
     steps: int = 300
     seed: int = 0
+    # A train function's clock for chaos at_step triggers: "" counts its reports (each
+    # ray.train.report is one step, as the run's steps, progress and lost work count
+    # them); a metric's name (e.g. epoch) makes at_step N fire at the first report whose
+    # metric reaches N. Workload classes count optimizer steps.
+    clock: str = ""
     # Built-ins' batch() takes it per worker; a workload's dataset() takes it as the
     # global batch of one optimizer step, split evenly across workers and micro-batches.
     batch_size: int = 64

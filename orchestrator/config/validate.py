@@ -44,9 +44,10 @@ from orchestrator.config.schema import (
 from orchestrator.config.validate_chaos import validate_chaos
 from orchestrator.config.validate_cloud import _validate_options, _validate_url, validate_cloud
 from orchestrator.config.validate_search import validate_search
+from orchestrator.config.validate_tracking import validate_tracking
 from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import show
-from orchestrator.wire.faults import DRILL_FAULTS, STEP_TRIGGERS
+from orchestrator.wire.faults import DRILL_FAULTS
 from orchestrator.wire.sections import MAX_SEED
 from recovery.boundedjson import INT64
 from recovery.controlkey import parse_source
@@ -97,6 +98,7 @@ def validate(cfg: Config) -> Config:
     validate_search(cfg, validate_training)
     validate_chaos(cfg)
     validate_notify(cfg.notify)
+    validate_tracking(cfg)
     return cfg
 
 
@@ -260,6 +262,9 @@ def validate_training(cfg: Config) -> None:
     _validate_data(cfg.data)
 
 
+_CLOCK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,99}")
+
+
 def _validate_job(cfg: Config) -> None:
     job = cfg.job
     if bool(job.workload) == bool(job.train_func):
@@ -276,13 +281,24 @@ def _validate_job(cfg: Config) -> None:
             )
         # A search's faults come at search steps, the search driver's (validate_chaos).
         for i, fault in enumerate([] if cfg.hpo.enabled else cfg.chaos.faults):
-            step_trigger = next((t for t in STEP_TRIGGERS if getattr(fault, t) is not None), None)
-            if step_trigger or fault.kind in ("user_error", "kill_worker", "corrupt_peer_state"):
+            if fault.kind == "corrupt_peer_state":
                 raise ConfigError(
-                    f"chaos.faults[{i}]" + (f".{step_trigger}" if step_trigger else ".kind"),
-                    f"{fault.kind} with {step_trigger or 'this kind'} needs the built-in training loop's step "
-                    "rendezvous; with job.train_func use after_s or during",
+                    f"chaos.faults[{i}].kind",
+                    "corrupt_peer_state flips a byte of the state the built-in loop's workers hold for a "
+                    "replacement; a train function's workers hold none: use corrupt_checkpoint",
                 )
+    if job.clock and not job.train_func:
+        raise ConfigError(
+            "job.clock",
+            f"got {job.clock!r}; a metric clock applies to a train function (job.train_func), whose reports it "
+            "reads: a workload class counts optimizer steps, leave job.clock empty",
+        )
+    if job.clock and not _CLOCK_NAME.fullmatch(job.clock):
+        raise ConfigError(
+            "job.clock",
+            f"got {job.clock[:80]!r}; expected the name of a metric the function reports (letters, digits, "
+            "'_', '.', '/' or '-', at most 100), e.g. job.clock=epoch",
+        )
 
 
 def _validate_min_workers(cfg: Config) -> None:

@@ -112,7 +112,8 @@ def prove(mode: str, total: int, final: Mapping[str, Any] | None, signed: Signed
 
     ``mode``: LOOP (the built-in loop commits a checkpoint at its last step, whose
     manifest carries the weights' digest), FUNC (a user's function: its newest
-    checkpoint, if it made any, and the digest of its files), SEARCH (the experiment's
+    checkpoint, if it made any, the digest of its files, and the digest of the model in
+    it that the last attempt read back), SEARCH (the experiment's
     newest checkpoint and the trial records it carries: the best trial's weights digest),
     FUNC_SEARCH (the same over a train function: the best trial's checkpoint digest).
     ``total``: the run's last step."""
@@ -168,7 +169,7 @@ def trial_checkpoints(m: Manifest, where: str) -> dict[str, str]:
 def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
     step = claims.get("final_step")
     if signed is None:
-        if claims.get("final_checkpoint") or claims.get("checkpoint_sha256"):
+        if claims.get("final_checkpoint") or claims.get("checkpoint_sha256") or claims.get("weights_sha256"):
             raise Unproven("final.json names a checkpoint, and no store holds a signed one of this run")
         return Proven(int(step or 0), None)
     digest = checkpoint_digest({f.name: f.sha256 for f in signed.manifest.files})
@@ -177,7 +178,12 @@ def _func(claims: dict[str, Any], signed: Signed | None) -> Proven:
     _agree(claims, "final_checkpoint", where)
     if step is not None and step < signed.manifest.step:
         raise Unproven(f"final.json claims final_step {step}, before its checkpoint at {signed.manifest.step}")
-    return Proven(int(step if step is not None else signed.manifest.step), where, None, digest)
+    # The model's digest in that checkpoint, as the attempt that ends the run read it back
+    # (its files are the ones the signature covers): taken only with the checkpoint proven.
+    weights = claims.get("weights_sha256")
+    if weights is not None and not (isinstance(weights, str) and _SHA256.fullmatch(weights)):
+        raise Unproven(f"final.json claims a weights digest that is not one: {str(weights)[:32]}")
+    return Proven(int(step if step is not None else signed.manifest.step), where, weights, digest)
 
 
 def _function_search_digest(m: Manifest, best: dict[str, Any]) -> str | None:

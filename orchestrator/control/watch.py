@@ -29,6 +29,7 @@ from orchestrator.control.watchstate import step_after_report as step_after_repo
 from orchestrator.runstate.events import DrillRequested, IncidentRecorded, RuntimeReattached, RuntimeReport
 from orchestrator.runstate.incidents import Incident
 from orchestrator.runstate.losses import append_losses
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.schema import Event
 from providers.base import ClusterHandle, RuntimeProcess
 from recovery.detection import HEALTH_SETTLE_S, Health, HealthCheck, Lease, Observation, confirm_health, may_reattach
@@ -77,6 +78,8 @@ class AttemptWatch:
             rec.heartbeat_interval_s, rec.heartbeat_timeout_s, failures_to_lose=rec.health_failures_to_lose
         )
         self.nodes = NodeWatch(ctx, cluster, region, generation)
+        # Every rank's pid as the group's last train_started said them (a kill_worker drill's victim).
+        self.worker_pids: list[int] = []
         # The loop's own pacing: what the last look found, the looks so far, the next re-attach.
         self.seen: set[str] = set()
         self.looks = 0
@@ -173,6 +176,8 @@ class AttemptWatch:
         if loss is not None and self.state.train_starts > 1:
             loss.recorded = True  # its incident is open now
         self.nodes.world = self.state.world
+        pids = ev.fields.get("worker_pids")
+        self.worker_pids = [p for p in pids if isinstance(p, int)] if isinstance(pids, list) else []
         nodes = ev.fields.get("worker_nodes")  # validated by the wire's schema when present
         held = sorted(set(nodes)) if isinstance(nodes, list) and nodes else []
         self.nodes.world_nodes = frozenset(held) if held else None
@@ -236,10 +241,17 @@ class AttemptWatch:
             return []
         problem, fault = drill_fault(req.fault, self.region)
         kind = str(req.fault.get("kind"))[:64]
+        victim = None
+        if fault is not None and fault.kind == FaultKind.kill_worker:
+            # The last rank, as an at_step kill_worker strikes; its pid as the group said it.
+            if self.worker_pids:
+                victim = (len(self.worker_pids) - 1, self.worker_pids[-1])
+            else:
+                problem, fault = "no worker's pid is known yet: the group has not started training", None
         self.ctx.emit(DrillRequested(kind=kind, who=req.who(), region=self.region, refused=problem, source=req.source))
         if fault is None:
             return []
-        return [self.injector.drill(fault, self.cluster, self.proc.pid, self.gen, self.state.last_step)]
+        return [self.injector.drill(fault, self.cluster, self.proc.pid, self.gen, self.state.last_step, victim)]
 
     # --- the verdict --------------------------------------------------------------
     def _health(self) -> HealthCheck:

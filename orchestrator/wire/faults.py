@@ -49,9 +49,11 @@ REGION_FAULTS = (
     FaultKind.preempt,
 )
 # Faults action=drill injects into a running attempt: the ones the controller carries out
-# alone, at once (no rendezvous with a worker, no proxy or mount set up when the run began).
+# alone, at once (no rendezvous with a worker, no proxy or mount set up when the run began);
+# kill_worker strikes the last rank the group's train_started named (its worker_pids).
 DRILL_FAULTS = (
     *REGION_FAULTS,
+    FaultKind.kill_worker,
     FaultKind.kill_node,
     FaultKind.hang_node,
     FaultKind.corrupt_checkpoint,

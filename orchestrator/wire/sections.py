@@ -195,6 +195,7 @@ class JobSection(Section):
     code_dir: str = ""
     steps: Count = 300
     seed: Seed = 0
+    clock: str = ""
     batch_size: Count = 64
     lr: Positive = 0.01
     hidden_size: Count = 256

@@ -37,6 +37,16 @@ def due_at_step(fault: FaultSpec, step: int, total: int) -> bool:
     return False
 
 
+def crossed(fault: FaultSpec, before: int, now: int, total: int) -> bool:
+    """A step trigger on a clock that may move by more than one (a train function's
+    job.clock metric): its step (at_step, or a random one) in ``(before, now]``."""
+    if fault.at_step is not None:
+        return before < fault.at_step <= now
+    if fault.random is not None and now > before:
+        return any(before < step <= now for step in random_steps(fault.random.seed, fault.random.rate, total))
+    return False
+
+
 def due_during(fault: FaultSpec, point: str) -> bool:
     return fault.during == point
 

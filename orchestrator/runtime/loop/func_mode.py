@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import logging
+import math
 import os
 import re
 import shutil
@@ -64,9 +66,14 @@ from ray.train.v2._internal.execution import context as ray_context
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
+from orchestrator.runtime.loop import func_exact
+from orchestrator.runtime.loop.func_weights import folder_weights_sha256
+from orchestrator.runtime.loop.train_loop import rng_state, set_rng_state
 from orchestrator.runtime.loop.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
 from orchestrator.wire.control import ControlChannel
+from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.spec import RuntimeSpec
+from orchestrator.wire.triggers import crossed, due_at_step
 from orchestrator.workloads import declared_reports
 from recovery.manifest import MANIFEST_NAME, ManifestError, check_member_name, checkpoint_digest
 from recovery.store import sha256_hex
@@ -83,17 +90,19 @@ class Stop(Stopped):
 class ReportPlan:
     """What one report() does, the same on every rank."""
 
-    step: int  # the run's checkpoint count after this report (this checkpoint's step if it carries one)
+    step: int  # the run's reports after this one: the function's clock (this checkpoint's step if it carries one)
     commit: bool  # some rank passed a checkpoint
     wait: bool  # commit it before report() returns
     stop: bool  # then stop the function (preemption)
 
 
 def plan_report(count: int, any_checkpoint: bool, preempting: bool, async_upload: bool) -> ReportPlan:
-    """``count``: checkpoints reported so far in the run (after a restore: its step).
-    A preemption waits for the next report with a checkpoint, commits it, and stops."""
+    """``count``: reports made so far in the run (after a restore: the restored checkpoint's
+    step). Every report is one step of the function's clock; one that carries a
+    checkpoint commits it as that step. A preemption waits for the next report with a
+    checkpoint, commits it, and stops."""
     return ReportPlan(
-        step=count + 1 if any_checkpoint else count,
+        step=count + 1,
         commit=any_checkpoint,
         wait=any_checkpoint and (preempting or not async_upload),
         stop=any_checkpoint and preempting,
@@ -108,6 +117,11 @@ def read_checkpoint_dir(root: str) -> dict[str, bytes]:
         if not path.is_file():
             continue
         name = path.relative_to(base).as_posix()
+        if func_exact.is_ours(name):
+            raise UserCodeError(
+                f"a reported checkpoint holds {name!r}; {func_exact.RNG_DIR}/ is where the orchestrator keeps "
+                "each rank's RNG states: rename that folder"
+            )
         try:
             check_member_name(name)
         except ManifestError:
@@ -213,6 +227,12 @@ class _ReportLineFilter(logging.Filter):
         if isinstance(record.msg, str) and not record.args:
             record.msg = annotated_report_line(record.msg, self.committed)
         return True
+
+
+def _saved(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
 
 
 def call_user_function(fn: Callable[..., Any], params: dict[str, Any]) -> Any:
@@ -346,8 +366,10 @@ class FuncRun(WorkerAttempt):
 
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         super().__init__(spec, rank, world, control)
-        self.count = 0  # checkpoints reported in the run so far (a restore starts it at its step)
-        self.reports = 0  # reports made in the run so far (a restore starts it at its checkpoint's)
+        self.count = 0  # the step of the run's newest checkpoint (a restore starts it at its step)
+        # Reports made in the run so far, the function's clock: each report is one step (a
+        # restore starts it at its checkpoint's).
+        self.reports = 0
         self.restored_reports = 0
         self.total = declared_reports(spec.job.params)
         self.restored = 0
@@ -362,6 +384,11 @@ class FuncRun(WorkerAttempt):
         # one that carried a checkpoint was committed as.
         self._calls = 0
         self._committed_calls: dict[int, int] = {}
+        # The restored checkpoint's RNG states (func_exact), put back at the function's first
+        # get_checkpoint(); None once put back (or with nothing to put back).
+        self._rngs: dict[str, bytes] | None = None
+        # job.clock: the metric's value at the last report (at_step triggers cross it).
+        self.clock = 0
 
     def kept_on_choice(self, name: str) -> bool:
         # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory.
@@ -388,10 +415,22 @@ class FuncRun(WorkerAttempt):
             self.control.event(self.gen, "workers_ready", pid=os.getpid(), standby=self.spec.standby)
         self.wait_until_active()
         restored = self.restore()
+        # Every rank's pid, in rank order: a kill_worker drill strikes the last one, as an
+        # at_step kill_worker does.
+        pids = [int(p) for p in self._gather(os.getpid())]
         if self.rank == 0:
             self.control.event(
-                self.gen, "train_started", restored_step=restored, restored_from=self._restored_url, pid=os.getpid()
+                self.gen,
+                "train_started",
+                restored_step=restored,
+                restored_from=self._restored_url,
+                pid=os.getpid(),
+                world_size=self.world,
+                worker_pids=pids,
             )
+        # Seeded as late as possible: what the worker did before (the restore's choice, the
+        # group's forming) draws nothing the function will.
+        func_exact.seed_rank(self.spec.job.seed, self.rank)
         self._t_start = time.time()
         lines = _ReportLineFilter(self._committed_calls)
         ray_context.logger.addFilter(lines)
@@ -414,12 +453,17 @@ class FuncRun(WorkerAttempt):
         # it streams in, straight to disk.
         self._verified = {}
         self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
-        for names in restore_batches({f.name: f.size for f in m.files}, RESTORE_BATCH_BYTES):
+        ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
+        self._rngs = source.read_many(m, ours) if ours else None
+        theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
+        for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
             write_checkpoint_dir(source.read_many(m, names), self.restored_dir)
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
         self.reports = self.restored_reports = reports_at(m.extra, m.step)
+        clock = m.extra.get("clock")
+        self.clock = clock if isinstance(clock, int) and not isinstance(clock, bool) and clock >= 0 else 0
         return m.step
 
     def finish(self) -> None:
@@ -427,91 +471,187 @@ class FuncRun(WorkerAttempt):
         self.flush_losses()
         self.checkpointer.wait()
         elapsed = max(time.time() - self._t_start, 1e-9)
-        self.control.progress(self.gen, step=self.count, **self._progress_fields(elapsed))
+        self.control.progress(self.gen, step=self.reports, **self._progress_fields(elapsed))
         self.control.final(
             self.gen,
-            final_step=self.count,
+            final_step=self.reports,
             metrics=self.metrics,
-            weights_sha256=None,  # no model we know of; checkpoint_sha256 names what was trained
+            weights_sha256=self._final_weights(),
             checkpoint_sha256=None if self._digests is None else checkpoint_digest(self._digests),
             final_checkpoint=self.last_checkpoint,
-            train_steps_per_s=(self.count - self.restored) / elapsed,
+            train_steps_per_s=(self.reports - self.restored_reports) / elapsed,
         )
+
+    def _final_weights(self) -> str | None:
+        """Rank 0: the digest of the model in the run's final checkpoint (func_weights), read
+        back: from the folder it restored when it committed none since, else from the store
+        it committed to, each file verified as it streams in; None with no checkpoint, or
+        one that holds no tensor."""
+        if self._digests is None:
+            return None
+        if self.checkpointer.committed_step is None and self.restored_dir is not None:
+            return folder_weights_sha256(self.restored_dir)
+        step = self.checkpointer.committed_step
+        for store in self.checkpointer.stores:
+            m, verdict = store.trusted_manifest(self.spec.run_id, step) if step is not None else (None, None)
+            if m is None or verdict is None or not verdict.ok:
+                continue
+            with tempfile.TemporaryDirectory(prefix=f"orch-weights-{self.spec.run_id}-") as folder:
+                theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
+                for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
+                    write_checkpoint_dir(store.read_many(m, names), folder)
+                return folder_weights_sha256(folder)
+        return None
 
     # --- the report sink (StoreFnUtils calls these on every rank) ---------------------------
     def get_checkpoint(self) -> Any:
         """The checkpoint this attempt restored (None on a fresh start), as a local folder."""
         if self.restored_dir is None:
             return None
+        if self._rngs is not None:
+            # The function resumes here: the draws after this are those after the report
+            # that checkpoint came with.
+            state = func_exact.rng_for(self.rank, self._rngs)
+            self._rngs = None
+            if state is not None:
+                set_rng_state(torch.load(io.BytesIO(state), weights_only=True), self._device())
         from ray.train import Checkpoint
 
         return Checkpoint.from_directory(self.restored_dir)
 
     def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None:
+        # The RNG states as the function left them at this report: what a resume from this
+        # report's checkpoint puts back.
+        rng = _saved(rng_state(self._device()))
         mine = None
         if checkpoint is not None:
             with checkpoint.as_directory() as folder:
                 mine = read_checkpoint_dir(folder)
             if delete_local and getattr(checkpoint.filesystem, "type_name", "") == "local":
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
-        self.reports += 1
         self._calls += 1
-        any_checkpoint, notice = self._agree(mine is not None)
+        before = self.clock
+        any_checkpoint, notice, self.clock = self._agree(mine is not None, self._clock_of(metrics))
         self.preempting = self.preempting or notice
-        plan = plan_report(self.count, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
+        plan = plan_report(self.reports, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
+        self.reports = plan.step
         if plan.commit:
-            catalogs, index = self._catalogs(None if mine is None else catalog_of(mine))
+            catalogs, index, rngs = self._catalogs(None if mine is None else catalog_of(mine), rng)
+            # Rank 0 puts every rank's RNG states (they came with the catalogs).
+            states = {func_exact.rng_name(r): b for r, b in enumerate(rngs)}
+            catalogs = [{**(catalogs[0] or {}), **catalog_of(states)}, *catalogs[1:]]
             layout = layout_of(catalogs)
             assert layout is not None, "plan_report commits only when some rank passed a checkpoint"
             self.count = plan.step
             self._committed_calls[self._calls] = plan.step
             # Each rank puts the files it is the lowest rank to hold; no rank sees another's bytes.
-            own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank} if mine else {}
+            own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank and n in mine} if mine else {}
             if self.rank == 0:
+                own |= states
                 self._commit(plan.step, own, layout, metrics, plan.wait, index)
             elif self.share_upload is not None:
                 self.share_to(index)  # where rank 0 commits now
                 self.share_upload.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
         if self.rank == 0:
             self.metrics = dict(metrics)
+            loss = _number(metrics.get("loss"))
+            if loss is not None and math.isfinite(loss):
+                self._losses.append((plan.step, loss))
             self._progress(force=plan.commit)
         if plan.stop:
             if self.rank == 0:
                 self.flush_losses()
                 self.control.event(self.gen, "preempted", step=plan.step, checkpoint=self.last_checkpoint)
             raise Stop(plan.step)
+        self._chaos(plan.step, before)
 
-    def _agree(self, have_checkpoint: bool) -> tuple[bool, bool]:
-        """Every rank learns whether any rank passed a checkpoint and whether rank 0 has seen a
-        preemption notice: one tiny all-reduce (every rank calls report, so every rank is here)."""
+    def _clock_of(self, metrics: Mapping[str, Any]) -> int:
+        """This report's value of job.clock's metric (0 without one: the reports count)."""
+        name = self.spec.job.clock
+        if not name:
+            return 0
+        value = metrics.get(name) if isinstance(metrics, Mapping) else None
+        number = _number(value)
+        if number is None or isinstance(value, bool) or not math.isfinite(number):
+            shown = ", ".join(sorted(str(k) for k in metrics)[:12]) if isinstance(metrics, Mapping) else "none"
+            raise UserCodeError(
+                f"job.clock={name}: report {self._calls} carries no number named {name!r} (its metrics: {shown}); "
+                "report it with every ray.train.report, or leave job.clock empty to count reports"
+            )
+        return int(number)
+
+    # --- chaos on the function's clock --------------------------------------------------
+    def _chaos(self, step: int, before: int) -> None:
+        """The faults an at_step (or random) trigger makes due at this report: on the reports'
+        clock, the one whose step it is; on job.clock's, the first report whose metric
+        reaches it. Every rank decides the same (the clock is agreed), so all of them
+        quiesce; then the victim (the last rank for kill_worker, else rank 0) asks the
+        controller to fire it and waits."""
+        total = self.total or self.spec.job.steps
+        if self.spec.job.clock:
+            due = [i for i, f in enumerate(self.spec.faults) if crossed(f, before, self.clock, total)]
+        else:
+            due = [i for i, f in enumerate(self.spec.faults) if due_at_step(f, step, total)]
+        if not due:
+            return
+        self._quiesce()
+        for i in due:
+            fault = self.spec.faults[i]
+            victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
+            if self.rank != victim or not self._armed(i, fault):
+                continue
+            if fault.random is not None and step in self.control.fired_steps(i):
+                continue  # a random fault strikes a step once, also when the step is replayed
+            self._rendezvous(i, fault, step)
+
+    def _quiesce(self) -> None:
+        """Every rank waits until rank 0's uploads are committed (see the built-in loop's
+        quiesce): a worker killed just after a commit never beats that commit."""
+        if self.rank == 0:
+            self.checkpointer.wait()
+        self.wait_for_share()
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def _agree(self, have_checkpoint: bool, clock: int) -> tuple[bool, bool, int]:
+        """Every rank learns whether any rank passed a checkpoint, whether rank 0 has seen a
+        preemption notice, and the clock (job.clock's metric, the highest any rank reported):
+        one tiny all-reduce (every rank calls report, so every rank is here)."""
         notice = self._preempt.is_set()
         if self.world == 1:
-            return have_checkpoint, notice
+            return have_checkpoint, notice, clock
         import torch.distributed as dist
 
-        flags = torch.tensor([int(have_checkpoint), int(notice)], dtype=torch.int64, device=self._device())
+        flags = torch.tensor([int(have_checkpoint), int(notice), clock], dtype=torch.int64, device=self._device())
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        return bool(flags[0].item()), bool(flags[1].item())
+        return bool(flags[0].item()), bool(flags[1].item()), int(flags[2].item())
 
-    def _catalogs(self, mine: Catalog | None) -> tuple[list[Catalog | None], int]:
-        """Every rank's catalog of its checkpoint folder (names, sizes, sha256), on every
-        rank, with the index of the store rank 0 commits to now."""
+    def _catalogs(self, mine: Catalog | None, rng: bytes) -> tuple[list[Catalog | None], int, list[bytes]]:
+        """Every rank's catalog of its checkpoint folder (names, sizes, sha256) and RNG states,
+        on every rank, with the index of the store rank 0 commits to now."""
         index = self.checkpointer.store_index if self.rank == 0 else 0
+        out = self._gather((mine, index, rng))
+        return [got[0] for got in out], int(out[0][1]), [got[2] for got in out]
+
+    def _gather(self, mine: Any) -> list[Any]:
+        """Every rank's ``mine``, in rank order, on every rank."""
         if self.world == 1:
-            return [mine], index
+            return [mine]
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.world
         device = self._device()
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-            dist.all_gather_object(out, (mine, index))
-        return [got[0] for got in out], int(out[0][1])
+            dist.all_gather_object(out, mine)
+        return out
 
     def _device(self) -> torch.device:
         """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
         import torch.distributed as dist
 
-        if dist.get_backend() == "nccl":
+        if dist.is_initialized() and dist.get_backend() == "nccl":
             from ray.train.torch import get_device
 
             return get_device()
@@ -529,26 +669,25 @@ class FuncRun(WorkerAttempt):
         if self._upload_fault_armed():
             self._upload_staged.clear()
         extra = {"world_size": self.world, "train_func": self.spec.job.train_func, "reports": self.reports}
+        if self.spec.job.clock:
+            extra["clock"] = self.clock
         self.checkpointer.submit(step, own, extra=extra, remote=layout.remote(), store_index=index)
         if wait:
             self.checkpointer.wait()
         # "during: checkpoint_upload" lands before the function goes on (see _Loop.hold_for_upload_fault).
         self.hold_for_upload_fault()
-        loss = _number(metrics.get("loss"))
-        if loss is not None:
-            self._losses.append((step, loss))
 
     def _progress(self, force: bool) -> None:
         now = time.time()
         if not force and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        self.control.progress(self.gen, step=self.count, **self._progress_fields(now - self._t_start))
+        self.control.progress(self.gen, step=self.reports, **self._progress_fields(now - self._t_start))
         self.flush_losses()
 
     def _progress_fields(self, elapsed: float) -> dict[str, Any]:
         """What the function reported: its reports so far (of the total its config declares,
-        if it does), their rate, its metrics. ``step`` stays its checkpoint count."""
+        if it does), their rate, its metrics. ``step`` is its reports too: the run's clock."""
         return {
             "total": self.total,
             "reports": self.reports,

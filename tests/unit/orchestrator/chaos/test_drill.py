@@ -21,7 +21,7 @@ def test_a_drill_fault_strikes_the_region_the_run_trains_in_now() -> None:
 @pytest.mark.parametrize(
     ("plain", "words"),
     [
-        ({"kind": "kill_worker"}, "not a fault a drill injects"),
+        ({"kind": "corrupt_peer_state"}, "not a fault a drill injects"),
         ({"kind": "user_error"}, "not a fault a drill injects"),
         ({"kind": "storage_outage"}, "not a fault a drill injects"),
         ({"kind": "explode"}, "fault.kind"),

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
     ("overrides", "key", "words"),
     [
         (["action=drill", "run_id=r1"], "fault", "injects one of: kill_region"),
-        (["action=drill", "run_id=r1", "fault=kill_worker"], "fault", "injects one of"),
+        (["action=drill", "run_id=r1", "fault=corrupt_peer_state"], "fault", "injects one of"),
         (["action=status", "run_id=r1", "fault=kill_region"], "fault", "only action=drill takes it"),
         (["action=stop", "run_id=r1", "region=local-a"], "region", "only action=drill takes it"),
     ],

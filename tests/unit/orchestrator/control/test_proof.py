@@ -66,6 +66,13 @@ def test_a_function_s_end_is_its_newest_checkpoint_and_the_digest_of_its_files()
     digest = checkpoint_digest({"model.pt": "cd" * 32})
     assert prove(FUNC, 60, {"final_step": 9, "checkpoint_sha256": digest}, signed) == Proven(9, URL, None, digest)
     assert prove(FUNC, 60, {"final_step": 3}, None) == Proven(3, None)
+    # The model's digest the last attempt read back from the proven checkpoint, and only with one.
+    got = prove(FUNC, 60, {"final_step": 9, "checkpoint_sha256": digest, "weights_sha256": W}, signed)
+    assert got == Proven(9, URL, W, digest)
+    with pytest.raises(Unproven, match="names a checkpoint"):
+        prove(FUNC, 60, {"weights_sha256": W}, None)
+    with pytest.raises(Unproven, match="not one"):
+        prove(FUNC, 60, {"weights_sha256": "x" * 64}, signed)
     assert prove(FUNC, 60, {"final_step": 900}, None) == Proven(900, None)  # more reports than job.steps
     with pytest.raises(Unproven, match="checkpoint_sha256"):
         prove(FUNC, 60, {"checkpoint_sha256": "0" * 64}, signed)

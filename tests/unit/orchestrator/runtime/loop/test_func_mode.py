@@ -90,12 +90,12 @@ def train_func(config):
 # --- pure pieces ----------------------------------------------------------------------------
 
 
-def test_a_report_with_a_checkpoint_takes_the_next_step_after_the_restored_one() -> None:
+def test_every_report_is_one_step_of_the_clock_and_one_with_a_checkpoint_commits_it_as_that_step() -> None:
     assert plan_report(0, any_checkpoint=True, preempting=False, async_upload=True).step == 1
     restored = plan_report(7, any_checkpoint=True, preempting=False, async_upload=True)
     assert (restored.step, restored.commit, restored.wait, restored.stop) == (8, True, False, False)
     metrics_only = plan_report(7, any_checkpoint=False, preempting=False, async_upload=True)
-    assert (metrics_only.step, metrics_only.commit) == (7, False)
+    assert (metrics_only.step, metrics_only.commit) == (8, False)
     assert plan_report(3, any_checkpoint=True, preempting=False, async_upload=False).wait
 
 
@@ -270,12 +270,13 @@ def test_reports_commit_numbered_checkpoints_and_a_new_attempt_resumes_from_the_
     store = CheckpointStore(first.store_url, region="r", key=TEST_KEY)
     assert store.committed_steps("fn-unit") == [1, 2, 3]
     m3 = store.manifest("fn-unit", 3)
-    assert m3 is not None and {f.name for f in m3.files} == {"epoch.txt", "sub/notes.txt"}
+    # The function's files, and the RNG states of its one rank beside them.
+    assert m3 is not None and {f.name for f in m3.files} == {"epoch.txt", "sub/notes.txt", ".orchestrator/rng-rank0.pt"}
     assert store.read(m3, "epoch.txt") == b"2"
     final = ControlChannel(first.control_url).read_final(1)
     assert final is not None and final["final_step"] == 3
     assert final["metrics"] == {"loss": 1.0 / 3, "epoch": 2, "resumed_from_epoch": 0}
-    assert final["weights_sha256"] is None
+    assert final["weights_sha256"] is None  # text files: no tensor, no model to fingerprint
     assert final["checkpoint_sha256"] == checkpoint_digest({f.name: f.sha256 for f in m3.files})
     assert final["final_checkpoint"] == store.checkpoint_url("fn-unit", 3)
     assert [e["restored_step"] for e in events(first, "train_started")] == [0]
@@ -330,8 +331,9 @@ def test_a_preemption_notice_commits_the_next_checkpoint_and_stops_the_function(
     with pytest.raises(func_mode.Stop):
         run.run()
     # The metrics-only report went on; the one with a checkpoint committed it and stopped.
-    assert events(spec, "preempted")[0]["step"] == 1
-    assert CheckpointStore(spec.store_url, region="r", key=TEST_KEY).committed_steps("fn-unit") == [1]
+    # Its step is the function's clock: the second report.
+    assert events(spec, "preempted")[0]["step"] == 2
+    assert CheckpointStore(spec.store_url, region="r", key=TEST_KEY).committed_steps("fn-unit") == [2]
     assert not trace.exists()  # nothing after that report ran
     assert control.read_final(1) is None
 
