@@ -256,8 +256,9 @@ def _quoted(text: str) -> str:
 
 
 # Mappings whose keys are the user's to choose: job.params.hidden=64 adds the key (Hydra's
-# struct mode would want '+') or replaces it; so does hpo.search_space.job.params.hidden=...
-FREE_FORM = ("job.params.", "hpo.search_space.")
+# struct mode would want '+') or replaces it; so do hpo.search_space.job.params.hidden=...
+# and tracking.tags.team=nlp.
+FREE_FORM = ("job.params.", "hpo.search_space.", "tracking.tags.")
 
 
 def _free_form(overrides: list[str]) -> list[str]:

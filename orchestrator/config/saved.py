@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.wire.codec import to_plain
 
 # Top-level sections a run's config.json from before them lacks: it reads with their defaults.
-ADDED_SINCE = ("notify", "metrics")
+ADDED_SINCE = ("notify", "metrics", "tracking")
 
 
 def refuse_credentials(cfg: Config, name: str) -> None:

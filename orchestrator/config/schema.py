@@ -115,6 +115,21 @@ class AutoOff(StrEnum):
     off = "off"
 
 
+class TrackerKind(StrEnum):
+    """tracking.kind: the experiment tracker a run's params, metrics and incidents go to."""
+
+    none = "none"
+    mlflow = "mlflow"
+    wandb = "wandb"
+
+
+class TrackerMode(StrEnum):
+    """tracking.mode: whether W&B sends as the run goes, or keeps its files for ``wandb sync``."""
+
+    online = "online"
+    offline = "offline"
+
+
 class ProviderKind(StrEnum):
     """cloud.provider: providers/registry.py's PROVIDERS, one each."""
 
@@ -573,6 +588,33 @@ class MetricsConfig:
 
 
 @dataclass
+class TrackingConfig:
+    """An experiment tracker for the run (docs/guides/tracking.md): one tracker run per
+    orchestrator run, resumed (never duplicated) after a failover or a takeover."""
+
+    # none, mlflow or wandb. The tracker's client is imported only when one is named (the
+    # tracking extra: pip install -e '.[tracking]').
+    kind: TrackerKind = TrackerKind.none
+    # mlflow: the tracking server (http:// or https://, or file:///a/folder). null: the
+    # environment's MLFLOW_TRACKING_URI, else ./mlruns. Never a credential: MLflow reads
+    # MLFLOW_TRACKING_TOKEN (or _USERNAME and _PASSWORD) from the environment.
+    uri: str | None = None
+    # mlflow: the experiment; wandb: the project. null: job.name.
+    project: str | None = None
+    # wandb: the team or user the project belongs to. null: the API key's default
+    # (WANDB_API_KEY, read from the environment by W&B itself).
+    entity: str | None = None
+    # The tracker run's name. null: the run's run_id.
+    run_name: str | None = None
+    # Tags on the tracker run, besides the orchestrator's own (orchestrator.*).
+    tags: dict[str, str] = field(default_factory=dict)
+    # wandb: online, or offline (its files under the run folder's tracking/, for wandb sync).
+    mode: TrackerMode = TrackerMode.online
+    # How often, in seconds, what is due is sent in one batch: the tracker's cost to the run.
+    flush_every_s: float = 5.0
+
+
+@dataclass
 class ConsoleConfig:
     """action=console: the web console on this machine (docs/guides/console.md)."""
 
@@ -597,6 +639,7 @@ class Config:
     hpo: HpoConfig = field(default_factory=HpoConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
     # action=console's server (this command's, not the run's: no run's journal keeps it).
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     action: Action = Action.run

@@ -6,10 +6,11 @@ key where the run has a control store), the lease and mirror in the control stor
 anything else acts), the journal and the run's events (``listeners.RunEvents``), the
 notify targets and their notifier, the run's keys, the control channel, the fault
 proxies, the regions' stores, the failure policy, the progress line, the TensorBoard
-writer, the replicator, the context the loop's parts share, the warm standby, the fault
-injector and the attempt runner. Then the listeners, in the order they are told: the
-notifier, the TensorBoard writer, the progress line, the fault injector's failover point,
-those ``metrics.listeners`` names, then the ones the caller passes.
+writer, the tracker (tracking.kind), the replicator, the context the loop's parts share,
+the warm standby, the fault injector and the attempt runner. Then the listeners, in the
+order they are told: the notifier, the TensorBoard writer, the tracker, the progress
+line, the fault injector's failover point, those ``metrics.listeners`` names, then the
+ones the caller passes.
 
 A new consumer of the run's events is one more listener: named in ``metrics.listeners``
 (no change to the code at all), or, built in, registered here; nothing else under
@@ -49,6 +50,7 @@ from orchestrator.runstate.event_json import to_json
 from orchestrator.runstate.events import (
     ControlInvalid,
     LeaseTaken,
+    ListenerFailed,
     NotifyFailed,
     ReplicationError,
     TensorBoardFailed,
@@ -56,6 +58,7 @@ from orchestrator.runstate.events import (
 from orchestrator.runstate.events import Replicated as ReplicatedEvent
 from orchestrator.runstate.journal import Journal
 from orchestrator.runstate.rundir import make_control_dir, make_run_dir
+from orchestrator.tracking.tracker import Both, Tracker, tracker_for
 from orchestrator.wire.codec import to_plain
 from orchestrator.wire.control import ControlChannel, Invalid, run_control_url
 from orchestrator.wire.faults import STORAGE_FAULTS
@@ -188,6 +191,14 @@ def _wire(
     metrics: TensorBoardWriter | NoMetrics = (
         tensorboard_writer(run_dir, tensorboard_failed) if cfg.metrics.tensorboard else NoMetrics()
     )
+    # tracking.kind: the run in MLflow or W&B, from a thread of its own (orchestrator/tracking/).
+    tracker = tracker_for(
+        cfg,
+        run_id,
+        run_dir,
+        events.emit,
+        lambda error: events.emit(ListenerFailed(listener=Tracker.name, error=error)),
+    )
 
     def replicated(r: Replicated) -> None:
         events.emit(
@@ -218,7 +229,7 @@ def _wire(
         control,
         stores=stores,
         progress=progress,
-        metrics=metrics,
+        metrics=metrics if tracker is None else Both(metrics, tracker),
         replicator=replicator,
         proxies=proxies,
         run_key=run_key,
@@ -252,6 +263,8 @@ def _wire(
     # Told every event, in this order (orchestrator/control/listeners.py).
     events.listen("notifier", notifier.offer, notifier.close)
     events.listen("tensorboard", metrics.event, metrics.close)
+    if tracker is not None:
+        events.add(tracker)
     events.listen("progress", lambda event, _view: progress.event(event))
     events.add(FaultPoints(injector, lambda fired: progress.note(chaos_text(fired.kind, fired.step, fired.detail))))
     run = ListenerRun(run_id, run_dir, cfg)

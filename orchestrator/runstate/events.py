@@ -810,6 +810,22 @@ class ListenerFailed(Event):
     event: str | None = None  # the type of the event it raised on
 
 
+@_event("tracking_started")
+@dataclass(frozen=True)
+class TrackingStarted(Event):
+    """The run's experiment tracker run (tracking.kind), made or taken up again by this
+    controller: a resumed controller, here or after a takeover, reads its id back from the
+    journal and logs to the same one. ``trial``: a search trial's child run. Changes
+    nothing of the run's state."""
+
+    SPARSE = frozenset({"trial"})
+
+    kind: str  # mlflow | wandb
+    tracker_run: str  # the tracker's own id of the run
+    resumed: bool = False  # an existing tracker run taken up again
+    trial: str | None = None  # the search trial the child run is of
+
+
 @dataclass(frozen=True)
 class RuntimeReport(Event):
     """What the runtime (or a fenced older attempt, ``by="zombie"``) reported, as it came."""

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("orchestrator.config", "orchestrator.runtime"),
     ("providers",),
     ("orchestrator.runstate",),
-    ("orchestrator.notify", "orchestrator.metrics", "orchestrator.chaos"),
+    ("orchestrator.notify", "orchestrator.metrics", "orchestrator.chaos", "orchestrator.tracking"),
     ("orchestrator.control",),
     ("orchestrator.commands",),
     ("orchestrator.api",),

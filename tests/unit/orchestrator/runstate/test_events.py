@@ -146,6 +146,7 @@ SAMPLES: list[E.Event] = [
     E.NotifyOff("webhook", "no notify.secret in the run's folder", endpoint="https://hooks.example.com"),
     E.TensorBoardFailed("stopped: OSError: [Errno 28] No space left on device"),
     E.ListenerFailed("tests.support.listeners:Recorder", "OSError: disk full", event="transition"),
+    E.TrackingStarted(kind="mlflow", tracker_run="0a1b2c3d", resumed=True, trial="trial_00001"),
     E.RuntimeReport("train_started", {"restored_step": 0, "generation": 1, "time": 3.0, "by": "runtime"}),
     E.RuntimeReport("transition", {"to": "SUCCEEDED", "by": "runtime"}, legacy=True),
     E.Unknown("from_the_future", {"anything": [1, 2]}),
