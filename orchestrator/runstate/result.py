@@ -140,9 +140,10 @@ def build_result(
         "final_step": final.get("final_step", last_step),
         "metrics": final.get("metrics", {}),
         "final_checkpoint": final.get("final_checkpoint") or (None if newest is None else newest[1]),
+        # job.train_func too: the model's tensors in its final checkpoint, however they were saved.
         "weights_sha256": final.get("weights_sha256"),
-        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines (its weights are not ours to
-        # know); a search over one: its best trial's newest checkpoint's, as trials[].checkpoint_sha256.
+        # job.train_func: sha256 over the final checkpoint's "<file> <sha256>" lines; a search over
+        # one: its best trial's newest checkpoint's, as trials[].checkpoint_sha256.
         "checkpoint_sha256": final.get("checkpoint_sha256"),
         "attempts": len(record.attempts),
         "attempt_history": record.attempts,

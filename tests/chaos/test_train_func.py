@@ -1,8 +1,10 @@
-"""job.train_func: an unchanged Ray Train function, written as Ray's documentation shows,
-from a folder outside the repository that only PYTHONPATH names. It loses its region and
-finishes in the next one from the newest verified checkpoint, which it sees through
-ray.train.get_checkpoint(); on a preemption notice both workers stop at the next report
-with a checkpoint, committed, and nothing is lost."""
+"""job.train_func: an unchanged Ray Train function, written as Ray's documentation shows
+(prepare_model, prepare_data_loader with set_epoch, a dropout, no seed of its own), from a
+folder outside the repository that only PYTHONPATH names. It loses a worker at a reported
+iteration (restarted in place), is preempted (both workers stop at the next report with a
+checkpoint, committed, nothing lost), loses its region and finishes in the next one from
+the newest verified checkpoint, which it sees through ray.train.get_checkpoint(); and it
+ends with exactly the weights of the same run uninterrupted (weights_sha256)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from providers.procs import marked
 from recovery.manifest import Manifest
 from recovery.store import parse_step_dir
 from tests.support.invariants import journal_consistent
-from tests.support.runs import Run, orchestrate
+from tests.support.runs import Run, orch, orchestrate
 from tests.support.servers import MetadataServer
 
+# kill_worker strikes the last worker at this reported iteration, in local-a, before the notice.
+KILL_WORKER_AT = 2
 # Each fault lands FAULT_AFTER_S into its attempt's training: after a few checkpoints
 # (an epoch takes 0.5-1.5 s on a 2-core machine) and, two attempts together, well before
 # the end (the sleeps alone take EPOCHS * SLEEP_S = 16 s).
@@ -42,6 +46,7 @@ import tempfile
 import time
 
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 import ray.train
 import ray.train.torch
@@ -49,8 +54,7 @@ from ray.train import Checkpoint
 
 
 def train_func(config):
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     start_epoch = 0
     checkpoint = ray.train.get_checkpoint()
@@ -61,15 +65,18 @@ def train_func(config):
             optimizer.load_state_dict(state["optimizer"])
             start_epoch = state["epoch"] + 1
     model = ray.train.torch.prepare_model(model)
-    rank = ray.train.get_context().get_world_rank()
-    g = torch.Generator().manual_seed(rank)
+    g = torch.Generator().manual_seed(1234)
     x = torch.randn(256, 4, generator=g)
     y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    loader = ray.train.torch.prepare_data_loader(DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True))
+    rank = ray.train.get_context().get_world_rank()
 
     for epoch in range(start_epoch, config["epochs"]):
-        for i in range(0, 256, 32):
+        if ray.train.get_context().get_world_size() > 1:
+            loader.sampler.set_epoch(epoch)
+        for xb, yb in loader:
             optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x[i : i + 32]), y[i : i + 32])
+            loss = torch.nn.functional.mse_loss(model(xb), yb)
             loss.backward()
             optimizer.step()
         time.sleep(config["sleep_s"])
@@ -143,16 +150,32 @@ def run_function(home: Path, run_id: str, code: Path, out: Path, fault: str, *ov
     )
 
 
-def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_verified_checkpoint(
-    orch_home, user_code, tmp_path
+@pytest.fixture(scope="module")
+def straight(orch_home: Path, user_code: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same run with no fault: the weights every faulted run must end with."""
+    out = tmp_path_factory.mktemp("straight") / "last_metrics.json"
+    run = run_function(orch_home, "train-func-straight", user_code, out, "")
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = run.result
+    assert r is not None and r["status"] == "SUCCEEDED" and r["attempts"] == 1 and not r["incidents"], r
+    return r
+
+
+def test_a_lost_worker_a_preemption_and_a_lost_region_resume_the_function_exactly(
+    orch_home, user_code, tmp_path, straight
 ):
-    """One run, three attempts: preempted in local-a (stopped after its next checkpoint,
-    nothing lost), then local-b killed outright (resumed from the newest verified one).
+    """One run, three attempts: a worker killed at a reported iteration in local-a (the
+    group restarted in place from that iteration's checkpoint), then preempted there
+    (stopped after its next checkpoint, nothing lost), then local-b killed outright
+    (resumed from the newest verified one); and the weights of the run that never failed.
     The preemption is GCP's: local-a's metadata server (on 127.0.0.1, as GCP's answers)
-    turns instance/preempted TRUE once the function has reported NOTICE_AT checkpoints,
+    turns instance/preempted TRUE once the function has reported NOTICE_AT iterations,
     and only the runtime's own watch of it hears that."""
     out = tmp_path / "last_metrics.json"
-    faults = f"{{kind:kill_region,after_s:{FAULT_AFTER_S},region:local-b}}"
+    faults = (
+        f"{{kind:kill_worker,at_step:{KILL_WORKER_AT},region:local-a}},"
+        f"{{kind:kill_region,after_s:{FAULT_AFTER_S},region:local-b}}"
+    )
     with MetadataServer("gcp") as metadata:
         progress = orch_home / "runs" / "train-func-faults" / "control" / "g1" / "progress.json"
         metadata.notice_at_step(progress, NOTICE_AT)
@@ -169,11 +192,25 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     r = run.result
     assert r is not None and r["status"] == "SUCCEEDED", r
     assert r["region"] == "local-c" and r["attempts"] == 3
-    # One step per reported checkpoint, numbered on across both failovers.
+    # One step per report, numbered on across the restart and both failovers.
     assert r["final_step"] == EPOCHS
     started = run.events("train_started")
-    assert [(e["region"], e["generation"]) for e in started] == [("local-a", 1), ("local-b", 2), ("local-c", 3)]
+    assert [(e["region"], e["generation"]) for e in started] == [
+        ("local-a", 1),
+        ("local-a", 1),
+        ("local-b", 2),
+        ("local-c", 3),
+    ]
     assert started[0]["restored_step"] == 0
+
+    # The lost worker: the last rank's process, killed once the iteration's checkpoint was
+    # committed; Ray Train restarted the group in place, which resumed from that checkpoint.
+    (killed,) = [e for e in run.events("fault_injected") if e["kind"] == "kill_worker"]
+    assert killed["step"] == KILL_WORKER_AT and killed["rank"] == 1, killed
+    assert killed["killed"] == 1 and not killed.get("refused"), killed
+    assert started[1]["restored_step"] == KILL_WORKER_AT
+    assert started[1]["worker_pids"] != started[0]["worker_pids"]
+    started = [started[0], *started[2:]]
 
     # The preemption: both workers stopped together at the report after the notice, its
     # checkpoint committed, and the next attempt restored exactly that one.
@@ -187,7 +224,9 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     ended = next(e for e in run.events("attempt_ended") if e["generation"] == 1)
     assert ended["outcome"] == "preempted", ended
     assert started[1]["restored_step"] == step
-    first, second = r["incidents"]
+    worker, first, second = r["incidents"]
+    assert worker["kind"] == "worker_lost" and worker["restored_step"] == KILL_WORKER_AT, worker
+    assert worker["lost_steps"] == 0, worker
     assert first["kind"] == "preempted" and first["lost_steps"] == 0, first
 
     # The lost region: the newest verified checkpoint, the one the controller fenced on.
@@ -205,11 +244,17 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     # result.json's metrics are the last ones the function reported.
     assert r["metrics"] == json.loads(out.read_text())
 
-    # checkpoint_sha256 names the final checkpoint's files; there are no weights of ours.
-    assert r["weights_sha256"] is None
+    # Exactly the weights of the run that never failed, and the same checkpoint: the model,
+    # and each rank's RNG states beside it (put back on the resume: the dropout's draws).
+    assert r["weights_sha256"] is not None and r["weights_sha256"] == straight["weights_sha256"]
+    assert r["checkpoint_sha256"] == straight["checkpoint_sha256"]
     folder = Path(r["final_checkpoint"].removeprefix("file://"))
     manifest = Manifest.from_json((folder / "MANIFEST.json").read_bytes())
-    assert [f.name for f in manifest.files] == ["model.pt"]
+    assert sorted(f.name for f in manifest.files) == [
+        ".orchestrator/rng-rank0.pt",
+        ".orchestrator/rng-rank1.pt",
+        "model.pt",
+    ]
     assert manifest.step == EPOCHS
     listing = "".join(f"{f.name} {f.sha256}\n" for f in sorted(manifest.files, key=lambda f: f.name))
     assert r["checkpoint_sha256"] == hashlib.sha256(listing.encode()).hexdigest()
@@ -217,3 +262,39 @@ def test_a_preemption_then_a_lost_region_resume_the_function_from_its_newest_ver
     assert not run.events("user_error")
     journal_consistent(run)
     nothing_left_of(run, orch_home)
+
+
+def test_a_kill_worker_drill_on_a_running_function_restarts_its_group_in_place_exactly(
+    orch_home, user_code, tmp_path, straight
+):
+    """``action=drill fault=kill_worker`` on a detached function run, a few reports in:
+    the controller kills the last rank its train_started named, Ray Train restarts the
+    group in place from the newest checkpoint, and the run ends with the weights of the
+    run that never failed."""
+    out = tmp_path / "last_metrics.json"
+    started = run_function(orch_home, "train-func-drill", user_code, out, "", "detach=true")
+    assert started.returncode == 0, started.stderr[-2000:]
+    progress = started.run_dir / "control" / "g1" / "progress.json"
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(progress.read_text()).get("step", 0) >= 3:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    drilled = orch(orch_home, "action=drill", "run_id=train-func-drill", "fault=kill_worker")
+    assert drilled.returncode == 0, drilled.stderr[-2000:]
+    assert "kill_worker injected at step" in drilled.stdout, drilled.stdout
+    watched = orch(orch_home, "action=watch", "run_id=train-func-drill", timeout=RUN_TIMEOUT_S)
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    result = json.loads((started.run_dir / "result.json").read_text())
+    assert result["status"] == "SUCCEEDED" and result["attempts"] == 1, result
+    (worker,) = result["incidents"]
+    assert worker["kind"] == "worker_lost" and worker["from_region"] == worker["to_region"] == "local-a", worker
+    assert result["weights_sha256"] == straight["weights_sha256"]
+    journal = [json.loads(line) for line in (started.run_dir / "journal.jsonl").read_text().splitlines()]
+    (asked,) = [e for e in journal if e["type"] == "drill_requested"]
+    assert asked["kind"] == "kill_worker" and not asked.get("refused"), asked
+    (killed,) = [e for e in journal if e["type"] == "fault_injected" and e["kind"] == "kill_worker"]
+    assert killed["trigger"] == "drill" and killed["rank"] == 1 and killed["killed"] == 1, killed

@@ -2,7 +2,9 @@
 the model with ``fully_shard``, saves with ``torch.distributed.checkpoint`` into a folder
 of its own and passes it to ``ray.train.report``. The run loses its region and resumes
 in the next one from the newest verified checkpoint (each rank's shard put by that rank,
-one signed manifest), and ends with exactly the weights of the same run uninterrupted."""
+one signed manifest), loses a worker there at a reported iteration (the group restarted in
+place from that iteration's checkpoint), and ends with exactly the weights of the same run
+uninterrupted: the function's own digest and the orchestrator's weights_sha256 alike."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from tests.support.runs import Run, orchestrate
 EPOCHS = 14
 SLEEP_S = 0.4
 FAULT_AFTER_S = 4.0
+# In the second region, after the restore (at most about 10 epochs are done 4 s in).
+KILL_WORKER_AT = 12
 
 # Nothing here knows about the orchestrator: it runs as is under a plain TorchTrainer.
 USER_CODE = """
@@ -118,16 +122,21 @@ def run_function(home: Path, run_id: str, code: Path, *overrides: str) -> Run:
 def test_an_fsdp_function_resumes_in_another_region_with_the_uninterrupted_weights(orch_home, user_code) -> None:
     base = run_function(orch_home, "fsdp-func-base", user_code).result
     assert base is not None and base["status"] == "SUCCEEDED" and base["final_step"] == EPOCHS, base
-    run = run_function(
-        orch_home, "fsdp-func-lost", user_code, f"chaos.faults=[{{kind:kill_region,after_s:{FAULT_AFTER_S}}}]"
+    faults = (
+        f"{{kind:kill_region,after_s:{FAULT_AFTER_S},region:local-a}},"
+        f"{{kind:kill_worker,at_step:{KILL_WORKER_AT},region:local-b}}"
     )
+    run = run_function(orch_home, "fsdp-func-lost", user_code, f"chaos.faults=[{faults}]")
     r = run.result
     assert r is not None and r["status"] == "SUCCEEDED" and r["final_step"] == EPOCHS, r
-    (lost,) = r["incidents"]
-    assert lost["kind"] == "cluster_lost" and 0 < lost["restored_step"] < EPOCHS, lost
+    lost, worker = r["incidents"]
+    assert lost["kind"] == "cluster_lost" and 0 < lost["restored_step"] < KILL_WORKER_AT, lost
+    assert worker["kind"] == "worker_lost" and worker["restored_step"] == KILL_WORKER_AT, worker
     # Each rank loaded its shards from the folder get_checkpoint() gave it, and went on exactly.
-    assert r["metrics"]["resumed_from_epoch"] == lost["restored_step"]
+    assert r["metrics"]["resumed_from_epoch"] == worker["restored_step"]
     assert r["metrics"]["weights"] == base["metrics"]["weights"]
+    # The orchestrator's digest of the model in the final DCP checkpoint, layout-free.
+    assert base["weights_sha256"] is not None and r["weights_sha256"] == base["weights_sha256"]
     # DCP's files of every rank under one signed manifest, each put by its own rank.
     final = Path(r["final_checkpoint"].removeprefix("file://"))
     assert {".metadata", "__0_0.distcp", "__1_0.distcp", "epoch.json"} <= {p.name for p in final.iterdir()}

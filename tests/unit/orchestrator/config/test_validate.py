@@ -147,3 +147,29 @@ def test_bounds_hold_in_every_field_at_any_depth(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^chaos\.faults\[0\]\.after_s: got inf"):
         fault = FaultConfig(kind=FaultKind("kill_region"), after_s=float("inf"))
         check_bounds(replace(cfg, chaos=replace(cfg.chaos, faults=[fault])))
+
+
+def function(tmp_path: Path, *faults: FaultConfig, clock: str = "") -> Config:
+    cfg = config(tmp_path)
+    job = replace(cfg.job, workload="", train_func="m:f", clock=clock)
+    return replace(cfg, job=job, chaos=replace(cfg.chaos, faults=list(faults)))
+
+
+def test_a_train_function_takes_faults_on_its_reports_and_a_metric_clock(tmp_path: Path) -> None:
+    faults = [
+        FaultConfig(kind=FaultKind.kill_worker, at_step=3),
+        FaultConfig(kind=FaultKind.user_error, at_step=5),
+        FaultConfig(kind=FaultKind.kill_region, at_step=2),
+    ]
+    cfg = function(tmp_path, *faults, clock="epoch")
+    assert validate(cfg) is cfg
+
+
+def test_a_train_function_refuses_what_only_the_built_in_loop_holds_and_a_clock_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    err = refused(function(tmp_path, FaultConfig(kind=FaultKind.corrupt_peer_state, at_step=3)))
+    assert err.key == "chaos.faults[0].kind" and "corrupt_checkpoint" in str(err)
+    assert refused(function(tmp_path, clock="epoch count")).key == "job.clock"
+    workload = config(tmp_path)
+    assert refused(replace(workload, job=replace(workload.job, clock="epoch"))).key == "job.clock"
