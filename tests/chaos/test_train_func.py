@@ -12,6 +12,7 @@ import hashlib
 import json
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -264,37 +265,68 @@ def test_a_lost_worker_a_preemption_and_a_lost_region_resume_the_function_exactl
     nothing_left_of(run, orch_home)
 
 
-def test_a_kill_worker_drill_on_a_running_function_restarts_its_group_in_place_exactly(
+def _journal(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "journal.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def _until(run_dir: Path, what: str, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not done():
+        assert time.monotonic() < deadline, f"waited {RUN_TIMEOUT_S}s for {what}"
+        assert not (run_dir / "result.json").exists(), f"the run ended before {what}"
+        time.sleep(0.1)
+
+
+def _step(progress: Path) -> int:
+    try:
+        step = json.loads(progress.read_text()).get("step", 0)
+    except (OSError, ValueError):
+        return 0
+    return step if isinstance(step, int) else 0
+
+
+def test_kill_worker_and_kill_node_drills_on_a_running_function_restart_its_group_in_place_exactly(
     orch_home, user_code, tmp_path, straight
 ):
-    """``action=drill fault=kill_worker`` on a detached function run, a few reports in:
-    the controller kills the last rank its train_started named, Ray Train restarts the
-    group in place from the newest checkpoint, and the run ends with the weights of the
-    run that never failed."""
+    """``action=drill fault=kill_worker``, then ``fault=kill_node``, on a detached function
+    run whose region has two nodes (one worker each): the controller kills the last rank
+    its train_started named, then every process of the worker node (replaced); Ray Train
+    restarts the group in place from the newest checkpoint each time, and the run ends
+    with the weights of the run that never failed."""
     out = tmp_path / "last_metrics.json"
-    started = run_function(orch_home, "train-func-drill", user_code, out, "", "detach=true")
+    two_nodes = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
+    started = run_function(orch_home, "train-func-drill", user_code, out, "", "detach=true", *two_nodes)
     assert started.returncode == 0, started.stderr[-2000:]
     progress = started.run_dir / "control" / "g1" / "progress.json"
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        try:
-            if json.loads(progress.read_text()).get("step", 0) >= 3:
-                break
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.1)
+    _until(started.run_dir, "three reports", lambda: _step(progress) >= 3)
     drilled = orch(orch_home, "action=drill", "run_id=train-func-drill", "fault=kill_worker")
     assert drilled.returncode == 0, drilled.stderr[-2000:]
     assert "kill_worker injected at step" in drilled.stdout, drilled.stdout
+
+    def restarted_and_past(count: int) -> Callable[[], bool]:
+        def done() -> bool:
+            starts = [e for e in _journal(started.run_dir) if e["type"] == "runtime.train_started"]
+            return len(starts) >= count and _step(progress) >= starts[-1]["restored_step"] + 2
+
+        return done
+
+    _until(started.run_dir, "the group restarted and two reports past its restore", restarted_and_past(2))
+    drilled = orch(orch_home, "action=drill", "run_id=train-func-drill", "fault=kill_node")
+    assert drilled.returncode == 0, drilled.stderr[-2000:]
+    assert "kill_node injected at step" in drilled.stdout, drilled.stdout
     watched = orch(orch_home, "action=watch", "run_id=train-func-drill", timeout=RUN_TIMEOUT_S)
     assert watched.returncode == 0, watched.stderr[-2000:]
     result = json.loads((started.run_dir / "result.json").read_text())
     assert result["status"] == "SUCCEEDED" and result["attempts"] == 1, result
-    (worker,) = result["incidents"]
+    worker, node = result["incidents"]
     assert worker["kind"] == "worker_lost" and worker["from_region"] == worker["to_region"] == "local-a", worker
+    assert node["kind"] == "node_lost" and node["to_region"] == "local-a", node
     assert result["weights_sha256"] == straight["weights_sha256"]
-    journal = [json.loads(line) for line in (started.run_dir / "journal.jsonl").read_text().splitlines()]
-    (asked,) = [e for e in journal if e["type"] == "drill_requested"]
-    assert asked["kind"] == "kill_worker" and not asked.get("refused"), asked
+    journal = _journal(started.run_dir)
+    assert [(e["kind"], bool(e.get("refused"))) for e in journal if e["type"] == "drill_requested"] == [
+        ("kill_worker", False),
+        ("kill_node", False),
+    ]
     (killed,) = [e for e in journal if e["type"] == "fault_injected" and e["kind"] == "kill_worker"]
     assert killed["trigger"] == "drill" and killed["rank"] == 1 and killed["killed"] == 1, killed
