@@ -296,7 +296,9 @@ def test_kill_worker_and_kill_node_drills_on_a_running_function_restart_its_grou
     with the weights of the run that never failed."""
     out = tmp_path / "last_metrics.json"
     two_nodes = ("cloud.regions.local-a.nodes=2", "cloud.regions.local-a.num_cpus=1")
-    started = run_function(orch_home, "train-func-drill", user_code, out, "", "detach=true", *two_nodes)
+    # chaos.objectives.exact: the run's own gate, judged from the functions' weights digests.
+    gate = f"chaos.objectives.exact={straight['run_id']}"
+    started = run_function(orch_home, "train-func-drill", user_code, out, "", "detach=true", gate, *two_nodes)
     assert started.returncode == 0, started.stderr[-2000:]
     progress = started.run_dir / "control" / "g1" / "progress.json"
     _until(started.run_dir, "three reports", lambda: _step(progress) >= 3)
@@ -323,6 +325,9 @@ def test_kill_worker_and_kill_node_drills_on_a_running_function_restart_its_grou
     assert worker["kind"] == "worker_lost" and worker["from_region"] == worker["to_region"] == "local-a", worker
     assert node["kind"] == "node_lost" and node["to_region"] == "local-a", node
     assert result["weights_sha256"] == straight["weights_sha256"]
+    (exact,) = result["objectives"]["checked"]
+    assert result["objectives"]["met"] and exact["objective"] == "exact", result["objectives"]
+    assert exact["measured"] == straight["weights_sha256"]
     journal = _journal(started.run_dir)
     assert [(e["kind"], bool(e.get("refused"))) for e in journal if e["type"] == "drill_requested"] == [
         ("kill_worker", False),

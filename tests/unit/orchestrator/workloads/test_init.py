@@ -148,13 +148,14 @@ def test_the_command_line_decides_what_trains_and_names_the_run(userpkg: Path) -
 
 def test_a_train_function_takes_only_faults_it_can_meet(userpkg: Path) -> None:
     base = ["job.train_func=usermods:train_func"]
-    with pytest.raises(ConfigError) as info:
-        compose([*base, "chaos.faults=[{kind:kill_region,at_step:10}]"])
-    assert info.value.key == "chaos.faults[0].at_step"
-    with pytest.raises(ConfigError) as info:
-        compose([*base, "chaos.faults=[{kind:kill_worker,during:checkpoint_upload}]"])
-    assert info.value.key == "chaos.faults[0].kind"
+    # Its reports are its steps: at_step faults, kill_worker and user_error meet it there.
+    compose([*base, "chaos.faults=[{kind:kill_region,at_step:10},{kind:kill_worker,at_step:3}]"])
+    compose([*base, "chaos.faults=[{kind:kill_worker,during:checkpoint_upload}]"])
     compose([*base, "chaos.faults=[{kind:kill_region,after_s:5},{kind:preempt,during:checkpoint_upload}]"])
+    # What only the built-in loop's workers hold is refused, naming the kind.
+    with pytest.raises(ConfigError) as info:
+        compose([*base, "chaos.faults=[{kind:corrupt_peer_state,at_step:3}]"])
+    assert info.value.key == "chaos.faults[0].kind"
     # A search over a function: its faults come at search steps, its keys are job.params.*,
     # and PBT (which moves a checkpoint between trials of other values) is the loop's alone.
     search = ["job.train_func=usermods:train_func", "hpo.enabled=true", "hpo.search_space.job.params.lr=uniform 0.1 1"]
