@@ -71,7 +71,6 @@ from orchestrator.runtime.loop.func_weights import folder_weights_sha256
 from orchestrator.runtime.loop.train_loop import rng_state, set_rng_state
 from orchestrator.runtime.loop.worker import PROGRESS_EVERY_S, Stopped, UserCodeError, WorkerAttempt, run_worker
 from orchestrator.wire.control import ControlChannel
-from orchestrator.wire.faults import FaultKind
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.wire.triggers import crossed, due_at_step
 from orchestrator.workloads import declared_reports
@@ -594,26 +593,9 @@ class FuncRun(WorkerAttempt):
             due = [i for i, f in enumerate(self.spec.faults) if due_at_step(f, step, total)]
         if not due:
             return
-        self._quiesce()
+        self.quiesce()
         for i in due:
-            fault = self.spec.faults[i]
-            victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
-            if self.rank != victim or not self._armed(i, fault):
-                continue
-            if fault.random is not None and step in self.control.fired_steps(i):
-                continue  # a random fault strikes a step once, also when the step is replayed
-            self._rendezvous(i, fault, step)
-
-    def _quiesce(self) -> None:
-        """Every rank waits until rank 0's uploads are committed (see the built-in loop's
-        quiesce): a worker killed just after a commit never beats that commit."""
-        if self.rank == 0:
-            self.checkpointer.wait()
-        self.wait_for_share()
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
+            self.strike(i, step)
 
     def _agree(self, have_checkpoint: bool, clock: int) -> tuple[bool, bool, int]:
         """Every rank learns whether any rank passed a checkpoint, whether rank 0 has seen a

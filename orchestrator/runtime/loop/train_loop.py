@@ -526,13 +526,8 @@ class _Loop(WorkerAttempt):
             fault = self.spec.faults[i]
             if fault.kind == FaultKind.corrupt_peer_state:
                 self._corrupt_held(i, fault, step)
-                continue
-            victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
-            if self.rank != victim or not self._armed(i, fault):
-                continue
-            if fault.random is not None and step in self.control.fired_steps(i):
-                continue  # a random fault strikes a step once, also when the step is replayed
-            self._rendezvous(i, fault, step)
+            else:
+                self.strike(i, step)
 
     def _corrupt_held(self, i: int, fault: Any, step: int) -> None:
         """chaos corrupt_peer_state: every rank flips a byte of the model it holds for its
@@ -548,24 +543,6 @@ class _Loop(WorkerAttempt):
             self.held.corrupt()
         if self.rank == 0:
             self._rendezvous(i, fault, step)
-
-    def quiesce(self) -> None:
-        """Every rank waits until rank 0's uploads are committed.
-
-        Faults land at a quiescent point, so a run's outcome does not depend on
-        upload timing (a fault during an upload is a trigger of its own). Rank 0
-        alone commits, while the victim may be another rank: without the barrier a
-        worker killed "just after a commit" could beat the commit it follows. The
-        other ranks first finish putting their shares. Every rank reaches this step
-        with the same faults due (triggers are pure), so every rank calls the barrier.
-        """
-        if self.rank == 0:
-            self.checkpointer.wait()
-        self.wait_for_share()
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
 
     def worker_places(self) -> tuple[list[int], list[int] | None]:
         """Every rank's process id and node index, in rank order (a collective: every rank

@@ -526,6 +526,36 @@ class WorkerAttempt:
     def _armed(self, i: int, fault: FaultSpec) -> bool:
         return fault_rendezvous.armed(self.control, i, fault, self.spec.region, self.spec.on_demand)
 
+    def strike(self, i: int, step: int) -> None:
+        """A step trigger's fault ``i`` due at ``step``: its victim (the last rank for
+        kill_worker, else rank 0) asks the controller to fire it and waits; the other
+        ranks go on. A random fault strikes a step once, also when the step is replayed."""
+        fault = self.spec.faults[i]
+        victim = self.world - 1 if fault.kind == FaultKind.kill_worker else 0
+        if self.rank != victim or not self._armed(i, fault):
+            return
+        if fault.random is not None and step in self.control.fired_steps(i):
+            return
+        self._rendezvous(i, fault, step)
+
+    def quiesce(self) -> None:
+        """Every rank waits until rank 0's uploads are committed.
+
+        Faults land at a quiescent point, so a run's outcome does not depend on
+        upload timing (a fault during an upload is a trigger of its own). Rank 0
+        alone commits, while the victim may be another rank: without the barrier a
+        worker killed "just after a commit" could beat the commit it follows. The
+        other ranks first finish putting their shares. Every rank reaches this step
+        with the same faults due (triggers are pure), so every rank calls the barrier.
+        """
+        if self.rank == 0:
+            self.checkpointer.wait()
+        self.wait_for_share()
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
     def note_stall(self, seconds: float) -> None:
         """A snapshot blocked the loop ``seconds``: said with the next commit journaled."""
         with self._stall_lock:

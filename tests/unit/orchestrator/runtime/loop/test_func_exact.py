@@ -5,19 +5,12 @@ process as a one-worker Ray Train group (Ray's local mode utils) on file:// stor
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import sys
-import textwrap
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2._internal.execution.local_mode.utils import LocalTrainFnUtils
 
 from orchestrator.runtime.loop import func_exact, func_mode
@@ -27,6 +20,8 @@ from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.sections import FaultSpec
 from orchestrator.wire.spec import RuntimeSpec
 from orchestrator.wire.triggers import crossed
+from tests.support import func_worker
+from tests.support.func_worker import injector
 from tests.support.runs import loop_spec
 from tests.support.stores import TEST_KEY
 
@@ -78,23 +73,9 @@ def train_func(config):
 
 
 @pytest.fixture
-def ray_worker() -> Iterator[LocalTrainFnUtils]:
-    before = ray_fn_utils._train_fn_utils
-    inner = LocalTrainFnUtils(experiment_name="unit")
-    ray_fn_utils.set_train_fn_utils(inner)
-    yield inner
-    ray_fn_utils.set_train_fn_utils(before)
-
-
-@pytest.fixture
-def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / f"{MODULE}.py").write_text(textwrap.dedent(USER_CODE))
-    monkeypatch.syspath_prepend(str(code))
-    monkeypatch.delitem(sys.modules, MODULE, raising=False)
-    yield importlib.import_module(MODULE)
-    sys.modules.pop(MODULE, None)
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with func_worker.user_module(tmp_path / "code", monkeypatch, MODULE, USER_CODE) as module:
+        yield module
 
 
 def spec_of(root: Path, generation: int, params: dict[str, Any], seed: int = 0, **job: Any) -> RuntimeSpec:
@@ -183,28 +164,6 @@ def test_a_folder_of_the_function_named_like_the_orchestrator_s_is_refused(tmp_p
     (tmp_path / ".orchestrator" / "x").write_text("1")
     with pytest.raises(UserCodeError, match="rename that folder"):
         func_mode.read_checkpoint_dir(str(tmp_path))
-
-
-@contextlib.contextmanager
-def injector(control: ControlChannel, on_request: Callable[[ChaosRequest], None]) -> Iterator[None]:
-    """Fires every fault the runtime asks for (the controller's side of the rendezvous)."""
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            for i, req in control.chaos_requests().items():
-                if req.seq > control.fired_count(i):
-                    on_request(req)
-                    control.chaos_fired(i, req.seq, step=req.step)
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def test_an_at_step_kill_worker_meets_the_injector_at_that_report_after_its_checkpoint_is_committed(

@@ -7,14 +7,10 @@ get_context work in this process as they do in a one-worker group.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib
 import sys
-import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +39,8 @@ from orchestrator.wire.schema import ChaosRequest
 from orchestrator.wire.spec import RuntimeSpec
 from recovery.manifest import checkpoint_digest
 from recovery.store import CheckpointStore
+from tests.support import func_worker
+from tests.support.func_worker import injector
 from tests.support.runs import loop_spec
 from tests.support.stores import TEST_KEY
 
@@ -162,24 +160,9 @@ def test_the_function_gets_its_config_when_it_takes_one() -> None:
 
 
 @pytest.fixture
-def ray_worker() -> Iterator[LocalTrainFnUtils]:
-    """This process as a one-worker Ray Train group (Ray's local mode utils)."""
-    before = ray_fn_utils._train_fn_utils
-    inner = LocalTrainFnUtils(experiment_name="unit")
-    ray_fn_utils.set_train_fn_utils(inner)
-    yield inner
-    ray_fn_utils.set_train_fn_utils(before)
-
-
-@pytest.fixture
-def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / f"{MODULE}.py").write_text(textwrap.dedent(USER_CODE))
-    monkeypatch.syspath_prepend(str(code))
-    monkeypatch.delitem(sys.modules, MODULE, raising=False)
-    yield importlib.import_module(MODULE)
-    sys.modules.pop(MODULE, None)
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with func_worker.user_module(tmp_path / "code", monkeypatch, MODULE, USER_CODE) as module:
+        yield module
 
 
 class Sink:
@@ -362,28 +345,6 @@ def test_a_function_that_does_not_import_is_a_user_error(ray_worker: LocalTrainF
 
 
 # --- chaos: the runtime's rendezvous, a thread standing in for the controller's injector ---------
-
-
-@contextlib.contextmanager
-def injector(control: ControlChannel, on_request: Callable[[ChaosRequest], None]) -> Iterator[None]:
-    """Fires every fault the runtime asks for (the controller's side of the rendezvous)."""
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            for i, req in control.chaos_requests().items():
-                if req.seq > control.fired_count(i):
-                    on_request(req)
-                    control.chaos_fired(i, req.seq, step=req.step)
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def test_during_checkpoint_upload_meets_the_injector_before_the_function_goes_on(
