@@ -519,9 +519,6 @@ class FuncRun(WorkerAttempt):
         return Checkpoint.from_directory(self.restored_dir)
 
     def report(self, metrics: dict[str, Any], checkpoint: Any, delete_local: bool) -> None:
-        # The RNG states as the function left them at this report: what a resume from this
-        # report's checkpoint puts back.
-        rng = _saved(rng_state(self._device()))
         mine = None
         if checkpoint is not None:
             with checkpoint.as_directory() as folder:
@@ -535,6 +532,10 @@ class FuncRun(WorkerAttempt):
         plan = plan_report(self.reports, any_checkpoint, self.preempting, self.spec.checkpoint.async_upload)
         self.reports = plan.step
         if plan.commit:
+            # The RNG states as the function left them at this report (nothing since drew from
+            # them): what a resume from this report's checkpoint puts back. Only with a
+            # checkpoint: a function that reports every step pays nothing for them.
+            rng = _saved(rng_state(self._device()))
             catalogs, index, rngs = self._catalogs(None if mine is None else catalog_of(mine), rng)
             # Rank 0 puts every rank's RNG states (they came with the catalogs).
             states = {func_exact.rng_name(r): b for r, b in enumerate(rngs)}
