@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.metrics.drain import Drain
 from orchestrator.metrics.tbfile import EventFile, restart_event, scalar_event, text_event
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import (
@@ -50,7 +49,7 @@ LOSS = "train/loss"
 # A search's trial ids (orchestrator.hpo.trial_key): the one shape a trial's run folder takes.
 TRIAL_ID = re.compile(r"trial_\d{5}")
 # Offers waiting for the writer: beyond this (a disk that stopped answering) new ones
-# are dropped, and said once.
+# are dropped, and said once (the Drain's queue).
 QUEUE_MAX = 4096
 # close() waits this long for what is queued to be written.
 CLOSE_S = 5.0
@@ -58,7 +57,6 @@ CLOSE_S = 5.0
 # and flush, and one wakeup of its thread, for a look's worth of records rather than
 # one each (the controller's CPU, issue 15). close() cuts the wait short.
 GATHER_S = 1.0
-ERROR_MAX = 300
 
 
 @dataclass(frozen=True)
@@ -337,14 +335,14 @@ def encode(record: Record, wall_time: float) -> bytes:
 
 # --- the writer ------------------------------------------------------------------------------
 
-_STOP = object()
+Offer = tuple[Callable[[Any], list[Record]], Any, float]
 
 
 class TensorBoardWriter:
-    """The run's event files in ``folder``, written by a thread of its own. Every method
-    but ``close`` only queues (never waits, never raises): the controller calls ``event``
-    as it journals, under its state lock. ``failed(error)`` is called at most once: the
-    writer stopped (or dropped records), one line saying why."""
+    """The run's event files in ``folder``, written by a thread of its own (a ``Drain``).
+    Every method but ``close`` only queues (never waits, never raises): the controller
+    calls ``event`` as it journals, under its state lock. ``failed(error)`` is called at
+    most once: the writer stopped (or dropped records), one line saying why."""
 
     def __init__(
         self,
@@ -356,78 +354,44 @@ class TensorBoardWriter:
     ) -> None:
         self.folder = folder
         self._journal = journal
-        self._failed = failed
         self._curves = Curves(seen)
-        self._close_s = close_s
-        self._queue: queue.Queue[Any] = queue.Queue(QUEUE_MAX)
-        self._lock = threading.Lock()
-        self._off = False
-        self._closed = False
-        self._told = False
-        self._dropped = 0
         # The run's own file ("") and one per run under it (a search's trials).
         self._files: dict[str, EventFile] = {}
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tensorboard", daemon=True)
-        self._thread.start()
+        self._drain: Drain[Offer] = Drain(
+            "tensorboard",
+            self._write,
+            failed,
+            size=QUEUE_MAX,
+            gather_s=GATHER_S,
+            close_s=close_s,
+            most=256,
+            stopped="stopped: ",
+            dropped=lambda n: f"{n} records dropped: writing fell behind (a slow or stuck disk)",
+            late=lambda s: f"stopped: what was queued was not written within {s:g} s (a slow or stuck disk)",
+            after_failure=self._close_files,
+        )
 
     # --- what the controller offers ---------------------------------------------------------
     def losses(self, points: list[Any], at: float) -> None:
-        self._offer(loss_records, points, at)
+        self._drain.offer((loss_records, points, at))
 
     def progress(self, prog: dict[str, Any]) -> None:
-        self._offer(progress_records, prog, _finite(prog.get("time")) or time.time())
+        self._drain.offer((progress_records, prog, _finite(prog.get("time")) or time.time()))
 
     def final(self, final: dict[str, Any]) -> None:
-        self._offer(final_records, final, _finite(final.get("time")) or time.time())
+        self._drain.offer((final_records, final, _finite(final.get("time")) or time.time()))
 
     def event(self, event: Event, view: RunView) -> None:
-        self._offer(lambda e: event_records(e, view), event, event.ts or time.time())
+        self._drain.offer((lambda e: event_records(e, view), event, event.ts or time.time()))
         if isinstance(event, RunFinished) and self._journal is not None:
             step = event.final_step if _step(event.final_step) is not None else view.last_step
             at = event.ts or time.time()
-            self._offer(journal_goodput_records, (self._journal, int(step or 0), at), at)
-
-    def _offer(self, records: Callable[[Any], list[Record]], source: Any, at: float) -> None:
-        if self._off:
-            return
-        try:
-            self._queue.put_nowait((records, source, at))
-        except queue.Full:
-            with self._lock:
-                self._dropped += 1
+            self._drain.offer((journal_goodput_records, (self._journal, int(step or 0), at), at))
 
     # --- the thread ---------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            if batch[0] is not _STOP:
-                self._closing.wait(GATHER_S)
-            while len(batch) < 256:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                stop = self._write(batch)
-            except Exception as exc:  # a disk's error or a bug here costs the files, not the run
-                self._stop(f"{type(exc).__name__}: {exc}")
-                return
-            with self._lock:
-                dropped = self._dropped
-            if dropped:
-                self._tell(f"{dropped} records dropped: writing fell behind (a slow or stuck disk)")
-            if stop:
-                return
-
-    def _write(self, batch: list[Any]) -> bool:
+    def _write(self, batch: list[Offer], last: bool) -> None:
         out: dict[str, list[bytes]] = {}
-        stop = False
-        for item in batch:
-            if item is _STOP:
-                stop = True
-                break
-            records, source, at = item
+        for records, source, at in batch:
             for r in records(source):
                 if self._curves.admit(r):
                     out.setdefault(r.run if isinstance(r, Scalar) else "", []).append(encode(r, at))
@@ -436,44 +400,21 @@ class TensorBoardWriter:
                 self._files[run] = EventFile(os.path.join(self.folder, run) if run else self.folder, time.time())
             self._files[run].write(*encoded)
             self._files[run].flush()
-        if stop:
+        if last:
             for f in self._files.values():
                 f.close()
-        return stop
 
-    def _stop(self, error: str) -> None:
-        self._off = True
-        self._tell(f"stopped: {error}")
+    def _close_files(self) -> None:
         for f in self._files.values():
             try:
                 f.close()
             except OSError:
                 pass
 
-    def _tell(self, error: str) -> None:
-        with self._lock:
-            if self._told:
-                return
-            self._told = True
-        line = " ".join(error.split())
-        self._failed(line if len(line) <= ERROR_MAX else line[: ERROR_MAX - 3] + "...")
-
     def close(self) -> None:
         """Write what is queued (waiting at most ``close_s``) and close the file; a writer
         that stopped is waited for until it has said why."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()
-        if not self._off:
-            try:
-                self._queue.put(_STOP, timeout=self._close_s)
-            except queue.Full:
-                pass
-        self._thread.join(self._close_s)
-        self._off = True
-        if self._thread.is_alive():
-            self._tell(f"stopped: what was queued was not written within {self._close_s:g} s (a slow or stuck disk)")
+        self._drain.close()
 
 
 def tensorboard_writer(run_dir: str, failed: Callable[[str], object]) -> TensorBoardWriter:

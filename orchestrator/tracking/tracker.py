@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from orchestrator.config.schema import Config, TrackerKind
 from orchestrator.metrics.board import TRIAL_ID
+from orchestrator.metrics.drain import Drain
 from orchestrator.runstate import rundir
 from orchestrator.runstate.events import (
     AttemptStarted,
@@ -48,9 +47,8 @@ QUEUE_MAX = 4096
 # close() waits this long for what is due to reach the tracker.
 CLOSE_S = 30.0
 WRITTEN = "written.json"
-ERROR_MAX = 300
 
-_STOP = object()
+Offer = tuple[str, Any, float]
 
 
 def make_sink(cfg: Config, run_id: str, run_dir: str) -> Sink:
@@ -84,69 +82,39 @@ class Tracker:
         close_s: float = CLOSE_S,
     ) -> None:
         self.cfg, self.run_id, self.run_dir = cfg, run_id, run_dir
-        self._emit, self._failed, self._make = emit, failed, make
-        self._close_s = close_s
-        self._queue: queue.Queue[Any] = queue.Queue(QUEUE_MAX)
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._off = self._closed = self._told = False
-        self._dropped = 0
+        self._emit, self._make = emit, make
         # Only the thread touches what follows.
         self.sink: Sink | None = None
         self.series: dict[str, Series] = {}
         self._journaled: dict[str, str] = {}
         self._incidents: dict[tuple[Any, ...], int] = {}
         self._regions: list[str] = []
-        self._thread = threading.Thread(target=self._run, name="tracking", daemon=True)
-        self._thread.start()
+        self._drain: Drain[Offer] = Drain(
+            "tracking",
+            self._write,
+            failed,
+            size=QUEUE_MAX,
+            gather_s=cfg.tracking.flush_every_s,
+            close_s=close_s,
+            dropped=lambda n: f"{n} reports dropped: the tracker fell behind (a slow or stuck server)",
+            late=lambda s: f"what was due did not reach the tracker within {s:g} s (a slow or stuck server)",
+        )
 
     # --- what the controller offers (the TensorBoard writer's calls, and on_event) ---------
     def losses(self, points: list[Any], at: float) -> None:
-        self._offer(("losses", points, at))
+        self._drain.offer(("losses", points, at))
 
     def progress(self, prog: dict[str, Any]) -> None:
-        self._offer(("progress", prog, time.time()))
+        self._drain.offer(("progress", prog, time.time()))
 
     def final(self, final: dict[str, Any]) -> None:
-        self._offer(("final", final, time.time()))
+        self._drain.offer(("final", final, time.time()))
 
     def on_event(self, event: Event, view: RunView) -> None:
-        self._offer(("event", event, event.ts or time.time()))
-
-    def _offer(self, item: tuple[str, Any, float]) -> None:
-        if self._off:
-            return
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            with self._lock:
-                self._dropped += 1
+        self._drain.offer(("event", event, event.ts or time.time()))
 
     # --- the thread -----------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            if batch[0] is not _STOP:
-                self._closing.wait(self.cfg.tracking.flush_every_s)
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(item is _STOP for item in batch)
-            try:
-                self._write([item for item in batch if item is not _STOP])
-            except Exception as exc:  # the tracker's error, or a bug here, costs the tracking, not the run
-                self._stop(f"{type(exc).__name__}: {exc}")
-                return
-            with self._lock:
-                dropped = self._dropped
-            if dropped:
-                self._tell(f"{dropped} reports dropped: the tracker fell behind (a slow or stuck server)")
-            if stop:
-                return
-
-    def _write(self, items: list[tuple[str, Any, float]]) -> None:
+    def _write(self, items: list[Offer], last: bool) -> None:
         if not items:
             return
         sink = self._started()
@@ -276,34 +244,9 @@ class Tracker:
             sink.checkpoint(url, _step(result.get("final_step")), sha if isinstance(sha, str) else None)
         sink.finish(records.end_status(finished.status or result.get("status")))
 
-    # --- failing and closing -------------------------------------------------------------
-    def _stop(self, error: str) -> None:
-        self._off = True
-        self._tell(error)
-
-    def _tell(self, error: str) -> None:
-        with self._lock:
-            if self._told:
-                return
-            self._told = True
-        line = " ".join(error.split())
-        self._failed(line if len(line) <= ERROR_MAX else line[: ERROR_MAX - 3] + "...")
-
     def close(self) -> None:
         """Send what is due (waiting at most ``close_s``) and end the tracker run's part here."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()
-        if not self._off:
-            try:
-                self._queue.put(_STOP, timeout=self._close_s)
-            except queue.Full:
-                pass
-        self._thread.join(self._close_s)
-        self._off = True
-        if self._thread.is_alive():
-            self._tell(f"what was due did not reach the tracker within {self._close_s:g} s (a slow or stuck server)")
+        self._drain.close()
 
 
 class _Batch:
