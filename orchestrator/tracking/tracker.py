@@ -15,8 +15,10 @@ said once (``failed``: the controller journals ``listener_failed``) and left; th
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +66,40 @@ def make_sink(cfg: Config, run_id: str, run_dir: str) -> Sink:
     raise ValueError(f"tracking.kind={cfg.tracking.kind} has no sink")
 
 
+# The SDK each tracker's sink imports: about 1.5 s of a core for MLflow's client.
+SDKS = {TrackerKind.mlflow: "mlflow.tracking", TrackerKind.wandb: "wandb"}
+
+
+def lowest_priority() -> None:
+    """This thread at the lowest CPU priority (Linux: a thread's nice value is its own):
+    where the controller shares its cores with the cluster (cloud=local), the workers
+    come first."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass  # not Linux, or not allowed: the same work at the usual priority
+
+
+def preload(kind: TrackerKind) -> threading.Thread | None:
+    """Import the tracker's SDK on a thread of its own now, while the controller provisions
+    (mostly waiting on the cluster), rather than at the first batch, when the workers start
+    and a 2-core machine has no core to spare: what is missing is said at the first batch."""
+    module = SDKS.get(kind)
+    if module is None:
+        return None
+
+    def load() -> None:
+        lowest_priority()
+        try:
+            importlib.import_module(module)
+        except Exception:  # the first batch says what is missing, once (make_sink)
+            pass
+
+    thread = threading.Thread(target=load, name="tracking-sdk", daemon=True)
+    thread.start()
+    return thread
+
+
 class Tracker:
     """The run's tracker run, fed from a thread of its own. ``emit``: journals an event (the
     tracker run's id, ``tracking_started``); ``failed(error)``: called at most once."""
@@ -83,6 +119,8 @@ class Tracker:
     ) -> None:
         self.cfg, self.run_id, self.run_dir = cfg, run_id, run_dir
         self._emit, self._make = emit, make
+        if make is make_sink:
+            preload(cfg.tracking.kind)
         # Only the thread touches what follows.
         self.sink: Sink | None = None
         self.series: dict[str, Series] = {}
@@ -189,6 +227,7 @@ class Tracker:
     def _started(self) -> Sink:
         if self.sink is not None:
             return self.sink
+        lowest_priority()  # this thread's: everything it sends can wait for a free core
         self._journaled = journaled_runs(rundir.journal_path(self.run_dir), str(self.cfg.tracking.kind))
         sink = self._make(self.cfg, self.run_id, self.run_dir)
         tags = {"orchestrator.run_id": self.run_id, "orchestrator.job": self.cfg.job.name, **self.cfg.tracking.tags}

@@ -173,3 +173,34 @@ def test_a_zombie_s_word_is_no_part_of_the_curves(tmp_path: Path) -> None:
     tracker.close()
     assert [p.step for p in sink.points[""]] == [1, 2]
     assert sink.calls[-1] == ("finish", "FAILED")
+
+
+def test_the_sdk_is_imported_early_on_a_thread_at_the_lowest_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+    import threading
+
+    from orchestrator.config.schema import TrackerKind
+    from orchestrator.tracking import tracker
+
+    assert tracker.preload(TrackerKind.none) is None
+    seen: dict[str, int] = {}
+    real = tracker.lowest_priority
+
+    def lowest() -> None:
+        real()
+        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    monkeypatch.setattr(tracker, "lowest_priority", lowest)
+    monkeypatch.setitem(tracker.SDKS, TrackerKind.mlflow, "colorsys")
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    thread = tracker.preload(TrackerKind.mlflow)
+    assert thread is not None
+    thread.join(10)
+    assert "colorsys" in sys.modules and seen["nice"] == 19
+    # A missing SDK is the first batch's to say: the early import keeps quiet.
+    monkeypatch.setitem(tracker.SDKS, TrackerKind.mlflow, "no_such_sdk_here")
+    missing = tracker.preload(TrackerKind.mlflow)
+    assert missing is not None
+    missing.join(10)
+    assert not missing.is_alive()
