@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runtime.loop import func_mode
+from orchestrator.runtime.loop.func_exact import is_ours, rng_name
 from orchestrator.runtime.loop.func_mode import (
     write_checkpoint_dir,
 )
@@ -48,7 +49,7 @@ def _rank_main(rank: int, root: str) -> None:
     stopped_at = None
     try:
         report({f"rank-{rank}.txt": str(rank), "shared.txt": f"from {rank}"})  # both ranks: merged
-        report(None)  # metrics only: no step
+        report(None)  # metrics only: a step of the clock, no checkpoint
         report({"rank-1-only.txt": "1"} if rank == 1 else None)  # another rank than 0 alone
         if rank == 0:
             run._preempt.set()  # the notice, as the watch thread sets it on rank 0
@@ -64,20 +65,25 @@ def _rank_main(rank: int, root: str) -> None:
 def test_two_ranks_merge_their_folders_number_steps_alike_and_stop_together(tmp_path: Path) -> None:
     assert run_forked_ranks(_rank_main, [(rank, str(tmp_path)) for rank in (0, 1)]) == [0, 0]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    assert ranks[0] == ranks[1] == {"steps": [1, 1, 2, 2], "stopped_at": 3}
+    # Each report is a step; a checkpoint is committed as its report's step.
+    assert ranks[0] == ranks[1] == {"steps": [1, 1, 3, 3], "stopped_at": 5}
     store = CheckpointStore(f"file://{tmp_path}/store", region="r", key=TEST_KEY)
-    assert store.committed_steps("fn-unit") == [1, 2, 3]
+    assert store.committed_steps("fn-unit") == [1, 3, 5]
     read = {
-        step: {f.name: store.read(m, f.name) for f in m.files}
-        for step in (1, 2, 3)
+        step: {f.name: store.read(m, f.name) for f in m.files if not is_ours(f.name)}
+        for step in (1, 3, 5)
         if (m := store.manifest("fn-unit", step))
     }
     assert read[1] == {"rank-0.txt": b"0", "rank-1.txt": b"1", "shared.txt": b"from 0"}
-    assert read[2] == {"rank-1-only.txt": b"1"}
-    assert read[3] == {"last.txt": b"0"}
+    assert read[3] == {"rank-1-only.txt": b"1"}
+    assert read[5] == {"last.txt": b"0"}
+    # Beside the function's files, both ranks' RNG states, whichever ranks passed a folder.
+    for step in (1, 3, 5):
+        m = store.manifest("fn-unit", step)
+        assert m is not None and {f.name for f in m.files if is_ours(f.name)} == {rng_name(0), rng_name(1)}
     spec = make_spec(tmp_path, 1, {})
     assert [(e["step"], e["names"]) for e in events(spec, "checkpoint_merge_conflict")] == [(1, ["shared.txt"])]
-    assert [e["step"] for e in events(spec, "preempted")] == [3]
+    assert [e["step"] for e in events(spec, "preempted")] == [5]
 
 
 SHARD_BYTES = 24 * 2**20
@@ -135,7 +141,7 @@ def _sharded_run(root: Path, world: int) -> dict[str, int]:
     store = CheckpointStore(f"file://{root}/store", region="r", key=TEST_KEY)
     m = store.manifest("fn-unit", 1)
     names = [".metadata", *(f"__{r}_0.distcp" for r in range(world))]
-    assert m is not None and sorted(f.name for f in m.files) == sorted(names)
+    assert m is not None and sorted(f.name for f in m.files if not is_ours(f.name)) == sorted(names)
     assert all(r["restored"] == 1 and r["folder"] == sorted(names) for r in ranks)
     assert not events(make_spec(root, 1, {}), "checkpoint_merge_conflict")
     return ranks[0]
@@ -199,7 +205,8 @@ def test_after_a_fallback_every_rank_puts_into_the_store_rank_0_commits_to(tmp_p
     b = CheckpointStore(f"file://{tmp_path}/store-b", region="b", key=TEST_KEY)
     m = b.manifest("fn-unit", 3)
     assert m is not None, b.committed_steps("fn-unit")
-    assert {f.name: b.read(m, f.name) for f in m.files} == {"__0_0.distcp": b"0:3", "__1_0.distcp": b"1:3"}
+    theirs = {f.name: b.read(m, f.name) for f in m.files if not is_ours(f.name)}
+    assert theirs == {"__0_0.distcp": b"0:3", "__1_0.distcp": b"1:3"}
     spec = make_spec(tmp_path, 1, {})
     fallbacks = events(spec, "store_fallback")
     assert len(fallbacks) == 1 and fallbacks[0]["to"] == "b", fallbacks
