@@ -29,9 +29,9 @@ from tests.support.servers import MetadataServer
 KILL_WORKER_AT = 2
 # Each fault lands FAULT_AFTER_S into its attempt's training: after a few checkpoints
 # (an epoch takes 0.5-1.5 s on a 2-core machine) and, two attempts together, well before
-# the end (the sleeps alone take EPOCHS * SLEEP_S = 16 s).
+# the end (the sleeps alone take EPOCHS * SLEEP_S = 10 s).
 EPOCHS = 40
-SLEEP_S = 0.4
+SLEEP_S = 0.25
 FAULT_AFTER_S = 6.0
 # local-a's metadata server gives GCP's preemption notice once the function has reported
 # this many checkpoints (a few seconds into its training, as FAULT_AFTER_S).

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.benchmarks import run_benchmark
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def test_data_loading_runs(tmp_path: Path) -> None:

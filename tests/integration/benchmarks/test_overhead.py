@@ -29,6 +29,7 @@ print("both rounds connected")
 """
 
 
+@pytest.mark.bench
 def test_overhead_runs(tmp_path: Path) -> None:
     args = ("--steps", "40", "--rounds", "1", "--interval", "10", "--realistic-interval", "20")
     run = run_benchmark("overhead", tmp_path, *args)
