@@ -5,14 +5,15 @@ TorchTrainer, with ``job.params`` as its ``config``. Its calls to
 ``ray.train.report(metrics, checkpoint=...)`` and ``ray.train.get_checkpoint()``
 go through the orchestrator's stores instead of Ray's storage path:
 
-- every checkpoint a report carries is committed through ``AsyncCheckpointer``
-  (files, the manifest last with sha256, replication, fencing, fallback stores) as
-  step N+1, N being the checkpoints the run has reported so far (the restored one's
-  step included). When several ranks pass one, their folders make one checkpoint, as
-  Ray merges them, without any rank holding another's bytes: the ranks exchange only
-  each file's name, size and sha256; each rank puts the files it is the lowest rank to
-  hold (``layout_of``); rank 0 commits the one signed manifest once every file is in the
-  store with the size and sha256 its rank reported (a rank that dies first: no commit);
+- every checkpoint a report carries is committed through ``AsyncCheckpointer`` (files,
+  the manifest last with sha256, replication, fencing, fallback stores) as step N, the
+  report's: every report is one step of the run's clock, N the reports made so far (a
+  restore starts the count at its checkpoint's). When several ranks pass one, their
+  folders make one checkpoint, as Ray merges them, without any rank holding another's
+  bytes: the ranks exchange only each file's name, size and sha256; each rank puts the
+  files it is the lowest rank to hold (``layout_of``); rank 0 commits the one signed
+  manifest once every file is in the store with the size and sha256 its rank reported (a
+  rank that dies first: no commit);
 - before the function starts, rank 0 picks the newest checkpoint that verifies on
   the controller's lineage exactly as the built-in loop does, and every rank
   downloads the whole folder (each file verified again, a bounded batch at a time,
@@ -26,7 +27,11 @@ go through the orchestrator's stores instead of Ray's storage path:
 - after a preemption notice, the next report that carries a checkpoint commits it
   synchronously and the function is stopped on every rank (the driver then exits
   EXIT_PREEMPTED); chaos ``during: checkpoint_upload`` and ``during: restore`` meet
-  the injector as in the built-in loop.
+  the injector as in the built-in loop, and so do ``at_step`` faults, at the report whose
+  step it is (or, with ``job.clock``, the first whose metric reaches it);
+- what makes a function exact (every rank seeded, its RNG states saved with each
+  checkpoint and put back on resume, its model's digest) is ``func_exact`` and
+  ``func_weights``.
 
 The hook. Ray Train v2 sends every public train-function call (report,
 get_checkpoint, get_context, get_dataset_shard, the collectives) through one
