@@ -51,7 +51,7 @@ def seed_rank(seed: int, rank: int) -> int:
     return value
 
 
-def saved_ranks(names: Mapping[str, object] | set[str]) -> int:
+def saved_ranks(names: Mapping[str, object]) -> int:
     """How many ranks' RNG states a checkpoint holds (the world it was saved at; 0: none)."""
     return sum(1 for name in names if is_ours(name) and name.startswith(f"{RNG_DIR}/rng-rank"))
 

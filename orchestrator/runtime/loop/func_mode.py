@@ -200,6 +200,14 @@ def restore_batches(sizes: Mapping[str, int], limit: int) -> list[list[str]]:
     return batches
 
 
+def read_function_files(store: Any, m: Any, folder: str) -> None:
+    """A function's files of checkpoint ``m`` (not the orchestrator's RNG states) from
+    ``store`` into ``folder``, a bounded batch at a time, each verified as it streams in."""
+    theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
+    for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
+        write_checkpoint_dir(store.read_many(m, names), folder)
+
+
 def reports_at(extra: Mapping[str, Any], step: int) -> int:
     """The reports a function had made when it reported the checkpoint whose manifest
     carries ``extra``; one committed before they were counted: at least its step."""
@@ -459,9 +467,7 @@ class FuncRun(WorkerAttempt):
         self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
         ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
         self._rngs = source.read_many(m, ours) if ours else None
-        theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
-        for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
-            write_checkpoint_dir(source.read_many(m, names), self.restored_dir)
+        read_function_files(source, m, self.restored_dir)
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
@@ -493,17 +499,15 @@ class FuncRun(WorkerAttempt):
         one that holds no tensor."""
         if self._digests is None:
             return None
-        if self.checkpointer.committed_step is None and self.restored_dir is not None:
-            return folder_weights_sha256(self.restored_dir)
         step = self.checkpointer.committed_step
+        if step is None:
+            return None if self.restored_dir is None else folder_weights_sha256(self.restored_dir)
         for store in self.checkpointer.stores:
-            m, verdict = store.trusted_manifest(self.spec.run_id, step) if step is not None else (None, None)
-            if m is None or verdict is None or not verdict.ok:
+            m, verdict = store.trusted_manifest(self.spec.run_id, step)
+            if m is None or not verdict.ok:
                 continue
             with tempfile.TemporaryDirectory(prefix=f"orch-weights-{self.spec.run_id}-") as folder:
-                theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
-                for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
-                    write_checkpoint_dir(store.read_many(m, names), folder)
+                read_function_files(store, m, folder)
                 return folder_weights_sha256(folder)
         return None
 
