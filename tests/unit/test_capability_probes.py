@@ -14,7 +14,9 @@ import pytest
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.unit
-SCANNED = ("orchestrator",)
+# Every folder of the product's own code but providers/ (the tests' conformance suite checks
+# what a provider offers against what it declares, and may look).
+SCANNED = ("orchestrator", "recovery", "benchmarks", "examples", "docs")
 # The attributes providers used to be probed for, before they declared capabilities.
 OLD_FLAGS = ("local_processes", "keeps_runtime")
 

@@ -58,3 +58,5 @@ def test_the_providers_files_are_written_and_a_region_that_cannot_run_fails_the_
     assert out.out.splitlines()[1:] == ["row 1", "row 2"]
     assert out.err == "error: cloud.regions.r2: cannot run the job: no room\n"
     assert (tmp_path / "plans" / "p2" / "01.yaml").read_text() == "a: 1\n"
+    # A plan is no run: nothing under runs/, so action=list has no row for it.
+    assert not (tmp_path / "runs").exists()

@@ -12,6 +12,7 @@ import pickle
 import tarfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,49 @@ def test_multi_worker_trials_run_as_many_at_once_as_the_cluster_holds() -> None:
     wide = replace(hpo, trial=TrialSection(workers=2, cpus_per_worker=1.0))
     assert [concurrent_trials(wide, cpus) for cpus in (2.0, 3.0, 4.0, 16.0)] == [1, 1, 2, 4]
     assert concurrent_trials(replace(wide, trial=TrialSection(workers=4)), 2.0) == 1
+
+
+def test_a_finished_searchs_last_progress_is_out_of_the_steps_it_took() -> None:
+    """6 trials to max_t 6 plan 42 search steps; ASHA stopped four at iteration 2, so the
+    search took 26 (each trial's iterations and its end): its last progress, which the
+    foreground run and action=watch print, is 26/26, not 26/42."""
+    from types import SimpleNamespace
+
+    from orchestrator.hpo.trials import TERMINATED, TrialRecord
+    from orchestrator.runtime.search.run import finish
+    from orchestrator.wire.sections import HpoSection
+    from recovery.detection import EXIT_OK
+
+    class Control:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict[str, Any]]] = []
+
+        def progress(self, generation: int, **kw: Any) -> None:
+            self.calls.append(("progress", kw))
+
+        def final(self, generation: int, **kw: Any) -> None:
+            self.calls.append(("final", kw))
+
+        def event(self, generation: int, kind: str, **kw: Any) -> None:
+            self.calls.append((kind, kw))
+
+    records = [
+        TrialRecord(f"trial_0000{i}", TERMINATED, it, {"lr": 0.1}, {"accuracy": 0.5 + i / 100})
+        for i, it in enumerate([6, 6, 2, 2, 2, 2])
+    ]
+    driver = SimpleNamespace(
+        hpo=HpoSection(enabled=True, max_t=6, num_samples=6),
+        snapshot_records=records,
+        plan=SimpleNamespace(carried=[]),
+        configs=[],
+        uploads=SimpleNamespace(wait=lambda: None),
+        last_checkpoint="s3://b/r/search-26",
+        snapshots=3,
+        exploits=None,
+        total=42,
+    )
+    control = Control()
+    assert finish(SimpleNamespace(generation=1), control, driver, []) == EXIT_OK
+    (progress,) = [kw for what, kw in control.calls if what == "progress"]
+    (final,) = [kw for what, kw in control.calls if what == "final"]
+    assert (progress["step"], progress["total"]) == (26, 26) and final["final_step"] == 26
