@@ -1,21 +1,22 @@
 """Recovery inside a region against the cold failover of a whole region, on this machine.
 
 Five runs of the digits job in a region of two Ray nodes (one CPU each, one worker
-on each; the standby run's region has a third), each losing something at the same step:
+on each; the ``standby`` run's region has a third), each losing something at the same step:
 
 - ``kill_worker``: the worker on node 1 (SIGKILL); Ray Train restarts the group in place;
 - ``replaced``: ``kill_node`` (every process of worker node 1, SIGKILL); the node is
   replaced in place and the worker group restarts at its full world (exact weights);
-- ``standby``: ``kill_node`` of a node that runs a worker, in a region of three nodes:
-  the third is standby capacity (its spare imported), where the lost worker goes on at
-  once while the lost node is replaced in the background;
+- ``standby`` (a spare node; the mode and its JSON keys keep that name): ``kill_node``
+  of a node that runs a worker, in a region of three nodes: the third is a spare node
+  (its spare imported), where the lost worker goes on at once while the lost node is
+  replaced in the background;
 - ``elastic``: the same fault with ``recovery.node_replace_timeout_s=0`` and
   ``trainer.min_workers=1``: the group restarts at once on the node that is left;
 - ``cold failover``: ``kill_region``: the run fails over to a new cluster in the next region.
 
 Each one's recovery time is its incident's: the fault to the first step after the
 restore. Goals, as ratios to the cold failover's: a replaced node at most 0.4 (with a
-standby node too), a killed worker and an elastic restart at most 0.25 each. ``survivor_restarts`` counts
+spare node too), a killed worker and an elastic restart at most 0.25 each. ``survivor_restarts`` counts
 the workers the fault did not touch whose process was started again by the recovery
 (from the pids each ``train_started`` journals, rank by rank; goal 0): a recovery that
 restarts the whole world restarts every survivor.

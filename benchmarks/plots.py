@@ -103,7 +103,7 @@ def node_loss(data: dict[str, Any], out: Path) -> None:
         ("kill_region, cold failover", data["rto_cold_s"], "tab:blue"),
     ]
     if data.get("rto_node_standby_s") is not None:  # measured since 2026-12-05
-        bars.insert(1, ("kill_node, standby node", data["rto_node_standby_s"], "tab:purple"))
+        bars.insert(1, ("kill_node, spare node", data["rto_node_standby_s"], "tab:purple"))
     if data.get("rto_kill_worker_s") is not None:  # measured since 2026-12-04
         bars.insert(0, ("kill_worker", data["rto_kill_worker_s"], "tab:red"))
     goal = data["rto_cold_s"] * 0.4

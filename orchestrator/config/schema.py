@@ -470,7 +470,7 @@ class FaultConfig:
     node: int | None = None
     # kill_node / hang_node with no node named: training draws among the worker nodes that
     # run a worker of the group (among all where the ranks' nodes are not known); idle
-    # among those that run none (a standby node: refused when there is none).
+    # among those that run none (a spare node: refused when there is none).
     node_role: NodeRole = NodeRole.training
     seed: int = 0
 

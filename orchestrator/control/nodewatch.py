@@ -6,8 +6,8 @@ is gone, or not UP for ``recovery.health_failures_to_lose`` looks in a row, is l
 runtime (the control channel's nodes word) how many workers the nodes left fit and,
 while a replacement is on its way (``recovery.node_replace_timeout_s``), to wait for
 it, so the worker group restarts at its full world and the run stays exact. A region
-whose nodes left still fit the full world (a standby node, idle capacity) is not told
-to wait: the group restarts there at once, and the replacement becomes the standby.
+whose nodes left still fit the full world (a spare node, idle capacity) is not told
+to wait: the group restarts there at once, and the replacement becomes the spare node.
 A node not replaced in time leaves the run to the workers that fit, down to
 ``trainer.min_workers``; below that the attempt fails (``node_lost``) and the run
 fails over.
@@ -78,8 +78,8 @@ class NodeWatch:
 
     def standby(self) -> bool:
         """The nodes left still fit the full world: a lost node's workers move to the
-        standby capacity at once, and its replacement (still started) becomes the next
-        standby rather than something the group waits for."""
+        spare nodes at once, and its replacement (still started) becomes the next
+        spare node rather than something the group waits for."""
         return self.fits() >= self.workers
 
     def _word(self) -> None:
@@ -231,6 +231,6 @@ class NodeWatch:
         for t in self.threads:
             t.join(timeout=0.0 if failed else CLOSE_WAIT_S)
         if not failed:
-            # One that finished meanwhile (a standby node's, the group never waited for it)
-            # is journaled: the region's next standby is there.
+            # One that finished meanwhile (a spare node's, the group never waited for it)
+            # is journaled: the region's next spare node is there.
             self._journal_replacements(tell=False)

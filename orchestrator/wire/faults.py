@@ -80,7 +80,7 @@ class NodeRole(StrEnum):
     """Which worker node a drawn kill_node or hang_node strikes (chaos.faults[i].node_role)."""
 
     training = "training"  # one that runs a worker of the group (any, where none is known)
-    idle = "idle"  # one that runs none: a standby node, spare capacity
+    idle = "idle"  # one that runs none: a spare node, idle capacity
 
 
 class During(StrEnum):

@@ -216,10 +216,10 @@ def test_an_elastic_group_goes_on_without_a_lost_node_before_ray_lets_it_go(orch
     nothing_left(before, orch_home)
 
 
-def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_home, long_baseline):
-    """A region of three nodes for two workers: the idle one is standby capacity, with its
+def test_a_lost_node_s_worker_goes_on_at_once_on_a_spare_node_exactly(orch_home, long_baseline):
+    """A region of three nodes for two workers: the idle one is a spare node, with its
     spare imported (orchestrator/runtime/group/spare_nodes.py). A node that runs a worker is killed
-    (the drawn node is one that does): its worker goes on on the standby node's spare at
+    (the drawn node is one that does): its worker goes on on the spare node's spare at
     once, the survivor keeps its process, the state comes from the survivor's memory,
     and the lost node is replaced in the background, with no wait for it."""
     before = ray_pids()
@@ -248,12 +248,12 @@ def test_a_lost_node_s_worker_goes_on_at_once_on_a_standby_node_exactly(orch_hom
     (inc,) = [i for i in r["incidents"] if i["kind"] == "node_lost"]
     assert (inc["world_size_before"], inc["world_size_after"]) == (2, 2), inc
     assert 0 <= inc["lost_steps"] <= INTERVAL, inc
-    assert run.events("node_replaced"), "the lost node is replaced all the same (the next standby)"
+    assert run.events("node_replaced"), "the lost node is replaced all the same (the next spare node)"
     journal_consistent(run)
     nothing_left(before, orch_home)
 
 
-def test_losing_the_standby_node_restarts_nothing_and_the_next_restart_is_its_own_faults(orch_home, long_baseline):
+def test_losing_the_spare_node_restarts_nothing_and_the_next_restart_is_its_own_faults(orch_home, long_baseline):
     """Four nodes for two workers (with three, Ray may leave the head idle, which no node
     fault strikes); a worker node that runs no worker (node_role: idle, from the ranks'
     worker_nodes) is killed: training goes on untouched, the node is replaced in the
@@ -272,7 +272,7 @@ def test_losing_the_standby_node_restarts_nothing_and_the_next_restart_is_its_ow
     assert struck["node"] not in started[0]["worker_nodes"], (struck, started[0])
     (lost,) = run.events("node_lost")
     assert (lost["node"], lost["held_workers"]) == (struck["node"], False), lost
-    assert run.events("node_replaced"), "the standby node is replaced all the same"
+    assert run.events("node_replaced"), "the spare node is replaced all the same"
     # One restart, the killed worker's: the survivor kept its process.
     assert len(started) == 2, started
     (inc,) = r["incidents"]

@@ -25,7 +25,7 @@ def test_a_named_node_is_struck_and_a_drawn_one_is_the_seeds_draw_among_the_work
 
 
 def test_a_drawn_node_is_one_that_runs_a_worker_of_the_group_when_that_is_known() -> None:
-    # Node 2 runs a worker; 1 and 3 are standby capacity; the head (0) is never drawn.
+    # Node 2 runs a worker; 1 and 3 are spare nodes; the head (0) is never drawn.
     assert {choose_node(None, seed, [1, 2, 3], training=[0, 2])[0] for seed in range(40)} == {2}
     assert {choose_node(None, seed, [1, 2, 3], training=[2, 3])[0] for seed in range(40)} == {2, 3}
     # Not known (no train_started yet), or only the head: the draw among all of them.

@@ -97,7 +97,7 @@ def test_a_gone_node_is_replaced_while_the_runtime_is_told_to_wait(tmp_path: Pat
 
 
 def test_a_region_that_still_fits_its_world_is_not_told_to_wait(tmp_path: Path) -> None:
-    # Three nodes of one CPU for two workers: the node left idle is the standby.
+    # Three nodes of one CPU for two workers: the node left idle is the spare node.
     provider = Nodes(replace="wait")
     provider.health[2] = Health.UP
     nw, events, control = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")
@@ -213,8 +213,8 @@ def test_an_attempt_that_failed_does_not_wait_for_a_replacement_under_way(
     provider.release.set()
     nw.close()
     assert not replacing.is_alive() and provider.replaced == [1]
-    # The replacement that finished while the attempt ended well is journaled (a standby
-    # region's group never waited for it), with no word to the runtime, which is gone.
+    # The replacement that finished while the attempt ended well is journaled (a spare
+    # node region's group never waited for it), with no word to the runtime, which is gone.
     (replaced,) = of(_events, NodeReplaced)
     assert replaced.node == 1
     assert _control.read_nodes_word(1) == word
@@ -222,7 +222,7 @@ def test_an_attempt_that_failed_does_not_wait_for_a_replacement_under_way(
 
 def test_a_lost_node_that_ran_no_worker_owes_no_restart(tmp_path: Path) -> None:
     # Three nodes for two workers, the ranks on the head and node 1 (train_started's
-    # worker_nodes): node 2 is the idle standby.
+    # worker_nodes): node 2 is the idle spare node.
     provider = Nodes(replace="wait")
     provider.health[2] = Health.UP
     nw, events, _ = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")

@@ -208,7 +208,7 @@ def test_a_lost_idle_node_leaves_no_incident_and_the_next_restart_is_its_own_fau
         w._train_started(WireEvent("train_started", 1.0, 1, {"restored_step": 0, **fields}))
 
     started(worker_pids=[11, 12], worker_nodes=[0, 1])
-    # A kill_node struck node 2, the standby: nothing of the group ran there.
+    # A kill_node struck node 2, the spare node: nothing of the group ran there.
     w._apply(ws.FaultFired("kill_node", 5.0, 100))
     w.run()
     (loss,) = w.nodes.losses.values()
