@@ -76,7 +76,7 @@ class NodeWatch:
     def fits(self) -> int:
         return (self.count - len(self.missing())) * self.per_node
 
-    def standby(self) -> bool:
+    def spare_node(self) -> bool:
         """The nodes left still fit the full world: a lost node's workers move to the
         spare nodes at once, and its replacement (still started) becomes the next
         spare node rather than something the group waits for."""
@@ -89,7 +89,7 @@ class NodeWatch:
             for loss in self.losses.values()
             if loss.replacing and loss.replace_s is None and loss.error is None
         ]
-        wait_until = max(coming) if coming and not self.standby() else 0.0
+        wait_until = max(coming) if coming and not self.spare_node() else 0.0
         self.ctx.control.nodes_word(self.gen, self.fits(), wait_until if wait_until > now else 0.0, self.missing())
         if wait_until <= now and world_size(self.fits(), self.workers, self.min_workers) is None:
             self.short = (
@@ -160,7 +160,7 @@ class NodeWatch:
             )
         )
         self.ctx.progress.note(
-            node_lost_text(node, self.region, health, replacing, held, self.wait_s, goes_on=self.standby())
+            node_lost_text(node, self.region, health, replacing, held, self.wait_s, goes_on=self.spare_node())
         )
         target = self._replace if replacing else self._drop
         t = threading.Thread(target=target, args=(loss,), name=f"node-{node}-{target.__name__[1:]}", daemon=True)

@@ -101,7 +101,7 @@ def test_a_region_that_still_fits_its_world_is_not_told_to_wait(tmp_path: Path) 
     provider = Nodes(replace="wait")
     provider.health[2] = Health.UP
     nw, events, control = watch(tmp_path, provider, "cloud.regions.local-a.nodes=3")
-    assert nw.standby()
+    assert nw.spare_node()
     provider.health[1] = Health.GONE
     nw.poll()
     (lost,) = of(events, NodeLost)
@@ -116,7 +116,7 @@ def test_a_region_that_still_fits_its_world_is_not_told_to_wait(tmp_path: Path) 
     provider.release.clear()
     provider.health[1] = provider.health[2] = Health.GONE
     nw.poll()
-    assert not nw.standby()
+    assert not nw.spare_node()
     word = control.read_nodes_word(1)
     assert word is not None and word.fits == 1 and word.wait_until > time.time()
     provider.release.set()
