@@ -37,6 +37,7 @@ from typing import Any
 
 from orchestrator.control.lease import generation_of
 from orchestrator.runstate import rundir
+from orchestrator.runstate.runfiles import DamagedFile, open_fd
 from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.sealed import seal, unseal
 
@@ -192,15 +193,17 @@ class StateMirror:
             uploads: dict[str, bytes] = {}
             for name in MIRRORED:
                 try:
-                    with open(os.path.join(self.run_dir, name), "rb") as fh:
+                    # Opened as every file of the run's folder is: a FIFO planted under the
+                    # name never holds the mirror, a link is never followed out of the folder.
+                    with os.fdopen(open_fd(os.path.join(self.run_dir, name), os.O_RDONLY), "rb") as fh:
                         st = os.fstat(fh.fileno())
                         stamp = (st.st_size, st.st_mtime_ns)
                         if stamps.get(name) == stamp:
                             continue  # a heartbeat with nothing new: not read, not hashed
                         stamps[name] = stamp
                         data = mirrored_bytes(name, fh.read(MAX_FILE + 1))
-                except FileNotFoundError:
-                    continue
+                except (FileNotFoundError, DamagedFile):
+                    continue  # not there, or no regular file: left out, as it was last mirrored
                 if len(data) > MAX_FILE:
                     continue  # past any run's size: left out, never truncated
                 whole = hashlib.sha256(data).hexdigest()

@@ -182,3 +182,36 @@ def test_a_new_generations_folder_is_cleared_of_whatever_was_planted_there(tmp_p
     (planted / ("0" * 64)).write_text("stray")
     assert StateMirror(fs, root, KEY, "run-1", 2, str(run)).flush()
     assert not (planted / ("0" * 64)).exists()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", ["result.json", "loss.jsonl", "journal.jsonl"])
+@pytest.mark.parametrize("shape", ["fifo", "link-out", "folder"])
+def test_a_run_file_that_is_no_regular_one_never_holds_the_mirror_nor_leads_it_out(
+    tmp_path: Path, name: str, shape: str
+) -> None:
+    # Planted in the run's folder during a live run: the mirror opens it as every reader of
+    # the folder does (runstate.runfiles), leaves it out, and goes on with the rest.
+    import os
+
+    fs, root = _fs(tmp_path)
+    run = _run_dir(tmp_path)
+    m = StateMirror(fs, root, KEY, "run-1", 1, str(run))
+    assert m.flush()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("THEIRS")
+    path = run / name
+    path.unlink(missing_ok=True)
+    if shape == "fifo":
+        os.mkfifo(path)
+    elif shape == "link-out":
+        path.symlink_to(outside)
+    else:
+        path.mkdir()
+    (run / "config.json").write_text('{"job": 2}')
+    assert m.flush()
+    got = read_mirror(fs, root, KEY, "run-1")
+    assert got.files["config.json"] == b'{"job": 2}'
+    assert all(b"THEIRS" not in data for data in got.files.values())
+    expected = {"journal.jsonl": b'{"type": "run_started"}\n'}.get(name)  # as it was last mirrored
+    assert got.files.get(name) == expected
