@@ -152,7 +152,7 @@ def load_newest(
     on_store_error: Callable[[CheckpointStore, str], None] | None = None,
     keep: Keep | None = None,
     before_read: Callable[[CheckpointStore, Manifest], None] | None = None,
-    one_by_one: Keep | None = None,
+    sized: Keep | None = None,
 ) -> Restorable | None:
     """The newest checkpoint that verifies (and is on the lineage) in any store, the
     first store winning ties, with the verified bytes of the files ``keep`` says yes to.
@@ -163,7 +163,8 @@ def load_newest(
     there on and reported to ``on_store_error``; so are the (region, step) pairs in
     ``exclude``; a candidate that fails is reported to ``on_skip``. ``before_read``:
     told of a candidate whose manifest is trusted, before its files are read;
-    ``one_by_one``: files verified one at a time and not kept (see ``CheckpointStore.load``)."""
+    ``sized``: files only found with their size, for their reader to verify (see
+    ``CheckpointStore.load``)."""
     listed: list[tuple[int, int, CheckpointStore]] = []
     failed: set[int] = set()
 
@@ -183,7 +184,7 @@ def load_newest(
             continue
         try:
             hook = None if before_read is None else (lambda m, st=store: before_read(st, m))
-            m, verdict, files = store.load(run_id, step, lineage, keep, hook, one_by_one)
+            m, verdict, files = store.load(run_id, step, lineage, keep, hook, sized)
         except Exception as exc:  # as above: from here on this store is passed over
             store_failed(i, exc)
             continue

@@ -337,7 +337,7 @@ class CheckpointStore:
         lineage: Admits | None = None,
         keep: Keep | None = None,
         before_read: Callable[[Manifest], None] | None = None,
-        one_by_one: Keep | None = None,
+        sized: Keep | None = None,
         generation: int | None = None,
     ) -> tuple[Manifest | None, Verdict, dict[str, bytes]]:
         """The manifest of ``step`` (read once), whether it is signed, on ``lineage`` and
@@ -345,8 +345,10 @@ class CheckpointStore:
         file read once, verified as it streams in). The signature and the lineage come
         first: a stranger's files are never read, nor a fenced checkpoint's.
         ``before_read``: called with a manifest that passed both, before its files are read.
-        ``one_by_one``: files verified after the others, one at a time, and never kept (a
-        sharded checkpoint's rank files: the reader never holds every rank's bytes at once).
+        ``sized``: files found in one listing of the folder, each a regular file of its
+        manifest's size, and never read here: the rank that loads one verifies its bytes as
+        they stream in, so a restore hashes each byte once (a sharded checkpoint's rank
+        files, another rank's files). A verdict that passes such a file says only that much.
         ``generation``: that generation's folder of ``step``, not the one a reader takes."""
         folder = self._folder(run_id, step) if generation is None else step_dir_name(step, generation)
         m, verdict = self.trusted_manifest(run_id, step, folder)
@@ -358,10 +360,11 @@ class CheckpointStore:
             before_read(m)
         where = f"{self.run_root(run_id)}/{folder}"
         paths = {f"{where}/{f.name}": f for f in m.files}
-        alone = [path for path, f in paths.items() if one_by_one is not None and one_by_one(f.name)]
+        only_sized = [path for path, f in paths.items() if sized is not None and sized(f.name)]
         ranged = not is_local(self.fs)
         try:
-            got = fetch(self.fs, {path: f.size for path, f in paths.items() if path not in alone}, ranged=ranged)
+            got = fetch(self.fs, {path: f.size for path, f in paths.items() if path not in only_sized}, ranged=ranged)
+            listed = self._listed(where) if only_sized else {}
         except Exception as exc:  # a timeout, a folder in its place: the store's error, named
             raise self._error(f"cannot read {where}", exc) from None
         unsafe = next((g.reason for g in got.values() if g.reason), None)
@@ -372,16 +375,14 @@ class CheckpointStore:
             for path, f in paths.items()
             if path in got and (g := got[path]).data is not None
         }
-        for path in alone:
+        for path in only_sized:
             f = paths[path]
-            try:
-                one = fetch(self.fs, {path: f.size}, ranged=ranged)[path]
-            except Exception as exc:
-                raise self._error(f"cannot read {where}", exc) from None
-            if one.reason:
-                return m, Verdict(False, one.reason), {}
-            if one.data is not None:
-                actual[f.name] = (len(one.data), one.sha256 if len(one.data) == f.size else None)
+            found = listed.get(f.name)
+            if isinstance(found, str):
+                return m, Verdict(False, f"{f.name}: {found}"), {}
+            if found is not None:
+                # Its digest is its reader's to check (see ``sized``): only its size is judged here.
+                actual[f.name] = (found, f.sha256 if found == f.size else None)
         verdict = judge(m, actual)
         if not verdict.ok:
             return m, verdict, {}
@@ -389,6 +390,23 @@ class CheckpointStore:
             f.name: got[path].data for path, f in paths.items() if path in got and keep is not None and keep(f.name)
         }
         return m, verdict, {name: data for name, data in kept.items() if data is not None}
+
+    def _listed(self, where: str) -> dict[str, int | str]:
+        """A folder's files, its subfolders' too, in one listing: name (its path in the
+        folder) -> size, or why it is no regular file (a link, a FIFO), for ``load``'s
+        ``sized`` files."""
+        out: dict[str, int | str] = {}
+        self.fs.invalidate_cache(where)
+        prefix = self.fs._strip_protocol(where).rstrip("/") + "/"
+        for path, entry in self.fs.find(where, detail=True).items():
+            name = str(path).removeprefix(prefix)
+            if entry.get("islink"):
+                out[name] = "a link"
+            elif entry.get("type") != "file":
+                out[name] = f"not a regular file ({entry.get('type') or 'unknown'})"
+            else:
+                out[name] = int(entry.get("size") or 0)
+        return out
 
     def candidates(self, run_id: str, at_most: int | None = None, exclude: Collection[int] = ()) -> list[int]:
         """Committed steps a restore may consider, newest first (none verified yet)."""

@@ -403,11 +403,9 @@ class FuncRun(WorkerAttempt):
         self.clock = 0
 
     def kept_on_choice(self, name: str) -> bool:
-        # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory.
+        # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory, and
+        # finds every file with its size only while choosing (its readers verify them).
         return False
-
-    def verified_alone(self, name: str) -> bool:
-        return True
 
     # --- the attempt ---------------------------------------------------------------------
     def run(self) -> None:
@@ -456,18 +454,11 @@ class FuncRun(WorkerAttempt):
 
     def restore(self) -> int:
         """The newest checkpoint that verifies, in a local folder on every rank; its step (0: none)."""
-        chosen = self.agree_on_restore()
-        if chosen is None:
+        agreed = self.restore_agreed(self._read_restore, drop=lambda got: shutil.rmtree(got[0], ignore_errors=True))
+        if agreed is None:
             return 0
-        source, m = chosen
-        # Rank 0 verified every file while choosing and kept none (see kept_on_choice): each
-        # rank reads the whole folder, a bounded batch at a time, each file verified again as
-        # it streams in, straight to disk.
-        self._verified = {}
-        self.restored_dir = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
-        ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
-        self._rngs = source.read_many(m, ours) if ours else None
-        read_function_files(source, m, self.restored_dir)
+        source, m, (folder, rngs) = agreed
+        self.restored_dir, self._rngs = folder, rngs
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
         self.count = self.restored = m.step
@@ -475,6 +466,22 @@ class FuncRun(WorkerAttempt):
         clock = m.extra.get("clock")
         self.clock = clock if isinstance(clock, int) and not isinstance(clock, bool) and clock >= 0 else 0
         return m.step
+
+    def _read_restore(self, source: Any, m: Any) -> tuple[str, dict[str, bytes] | None]:
+        """Checkpoint ``m`` in a new local folder, and this rank's share of its RNG states.
+        Rank 0 only found the files with their sizes while choosing (see kept_on_choice):
+        each rank reads the whole folder, a bounded batch at a time, each file verified as it
+        streams in, straight to disk; a folder whose files failed is removed."""
+        self._verified = {}
+        folder = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
+        try:
+            ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
+            rngs = source.read_many(m, ours) if ours else None
+            read_function_files(source, m, folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return folder, rngs
 
     def finish(self) -> None:
         """Rank 0, the function returned: the last checkpoint committed, then the result."""

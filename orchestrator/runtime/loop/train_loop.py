@@ -418,11 +418,18 @@ class _Loop(WorkerAttempt):
         return parts
 
     def restore(self) -> int:
-        """Load the newest checkpoint that verifies; the step to continue after (0: none)."""
-        chosen = self.agree_on_restore()
-        if chosen is None:
+        """Load the newest checkpoint that verifies; the step to continue after (0: none).
+        Every rank reads (and so verifies) its files before any loads them: a rank whose
+        files fail sends the whole group to the next checkpoint before a collective load."""
+        agreed = self.restore_agreed(self._read_restore)
+        if agreed is None:
             return 0
-        source, m = chosen
+        source, m, (files, shards) = agreed
+        return self.load_files(source, m, files, shards)
+
+    def _read_restore(self, source: Any, m: Any) -> tuple[dict[str, bytes], dict[int, Any] | None]:
+        """This rank's verified files of checkpoint ``m`` (rank 0 kept its own while choosing)
+        and, for a sharded checkpoint, the saved ranks' shards it needs, loaded."""
         _, saved_workers = saved_worlds(m.extra, self.workers)
         if saved_workers != self.workers:
             raise UserCodeError(
@@ -441,11 +448,11 @@ class _Loop(WorkerAttempt):
         self._verified = {}
         # A sharded checkpoint (shards.json): the model and optimizer from the ranks' files.
         sharded = self.fsdp and INDEX_NAME in saved
-        if self.rank != 0:
-            # Every file this rank loads, read at once (rank 0 kept its own while choosing).
-            wanted = self.files_to_load(m, self.rank) + ([INDEX_NAME, REST_NAME] if sharded else [])
-            files = source.read_many(m, [name for name in wanted if name in saved])
-        return self.load_files(source, m, files)
+        wanted = self.files_to_load(m, self.rank) + ([INDEX_NAME, REST_NAME] if sharded else [])
+        missing = [name for name in wanted if name in saved and name not in files]
+        if missing:
+            files = files | source.read_many(m, missing)
+        return files, (self._read_shards(source, m, files[INDEX_NAME]) if sharded else None)
 
     def files_to_load(self, m: Any, rank: int) -> list[str]:
         """The files of checkpoint ``m`` that ``rank`` loads (a sharded model's apart)."""
@@ -456,9 +463,10 @@ class _Loop(WorkerAttempt):
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
         return [f"{name}.pt" for name in parts] + ["state.pt", rng_file(rank, saved_world, saved)]
 
-    def load_files(self, source: Any, m: Any, files: dict[str, bytes]) -> int:
+    def load_files(self, source: Any, m: Any, files: dict[str, bytes], shards: dict[int, Any] | None = None) -> int:
         """Load checkpoint ``m`` from ``files`` (verified bytes; any other file is read from
-        ``source`` and verified); the step to continue after."""
+        ``source`` and verified) and a sharded one's ``shards`` (read here when not given);
+        the step to continue after."""
         saved = {f.name for f in m.files}
         saved_world, _ = saved_worlds(m.extra, self.workers)
         sharded = self.fsdp and INDEX_NAME in saved
@@ -470,7 +478,9 @@ class _Loop(WorkerAttempt):
             return files[name] if name in files else source.read(m, name)
 
         if sharded:
-            self._load_sharded(source, m, read)
+            if shards is None:
+                shards = self._read_shards(source, m, read(INDEX_NAME))
+            self._load_sharded(m, read, shards)
         for name, part in parts.items():
             if f"{name}.pt" not in saved:
                 raise UserCodeError(
@@ -490,16 +500,13 @@ class _Loop(WorkerAttempt):
             self.held.hold(m.step, {name: files[name] for name in self.files_to_load(m, self.rank) if name in files})
         return int(state["data_position"])
 
-    def _load_sharded(self, source: Any, m: Any, read: Any) -> None:
-        """This rank's shards of a sharded checkpoint: only the saved ranks' files that
-        hold rows it now holds (its own at the same world size), each verified against
-        the signed manifest as it is read; resharded when the world size changed."""
-        try:
-            index = parse_index(read(INDEX_NAME))
-        except ShardIndexError as exc:
-            raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
+    def _read_shards(self, source: Any, m: Any, index_bytes: bytes) -> dict[int, Any]:
+        """The saved ranks' shards this rank needs of a sharded checkpoint, by saved rank:
+        only the files that hold rows it now holds (its own at the same world size), each
+        verified against the signed manifest as it is read, then loaded."""
+        index = self._index(m, index_bytes)
         needed = files_needed(index, self.world, self.rank)
-        loaded: dict[int, dict[str, Any]] = {}
+        loaded: dict[int, Any] = {}
         for name in needed:
             rank = int(name[len("shard-r") : -len(".pt")])
             loaded[rank] = _loads(source.read(m, name))
@@ -509,6 +516,18 @@ class _Loop(WorkerAttempt):
         self.control.event(
             self.gen, "restore_shards", step=m.step, rank=self.rank, saved_world=index.world, read=needed
         )
+        return loaded
+
+    def _index(self, m: Any, index_bytes: bytes) -> Any:
+        try:
+            return parse_index(index_bytes)
+        except ShardIndexError as exc:
+            raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
+
+    def _load_sharded(self, m: Any, read: Any, loaded: dict[int, Any]) -> None:
+        """This rank's shards of a sharded checkpoint, from ``loaded`` (``_read_shards``),
+        resharded when the world size changed. A collective: every rank calls it."""
+        index = self._index(m, read(INDEX_NAME))
         rest = _loads(read(REST_NAME))
         try:
             load_shards(self.model, self.optimizer, index, self.rank, self.world, lambda r: loaded.get(r, {}), rest)

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -37,6 +37,7 @@ from recovery.manifest import Manifest
 from recovery.replication import load_newest
 from recovery.store import CheckpointStore, scan_fences
 
+T = TypeVar("T")
 PROGRESS_EVERY_S = 0.5
 STANDBY_POLL_S = 0.05
 PREEMPT_POLL_S = 0.2
@@ -361,6 +362,8 @@ class WorkerAttempt:
         if rank == 0:
             threading.Thread(target=self._watch_preemption, name="preempt-watch", daemon=True).start()
         self._choice: Prefetch | None = None
+        # (region, step) of checkpoints a rank found bad while restoring: never chosen again.
+        self._bad_choices: set[tuple[str, int]] = set()
         # When rank 0's choice of a checkpoint began and ended (what a restore took).
         self.choice_began: float | None = None
         self.choice_ended: float | None = None
@@ -423,15 +426,54 @@ class WorkerAttempt:
         index, text = choice[0]
         return [self.store, *self.fallbacks][index], Manifest.from_json(text)
 
+    def restore_agreed(
+        self, read: Callable[[CheckpointStore, Manifest], T], drop: Callable[[T], None] | None = None
+    ) -> tuple[CheckpointStore, Manifest, T] | None:
+        """Every rank: the checkpoint rank 0 chose and what ``read`` read of it for this rank,
+        each file verified as it streamed in (None: nothing to restore). A rank whose files
+        do not verify tells the others: the group passes over that checkpoint together and
+        agrees on the next, the skip journaled once with the rank and its reason. ``read``
+        must make no collective call: a rank that failed is not in it. ``drop``: given what
+        this rank read of a checkpoint another rank failed (a folder to remove)."""
+        from recovery.manifest import ManifestError
+        from recovery.store import StoreError
+
+        while True:
+            chosen = self.agree_on_restore()
+            if chosen is None:
+                return None
+            source, m = chosen
+            got: list[T] = []
+            failure = None
+            try:
+                got.append(read(source, m))
+            except (ManifestError, StoreError) as exc:
+                failure = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+            failures = self._every_ranks(failure)
+            bad = next(((rank, why) for rank, why in enumerate(failures) if why), None)
+            if bad is None:
+                return source, m, got[0]
+            if drop is not None:
+                for passed_over in got:
+                    drop(passed_over)
+            self._bad_choices.add((source.region, m.step))
+            if self.rank == 0:
+                self._skipped(source, m.step, f"failed verification while restoring (rank {bad[0]}): {bad[1]}")
+
+    def _every_ranks(self, mine: Any) -> list[Any]:
+        """Every rank's ``mine``, in rank order, on every rank."""
+        if self.world == 1:
+            return [mine]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, mine)
+        return out
+
     def kept_on_choice(self, name: str) -> bool:
         """Rank 0: whether a file of the checkpoint it chooses is kept in memory as it is
         verified (and so not read again): the shared state and rank 0's RNG."""
         return restored_by_rank0(name)
-
-    def verified_alone(self, name: str) -> bool:
-        """Whether a file is verified one at a time and not kept: every rank's file of a
-        sharded checkpoint, none held with another."""
-        return is_shard_file(name)
 
     def _skipped(self, store: CheckpointStore, step: int, reason: str) -> None:
         self.control.event(self.gen, "checkpoint_skipped", step=step, reason=reason, region=store.region)
@@ -468,7 +510,7 @@ class WorkerAttempt:
         def store_failed(store: CheckpointStore, error: str) -> None:
             self.control.event(self.gen, "restore_store_skipped", region=store.region, error=error[:500])
 
-        bad: set[tuple[str, int]] = set()
+        bad = self._bad_choices
         # Checkpoints chosen (their manifests trusted) and so read: a failure of theirs is
         # one found while restoring, after the chaos point "during: restore" has passed.
         chosen: set[tuple[str, int]] = set()
@@ -494,7 +536,9 @@ class WorkerAttempt:
                 on_store_error=store_failed,
                 keep=self.kept_on_choice,
                 before_read=choose,
-                one_by_one=self.verified_alone,
+                # What rank 0 does not keep, its reader verifies as it streams in: found
+                # here with its size only, so every byte of a restore is hashed once.
+                sized=lambda name: not self.kept_on_choice(name),
             )
             if best is None:
                 return None

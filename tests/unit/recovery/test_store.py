@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -175,13 +177,50 @@ def test_delete_removes_the_manifest_first_so_a_half_deleted_checkpoint_reads_un
     assert skips_of(store) == (20, [])
 
 
-def test_files_read_one_by_one_are_verified_but_never_kept(
-    store: CheckpointStore, write_checkpoint: WriteCheckpoint, flip_byte: FlipByte
+def test_sized_files_are_found_with_their_size_and_never_read(
+    store: CheckpointStore, write_checkpoint: WriteCheckpoint, flip_byte: FlipByte, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A restore's choice reads the files rank 0 keeps and only lists the others: their
+    readers verify them as they stream in, so each byte is hashed once."""
     files = {**FILES, "shard-r0.pt": b"zero " * 40, "shard-r1.pt": b"one " * 40}
     write_checkpoint(store, RUN, 20, files=files)
-    m, verdict, kept = store.load(RUN, 20, keep=lambda n: True, one_by_one=lambda n: n.startswith("shard-"))
-    assert m is not None and verdict.ok and sorted(kept) == sorted(FILES)
+    read: list[str] = []
+    cat_file = store.fs.cat_file
+    monkeypatch.setattr(store.fs, "cat_file", lambda path, *a, **kw: read.append(path) or cat_file(path, *a, **kw))
+
+    def load() -> tuple[bool, str, dict[str, bytes]]:
+        _, verdict, kept = store.load(RUN, 20, keep=lambda n: True, sized=lambda n: n.startswith("shard-"))
+        return verdict.ok, verdict.reason, kept
+
+    ok, _, kept = load()
+    assert ok and sorted(kept) == sorted(FILES)
+    assert not [p for p in read if "shard-" in p]
+    # Same size, another byte: its reader finds it; the choice cannot, and does not try.
     flip_byte(store, RUN, 20, "shard-r1.pt")
-    _, verdict, kept = store.load(RUN, 20, keep=lambda n: True, one_by_one=lambda n: n.startswith("shard-"))
-    assert not verdict.ok and "shard-r1.pt" in verdict.reason and kept == {}
+    read.clear()
+    assert load()[0]
+    folder = store.manifest_path(store.manifest(RUN, 20))
+    store.fs.pipe_file(f"{folder}/shard-r1.pt", b"one " * 39)
+    assert load()[:2] == (False, "shard-r1.pt has 156 bytes, manifest says 160")
+    store.fs.rm_file(f"{folder}/shard-r1.pt")
+    assert load()[:2] == (False, "shard-r1.pt is missing")
+    assert not [p for p in read if "shard-" in p]
+
+
+def test_a_sized_file_that_is_no_regular_file_is_passed_over_with_why(
+    tmp_path: Path, write_checkpoint: WriteCheckpoint
+) -> None:
+    store = CheckpointStore(f"file://{tmp_path}/store", key=TEST_KEY)
+    files = {**FILES, "shard-r0.pt": b"zero " * 40}
+    write_checkpoint(store, RUN, 20, files=files)
+    folder = Path(store.manifest_path(store.manifest(RUN, 20)).removeprefix("file://"))
+    (folder / "shard-r0.pt").unlink()
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"zero " * 40)
+    (folder / "shard-r0.pt").symlink_to(outside)
+    _, verdict, kept = store.load(RUN, 20, keep=lambda n: True, sized=lambda n: n.startswith("shard-"))
+    assert (verdict.ok, verdict.reason, kept) == (False, "shard-r0.pt: a link", {})
+    (folder / "shard-r0.pt").unlink()
+    os.mkfifo(folder / "shard-r0.pt")
+    _, verdict, _ = store.load(RUN, 20, keep=lambda n: True, sized=lambda n: n.startswith("shard-"))
+    assert (verdict.ok, verdict.reason) == (False, "shard-r0.pt: not a regular file (other)")

@@ -97,3 +97,75 @@ def test_a_released_failure_holds_none_of_its_frames_locals() -> None:
     assert any("held" in f.f_locals for f in frames)
     release_frames(caught)
     assert not any("held" in f.f_locals for f in frames)
+
+
+class _Source:
+    region = "local-a"
+
+
+def _group_of_two(choices: list[int], others: list[str | None], rank: int = 0) -> tuple[WorkerAttempt, list[str]]:
+    """A rank of two whose choices come from ``choices`` (steps; then none) and whose
+    peer's read of each fails with ``others``' reason (None: it read it)."""
+    from recovery.manifest import Manifest
+
+    attempt = object.__new__(WorkerAttempt)
+    attempt.rank, attempt.world = rank, 2
+    attempt._bad_choices = set()
+    journal: list[str] = []
+    steps, peers = iter(choices), iter(others)
+
+    def agree() -> tuple[_Source, Manifest] | None:
+        step = next(steps, None)
+        if step is None:
+            return None
+        return _Source(), Manifest(run_id="r", step=step, attempt=1, files=(), committed_at=0.0)
+
+    def every_ranks(mine: str | None) -> list[str | None]:
+        theirs = next(peers)
+        return [mine, theirs] if rank == 0 else [theirs, mine]
+
+    attempt.agree_on_restore = agree  # type: ignore[method-assign]
+    attempt._every_ranks = every_ranks  # type: ignore[method-assign]
+    attempt._skipped = lambda store, step, reason: journal.append(f"{store.region} {step}: {reason}")  # type: ignore[method-assign]
+    return attempt, journal
+
+
+def test_a_checkpoint_another_rank_finds_bad_is_passed_over_by_the_whole_group_once() -> None:
+    attempt, journal = _group_of_two([30, 20], ["region x: shard-r1.pt does not match its manifest", None])
+    dropped: list[str] = []
+    got = attempt.restore_agreed(lambda source, m: f"read {m.step}", drop=dropped.append)
+    assert got is not None and (got[1].step, got[2]) == (20, "read 20")
+    # What this rank read of the bad one is dropped; the skip names the rank and the file.
+    assert dropped == ["read 30"]
+    why = "region x: shard-r1.pt does not match its manifest"
+    assert journal == [f"local-a 30: failed verification while restoring (rank 1): {why}"]
+    assert attempt._bad_choices == {("local-a", 30)}
+
+
+def test_a_rank_whose_own_read_fails_says_so_and_goes_on_with_the_next_choice() -> None:
+    from recovery.manifest import ManifestError
+
+    def read(source: _Source, m: object) -> str:
+        if m.step == 30:
+            raise ManifestError("store x: step-30/shard-r1.pt does not match its manifest\nmore")
+        return "ok"
+
+    attempt, journal = _group_of_two([30, 20], [None, None], rank=1)
+    got = attempt.restore_agreed(read)
+    assert got is not None and got[1].step == 20
+    assert attempt._bad_choices == {("local-a", 30)}
+    assert journal == []  # rank 0 journals it
+
+
+def test_nothing_left_to_choose_is_a_fresh_start_and_a_users_error_is_no_verification_failure() -> None:
+    from orchestrator.runtime.loop.worker import UserCodeError
+
+    attempt, _ = _group_of_two([30], ["bad"])
+    assert attempt.restore_agreed(lambda source, m: "ok") is None
+
+    def wrong_world(source: _Source, m: object) -> str:
+        raise UserCodeError("written by a run of trainer.workers=4")
+
+    attempt, _ = _group_of_two([30], [None])
+    with pytest.raises(UserCodeError):
+        attempt.restore_agreed(wrong_world)
