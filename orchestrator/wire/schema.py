@@ -338,6 +338,8 @@ _EVENT_FIELDS: dict[str, Any] = {
     "site": lambda v, n: _opt(_site, v, n),
     # A user error raised again when its step was run once more: the controller gives up on it.
     "deterministic": read_bool,
+    # Where rank 0's restore went (train_started): seconds by phase.
+    "restore_phases": lambda v, n: _opt(read_dict, v, n),
 }
 # Fields the controller stamps itself: the runtime must not supply them.
 _RESERVED = ("ts", "by", "type_")

@@ -41,6 +41,7 @@ from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.survivors import GroupRecovery
 from orchestrator.runtime.loop.dataflow import WorkerData
 from orchestrator.runtime.loop.fsdp import ShardUnitError, checkpoint_activations, shard, shard_units
+from orchestrator.runtime.loop.restore_clock import RestoreClock
 from orchestrator.runtime.loop.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.loop.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -421,6 +422,7 @@ class _Loop(WorkerAttempt):
         """Load the newest checkpoint that verifies; the step to continue after (0: none).
         Every rank reads (and so verifies) its files before any loads them: a rank whose
         files fail sends the whole group to the next checkpoint before a collective load."""
+        self.restore_clock = RestoreClock()
         agreed = self.restore_agreed(self._read_restore)
         if agreed is None:
             return 0
@@ -451,7 +453,7 @@ class _Loop(WorkerAttempt):
         wanted = self.files_to_load(m, self.rank) + ([INDEX_NAME, REST_NAME] if sharded else [])
         missing = [name for name in wanted if name in saved and name not in files]
         if missing:
-            files = files | source.read_many(m, missing)
+            files = files | self.restore_clock.read(lambda: source.read_many(m, missing))
         return files, (self._read_shards(source, m, files[INDEX_NAME]) if sharded else None)
 
     def files_to_load(self, m: Any, rank: int) -> list[str]:
@@ -474,22 +476,33 @@ class _Loop(WorkerAttempt):
         if sharded:
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
 
+        clock = self.restore_clock
+
         def read(name: str) -> bytes:
-            return files[name] if name in files else source.read(m, name)
+            return files[name] if name in files else clock.read(lambda: source.read(m, name))
+
+        def loads(name: str) -> Any:
+            data = read(name)
+            with clock.deserializing():
+                return _loads(data)
 
         if sharded:
             if shards is None:
                 shards = self._read_shards(source, m, read(INDEX_NAME))
-            self._load_sharded(m, read, shards)
+            self._load_sharded(m, read, loads, shards)
         for name, part in parts.items():
             if f"{name}.pt" not in saved:
                 raise UserCodeError(
                     f"checkpoint step {m.step} holds no {name} state, which this run has "
                     f"({', '.join(sorted(saved))}); an exact resume needs the same workload and trainer options"
                 )
-            part.load_state_dict(_loads(read(f"{name}.pt")))
-        set_rng_state(_loads(read(rng_file(self.rank, saved_world, saved))), self.device)
-        state = _loads(read("state.pt"))
+            saved_part = loads(f"{name}.pt")
+            with clock.copying_in():
+                part.load_state_dict(saved_part)
+        rng = loads(rng_file(self.rank, saved_world, saved))
+        with clock.copying_in():
+            set_rng_state(rng, self.device)
+        state = loads("state.pt")
         try:
             self.data.check_restored(state, int(state["data_position"]))
         except DataMismatch as exc:
@@ -507,9 +520,13 @@ class _Loop(WorkerAttempt):
         index = self._index(m, index_bytes)
         needed = files_needed(index, self.world, self.rank)
         loaded: dict[int, Any] = {}
+        clock = self.restore_clock
         for name in needed:
             rank = int(name[len("shard-r") : -len(".pt")])
-            loaded[rank] = _loads(source.read(m, name))
+            data = clock.read(lambda name=name: source.read(m, name))
+            with clock.deserializing():
+                loaded[rank] = _loads(data)
+            del data
             if not isinstance(loaded[rank], dict):
                 raise UserCodeError(f"checkpoint step {m.step}: {name} does not hold a dict of tensors")
         # The journal says which rank files each rank read (the acceptance: only its own).
@@ -524,13 +541,14 @@ class _Loop(WorkerAttempt):
         except ShardIndexError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
 
-    def _load_sharded(self, m: Any, read: Any, loaded: dict[int, Any]) -> None:
+    def _load_sharded(self, m: Any, read: Any, loads: Any, loaded: dict[int, Any]) -> None:
         """This rank's shards of a sharded checkpoint, from ``loaded`` (``_read_shards``),
         resharded when the world size changed. A collective: every rank calls it."""
         index = self._index(m, read(INDEX_NAME))
-        rest = _loads(read(REST_NAME))
+        rest = loads(REST_NAME)
         try:
-            load_shards(self.model, self.optimizer, index, self.rank, self.world, lambda r: loaded.get(r, {}), rest)
+            with self.restore_clock.copying_in():
+                load_shards(self.model, self.optimizer, index, self.rank, self.world, lambda r: loaded.get(r, {}), rest)
         except ValueError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}; an exact resume needs the same model") from None
 
@@ -681,8 +699,9 @@ class _Loop(WorkerAttempt):
                 "train_started",
                 restored_step=restored,
                 restored_from=self._restored_url,
-                # The choice (every file verified) and the load on every rank, overlap counted once.
+                # The choice and the load on every rank, overlap counted once; rank 0's phases.
                 restore_s=round(self.restore_work_s(called, time.monotonic()), 4) if restored else None,
+                restore_phases=self.restore_clock.fields(self.choice_s()) if restored else None,
                 pid=os.getpid(),
                 device=str(self.device),
                 world_size=self.world,

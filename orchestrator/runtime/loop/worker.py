@@ -26,6 +26,7 @@ from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, Checkp
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
 from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from orchestrator.runtime.loop import rank_log
+from orchestrator.runtime.loop.restore_clock import RestoreClock
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel, Invalid
 from orchestrator.wire.faults import FaultKind
@@ -367,6 +368,8 @@ class WorkerAttempt:
         # When rank 0's choice of a checkpoint began and ended (what a restore took).
         self.choice_began: float | None = None
         self.choice_ended: float | None = None
+        # Where this rank's last restore went (restore_phases, with train_started).
+        self.restore_clock = RestoreClock()
         if rank == 0 and not spec.standby and not joining:
             # The checkpoint is chosen and read while this worker builds its model and data
             # (a standby chooses once activated: the newest checkpoint is the one then).
@@ -484,6 +487,12 @@ class WorkerAttempt:
             return self._choose_newest(skipped)
         finally:
             self.choice_ended = time.monotonic()
+
+    def choice_s(self) -> float | None:
+        """Rank 0: what its last choice of a checkpoint took (None: it made none)."""
+        if self.choice_began is None or self.choice_ended is None:
+            return None
+        return self.choice_ended - self.choice_began
 
     def restore_work_s(self, called: float, ended: float) -> float:
         """Rank 0: what a restore took: its choice (made beside the model's build, or inside

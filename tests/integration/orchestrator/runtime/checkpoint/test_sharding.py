@@ -183,7 +183,13 @@ def test_a_checkpoint_of_two_ranks_restores_resharded_at_one(tmp_path: Path, run
     root = shutil.copytree(crashed, tmp_path / "run")
     s = spec(root, generation=2)
     assert train(s, world=1) is not None
-    assert [e["restored_step"] for e in events(s, "train_started")] == [8]
+    (started,) = events(s, "train_started")
+    assert started["restored_step"] == 8
+    # Where the restore went: its choice, the reads (their hashing part of them), the
+    # shards deserialised and copied into the model.
+    phases = started["restore_phases"]
+    assert list(phases) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s"], phases
+    assert 0 < phases["verify_s"] <= phases["read_s"] and phases["deserialize_s"] > 0 and phases["copy_in_s"] > 0
     # The one rank read both files of the checkpoint of two: resharded.
     assert [tuple(e["read"]) for e in events(s, "restore_shards")] == [(shard_file(0), shard_file(1))]
     ours, theirs = final_weights(root), final_weights(whole)
