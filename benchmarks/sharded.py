@@ -13,13 +13,24 @@ gpt_xl, 1.2 GB), two runs: ddp and fsdp, each with a worker killed at step
    signed manifest (``runtime.checkpoint_committed``'s ``commit_s``; goal <= 0.7: two
    ranks write in parallel);
 4. ``restore_ratio_sharded``: the fsdp run's restore after the kill (``train_started``'s
-   ``restore_s``: rank 0's choice, every file verified, and the load, each rank reading
-   and loading its shards, their overlap counted once; the choice runs beside the
-   model's build, which is not counted) / a raw download of the same checkpoint's
-   files, all at once (fsspec ``cat_file``, a thread per file; goal <= 1.2);
+   ``restore_s``: rank 0's choice, from the manifest and one listing, and the load, each
+   rank reading, verifying and loading its shards, their overlap counted once; the
+   choice runs beside the model's build, which is not counted) / a raw download of the
+   same checkpoint's files, all at once (fsspec ``cat_file``, a thread per file; goal
+   <= 1.2); ``restore_ratio_ddp``: the same for the ddp run (goal <= 1.2);
 5. ``steps_ratio_fsdp_vs_ddp``: training steps per second (the last attempt's rate).
 
-    python benchmarks/sharded.py [--jobs gpt_large,gpt_xl] [--steps 6] [--interval 2] [--kill-at 5] [--json PATH]
+Each arm's restore is also printed by phase (``train_started``'s ``restore_phases``, rank
+0's): the choice, the reads (transfer and verification overlap: each file is hashed as it
+streams in), of them the hashing alone, deserialising and copying into the model, beside
+the raw download, so what is left of the gap is visible.
+
+``--size`` (e.g. ``3G``): one job, gpt_xl with as many layers as make a checkpoint of
+about that many bytes (each layer of d_model 1024 holds 12.6 M parameters: 151 MB of
+weights and AdamW moments), for the restore of a large checkpoint.
+
+    python benchmarks/sharded.py [--jobs gpt_large,gpt_xl] [--size 3G] [--steps 6] [--interval 2]
+                                 [--kill-at 5] [--json PATH]
 
 The unprefixed keys are the last job's; each job's are also written as ``<job>_<key>``.
 """
@@ -45,12 +56,19 @@ GOALS = {
     "ckpt_stall_ratio_fsdp_vs_ddp": ("<=", 1.0),
     "ckpt_commit_ratio_fsdp_vs_ddp": ("<=", 0.7),
     "restore_ratio_sharded": ("<=", 1.2),
+    "restore_ratio_ddp": ("<=", 1.2),
 }
+# gpt_xl (conf/job/gpt_xl.yaml): a layer's bytes in a checkpoint (12 d_model^2 parameters,
+# fp32 weights and AdamW's two moments) and the rest (embeddings, positions).
+LAYER_BYTES = 12 * 1024**2 * 12
+BASE_BYTES = 2 * 256 * 1024 * 12
+PHASES = ("choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", default="gpt_large,gpt_xl", help="comma-separated job configs")
+    ap.add_argument("--size", default=None, help="one gpt_xl job with a checkpoint of about this size (e.g. 3G)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--interval", type=int, default=2, help="checkpoint.interval_steps")
@@ -70,10 +88,45 @@ def commit_times(journal: list[dict[str, Any]]) -> list[float]:
 def restore_window(journal: list[dict[str, Any]]) -> tuple[float, int, str] | None:
     """(seconds, step, checkpoint url) of the first restore of a run: ``train_started``'s
     ``restore_s`` (rank 0: the choice and the load)."""
+    started = first_restore(journal)
+    if started is None:
+        return None
+    return float(started["restore_s"]), int(started["restored_step"]), str(started["restored_from"])
+
+
+def first_restore(journal: list[dict[str, Any]]) -> dict[str, Any] | None:
     for e in journal:
         if e.get("type") == "runtime.train_started" and e.get("restored_step") and e.get("restore_s") is not None:
-            return float(e["restore_s"]), int(e["restored_step"]), str(e["restored_from"])
+            return e
     return None
+
+
+def restore_phases(journal: list[dict[str, Any]]) -> dict[str, float]:
+    """The first restore's phases (rank 0's ``restore_phases``), the known ones only."""
+    started = first_restore(journal) or {}
+    phases = started.get("restore_phases") or {}
+    return {k: float(phases[k]) for k in PHASES if isinstance(phases.get(k), int | float)}
+
+
+def layers_for(size: str) -> int:
+    """gpt_xl's layer count for a checkpoint of about ``size`` bytes (``3G``, ``800M``, ``2e9``)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    text = size.strip().upper().removesuffix("B")
+    try:
+        wanted = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise SystemExit(f"--size {size!r}: expected a size such as 3G, 800M or 2e9 (bytes)") from None
+    return max(1, round((wanted - BASE_BYTES) / LAYER_BYTES))
+
+
+def phase_line(arm: dict[str, Any]) -> str:
+    """One line: where an arm's restore went, beside the raw download."""
+    phases = arm.get("restore_phases") or {}
+    if not phases:
+        return "no restore timed"
+    words = [f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in phases.items()]
+    raw = arm.get("raw_s")
+    return ", ".join(words) + ("" if raw is None else f"; raw download {raw:.2f} s")
 
 
 def raw_download_s(folder: str) -> float:
@@ -100,15 +153,17 @@ def figures_of(ddp: dict[str, Any], fsdp: dict[str, Any]) -> dict[str, Any]:
         "ckpt_stall_ratio_fsdp_vs_ddp": ratio(fsdp["stall_s"], ddp["stall_s"]),
         "ckpt_commit_ratio_fsdp_vs_ddp": ratio(fsdp["commit_s"], ddp["commit_s"]),
         "restore_ratio_sharded": ratio(fsdp.get("restore_s"), fsdp.get("raw_s")),
+        "restore_ratio_ddp": ratio(ddp.get("restore_s"), ddp.get("raw_s")),
         "steps_ratio_fsdp_vs_ddp": ratio(fsdp["steps_per_s"], ddp["steps_per_s"]),
     }
 
 
-def measure(home: str, job: str, strategy: str, args: argparse.Namespace) -> dict[str, Any]:
+def measure(home: str, job: str, strategy: str, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
     result, journal = orchestrate(
         home,
         f"sharded-{job}-{strategy}",
         f"job={job}",
+        *extra,
         f"job.steps={args.steps}",
         f"checkpoint.interval_steps={args.interval}",
         "checkpoint.keep_last=2",
@@ -127,6 +182,7 @@ def measure(home: str, job: str, strategy: str, args: argparse.Namespace) -> dic
     window = restore_window(journal)
     if window is not None:
         out["restore_s"], out["restored_step"], url = window
+        out["restore_phases"] = restore_phases(journal)
         out["raw_s"] = raw_download_s(url)
     return out
 
@@ -142,21 +198,27 @@ def verdict(key: str, value: float | None) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     figures: dict[str, Any] = {"workers": args.workers, "steps": args.steps}
-    for job in [j.strip() for j in args.jobs.split(",") if j.strip()]:
+    jobs = [(j.strip(), j.strip(), ()) for j in args.jobs.split(",") if j.strip()]
+    if args.size:
+        layers = layers_for(args.size)
+        jobs = [(f"gpt_xl_{args.size.strip().lower()}", "gpt_xl", (f"job.params.n_layer={layers}",))]
+    for label, job, extra in jobs:
         home = temp_home()
         try:
-            arms = {s: measure(home, job, s, args) for s in ("ddp", "fsdp")}
+            arms = {s: measure(home, job, s, args, *extra) for s in ("ddp", "fsdp")}
         finally:
             shutil.rmtree(home, ignore_errors=True)  # gpt_xl's stores hold gigabytes
         got = figures_of(arms["ddp"], arms["fsdp"])
-        print(f"== {job} at {args.workers} workers ({arms['ddp']['checkpoint_bytes'] / 2**20:.0f} MiB per checkpoint)")
+        mib = arms["ddp"]["checkpoint_bytes"] / 2**20
+        print(f"== {label} at {args.workers} workers ({mib:.0f} MiB per checkpoint)")
         for strategy, arm in arms.items():
-            print(f"   {strategy}: " + ", ".join(f"{k}={v}" for k, v in arm.items()))
+            print(f"   {strategy}: " + ", ".join(f"{k}={v}" for k, v in arm.items() if k != "restore_phases"))
+            print(f"   {strategy} restore: {phase_line(arm)}")
         for key, value in got.items():
             print(f"   {key:34} {value}   {verdict(key, value)}")
         figures.update(got)
-        figures.update({f"{job}_{k}": v for k, v in got.items()})
-        figures.update({f"{job}_{s}_{k}": v for s, arm in arms.items() for k, v in arm.items()})
+        figures.update({f"{label}_{k}": v for k, v in got.items()})
+        figures.update({f"{label}_{s}_{k}": v for s, arm in arms.items() for k, v in arm.items()})
     write_json(args.json, figures)
 
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.sharded import commit_times, figures_of, parse_args, ratio, restore_window, verdict
+from benchmarks.sharded import (
+    LAYER_BYTES,
+    commit_times,
+    figures_of,
+    layers_for,
+    parse_args,
+    phase_line,
+    ratio,
+    restore_phases,
+    restore_window,
+    verdict,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -28,13 +39,14 @@ def test_the_restore_is_the_first_one_the_runtime_timed() -> None:
 
 
 def test_ratios_are_fsdp_over_ddp_and_none_without_both() -> None:
-    ddp = {"state_bytes": 1000, "stall_s": 0.2, "commit_s": 2.0, "steps_per_s": 1.0}
+    ddp = {"state_bytes": 1000, "stall_s": 0.2, "commit_s": 2.0, "steps_per_s": 1.0, "restore_s": 1.0, "raw_s": 1.0}
     fsdp = {"state_bytes": 500, "stall_s": 0.1, "commit_s": 1.0, "steps_per_s": 0.9, "restore_s": 3.0, "raw_s": 2.0}
     assert figures_of(ddp, fsdp) == {
         "fsdp_state_bytes_per_rank_ratio": 0.5,
         "ckpt_stall_ratio_fsdp_vs_ddp": 0.5,
         "ckpt_commit_ratio_fsdp_vs_ddp": 0.5,
         "restore_ratio_sharded": 1.5,
+        "restore_ratio_ddp": 1.0,
         "steps_ratio_fsdp_vs_ddp": 0.9,
     }
     assert ratio(None, 1.0) is None and ratio(1.0, 0.0) is None
@@ -42,3 +54,26 @@ def test_ratios_are_fsdp_over_ddp_and_none_without_both() -> None:
     assert verdict("fsdp_state_bytes_per_rank_ratio", 0.5) == "goal <= 0.6: met"
     assert verdict("steps_ratio_fsdp_vs_ddp", 0.9) == ""
     assert parse_args(["--jobs", "gpt", "--json", "x.json"]).jobs == "gpt"
+
+
+def test_the_restores_phases_are_rank_0s_known_ones_and_read_as_one_line() -> None:
+    phases = {"choose_s": 0.1, "read_s": 2.0, "verify_s": 1.5, "deserialize_s": 0.5, "copy_in_s": 0.25, "x": "y"}
+    journal = [
+        {"type": "runtime.train_started", "restored_step": 0, "restore_s": None},
+        {"type": "runtime.train_started", "restored_step": 4, "restore_s": 3.0, "restore_phases": phases},
+    ]
+    got = restore_phases(journal)
+    assert list(got) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s"]
+    assert restore_phases(journal[:1]) == {}
+    line = phase_line({"restore_phases": got, "raw_s": 0.4})
+    assert line == "choose 0.10 s, read 2.00 s, verify 1.50 s, deserialize 0.50 s, copy in 0.25 s; raw download 0.40 s"
+    assert phase_line({}) == "no restore timed"
+
+
+def test_size_picks_gpt_xls_layers_for_a_checkpoint_of_about_that_many_bytes() -> None:
+    # gpt_xl's own 8 layers make its 1.22 GB (1.14 GiB).
+    assert layers_for("1.14G") == 8 and layers_for("1220000000") == 8
+    assert layers_for("3G") == round(3 * 2**30 / LAYER_BYTES) and layers_for("1k") == 1
+    with pytest.raises(SystemExit, match="--size 'lots': expected a size such as 3G"):
+        layers_for("lots")
+    assert parse_args(["--size", "3G"]).size == "3G"
