@@ -11,8 +11,10 @@ back longer and fails its size check instead of passing on its first bytes.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -150,3 +152,89 @@ def sha256_streamed(fs: Any, path: str, size: int) -> str | None:
         digest.update(part)
         read += len(part)
     return digest.hexdigest() if read == size else None
+
+
+# A file streamed to disk (``fetch_to_file``) holds this much in memory at once: ranges
+# of STREAM_RANGE_BYTES, STREAM_IN_FLIGHT of them in flight (a restore's buffer budget).
+STREAM_RANGE_BYTES = 16 * 2**20
+STREAM_IN_FLIGHT = 4
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A file as streamed to disk: the bytes it read (one past its expected size when the
+    object is longer), their sha256 (None when it is not in the store, or not a regular
+    file inside it: ``reason`` then says what it is)."""
+
+    size: int
+    sha256: str | None
+    reason: str = ""
+
+
+def fetch_to_file(
+    fs: Any, path: str, size: int, dest: str, chunk: int = STREAM_RANGE_BYTES, in_flight: int = STREAM_IN_FLIGHT
+) -> Streamed:
+    """``path`` (``size`` bytes by its manifest) streamed into the new local file ``dest``:
+    ranged reads, ``in_flight`` at a time, each hashed and written in order as it arrives,
+    so memory holds the ranges in flight and never the file. The last range asks one byte
+    past ``size``, as ``fetch``'s; a store that refuses a range of a shorter object ends
+    the stream there, and its size check fails."""
+    ranges = plan_ranges(size, chunk)
+    digest, written = hashlib.sha256(), 0
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        if not ranges:
+            data = _whole(fs, path, size)
+            _hash(digest, data)
+            os.write(fd, data)
+            return Streamed(len(data), digest.hexdigest())
+        with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="stream") as pool:
+            queue = iter(ranges)
+            pending: deque[tuple[int, Future[bytes]]] = deque(
+                (start, pool.submit(_range, fs, path, start, end)) for start, end in _take(queue, in_flight)
+            )
+            try:
+                while pending:
+                    start, fut = pending.popleft()
+                    try:
+                        part = fut.result()
+                    except (FileNotFoundError, UnsafeFile, TooLarge):
+                        raise
+                    except Exception:
+                        if not _ends_before(fs, path, start):
+                            raise
+                        break  # a range past the end of a shorter object: it reads back short
+                    for nxt, end in _take(queue, 1):
+                        pending.append((nxt, pool.submit(_range, fs, path, nxt, end)))
+                    _hash(digest, part)
+                    os.write(fd, part)
+                    written += len(part)
+            finally:
+                for _, fut in pending:
+                    fut.cancel()
+        return Streamed(written, digest.hexdigest())
+    except FileNotFoundError:
+        return Streamed(0, None)
+    except UnsafeFile as exc:
+        return Streamed(0, None, f"{path.rsplit('/', 1)[-1]}: {exc.strerror}")
+    except TooLarge as exc:
+        return Streamed(0, None, str(exc))
+    finally:
+        os.close(fd)
+
+
+def _ends_before(fs: Any, path: str, offset: int) -> bool:
+    """Whether the object at ``path`` is shorter than ``offset`` bytes (a range there is refused)."""
+    try:
+        return int(fs.info(path).get("size", -1)) < offset
+    except Exception:
+        return False
+
+
+def _take(queue: Any, n: int) -> list[tuple[int, int]]:
+    out = []
+    for item in queue:
+        out.append(item)
+        if len(out) == n:
+            break
+    return out

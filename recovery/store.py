@@ -13,6 +13,7 @@ is signed with the run's key (recovery/signing.py) and every file it names verif
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from recovery.fencing import (
     decode_fence,
     encode_fence,
 )
-from recovery.fetch import fetch, sha256_streamed
+from recovery.fetch import fetch, fetch_to_file, sha256_streamed
 from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.keys import AttemptKeys
 from recovery.manifest import (
@@ -455,6 +456,24 @@ class CheckpointStore:
             out[entry.name] = g.data
         return out
 
+    def read_to_file(self, manifest: Manifest, name: str, dest: str) -> None:
+        """One file of a committed checkpoint streamed into the new local file ``dest``,
+        verified against its manifest as it arrives (``fetch_to_file``: memory holds a few
+        ranges, never the file); one that does not match is removed and a ManifestError."""
+        path = f"{self.manifest_path(manifest)}/{name}"
+        entry = manifest.entry(name)
+        try:
+            got = fetch_to_file(self.fs, path, entry.size, dest)
+        except Exception as exc:  # any client error names the store
+            _remove(dest)
+            raise self._error("cannot read " + path, exc) from None
+        if got.sha256 is None:
+            _remove(dest)
+            raise self._error("cannot read " + path, FileNotFoundError(got.reason or path))
+        if got.size != entry.size or got.sha256 != entry.sha256:
+            _remove(dest)
+            raise ManifestError(f"{path} does not match its manifest")
+
     # --- deleting ----------------------------------------------------------
     def delete(self, run_id: str, step: int) -> None:
         """Delete every generation's folder of ``step``."""
@@ -576,6 +595,13 @@ def retention_plan(
 # s3fs's pipe_file sends an object of two parts or more in parts of this size, and S3
 # reports such an object's ETag as the MD5 of its parts' MD5s, "-" and the part count.
 MULTIPART_CHUNK = 50 * 2**20
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def multipart_etag(data: bytes, chunk: int = MULTIPART_CHUNK) -> str:

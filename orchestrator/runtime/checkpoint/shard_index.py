@@ -37,6 +37,11 @@ def is_shard_file(name: str) -> bool:
     return name.startswith("shard-r") and name.endswith(".pt") and name[7:-3].isdigit()
 
 
+def rank_of_file(name: str) -> int:
+    """The saved rank whose file ``name`` (``shard_file``'s) is."""
+    return int(name[len("shard-r") : -len(".pt")])
+
+
 def chunk_rows(rows: int, world: int, rank: int) -> tuple[int, int]:
     """The rows of dim 0 rank ``rank`` holds of ``rows``, split as ``torch.chunk`` (FSDP2's
     Shard(0)): chunks of ceil(rows/world), the last ranks' possibly short or empty."""

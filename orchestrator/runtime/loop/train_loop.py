@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
 from orchestrator.runtime.checkpoint.shard_index import (
     INDEX_NAME,
     REST_NAME,
@@ -35,13 +36,13 @@ from orchestrator.runtime.checkpoint.shard_index import (
     parse_index,
     shard_file,
 )
+from orchestrator.runtime.checkpoint.shard_restore import ShardFileError, ShardFiles, read_shards
 from orchestrator.runtime.checkpoint.sharding import FullModel, FullOptimizer, load_shards, save_shards
 from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
 from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.survivors import GroupRecovery
 from orchestrator.runtime.loop.dataflow import WorkerData
 from orchestrator.runtime.loop.fsdp import ShardUnitError, checkpoint_activations, shard, shard_units
-from orchestrator.runtime.loop.restore_clock import RestoreClock
 from orchestrator.runtime.loop.weights import local_state_bytes, weights_sha256
 from orchestrator.runtime.loop.worker import (  # noqa: F401  (InjectedUserError, is_infra_error: re-exported)
     PROGRESS_EVERY_S,
@@ -423,13 +424,13 @@ class _Loop(WorkerAttempt):
         Every rank reads (and so verifies) its files before any loads them: a rank whose
         files fail sends the whole group to the next checkpoint before a collective load."""
         self.restore_clock = RestoreClock()
-        agreed = self.restore_agreed(self._read_restore)
+        agreed = self.restore_agreed(self._read_restore, drop=lambda got: got[1] and got[1].close())
         if agreed is None:
             return 0
         source, m, (files, shards) = agreed
         return self.load_files(source, m, files, shards)
 
-    def _read_restore(self, source: Any, m: Any) -> tuple[dict[str, bytes], dict[int, Any] | None]:
+    def _read_restore(self, source: Any, m: Any) -> tuple[dict[str, bytes], ShardFiles | None]:
         """This rank's verified files of checkpoint ``m`` (rank 0 kept its own while choosing)
         and, for a sharded checkpoint, the saved ranks' shards it needs, loaded."""
         _, saved_workers = saved_worlds(m.extra, self.workers)
@@ -465,7 +466,7 @@ class _Loop(WorkerAttempt):
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
         return [f"{name}.pt" for name in parts] + ["state.pt", rng_file(rank, saved_world, saved)]
 
-    def load_files(self, source: Any, m: Any, files: dict[str, bytes], shards: dict[int, Any] | None = None) -> int:
+    def load_files(self, source: Any, m: Any, files: dict[str, bytes], shards: ShardFiles | None = None) -> int:
         """Load checkpoint ``m`` from ``files`` (verified bytes; any other file is read from
         ``source`` and verified) and a sharded one's ``shards`` (read here when not given);
         the step to continue after."""
@@ -489,7 +490,10 @@ class _Loop(WorkerAttempt):
         if sharded:
             if shards is None:
                 shards = self._read_shards(source, m, read(INDEX_NAME))
-            self._load_sharded(m, read, loads, shards)
+            try:
+                self._load_sharded(m, read, loads, shards.loaded)
+            finally:
+                shards.close()
         for name, part in parts.items():
             if f"{name}.pt" not in saved:
                 raise UserCodeError(
@@ -513,27 +517,21 @@ class _Loop(WorkerAttempt):
             self.held.hold(m.step, {name: files[name] for name in self.files_to_load(m, self.rank) if name in files})
         return int(state["data_position"])
 
-    def _read_shards(self, source: Any, m: Any, index_bytes: bytes) -> dict[int, Any]:
-        """The saved ranks' shards this rank needs of a sharded checkpoint, by saved rank:
-        only the files that hold rows it now holds (its own at the same world size), each
-        verified against the signed manifest as it is read, then loaded."""
+    def _read_shards(self, source: Any, m: Any, index_bytes: bytes) -> ShardFiles:
+        """The saved ranks' files this rank needs of a sharded checkpoint: only those that
+        hold rows it now holds (its own at the same world size), each streamed to the node's
+        disk, verified against the signed manifest as it arrives, and mapped (shard_restore)."""
         index = self._index(m, index_bytes)
         needed = files_needed(index, self.world, self.rank)
-        loaded: dict[int, Any] = {}
-        clock = self.restore_clock
-        for name in needed:
-            rank = int(name[len("shard-r") : -len(".pt")])
-            data = clock.read(lambda name=name: source.read(m, name))
-            with clock.deserializing():
-                loaded[rank] = _loads(data)
-            del data
-            if not isinstance(loaded[rank], dict):
-                raise UserCodeError(f"checkpoint step {m.step}: {name} does not hold a dict of tensors")
+        try:
+            shards = read_shards(source, m, needed, self.restore_clock, self.spec.scratch_dir)
+        except ShardFileError as exc:
+            raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         # The journal says which rank files each rank read (the acceptance: only its own).
         self.control.event(
             self.gen, "restore_shards", step=m.step, rank=self.rank, saved_world=index.world, read=needed
         )
-        return loaded
+        return shards
 
     def _index(self, m: Any, index_bytes: bytes) -> Any:
         try:

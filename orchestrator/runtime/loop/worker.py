@@ -23,10 +23,10 @@ import torch
 
 from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
 from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from orchestrator.runtime.loop import rank_log
-from orchestrator.runtime.loop.restore_clock import RestoreClock
 from orchestrator.wire import runkey
 from orchestrator.wire.control import ControlChannel, Invalid
 from orchestrator.wire.faults import FaultKind

@@ -104,3 +104,86 @@ def test_a_streamed_hash_reads_a_chunk_at_a_time_and_wants_the_exact_length(
     assert sha256_streamed(fs, path, 3) is None  # one read, capped
     (tmp_path / "f").write_bytes(b"012")
     assert sha256_streamed(fs, path, 3) == hashlib.sha256(b"012").hexdigest()
+
+
+class SizedFs(RangedFs):
+    def info(self, path: str) -> dict[str, Any]:
+        return {"size": len(self.objects[path])}
+
+
+def test_a_file_streamed_to_disk_is_hashed_and_written_in_order_a_few_ranges_at_a_time(tmp_path: Any) -> None:
+    import threading
+    import time
+
+    from recovery.fetch import fetch_to_file
+
+    data = bytes(range(256)) * 4  # 1024 bytes: 16 ranges of 64
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    class Slow(SizedFs):
+        def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            time.sleep(0.002)
+            try:
+                return super().cat_file(path, start, end)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+    fs = Slow({"a": data})
+    got = fetch_to_file(fs, "a", len(data), str(tmp_path / "a"), chunk=64, in_flight=3)
+    assert (got.size, got.sha256, got.reason) == (1024, hashlib.sha256(data).hexdigest(), "")
+    assert (tmp_path / "a").read_bytes() == data
+    # Never more ranges held than in flight: the buffer budget, not the file.
+    assert 1 <= most[0] <= 3 and len(fs.calls) == 16
+
+
+def test_a_streamed_file_reads_back_at_its_true_length_and_a_lost_range_is_the_stores_error(tmp_path: Any) -> None:
+    from recovery.fetch import fetch_to_file
+
+    fs = SizedFs({"long": b"0123456789!", "short": b"012345"})
+    longer = fetch_to_file(fs, "long", 10, str(tmp_path / "long"), chunk=4, in_flight=2)
+    assert longer.size == 11 and (tmp_path / "long").read_bytes() == b"0123456789!"
+    # A range past a shorter object's end is refused: the stream ends there, short.
+    shorter = fetch_to_file(fs, "short", 10, str(tmp_path / "short"), chunk=4, in_flight=2)
+    assert shorter.size == 6 and shorter.sha256 == hashlib.sha256(b"012345").hexdigest()
+    gone = fetch_to_file(fs, "gone", 10, str(tmp_path / "gone"), chunk=4)
+    assert (gone.size, gone.sha256) == (0, None)
+
+    class Flaky(SizedFs):
+        def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+            if start == 4:
+                raise TimeoutError("read timed out")
+            return super().cat_file(path, start, end)
+
+    with pytest.raises(TimeoutError):  # the object is whole: no short read, the store's error
+        fetch_to_file(Flaky({"a": b"0123456789"}), "a", 10, str(tmp_path / "flaky"), chunk=4)
+
+
+def test_a_checkpoint_file_read_to_disk_is_verified_and_one_that_fails_is_removed(
+    tmp_path: Any, write_checkpoint: Any
+) -> None:
+    from pathlib import Path
+
+    from recovery.manifest import ManifestError
+    from recovery.store import CheckpointStore, StoreError
+    from tests.support.stores import TEST_KEY
+
+    store = CheckpointStore(f"file://{tmp_path}/store", key=TEST_KEY)
+    data = b"weights " * 1000
+    m = write_checkpoint(store, "r", 10, files={"shard-r0.pt": data})
+    dest = tmp_path / "local.pt"
+    store.read_to_file(m, "shard-r0.pt", str(dest))
+    assert dest.read_bytes() == data
+    folder = Path(store.manifest_path(m).removeprefix("file://"))
+    (folder / "shard-r0.pt").write_bytes(b"Weights " + data[8:])
+    with pytest.raises(ManifestError, match=r"shard-r0\.pt does not match its manifest"):
+        store.read_to_file(m, "shard-r0.pt", str(tmp_path / "bad.pt"))
+    assert not (tmp_path / "bad.pt").exists()
+    (folder / "shard-r0.pt").unlink()
+    with pytest.raises(StoreError, match="cannot read"):
+        store.read_to_file(m, "shard-r0.pt", str(tmp_path / "gone.pt"))
+    assert not (tmp_path / "gone.pt").exists()

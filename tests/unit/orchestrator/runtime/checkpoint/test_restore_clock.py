@@ -1,4 +1,4 @@
-"""Where a restore went, by phase (orchestrator/runtime/loop/restore_clock.py)."""
+"""Where a restore went, by phase (orchestrator.runtime.checkpoint.restore_clock.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from orchestrator.runtime.loop.restore_clock import RestoreClock
+from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
 from recovery.fetch import fetch, hashed_s
 
 pytestmark = pytest.mark.unit

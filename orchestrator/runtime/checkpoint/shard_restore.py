@@ -1,0 +1,66 @@
+"""A sharded checkpoint's rank files, read for a restore: each streamed to this node's
+disk and verified as it arrives (``CheckpointStore.read_to_file``), then loaded
+memory-mapped. A rank holds a few ranges in flight and the rows it copies into its
+model, never a whole shard file in memory, so a restore's peak memory does not grow
+with the checkpoint."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
+from orchestrator.runtime.checkpoint.shard_index import rank_of_file
+
+
+class ShardFileError(ValueError):
+    """A rank file that verifies against its signed manifest but holds no dict of tensors."""
+
+
+@dataclass
+class ShardFiles:
+    """The rank files read: by saved rank, each file's tensors, mapped from ``folder``."""
+
+    folder: str
+    loaded: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Forget the tensors and remove the files (a mapping outlives its file's name)."""
+        self.loaded.clear()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def read_shards(
+    source: Any,
+    manifest: Any,
+    names: Iterable[str],
+    clock: RestoreClock,
+    scratch: str | None = None,
+) -> ShardFiles:
+    """``names`` (rank files of ``manifest``) from ``source`` into a new folder under
+    ``scratch`` (the system's temporary folder when None), each verified as it streams in
+    and loaded mapped, timed on ``clock``. A file that does not verify is a ManifestError,
+    the folder removed."""
+    # The node's scratch disk when it has one here (the rank files of a 70B model want a
+    # disk, not a tmpfs), else the system's temporary folder.
+    where = scratch if scratch is not None and os.path.isdir(scratch) else None
+    out = ShardFiles(tempfile.mkdtemp(prefix=f"orch-shards-step{manifest.step}-", dir=where))
+    try:
+        for name in names:
+            dest = os.path.join(out.folder, name)
+            clock.read(lambda name=name, dest=dest: source.read_to_file(manifest, name, dest))
+            with clock.deserializing():
+                tensors = torch.load(dest, weights_only=True, mmap=True, map_location="cpu")
+            if not isinstance(tensors, dict):
+                raise ShardFileError(f"{name} does not hold a dict of tensors")
+            out.loaded[rank_of_file(name)] = tensors
+    except BaseException:
+        out.close()
+        raise
+    return out
