@@ -70,7 +70,9 @@ def test_fault_at_every_trigger_point_ends_exactly(kind, orch_home, baseline, tm
         plant_control(orch_home / "runs" / f"matrix-{kind}", generations=8)
     extra = ("recovery.heartbeat_timeout_s=3",) if kind == "hang_region" else ()
     run = orchestrate(orch_home, f"matrix-{kind}", faults, *FAST_FAILOVER, *extra, timeout=600)
-    r = survived(run, baseline)
+    # A timed hang can freeze the region while a checkpoint is still on its way up (step 50's
+    # at step 53, seen once in CI): then the one before it is the newest, two intervals back.
+    r = survived(run, baseline, max_lost=2 * INTERVAL if kind == "hang_region" else INTERVAL)
     injected = fired(run, kind)
     assert len(injected) == count, injected
     # A fault can strike a recovery still under way (a kill during the restore that
