@@ -33,20 +33,13 @@ class RestoreClock:
             self.verify_s += hashed_s() - hashed
 
     @contextmanager
-    def deserializing(self) -> Iterator[None]:
+    def timing(self, phase: str) -> Iterator[None]:
+        """Time the block as ``phase``: ``deserialize_s`` or ``copy_in_s``."""
         began = time.perf_counter()
         try:
             yield
         finally:
-            self.deserialize_s += time.perf_counter() - began
-
-    @contextmanager
-    def copying_in(self) -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.copy_in_s += time.perf_counter() - began
+            setattr(self, phase, getattr(self, phase) + time.perf_counter() - began)
 
     def fields(self, choose_s: float | None) -> dict[str, float]:
         """The phases as journaled, in seconds; ``choose_s``: rank 0's choice (None: none made)."""

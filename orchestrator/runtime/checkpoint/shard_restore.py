@@ -55,7 +55,7 @@ def read_shards(
         for name in names:
             dest = os.path.join(out.folder, name)
             clock.read(lambda name=name, dest=dest: source.read_to_file(manifest, name, dest))
-            with clock.deserializing():
+            with clock.timing("deserialize_s"):
                 tensors = torch.load(dest, weights_only=True, mmap=True, map_location="cpu")
             if not isinstance(tensors, dict):
                 raise ShardFileError(f"{name} does not hold a dict of tensors")

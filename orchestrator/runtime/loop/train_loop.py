@@ -484,7 +484,7 @@ class _Loop(WorkerAttempt):
 
         def loads(name: str) -> Any:
             data = read(name)
-            with clock.deserializing():
+            with clock.timing("deserialize_s"):
                 return _loads(data)
 
         if sharded:
@@ -501,10 +501,10 @@ class _Loop(WorkerAttempt):
                     f"({', '.join(sorted(saved))}); an exact resume needs the same workload and trainer options"
                 )
             saved_part = loads(f"{name}.pt")
-            with clock.copying_in():
+            with clock.timing("copy_in_s"):
                 part.load_state_dict(saved_part)
         rng = loads(rng_file(self.rank, saved_world, saved))
-        with clock.copying_in():
+        with clock.timing("copy_in_s"):
             set_rng_state(rng, self.device)
         state = loads("state.pt")
         try:
@@ -545,7 +545,7 @@ class _Loop(WorkerAttempt):
         index = self._index(m, read(INDEX_NAME))
         rest = loads(REST_NAME)
         try:
-            with self.restore_clock.copying_in():
+            with self.restore_clock.timing("copy_in_s"):
                 load_shards(self.model, self.optimizer, index, self.rank, self.world, lambda r: loaded.get(r, {}), rest)
         except ValueError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}; an exact resume needs the same model") from None
