@@ -57,6 +57,10 @@ class Stopped(BaseException):
     (a preemption). A BaseException: a user's ``except Exception`` must not swallow it."""
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+
+
 def restored_by_rank0(name: str) -> bool:
     """The files rank 0 keeps from the checkpoint it chose: the shared state and its own
     RNG (every other rank reads its own RNG file itself). A sharded checkpoint's rank
@@ -450,10 +454,11 @@ class WorkerAttempt:
             failure = None
             try:
                 got.append(read(source, m))
-            except (ManifestError, StoreError) as exc:
-                failure = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
-            failures = self._every_ranks(failure)
-            bad = next(((rank, why) for rank, why in enumerate(failures) if why), None)
+            except ManifestError as exc:
+                failure = f"failed verification while restoring (rank {self.rank}): {_first_line(exc)}"
+            except StoreError as exc:  # unreadable there now: the next checkpoint may be elsewhere
+                failure = f"could not be read while restoring (rank {self.rank}): {_first_line(exc)}"
+            bad = next((why for why in self._every_ranks(failure) if why), None)
             if bad is None:
                 return source, m, got[0]
             if drop is not None:
@@ -461,7 +466,7 @@ class WorkerAttempt:
                     drop(passed_over)
             self._bad_choices.add((source.region, m.step))
             if self.rank == 0:
-                self._skipped(source, m.step, f"failed verification while restoring (rank {bad[0]}): {bad[1]}")
+                self._skipped(source, m.step, bad)
 
     def _every_ranks(self, mine: Any) -> list[Any]:
         """Every rank's ``mine``, in rank order, on every rank."""

@@ -131,14 +131,14 @@ def _group_of_two(choices: list[int], others: list[str | None], rank: int = 0) -
 
 
 def test_a_checkpoint_another_rank_finds_bad_is_passed_over_by_the_whole_group_once() -> None:
-    attempt, journal = _group_of_two([30, 20], ["region x: shard-r1.pt does not match its manifest", None])
+    why = "failed verification while restoring (rank 1): region x: shard-r1.pt does not match its manifest"
+    attempt, journal = _group_of_two([30, 20], [why, None])
     dropped: list[str] = []
     got = attempt.restore_agreed(lambda source, m: f"read {m.step}", drop=dropped.append)
     assert got is not None and (got[1].step, got[2]) == (20, "read 20")
     # What this rank read of the bad one is dropped; the skip names the rank and the file.
     assert dropped == ["read 30"]
-    why = "region x: shard-r1.pt does not match its manifest"
-    assert journal == [f"local-a 30: failed verification while restoring (rank 1): {why}"]
+    assert journal == [f"local-a 30: {why}"]
     assert attempt._bad_choices == {("local-a", 30)}
 
 
@@ -151,21 +151,28 @@ def test_a_rank_whose_own_read_fails_says_so_and_goes_on_with_the_next_choice() 
         return "ok"
 
     attempt, journal = _group_of_two([30, 20], [None, None], rank=1)
+    said: list[str | None] = []
+    every_ranks = attempt._every_ranks
+    attempt._every_ranks = lambda mine: said.append(mine) or every_ranks(mine)  # type: ignore[method-assign]
     got = attempt.restore_agreed(read)
     assert got is not None and got[1].step == 20
     assert attempt._bad_choices == {("local-a", 30)}
+    # What it tells the others: its rank, the failure's kind and first line.
+    assert said == [
+        "failed verification while restoring (rank 1): store x: step-30/shard-r1.pt does not match its manifest",
+        None,
+    ]
     assert journal == []  # rank 0 journals it
 
 
-def test_nothing_left_to_choose_is_a_fresh_start_and_a_users_error_is_no_verification_failure() -> None:
-    from orchestrator.runtime.loop.worker import UserCodeError
+def test_a_store_that_cannot_be_read_is_said_as_such_not_as_a_failed_verification() -> None:
+    from recovery.store import StoreError
 
-    attempt, _ = _group_of_two([30], ["bad"])
-    assert attempt.restore_agreed(lambda source, m: "ok") is None
+    why = "region local-a: store file:///s: cannot read step-30/shard-r0.pt: timed out"
 
-    def wrong_world(source: _Source, m: object) -> str:
-        raise UserCodeError("written by a run of trainer.workers=4")
+    def read(source: _Source, m: object) -> str:
+        raise StoreError(why)
 
-    attempt, _ = _group_of_two([30], [None])
-    with pytest.raises(UserCodeError):
-        attempt.restore_agreed(wrong_world)
+    attempt, journal = _group_of_two([30], [None])
+    assert attempt.restore_agreed(read) is None
+    assert journal == [f"local-a 30: could not be read while restoring (rank 0): {why}"]
