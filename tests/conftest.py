@@ -3,89 +3,30 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Any
 
 import pytest
 
 _TIERS = ("unit", "integration", "chaos")
 
 
-# The suite's default marks (pyproject.toml's addopts): a run with them and no test named is
-# the whole suite.
-DEFAULT_MARKS = "not soak and not bench"
-# Under the whole suite, every test outside the unit tier (processes, servers, Ray) runs in
-# this one scope, on one worker, in order: they share clusters, servers and baselines
-# across the session. The unit tier's modules spread over the other worker beside it.
-CLUSTER_SCOPE = "clusters"
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``pytest -m unit`` alone: the pure tier spread over this machine's cores (pytest-xdist),
     which it can be since no unit test starts a process, opens a socket or shares a file.
-    The whole suite: two workers, one running every other tier in order, the other the
-    unit tier beside it (``pytest_xdist_make_scheduler``), so the pure tier costs
-    CI none of its time. Named tests or another tier stay in one process."""
+    The other tiers share Ray clusters and servers across a session: they stay in one."""
     import os
 
     if (
-        not config.pluginmanager.hasplugin("xdist")
+        (config.option.markexpr or "").strip() != "unit"
         or config.option.numprocesses is not None
         or hasattr(config, "workerinput")
+        or not config.pluginmanager.hasplugin("xdist")
         or config.getoption("usepdb", False)
-        or config.getoption("collectonly", False)
     ):
         return
     cores = min(os.cpu_count() or 1, 4)
-    marks = (config.option.markexpr or "").strip()
-    if cores > 1 and marks == "unit":
+    if cores > 1:
         config.option.numprocesses = cores
-    elif cores > 1 and marks == DEFAULT_MARKS and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
-        config.option.numprocesses = 2
-        config.option.dist = "loadscope"
-        config.stash[_SPLIT] = True
-        _start_resolution_here()
-
-
-_SPLIT = pytest.StashKey[bool]()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """The whole suite's scheduler: xdist's load-by-scope, whose scopes are CLUSTER_SCOPE and
-    each unit module (tests named by path, so every worker names them alike)."""
-    if not config.stash.get(_SPLIT, False):
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ClustersBesideUnits(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return module if module.startswith("tests/unit/") else CLUSTER_SCOPE
-
-    return ClustersBesideUnits(config, log)
-
-
-def _start_resolution_here() -> None:
-    """The install resolution's minutes of downloads, started by this (xdist's controlling)
-    process before its workers, unless CI started it already; the worker that runs the
-    test reads its folder, as it reads CI's (tests/support/resolution.py)."""
-    import os
-    import subprocess
-    import sys
-    import tempfile
-
-    from tests.support import resolution
-
-    if os.environ.get(resolution.CI_DIR_ENV):
-        return
-    out = pathlib.Path(tempfile.mkdtemp(prefix="orch-resolve-")) / "out"
-    script = pathlib.Path(__file__).resolve().parent / "support" / "resolution.py"
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-    )
-    resolution.started = (out, proc)
-    os.environ[resolution.CI_DIR_ENV] = str(out)
 
 
 def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
