@@ -119,6 +119,15 @@ def layers_for(size: str) -> int:
     return max(1, round((wanted - BASE_BYTES) / LAYER_BYTES))
 
 
+def arm_figures(label: str, strategy: str, arm: dict[str, Any]) -> dict[str, Any]:
+    """One arm's measures as flat figures, ``<label>_<strategy>_<key>``; its restore's
+    phases each a key of their own (``..._restore_read_s``)."""
+    out = {f"{label}_{strategy}_{k}": v for k, v in arm.items() if k != "restore_phases"}
+    for phase, seconds in (arm.get("restore_phases") or {}).items():
+        out[f"{label}_{strategy}_restore_{phase}"] = seconds
+    return out
+
+
 def phase_line(arm: dict[str, Any]) -> str:
     """One line: where an arm's restore went, beside the raw download."""
     phases = arm.get("restore_phases") or {}
@@ -218,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"   {key:34} {value}   {verdict(key, value)}")
         figures.update(got)
         figures.update({f"{label}_{k}": v for k, v in got.items()})
-        figures.update({f"{label}_{s}_{k}": v for s, arm in arms.items() for k, v in arm.items()})
+        figures.update({k: v for s, arm in arms.items() for k, v in arm_figures(label, s, arm).items()})
     write_json(args.json, figures)
 
 

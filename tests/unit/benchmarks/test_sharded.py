@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from benchmarks.common import write_json
 from benchmarks.sharded import (
     LAYER_BYTES,
+    arm_figures,
     commit_times,
     figures_of,
     layers_for,
@@ -77,3 +81,16 @@ def test_size_picks_gpt_xls_layers_for_a_checkpoint_of_about_that_many_bytes() -
     with pytest.raises(SystemExit, match="--size 'lots': expected a size such as 3G"):
         layers_for("lots")
     assert parse_args(["--size", "3G"]).size == "3G"
+
+
+def test_an_arms_figures_are_flat_json_its_phases_keys_of_their_own(tmp_path: Any) -> None:
+    arm = {"restore_s": 1.5, "raw_s": 0.2, "restore_phases": {"read_s": 0.5, "copy_in_s": 0.4}}
+    got = arm_figures("gpt_large", "fsdp", arm)
+    assert got == {
+        "gpt_large_fsdp_restore_s": 1.5,
+        "gpt_large_fsdp_raw_s": 0.2,
+        "gpt_large_fsdp_restore_read_s": 0.5,
+        "gpt_large_fsdp_restore_copy_in_s": 0.4,
+    }
+    write_json(str(tmp_path / "out.json"), got)  # a nested dict would be refused
+    assert (tmp_path / "out.json").exists()
