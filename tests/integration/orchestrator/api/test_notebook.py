@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.runstate.events import RunStarted, RuntimeReport
 
-STEPS = 3000  # long enough that a stop after the first checkpoint lands before the end
+STEPS = 1200  # long enough that a stop after the first checkpoint lands before the end (about 150 steps in)
 
 
 @pytest.fixture(autouse=True)
