@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from recovery.fsio import TooLarge, UnsafeFile, read_capped
@@ -191,7 +192,7 @@ def fetch_to_file(
         with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="stream") as pool:
             queue = iter(ranges)
             pending: deque[tuple[int, Future[bytes]]] = deque(
-                (start, pool.submit(_range, fs, path, start, end)) for start, end in _take(queue, in_flight)
+                (start, pool.submit(_range, fs, path, start, end)) for start, end in islice(queue, in_flight)
             )
             try:
                 while pending:
@@ -204,7 +205,7 @@ def fetch_to_file(
                         if not _ends_before(fs, path, start):
                             raise
                         break  # a range past the end of a shorter object: it reads back short
-                    for nxt, end in _take(queue, 1):
+                    for nxt, end in islice(queue, 1):
                         pending.append((nxt, pool.submit(_range, fs, path, nxt, end)))
                     _hash(digest, part)
                     os.write(fd, part)
@@ -229,12 +230,3 @@ def _ends_before(fs: Any, path: str, offset: int) -> bool:
         return int(fs.info(path).get("size", -1)) < offset
     except Exception:
         return False
-
-
-def _take(queue: Any, n: int) -> list[tuple[int, int]]:
-    out = []
-    for item in queue:
-        out.append(item)
-        if len(out) == n:
-            break
-    return out

@@ -13,10 +13,10 @@ is signed with the run's key (recovery/signing.py) and every file it names verif
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from recovery.fencing import (
@@ -464,14 +464,13 @@ class CheckpointStore:
         entry = manifest.entry(name)
         try:
             got = fetch_to_file(self.fs, path, entry.size, dest)
+            if got.sha256 is None:
+                raise FileNotFoundError(got.reason or path)
         except Exception as exc:  # any client error names the store
-            _remove(dest)
+            Path(dest).unlink(missing_ok=True)
             raise self._error("cannot read " + path, exc) from None
-        if got.sha256 is None:
-            _remove(dest)
-            raise self._error("cannot read " + path, FileNotFoundError(got.reason or path))
         if got.size != entry.size or got.sha256 != entry.sha256:
-            _remove(dest)
+            Path(dest).unlink(missing_ok=True)
             raise ManifestError(f"{path} does not match its manifest")
 
     # --- deleting ----------------------------------------------------------
@@ -595,13 +594,6 @@ def retention_plan(
 # s3fs's pipe_file sends an object of two parts or more in parts of this size, and S3
 # reports such an object's ETag as the MD5 of its parts' MD5s, "-" and the part count.
 MULTIPART_CHUNK = 50 * 2**20
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def multipart_etag(data: bytes, chunk: int = MULTIPART_CHUNK) -> str:

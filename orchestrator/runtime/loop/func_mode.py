@@ -427,7 +427,7 @@ class FuncRun(WorkerAttempt):
         restored = self.restore()
         # Every rank's pid, in rank order: a kill_worker drill strikes the last one, as an
         # at_step kill_worker does.
-        pids = [int(p) for p in self._gather(os.getpid())]
+        pids = [int(p) for p in self.every_ranks(os.getpid())]
         if self.rank == 0:
             self.control.event(
                 self.gen,
@@ -529,7 +529,7 @@ class FuncRun(WorkerAttempt):
             state = func_exact.rng_for(self.rank, self._rngs)
             self._rngs = None
             if state is not None:
-                set_rng_state(torch.load(io.BytesIO(state), weights_only=True), self._device())
+                set_rng_state(torch.load(io.BytesIO(state), weights_only=True), self.collective_device())
         from ray.train import Checkpoint
 
         return Checkpoint.from_directory(self.restored_dir)
@@ -551,7 +551,7 @@ class FuncRun(WorkerAttempt):
             # The RNG states as the function left them at this report (nothing since drew from
             # them): what a resume from this report's checkpoint puts back. Only with a
             # checkpoint: a function that reports every step pays nothing for them.
-            rng = _saved(rng_state(self._device()))
+            rng = _saved(rng_state(self.collective_device()))
             catalogs, index, rngs = self._catalogs(None if mine is None else catalog_of(mine), rng)
             # Rank 0 puts every rank's RNG states (they came with the catalogs).
             states = {func_exact.rng_name(r): b for r, b in enumerate(rngs)}
@@ -623,7 +623,9 @@ class FuncRun(WorkerAttempt):
             return have_checkpoint, notice, clock
         import torch.distributed as dist
 
-        flags = torch.tensor([int(have_checkpoint), int(notice), clock], dtype=torch.int64, device=self._device())
+        flags = torch.tensor(
+            [int(have_checkpoint), int(notice), clock], dtype=torch.int64, device=self.collective_device()
+        )
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item()), int(flags[2].item())
 
@@ -631,30 +633,8 @@ class FuncRun(WorkerAttempt):
         """Every rank's catalog of its checkpoint folder (names, sizes, sha256) and RNG states,
         on every rank, with the index of the store rank 0 commits to now."""
         index = self.checkpointer.store_index if self.rank == 0 else 0
-        out = self._gather((mine, index, rng))
+        out = self.every_ranks((mine, index, rng))
         return [got[0] for got in out], int(out[0][1]), [got[2] for got in out]
-
-    def _gather(self, mine: Any) -> list[Any]:
-        """Every rank's ``mine``, in rank order, on every rank."""
-        if self.world == 1:
-            return [mine]
-        import torch.distributed as dist
-
-        out: list[Any] = [None] * self.world
-        device = self._device()
-        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-            dist.all_gather_object(out, mine)
-        return out
-
-    def _device(self) -> torch.device:
-        """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
-        import torch.distributed as dist
-
-        if dist.is_initialized() and dist.get_backend() == "nccl":
-            from ray.train.torch import get_device
-
-            return get_device()
-        return torch.device("cpu")
 
     def _commit(
         self, step: int, own: dict[str, bytes], layout: Layout, metrics: dict[str, Any], wait: bool, index: int

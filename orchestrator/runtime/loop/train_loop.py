@@ -85,6 +85,12 @@ def _dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+def _close_shards(read: tuple[dict[str, bytes], ShardFiles | None]) -> None:
+    """What a rank read of a checkpoint the group passed over: its shard files removed."""
+    if read[1] is not None:
+        read[1].close()
+
+
 def _loads(data: bytes) -> Any:
     # On the CPU first: a checkpoint written on a GPU restores on any node; load_state_dict
     # copies each tensor to where its model or optimizer lives.
@@ -332,13 +338,7 @@ class _Loop(WorkerAttempt):
     def _gather(self, mine: Any) -> list[Any]:
         """Every rank's ``mine`` (a checkpoint's small parts), in rank order; the data
         loader's telemetry is gathered too, since the ranks meet here anyway."""
-        import torch.distributed as dist
-
-        gathered: list[Any] = [None] * self.world
-        if self.world > 1:
-            dist.all_gather_object(gathered, mine)
-        else:
-            gathered = [mine]
+        gathered = self.every_ranks(mine)
         self.data.gather_telemetry()
         return gathered
 
@@ -424,7 +424,7 @@ class _Loop(WorkerAttempt):
         Every rank reads (and so verifies) its files before any loads them: a rank whose
         files fail sends the whole group to the next checkpoint before a collective load."""
         self.restore_clock = RestoreClock()
-        agreed = self.restore_agreed(self._read_restore, drop=lambda got: got[1] and got[1].close())
+        agreed = self.restore_agreed(self._read_restore, drop=_close_shards)
         if agreed is None:
             return 0
         source, m, (files, shards) = agreed

@@ -11,6 +11,7 @@ preemption notices, and tell a user's error from the platform's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -458,7 +459,7 @@ class WorkerAttempt:
                 failure = f"failed verification while restoring (rank {self.rank}): {_first_line(exc)}"
             except StoreError as exc:  # unreadable there now: the next checkpoint may be elsewhere
                 failure = f"could not be read while restoring (rank {self.rank}): {_first_line(exc)}"
-            bad = next((why for why in self._every_ranks(failure) if why), None)
+            bad = next((why for why in self.every_ranks(failure) if why), None)
             if bad is None:
                 return source, m, got[0]
             if drop is not None:
@@ -468,15 +469,27 @@ class WorkerAttempt:
             if self.rank == 0:
                 self._skipped(source, m.step, bad)
 
-    def _every_ranks(self, mine: Any) -> list[Any]:
-        """Every rank's ``mine``, in rank order, on every rank."""
+    def every_ranks(self, mine: Any) -> list[Any]:
+        """Every rank's ``mine``, in rank order, on every rank (a collective)."""
         if self.world == 1:
             return [mine]
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.world
-        dist.all_gather_object(out, mine)
+        device = self.collective_device()
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            dist.all_gather_object(out, mine)
         return out
+
+    def collective_device(self) -> torch.device:
+        """Where a collective's tensors live: NCCL needs this worker's GPU, gloo the CPU."""
+        import torch.distributed as dist
+
+        if dist.is_initialized() and dist.get_backend() == "nccl":
+            from ray.train.torch import get_device
+
+            return get_device()
+        return torch.device("cpu")
 
     def kept_on_choice(self, name: str) -> bool:
         """Rank 0: whether a file of the checkpoint it chooses is kept in memory as it is

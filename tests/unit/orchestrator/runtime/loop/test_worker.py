@@ -125,7 +125,7 @@ def _group_of_two(choices: list[int], others: list[str | None], rank: int = 0) -
         return [mine, theirs] if rank == 0 else [theirs, mine]
 
     attempt.agree_on_restore = agree  # type: ignore[method-assign]
-    attempt._every_ranks = every_ranks  # type: ignore[method-assign]
+    attempt.every_ranks = every_ranks  # type: ignore[method-assign]
     attempt._skipped = lambda store, step, reason: journal.append(f"{store.region} {step}: {reason}")  # type: ignore[method-assign]
     return attempt, journal
 
@@ -152,8 +152,8 @@ def test_a_rank_whose_own_read_fails_says_so_and_goes_on_with_the_next_choice() 
 
     attempt, journal = _group_of_two([30, 20], [None, None], rank=1)
     said: list[str | None] = []
-    every_ranks = attempt._every_ranks
-    attempt._every_ranks = lambda mine: said.append(mine) or every_ranks(mine)  # type: ignore[method-assign]
+    every_ranks = attempt.every_ranks
+    attempt.every_ranks = lambda mine: said.append(mine) or every_ranks(mine)  # type: ignore[method-assign]
     got = attempt.restore_agreed(read)
     assert got is not None and got[1].step == 20
     assert attempt._bad_choices == {("local-a", 30)}
