@@ -249,12 +249,12 @@ class FaultInjector:
             firing.detail["during"] = req["during"]
         if req.get("trigger"):
             firing.detail["trigger"] = req["trigger"]
+        if handler.needs_cluster:
+            firing.detail["region"] = firing.on.region
         if handler.before_mark:
             handler.strike(self.state, firing)
         # Marked fired before it happens: a fault must never fire twice, even if we die here.
         self.control.chaos_fired(index, count=seq, kind=kind, step=step)
         if not handler.before_mark:
-            if handler.needs_cluster:
-                firing.detail["region"] = firing.on.region
             handler.strike(self.state, firing)
         return Injected(index=index, kind=kind, step=step, at=firing.at, detail=firing.detail, said=firing.said)

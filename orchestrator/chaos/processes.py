@@ -239,7 +239,9 @@ HANDLERS: dict[FaultKind, Handler] = {
     FaultKind.kill_head: Handler(_kill_head),
     FaultKind.hang_region: Handler(_hang_region),
     FaultKind.preempt: Handler(_preempt),
-    FaultKind.kill_worker: Handler(_kill_worker),
+    # The victim waits on the mark, and goes on once it is there: marked first, it could
+    # train on into the next step before the signal lands, and the survivors with it.
+    FaultKind.kill_worker: Handler(_kill_worker, before_mark=True),
     FaultKind.user_error: Handler(_user_error),
     FaultKind.corrupt_peer_state: Handler(_user_error),
     FaultKind.controller_crash: Handler(_controller_crash, needs_cluster=False),

@@ -121,3 +121,25 @@ def test_a_drill_fires_once_as_a_fault_of_its_own_after_the_configs(tmp_path: Pa
     assert (fired.index, fired.step, fired.detail["trigger"]) == (1, 77, "drill")
     assert fired.text() == "hang_node at step 77 (drill)" and control.fired_count(1) == 1
     assert inj.timed(cluster, None, 1, training_for_s=2.0) == []  # the config's own waits its time
+
+
+# --- kill_worker -------------------------------------------------------------------------------
+
+
+def test_a_kill_worker_lands_before_its_mark_so_its_victim_never_trains_on(tmp_path: Path) -> None:
+    # The victim goes on as soon as it reads the mark: marked first, it could step on.
+    control = ControlChannel(f"file://{tmp_path}/control")
+    marks_at_kill: list[int] = []
+
+    class Remote:
+        name = "remote"
+        capabilities = frozenset({Capability.KILL_WORKER})
+
+        def kill_worker(self, cluster: ClusterHandle, pid: int) -> None:
+            marks_at_kill.append(control.fired_count(0))
+
+    provider: Any = Remote()
+    inj = FaultInjector([{"kind": "kill_worker", "at_step": 5}], control, provider, lambda: [], "r")
+    fired = inj.drill(inj.faults.pop(), ClusterHandle("c", "local-a", "remote", ""), None, 1, 5, victim=(1, 4242))
+    assert marks_at_kill == [0] and control.fired_count(fired.index) == 1
+    assert fired.detail["killed"] == 1 and fired.detail["region"] == "local-a"
