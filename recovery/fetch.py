@@ -133,28 +133,6 @@ def _join(fs: Any, path: str, futures: list[Future[bytes]], ranged: bool) -> Fet
     return Fetched(b"".join(parts), digest.hexdigest())
 
 
-# What a streamed hash holds of a file at once.
-HASH_CHUNK_BYTES = 8 * 2**20
-
-
-def sha256_streamed(fs: Any, path: str, size: int) -> str | None:
-    """The sha256 of a stored file of ``size`` bytes, read a chunk at a time (so checking
-    another rank's shard costs one chunk of memory, not the shard); None when it reads
-    back another length."""
-    if size <= HASH_CHUNK_BYTES:
-        try:
-            data = read_capped(fs, path, size)
-        except TooLarge:
-            return None
-        return hashlib.sha256(data).hexdigest() if len(data) == size else None
-    digest, read = hashlib.sha256(), 0
-    for start, end in plan_ranges(size, HASH_CHUNK_BYTES):  # the last asks one byte past the end
-        part = fs.cat_file(path, start=start, end=end)
-        digest.update(part)
-        read += len(part)
-    return digest.hexdigest() if read == size else None
-
-
 # A file streamed to disk (``fetch_to_file``) holds this much in memory at once: ranges
 # of STREAM_RANGE_BYTES, STREAM_IN_FLIGHT of them in flight (a restore's buffer budget).
 STREAM_RANGE_BYTES = 16 * 2**20

@@ -29,7 +29,7 @@ from recovery.fencing import (
     decode_fence,
     encode_fence,
 )
-from recovery.fetch import fetch, fetch_to_file, sha256_streamed
+from recovery.fetch import fetch, fetch_to_file
 from recovery.fsio import TooLarge, UnsafeFile, is_local, read_capped, write_bytes
 from recovery.keys import AttemptKeys
 from recovery.manifest import (
@@ -183,16 +183,34 @@ class CheckpointStore:
         if not ok:
             raise StoreError(f"region {self.region or '?'}: store {self.url}: copy of {path} does not verify")
 
-    def holds(self, run_id: str, step: int, name: str, size: int, sha256: str, generation: int | None = None) -> bool:
-        """Whether ``generation``'s folder of ``step`` holds ``name`` with this size and sha256
-        (a file another process put: its size first, then read back and hashed)."""
+    def landed(self, run_id: str, step: int, name: str, size: int, generation: int | None = None) -> bool:
+        """Whether ``generation``'s folder of ``step`` holds ``name`` at ``size`` bytes: a file
+        another rank put. Its bytes are not read here: every put is whole or absent
+        (``write_bytes``), the rank that put it hashed them once for the manifest and
+        withdraws a copy the store received otherwise (``confirm_put``), and a restore
+        checks every byte against the manifest."""
         path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
         try:
-            if not self.fs.exists(path) or int(self.fs.info(path).get("size", -1)) != size:
-                return False
-            return sha256_streamed(self.fs, path, size) == sha256
+            return bool(self.fs.exists(path)) and int(self.fs.info(path).get("size", -1)) == size
         except Exception as exc:  # any client error names the store
-            raise self._error("cannot verify " + path, exc) from None
+            raise self._error("cannot look at " + path, exc) from None
+
+    def confirm_put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> bool:
+        """After a put of ``data``: False, and the copy removed, where the store reports an
+        MD5 of what it received that is not ``data``'s (rank 0 then finds no such file and
+        does not commit it). True where it matches or cannot be told without reading the
+        copy back (a local file, written whole from these bytes; a store with no MD5)."""
+        if is_local(self.fs):
+            return True
+        path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
+        try:
+            info = self.fs.info(path)
+            if int(info.get("size", -1)) == len(data) and _md5_matches(info, data) is not False:
+                return True
+            self.fs.rm_file(path)
+        except Exception as exc:  # any client error names the store
+            raise self._error("cannot confirm " + path, exc) from None
+        return False
 
     def write_fence(self, run_id: str, lineage: Lineage) -> None:
         """The controller's fence (signed with its fence key, which no attempt holds)."""
@@ -200,11 +218,14 @@ class CheckpointStore:
             raise SigningError(f"store {self.url}: no run key: the fence of {run_id} cannot be signed")
         self._write(f"{self.root}/{run_id}/{FENCE_NAME}", encode_fence(run_id, lineage, self.key.sign_fence))
 
-    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
-        """Write one file of ``step`` into ``generation``'s folder (default: the keys' generation)."""
+    def put(
+        self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None, sha256: str | None = None
+    ) -> FileEntry:
+        """Write one file of ``step`` into ``generation``'s folder (default: the keys' generation).
+        ``sha256``: of ``data``, where the caller has it already (each byte is hashed once)."""
         check_member_name(name)
         self._write(f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}", data)
-        return FileEntry(name=name, size=len(data), sha256=sha256_hex(data))
+        return FileEntry(name=name, size=len(data), sha256=sha256 or sha256_hex(data))
 
     def commit(
         self,

@@ -85,8 +85,10 @@ class Rank0Upload:
 
     def _await_remote(self, store: CheckpointStore, snap: Snapshot, own_s: float, first_try: bool) -> list[FileEntry]:
         """The entries of the files other ranks alone hold (a sharded checkpoint), each
-        found in ``store`` with the size and sha256 that rank reported; rank 0 cannot put
-        them itself, so one still missing after the wait means no commit (StoreError)."""
+        found in ``store`` at the size that rank reported, listed with the sha256 it
+        reported (``CheckpointStore.landed``: each byte is hashed once, by the rank that
+        put it, and checked on restore); rank 0 cannot put them itself, so one still
+        missing after the wait means no commit (StoreError)."""
         remote = snap.remote
         own_bytes = sum(len(d) for d in snap.files.values())
         per_rank: dict[int, int] = {}
@@ -95,10 +97,9 @@ class Rank0Upload:
         wait_s = remote_wait_s(own_s, own_bytes, max(per_rank.values())) if first_try else 0.0
         pending, deadline, delay = set(remote), time.monotonic() + wait_s, SHARE_POLL_S
 
-        def holds(name: str) -> bool:
-            _, size, sha = remote[name]
+        def landed(name: str) -> bool:
             try:
-                return store.holds(self.run_id, snap.step, name, size, sha, self.generation)
+                return store.landed(self.run_id, snap.step, name, remote[name][1], self.generation)
             except StoreError:
                 return False
 
@@ -109,9 +110,8 @@ class Rank0Upload:
                 )
             except Exception:  # a cache the client does not keep
                 pass
-            # One file at a time: rank 0 never holds more than one other rank's file.
             for name in sorted(pending):
-                if holds(name):
+                if landed(name):
                     pending.discard(name)
             left = deadline - time.monotonic()
             if not pending:
@@ -120,7 +120,7 @@ class Rank0Upload:
                 name = sorted(pending)[0]
                 raise StoreError(
                     f"region {store.region or '?'}: rank {remote[name][0]}'s {name} of step {snap.step} is not in "
-                    f"{store.url} with the size and sha256 it reported ({len(pending)} file(s) missing): not committed"
+                    f"{store.url} at the size it reported ({len(pending)} file(s) missing): not committed"
                 )
             time.sleep(min(delay, left))
             delay = min(delay * 2, SHARE_POLL_MAX_S)

@@ -567,7 +567,8 @@ class FuncRun(WorkerAttempt):
                 self._commit(plan.step, own, layout, metrics, plan.wait, index)
             elif self.share_upload is not None:
                 self.share_to(index)  # where rank 0 commits now
-                self.share_upload.submit(plan.step, own, {n: layout.entries[n][1] for n in own})
+                # This rank owns them: layout.entries holds its own catalog's sha256 of them.
+                self.share_upload.submit(plan.step, own, {n: layout.entries[n][1] for n in own}, own=True)
         if self.rank == 0:
             self.metrics = dict(metrics)
             loss = _number(metrics.get("loss"))

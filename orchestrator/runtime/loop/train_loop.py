@@ -366,7 +366,7 @@ class _Loop(WorkerAttempt):
         """A sharded checkpoint (all ranks): each rank serialises its own shards of the
         model and optimizer into one file and puts it; rank 0 adds the index, the rest of
         the state and the RNG states, and commits once every rank's file is in the store
-        with the size and sha256 that rank reported (see checkpoint/rank0_upload.py)."""
+        at the size that rank reported, listed with its sha256 (see checkpoint/rank0_upload.py)."""
 
         from recovery.store import sha256_hex
 
@@ -382,7 +382,7 @@ class _Loop(WorkerAttempt):
         if self.rank != 0:
             self.share_to(gathered[0][5])  # where rank 0 commits now
             if self.share_upload is not None:
-                self.share_upload.submit(step, own, {name: sha})
+                self.share_upload.submit(step, own, {name: sha}, own=True)
             return
         parts = {n: p for n, p in self.parts().items() if n not in ("model", "optimizer")}
         files = {f"{n}.pt": _dumps(p.state_dict()) for n, p in parts.items()}

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-import recovery.fetch as fetch_module
 import recovery.store as store_module
-from recovery.fetch import fetch, plan_ranges, sha256_streamed
+from recovery.fetch import fetch, plan_ranges
 from recovery.store import MULTIPART_CHUNK, _md5_matches, multipart_etag
 
 pytestmark = pytest.mark.unit
@@ -87,23 +86,6 @@ def test_md5_matches_a_multipart_etag_cut_like_s3fs_and_declines_other_cuts(monk
     assert _md5_matches({"ETag": f'"{multipart_etag(data, chunk=1024)}"'}, data) is None
     assert _md5_matches({"ETag": hashlib.md5(data).hexdigest()}, data) is True
     assert _md5_matches({}, data) is None
-
-
-def test_a_streamed_hash_reads_a_chunk_at_a_time_and_wants_the_exact_length(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from fsspec.implementations.local import LocalFileSystem
-
-    monkeypatch.setattr(fetch_module, "HASH_CHUNK_BYTES", 4)
-    fs, data = LocalFileSystem(), b"0123456789"
-    path = str(tmp_path / "f")
-    (tmp_path / "f").write_bytes(data)
-    assert sha256_streamed(fs, path, 10) == hashlib.sha256(data).hexdigest()  # three chunks
-    assert sha256_streamed(fs, path, 9) is None  # longer than expected: the last read goes past
-    assert sha256_streamed(fs, path, 11) is None  # shorter
-    assert sha256_streamed(fs, path, 3) is None  # one read, capped
-    (tmp_path / "f").write_bytes(b"012")
-    assert sha256_streamed(fs, path, 3) == hashlib.sha256(b"012").hexdigest()
 
 
 class SizedFs(RangedFs):

@@ -97,9 +97,9 @@ def _rank_main(
             # This rank's file of that step never reaches the store (a rank that died mid-upload).
             submit = loop.share_upload.submit
 
-            def lossy(step: int, files: Any, digests: Any) -> None:
+            def lossy(step: int, files: Any, digests: Any, own: bool = False) -> None:
                 if step != lost_share:
-                    submit(step, files, digests)
+                    submit(step, files, digests, own)
 
             loop.share_upload.submit = lossy  # type: ignore[method-assign]
         with pytest.raises(_Crash) if crash_at is not None else contextlib.nullcontext():
