@@ -28,11 +28,17 @@ def put_all(
     names: Iterable[str],
     on_first: Callable[[], None] | None = None,
     generation: int | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> list[FileEntry]:
     """Put ``names`` concurrently, the largest first; ``on_first`` once the first is in
-    and none has failed. Returns only when every put has ended (no write of this call
-    outlives it); raises the first failure."""
-    futures = [pool.submit(store.put, run_id, step, name, files[name], generation) for name in put_order(files, names)]
+    and none has failed; ``digests``: the sha256 of a file's bytes where taken already.
+    Returns only when every put has ended (no write of this call outlives it); raises
+    the first failure."""
+    known = digests or {}
+    futures = [
+        pool.submit(store.put, run_id, step, name, files[name], generation, known.get(name))
+        for name in put_order(files, names)
+    ]
     entries: list[FileEntry] = []
     error: BaseException | None = None
     try:

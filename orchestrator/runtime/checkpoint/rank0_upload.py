@@ -60,9 +60,8 @@ class Rank0Upload:
                 self.on_stage(step)
 
         t0 = time.monotonic()
-        entries = put_all(
-            self.pool, store, self.run_id, step, files, [n for n in files if n not in shares], on_first, self.generation
-        )
+        mine = [n for n in files if n not in shares]
+        entries = put_all(self.pool, store, self.run_id, step, files, mine, on_first, self.generation, snap.digests)
         if snap.remote:
             if not staged:
                 on_first()  # nothing of its own to put: the upload is half way now
@@ -77,7 +76,15 @@ class Rank0Upload:
         waited_s = time.monotonic() - t0 - own_s
         # Puts of rank 0's own bytes: whatever rank r writes there later is the same bytes.
         entries += put_all(
-            self.pool, store, self.run_id, step, files, taken, None if staged else on_first, self.generation
+            self.pool,
+            store,
+            self.run_id,
+            step,
+            files,
+            taken,
+            None if staged else on_first,
+            self.generation,
+            snap.digests,
         )
         entries += [FileEntry(n, len(files[n]), snap.digests[n]) for n in sorted(landed)]
         delivered = delivered_by_rank(files, shares, landed, taken)

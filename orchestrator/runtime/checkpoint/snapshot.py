@@ -19,7 +19,8 @@ class Snapshot:
     step: int
     files: dict[str, bytes]
     extra: dict[str, object]
-    # Files other ranks put: name -> rank. Their sha256 (of rank 0's bytes) in ``digests``.
+    # Files other ranks put: name -> rank, each with its sha256 (of rank 0's bytes) in
+    # ``digests``; a file this rank puts may have one there too (then it is not hashed again).
     shares: dict[str, int] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     # Files only another rank holds (a sharded checkpoint): name -> (rank, size, sha256).
@@ -32,7 +33,7 @@ class Snapshot:
     def alone(self) -> Snapshot:
         """The same checkpoint with every file this rank holds its to put (another store
         than the one the other ranks write to); a remote file stays remote."""
-        return replace(self, shares={}, digests={})
+        return replace(self, shares={})
 
 
 def snapshot_of(
@@ -45,8 +46,9 @@ def snapshot_of(
     store_index: int = 0,
 ) -> Snapshot:
     """The snapshot to upload: a share counts only for a file this rank holds, given to a
-    rank other than 0, with a digest (else this rank puts it itself)."""
-    digests = digests or {}
-    shared = {n: r for n, r in (shares or {}).items() if r != 0 and n in files and n in digests}
+    rank other than 0, with a digest (else this rank puts it itself). ``digests``: the
+    sha256 of this rank's bytes of its files, where taken already."""
+    digests = {n: d for n, d in (digests or {}).items() if n in files}
+    shared = {n: r for n, r in (shares or {}).items() if r != 0 and n in digests}
     others = {n: v for n, v in (remote or {}).items() if v[0] != 0 and n not in files}
-    return Snapshot(step, files, extra, shared, {n: digests[n] for n in shared}, others, store_index)
+    return Snapshot(step, files, extra, shared, digests, others, store_index)

@@ -395,6 +395,7 @@ class _Loop(WorkerAttempt):
             step,
             files,
             extra={"world_size": self.world, "workers": self.workers, "strategy": "fsdp", **last},
+            digests={name: sha},  # its own shard's, taken above: not hashed again
             remote={got[1]: (r, got[2], got[3]) for r, got in enumerate(gathered) if r != 0},
             store_index=index,
         )

@@ -97,7 +97,9 @@ class Recording:
         self.in_flight = 0
         self.peak = 0
 
-    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
+    def put(
+        self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None, sha256: str | None = None
+    ) -> FileEntry:
         with self.lock:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,9 @@ class Store:
         self.lock = threading.Lock()
         self.ended: list[str] = []
 
-    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
+    def put(
+        self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None, sha256: str | None = None
+    ) -> FileEntry:
         try:
             if name in self.fail:
                 raise StoreError(f"cannot write {name}")
@@ -52,3 +55,21 @@ def test_a_failure_is_raised_after_every_put_has_ended() -> None:
         # Read before the pool shuts down: every put of the call had ended when it raised.
         ended = sorted(store.ended)
     assert ended == sorted(FILES)
+
+
+def test_a_digest_taken_already_is_listed_and_not_taken_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import recovery.store as store_module
+    from orchestrator.runtime.checkpoint.puts import put_all
+    from recovery.store import CheckpointStore
+
+    hashed: list[int] = []
+    real = store_module.sha256_hex
+    monkeypatch.setattr(store_module, "sha256_hex", lambda data: hashed.append(len(data)) or real(data))
+    store = CheckpointStore(f"file://{tmp_path}/s", region="a")
+    files = {"shard-r0.pt": b"s" * 100, "state.pt": b"t" * 3}
+    with ThreadPoolExecutor(2) as pool:
+        entries = put_all(
+            pool, store, "run", 4, files, list(files), digests={"shard-r0.pt": real(files["shard-r0.pt"])}
+        )
+    assert sorted((e.name, e.sha256) for e in entries) == sorted((n, real(d)) for n, d in files.items())
+    assert hashed == [3]  # state.pt alone

@@ -37,7 +37,9 @@ class Store:
     def generation_of(self, generation: int | None) -> int | None:
         return generation
 
-    def put(self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None) -> FileEntry:
+    def put(
+        self, run_id: str, step: int, name: str, data: bytes, generation: int | None = None, sha256: str | None = None
+    ) -> FileEntry:
         with self.lock:
             self.held[name] = data
             self.put_by_me.append(name)

@@ -21,14 +21,15 @@ def test_only_shares_of_held_files_given_to_another_rank_with_a_digest_count() -
     snap = snapshot_of(20, FILES, {}, shares, digests)
     # optimizer.pt: rank 0's own; state.pt: no digest; absent.pt: not held.
     assert snap.shares == {"model.pt": 1}
-    assert snap.digests == {"model.pt": "d-model"}
+    # A held file's digest is kept, shared or not (its put need not hash it again).
+    assert snap.digests == {"model.pt": "d-model", "optimizer.pt": "d-opt"}
 
 
 def test_alone_keeps_the_checkpoint_and_drops_the_shares() -> None:
     snap = snapshot_of(40, FILES, {"k": 1}, {"model.pt": 1}, {"model.pt": "d"})
     alone = snap.alone()
     assert (alone.step, alone.files, alone.extra) == (40, FILES, {"k": 1})
-    assert (alone.shares, alone.digests) == ({}, {})
+    assert (alone.shares, alone.digests) == ({}, {"model.pt": "d"})
     assert snap.shares == {"model.pt": 1}  # the original is unchanged
 
 
