@@ -394,6 +394,10 @@ class LocalProvider:
         node_dir = os.path.join(_base_dir(cluster), f"node-{index}")
         shutil.rmtree(node_dir, ignore_errors=True)  # a node replaced: the old one's files
         os.mkdir(node_dir, 0o700)
+        # The node's own scratch disk (<scratch_dir>/node-<k>, where the runtime keeps what
+        # it keeps on a worker node): a replacement starts with it empty, as a new machine.
+        if cluster.info.get("scratch_dir"):
+            shutil.rmtree(os.path.join(cluster.info["scratch_dir"], f"node-{index}"), ignore_errors=True)
         log_path = os.path.join(_base_dir(cluster), f"node-{index}.log")
         argv = worker_argv(
             cluster.address,

@@ -211,6 +211,14 @@ def test_a_lost_worker_a_preemption_and_a_lost_region_resume_the_function_exactl
     assert killed["killed"] == 1 and not killed.get("refused"), killed
     assert started[1]["restored_step"] == KILL_WORKER_AT
     assert started[1]["worker_pids"] != started[0]["worker_pids"]
+    # Restarted in place, each rank took that checkpoint from its node's copies of what the
+    # ranks put (checked against its manifest), not from the store; a new cluster has none.
+    from_node = run.events("restored_from_scratch")
+    assert sorted((e["generation"], e["rank"], e["step"]) for e in from_node) == [
+        (1, 0, KILL_WORKER_AT),
+        (1, 1, KILL_WORKER_AT),
+    ], from_node
+    assert all(e["files"] > 0 and e["bytes"] > 0 for e in from_node), from_node
     started = [started[0], *started[2:]]
 
     # The preemption: both workers stopped together at the report after the notice, its

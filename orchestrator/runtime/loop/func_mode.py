@@ -60,7 +60,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,6 +71,8 @@ from ray.train.v2._internal.execution import context as ray_context
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
+from orchestrator.runtime.checkpoint.scratch import RankCopy, node_scratch
+from orchestrator.runtime.group.node_label import my_node
 from orchestrator.runtime.loop import func_exact
 from orchestrator.runtime.loop.func_weights import folder_weights_sha256
 from orchestrator.runtime.loop.train_loop import rng_state, set_rng_state
@@ -200,10 +202,11 @@ def restore_batches(sizes: Mapping[str, int], limit: int) -> list[list[str]]:
     return batches
 
 
-def read_function_files(store: Any, m: Any, folder: str) -> None:
-    """A function's files of checkpoint ``m`` (not the orchestrator's RNG states) from
-    ``store`` into ``folder``, a bounded batch at a time, each verified as it streams in."""
-    theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name)}
+def read_function_files(store: Any, m: Any, folder: str, skip: Collection[str] = ()) -> None:
+    """A function's files of checkpoint ``m`` (not the orchestrator's RNG states, nor
+    ``skip``) from ``store`` into ``folder``, a bounded batch at a time, each verified as
+    it streams in."""
+    theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name) and f.name not in skip}
     for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
         write_checkpoint_dir(store.read_many(m, names), folder)
 
@@ -401,11 +404,19 @@ class FuncRun(WorkerAttempt):
         self._rngs: dict[str, bytes] | None = None
         # job.clock: the metric's value at the last report (at_step triggers cross it).
         self.clock = 0
+        # The files this rank puts, kept on its node: a group restarted in place reads
+        # them (and its node's peers') from there (checkpoint/scratch.py's RankCopy).
+        self.rank_copy = RankCopy(node_scratch(spec.scratch_dir, my_node()), rank) if spec.scratch_dir else None
+        self._copy_full = False
+        self._from_node: tuple[int, int] = (0, 0)  # the restore's files and bytes read from the node
 
     def kept_on_choice(self, name: str) -> bool:
         # Every rank reads the folder to disk itself: rank 0 keeps nothing in memory, and
         # finds every file with its size only while choosing (its readers verify them).
         return False
+
+    # Rank 0 keeps no whole copy of a function's checkpoint: each rank keeps what it puts.
+    keeps_whole_copy = False
 
     # --- the attempt ---------------------------------------------------------------------
     def run(self) -> None:
@@ -458,6 +469,9 @@ class FuncRun(WorkerAttempt):
         if agreed is None:
             return 0
         source, m, (folder, rngs) = agreed
+        files, size = self._from_node
+        if files:
+            self.control.event(self.gen, "restored_from_scratch", step=m.step, rank=self.rank, files=files, bytes=size)
         self.restored_dir, self._rngs = folder, rngs
         self._restored_url = source.checkpoint_url(self.spec.run_id, m.step)
         self._digests = {f.name: f.sha256 for f in m.files}
@@ -477,11 +491,45 @@ class FuncRun(WorkerAttempt):
         try:
             ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
             rngs = source.read_many(m, ours) if ours else None
-            read_function_files(source, m, folder)
+            on_node = self._take_from_node(m, folder)
+            read_function_files(source, m, folder, skip=on_node)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return folder, rngs
+
+    def _take_from_node(self, m: Any, folder: str) -> set[str]:
+        """The files of ``m`` this node's rank copies hold as its manifest lists them,
+        written into ``folder``: the names (the store gives the rest)."""
+        self._from_node = (0, 0)
+        if self.rank_copy is None:
+            return set()
+        theirs = [f.name for f in m.files if not func_exact.is_ours(f.name)]
+        taken: set[str] = set()
+        size = 0
+        for name, data in self.rank_copy.take(m, theirs):
+            write_checkpoint_dir({name: data}, folder)
+            taken.add(name)
+            size += len(data)
+        self._from_node = (len(taken), size)
+        return taken
+
+    def _keep_on_node(self, step: int, own: Mapping[str, bytes]) -> None:
+        """The function's files this rank puts, on its node; a full disk costs the copy,
+        journaled once until a copy is kept again (as the built-in loop's ``scratch_full``)."""
+        if self.rank_copy is None:
+            return
+        try:
+            self.rank_copy.keep({n: d for n, d in own.items() if not func_exact.is_ours(n)})
+        except OSError as exc:
+            if not self._copy_full:
+                path, error = self.rank_copy.mine, str(exc)[:300]
+                self.control.event(self.gen, "scratch_full", step=step, rank=self.rank, path=path, error=error)
+            self._copy_full = True
+            return
+        if self._copy_full:
+            self.control.event(self.gen, "scratch_recovered", step=step, rank=self.rank, path=self.rank_copy.mine)
+        self._copy_full = False
 
     def finish(self) -> None:
         """Rank 0, the function returned: the last checkpoint committed, then the result."""
@@ -562,6 +610,7 @@ class FuncRun(WorkerAttempt):
             self._committed_calls[self._calls] = plan.step
             # Each rank puts the files it is the lowest rank to hold; no rank sees another's bytes.
             own = {n: mine[n] for n, r in layout.owners.items() if r == self.rank and n in mine} if mine else {}
+            self._keep_on_node(plan.step, own)
             if self.rank == 0:
                 own |= states
                 self._commit(plan.step, own, layout, metrics, plan.wait, index)

@@ -329,6 +329,9 @@ class WorkerAttempt:
     """One worker's share of an attempt: the stores, the uploader (rank 0 writes), the
     restore choice, the chaos rendezvous and the preemption watch."""
 
+    # Rank 0 keeps each committed checkpoint whole on its node's scratch disk (checkpoint/scratch.py).
+    keeps_whole_copy = True
+
     def __init__(self, spec: RuntimeSpec, rank: int, world: int, control: ControlChannel) -> None:
         from orchestrator.runtime.group import rendezvous
 
@@ -355,7 +358,7 @@ class WorkerAttempt:
             on_event=self._checkpoint_event,
             replicate=True,
             on_stage=self._upload_hook if rank == 0 else None,
-            scratch_dir=spec.scratch_dir if rank == 0 else None,
+            scratch_dir=spec.scratch_dir if rank == 0 and self.keeps_whole_copy else None,
             lineage=spec.fencing_lineage(),
         )
         # Ranks > 0 put their share of a checkpoint's files (rank 0 commits; see checkpoint/share_plan.py).

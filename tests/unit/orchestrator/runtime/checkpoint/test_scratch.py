@@ -107,3 +107,50 @@ def test_a_full_disk_is_journaled_once_per_episode() -> None:
     assert kinds == ["scratch_full", "scratch_recovered"]
     assert events[0][1]["step"] == 20 and "No space" in events[0][1]["error"]
     assert events[1][1] == {"step": 60, "path": "/scratch"}
+
+
+# --- a Ray Train function's ranks: each keeps what it puts; a restart reads its node's copies ---
+
+
+def test_a_rank_copy_gives_what_the_chosen_manifest_lists_from_any_rank_on_the_node(
+    tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint
+) -> None:
+    from orchestrator.runtime.checkpoint.scratch import RankCopy
+
+    store = CheckpointStore(memory_url, region="r", key=TEST_KEY)
+    files = {"model.pt": b"rank 0's", "opt/rank1.pt": b"rank 1's", "extra.pt": b"e"}
+    m = write_checkpoint(store, "run", 10, files=files)
+    zero, one = RankCopy(str(tmp_path), 0), RankCopy(str(tmp_path), 1)
+    assert dict(zero.take(m, list(files))) == {}  # nothing kept yet
+    zero.keep({"model.pt": b"rank 0's"})
+    one.keep({"opt/rank1.pt": b"rank 1's", "extra.pt": b"a newer step's"})
+    # extra.pt holds other bytes (a later report's, never committed): left to the store.
+    assert dict(one.take(m, list(files))) == {"model.pt": b"rank 0's", "opt/rank1.pt": b"rank 1's"}
+    one.keep({"opt/rank1.pt": b"rank 1's next"})  # replaced whole: the old files go
+    assert dict(zero.take(m, list(files))) == {"model.pt": b"rank 0's"}
+    assert sorted(p.name for p in (tmp_path / "function").iterdir()) == ["rank-0", "rank-1"]
+
+
+def test_a_rank_copy_never_follows_a_link_and_a_full_disk_leaves_the_older_copy_whole(
+    tmp_path: Path, memory_url: str, write_checkpoint: WriteCheckpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.runtime.checkpoint.scratch import RankCopy
+
+    store = CheckpointStore(memory_url, region="r", key=TEST_KEY)
+    outside = tmp_path / "outside.pt"
+    outside.write_bytes(b"w")
+    m = write_checkpoint(store, "run", 10, files={"model.pt": b"w", "state.pt": b"s"})
+    copy = RankCopy(str(tmp_path / "scratch"), 0)
+    copy.keep({"state.pt": b"s"})
+    (tmp_path / "scratch" / "function" / "rank-0" / "model.pt").symlink_to(outside)
+    assert dict(copy.take(m, ["model.pt", "state.pt"])) == {"state.pt": b"s"}
+
+    def full(self: Path, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(OSError):
+        copy.keep({"state.pt": b"t"})
+    monkeypatch.undo()
+    assert dict(copy.take(m, ["state.pt"])) == {"state.pt": b"s"}
+    assert sorted(p.name for p in (tmp_path / "scratch" / "function").iterdir()) == ["rank-0"]
