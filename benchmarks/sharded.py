@@ -8,7 +8,8 @@ gpt_xl, 1.2 GB), two runs: ddp and fsdp, each with a worker killed at step
 1. ``fsdp_state_bytes_per_rank_ratio``: the parameter and optimizer bytes rank 0 holds
    (result.json's ``state_bytes_per_rank``; goal <= 0.6 at two workers);
 2. ``ckpt_stall_ratio_fsdp_vs_ddp``: the median time a checkpoint blocks the training
-   loop (``checkpoint_stall_s``; goal <= 1.0);
+   loop (each commit's ``stall_s``, of every group of the run, the final step's left out;
+   goal <= 1.0);
 3. ``ckpt_commit_ratio_fsdp_vs_ddp``: the median time from a snapshot's hand-over to its
    signed manifest (``runtime.checkpoint_committed``'s ``commit_s``; goal <= 0.7: two
    ranks write in parallel);
@@ -83,6 +84,15 @@ def committed(journal: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def commit_times(journal: list[dict[str, Any]]) -> list[float]:
     return [float(e["commit_s"]) for e in committed(journal)]
+
+
+def stall_times(journal: list[dict[str, Any]], final_step: int) -> list[float]:
+    """How long each checkpoint blocked the loop, of every attempt's group (each commit
+    carries its stall), but the final step's: under fsdp that snapshot also takes the
+    final weights digest, a collective over the whole model that ddp takes after it. (The
+    result's ``checkpoint_stall_s`` is the last group's alone: after a kill that restarts
+    an fsdp group, only its final checkpoint.)"""
+    return [float(e["stall_s"]) for e in committed(journal) if "stall_s" in e and int(e["step"]) != final_step]
 
 
 def restore_window(journal: list[dict[str, Any]]) -> tuple[float, int, str] | None:
@@ -181,9 +191,10 @@ def measure(home: str, job: str, strategy: str, args: argparse.Namespace, *extra
         f"chaos.faults=[{{kind:kill_worker,at_step:{args.kill_at}}}]",
     )
     commits = commit_times(journal)
+    stalls = stall_times(journal, args.steps)
     out: dict[str, Any] = {
         "state_bytes": result.get("state_bytes_per_rank"),
-        "stall_s": result.get("checkpoint_stall_s"),
+        "stall_s": statistics.median(stalls) if stalls else None,
         "commit_s": statistics.median(commits) if commits else None,
         "steps_per_s": result.get("train_steps_per_s"),
         "checkpoint_bytes": max((int(e["bytes"]) for e in committed(journal)), default=0),

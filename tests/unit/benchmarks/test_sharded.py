@@ -18,6 +18,7 @@ from benchmarks.sharded import (
     ratio,
     restore_phases,
     restore_window,
+    stall_times,
     verdict,
 )
 
@@ -31,6 +32,17 @@ def test_commit_times_are_the_runtimes_own() -> None:
         {"type": "runtime.checkpoint_committed", "commit_s": 0.5, "bytes": 10},
     ]
     assert commit_times(journal) == [1.5, 0.5]
+
+
+def test_the_stalls_are_every_groups_but_the_final_steps() -> None:
+    journal = [
+        {"type": "runtime.checkpoint_committed", "step": 2, "stall_s": 0.5},
+        {"type": "runtime.checkpoint_committed", "step": 4, "stall_s": 0.7},
+        {"type": "runtime.train_started", "restored_step": 4},  # a new group: the result's stalls start again
+        {"type": "runtime.checkpoint_committed", "step": 6, "stall_s": 2.0},  # with fsdp's final weights digest
+        {"type": "runtime.checkpoint_committed", "step": 8},  # one from before commits carried their stall
+    ]
+    assert stall_times(journal, final_step=6) == [0.5, 0.7]
 
 
 def test_the_restore_is_the_first_one_the_runtime_timed() -> None:
