@@ -10,7 +10,7 @@ import pytest
 
 from recovery.keys import controller_keys
 from recovery.replication import replicate, sync_newest
-from recovery.store import CheckpointStore, StoreError
+from recovery.store import CheckpointStore, StoreError, sha256_hex
 from tests.support.servers import S3_ENV, make_bucket, scoped_env, start_fake_gcs, start_moto
 
 RUN = "objrun"
@@ -213,3 +213,38 @@ def test_a_shared_upload_commits_rank_0s_bytes_whatever_the_other_rank_does(serv
         m = rank0.manifest(RUN, step)
         assert m is not None and {f.name: f.sha256 for f in m.files} == ck.sha256_all(files, files)
         assert rank0.verify(RUN, step).ok
+
+
+@pytest.mark.parametrize("make", [_s3, _gs], ids=["s3", "gcs"])
+def test_a_sharded_rank_file_is_committed_by_its_size_and_a_copy_received_otherwise_is_withdrawn(servers, make):
+    """A rank's own file (a shard): put under the digest it took, confirmed by the store's
+    MD5 (on S3 past s3fs's multipart size, by its multipart ETag), and committed by rank 0,
+    which reads none of it back; a copy whose MD5 is not the rank's bytes' is removed, and
+    rank 0 then does not commit at all."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.runtime.checkpoint.background import AsyncCheckpointer
+    from orchestrator.runtime.checkpoint.rank0_upload import Rank0Upload
+    from orchestrator.runtime.checkpoint.share_upload import ShareUpload
+    from orchestrator.runtime.checkpoint.snapshot import snapshot_of
+
+    prefix = f"sharded-{time.time_ns()}"
+    rank0, rank1 = make(servers, prefix), make(servers, prefix)
+    shard = os.urandom(101 * 2**20 if make is _s3 else 2**20)
+    sha = sha256_hex(shard)
+    share = ShareUpload(rank1, RUN, 1)
+    share.submit(10, {"shard-r1.pt": shard}, {"shard-r1.pt": sha}, own=True)
+    assert share.wait(120) and share.last == {"shard-r1.pt": "put"}
+    ckpt = AsyncCheckpointer([rank0], RUN, 1, keep_last=3)
+    ckpt.submit(10, {"index.json": b"{}"}, {}, remote={"shard-r1.pt": (1, len(shard), sha)})
+    ckpt.wait(timeout_s=120)
+    assert rank0.verify(RUN, 10).ok and rank0.read(rank0.manifest(RUN, 10), "shard-r1.pt") == shard
+
+    # Had the store received other bytes than the rank's, its MD5 says so: the copy goes,
+    # and rank 0, finding no such file, would not commit.
+    assert rank1.confirm_put(RUN, 10, "shard-r1.pt", shard, 1)
+    assert not rank1.confirm_put(RUN, 10, "shard-r1.pt", bytes(len(shard)), 1)
+    assert not rank1.landed(RUN, 10, "shard-r1.pt", len(shard), 1)
+    snap = snapshot_of(10, {"index.json": b"{}"}, {}, remote={"shard-r1.pt": (1, len(shard), sha)})
+    with ThreadPoolExecutor(2) as pool, pytest.raises(StoreError, match=r"shard-r1\.pt of step 10 is not in"):
+        Rank0Upload(RUN, pool)(rank0, snap, False)
