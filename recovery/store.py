@@ -191,7 +191,9 @@ class CheckpointStore:
         checks every byte against the manifest."""
         path = f"{self.write_path(run_id, step, self.generation_of(generation))}/{name}"
         try:
-            return bool(self.fs.exists(path)) and int(self.fs.info(path).get("size", -1)) == size
+            return int(self.fs.info(path).get("size", -1)) == size
+        except FileNotFoundError:
+            return False
         except Exception as exc:  # any client error names the store
             raise self._error("cannot look at " + path, exc) from None
 

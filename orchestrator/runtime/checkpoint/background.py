@@ -61,7 +61,7 @@ class AsyncCheckpointer:
         )
         self.replicator = Replicator(stores, run_id, generation, keep_last, files, outage_s, self.on_event, lineage)
         self.local = LocalCopy(scratch_dir) if scratch_dir else None
-        self._scratch = ScratchKeeper(self.local, self.on_event) if self.local is not None else None
+        self._scratch = ScratchKeeper(self.local.root, self.on_event) if self.local is not None else None
         self._cond = threading.Condition()
         self._queued: Snapshot | None = None
         self._busy = False
@@ -191,8 +191,9 @@ class AsyncCheckpointer:
                 "files": len(primary.files),
             },
         )
-        if self._scratch is not None:
-            self._scratch.keep(primary, snap.files)
+        if self._scratch is not None and self.local is not None:
+            local = self.local
+            self._scratch.keep(primary.step, lambda: local.keep(primary, snap.files))
         # With a newer snapshot waiting, that one is the one worth copying.
         if self.replicate and not self._newer_waiting():
             self.replicator.replicate(store, primary, snap.files)

@@ -17,7 +17,6 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from recovery.fsio import read_regular
@@ -27,32 +26,43 @@ from recovery.store import sha256_hex
 CURRENT = "current"
 
 
+def write_files(files: Mapping[str, bytes], root: str) -> None:
+    """``files`` into the folder ``root``, a name's "/" a subfolder (a Ray Train
+    function's checkpoint may hold folders)."""
+    for name, data in files.items():
+        path = os.path.join(root, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+
+
+def replace_folder(target: str, files: Mapping[str, bytes]) -> None:
+    """The folder ``target`` replaced whole by one holding ``files``, built beside it and
+    renamed into place; OSError (ENOSPC...) leaves the old one (or none), never a part."""
+    parent = os.path.dirname(target)
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    tmp = os.path.join(parent, f".incoming-{uuid.uuid4().hex[:8]}")
+    try:
+        os.makedirs(tmp, mode=0o700)
+        write_files(files, tmp)
+        old = f"{target}.old-{uuid.uuid4().hex[:8]}"
+        if os.path.isdir(target):
+            os.rename(target, old)
+        os.rename(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 class LocalCopy:
     def __init__(self, root: str) -> None:
         self.root = root
 
     def keep(self, manifest: Manifest, files: dict[str, bytes]) -> None:
         """Replace the copy with this checkpoint; OSError (ENOSPC...) leaves no partial copy."""
-        os.makedirs(self.root, exist_ok=True)
-        tmp = os.path.join(self.root, f".incoming-{uuid.uuid4().hex[:8]}")
-        try:
-            os.makedirs(tmp)
-            for name, data in files.items():
-                # A Ray Train function's checkpoint may hold folders.
-                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
-                with open(os.path.join(tmp, name), "wb") as fh:
-                    fh.write(data)
-            with open(os.path.join(tmp, MANIFEST_NAME), "wb") as fh:
-                fh.write(manifest.to_json().encode())
-            current = os.path.join(self.root, CURRENT)
-            old = current + f".old-{uuid.uuid4().hex[:8]}"
-            if os.path.isdir(current):
-                os.rename(current, old)
-            os.rename(tmp, current)
-            shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        # MANIFEST.json is no member's name (recovery.manifest.check_member_name).
+        replace_folder(os.path.join(self.root, CURRENT), {**files, MANIFEST_NAME: manifest.to_json().encode()})
 
     def load(self, manifest: Manifest, names: list[str]) -> dict[str, bytes] | None:
         """The named files of ``manifest`` from the copy, each verified; None if it is not that checkpoint."""
@@ -84,24 +94,26 @@ class LocalCopy:
 
 
 class ScratchKeeper:
-    """Keeps each committed checkpoint in a LocalCopy; a full disk is journaled once per
-    episode (``scratch_full``, then ``scratch_recovered``): it stays full a while."""
+    """Keeps a copy on the scratch disk (a LocalCopy's, a RankCopy's at ``path``); a full
+    disk is journaled once per episode (``scratch_full``, then ``scratch_recovered``): it
+    stays full a while, and costs the copy, never the checkpoint."""
 
-    def __init__(self, copy: LocalCopy, on_event: Callable[[str, dict[str, Any]], None]) -> None:
-        self.copy = copy
+    def __init__(self, path: str, on_event: Callable[[str, dict[str, Any]], None]) -> None:
+        self.path = path
         self.on_event = on_event
         self.full = False
 
-    def keep(self, manifest: Manifest, files: dict[str, bytes]) -> None:
+    def keep(self, step: int, write: Callable[[], None]) -> None:
+        """``write`` the copy of ``step``'s checkpoint; an OSError of it is journaled, not raised."""
         try:
-            self.copy.keep(manifest, files)
+            write()
         except OSError as exc:
             if not self.full:
-                self.on_event("scratch_full", {"step": manifest.step, "path": self.copy.root, "error": str(exc)[:300]})
+                self.on_event("scratch_full", {"step": step, "path": self.path, "error": str(exc)[:300]})
             self.full = True
             return
         if self.full:
-            self.on_event("scratch_recovered", {"step": manifest.step, "path": self.copy.root})
+            self.on_event("scratch_recovered", {"step": step, "path": self.path})
         self.full = False
 
 
@@ -130,22 +142,7 @@ class RankCopy:
     def keep(self, files: Mapping[str, bytes]) -> None:
         """Replace this rank's copy with ``files`` (names checked by the manifest's rule);
         OSError (ENOSPC...) leaves the older copy or none, never a partial one."""
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
-        tmp = os.path.join(self.root, f".incoming-{uuid.uuid4().hex[:8]}")
-        try:
-            os.makedirs(tmp, mode=0o700)
-            for name, data in files.items():
-                path = Path(tmp, *name.split("/"))
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-            old = f"{self.mine}.old-{uuid.uuid4().hex[:8]}"
-            if os.path.isdir(self.mine):
-                os.rename(self.mine, old)
-            os.rename(tmp, self.mine)
-            shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        replace_folder(self.mine, files)
 
     def take(self, manifest: Manifest, names: Iterable[str]) -> Iterator[tuple[str, bytes]]:
         """Of ``names``, those a rank's copy on this node holds with ``manifest``'s size and

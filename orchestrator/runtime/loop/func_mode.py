@@ -71,7 +71,7 @@ from ray.train.v2._internal.execution import context as ray_context
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 
-from orchestrator.runtime.checkpoint.scratch import RankCopy, node_scratch
+from orchestrator.runtime.checkpoint.scratch import RankCopy, ScratchKeeper, node_scratch, write_files
 from orchestrator.runtime.group.node_label import my_node
 from orchestrator.runtime.loop import func_exact
 from orchestrator.runtime.loop.func_weights import folder_weights_sha256
@@ -141,13 +141,6 @@ def read_checkpoint_dir(root: str) -> dict[str, bytes]:
     return files
 
 
-def write_checkpoint_dir(files: Mapping[str, bytes], root: str) -> None:
-    for name, data in files.items():
-        path = Path(root, *name.split("/"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
-
 # What one rank holds of a reported checkpoint: relative name -> (size, sha256).
 Catalog = dict[str, tuple[int, str]]
 
@@ -208,7 +201,7 @@ def read_function_files(store: Any, m: Any, folder: str, skip: Collection[str] =
     it streams in."""
     theirs = {f.name: f.size for f in m.files if not func_exact.is_ours(f.name) and f.name not in skip}
     for names in restore_batches(theirs, RESTORE_BATCH_BYTES):
-        write_checkpoint_dir(store.read_many(m, names), folder)
+        write_files(store.read_many(m, names), folder)
 
 
 def reports_at(extra: Mapping[str, Any], step: int) -> int:
@@ -407,7 +400,7 @@ class FuncRun(WorkerAttempt):
         # The files this rank puts, kept on its node: a group restarted in place reads
         # them (and its node's peers') from there (checkpoint/scratch.py's RankCopy).
         self.rank_copy = RankCopy(node_scratch(spec.scratch_dir, my_node()), rank) if spec.scratch_dir else None
-        self._copy_full = False
+        self._copy_keeper = None if self.rank_copy is None else ScratchKeeper(self.rank_copy.mine, self._copy_event)
         self._from_node: tuple[int, int] = (0, 0)  # the restore's files and bytes read from the node
 
     def kept_on_choice(self, name: str) -> bool:
@@ -508,28 +501,21 @@ class FuncRun(WorkerAttempt):
         taken: set[str] = set()
         size = 0
         for name, data in self.rank_copy.take(m, theirs):
-            write_checkpoint_dir({name: data}, folder)
+            write_files({name: data}, folder)
             taken.add(name)
             size += len(data)
         self._from_node = (len(taken), size)
         return taken
 
     def _keep_on_node(self, step: int, own: Mapping[str, bytes]) -> None:
-        """The function's files this rank puts, on its node; a full disk costs the copy,
-        journaled once until a copy is kept again (as the built-in loop's ``scratch_full``)."""
-        if self.rank_copy is None:
+        """The function's files this rank puts, on its node (a full disk costs the copy)."""
+        if self.rank_copy is None or self._copy_keeper is None:
             return
-        try:
-            self.rank_copy.keep({n: d for n, d in own.items() if not func_exact.is_ours(n)})
-        except OSError as exc:
-            if not self._copy_full:
-                path, error = self.rank_copy.mine, str(exc)[:300]
-                self.control.event(self.gen, "scratch_full", step=step, rank=self.rank, path=path, error=error)
-            self._copy_full = True
-            return
-        if self._copy_full:
-            self.control.event(self.gen, "scratch_recovered", step=step, rank=self.rank, path=self.rank_copy.mine)
-        self._copy_full = False
+        copy, theirs = self.rank_copy, {n: d for n, d in own.items() if not func_exact.is_ours(n)}
+        self._copy_keeper.keep(step, lambda: copy.keep(theirs))
+
+    def _copy_event(self, type_: str, fields: dict[str, Any]) -> None:
+        self.control.event(self.gen, type_, rank=self.rank, **fields)
 
     def finish(self) -> None:
         """Rank 0, the function returned: the last checkpoint committed, then the result."""

@@ -61,14 +61,15 @@ def func_worker(config: dict[str, Any]) -> None:
     checkpoint to go on from in a local folder."""
     import ray
 
-    from orchestrator.runtime.loop.func_mode import call_user_function, routed_through, write_checkpoint_dir
+    from orchestrator.runtime.checkpoint.scratch import write_files
+    from orchestrator.runtime.loop.func_mode import call_user_function, routed_through
     from orchestrator.workloads import train_function
 
     fn = train_function(config["train_func"])
     restored = None
     if config["files"] is not None:
         restored = tempfile.mkdtemp(prefix="trial-restore-", dir=config["scratch"])
-        write_checkpoint_dir(ray.get(config["files"]), restored)
+        write_files(ray.get(config["files"]), restored)
     try:
         with routed_through(TrialSink(restored)):
             call_user_function(fn, dict(config["params"]))

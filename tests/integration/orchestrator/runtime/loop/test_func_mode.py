@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.checkpoint.scratch import write_files
 from orchestrator.runtime.loop import func_mode
 from orchestrator.runtime.loop.func_exact import is_ours, rng_name
-from orchestrator.runtime.loop.func_mode import (
-    write_checkpoint_dir,
-)
 from orchestrator.wire.control import ControlChannel
 from recovery.store import CheckpointStore
 from tests.support.runs import run_forked_ranks
@@ -42,7 +40,7 @@ def _rank_main(rank: int, root: str) -> None:
             run.report({"loss": 1.0}, None, False)
         else:
             folder = Path(root, f"r{rank}-{len(steps)}")
-            write_checkpoint_dir({k: v.encode() for k, v in files.items()}, str(folder))
+            write_files({k: v.encode() for k, v in files.items()}, str(folder))
             run.report({"loss": 1.0}, Checkpoint.from_directory(str(folder)), False)
         steps.append(run.count)
 
@@ -105,7 +103,7 @@ def _sharded_rank_main(rank: int, world: int, root: str) -> None:
     files = {f"__{rank}_0.distcp": os.urandom(SHARD_BYTES)}
     if rank == 0:
         files[".metadata"] = b"index"
-    write_checkpoint_dir(files, str(folder))
+    write_files(files, str(folder))
     del files
     dist.barrier()
     if rank == 0:
@@ -174,7 +172,7 @@ def _fallback_rank_main(rank: int, root: str) -> None:
 
     def report(n: int) -> None:
         folder = Path(root, f"r{rank}-{n}")
-        write_checkpoint_dir({f"__{rank}_0.distcp": f"{rank}:{n}".encode()}, str(folder))
+        write_files({f"__{rank}_0.distcp": f"{rank}:{n}".encode()}, str(folder))
         run.report({"loss": 1.0}, Checkpoint.from_directory(str(folder)), False)
 
     report(1)

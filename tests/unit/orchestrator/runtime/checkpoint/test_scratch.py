@@ -97,12 +97,12 @@ class Full:
 
 def test_a_full_disk_is_journaled_once_per_episode() -> None:
     disk, events = Full(), []
-    keeper = ScratchKeeper(disk, lambda t, f: events.append((t, f)))  # type: ignore[arg-type]
-    keeper.keep(manifest(20), FILES)
-    keeper.keep(manifest(40), FILES)
+    keeper = ScratchKeeper(disk.root, lambda t, f: events.append((t, f)))
+    for step in (20, 40):
+        keeper.keep(step, lambda step=step: disk.keep(manifest(step), FILES))
     disk.full = False
-    keeper.keep(manifest(60), FILES)
-    keeper.keep(manifest(80), FILES)
+    for step in (60, 80):
+        keeper.keep(step, lambda step=step: disk.keep(manifest(step), FILES))
     kinds: list[Any] = [t for t, _ in events]
     assert kinds == ["scratch_full", "scratch_recovered"]
     assert events[0][1]["step"] == 20 and "No space" in events[0][1]["error"]
@@ -145,10 +145,10 @@ def test_a_rank_copy_never_follows_a_link_and_a_full_disk_leaves_the_older_copy_
     (tmp_path / "scratch" / "function" / "rank-0" / "model.pt").symlink_to(outside)
     assert dict(copy.take(m, ["model.pt", "state.pt"])) == {"state.pt": b"s"}
 
-    def full(self: Path, data: bytes) -> int:
+    def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr("builtins.open", full)
     with pytest.raises(OSError):
         copy.keep({"state.pt": b"t"})
     monkeypatch.undo()

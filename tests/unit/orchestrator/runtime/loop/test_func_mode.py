@@ -19,6 +19,7 @@ import pytest
 from ray.train.v2._internal.execution import train_fn_utils as ray_fn_utils
 from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils
 
+from orchestrator.runtime.checkpoint.scratch import write_files
 from orchestrator.runtime.loop import func_mode
 from orchestrator.runtime.loop.func_mode import (
     StoreFnUtils,
@@ -31,7 +32,6 @@ from orchestrator.runtime.loop.func_mode import (
     reports_at,
     restore_batches,
     routed_through,
-    write_checkpoint_dir,
 )
 from orchestrator.runtime.loop.worker import UserCodeError
 from orchestrator.wire.control import ControlChannel
@@ -141,7 +141,7 @@ def test_checkpoint_sha256_covers_sorted_names_and_digests() -> None:
 
 def test_a_checkpoint_folder_round_trips_with_subfolders(tmp_path: Path) -> None:
     files = {"model.pt": b"\x00\x01", "sub/deeper/opt.pt": b"opt", "sub/MANIFEST.json": b"{}"}
-    write_checkpoint_dir(files, str(tmp_path / "out"))
+    write_files(files, str(tmp_path / "out"))
     assert read_checkpoint_dir(str(tmp_path / "out")) == files
 
 
