@@ -21,7 +21,12 @@ the workers the fault did not touch whose process was started again by the recov
 (from the pids each ``train_started`` journals, rank by rank; goal 0): a recovery that
 restarts the whole world restarts every survivor.
 
-    python benchmarks/node_loss.py [--steps 3000] [--kill-at 1000] [--json PATH]
+``--job gpt --strategy fsdp --modes kill_worker`` measures the same under FSDP (a sharded
+model's survivors load their own shards from memory; the replacement streams its own
+from the store); the cold failover is always run, as the reference.
+
+    python benchmarks/node_loss.py [--steps 3000] [--kill-at 1000] [--job digits]
+                                   [--strategy ddp] [--modes kill_worker,replaced,...] [--json PATH]
 """
 
 from __future__ import annotations
@@ -105,28 +110,46 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--kill-at", type=int, default=1000)
+    ap.add_argument("--job", default="digits", help="the job config (gpt for --strategy fsdp)")
+    ap.add_argument("--strategy", default="ddp", choices=("ddp", "fsdp"), help="trainer.strategy")
+    ap.add_argument("--modes", default=",".join(m for m in MODES if m != "cold failover"), help="comma-separated")
     ap.add_argument("--json", metavar="PATH", help="write the figures and ratios there (flat keys)")
     args = ap.parse_args()
+    modes = chosen_modes(args.modes)
     home = temp_home()
     rows: dict[str, dict[str, Any]] = {}
-    for mode, (fault, extra) in MODES.items():
+    for mode in modes:
+        fault, extra = MODES[mode]
         run_id = "node-loss-" + mode.replace(" ", "-")
         faults = f"chaos.faults=[{{kind:{fault},at_step:{args.kill_at}}}]"
         layout = LAYOUT.get(mode, TWO_NODES)
-        result, journal = orchestrate(home, run_id, f"job.steps={args.steps}", *layout, faults, *extra)
+        job = (f"job={args.job}", f"trainer.strategy={args.strategy}")
+        result, journal = orchestrate(home, run_id, *job, f"job.steps={args.steps}", *layout, faults, *extra)
         rows[mode] = row_of(result, fault, journal)
         print(f"{mode}: rto {rows[mode]['rto_s']:.2f}s, weights {rows[mode]['weights']}...", flush=True)
     fig = figures(rows)
     print()
     print(table(rows))
     for mode, goal in GOALS.items():
-        ratio = fig[RATIO_KEYS[mode]]
-        met = "met" if ratio <= goal else "not met"
-        print(f"{mode}: RTO / cold failover RTO = {ratio:.2f} (goal <= {goal}: {met})")
+        if mode in rows:
+            ratio = fig[RATIO_KEYS[mode]]
+            met = "met" if ratio <= goal else "not met"
+            print(f"{mode}: RTO / cold failover RTO = {ratio:.2f} (goal <= {goal}: {met})")
     print(f"survivors restarted (goal 0): {fig['survivor_restarts']}")
     for mode in EXACT:
-        print(f"{mode} ends with the cold failover's weights: {fig[mode + '_weights_exact']}")
-    write_json(args.json, fig)
+        if mode in rows:
+            print(f"{mode} ends with the cold failover's weights: {fig[mode + '_weights_exact']}")
+    write_json(args.json, {"job": args.job, "strategy": args.strategy, **fig})
+
+
+def chosen_modes(text: str) -> list[str]:
+    """The modes ``--modes`` names, in MODES' order, the cold failover always last (the
+    reference); SystemExit naming an unknown one."""
+    asked = {m.strip() for m in text.split(",") if m.strip()}
+    unknown = sorted(asked - set(MODES))
+    if unknown:
+        raise SystemExit(f"--modes: unknown {', '.join(unknown)}; expected some of {', '.join(MODES)}")
+    return [m for m in MODES if m in asked or m == "cold failover"]
 
 
 RATIO_KEYS = {
@@ -159,20 +182,19 @@ def figures(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     the modes that keep their world; goal 0), and whether those (kill_worker, replaced,
     standby) end with the cold failover's weights. Pure."""
     cold = rows["cold failover"]["rto_s"]
-    survivors = [rows[m]["survivor_restarts"] for m in EXACT]
+    survivors = [rows[m]["survivor_restarts"] for m in EXACT if m in rows]
     cold_weights = rows["cold failover"]["weights"]
+    names = {"kill_worker": "kill_worker", "replaced": "node_replaced", "standby": "node_standby"}
+    names["elastic"] = "node_elastic"
     return {
         "rto_cold_s": cold,
         "rto_cold_failover_s": cold,
-        "rto_kill_worker_s": rows["kill_worker"]["rto_s"],
-        "rto_node_replaced_s": rows["replaced"]["rto_s"],
-        "rto_node_standby_s": rows["standby"]["rto_s"],
-        "rto_node_elastic_s": rows["elastic"]["rto_s"],
-        "node_replace_s": rows["replaced"]["replace_s"],
-        **{key: round(rows[mode]["rto_s"] / cold, 3) for mode, key in RATIO_KEYS.items()},
-        "survivor_restarts": None if None in survivors else max(survivors),
-        **{f"survivor_restarts_{m.replace(' ', '_')}": rows[m]["survivor_restarts"] for m in GOALS},
-        **{f"{m}_weights_exact": rows[m]["weights"] == cold_weights for m in EXACT},
+        **{f"rto_{names[m]}_s": rows[m]["rto_s"] for m in names if m in rows},
+        **({"node_replace_s": rows["replaced"]["replace_s"]} if "replaced" in rows else {}),
+        **{key: round(rows[mode]["rto_s"] / cold, 3) for mode, key in RATIO_KEYS.items() if mode in rows},
+        "survivor_restarts": None if not survivors or None in survivors else max(survivors),
+        **{f"survivor_restarts_{m.replace(' ', '_')}": rows[m]["survivor_restarts"] for m in GOALS if m in rows},
+        **{f"{m}_weights_exact": rows[m]["weights"] == cold_weights for m in EXACT if m in rows},
     }
 
 

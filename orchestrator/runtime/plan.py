@@ -65,8 +65,6 @@ def why_not_survivors(spec: RuntimeSpec) -> str | None:
         return "a job.train_func keeps its own state: its group restarts"
     if trainer.workers < 2:
         return "one worker: nothing survives its loss"
-    if trainer.strategy != "ddp":
-        return f"trainer.strategy={trainer.strategy}: each rank holds only its shards"
     if trainer.gpus_per_worker > 0:
         return "GPU workers: an NCCL group broken by a lost peer is not re-formed yet"
     if spec.data.loader == "ray_data":

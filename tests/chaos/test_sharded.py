@@ -4,13 +4,16 @@ checkpoint then has one rank's shard corrupted ends with exactly the weights of 
 uninterrupted run: the corrupted step skipped by a reason naming the file, the one
 before it restored with each rank reading its own file of shards alone. So does a run
 whose rank is killed half way through its first sharded upload (nothing committed for
-that step), whose worker is killed later (restarted in place) and which is preempted.
+that step), whose worker is killed later and which is preempted: each lost worker is
+replaced alone, the survivor keeping its process and loading its own shards from its
+memory.
 A two-node region that loses a node goes on at one worker from a resharded checkpoint,
 then at two again in the next region (resharded back), and ends within the elastic
 tolerance of the run that never shrank."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -81,13 +84,24 @@ def test_a_rank_killed_mid_upload_a_lost_worker_and_a_preemption_end_with_the_un
     # Preempted: the notice's checkpoint restored by the next attempt, nothing lost.
     assert started[-1]["restored_step"] >= 45 and started[-1]["generation"] == 2, started
     kinds = [i["kind"] for i in r["incidents"]]
-    assert 1 <= kinds.count("worker_lost") <= 2 and kinds[-1] == "preempted", r["incidents"]
+    assert kinds == ["worker_lost", "worker_lost", "preempted"], r["incidents"]
     assert r["incidents"][-1]["lost_steps"] == 0, r["incidents"]
-    # Each restart of the whole group (FSDP keeps no survivors) started on the placement
-    # group the one before left, every bundle on a live node: no wait for a new one.
-    restarts = len([e for e in started if e["generation"] == 1]) - 1
-    reused = run.events("placement_reused")
-    assert len(reused) == restarts and all(e["workers"] == 2 and e["bundles"] == [0, 1] for e in reused), reused
+    # Survivors kept under FSDP: each kill replaced its victim alone, and the survivor kept
+    # its process. At step 25 it loaded its own shards of step 20 from its memory, the
+    # replacement streamed its own from the store, and nothing else came from the store.
+    pids = [e["worker_pids"] for e in started if e["generation"] == 1]
+    assert len(pids) == 3, started
+    for was, now in itertools.pairwise(pids):
+        assert len({*was} & {*now}) == 1, pids
+    first, second = run.events("peer_restore")
+    assert first["step"] is None and second["step"] == 20, (first, second)
+    (victim,) = second["joining"]
+    assert second["bytes_from_memory"] > 0 and second["bytes_from_store"] > 0, second
+    assert [f["file"] for f in second["from_store"]] == [f"shard-r{victim}.pt"], second
+    shards = {e["rank"]: e for e in run.events("restore_shards") if e["step"] == 20 and e["generation"] == 1}
+    assert shards[1 - victim]["from_memory"] == [f"shard-r{1 - victim}.pt"], shards
+    assert shards[victim]["from_memory"] == [] and shards[victim]["read"] == [f"shard-r{victim}.pt"], shards
+    assert not run.events("placement_reused"), "no group restarted whole"
     nothing_left(before, orch_home)
 
 

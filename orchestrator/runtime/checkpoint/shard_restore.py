@@ -6,6 +6,7 @@ with the checkpoint."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -29,6 +30,13 @@ class ShardFiles:
 
     folder: str
     loaded: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def take(self, name: str, data: bytes) -> None:
+        """Rank file ``name`` from verified bytes already in memory (a survivor's own)."""
+        tensors = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        if not isinstance(tensors, dict):
+            raise ShardFileError(f"{name} does not hold a dict of tensors")
+        self.loaded[rank_of_file(name)] = tensors
 
     def close(self) -> None:
         """Forget the tensors and remove the files (a mapping outlives its file's name)."""

@@ -37,8 +37,12 @@ RestoreRule = Callable[[], tuple[Admits, list[CheckpointStore]]]
 class Restorable(Protocol):
     """What the restore from peers asks of the training loop."""
 
-    def files_to_load(self, m: Manifest, rank: int) -> list[str]:
-        """The files of checkpoint ``m`` that ``rank`` loads."""
+    def peer_files(self, m: Manifest, rank: int) -> list[str]:
+        """The files of checkpoint ``m`` that ``rank`` takes from memory or a peer."""
+        ...
+
+    def streamed_files(self, m: Manifest) -> set[str]:
+        """The files of ``m`` the load streams from the store itself when not handed them."""
         ...
 
     def load_files(self, source: CheckpointStore, m: Manifest, files: dict[str, bytes]) -> int:
@@ -158,7 +162,7 @@ class GroupRecovery:
         held = self.held.at(m.step) if use_peers else {}
         offers: list[Any] = [None] * world
         dist.all_gather_object(offers, sorted(held))
-        needed = {r: loop.files_to_load(m, r) for r in range(world)}
+        needed = {r: loop.peer_files(m, r) for r in range(world)}
         transfers, _ = plan_transfers(needed, {r: list(o or []) for r, o in enumerate(offers)})
         sizes = {f.name: f.size for f in m.files}
         got = exchange(transfers, self.rank, held, sizes)
@@ -180,10 +184,14 @@ class GroupRecovery:
                     from_memory += len(data)
                 else:
                     from_peer += len(data)
-        from_store = 0
-        if fell_back:
-            read = source.read_many(m, list(fell_back))
-            from_store = sum(len(v) for v in read.values())
+        # What the load streams itself (a replacement's shards, to its node's disk) is not
+        # read whole into memory here; it is counted from the store all the same.
+        streamed = loop.streamed_files(m)
+        from_store = sum(sizes[name] for name in fell_back if name in streamed)
+        fetch = [name for name in fell_back if name not in streamed]
+        if fetch:
+            read = source.read_many(m, fetch)
+            from_store += sum(len(v) for v in read.values())
             files |= read
         restored = loop.load_files(source, m, files)
         self._journal_peer_restore(world, m.step, from_peer, from_memory, from_store, fell_back)

@@ -383,6 +383,11 @@ class _Loop(WorkerAttempt):
             self.share_to(gathered[0][5])  # where rank 0 commits now
             if self.share_upload is not None:
                 self.share_upload.submit(step, own, {name: sha}, own=True)
+            if self.held is not None:
+                # A survivor loads its own shards from here (the bytes it puts anyway), and
+                # every rank's RNG and the position came with the gather.
+                rngs = {f"rng-rank{r}.pt": got[0] for r, got in enumerate(gathered)}
+                self.held.hold(step, own | rngs | {"state.pt": self._state_bytes(step)})
             return
         parts = {n: p for n, p in self.parts().items() if n not in ("model", "optimizer")}
         files = {f"{n}.pt": _dumps(p.state_dict()) for n, p in parts.items()}
@@ -390,6 +395,8 @@ class _Loop(WorkerAttempt):
         files[INDEX_NAME] = build_index(self.world, [got[4] for got in gathered]).to_json()
         files[REST_NAME] = _dumps(rest)
         files |= self._rank0_state(step, [got[0] for got in gathered])
+        if self.held is not None:
+            self.held.hold(step, files)
         last = {"weights_sha256": digest} if digest is not None else {}
         self.checkpointer.submit(
             step,
@@ -467,6 +474,25 @@ class _Loop(WorkerAttempt):
             parts = {n: p for n, p in parts.items() if n not in ("model", "optimizer")}
         return [f"{name}.pt" for name in parts] + ["state.pt", rng_file(rank, saved_world, saved)]
 
+    def _sharded(self, m: Any) -> bool:
+        return self.fsdp and INDEX_NAME in {f.name for f in m.files}
+
+    def peer_files(self, m: Any, rank: int) -> list[str]:
+        """The files of checkpoint ``m`` that ``rank`` takes from memory or its peers in a
+        group formed around survivors: those it loads and, of a sharded checkpoint, its
+        index and rest and, at the world it was written at, the rank's own shards file
+        (no peer holds another's: a replacement's is streamed from the store)."""
+        names = self.files_to_load(m, rank)
+        if not self._sharded(m):
+            return names
+        saved_world, _ = saved_worlds(m.extra, self.workers)
+        return names + [INDEX_NAME, REST_NAME] + ([shard_file(rank)] if saved_world == self.world else [])
+
+    def streamed_files(self, m: Any) -> set[str]:
+        """What ``load_files`` streams from the store itself when it is not handed the
+        bytes: a sharded checkpoint's rank files (to the node's disk, never whole in memory)."""
+        return {f.name for f in m.files if f.name.startswith("shard-r")} if self._sharded(m) else set()
+
     def load_files(self, source: Any, m: Any, files: dict[str, bytes], shards: ShardFiles | None = None) -> int:
         """Load checkpoint ``m`` from ``files`` (verified bytes; any other file is read from
         ``source`` and verified) and a sharded one's ``shards`` (read here when not given);
@@ -490,7 +516,7 @@ class _Loop(WorkerAttempt):
 
         if sharded:
             if shards is None:
-                shards = self._read_shards(source, m, read(INDEX_NAME))
+                shards = self._read_shards(source, m, read(INDEX_NAME), held=files)
             try:
                 self._load_sharded(m, read, loads, shards.loaded)
             finally:
@@ -518,19 +544,34 @@ class _Loop(WorkerAttempt):
             self.held.hold(m.step, {name: files[name] for name in self.files_to_load(m, self.rank) if name in files})
         return int(state["data_position"])
 
-    def _read_shards(self, source: Any, m: Any, index_bytes: bytes) -> ShardFiles:
+    def _read_shards(self, source: Any, m: Any, index_bytes: bytes, held: dict[str, bytes] | None = None) -> ShardFiles:
         """The saved ranks' files this rank needs of a sharded checkpoint: only those that
         hold rows it now holds (its own at the same world size), each streamed to the node's
-        disk, verified against the signed manifest as it arrives, and mapped (shard_restore)."""
+        disk, verified against the signed manifest as it arrives, and mapped (shard_restore);
+        one in ``held`` (verified bytes: a survivor's own, from its memory) loaded from there."""
         index = self._index(m, index_bytes)
         needed = files_needed(index, self.world, self.rank)
+        held = held or {}
+        kept = [name for name in needed if name in held]
         try:
-            shards = read_shards(source, m, needed, self.restore_clock, self.spec.scratch_dir)
+            shards = read_shards(
+                source, m, [n for n in needed if n not in held], self.restore_clock, self.spec.scratch_dir
+            )
+            with self.restore_clock.timing("deserialize_s"):
+                for name in kept:
+                    shards.take(name, held[name])
         except ShardFileError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
-        # The journal says which rank files each rank read (the acceptance: only its own).
+        # The journal says which rank files each rank read (the acceptance: only its own),
+        # and which of them it had in memory (a survivor's own).
         self.control.event(
-            self.gen, "restore_shards", step=m.step, rank=self.rank, saved_world=index.world, read=needed
+            self.gen,
+            "restore_shards",
+            step=m.step,
+            rank=self.rank,
+            saved_world=index.world,
+            read=needed,
+            from_memory=kept,
         )
         return shards
 
@@ -666,6 +707,11 @@ class _Loop(WorkerAttempt):
         """Out of the broken group and into the next epoch's; the step restored there."""
         assert self.group is not None, "only a rank that joined through the driver's rendezvous rejoins"
         self.world = self.group.rejoin(exc, self.user_step, self._settle_uploads)
+        if self.fsdp:
+            # A sharded model lives on the broken group's device mesh: it is built again on
+            # the new group, as a new process builds it, then loaded below (its own shards
+            # from this rank's memory).
+            self._build(self.world)
         return self.begin(first=False)
 
     def _settle_uploads(self) -> None:

@@ -101,3 +101,15 @@ def test_the_figures_give_each_modes_rto_its_ratio_to_the_cold_failover_and_the_
     assert "survivors restarted" in node_loss.table(rows)
     rows["kill_worker"]["survivor_restarts"] = None
     assert node_loss.figures(rows)["survivor_restarts"] is None
+
+
+def test_the_figures_of_some_modes_say_only_theirs_beside_the_cold_failover() -> None:
+    fig = node_loss.figures({"kill_worker": row(2.5, 0), "cold failover": row(10.0, None)})
+    assert (fig["rto_kill_worker_s"], fig["kill_worker_ratio"], fig["survivor_restarts"]) == (2.5, 0.25, 0)
+    assert fig["kill_worker_weights_exact"] and "node_replaced_ratio" not in fig and "node_replace_s" not in fig
+
+
+def test_the_modes_asked_come_in_order_with_the_cold_failover_last_and_an_unknown_one_is_named() -> None:
+    assert node_loss.chosen_modes("elastic, kill_worker") == ["kill_worker", "elastic", "cold failover"]
+    with pytest.raises(SystemExit, match="unknown kill_wroker"):
+        node_loss.chosen_modes("kill_wroker")

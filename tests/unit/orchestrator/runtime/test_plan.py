@@ -120,7 +120,6 @@ def test_survivors_off_by_the_config_or_with_one_worker_is_not_said_again(tmp_pa
     [
         ({"survivors": "off"}, "recovery.survivors=off"),
         ({"trainer": {"workers": 1}}, "one worker"),
-        ({"trainer": {"strategy": "fsdp"}}, "trainer.strategy=fsdp"),
         ({"trainer": {"gpus_per_worker": 1.0}}, "NCCL"),
         ({"data": {"loader": "ray_data"}}, "ray_data"),
         ({"job": TRAIN_FUNC}, "train_func"),
@@ -130,8 +129,9 @@ def test_what_restarts_the_whole_group_says_why(tmp_path: Path, over: dict[str, 
     assert why in (why_not_survivors(spec(tmp_path, **over)) or "")
 
 
-def test_a_ddp_workload_on_cpus_keeps_its_survivors(tmp_path: Path) -> None:
-    assert why_not_survivors(spec(tmp_path)) is None
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_workload_on_cpus_keeps_its_survivors_under_either_strategy(tmp_path: Path, strategy: str) -> None:
+    assert why_not_survivors(spec(tmp_path, trainer={"strategy": strategy})) is None
 
 
 @pytest.mark.parametrize(

@@ -65,3 +65,16 @@ def test_a_file_that_fails_its_manifest_or_holds_no_dict_leaves_nothing_behind(t
     shards = read_shards(store, m, ["shard-r0.pt"], RestoreClock(), str(tmp_path / "no-such-disk"))
     assert Path(shards.folder).exists()
     shards.close()
+
+
+def test_a_survivors_own_file_is_taken_from_its_bytes_beside_one_streamed_from_the_store(
+    tmp_path: Path, checkpoint: Any
+) -> None:
+    store, m, _ = checkpoint
+    shards = read_shards(store, m, ["shard-r1.pt"], RestoreClock(), str(tmp_path))
+    shards.take("shard-r0.pt", _saved({"model/w": torch.ones(3, 4)}))
+    assert sorted(shards.loaded) == [0, 1] and torch.equal(shards.loaded[0]["model/w"], torch.ones(3, 4))
+    assert not (Path(shards.folder) / "shard-r0.pt").exists(), "taken from memory, not written out"
+    with pytest.raises(ShardFileError, match=r"shard-r0\.pt does not hold a dict of tensors"):
+        shards.take("shard-r0.pt", _saved([1, 2]))
+    shards.close()
