@@ -153,6 +153,10 @@ def is_local(fs: Any) -> bool:
     return "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
 
 
+# s3fs puts an object below twice its 50 MiB part size in one request (gcsfs below one part).
+WHOLE_PUT_BELOW = 100 * 2**20
+
+
 def write_bytes(fs: Any, path: str, data: bytes, durable: bool = True) -> None:
     """Write a whole object so a reader sees the old bytes or the new, never a part.
     ``durable=False`` skips the fsync, for what a crash may lose (heartbeats, progress)."""
@@ -170,6 +174,11 @@ def write_bytes(fs: Any, path: str, data: bytes, durable: bool = True) -> None:
         if durable:
             fsync_dir(os.path.dirname(path))
     else:
+        if not isinstance(data, bytes | bytearray | memoryview) and len(data) < WHOLE_PUT_BELOW:
+            # A mapped file (a rank's shards, spilled to its disk): s3fs and gcsfs send one
+            # this small in a single request whose body must be bytes; a larger one they
+            # send in slices, a part at a time, never whole in memory.
+            data = bytes(data)
         fs.pipe_file(path, data)
 
 

@@ -7,6 +7,7 @@ with the checkpoint."""
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import shutil
 import tempfile
@@ -31,9 +32,14 @@ class ShardFiles:
     folder: str
     loaded: dict[int, dict[str, Any]] = field(default_factory=dict)
 
-    def take(self, name: str, data: bytes) -> None:
-        """Rank file ``name`` from verified bytes already in memory (a survivor's own)."""
-        tensors = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    def take(self, name: str, data: bytes | mmap.mmap) -> None:
+        """Rank file ``name`` from verified bytes already at hand (a survivor's own: the
+        file it spilled, mapped, read in place rather than copied whole first)."""
+        if isinstance(data, mmap.mmap):
+            data.seek(0)
+            tensors = torch.load(data, weights_only=True, map_location="cpu")  # type: ignore[arg-type]
+        else:
+            tensors = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         if not isinstance(tensors, dict):
             raise ShardFileError(f"{name} does not hold a dict of tensors")
         self.loaded[rank_of_file(name)] = tensors

@@ -39,6 +39,7 @@ from orchestrator.runtime.checkpoint.shard_index import (
 from orchestrator.runtime.checkpoint.shard_restore import ShardFileError, ShardFiles, read_shards
 from orchestrator.runtime.checkpoint.sharding import FullModel, FullOptimizer, load_shards, save_shards
 from orchestrator.runtime.checkpoint.share_plan import assign_shares, sha256_all
+from orchestrator.runtime.checkpoint.spill import spill
 from orchestrator.runtime.group.node_label import known, my_node
 from orchestrator.runtime.group.survivors import GroupRecovery
 from orchestrator.runtime.loop.dataflow import WorkerData
@@ -368,13 +369,14 @@ class _Loop(WorkerAttempt):
         the state and the RNG states, and commits once every rank's file is in the store
         at the size that rank reported, listed with its sha256 (see checkpoint/rank0_upload.py)."""
 
-        from recovery.store import sha256_hex
-
         tensors, described, rest = save_shards(self.model, self.optimizer, self.rank, self.world)
         name = shard_file(self.rank)
-        own = {name: _dumps(tensors)}
+        # Serialised to the node's disk and hashed as it is written (checkpoint/spill.py):
+        # the shard is never held twice, and its bytes are then page cache, not the rank's.
+        spilled = spill(tensors, self.spec.scratch_dir)
         del tensors
-        sha = sha256_hex(own[name])
+        own: dict[str, Any] = {name: spilled.data}
+        sha = spilled.sha256
         last_step = step == self.spec.job.steps
         digest = weights_sha256(self.model.state_dict()) if last_step else None  # a collective
         index = self.checkpointer.store_index if self.rank == 0 else 0
