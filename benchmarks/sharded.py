@@ -3,7 +3,9 @@ commit, restore and speed, at ``--workers`` (2) on ``local``.
 
 For each job of ``--jobs`` (gpt_large, about 230 MB of model and optimizer state, and
 gpt_xl, 1.2 GB), two runs: ddp and fsdp, each with a worker killed at step
-``--kill-at`` (the group restarts in place and restores), and prints, fsdp / ddp:
+``--kill-at`` (``recovery.survivors=off``: the group restarts in place and every rank
+restores from the store; with survivors kept they load their own state from memory,
+measured by node_loss.py), and prints, fsdp / ddp:
 
 1. ``fsdp_state_bytes_per_rank_ratio``: the parameter and optimizer bytes rank 0 holds
    (result.json's ``state_bytes_per_rank``; goal <= 0.6 at two workers);
@@ -26,12 +28,16 @@ Each arm's restore is also printed by phase (``train_started``'s ``restore_phase
 streams in), of them the hashing alone, deserialising and copying into the model, beside
 the raw download, so what is left of the gap is visible.
 
+``--store s3``: the checkpoints in moto's S3 server on 127.0.0.1 (started here, as the
+tests start it; ``cloud=local_cloudstores``) rather than on this machine's disk, so the
+raw download is a download over a wire (HTTP, s3fs), not a copy out of the page cache.
+
 ``--size`` (e.g. ``3G``): one job, gpt_xl with as many layers as make a checkpoint of
 about that many bytes (each layer of d_model 1024 holds 12.6 M parameters: 151 MB of
 weights and AdamW moments), for the restore of a large checkpoint.
 
-    python benchmarks/sharded.py [--jobs gpt_large,gpt_xl] [--size 3G] [--steps 6] [--interval 2]
-                                 [--kill-at 5] [--json PATH]
+    python benchmarks/sharded.py [--jobs gpt_large,gpt_xl] [--size 3G] [--store file|s3] [--steps 6]
+                                 [--interval 2] [--kill-at 5] [--json PATH]
 
 The unprefixed keys are the last job's; each job's are also written as ``<job>_<key>``.
 """
@@ -39,10 +45,12 @@ The unprefixed keys are the last job's; each job's are also written as ``<job>_<
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -74,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--interval", type=int, default=2, help="checkpoint.interval_steps")
     ap.add_argument("--kill-at", type=int, default=5, help="the step at which a worker is killed")
+    ap.add_argument("--store", default="file", choices=("file", "s3"), help="where the checkpoints go")
     ap.add_argument("--json", default=None, help="write the figures to this file")
     return ap.parse_args(argv)
 
@@ -148,11 +157,11 @@ def phase_line(arm: dict[str, Any]) -> str:
     return ", ".join(words) + ("" if raw is None else f"; raw download {raw:.2f} s")
 
 
-def raw_download_s(folder: str) -> float:
+def raw_download_s(folder: str, options: dict[str, Any] | None = None) -> float:
     """Every file of a checkpoint folder read at once, a thread per file, as fsspec reads it."""
     from recovery.storage import open_fs
 
-    fs, root = open_fs(folder)
+    fs, root = open_fs(folder, options)
     names = [p for p in fs.ls(root, detail=False) if not p.endswith("MANIFEST.json")]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
@@ -177,10 +186,15 @@ def figures_of(ddp: dict[str, Any], fsdp: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def measure(home: str, job: str, strategy: str, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
+def measure(
+    home: str, job: str, strategy: str, args: argparse.Namespace, *extra: str, s3: str | None = None
+) -> dict[str, Any]:
+    """One arm; ``s3``: the endpoint of the S3 server the checkpoints go to (None: files)."""
+    stores = ("cloud=local_cloudstores",) if s3 else ()
     result, journal = orchestrate(
         home,
         f"sharded-{job}-{strategy}",
+        *stores,
         f"job={job}",
         *extra,
         f"job.steps={args.steps}",
@@ -189,6 +203,9 @@ def measure(home: str, job: str, strategy: str, args: argparse.Namespace, *extra
         f"trainer.workers={args.workers}",
         f"trainer.strategy={strategy}",
         f"chaos.faults=[{{kind:kill_worker,at_step:{args.kill_at}}}]",
+        # The group restarts whole and every rank restores from the store: the restore
+        # measured against a raw download (survivors would load their own from memory).
+        "recovery.survivors=off",
     )
     commits = commit_times(journal)
     stalls = stall_times(journal, args.steps)
@@ -203,8 +220,29 @@ def measure(home: str, job: str, strategy: str, args: argparse.Namespace, *extra
     if window is not None:
         out["restore_s"], out["restored_step"], url = window
         out["restore_phases"] = restore_phases(journal)
-        out["raw_s"] = raw_download_s(url)
+        out["raw_s"] = raw_download_s(url, {"endpoint_url": s3} if s3 else None)
     return out
+
+
+@contextlib.contextmanager
+def s3_stores(wanted: bool) -> Iterator[str | None]:
+    """With ``wanted``: moto's S3 servers for local_cloudstores' two S3 regions, their
+    buckets made and the dummy credentials set; the first one's endpoint. Else None."""
+    if not wanted:
+        yield None
+        return
+    from tests.support.servers import S3_ENV, make_bucket, scoped_env, start_moto
+
+    servers = [start_moto(), start_moto()]
+    try:
+        for server, bucket in zip(servers, ("orch-a", "orch-b"), strict=True):
+            make_bucket(server, bucket)
+        env = {**S3_ENV, "ORCH_LOCAL_S3_A": servers[0].endpoint, "ORCH_LOCAL_S3_B": servers[1].endpoint}
+        with scoped_env(env):
+            yield servers[0].endpoint
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def verdict(key: str, value: float | None) -> str:
@@ -225,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     for label, job, extra in jobs:
         home = temp_home()
         try:
-            arms = {s: measure(home, job, s, args, *extra) for s in ("ddp", "fsdp")}
+            with s3_stores(args.store == "s3") as s3:
+                arms = {s: measure(home, job, s, args, *extra, s3=s3) for s in ("ddp", "fsdp")}
         finally:
             shutil.rmtree(home, ignore_errors=True)  # gpt_xl's stores hold gigabytes
         got = figures_of(arms["ddp"], arms["fsdp"])

@@ -39,6 +39,9 @@ class Capability(StrEnum):
     REPLACE_NODE = "replace_node"
     # kill_worker(): one worker, named by the runtime, killed where it runs (KillsWorker).
     KILL_WORKER = "kill_worker"
+    # kill_cluster(): every process of a cluster killed where it runs, its machines
+    # given back: chaos kill_region where the cluster is not on this machine (KillsCluster).
+    KILL_CLUSTER = "kill_cluster"
     # cut_connection(): the controller's connections to the runtime cut, the runtime
     # untouched (CutsConnection).
     CUT_CONNECTION = "cut_connection"
@@ -56,6 +59,7 @@ class Capability(StrEnum):
 # The methods a capability adds to Provider's: a provider that declares it has them.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.KILL_WORKER: ("kill_worker",),
+    Capability.KILL_CLUSTER: ("kill_cluster",),
     Capability.CUT_CONNECTION: ("cut_connection",),
     Capability.TOKEN_KEY: ("use_token_key",),
     Capability.KEEPS_RUNTIME: ("in_use", "sweep_runtime"),
@@ -67,7 +71,7 @@ _LOCAL = frozenset({Capability.LOCAL_PROCESSES})
 # controller's, the workload's own, a health check failed by the injector).
 FAULT_NEEDS: dict[FaultKind, tuple[frozenset[Capability], ...]] = {
     # Signals to the cluster's processes, or the runtime's, on this machine.
-    FaultKind.kill_region: (_LOCAL,),
+    FaultKind.kill_region: (_LOCAL, frozenset({Capability.KILL_CLUSTER})),
     FaultKind.kill_head: (_LOCAL,),
     FaultKind.hang_region: (_LOCAL,),
     FaultKind.partition: (_LOCAL,),
@@ -270,6 +274,15 @@ class KillsWorker(Protocol):
     def kill_worker(self, cluster: ClusterHandle, pid: int) -> str | None:
         """SIGKILL ``pid`` where the cluster runs if it is one of the cluster's processes
         there; None once killed, else why not (one line). Never raises."""
+
+
+class KillsCluster(Protocol):
+    """Capability.KILL_CLUSTER: chaos kill_region for a provider whose clusters run on
+    other machines (SkyPilot on Slurm: the allocation SIGKILLed and cancelled)."""
+
+    def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+        """Every process of the cluster killed where it runs, and its machines given back;
+        None once it is gone, else why not (one line). Never raises."""
 
 
 class CutsConnection(Protocol):

@@ -67,6 +67,11 @@ REGION_CHECKS = {
     "local": "providers.local.provider:validate_region",
     "skypilot": "providers.skypilot.regions:validate_region",
 }
+# A provider's own check of one fault its capabilities allow (``(fault, cfg)``: the
+# problem, or None), where what it can do depends on the regions' clouds.
+FAULT_CHECKS = {
+    "skypilot": "providers.skypilot.regions:fault_problem",
+}
 
 
 def check_config(cfg: Any) -> None:
@@ -103,6 +108,15 @@ def check_faults(cfg: Any) -> None:
             able = [other for other in CLASSES if fault_refusal(str(fault.kind), other, capabilities_of(other)) is None]
             fix = f"use a cloud whose provider has it ({', '.join(able)})" if able else "no provider has it"
             raise ConfigError(f"chaos.faults[{i}].kind", f"{problem}: drop the fault, or {fix}")
+    target = FAULT_CHECKS.get(name)
+    if target is None:
+        return
+    module, func = target.split(":")
+    check = getattr(importlib.import_module(module), func)
+    for i, fault in enumerate(cfg.chaos.faults):
+        problem = check(fault, cfg)
+        if problem is not None:
+            raise ConfigError(f"chaos.faults[{i}].kind", problem)
 
 
 def get_provider(name: str, home: str | None = None, cloud: Any = None, job: Any = None) -> Provider:

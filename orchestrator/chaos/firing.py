@@ -92,6 +92,17 @@ class Handler:
     strike: Callable[[FaultState, Firing], None]
     needs_cluster: bool = True
     before_mark: bool = False
+    # Carried out before the mark where the cluster is not on this machine: its processes
+    # die when its provider says so, not with a signal from here, and the runtime, held
+    # at the fault (during: checkpoint_upload), must not go on in between.
+    before_mark_off_machine: bool = False
+
+    def strikes_first(self, provider: Provider) -> bool:
+        from providers.base import Capability
+
+        return self.before_mark or (
+            self.before_mark_off_machine and Capability.LOCAL_PROCESSES not in provider.capabilities
+        )
 
 
 def send_signal(pids: list[int], sig: int) -> list[int]:

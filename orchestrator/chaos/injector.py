@@ -251,10 +251,11 @@ class FaultInjector:
             firing.detail["trigger"] = req["trigger"]
         if handler.needs_cluster:
             firing.detail["region"] = firing.on.region
-        if handler.before_mark:
+        first = handler.strikes_first(self.state.provider)
+        if first:
             handler.strike(self.state, firing)
         # Marked fired before it happens: a fault must never fire twice, even if we die here.
         self.control.chaos_fired(index, count=seq, kind=kind, step=step)
-        if not handler.before_mark:
+        if not first:
             handler.strike(self.state, firing)
         return Injected(index=index, kind=kind, step=step, at=firing.at, detail=firing.detail, said=firing.said)

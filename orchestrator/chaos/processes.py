@@ -109,6 +109,16 @@ def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
 
 
 def _kill_region(state: FaultState, f: Firing) -> None:
+    if Capability.LOCAL_PROCESSES not in state.provider.capabilities:
+        # Off this machine (SkyPilot on Slurm): the provider kills it where it runs.
+        problem = state.provider.kill_cluster(f.on)  # type: ignore[attr-defined]
+        if problem is not None:
+            state.say(FaultRefused(f.index, problem, kind=f.kind))
+            f.detail["refused"] = problem
+            return
+        f.detail["cancelled"] = True
+        f.at = state.killed[f.on.name] = time.time()
+        return
     # One pass: with the head and raylet gone nothing spawns again, and the
     # controller's teardown sweeps whatever is left.
     f.detail["killed"] = len(set(sigkill(state.provider.processes(f.on))))
@@ -235,7 +245,7 @@ def _resume_node(state: FaultState, index: int, cluster: ClusterHandle, node: in
 
 
 HANDLERS: dict[FaultKind, Handler] = {
-    FaultKind.kill_region: Handler(_kill_region),
+    FaultKind.kill_region: Handler(_kill_region, before_mark_off_machine=True),
     FaultKind.kill_head: Handler(_kill_head),
     FaultKind.hang_region: Handler(_hang_region),
     FaultKind.preempt: Handler(_preempt),

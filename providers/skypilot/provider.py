@@ -82,7 +82,13 @@ class SkyPilotProvider:
     # stays for a launch under its name; the controller gives such a provider one cluster
     # name per run and region.
     capabilities = frozenset(
-        {Capability.KILL_WORKER, Capability.CUT_CONNECTION, Capability.TOKEN_KEY, Capability.KEEPS_RUNTIME}
+        {
+            Capability.KILL_WORKER,
+            Capability.KILL_CLUSTER,
+            Capability.CUT_CONNECTION,
+            Capability.TOKEN_KEY,
+            Capability.KEEPS_RUNTIME,
+        }
     )
 
     def __init__(
@@ -345,6 +351,12 @@ class SkyPilotProvider:
             return f"pid {pid} is not a process of cluster {cluster.name} on its head"
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return f"cannot signal pid {pid} on the head of {cluster.name}: ssh exited {done.returncode}: {tail}"
+
+    def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+        """Lose the cluster as a region is lost (chaos kill_region): on Slurm, every process
+        of its allocation SIGKILLed and the allocation cancelled; why not, or None once
+        Slurm lists it no more. A cloud's cluster is not lost on purpose here."""
+        return slurm.cancel_allocation(cluster.info)
 
     def start_runtime(
         self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str

@@ -43,3 +43,22 @@ def validate_region(name: str, rc: RegionConfig, trainer: TrainerConfig | None) 
 def cloud_of(rc: RegionConfig) -> str:
     """The sky.clouds class name of a region ("AWS", "GCP", "Slurm", "Kubernetes")."""
     return INFRA_CLOUDS[rc.infra.split("/", 1)[0].lower()]
+
+
+def fault_problem(fault: object, cfg: object) -> str | None:
+    """A fault SkyPilot's capabilities allow but a region's cloud cannot carry out
+    (``providers.registry.FAULT_CHECKS``): kill_region cancels a Slurm allocation, and a
+    cloud's cluster is not lost on purpose here. The regions it may strike: the fault's
+    ``region``, else every candidate."""
+    if str(getattr(fault, "kind", "")) != "kill_region":
+        return None
+    regions = cfg.cloud.regions  # type: ignore[attr-defined]
+    named = getattr(fault, "region", None)
+    names = [named] if named else list(cfg.candidate_regions())  # type: ignore[attr-defined]
+    other = [n for n in names if n in regions and cloud_of(regions[n]) != "Slurm"]
+    if not other:
+        return None
+    return (
+        f"kill_region on SkyPilot cancels a Slurm allocation (scancel); region {other[0]} is on "
+        f"{regions[other[0]].infra}: aim the fault at a Slurm region (its region key), or drop it"
+    )

@@ -64,6 +64,38 @@ def allocation_running(info: dict[str, Any]) -> bool | None:
     return bool(out.stdout.strip())
 
 
+def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
+    """Cancel the cluster's allocation as a lost one goes (chaos kill_region): SIGKILL to
+    every process of it (its batch script too, not the TERM and grace of a plain
+    ``scancel``: a region lost does not finish its upload), then the job cancelled; None
+    once Slurm lists it no more, else why not (one line). Through the login node."""
+    name = info.get("name_on_cloud")
+    if not on_slurm(info) or not name:
+        return "only a Slurm allocation can be cancelled from here (scancel)"
+    who = f'-u "$(id -un)" --name={shlex.quote(str(name))}'
+    command = (
+        f"scancel --signal=KILL --full {who}; scancel {who}; "
+        f'for _ in $(seq {max(1, int(wait_s * 2))}); do [ -z "$(squeue -h {who} -o %i)" ] && exit 0; sleep 0.5; done; '
+        "exit 3"
+    )
+    try:
+        done = subprocess.run(
+            login_argv(str(info["infra"]), command),
+            capture_output=True,
+            text=True,
+            timeout=wait_s + 30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot reach the login node of {info['infra']}: {exc}"
+    if done.returncode == 3:
+        return f"the allocation {name} was still listed by squeue {wait_s:g}s after scancel"
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"scancel of {name} failed: exit {done.returncode}: {tail}"
+    return None
+
+
 def sweep(info: dict[str, Any], say: Callable[[str], None], runtime: bool = True) -> None:
     """What an allocation leaves on a Slurm cluster's shared folders: our node folder,
     and (``runtime``) SkyPilot's per-cluster folders, which ``sky.down`` leaves behind

@@ -9,8 +9,11 @@ run on the local provider; every allocation is torn down, nothing left in squeue
 The project lives in a folder the node user cannot read, and the run starts from
 another folder with nothing of it on the path: only ``job.code_dir`` brings the code
 to the nodes (a SkyPilot file mount), where Ray's workers and the runtime import it.
-Then the allocation in orch-slurm-b is scancelled too, and the run fails back into
-orch-slurm-a under the same cluster name: the lost cluster's node runtime (SkyPilot's
+Then orch-slurm-b is lost half way through its first upload (chaos kill_region, which
+on Slurm SIGKILLs every process of the allocation and cancels it, before the upload may
+go on): nothing of that step is committed, and the run fails back into orch-slurm-a,
+restoring the newest checkpoint committed before the cut (nothing newer is lost), under
+the same cluster name: the lost cluster's node runtime (SkyPilot's
 per-cluster home) was kept for it, not installed again, and removed when the run ended.
 Back there, the workload raises once (chaos user_error): the policy restarts it in
 place, and the attempt that does runs on the same cluster, kept for it, with no launch.
@@ -31,22 +34,15 @@ import pytest
 pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 
 SCANCEL_AFTER_STEP = 200
-# Then the allocation in orch-slurm-b, once its store has this step: back into orch-slurm-a.
-SCANCEL_B_AFTER_STEP = 400
 # Then, back in orch-slurm-a, the workload raises once (orch-slurm-b is killed well before).
 USER_ERROR_AT_STEP = 560
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
 
-def _newest_step(checkpoints: Path, min_generation: int = 0) -> int:
-    """The newest committed step there (``step-<N>-g<generation>``), of a generation
-    >= ``min_generation`` (a later attempt's, not one replicated from an earlier one)."""
-    steps = [
-        int(p.name.split("-")[1])
-        for p in checkpoints.glob("step-*")
-        if (p / "MANIFEST.json").exists() and int(p.name.rsplit("-g", 1)[-1]) >= min_generation
-    ]
+def _newest_step(checkpoints: Path) -> int:
+    """The newest committed step there (``step-<N>-g<generation>``)."""
+    steps = [int(p.name.split("-")[1]) for p in checkpoints.glob("step-*") if (p / "MANIFEST.json").exists()]
     return max(steps, default=0)
 
 
@@ -65,15 +61,12 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # SkyPilot's per-cluster homes on the shared folder (the node user's home here).
     sky_homes = Path(os.path.expanduser(f"~{NODE_USER}")) / ".sky_clusters"
 
-    def cancel(region: str, folder: Path, step: int, key: str, min_generation: int = 0) -> bool:
+    def cancel(region: str, folder: Path, step: int, key: str) -> bool:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while time.monotonic() < deadline:
-            if _newest_step(folder, min_generation) >= step:
+            if _newest_step(folder) >= step:
                 jobs = [j for j in onprem.squeue() if region in j[1]]
                 if jobs:
-                    # What orch-slurm-a's lost cluster left of its runtime, just before
-                    # the run goes back there.
-                    cancelled[f"{key}_kept"] = sorted(p.name for p in sky_homes.glob(f"{run_id}-orch-slurm-a*"))
                     onprem.scancel(jobs[0][0])
                     cancelled[key] = {"job": jobs[0], "at_step": _newest_step(folder), "at": time.time()}
                     return True
@@ -81,9 +74,16 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         return False
 
     def cancel_when_trained() -> None:
-        if cancel("orch-slurm-a", checkpoints, SCANCEL_AFTER_STEP, "a"):
-            # Trained in orch-slurm-b (generation 2 on), not replicated there from orch-slurm-a.
-            cancel("orch-slurm-b", checkpoints_b, SCANCEL_B_AFTER_STEP, "b", min_generation=2)
+        if not cancel("orch-slurm-a", checkpoints, SCANCEL_AFTER_STEP, "a"):
+            return
+        # What orch-slurm-a's lost cluster left of its runtime, while orch-slurm-b uploads
+        # its first checkpoint (its files in a folder of generation 2 or later).
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if any(int(p.name.rsplit("-g", 1)[-1]) >= 2 for p in checkpoints_b.glob("step-*-g*")):
+                cancelled["b_kept"] = sorted(p.name for p in sky_homes.glob(f"{run_id}-orch-slurm-a*"))
+                return
+            time.sleep(0.2)
 
     killer = threading.Thread(target=cancel_when_trained, daemon=True)
     killer.start()
@@ -95,6 +95,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         # Before the scancel: three of SkyPilot's health checks in a row fail while the
         # runtime's heartbeats are fresh, which is no loss.
         f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}},"
+        "{kind:kill_region,during:checkpoint_upload,region:orch-slurm-b},"
         f"{{kind:user_error,at_step:{USER_ERROR_AT_STEP}}}]",
         # Back into orch-slurm-a at once, after orch-slurm-b is lost too.
         "recovery.region_cooldown_s=0",
@@ -105,7 +106,6 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     killer.join(timeout=5)
 
     assert "a" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
-    assert "b" in cancelled, f"never reached step {SCANCEL_B_AFTER_STEP} in orch-slurm-b: {run.stderr[-3000:]}"
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result is not None and run.result["status"] == "SUCCEEDED"
     assert run.result["region"] == "orch-slurm-a"
@@ -114,8 +114,16 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert raised["kind"] == "user_error" and raised["from_region"] == raised["to_region"] == "orch-slurm-a"
     assert (incident["from_region"], incident["to_region"]) == ("orch-slurm-a", "orch-slurm-b")
     assert (back["from_region"], back["to_region"]) == ("orch-slurm-b", "orch-slurm-a")
-    assert incident["restored_step"] >= SCANCEL_AFTER_STEP - INTERVAL
-    assert back["restored_step"] >= SCANCEL_B_AFTER_STEP - INTERVAL
+    # Nothing newer is lost: each restore took the newest checkpoint committed before its
+    # loss. orch-slurm-b was cut half way through its first upload (files sent, no
+    # manifest), which SIGKILLed its allocation before the upload could go on: the run went
+    # back to the checkpoint orch-slurm-b had restored.
+    assert incident["restored_step"] >= cancelled["a"]["at_step"] >= SCANCEL_AFTER_STEP  # type: ignore[index]
+    (cut,) = [e for e in run.events("fault_injected") if e["kind"] == "kill_region"]
+    assert (cut["region"], cut["during"], cut["cancelled"]) == ("orch-slurm-b", "checkpoint_upload", True), cut
+    assert cut["step"] == incident["restored_step"] + INTERVAL, (cut, incident)
+    assert back["restored_step"] == incident["restored_step"], (incident, back)
+    assert not (checkpoints_b / f"step-{cut['step']}-g2" / "MANIFEST.json").exists(), "the cut upload committed"
     # The provider saw the cluster gone (the allocation no longer running, or SkyPilot's
     # record gone after a forced refresh), not a driver that died on a healthy cluster.
     assert f"skypilot: {run_id}-orch-slurm-a: gone" in run.stderr

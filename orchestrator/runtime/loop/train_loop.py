@@ -559,9 +559,13 @@ class _Loop(WorkerAttempt):
             shards = read_shards(
                 source, m, [n for n in needed if n not in held], self.restore_clock, self.spec.scratch_dir
             )
-            with self.restore_clock.timing("deserialize_s"):
-                for name in kept:
-                    shards.take(name, held[name])
+            try:
+                with self.restore_clock.timing("deserialize_s"):
+                    for name in kept:
+                        shards.take(name, held[name])
+            except BaseException:
+                shards.close()
+                raise
         except ShardFileError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         # The journal says which rank files each rank read (the acceptance: only its own),

@@ -70,6 +70,7 @@ def test_ratios_are_fsdp_over_ddp_and_none_without_both() -> None:
     assert verdict("fsdp_state_bytes_per_rank_ratio", 0.5) == "goal <= 0.6: met"
     assert verdict("steps_ratio_fsdp_vs_ddp", 0.9) == ""
     assert parse_args(["--jobs", "gpt", "--json", "x.json"]).jobs == "gpt"
+    assert parse_args([]).store == "file" and parse_args(["--store", "s3"]).store == "s3"
 
 
 def test_the_restores_phases_are_rank_0s_known_ones_and_read_as_one_line() -> None:

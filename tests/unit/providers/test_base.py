@@ -35,12 +35,13 @@ def test_a_fault_is_refused_in_one_line_naming_the_capability_and_the_provider()
 
     remote = frozenset({Capability.KILL_WORKER, Capability.CUT_CONNECTION})
     assert fault_refusal("kill_region", "sky", remote) == (
-        "kill_region needs the provider capability local_processes, which provider sky lacks"
+        "kill_region needs the provider capabilities local_processes or kill_cluster, which provider sky lacks"
     )
     assert fault_refusal("kill_node", "sky", remote) == (
         "kill_node needs the provider capabilities local_processes and nodes, which provider sky lacks"
     )
     assert fault_refusal("kill_worker", "sky", remote) is None, "killed where it runs"
+    assert fault_refusal("kill_region", "sky", remote | {Capability.KILL_CLUSTER}) is None, "an allocation cancelled"
     assert fault_refusal("kill_worker", "none", frozenset()) == (
         "kill_worker needs the provider capabilities local_processes or kill_worker, which provider none lacks"
     )
@@ -53,6 +54,7 @@ def test_each_capability_with_methods_has_a_protocol_that_declares_them() -> Non
 
     protocols = {
         base.Capability.KILL_WORKER: base.KillsWorker,
+        base.Capability.KILL_CLUSTER: base.KillsCluster,
         base.Capability.CUT_CONNECTION: base.CutsConnection,
         base.Capability.TOKEN_KEY: base.UsesTokenKey,
         base.Capability.KEEPS_RUNTIME: base.KeepsRuntime,

@@ -143,3 +143,32 @@ def test_a_kill_worker_lands_before_its_mark_so_its_victim_never_trains_on(tmp_p
     fired = inj.drill(inj.faults.pop(), ClusterHandle("c", "local-a", "remote", ""), None, 1, 5, victim=(1, 4242))
     assert marks_at_kill == [0] and control.fired_count(fired.index) == 1
     assert fired.detail["killed"] == 1 and fired.detail["region"] == "local-a"
+
+
+def test_a_kill_region_off_this_machine_is_the_providers_and_lands_before_its_mark(tmp_path: Path) -> None:
+    from orchestrator.wire.sections import FaultSpec
+
+    # A runtime held at "during: checkpoint_upload" goes on at the mark: an allocation that
+    # is cancelled after it could still commit the upload the fault was to cut.
+    control = ControlChannel(f"file://{tmp_path}/control")
+    marks_at_kill: list[int] = []
+    answers: list[str | None] = [None, "scancel of c failed: exit 1: denied"]
+    events: list[Event] = []
+
+    class Slurm:
+        name = "skypilot"
+        capabilities = frozenset({Capability.KILL_CLUSTER})
+
+        def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+            marks_at_kill.append(control.fired_count(len(marks_at_kill)))
+            return answers[len(marks_at_kill) - 1]
+
+    provider: Any = Slurm()
+    inj = FaultInjector([], control, provider, lambda: [], "r", on_event=events.append)
+    cluster = ClusterHandle("c", "slurm-a", "skypilot", "")
+    fired = inj.drill(FaultSpec.from_plain({"kind": "kill_region"}, "fault"), cluster, None, 1, 5)
+    assert marks_at_kill == [0] and control.fired_count(fired.index) == 1
+    assert fired.detail["cancelled"] is True and inj.state.killed["c"] == fired.at
+    refused = inj.drill(FaultSpec.from_plain({"kind": "kill_region"}, "fault"), cluster, None, 1, 6)
+    assert refused.detail["refused"] == answers[1] and "cancelled" not in refused.detail
+    assert [e.reason for e in events if isinstance(e, FaultRefused)] == [answers[1]]

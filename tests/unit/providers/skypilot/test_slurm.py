@@ -35,3 +35,34 @@ def test_a_sweep_that_keeps_the_runtime_removes_only_our_node_folder(monkeypatch
     sweep(info, lambda _line: None, runtime=False)
     sweep(info, lambda _line: None)
     assert ran == ["rm -rf /tmp/osky-1", "rm -rf /tmp/osky-1 ~/.sky_clusters/r-a-12ab /tmp/r-a-12ab"]
+
+
+def test_a_lost_allocation_is_killed_then_cancelled_and_said_gone_only_once_squeue_lists_it_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+
+    import providers.skypilot.slurm as slurm
+
+    ran: list[str] = []
+    codes = iter([0, 3, 1])
+
+    def run(argv: list[str], **_k: object) -> subprocess.CompletedProcess[str]:
+        ran.append(argv[-1])
+        return subprocess.CompletedProcess(argv, next(codes), "", "scancel: error: denied\n")
+
+    monkeypatch.setattr(slurm.subprocess, "run", run)
+    info = {"infra": "slurm/login1", "name_on_cloud": "r-a-12ab"}
+    assert slurm.cancel_allocation(info, wait_s=2) is None
+    script = ran[0]
+    # SIGKILL to every step and the batch script first: no TERM and grace to finish an upload.
+    assert script.index("scancel --signal=KILL --full") < script.index("; scancel -u")
+    assert "--name=r-a-12ab" in script and "seq 4" in script and "squeue -h" in script
+    assert (
+        slurm.cancel_allocation(info, wait_s=2) == "the allocation r-a-12ab was still listed by squeue 2s after scancel"
+    )
+    assert slurm.cancel_allocation(info) == "scancel of r-a-12ab failed: exit 1: scancel: error: denied"
+    assert slurm.cancel_allocation({"infra": "aws/us-east-1", "name_on_cloud": "c"}) == (
+        "only a Slurm allocation can be cancelled from here (scancel)"
+    )
+    assert len(ran) == 3
