@@ -28,7 +28,10 @@ decision: our ``failure_detected``, their ``RECOVERING`` event), cluster up (to 
 ``provisioned``, their ``RUNNING`` after it), RTO (to the first training step after
 the restore), lost steps (trained before the scancel, not in the restored checkpoint),
 exact weights (ours against our uninterrupted run on the local provider; theirs against
-their script's uninterrupted run) and wall time (launch to done).
+their script's uninterrupted run) and wall time (launch to done). After detection, each
+phase's own seconds, side by side (``AFTER``): the launch, the start (ours: the runtime
+and Ray Train's worker group; theirs: their process and its restore), our restore, and
+the first step.
 
 **The network probe.** SkyPilot's jobs controller checks that the machine is online
 before every status poll by sending HEAD requests to two public addresses
@@ -88,6 +91,17 @@ RUN_TIMEOUT_S = 1200.0
 SYSTEMS = ("ours", "ours_standby", "ours_back", "skypilot")
 # The phases each system's row has, in the table's order.
 PHASES = ("detect", "cluster_up", "rto", "wall")
+# After detection, each phase's own seconds (``after_<phase>`` in a row), where the two
+# systems spend the time between noticing the loss and training again:
+# - launch: ours the decision to ``provisioned`` (a Slurm allocation, SkyPilot's node
+#   runtime, Ray); theirs RECOVERING to RUNNING;
+# - start: ours ``provisioned`` to the runtime's ``workers_ready`` (the runtime, Ray
+#   Train's worker group, the model built); theirs RUNNING to their script's restored
+#   line (its process, torch imported, its checkpoint loaded: their restore is in here);
+# - restore: ours ``workers_ready`` to ``train_started`` (the checkpoint chosen, read,
+#   verified, loaded); theirs none apart;
+# - first_step: ``train_started`` (theirs: restored) to the first step trained.
+AFTER = ("launch", "start", "restore", "first_step")
 
 # Their job: one plain PyTorch process, the digits MLP of conf/job/digits.yaml (same
 # data, split, model, optimizer, batch size, learning rate), a checkpoint every
@@ -225,7 +239,22 @@ def skypilot_trial(
         "restored_step": restored[0],
         "lost_steps": max(0, max(before, default=0) - restored[0]),
         "wall": done_at - launched_at,
+        **after_phases([recovering, running, restored[1], None, first]),
     }
+
+
+def after_phases(marks: list[float | None]) -> dict[str, float | None]:
+    """``after_<phase>`` of AFTER from the times each phase ends, the first one the
+    detection's: [detected, launched, started, restored, first step]. A phase whose end
+    or start is not known is None; a system with no such phase apart (theirs has no
+    restore apart from its start) passes None for it and the next phase runs from the
+    last known mark."""
+    out: dict[str, float | None] = {}
+    last = marks[0]
+    for phase, end in zip(AFTER, marks[1:], strict=True):
+        out[f"after_{phase}"] = None if end is None or last is None else round(end - last, 3)
+        last = end if end is not None else last
+    return out
 
 
 def ours_trial(
@@ -244,6 +273,16 @@ def ours_trial(
 
     provisioned = next((float(e["ts"]) for e in journal if up(e)), None)
     first = incident.get("first_step_at")
+
+    def after(kind: str, since: float | None) -> float | None:
+        """When the runtime's first ``kind`` after ``since`` was written (its own time)."""
+        if since is None:
+            return None
+        times = (float(e.get("time", e["ts"])) for e in journal if e.get("type") == f"runtime.{kind}")
+        return next((t for t in times if t >= since), None)
+
+    ready = after("workers_ready", provisioned)
+    started = after("train_started", ready)
     return {
         "detect": detected - cancelled_at,
         "cluster_up": None if provisioned is None else provisioned - cancelled_at,
@@ -251,6 +290,7 @@ def ours_trial(
         "restored_step": incident.get("restored_step"),
         "lost_steps": incident.get("lost_steps"),
         "wall": done_at - launched_at,
+        **after_phases([detected, provisioned, ready, started, None if first is None else float(first)]),
     }
 
 
@@ -267,7 +307,7 @@ def figures(trials: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for system, rows in trials.items():
         out[f"trials_{system}"] = len(rows)
-        for phase in PHASES:
+        for phase in PHASES + tuple(f"after_{p}" for p in AFTER):
             out[f"{phase}_{system}_s"] = _median([r.get(phase) for r in rows])
         out[f"lost_steps_{system}"] = _median([r.get("lost_steps") for r in rows])
         out[f"exact_weights_{system}"] = sum(1 for r in rows if r.get("exact") is True)
@@ -296,6 +336,10 @@ def table(fig: dict[str, Any], systems: tuple[str, ...]) -> str:
     lines = [f"{'(median, s from scancel)':<26}" + "".join(f"{s:>14}" for s in systems)]
     for phase in PHASES:
         lines.append(f"{names[phase]:<26}" + "".join(f"{cell(fig.get(f'{phase}_{s}_s')):>14}" for s in systems))
+    lines.append(f"{'after detection:':<26}")
+    for phase in AFTER:
+        row = "".join(f"{cell(fig.get(f'after_{phase}_{s}_s')):>14}" for s in systems)
+        lines.append(f"{'  ' + phase.replace('_', ' '):<26}" + row)
     lines.append(f"{'lost steps':<26}" + "".join(f"{cell(fig.get(f'lost_steps_{s}'), ''):>14}" for s in systems))
     lines.append(
         f"{'exact weights':<26}"

@@ -153,11 +153,16 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     assert not any(e.get("error") for e in run.events("runtime_swept"))
     assert not list(sky_homes.glob(f"{run_id}-*")), "a kept runtime outlived the run"
     # What benchmarks/vs_skypilot_jobs.py (pytest -m bench) reads of our side's trial is here.
-    from benchmarks.vs_skypilot_jobs import ours_trial
+    from benchmarks.vs_skypilot_jobs import AFTER, ours_trial
 
     at = float(cancelled["a"]["at"])  # type: ignore[index]
     ours = ours_trial(run.journal(), incident, at, at, at)
     assert 0 <= ours["detect"] < ours["cluster_up"] < ours["rto"], ours  # type: ignore[operator]
+    # Where the time after the detection went, each phase from the journal (the runtime's
+    # own events for its start and restore).
+    phases = [ours[f"after_{p}"] for p in AFTER]
+    assert all(p is not None and p >= 0 for p in phases), ours
+    assert sum(phases) == pytest.approx(ours["rto"] - ours["detect"], abs=0.5), ours  # type: ignore[operator]
     assert ours["restored_step"] == incident["restored_step"] and ours["lost_steps"] is not None, ours
     # The same weights as the local provider's uninterrupted run of the same project.
     assert run.result["weights_sha256"] == example_baseline.result["weights_sha256"]

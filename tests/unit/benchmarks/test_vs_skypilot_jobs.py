@@ -58,6 +58,11 @@ def test_their_trial_phases_from_job_events_and_progress() -> None:
         "restored_step": 150,
         "lost_steps": 20,
         "wall": pytest.approx(305.0),
+        # After detection: RECOVERING to RUNNING, to the restored line, to the first step.
+        "after_launch": pytest.approx(38.0),
+        "after_start": pytest.approx(5.0),
+        "after_restore": None,
+        "after_first_step": pytest.approx(3.5),
     }
 
 
@@ -71,9 +76,13 @@ def test_their_trial_without_a_recovery_or_a_restart_says_so() -> None:
 def test_our_trial_phases_from_the_journal_and_the_incident() -> None:
     journal: list[dict[str, Any]] = [
         {"type": "provisioned", "ts": CANCEL - 120, "purpose": "attempt"},  # the first attempt's
+        {"type": "runtime.workers_ready", "ts": CANCEL - 90, "time": CANCEL - 91},  # its own
         {"type": "failure_detected", "ts": CANCEL + 2.0},
         {"type": "provisioned", "ts": CANCEL + 20.0, "purpose": "standby"},
         {"type": "provisioned", "ts": CANCEL + 30.0, "purpose": "attempt"},
+        # The runtime's own time, not when the controller journaled it.
+        {"type": "runtime.workers_ready", "ts": CANCEL + 39.0, "time": CANCEL + 38.0},
+        {"type": "runtime.train_started", "ts": CANCEL + 43.0, "time": CANCEL + 42.5},
     ]
     incident = {"detected_at": CANCEL + 2.0, "first_step_at": CANCEL + 44.0, "restored_step": 150, "lost_steps": 7}
     row = bench.ours_trial(journal, incident, CANCEL, CANCEL - 200, CANCEL + 100)
@@ -84,6 +93,10 @@ def test_our_trial_phases_from_the_journal_and_the_incident() -> None:
         "restored_step": 150,
         "lost_steps": 7,
         "wall": pytest.approx(300.0),
+        "after_launch": pytest.approx(28.0),
+        "after_start": pytest.approx(8.0),
+        "after_restore": pytest.approx(4.5),
+        "after_first_step": pytest.approx(1.5),
     }
     assert bench.ours_trial([], {"detected_at": CANCEL + 1}, CANCEL, 0.0, 1.0)["rto"] is None
 
@@ -139,6 +152,7 @@ def test_figures_are_medians_with_the_ratio_and_flat_json(tmp_path: Path) -> Non
     write_json(str(path), fig)  # refuses anything not flat
     assert json.loads(path.read_text())["rto_ratio_vs_skypilot"] == fig["rto_ratio_vs_skypilot"]
     printed = bench.table(fig, ("ours", "skypilot"))
+    assert "after detection:" in printed and "  first step" in printed
     assert "42.0s" in printed and "65.0s" in printed and "3/3" in printed and "goal <= 0.5" in printed
 
 
