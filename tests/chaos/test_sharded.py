@@ -1,8 +1,10 @@
 """job=gpt under trainer.strategy=fsdp at two workers: its checkpoints are sharded (one
-file of shards per rank, one signed manifest), and a lost region whose newest
-checkpoint then has one rank's shard corrupted ends with exactly the weights of its
-uninterrupted run: the corrupted step skipped by a reason naming the file, the one
-before it restored with each rank reading its own file of shards alone. So does a run
+file of shards per rank, one signed manifest). A lost node whose replacement finds its
+shards of the newest checkpoint corrupted (the group passes over it together), then a
+lost region whose newest checkpoint then has one rank's shard corrupted, end with
+exactly the weights of its uninterrupted run: the corrupted step skipped by a reason
+naming the file, the one before it restored with each rank reading its own file of
+shards alone. So does a run
 whose rank is killed half way through its first sharded upload (nothing committed for
 that step), whose worker is killed later and which is preempted: each lost worker is
 replaced alone, the survivor keeping its process and loading its own shards from its
@@ -47,7 +49,9 @@ def _files(url: str) -> set[str]:
     return {f["name"] for f in json.loads((Path(url.removeprefix("file://")) / "MANIFEST.json").read_text())["files"]}
 
 
-def test_a_lost_region_and_a_corrupt_shard_end_with_the_uninterrupted_weights(orch_home, fsdp_baseline) -> None:
+def test_a_lost_node_a_lost_region_and_corrupt_shards_end_with_the_uninterrupted_weights(
+    orch_home, fsdp_baseline
+) -> None:
     base = fsdp_baseline.result
     assert base["status"] == "SUCCEEDED" and base["final_step"] == STEPS
     assert {"shard-r0.pt", "shard-r1.pt", "shards.json"} <= _files(base["final_checkpoint"])
@@ -56,16 +60,39 @@ def test_a_lost_region_and_a_corrupt_shard_end_with_the_uninterrupted_weights(or
     run, r = _ended(
         orch_home,
         "fsdp-faults",
-        "chaos.faults=[{kind:kill_region,at_step:35},{kind:corrupt_checkpoint,during:restore}]",
+        # A region of two nodes, a worker on each: rank 1's node is lost, and as the group
+        # forms again around the survivor, rank 1's shards of the newest checkpoint are
+        # corrupted in every store; later the region is lost, and the newest checkpoint is
+        # corrupted again as the next region restores it.
+        "cloud.regions.local-a.nodes=2",
+        "cloud.regions.local-a.num_cpus=1",
+        "chaos.faults=[{kind:kill_node,at_step:15},{kind:corrupt_checkpoint,during:restore,region:local-a},"
+        "{kind:kill_region,at_step:35},{kind:corrupt_checkpoint,during:restore,region:local-b}]",
         "recovery.region_cooldown_s=0",
     )
     assert r["weights_sha256"] == base["weights_sha256"]
-    (corrupt,) = fired(run, "corrupt_checkpoint")
-    (step,) = set(corrupt["corrupted"].values())
-    skipped = [e for e in run.events("checkpoint_skipped") if e["step"] == step]
-    assert skipped and all("shard-r1.pt" in e["reason"] for e in skipped), skipped
-    restored = [e for e in run.events("restore_shards") if e["step"] < step]
-    assert sorted((e["rank"], tuple(e["read"])) for e in restored) == [(0, ("shard-r0.pt",)), (1, ("shard-r1.pt",))]
+    assert [(i["kind"], i["restored_step"]) for i in r["incidents"]] == [("node_lost", 0), ("cluster_lost", 20)], r[
+        "incidents"
+    ]
+    started = run.events("train_started")
+    assert started[0]["worker_nodes"] == [0, 1], "rank 1 runs on node 1, the node lost"
+    assert {e["world_size"] for e in started} == {2}
+    corrupted = [set(e["corrupted"].values()) for e in fired(run, "corrupt_checkpoint")]
+    assert corrupted == [{10}, {30}], corrupted
+    skipped = {e["step"]: e["reason"] for e in run.events("checkpoint_skipped") if e["step"] in (10, 30)}
+    # The replacement streamed rank 1's file of step 10 from the store and found it bad:
+    # the group passed over step 10 together, before any rank loaded, and began again.
+    assert skipped[10].startswith("failed verification while restoring (rank 1)") and "shard-r1.pt" in skipped[10]
+    (peer,) = run.events("peer_restore")
+    assert peer["step"] is None and peer["joining"] == [1], peer
+    # In the next region the corrupted step 30 was skipped by a reason naming the file, and
+    # step 20 restored with each rank reading its own file of shards alone.
+    assert "shard-r1.pt" in skipped[30], skipped
+    restored = [e for e in run.events("restore_shards") if e["generation"] == 2 and e["step"] < 30]
+    assert sorted((e["step"], e["rank"], tuple(e["read"])) for e in restored) == [
+        (20, 0, ("shard-r0.pt",)),
+        (20, 1, ("shard-r1.pt",)),
+    ], restored
     nothing_left(before, orch_home)
 
 

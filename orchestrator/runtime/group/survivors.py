@@ -18,7 +18,7 @@ the settling of its uploads, and a ``Restorable`` (the files each rank loads, th
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from orchestrator.runtime.group.peer_state import HeldSnapshots, exchange
@@ -45,8 +45,15 @@ class Restorable(Protocol):
         """The files of ``m`` the load streams from the store itself when not handed them."""
         ...
 
-    def load_files(self, source: CheckpointStore, m: Manifest, files: dict[str, bytes]) -> int:
-        """Load checkpoint ``m`` from ``files`` (any other file read from ``source``); its step."""
+    def read_streamed(self, source: CheckpointStore, m: Manifest, files: dict[str, bytes]) -> Any:
+        """What the load streams from ``source`` itself (``streamed_files`` not in ``files``),
+        read and verified now, before any rank loads: None where there is nothing such.
+        Raises as a store read does (ManifestError, StoreError)."""
+        ...
+
+    def load_files(self, source: CheckpointStore, m: Manifest, files: dict[str, bytes], streamed: Any = None) -> int:
+        """Load checkpoint ``m`` from ``files`` and ``streamed`` (``read_streamed``'s; any
+        other file read from ``source``); its step."""
         ...
 
     def start_from_seed(self) -> None:
@@ -119,9 +126,10 @@ class GroupRecovery:
         return len(members.pids)
 
     # --- the restore from peers ----------------------------------------------------------
-    def newest_committed(self) -> tuple[int, str] | None:
+    def newest_committed(self, passed_over: Collection[tuple[int, int]] = ()) -> tuple[int, str] | None:
         """Rank 0: the newest checkpoint committed on the lineage, by its signed manifest
-        alone (its files are checked as they are loaded, wherever they come from)."""
+        alone (its files are checked as they are loaded, wherever they come from), but
+        those ``passed_over`` (store index, step): a rank found one of their files bad."""
         lineage, usable = self.rule()
         best: tuple[int, Manifest] | None = None
         for i, store in enumerate(self.stores):
@@ -134,6 +142,8 @@ class GroupRecovery:
             for step in steps:
                 if best is not None and step <= best[1].step:
                     break
+                if (i, step) in passed_over:
+                    continue
                 m, verdict = store.trusted_manifest(self.spec.run_id, step)
                 if m is not None and verdict.ok and lineage.allows(m.attempt, m.step):
                     best = (i, m)
@@ -144,18 +154,38 @@ class GroupRecovery:
 
     def peer_restore(self, world: int, loop: Restorable) -> int:
         """(All ``world`` ranks of a group formed around survivors.) The newest committed
-        checkpoint, each file from this rank's memory, a peer's, or the store; the step restored."""
+        checkpoint, each file from this rank's memory, a peer's, or the store; the step
+        restored. A file of it that no rank holds and that fails its check in the store
+        (or cannot be read there) on any rank makes the whole group pass over that
+        checkpoint together, before any rank loads, the skip journaled with the rank and
+        its reason, and take the next."""
         import torch.distributed as dist
 
-        choice: list[Any] = [self.newest_committed() if self.rank == 0 else None]
-        dist.broadcast_object_list(choice, src=0)
-        if choice[0] is None:
-            # Nothing committed yet: every rank starts again from the seed, as a new one does.
-            loop.start_from_seed()
-            self._journal_peer_restore(world, None, 0, 0, 0, {})
-            return 0
-        index, text = choice[0]
-        source, m = self.stores[index], Manifest.from_json(text)
+        passed_over: set[tuple[int, int]] = set()
+        while True:
+            choice: list[Any] = [self.newest_committed(passed_over) if self.rank == 0 else None]
+            dist.broadcast_object_list(choice, src=0)
+            if choice[0] is None:
+                # Nothing committed yet: every rank starts again from the seed, as a new one does.
+                loop.start_from_seed()
+                self._journal_peer_restore(world, None, 0, 0, 0, {})
+                return 0
+            index, text = choice[0]
+            m = Manifest.from_json(text)
+            restored = self._restore_from(world, loop, index, m)
+            if restored is not None:
+                return restored
+            passed_over.add((index, m.step))
+
+    def _restore_from(self, world: int, loop: Restorable, index: int, m: Manifest) -> int | None:
+        """Checkpoint ``m`` of store ``index`` restored on every rank; None (and nothing
+        loaded) where a rank found one of its files bad in the store."""
+        import torch.distributed as dist
+
+        from recovery.manifest import ManifestError
+        from recovery.store import StoreError
+
+        source = self.stores[index]
         if self.rank == 0:
             loop.before_restore(m.step)
         use_peers = self.spec.peer_restore != "off"
@@ -189,11 +219,28 @@ class GroupRecovery:
         streamed = loop.streamed_files(m)
         from_store = sum(sizes[name] for name in fell_back if name in streamed)
         fetch = [name for name in fell_back if name not in streamed]
-        if fetch:
-            read = source.read_many(m, fetch)
-            from_store += sum(len(v) for v in read.values())
-            files |= read
-        restored = loop.load_files(source, m, files)
+        failure: str | None = None
+        read_ahead: Any = None
+        try:
+            if fetch:
+                read = source.read_many(m, fetch)
+                from_store += sum(len(v) for v in read.values())
+                files |= read
+            read_ahead = loop.read_streamed(source, m, files)
+        except ManifestError as exc:
+            failure = f"failed verification while restoring (rank {self.rank}): {_first_line(exc)}"
+        except StoreError as exc:  # unreadable there now: the next checkpoint may be elsewhere
+            failure = f"could not be read while restoring (rank {self.rank}): {_first_line(exc)}"
+        verdicts: list[Any] = [None] * world
+        dist.all_gather_object(verdicts, failure)
+        bad = next((why for why in verdicts if why), None)
+        if bad is not None:
+            if read_ahead is not None:
+                read_ahead.close()
+            if self.rank == 0:
+                self.control.event(self.gen, "checkpoint_skipped", step=m.step, reason=bad, region=source.region)
+            return None
+        restored = loop.load_files(source, m, files, read_ahead)
         self._journal_peer_restore(world, m.step, from_peer, from_memory, from_store, fell_back)
         return restored
 
@@ -230,3 +277,7 @@ class GroupRecovery:
                 for name, why in e[3]
             ][:64],
         )
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]

@@ -490,6 +490,17 @@ class _Loop(WorkerAttempt):
         saved_world, _ = saved_worlds(m.extra, self.workers)
         return names + [INDEX_NAME, REST_NAME] + ([shard_file(rank)] if saved_world == self.world else [])
 
+    def read_streamed(self, source: Any, m: Any, files: dict[str, bytes]) -> ShardFiles | None:
+        """A sharded checkpoint's rank files this rank loads and was not handed (a
+        replacement's own), streamed from ``source`` and verified now; the others (a
+        survivor's own, in ``files``) taken from there. None for an unsharded one."""
+        if not self._sharded(m):
+            return None
+        index = (
+            files[INDEX_NAME] if INDEX_NAME in files else self.restore_clock.read(lambda: source.read(m, INDEX_NAME))
+        )
+        return self._read_shards(source, m, index, held=files)
+
     def streamed_files(self, m: Any) -> set[str]:
         """What ``load_files`` streams from the store itself when it is not handed the
         bytes: a sharded checkpoint's rank files (to the node's disk, never whole in memory)."""
@@ -518,7 +529,7 @@ class _Loop(WorkerAttempt):
 
         if sharded:
             if shards is None:
-                shards = self._read_shards(source, m, read(INDEX_NAME), held=files)
+                shards = self._read_shards(source, m, read(INDEX_NAME))
             try:
                 self._load_sharded(m, read, loads, shards.loaded)
             finally:

@@ -152,3 +152,15 @@ def test_rank_0_takes_the_newest_commit_on_the_lineage_from_the_stores_it_can_us
 def test_no_commit_anywhere_is_none() -> None:
     store = Store("a", {})
     assert recovery(Member([], {}), Control(), [store], lambda: (Lineage(), [store])).newest_committed() is None
+
+
+def test_a_checkpoint_a_rank_found_bad_is_passed_over_for_the_next_without_a_second_journal_line() -> None:
+    control = Control()
+    a = Store("a", {40: manifest(40), 30: manifest(30)})
+    c = Store("c", {35: manifest(35)})
+    g = recovery(Member([], {}), control, [a, c], lambda: (Lineage(), [a, c]))
+    assert g.newest_committed() == (0, "m40")
+    assert g.newest_committed({(0, 40)}) == (1, "m35")
+    assert g.newest_committed({(0, 40), (1, 35)}) == (0, "m30")
+    assert g.newest_committed({(0, 40), (1, 35), (0, 30)}) is None
+    assert [k for k, _ in control.events] == [], "the rank that found it bad journals it, not the choice"
