@@ -74,6 +74,15 @@ FAULT_CHECKS = {
 }
 
 
+def _hook(table: dict[str, str], provider: str) -> Callable[..., Any] | None:
+    """A provider's check named ``module:function`` in ``table``, imported when asked for."""
+    target = table.get(provider)
+    if target is None:
+        return None
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
 def check_config(cfg: Any) -> None:
     """Every check of the run's config that depends on its provider (ConfigError naming
     the key): its own checks of ``cloud.regions``, then ``chaos.faults`` against what it
@@ -84,11 +93,9 @@ def check_config(cfg: Any) -> None:
 
 def check_regions(cfg: Any) -> None:
     """The run's provider's own checks of ``cloud.regions`` (ConfigError naming the key)."""
-    target = REGION_CHECKS.get(cfg.cloud.provider)
-    if target is None:
+    check = _hook(REGION_CHECKS, cfg.cloud.provider)
+    if check is None:
         return
-    module, func = target.split(":")
-    check = getattr(importlib.import_module(module), func)
     candidates = cfg.candidate_regions()
     for name, region in cfg.cloud.regions.items():
         check(name, region, cfg.trainer if name in candidates else None)
@@ -108,11 +115,9 @@ def check_faults(cfg: Any) -> None:
             able = [other for other in CLASSES if fault_refusal(str(fault.kind), other, capabilities_of(other)) is None]
             fix = f"use a cloud whose provider has it ({', '.join(able)})" if able else "no provider has it"
             raise ConfigError(f"chaos.faults[{i}].kind", f"{problem}: drop the fault, or {fix}")
-    target = FAULT_CHECKS.get(name)
-    if target is None:
+    check = _hook(FAULT_CHECKS, name)
+    if check is None:
         return
-    module, func = target.split(":")
-    check = getattr(importlib.import_module(module), func)
     for i, fault in enumerate(cfg.chaos.faults):
         problem = check(fault, cfg)
         if problem is not None:
