@@ -4,8 +4,8 @@ suite launches in and the config its plan is made from. What it checks is
 providers/base.py's contract: a cluster launched in a region is UP and found again from the
 provider's records, the runtime started on it reaches its Ray and its exit status is the
 runtime's, the worker nodes as ``nodes()`` reports them, the precheck and the plan, each
-capability declared doing what it says (and its methods there), and a teardown that may be
-repeated.
+capability declared doing what it says (and its methods there: a cluster killed where
+it runs is no longer UP), and a teardown that may be repeated.
 
 One cluster per class (a class-scoped fixture): every test but the last shares it, and the
 last tears it down (pytest runs a base class's tests first, in their order: a subclass's own
@@ -255,6 +255,16 @@ class ProviderConformance:
     # --- last: the class's cluster goes --------------------------------------------------------
     def test_zz_teardown_leaves_the_cluster_gone_and_may_be_repeated(self, launched: Launched) -> None:
         provider, cluster = launched.provider, launched.cluster
+        if Capability.KILL_CLUSTER in provider.capabilities:
+            # Lost as a region is lost (chaos kill_region off this machine): gone once it
+            # answers, then torn down as a lost cluster is.
+            assert provider.kill_cluster(cluster) is None  # type: ignore[attr-defined]
+            deadline = time.monotonic() + 60
+            while provider.health(cluster).health is Health.UP and time.monotonic() < deadline:
+                time.sleep(1)
+            assert provider.health(cluster).health is not Health.UP, "killed, and still UP a minute later"
+        else:
+            assert not callable(getattr(provider, "kill_cluster", None)), "it kills clusters: declare KILL_CLUSTER"
         provider.teardown(cluster)
         assert provider.health(cluster).health is not Health.UP
         assert provider.find(cluster.name) is None
