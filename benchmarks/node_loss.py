@@ -184,8 +184,12 @@ def figures(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     cold = rows["cold failover"]["rto_s"]
     survivors = [rows[m]["survivor_restarts"] for m in EXACT if m in rows]
     cold_weights = rows["cold failover"]["weights"]
-    names = {"kill_worker": "kill_worker", "replaced": "node_replaced", "standby": "node_standby"}
-    names["elastic"] = "node_elastic"
+    names = {
+        "kill_worker": "kill_worker",
+        "replaced": "node_replaced",
+        "standby": "node_standby",
+        "elastic": "node_elastic",
+    }
     return {
         "rto_cold_s": cold,
         "rto_cold_failover_s": cold,

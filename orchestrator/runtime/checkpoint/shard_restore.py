@@ -11,7 +11,7 @@ import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,17 +56,24 @@ def read_shards(
     names: Iterable[str],
     clock: RestoreClock,
     scratch: str | None = None,
+    held: Mapping[str, Any] | None = None,
 ) -> ShardFiles:
     """``names`` (rank files of ``manifest``) from ``source`` into a new folder under
     ``scratch`` (the system's temporary folder when None), each verified as it streams in
-    and loaded mapped, timed on ``clock``. A file that does not verify is a ManifestError,
-    the folder removed."""
+    and loaded mapped, timed on ``clock``; one in ``held`` (verified bytes already at hand:
+    a survivor's own) taken from there instead. A file that does not verify is a
+    ManifestError, the folder removed."""
     # The node's scratch disk when it has one here (the rank files of a 70B model want a
     # disk, not a tmpfs), else the system's temporary folder.
     where = scratch if scratch is not None and os.path.isdir(scratch) else None
     out = ShardFiles(tempfile.mkdtemp(prefix=f"orch-shards-step{manifest.step}-", dir=where))
+    held = held or {}
     try:
         for name in names:
+            if name in held:
+                with clock.timing("deserialize_s"):
+                    out.take(name, held[name])
+                continue
             dest = os.path.join(out.folder, name)
             clock.read(lambda name=name, dest=dest: source.read_to_file(manifest, name, dest))
             with clock.timing("deserialize_s"):

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
+from orchestrator.runtime.checkpoint.restore_failure import READ_ERRORS, restore_failure
 from orchestrator.runtime.group.peer_state import HeldSnapshots, exchange
 from orchestrator.runtime.group.rendezvous import GroupMember, Refused
 from orchestrator.wire.control import ControlChannel
@@ -182,9 +183,6 @@ class GroupRecovery:
         loaded) where a rank found one of its files bad in the store."""
         import torch.distributed as dist
 
-        from recovery.manifest import ManifestError
-        from recovery.store import StoreError
-
         source = self.stores[index]
         if self.rank == 0:
             loop.before_restore(m.step)
@@ -227,10 +225,8 @@ class GroupRecovery:
                 from_store += sum(len(v) for v in read.values())
                 files |= read
             read_ahead = loop.read_streamed(source, m, files)
-        except ManifestError as exc:
-            failure = f"failed verification while restoring (rank {self.rank}): {_first_line(exc)}"
-        except StoreError as exc:  # unreadable there now: the next checkpoint may be elsewhere
-            failure = f"could not be read while restoring (rank {self.rank}): {_first_line(exc)}"
+        except READ_ERRORS as exc:
+            failure = restore_failure(exc, self.rank)
         verdicts: list[Any] = [None] * world
         dist.all_gather_object(verdicts, failure)
         bad = next((why for why in verdicts if why), None)
@@ -277,7 +273,3 @@ class GroupRecovery:
                 for name, why in e[3]
             ][:64],
         )
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]

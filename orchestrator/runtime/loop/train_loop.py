@@ -564,19 +564,9 @@ class _Loop(WorkerAttempt):
         one in ``held`` (verified bytes: a survivor's own, from its memory) loaded from there."""
         index = self._index(m, index_bytes)
         needed = files_needed(index, self.world, self.rank)
-        held = held or {}
-        kept = [name for name in needed if name in held]
+        kept = [name for name in needed if name in (held or {})]
         try:
-            shards = read_shards(
-                source, m, [n for n in needed if n not in held], self.restore_clock, self.spec.scratch_dir
-            )
-            try:
-                with self.restore_clock.timing("deserialize_s"):
-                    for name in kept:
-                        shards.take(name, held[name])
-            except BaseException:
-                shards.close()
-                raise
+            shards = read_shards(source, m, needed, self.restore_clock, self.spec.scratch_dir, held)
         except ShardFileError as exc:
             raise UserCodeError(f"checkpoint step {m.step}: {exc}") from None
         # The journal says which rank files each rank read (the acceptance: only its own),

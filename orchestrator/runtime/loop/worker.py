@@ -25,6 +25,7 @@ import torch
 from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
 from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
+from orchestrator.runtime.checkpoint.restore_failure import READ_ERRORS, restore_failure
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
 from orchestrator.runtime.checkpoint.share_upload import ShareUpload
 from orchestrator.runtime.loop import rank_log
@@ -56,10 +57,6 @@ class InjectedUserError(RuntimeError):
 class Stopped(BaseException):
     """A worker stops on purpose: its last checkpoint is committed and the driver told
     (a preemption). A BaseException: a user's ``except Exception`` must not swallow it."""
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:500]
 
 
 def restored_by_rank0(name: str) -> bool:
@@ -446,9 +443,6 @@ class WorkerAttempt:
         agrees on the next, the skip journaled once with the rank and its reason. ``read``
         must make no collective call: a rank that failed is not in it. ``drop``: given what
         this rank read of a checkpoint another rank failed (a folder to remove)."""
-        from recovery.manifest import ManifestError
-        from recovery.store import StoreError
-
         while True:
             chosen = self.agree_on_restore()
             if chosen is None:
@@ -458,10 +452,8 @@ class WorkerAttempt:
             failure = None
             try:
                 got.append(read(source, m))
-            except ManifestError as exc:
-                failure = f"failed verification while restoring (rank {self.rank}): {_first_line(exc)}"
-            except StoreError as exc:  # unreadable there now: the next checkpoint may be elsewhere
-                failure = f"could not be read while restoring (rank {self.rank}): {_first_line(exc)}"
+            except READ_ERRORS as exc:
+                failure = restore_failure(exc, self.rank)
             bad = next((why for why in self.every_ranks(failure) if why), None)
             if bad is None:
                 return source, m, got[0]

@@ -78,3 +78,12 @@ def test_a_survivors_own_file_is_taken_from_its_bytes_beside_one_streamed_from_t
     with pytest.raises(ShardFileError, match=r"shard-r0\.pt does not hold a dict of tensors"):
         shards.take("shard-r0.pt", _saved([1, 2]))
     shards.close()
+    # Named with the ones to stream: a held one is taken from its bytes, the others read.
+    held = {"shard-r0.pt": _saved({"model/w": torch.ones(3, 4)})}
+    both = read_shards(store, m, ["shard-r0.pt", "shard-r1.pt"], RestoreClock(), str(tmp_path), held)
+    assert torch.equal(both.loaded[0]["model/w"], torch.ones(3, 4)) and (Path(both.folder) / "shard-r1.pt").exists()
+    assert not (Path(both.folder) / "shard-r0.pt").exists()
+    both.close()
+    bad = {"shard-r0.pt": _saved([1])}
+    with pytest.raises(ShardFileError, match=r"shard-r0\.pt"):
+        read_shards(store, m, ["shard-r1.pt", "shard-r0.pt"], RestoreClock(), str(tmp_path), bad)
