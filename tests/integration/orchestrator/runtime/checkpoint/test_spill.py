@@ -1,7 +1,7 @@
 """A sharded checkpoint larger than the memory its process may use commits and restores,
 exact: each rank's shards spilled to disk as they serialise (checkpoint/spill.py) and
 read back streamed and mapped (shard_restore.py), in a cgroup whose limit is the
-process's own needs (its imports and one rank's state) plus half a shard. The way the
+process's own needs (its imports and one rank's state) plus three quarters of a shard. The way the
 loop serialised before (``torch.save`` into memory) is killed under the same limit:
 the bound is tight enough to tell the two apart."""
 
@@ -18,7 +18,7 @@ from tests.support.runs import skip_unless_strict
 
 REPO = Path(__file__).resolve().parents[5]
 SHARD_MIB = 256
-RANKS = 4  # 1 GiB of checkpoint, about twice the limit
+RANKS = 5  # 1.25 GiB of checkpoint, about twice the limit
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,10 @@ def test_a_checkpoint_twice_the_memory_allowed_commits_and_restores_exactly_with
 ) -> None:
     rc, base, needs = _run(tmp_path, "baseline", None)
     assert rc == 0, "the process cannot hold one rank's state at all"
-    limit = needs + SHARD_MIB * 2**20 // 2
+    # Its needs and three quarters of a shard more: room for the page cache the kernel
+    # writes back before it may drop it (cgroup v1 counts it), less than the second copy
+    # of a shard that serialising in memory holds.
+    limit = needs + SHARD_MIB * 2**20 * 3 // 4
     rc, out, _ = _run(tmp_path, "spill", limit)
     assert rc == 0, f"killed (rc {rc}) under {limit / 2**20:.0f} MiB"
     assert out["bytes"] >= 1.8 * limit, (out["bytes"], limit)
