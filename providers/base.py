@@ -42,6 +42,9 @@ class Capability(StrEnum):
     # kill_cluster(): every process of a cluster killed where it runs, its machines
     # given back: chaos kill_region where the cluster is not on this machine (KillsCluster).
     KILL_CLUSTER = "kill_cluster"
+    # freeze_cluster() / thaw_cluster(): every process of a cluster stopped where it runs,
+    # then continued: chaos hang_region and partition_region off this machine (FreezesCluster).
+    FREEZE_CLUSTER = "freeze_cluster"
     # cut_connection(): the controller's connections to the runtime cut, the runtime
     # untouched (CutsConnection).
     CUT_CONNECTION = "cut_connection"
@@ -60,6 +63,7 @@ class Capability(StrEnum):
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.KILL_WORKER: ("kill_worker",),
     Capability.KILL_CLUSTER: ("kill_cluster",),
+    Capability.FREEZE_CLUSTER: ("freeze_cluster", "thaw_cluster"),
     Capability.CUT_CONNECTION: ("cut_connection",),
     Capability.TOKEN_KEY: ("use_token_key",),
     Capability.KEEPS_RUNTIME: ("in_use", "sweep_runtime"),
@@ -73,9 +77,9 @@ FAULT_NEEDS: dict[FaultKind, tuple[frozenset[Capability], ...]] = {
     # Signals to the cluster's processes, or the runtime's, on this machine.
     FaultKind.kill_region: (_LOCAL, frozenset({Capability.KILL_CLUSTER})),
     FaultKind.kill_head: (_LOCAL,),
-    FaultKind.hang_region: (_LOCAL,),
+    FaultKind.hang_region: (_LOCAL, frozenset({Capability.FREEZE_CLUSTER})),
     FaultKind.partition: (_LOCAL,),
-    FaultKind.partition_region: (_LOCAL,),
+    FaultKind.partition_region: (_LOCAL, frozenset({Capability.FREEZE_CLUSTER})),
     FaultKind.preempt: (_LOCAL,),
     FaultKind.torn_checkpoint: (_LOCAL,),  # the region killed once an upload is caught half way
     FaultKind.disk_full: (_LOCAL,),  # a tmpfs mounted here, over the cluster's scratch folder
@@ -283,6 +287,19 @@ class KillsCluster(Protocol):
     def kill_cluster(self, cluster: ClusterHandle) -> str | None:
         """Every process of the cluster killed where it runs, and its machines given back;
         None once it is gone, else why not (one line). Never raises."""
+
+
+class FreezesCluster(Protocol):
+    """Capability.FREEZE_CLUSTER: chaos hang_region and partition_region for a provider whose
+    clusters run on other machines (SkyPilot on Slurm: SIGSTOP, then SIGCONT, to every
+    process of the allocation)."""
+
+    def freeze_cluster(self, cluster: ClusterHandle) -> str | None:
+        """Every process of the cluster stopped where it runs, its sockets left open; None
+        once stopped, else why not (one line). Never raises."""
+
+    def thaw_cluster(self, cluster: ClusterHandle) -> str | None:
+        """Every process of a frozen cluster continued; None once continued, else why not."""
 
 
 class CutsConnection(Protocol):

@@ -8,7 +8,7 @@ import signal
 import time
 
 from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal
-from orchestrator.runstate.events import FaultEnded, FaultFailed
+from orchestrator.runstate.events import FaultEnded, FaultFailed, FaultRefused
 from orchestrator.wire.faults import FaultKind
 from providers.base import Capability, ClusterHandle, lacks
 
@@ -23,19 +23,38 @@ def _partition(state: FaultState, f: Firing) -> None:
     # store while the workers train on and try to commit (a zombie that fencing
     # must stop). partition_region: the whole cluster frozen, then resumed.
     cluster = f.on
-    if f.kind == "partition":
-        pids = [f.runtime_pid] if f.runtime_pid else []
+    off_machine = f.kind == "partition_region" and Capability.LOCAL_PROCESSES not in state.provider.capabilities
+    pids: list[int] = []
+    if off_machine:
+        # Off this machine (SkyPilot on Slurm): frozen where it runs, by its provider.
+        problem = state.provider.freeze_cluster(cluster)  # type: ignore[attr-defined]
+        if problem is not None:
+            state.say(FaultRefused(f.index, problem, kind=f.kind))
+            f.detail["refused"] = problem
+            return
+        f.detail["frozen"] = True
     else:
-        pids = state.provider.processes(cluster)
-    f.detail["stopped"] = len(send_signal(pids, signal.SIGSTOP))
+        if f.kind == "partition":
+            pids = [f.runtime_pid] if f.runtime_pid else []
+        else:
+            pids = state.provider.processes(cluster)
+        f.detail["stopped"] = len(send_signal(pids, signal.SIGSTOP))
     f.at = time.time()
     duration = f.fault.duration_s or (PARTITION_S if f.kind == "partition" else PARTITION_REGION_S)
     state.unreachable[cluster.name] = f.at + duration + ZOMBIE_WINDOW_S
-    state.later(duration, _resume, state, f.index, f.kind, pids, cluster)
+    state.later(duration, _resume, state, f.index, f.kind, pids, cluster, off_machine)
     f.detail["duration_s"] = duration
 
 
-def _resume(state: FaultState, index: int, kind: str, pids: list[int], cluster: ClusterHandle) -> None:
+def _resume(
+    state: FaultState, index: int, kind: str, pids: list[int], cluster: ClusterHandle, off_machine: bool = False
+) -> None:
+    if off_machine:
+        problem = state.provider.thaw_cluster(cluster)  # type: ignore[attr-defined]
+        state.say(FaultEnded(index, kind, region=cluster.region, resumed=None if problem else 1))
+        if problem is not None:
+            state.say(FaultFailed(index, kind, problem))
+        return
     resumed = send_signal(pids, signal.SIGCONT)
     state.say(FaultEnded(index, kind, region=cluster.region, resumed=len(resumed)))
 
@@ -57,7 +76,7 @@ def _status_flap(state: FaultState, f: Firing) -> None:
 
 HANDLERS: dict[FaultKind, Handler] = {
     FaultKind.partition: Handler(_partition),
-    FaultKind.partition_region: Handler(_partition),
+    FaultKind.partition_region: Handler(_partition, before_mark_off_machine=True),
     FaultKind.ssh_drop: Handler(_ssh_drop),
     FaultKind.status_flap: Handler(_status_flap),
 }

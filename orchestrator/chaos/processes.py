@@ -132,7 +132,16 @@ def _kill_head(state: FaultState, f: Firing) -> None:
 
 def _hang_region(state: FaultState, f: Firing) -> None:
     # Every process stopped, sockets still open: only the heartbeat lease can tell.
-    f.detail["stopped"] = len(send_signal(state.provider.processes(f.on), signal.SIGSTOP))
+    if Capability.LOCAL_PROCESSES not in state.provider.capabilities:
+        # Off this machine (SkyPilot on Slurm): frozen where it runs, by its provider.
+        problem = state.provider.freeze_cluster(f.on)  # type: ignore[attr-defined]
+        if problem is not None:
+            state.say(FaultRefused(f.index, problem, kind=f.kind))
+            f.detail["refused"] = problem
+            return
+        f.detail["frozen"] = True
+    else:
+        f.detail["stopped"] = len(send_signal(state.provider.processes(f.on), signal.SIGSTOP))
     f.at = time.time()
 
 
@@ -247,7 +256,7 @@ def _resume_node(state: FaultState, index: int, cluster: ClusterHandle, node: in
 HANDLERS: dict[FaultKind, Handler] = {
     FaultKind.kill_region: Handler(_kill_region, before_mark_off_machine=True),
     FaultKind.kill_head: Handler(_kill_head),
-    FaultKind.hang_region: Handler(_hang_region),
+    FaultKind.hang_region: Handler(_hang_region, before_mark_off_machine=True),
     FaultKind.preempt: Handler(_preempt),
     # The victim waits on the mark, and goes on once it is there: marked first, it could
     # train on into the next step before the signal lands, and the survivors with it.

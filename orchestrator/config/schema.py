@@ -393,6 +393,15 @@ class RecoveryConfig:
     # Share one warm cluster per region with every run naming this pool (held through
     # cloud.control_store, sealed with the control key); null: none.
     standby_pool: str | None = None
+    # Hedged provisioning: at the first sign of trouble (no heartbeat for hedge_after_s, a
+    # preemption notice), the cluster a failover would take is launched, its runtime up and
+    # waiting, before the loss is declared; torn down if the region answers again. At most
+    # this many such launches a run (each can cost a cluster from the sign to the verdict);
+    # 0: no hedging.
+    hedge_max_launches: int = 0
+    # A heartbeat older than this is a sign of trouble; 0: two and a half heartbeat
+    # intervals (at most half of heartbeat_timeout_s).
+    hedge_after_s: float = 0.0
     # A detached run's supervisor resumes a controller that died abnormally (a signal, an
     # uncaught exception) at most this many times; stop, cancel and the run's end are not deaths.
     controller_restarts: int = 3

@@ -364,11 +364,33 @@ def _validate_recovery(rec: RecoveryConfig) -> None:
                 "is set with recovery.standby=true; pick one (standby: a cluster of this run's own with "
                 "its runtime waiting; standby_pool: one cluster per region shared by the pool's runs)",
             )
+    _validate_hedge(rec)
     if rec.resume_errored and rec.restart_errored:
         raise ConfigError(
             "recovery.restart_errored",
             "resume_errored and restart_errored are both true; pick one (resume: from the last "
             "checkpoint, restart: from scratch)",
+        )
+
+
+def _validate_hedge(rec: RecoveryConfig) -> None:
+    if not 0 <= rec.hedge_max_launches <= 1000:
+        raise ConfigError(
+            "recovery.hedge_max_launches", f"got {rec.hedge_max_launches}; expected 0 (no hedging) to 1000"
+        )
+    seconds("recovery.hedge_after_s", rec.hedge_after_s, off=True)
+    if rec.hedge_after_s >= rec.heartbeat_timeout_s:
+        raise ConfigError(
+            "recovery.hedge_after_s",
+            f"got {rec.hedge_after_s}, not under recovery.heartbeat_timeout_s ({rec.heartbeat_timeout_s}): "
+            "by then the loss itself is declared; set it lower, or 0 for two and a half heartbeat intervals",
+        )
+    if rec.hedge_max_launches and (rec.standby or rec.standby_pool is not None):
+        which = "recovery.standby=true" if rec.standby else "recovery.standby_pool"
+        raise ConfigError(
+            "recovery.hedge_max_launches",
+            f"is set with {which}; pick one (a standby stands the whole run; a hedge only from "
+            "a sign of trouble to the verdict)",
         )
 
 

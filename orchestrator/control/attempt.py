@@ -536,6 +536,7 @@ class AttemptRunner:
             restored_step=out.restored_step,
             pending=pending,
             tick=tick,
+            on_look=(lambda obs, noticed: None) if standby is None else standby.observe,
             scan_zombies=self.scan_zombies,
             journaled=journaled,
         )

@@ -32,7 +32,7 @@ from orchestrator.control.standby import Warm
 from orchestrator.runstate.events import PoolJoined, PoolLaunched, PoolShare, PoolTaken
 from providers.base import Capability, ClusterHandle, Provider, ProvisionError
 from recovery.boundedjson import CodecError, decode
-from recovery.detection import Health
+from recovery.detection import Health, Observation
 from recovery.fsio import TooLarge, UnsafeFile, read_capped, write_bytes
 from recovery.policy import History, next_region
 from recovery.pool import (
@@ -363,6 +363,9 @@ class PooledStandby:
         gen = self.alloc_generation()
         ctx.emit(PoolTaken(pool=self.store.pool, region=region, cluster=cluster.name, generation=gen))
         return Warm(region, gen, cluster, None, pool=self.store.pool)
+
+    def observe(self, obs: Observation, noticed: bool) -> None:
+        """A pool's standby stands for every run of the pool, whatever one run's looks say."""
 
     # --- the end -------------------------------------------------------------------------------
     def close(self) -> None:

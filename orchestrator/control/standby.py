@@ -19,7 +19,7 @@ from orchestrator.control.cleanup import tear_down
 from orchestrator.control.context import RunContext
 from orchestrator.runstate.events import StandbyFailed, StandbyLost, StandbyReady
 from providers.base import ClusterHandle, ProvisionError, RuntimeProcess
-from recovery.detection import Health
+from recovery.detection import Health, Observation
 from recovery.policy import History, next_region
 
 
@@ -51,6 +51,8 @@ class Standby(Protocol):
     def take(self, region: str) -> Warm | None: ...
 
     def check(self) -> None: ...
+
+    def observe(self, obs: Observation, noticed: bool) -> None: ...
 
     def close(self) -> None: ...
 
@@ -105,6 +107,12 @@ class StandbyManager:
             with self._lock:
                 self._target = None
             return
+        with self._lock:
+            dropped = self._closed or self._target != region
+        if dropped:
+            # Dropped while it launched (a hedge whose region answered again): no runtime for it.
+            tear_down(self.ctx.provider, self.ctx.emit, cluster, purpose="standby")
+            return
         try:
             proc = self.start_runtime(cluster, region, gen, standby=True)
         except Exception as exc:
@@ -155,6 +163,10 @@ class StandbyManager:
                 if self._warm is warm:
                     self._warm, self._target = None, None
             self._teardown(warm)
+
+    def observe(self, obs: Observation, noticed: bool) -> None:
+        """A look at the running attempt (``noticed``: a preemption notice seen): a standby
+        stands from the attempt's start, whatever the looks say (a hedge does not)."""
 
     def close(self) -> None:
         with self._lock:

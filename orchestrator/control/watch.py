@@ -59,6 +59,7 @@ class AttemptWatch:
         restored_step: int | None = None,
         pending: Incident | None = None,
         tick: Callable[[], None] = lambda: None,
+        on_look: Callable[[Observation, bool], None] = lambda obs, noticed: None,
         scan_zombies: Callable[[int], None] = lambda generation: None,
         journaled: frozenset[tuple[str, float]] = frozenset(),
     ) -> None:
@@ -69,6 +70,9 @@ class AttemptWatch:
         # Adopted from a crashed controller: what it journaled already is not journaled again.
         self.journaled = journaled
         self.tick = tick
+        # Each look that leaves the attempt going, and whether a preemption notice was seen
+        # (a hedge's signs: orchestrator/control/hedge.py).
+        self.on_look = on_look
         self.scan_zombies = scan_zombies
         self.cluster = cluster
         self.proc = proc
@@ -345,6 +349,7 @@ class AttemptWatch:
         if isinstance(verdict, ws.Going | ws.Done) and verdict.glitch:
             self._glitch(check, obs)
         if isinstance(verdict, ws.Going):
+            self.on_look(obs, self.state.faults.preempt is not None)
             return False
         if isinstance(verdict, ws.Done):
             final = ctx.control.read_final(self.gen)

@@ -36,6 +36,7 @@ from orchestrator.control.attempt import AttemptRunner
 from orchestrator.control.context import RunContext, store_options
 from orchestrator.control.controller import Controller
 from orchestrator.control.controlstate import ControlState, ControlStoreError, GuardedProvider
+from orchestrator.control.hedge import HedgeManager
 from orchestrator.control.listeners import Listener, ListenerRun, Named, RunEvents
 from orchestrator.control.placement import cost_ranker, home_exposure
 from orchestrator.control.pool import PooledStandby, PoolStore, pool_refusal
@@ -247,6 +248,8 @@ def _wire(
             on_invalid=lambda path, why: events.emit(ControlInvalid(path=f"_pools/{pool}/{path}", reason=why)),
         )
         standby = PooledStandby(ctx, store, events.next_generation, lambda: events.view.history)
+    elif cfg.recovery.hedge_max_launches > 0:
+        standby = HedgeManager(ctx, events.next_generation, lambda: events.view.history)
     else:
         standby = StandbyManager(ctx, events.next_generation, lambda: events.view.history)
     injector = FaultInjector(

@@ -693,6 +693,30 @@ class StandbyActivated(Event):
     cluster: str | None = None
 
 
+@_event("hedge_started")
+@dataclass(frozen=True)
+class HedgeStarted(Event):
+    """A sign of trouble in ``from_region`` (``reason``): the cluster a failover would take
+    is launched in ``region`` before any loss is declared (recovery.hedge_max_launches);
+    ``launches``: the run's hedges so far, this one included."""
+
+    region: str
+    from_region: str
+    reason: str
+    launches: int
+
+
+@_event("hedge_cancelled")
+@dataclass(frozen=True)
+class HedgeCancelled(Event):
+    """``from_region`` answered again: the hedge in ``region`` is torn down (its launch,
+    if still under way, is torn down as it ends)."""
+
+    region: str
+    from_region: str
+    reason: str
+
+
 @_event("pool_joined")
 @dataclass(frozen=True)
 class PoolJoined(Event):

@@ -85,6 +85,7 @@ class SkyPilotProvider:
         {
             Capability.KILL_WORKER,
             Capability.KILL_CLUSTER,
+            Capability.FREEZE_CLUSTER,
             Capability.CUT_CONNECTION,
             Capability.TOKEN_KEY,
             Capability.KEEPS_RUNTIME,
@@ -357,6 +358,15 @@ class SkyPilotProvider:
         of its allocation SIGKILLed and the allocation cancelled; why not, or None once
         Slurm lists it no more. A cloud's cluster is not lost on purpose here."""
         return slurm.cancel_allocation(cluster.info)
+
+    def freeze_cluster(self, cluster: ClusterHandle) -> str | None:
+        """Freeze the cluster as a hung region is (chaos hang_region, partition_region): on
+        Slurm, SIGSTOP to every process of its allocation; why not, or None once sent."""
+        return slurm.signal_allocation(cluster.info, "STOP")
+
+    def thaw_cluster(self, cluster: ClusterHandle) -> str | None:
+        """The frozen cluster's processes continued (SIGCONT); why not, or None once sent."""
+        return slurm.signal_allocation(cluster.info, "CONT")
 
     def start_runtime(
         self, cluster: ClusterHandle, argv: list[str], env: dict[str, str], log_path: str

@@ -45,12 +45,22 @@ def cloud_of(rc: RegionConfig) -> str:
     return INFRA_CLOUDS[rc.infra.split("/", 1)[0].lower()]
 
 
+# The faults SkyPilot carries out on a Slurm allocation only, and how.
+SLURM_ONLY = {
+    "kill_region": "cancels a Slurm allocation (scancel)",
+    "hang_region": "freezes a Slurm allocation (scancel --signal=STOP)",
+    "partition_region": "freezes a Slurm allocation, then continues it (scancel --signal=STOP, CONT)",
+}
+
+
 def fault_problem(fault: object, cfg: object) -> str | None:
     """A fault SkyPilot's capabilities allow but a region's cloud cannot carry out
-    (``providers.registry.FAULT_CHECKS``): kill_region cancels a Slurm allocation, and a
-    cloud's cluster is not lost on purpose here. The regions it may strike: the fault's
-    ``region``, else every candidate."""
-    if str(getattr(fault, "kind", "")) != "kill_region":
+    (``providers.registry.FAULT_CHECKS``): kill_region, hang_region and partition_region
+    act on a Slurm allocation, and a cloud's cluster is not lost or frozen on purpose
+    here. The regions it may strike: the fault's ``region``, else every candidate."""
+    kind = str(getattr(fault, "kind", ""))
+    how = SLURM_ONLY.get(kind)
+    if how is None:
         return None
     regions = cfg.cloud.regions  # type: ignore[attr-defined]
     named = getattr(fault, "region", None)
@@ -59,6 +69,6 @@ def fault_problem(fault: object, cfg: object) -> str | None:
     if not other:
         return None
     return (
-        f"kill_region on SkyPilot cancels a Slurm allocation (scancel); region {other[0]} is on "
+        f"{kind} on SkyPilot {how}; region {other[0]} is on "
         f"{regions[other[0]].infra}: aim the fault at a Slurm region (its region key), or drop it"
     )

@@ -96,6 +96,35 @@ def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
     return None
 
 
+def signal_allocation(info: dict[str, Any], sig: str) -> str | None:
+    """``sig`` (STOP, CONT) to every process of the cluster's allocation, its batch script
+    and every step (chaos hang_region, partition_region); None once sent, else why not (one
+    line). Through the login node."""
+    name = info.get("name_on_cloud")
+    if not on_slurm(info) or not name:
+        return "only a Slurm allocation can be signalled from here (scancel --signal)"
+    if sig not in ("STOP", "CONT"):
+        raise ValueError(f"signal {sig!r}: expected STOP or CONT")
+    who = f'-u "$(id -un)" --name={shlex.quote(str(name))}'
+    command = f'[ -n "$(squeue -h {who} -t RUNNING -o %i)" ] || exit 3; scancel --signal={sig} --full {who}'
+    try:
+        done = subprocess.run(
+            login_argv(str(info["infra"]), command),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot reach the login node of {info['infra']}: {exc}"
+    if done.returncode == 3:
+        return f"no running allocation {name} to send SIG{sig}"
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"scancel --signal={sig} of {name} failed: exit {done.returncode}: {tail}"
+    return None
+
+
 def sweep(info: dict[str, Any], say: Callable[[str], None], runtime: bool = True) -> None:
     """What an allocation leaves on a Slurm cluster's shared folders: our node folder,
     and (``runtime``) SkyPilot's per-cluster folders, which ``sky.down`` leaves behind

@@ -15,9 +15,14 @@ go on): nothing of that step is committed, and the run fails back into orch-slur
 restoring the newest checkpoint committed before the cut (nothing newer is lost), under
 the same cluster name: the lost cluster's node runtime (SkyPilot's
 per-cluster home) was kept for it, not installed again, and removed when the run ended.
-Back there, the workload raises once (chaos user_error): the policy restarts it in
-place, and the attempt that does runs on the same cluster, kept for it, with no launch.
-One run proves all of it (each SkyPilot launch costs about a minute here)."""
+Back there, the allocation is frozen for a few seconds (chaos partition_region: SIGSTOP,
+then SIGCONT, to all of it), inside the heartbeat lease: the missed heartbeats start a
+hedged launch of orch-slurm-b (recovery.hedge_max_launches), cancelled when they come
+again, its cluster torn down with nothing left in squeue, and no failover. Then the
+workload raises once (chaos user_error): the policy restarts it in place, and the attempt
+that does runs on the same cluster, kept for it, with no launch. One run proves all of it
+(each SkyPilot launch costs about a minute here); the regions ask one CPU each, so the
+hedge's allocation fits beside the running one on this two-core node."""
 
 from __future__ import annotations
 
@@ -36,6 +41,9 @@ pytestmark = [pytest.mark.onprem, pytest.mark.timeout(1500)]
 SCANCEL_AFTER_STEP = 200
 # Then, back in orch-slurm-a, the workload raises once (orch-slurm-b is killed well before).
 USER_ERROR_AT_STEP = 560
+# Back in orch-slurm-a, before the user error: frozen for FREEZE_S, inside the 10 s lease.
+FREEZE_AT_STEP = 520
+FREEZE_S = 5
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
@@ -96,9 +104,13 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         # runtime's heartbeats are fresh, which is no loss.
         f"chaos.faults=[{{kind:status_flap,at_step:{FLAP_AT_STEP},count:3}},"
         "{kind:kill_region,during:checkpoint_upload,region:orch-slurm-b},"
+        f"{{kind:partition_region,at_step:{FREEZE_AT_STEP},duration_s:{FREEZE_S},region:orch-slurm-a}},"
         f"{{kind:user_error,at_step:{USER_ERROR_AT_STEP}}}]",
         # Back into orch-slurm-a at once, after orch-slurm-b is lost too.
         "recovery.region_cooldown_s=0",
+        "recovery.hedge_max_launches=1",
+        "cloud.regions.orch-slurm-a.cpus='1'",
+        "cloud.regions.orch-slurm-b.cpus='1'",
         code_dir=True,
         env=onprem.env,
         timeout=RUN_TIMEOUT_S,
@@ -136,12 +148,28 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     # One cluster name per region: back in orch-slurm-a, the run's name for it again,
     # and the lost cluster's runtime was there for that launch (kept, not swept), then
     # swept with the other once the run ended.
-    provisioned = run.events("provisioned")
+    provisioned = [p for p in run.events("provisioned") if p.get("purpose") != "standby"]
     names = [f"{run_id}-{r}" for r in regions]
     assert [p["cluster"] for p in provisioned] == names
     assert [p["info"]["infra"] for p in provisioned] == [f"slurm/{r}" for r in regions]
-    teardowns = [(t["cluster"], t.get("runtime_kept")) for t in run.events("teardown")]
+    teardowns = [(t["cluster"], t.get("runtime_kept")) for t in run.events("teardown") if t.get("purpose") != "standby"]
     assert teardowns == [(names[0], True), (names[1], True), (names[0], True)], teardowns
+    # The freeze back in orch-slurm-a: a hedge in orch-slurm-b at the missed heartbeats,
+    # cancelled when they came again (no failover: the incidents above are all there are),
+    # its cluster (under the run's name for orch-slurm-b, free again by then) torn down.
+    (frozen,) = [e for e in run.events("fault_injected") if e["kind"] == "partition_region"]
+    assert frozen["frozen"] is True and frozen["region"] == "orch-slurm-a", frozen
+    assert any(e["kind"] == "partition_region" and e.get("resumed") == 1 for e in run.events("fault_ended"))
+    (hedge,) = run.events("hedge_started")
+    assert (hedge["region"], hedge["from_region"]) == ("orch-slurm-b", "orch-slurm-a"), hedge
+    assert hedge["reason"].startswith("no heartbeat for "), hedge
+    (dropped,) = run.events("hedge_cancelled")
+    assert dropped["region"] == "orch-slurm-b" and "answered again" in dropped["reason"], dropped
+    assert dropped["ts"] - hedge["ts"] < FREEZE_S + 5, (hedge, dropped)
+    hedged = [p["cluster"] for p in run.events("provisioned") if p.get("purpose") == "standby"]
+    assert hedged == [names[1]], hedged
+    assert [t["cluster"] for t in run.events("teardown") if t.get("purpose") == "standby"] == hedged
+    assert not run.events("standby_activated")
     kept_name = provisioned[0]["info"]["name_on_cloud"]
     assert cancelled["b_kept"] == [kept_name], cancelled
     assert sorted(e["cluster"] for e in run.events("runtime_swept")) == sorted(set(names))
@@ -149,7 +177,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     (kept,) = run.events("cluster_kept")
     assert (kept["cluster"], kept["failure"]) == (names[0], "user_error")
     assert provisioned[3]["kept_from"] == kept["generation"] == provisioned[2]["generation"]
-    assert run.stderr.count("skypilot: launching") == 3
+    assert run.stderr.count("skypilot: launching") == 4  # the hedge's too
     assert not any(e.get("error") for e in run.events("runtime_swept"))
     assert not list(sky_homes.glob(f"{run_id}-*")), "a kept runtime outlived the run"
     # What benchmarks/vs_skypilot_jobs.py (pytest -m bench) reads of our side's trial is here.

@@ -42,6 +42,12 @@ def test_a_fault_is_refused_in_one_line_naming_the_capability_and_the_provider()
     )
     assert fault_refusal("kill_worker", "sky", remote) is None, "killed where it runs"
     assert fault_refusal("kill_region", "sky", remote | {Capability.KILL_CLUSTER}) is None, "an allocation cancelled"
+    assert fault_refusal("hang_region", "sky", remote) == (
+        "hang_region needs the provider capabilities local_processes or freeze_cluster, which provider sky lacks"
+    )
+    for kind in ("hang_region", "partition_region"):
+        assert fault_refusal(kind, "sky", remote | {Capability.FREEZE_CLUSTER}) is None, "an allocation frozen"
+    assert fault_refusal("partition", "sky", remote | {Capability.FREEZE_CLUSTER}) is not None, "the driver's own"
     assert fault_refusal("kill_worker", "none", frozenset()) == (
         "kill_worker needs the provider capabilities local_processes or kill_worker, which provider none lacks"
     )
@@ -55,6 +61,7 @@ def test_each_capability_with_methods_has_a_protocol_that_declares_them() -> Non
     protocols = {
         base.Capability.KILL_WORKER: base.KillsWorker,
         base.Capability.KILL_CLUSTER: base.KillsCluster,
+        base.Capability.FREEZE_CLUSTER: base.FreezesCluster,
         base.Capability.CUT_CONNECTION: base.CutsConnection,
         base.Capability.TOKEN_KEY: base.UsesTokenKey,
         base.Capability.KEEPS_RUNTIME: base.KeepsRuntime,

@@ -53,8 +53,12 @@ def test_a_fault_the_provider_cannot_carry_out_is_refused_before_launch_naming_t
         "us-east-1 is on aws/us-east-1: aim the fault at a Slurm region (its region key), or drop it"
     )
     cfg = compose(["cloud=aws", "chaos.faults=[{kind:hang_region,at_step:10}]"])
-    with pytest.raises(ConfigError, match=r"hang_region needs the provider capability local_processes, which "):
+    with pytest.raises(ConfigError, match=r"hang_region on SkyPilot freezes a Slurm allocation \(scancel --signal"):
         check_config(cfg)
+    cfg = compose(["cloud=aws", "chaos.faults=[{kind:partition,at_step:10}]"])
+    with pytest.raises(ConfigError, match=r"partition needs the provider capability local_processes, which "):
+        check_config(cfg)
+    check_config(compose(["cloud=onprem", "chaos.faults=[{kind:partition_region,at_step:10,duration_s:5}]"]))
     check_config(compose(["cloud=onprem", "chaos.faults=[{kind:kill_region,during:checkpoint_upload}]"]))
     check_config(compose(["cloud=aws", "chaos.faults=[{kind:kill_worker,at_step:10},{kind:ssh_drop,after_s:5}]"]))
     check_config(compose(["cloud=local", "chaos.faults=[{kind:kill_region,at_step:10}]"]))

@@ -172,3 +172,42 @@ def test_a_kill_region_off_this_machine_is_the_providers_and_lands_before_its_ma
     refused = inj.drill(FaultSpec.from_plain({"kind": "kill_region"}, "fault"), cluster, None, 1, 6)
     assert refused.detail["refused"] == answers[1] and "cancelled" not in refused.detail
     assert [e.reason for e in events if isinstance(e, FaultRefused)] == [answers[1]]
+
+
+def test_a_region_partitioned_off_this_machine_is_frozen_by_its_provider_then_thawed(tmp_path: Path) -> None:
+    import threading
+
+    from orchestrator.wire.sections import FaultSpec
+
+    control = ControlChannel(f"file://{tmp_path}/control")
+    calls: list[str] = []
+    thawed = threading.Event()
+    events: list[Event] = []
+
+    class Slurm:
+        name = "skypilot"
+        capabilities = frozenset({Capability.FREEZE_CLUSTER})
+
+        def freeze_cluster(self, cluster: ClusterHandle) -> str | None:
+            calls.append(f"freeze {cluster.name} marks={control.fired_count(len(calls))}")
+            return None if len(calls) == 1 else "no running allocation c to send SIGSTOP"
+
+        def thaw_cluster(self, cluster: ClusterHandle) -> str | None:
+            calls.append(f"thaw {cluster.name}")
+            thawed.set()
+            return None
+
+        def processes(self, cluster: ClusterHandle) -> list[int]:
+            raise AssertionError("off this machine, no pid is signalled from here")
+
+    provider: Any = Slurm()
+    inj = FaultInjector([], control, provider, lambda: [], "r", on_event=events.append)
+    cluster = ClusterHandle("c", "slurm-a", "skypilot", "")
+    spec = {"kind": "partition_region", "duration_s": 0.2}
+    fired = inj.drill(FaultSpec.from_plain(spec, "fault"), cluster, None, 1, 5)
+    assert fired.detail["frozen"] is True and fired.detail["duration_s"] == 0.2
+    assert thawed.wait(5)
+    assert calls == ["freeze c marks=0", "thaw c"]  # frozen before its mark, as a kill_region is
+    hung = inj.drill(FaultSpec.from_plain({"kind": "hang_region"}, "fault"), cluster, None, 1, 6)
+    assert hung.detail["refused"] == "no running allocation c to send SIGSTOP" and "frozen" not in hung.detail
+    assert [e.reason for e in events if isinstance(e, FaultRefused)] == ["no running allocation c to send SIGSTOP"]

@@ -440,3 +440,26 @@ def test_a_standby_pool_needs_a_control_store_a_plain_name_and_no_standby_of_its
 def test_a_standby_pool_with_a_control_store_passes() -> None:
     cfg = compose(["recovery.standby_pool=team-1", "cloud.control_store=file:///tmp/c"])
     assert cfg.recovery.standby_pool == "team-1"
+
+
+# --- hedged provisioning -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        (["recovery.hedge_max_launches=-1"], "recovery.hedge_max_launches", "expected 0 (no hedging)"),
+        (["recovery.hedge_after_s=12"], "recovery.hedge_after_s", "not under recovery.heartbeat_timeout_s"),
+        (["recovery.hedge_max_launches=2", "recovery.standby=true"], "recovery.hedge_max_launches", "pick one"),
+    ],
+)
+def test_a_hedge_is_bounded_sooner_than_the_lease_and_not_beside_a_standby(
+    overrides: list[str], key: str, words: str
+) -> None:
+    err = refused(overrides)
+    assert err.key == key and words in str(err)
+
+
+def test_a_hedge_within_bounds_passes() -> None:
+    cfg = compose(["recovery.hedge_max_launches=2", "recovery.hedge_after_s=3"])
+    assert (cfg.recovery.hedge_max_launches, cfg.recovery.hedge_after_s) == (2, 3.0)

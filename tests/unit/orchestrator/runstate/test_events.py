@@ -133,6 +133,8 @@ SAMPLES: list[E.Event] = [
     E.StandbyFailed("b", 3, error="ssh"),
     E.StandbyLost("b", 3),
     E.StandbyActivated("b", 3, cluster="r-b-g3"),
+    E.HedgeStarted("b", "a", "no heartbeat for 2.6 s", 1),
+    E.HedgeCancelled("b", "a", "a answered again: a fresh heartbeat"),
     E.PoolJoined("team", "b"),
     E.PoolLaunched("team", "b", cluster="r-b-g4", provision_s=2.5),
     E.PoolLaunched("team", "b", error="no capacity"),

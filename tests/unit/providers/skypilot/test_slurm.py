@@ -66,3 +66,35 @@ def test_a_lost_allocation_is_killed_then_cancelled_and_said_gone_only_once_sque
         "only a Slurm allocation can be cancelled from here (scancel)"
     )
     assert len(ran) == 3
+
+
+def test_a_frozen_allocation_is_stopped_and_continued_whole_only_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    import providers.skypilot.slurm as slurm
+
+    ran: list[str] = []
+    codes = iter([0, 0, 3, 1])
+
+    def run(argv: list[str], **_k: object) -> subprocess.CompletedProcess[str]:
+        ran.append(argv[-1])
+        return subprocess.CompletedProcess(argv, next(codes), "", "scancel: error: denied\n")
+
+    monkeypatch.setattr(slurm.subprocess, "run", run)
+    info = {"infra": "slurm/login1", "name_on_cloud": "r-a-12ab"}
+    assert slurm.signal_allocation(info, "STOP") is None
+    assert slurm.signal_allocation(info, "CONT") is None
+    # Every step and the batch script, and only an allocation that runs (a pending one has no processes).
+    assert "scancel --signal=STOP --full" in ran[0] and "--name=r-a-12ab" in ran[0] and "-t RUNNING" in ran[0]
+    assert "scancel --signal=CONT --full" in ran[1]
+    assert slurm.signal_allocation(info, "STOP") == "no running allocation r-a-12ab to send SIGSTOP"
+    assert (
+        slurm.signal_allocation(info, "CONT")
+        == "scancel --signal=CONT of r-a-12ab failed: exit 1: scancel: error: denied"
+    )
+    assert slurm.signal_allocation({"infra": "aws/us-east-1", "name_on_cloud": "c"}, "STOP") == (
+        "only a Slurm allocation can be signalled from here (scancel --signal)"
+    )
+    with pytest.raises(ValueError, match="expected STOP or CONT"):
+        slurm.signal_allocation(info, "KILL")
+    assert len(ran) == 4
