@@ -98,6 +98,12 @@ class StandbyManager:
             self._thread = threading.Thread(target=self._prepare, args=(target,), name="standby", daemon=True)
             self._thread.start()
 
+    def _current(self, region: str) -> bool:
+        """Is the calling preparation still the one wanted? Not once dropped or closed, nor
+        once a newer one for the same region started (a hedge cancelled, then hedged
+        again, while its first launch was still under way). Under the lock."""
+        return not self._closed and self._target == region and self._thread is threading.current_thread()
+
     def _prepare(self, region: str) -> None:
         assert self.launch is not None and self.start_runtime is not None
         gen = self.alloc_generation()
@@ -105,10 +111,11 @@ class StandbyManager:
             cluster = self.launch(region, gen, purpose="standby")
         except ProvisionError:
             with self._lock:
-                self._target = None
+                if self._current(region):
+                    self._target = None
             return
         with self._lock:
-            dropped = self._closed or self._target != region
+            dropped = not self._current(region)
         if dropped:
             # Dropped while it launched (a hedge whose region answered again): no runtime for it.
             tear_down(self.ctx.provider, self.ctx.emit, cluster, purpose="standby")
@@ -119,15 +126,14 @@ class StandbyManager:
             # Launched and not yet tracked: nothing else would ever tear it down.
             self.ctx.emit(StandbyFailed(region=region, generation=gen, error=str(exc)[:500]))
             with self._lock:
-                self._target = None
+                if self._current(region):
+                    self._target = None
             tear_down(self.ctx.provider, self.ctx.emit, cluster, purpose="standby")
             return
         warm = Warm(region, gen, cluster, proc)
         with self._lock:
-            if self._closed or self._target != region:
-                stale = True
-            else:
-                stale = False
+            stale = not self._current(region)
+            if not stale:
                 self._warm = warm
         if stale:
             self._teardown(warm)

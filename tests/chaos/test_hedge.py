@@ -1,5 +1,5 @@
 """Hedged provisioning on real local clusters (``recovery.hedge_max_launches``): the
-runtime's driver is partitioned for a few seconds, inside the heartbeat lease, so the
+region is partitioned (frozen whole) for a few seconds, inside the heartbeat lease, so the
 next region's cluster is launched at the missed heartbeats and torn down when they come
 again, with no failover; then a preemption notice hedges again, and the failover that
 follows takes that cluster (its runtime already up and waiting). The run ends with the
@@ -19,7 +19,9 @@ def test_a_hedge_is_cancelled_when_the_region_answers_and_taken_when_it_is_lost(
         "job.steps=2000",
         "recovery.hedge_max_launches=2",
         # The lease is 10 s: a 5 s partition is a sign (no heartbeat for 2.5 s), never a loss.
-        "chaos.faults=[{kind:partition,at_step:100,duration_s:5},{kind:preempt,at_step:1000,grace_s:15}]",
+        # The whole region: with the driver alone stopped, the workers would train on to the
+        # preemption's step within the partition.
+        "chaos.faults=[{kind:partition_region,at_step:100,duration_s:5},{kind:preempt,at_step:1000,grace_s:15}]",
     )
     assert run.returncode == 0, run.stderr[-3000:]
     r = run.result

@@ -35,8 +35,9 @@ class World:
         self.events: list[dict[str, Any]] = []
         self.torn: list[str] = []
         self.launched: list[tuple[str, int]] = []
+        # The launches of these generations wait for ``release``.
+        self.held: set[int] = set()
         self.release = threading.Event()
-        self.release.set()
         self.notes: list[str] = []
         rec = SimpleNamespace(
             standby=False,
@@ -71,7 +72,8 @@ class World:
 
     def launch(self, region: str, gen: int, purpose: str = "attempt") -> ClusterHandle:
         assert purpose == "standby"
-        self.release.wait(5)
+        if gen in self.held:
+            self.release.wait(5)
         self.launched.append((region, gen))
         return ClusterHandle(name=f"{region}-g{gen}", region=region, provider="fake", address="", info={})
 
@@ -110,7 +112,7 @@ def test_a_missed_heartbeat_hedges_and_a_fresh_one_tears_the_hedge_down() -> Non
 
 def test_a_hedge_cancelled_while_still_launching_is_torn_down_when_its_launch_ends() -> None:
     w = World()
-    w.release.clear()
+    w.held = {2}
     w.manager.ensure("a")
     w.look(3.0)
     w.look(0.2)  # the region answers before the launch is done
@@ -158,3 +160,23 @@ def test_the_run_ending_with_a_hedge_out_tears_it_down() -> None:
     assert w.torn == ["b-g2"]
     (cancelled,) = [e for e in w.events if e["type"] == "hedge_cancelled"]
     assert cancelled["reason"] == "the run ended"
+
+
+def test_a_hedge_cancelled_then_hedged_again_while_its_first_launch_runs_leaves_one_cluster() -> None:
+    w = World(max_launches=2)
+    w.held = {2}
+    w.manager.ensure("a")
+    w.look(3.0)  # hedge 1 launching (held)
+    w.look(0.2)  # cancelled
+    w.look(0.1, noticed=True)  # hedge 2, same region, while hedge 1's launch still runs
+    w.settle()  # hedge 2 done
+    w.release.set()
+    for _ in range(50):
+        if len(w.launched) == 2 and w.torn:
+            break
+        threading.Event().wait(0.1)
+    assert sorted(w.launched) == [("b", 2), ("b", 3)]
+    assert w.torn == ["b-g2"]  # the first, stale, goes; the second stands
+    assert [e["generation"] for e in w.events if e["type"] == "standby_ready"] == [3]
+    warm = w.manager.take("b")
+    assert warm is not None and warm.cluster.name == "b-g3"

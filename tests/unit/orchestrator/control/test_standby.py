@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,7 +43,9 @@ def test_a_standby_whose_runtime_cannot_start_is_torn_down() -> None:
     manager = StandbyManager(ctx, lambda: 7)  # type: ignore[arg-type]
     manager.launch, manager.start_runtime = (lambda *a, **k: cluster), cannot_start
     manager._target = "local-b"
-    manager._prepare("local-b")
+    manager._thread = threading.Thread(target=manager._prepare, args=("local-b",))
+    manager._thread.start()
+    manager._thread.join(5)
     assert torn == ["standby-c1"]
     assert manager._warm is None and manager._target is None
     failed = [e for e in journal.events if e["type"] == "standby_failed"]
