@@ -49,11 +49,12 @@ def test_the_fault_is_checked_against_the_runs_own_config() -> None:
 
 def test_a_fault_the_runs_provider_cannot_carry_out_is_refused_naming_its_capability() -> None:
     saved = json.loads(json.dumps(to_plain(compose(["job=digits", "cloud=onprem"]))))
-    assert drill.config_problem(saved, {"kind": "hang_region"}) == (
-        "fault: hang_region needs the provider capability local_processes, which provider skypilot lacks: "
+    assert drill.config_problem(saved, {"kind": "partition"}) == (
+        "fault: partition needs the provider capability local_processes, which provider skypilot lacks: "
         "drop the fault, or use a cloud whose provider has it (local)"
     )
     assert drill.config_problem(saved, {"kind": "kill_region"}) is None, "an allocation cancelled (scancel)"
+    assert drill.config_problem(saved, {"kind": "hang_region"}) is None, "an allocation frozen (scancel --signal=STOP)"
     assert drill.config_problem(saved, {"kind": "ssh_drop"}) is None
 
 
