@@ -96,17 +96,40 @@ def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
     return None
 
 
+# Run in a step of its own on each node of the allocation: SIGSTOP or SIGCONT ($1) to
+# every process of the job there (its cgroup names the job), this step's own excepted
+# (theirs is the very same cgroup as this shell's).
+# ``scancel --signal`` reaches only the processes of live steps and the batch script, not
+# Ray's daemons and workers, which outlive the step that started them.
+_SIGNAL_JOB = r"""
+sig=$1; n=0; mine=$(cat /proc/$$/cgroup)
+for d in /proc/[0-9]*; do
+  cg=$(cat "$d/cgroup" 2>/dev/null) || continue
+  [ "$cg" = "$mine" ] && continue
+  case "$cg" in
+    *"/job_${SLURM_JOB_ID}/"*) kill -"$sig" "${d#/proc/}" 2>/dev/null && n=$((n + 1)) ;;
+  esac
+done
+echo "$n"
+"""
+
+
 def signal_allocation(info: dict[str, Any], sig: str) -> str | None:
-    """``sig`` (STOP, CONT) to every process of the cluster's allocation, its batch script
-    and every step (chaos hang_region, partition_region); None once sent, else why not (one
-    line). Through the login node."""
+    """``sig`` (STOP, CONT) to every process of the cluster's allocation on each of its
+    nodes (chaos hang_region, partition_region); None once sent, else why not (one line).
+    Through the login node, in a step of its own (``srun --overlap``)."""
     name = info.get("name_on_cloud")
     if not on_slurm(info) or not name:
         return "only a Slurm allocation can be signalled from here (scancel --signal)"
     if sig not in ("STOP", "CONT"):
         raise ValueError(f"signal {sig!r}: expected STOP or CONT")
     who = f'-u "$(id -un)" --name={shlex.quote(str(name))}'
-    command = f'[ -n "$(squeue -h {who} -t RUNNING -o %i)" ] || exit 3; scancel --signal={sig} --full {who}'
+    command = (
+        f'id=$(squeue -h {who} -t RUNNING -o %i | head -n1); [ -n "$id" ] || exit 3; '
+        'nodes=$(squeue -h -j "$id" -o %D); '
+        'exec srun --overlap --jobid="$id" --nodes="$nodes" --ntasks-per-node=1 '
+        f"bash -c {shlex.quote(_SIGNAL_JOB)} signal-job {sig}"
+    )
     try:
         done = subprocess.run(
             login_argv(str(info["infra"]), command),
@@ -119,9 +142,12 @@ def signal_allocation(info: dict[str, Any], sig: str) -> str | None:
         return f"cannot reach the login node of {info['infra']}: {exc}"
     if done.returncode == 3:
         return f"no running allocation {name} to send SIG{sig}"
-    if done.returncode != 0:
+    counts = [int(w) for w in done.stdout.split() if w.isdigit()]
+    if done.returncode != 0 or not counts:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"scancel --signal={sig} of {name} failed: exit {done.returncode}: {tail}"
+        return f"SIG{sig} to the allocation {name} failed: exit {done.returncode}: {tail}"
+    if not sum(counts):
+        return f"the allocation {name} has no process to send SIG{sig}"
     return None
 
 

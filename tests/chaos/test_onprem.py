@@ -42,7 +42,7 @@ SCANCEL_AFTER_STEP = 200
 # Then, back in orch-slurm-a, the workload raises once (orch-slurm-b is killed well before).
 USER_ERROR_AT_STEP = 560
 # Back in orch-slurm-a, before the user error: frozen for FREEZE_S, inside the 10 s lease.
-FREEZE_AT_STEP = 520
+FREEZE_AT_STEP = 400
 FREEZE_S = 5
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
@@ -116,6 +116,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         timeout=RUN_TIMEOUT_S,
     )
     killer.join(timeout=5)
+
 
     assert "a" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
     assert run.returncode == 0, run.stderr[-4000:]

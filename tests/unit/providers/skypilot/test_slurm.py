@@ -74,27 +74,31 @@ def test_a_frozen_allocation_is_stopped_and_continued_whole_only_while_it_runs(m
     import providers.skypilot.slurm as slurm
 
     ran: list[str] = []
-    codes = iter([0, 0, 3, 1])
+    answers = iter([(0, "12\n"), (0, "12\n3\n"), (3, ""), (1, ""), (0, "0\n")])
 
     def run(argv: list[str], **_k: object) -> subprocess.CompletedProcess[str]:
         ran.append(argv[-1])
-        return subprocess.CompletedProcess(argv, next(codes), "", "scancel: error: denied\n")
+        code, out = next(answers)
+        return subprocess.CompletedProcess(argv, code, out, "srun: error: denied\n")
 
     monkeypatch.setattr(slurm.subprocess, "run", run)
     info = {"infra": "slurm/login1", "name_on_cloud": "r-a-12ab"}
     assert slurm.signal_allocation(info, "STOP") is None
     assert slurm.signal_allocation(info, "CONT") is None
-    # Every step and the batch script, and only an allocation that runs (a pending one has no processes).
-    assert "scancel --signal=STOP --full" in ran[0] and "--name=r-a-12ab" in ran[0] and "-t RUNNING" in ran[0]
-    assert "scancel --signal=CONT --full" in ran[1]
+    # Only an allocation that runs, a step on each of its nodes, every process of the job
+    # there but that step's own (Ray's daemons outlive the step that started them).
+    assert "-t RUNNING" in ran[0] and "--name=r-a-12ab" in ran[0]
+    assert "srun --overlap" in ran[0] and "--ntasks-per-node=1" in ran[0] and ran[0].endswith(" STOP")
+    assert "mine=$(cat /proc/$$/cgroup)" in ran[0] and ran[1].endswith(" CONT")
     assert slurm.signal_allocation(info, "STOP") == "no running allocation r-a-12ab to send SIGSTOP"
-    assert (
-        slurm.signal_allocation(info, "CONT")
-        == "scancel --signal=CONT of r-a-12ab failed: exit 1: scancel: error: denied"
+    assert slurm.signal_allocation(info, "CONT") == (
+        "SIGCONT to the allocation r-a-12ab failed: exit 1: srun: error: denied"
     )
+    assert slurm.signal_allocation(info, "STOP") == "the allocation r-a-12ab has no process to send SIGSTOP"
     assert slurm.signal_allocation({"infra": "aws/us-east-1", "name_on_cloud": "c"}, "STOP") == (
         "only a Slurm allocation can be signalled from here (scancel --signal)"
     )
     with pytest.raises(ValueError, match="expected STOP or CONT"):
         slurm.signal_allocation(info, "KILL")
-    assert len(ran) == 4
+    assert len(ran) == 5
+
