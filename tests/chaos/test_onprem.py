@@ -117,7 +117,6 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     )
     killer.join(timeout=5)
 
-
     assert "a" in cancelled, f"never reached step {SCANCEL_AFTER_STEP} to cancel: {run.stderr[-3000:]}"
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result is not None and run.result["status"] == "SUCCEEDED"

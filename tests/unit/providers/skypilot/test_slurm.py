@@ -101,4 +101,3 @@ def test_a_frozen_allocation_is_stopped_and_continued_whole_only_while_it_runs(m
     with pytest.raises(ValueError, match="expected STOP or CONT"):
         slurm.signal_allocation(info, "KILL")
     assert len(ran) == 5
-
