@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.chaos.proxy import FaultProxy
-from orchestrator.runstate.events import Event
+from orchestrator.runstate.events import Event, FaultRefused
 from orchestrator.wire.sections import FaultSpec
 from providers.base import ClusterHandle, Provider
 from recovery.store import CheckpointStore
@@ -119,3 +119,15 @@ def send_signal(pids: list[int], sig: int) -> list[int]:
 
 def sigkill(pids: list[int]) -> list[int]:
     return send_signal(pids, signal.SIGKILL)
+
+
+def struck_off_machine(state: FaultState, f: Firing, problem: str | None, done: str) -> bool:
+    """A fault its provider carried out where the cluster runs (``problem``: its answer,
+    None once done): marked ``done`` in the fault's detail, or journaled refused with the
+    provider's line. Whether it struck."""
+    if problem is not None:
+        state.say(FaultRefused(f.index, problem, kind=f.kind))
+        f.detail["refused"] = problem
+        return False
+    f.detail[done] = True
+    return True

@@ -7,8 +7,8 @@ from __future__ import annotations
 import signal
 import time
 
-from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal
-from orchestrator.runstate.events import FaultEnded, FaultFailed, FaultRefused
+from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, struck_off_machine
+from orchestrator.runstate.events import FaultEnded, FaultFailed
 from orchestrator.wire.faults import FaultKind
 from providers.base import Capability, ClusterHandle, lacks
 
@@ -27,12 +27,8 @@ def _partition(state: FaultState, f: Firing) -> None:
     pids: list[int] = []
     if off_machine:
         # Off this machine (SkyPilot on Slurm): frozen where it runs, by its provider.
-        problem = state.provider.freeze_cluster(cluster)  # type: ignore[attr-defined]
-        if problem is not None:
-            state.say(FaultRefused(f.index, problem, kind=f.kind))
-            f.detail["refused"] = problem
+        if not struck_off_machine(state, f, state.provider.freeze_cluster(cluster), "frozen"):  # type: ignore[attr-defined]
             return
-        f.detail["frozen"] = True
     else:
         if f.kind == "partition":
             pids = [f.runtime_pid] if f.runtime_pid else []

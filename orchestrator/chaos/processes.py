@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, sigkill
+from orchestrator.chaos.firing import FaultState, Firing, Handler, send_signal, sigkill, struck_off_machine
 from orchestrator.runstate.events import FaultEnded, FaultInjected, FaultRefused
 from orchestrator.wire.faults import FaultKind, NodeRole
 from providers.base import Capability, ClusterHandle, Provider, lacks
@@ -111,13 +111,8 @@ def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
 def _kill_region(state: FaultState, f: Firing) -> None:
     if Capability.LOCAL_PROCESSES not in state.provider.capabilities:
         # Off this machine (SkyPilot on Slurm): the provider kills it where it runs.
-        problem = state.provider.kill_cluster(f.on)  # type: ignore[attr-defined]
-        if problem is not None:
-            state.say(FaultRefused(f.index, problem, kind=f.kind))
-            f.detail["refused"] = problem
-            return
-        f.detail["cancelled"] = True
-        f.at = state.killed[f.on.name] = time.time()
+        if struck_off_machine(state, f, state.provider.kill_cluster(f.on), "cancelled"):  # type: ignore[attr-defined]
+            f.at = state.killed[f.on.name] = time.time()
         return
     # One pass: with the head and raylet gone nothing spawns again, and the
     # controller's teardown sweeps whatever is left.
@@ -134,12 +129,8 @@ def _hang_region(state: FaultState, f: Firing) -> None:
     # Every process stopped, sockets still open: only the heartbeat lease can tell.
     if Capability.LOCAL_PROCESSES not in state.provider.capabilities:
         # Off this machine (SkyPilot on Slurm): frozen where it runs, by its provider.
-        problem = state.provider.freeze_cluster(f.on)  # type: ignore[attr-defined]
-        if problem is not None:
-            state.say(FaultRefused(f.index, problem, kind=f.kind))
-            f.detail["refused"] = problem
+        if not struck_off_machine(state, f, state.provider.freeze_cluster(f.on), "frozen"):  # type: ignore[attr-defined]
             return
-        f.detail["frozen"] = True
     else:
         f.detail["stopped"] = len(send_signal(state.provider.processes(f.on), signal.SIGSTOP))
     f.at = time.time()
