@@ -22,7 +22,7 @@ again, its cluster torn down with nothing left in squeue, and no failover. Then 
 workload raises once (chaos user_error): the policy restarts it in place, and the attempt
 that does runs on the same cluster, kept for it, with no launch. One run proves all of it
 (each SkyPilot launch costs about a minute here); the regions ask one CPU each, so the
-hedge's allocation fits beside the running one on this two-core node."""
+hedge's allocation and the running one stay within the node's two cores."""
 
 from __future__ import annotations
 
