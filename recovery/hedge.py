@@ -66,11 +66,12 @@ def answered(obs: Observation, noticed: bool, rule: HedgeRule) -> bool:
     return obs.runtime_exit is None and not noticed and age is not None and age <= rule.after_s
 
 
-def hedge_action(view: HedgeView, obs: Observation, noticed: bool, rule: HedgeRule) -> HedgeAction | None:
-    """Start a hedge at a sign of trouble while the budget lasts; take it back once the
-    region answers again. Neither (a look that says nothing new): leave things as they are."""
-    if not view.out and trouble(obs, noticed, rule) is not None and view.launches < rule.max_launches:
+def hedge_action(view: HedgeView, sign: str | None, answers: bool, rule: HedgeRule) -> HedgeAction | None:
+    """Start a hedge at a sign of trouble (``trouble``) while the budget lasts; take it back
+    once the region answers again (``answered``). Neither (a look that says nothing new):
+    leave things as they are."""
+    if not view.out and sign is not None and view.launches < rule.max_launches:
         return HedgeAction.START
-    if view.out and answered(obs, noticed, rule):
+    if view.out and answers:
         return HedgeAction.CANCEL
     return None

@@ -17,7 +17,7 @@ from orchestrator.control.context import RunContext
 from orchestrator.control.standby import StandbyManager, Warm
 from orchestrator.runstate.events import HedgeCancelled, HedgeStarted
 from recovery.detection import Observation
-from recovery.hedge import HedgeAction, HedgeRule, HedgeView, hedge_action, hedge_after_s, trouble
+from recovery.hedge import HedgeAction, HedgeRule, HedgeView, answered, hedge_action, hedge_after_s, trouble
 from recovery.policy import History
 
 
@@ -51,8 +51,9 @@ class HedgeManager(StandbyManager):
         current = self.current
         if current is None or self._closed:
             return
-        action = hedge_action(HedgeView(self.out is not None, self.launches), obs, noticed, self.rule)
         sign = trouble(obs, noticed, self.rule)
+        answers = answered(obs, noticed, self.rule)
+        action = hedge_action(HedgeView(self.out is not None, self.launches), sign, answers, self.rule)
         if action is HedgeAction.START and sign is not None:
             StandbyManager.ensure(self, current)
             target = self._target

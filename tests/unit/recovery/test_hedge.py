@@ -42,7 +42,8 @@ def test_the_region_answers_again_only_with_a_fresh_heartbeat_and_no_notice() ->
 def test_a_partition_that_heals_starts_one_hedge_then_cancels_it() -> None:
     out, launches, actions = False, 0, []
     for age in (0.2, 1.4, 2.6, 3.6, 4.6, 0.3, 0.2):
-        action = hedge_action(HedgeView(out, launches), look(age), False, RULE)
+        obs = look(age)
+        action = hedge_action(HedgeView(out, launches), trouble(obs, False, RULE), answered(obs, False, RULE), RULE)
         actions.append(action)
         if action is HedgeAction.START:
             out, launches = True, launches + 1
@@ -54,6 +55,8 @@ def test_a_partition_that_heals_starts_one_hedge_then_cancels_it() -> None:
 
 def test_the_budget_bounds_the_launches() -> None:
     spent = HedgeView(out=False, launches=2)
-    assert hedge_action(spent, look(5.0), False, RULE) is None
-    assert hedge_action(HedgeView(False, 1), look(5.0), False, RULE) is HedgeAction.START
-    assert hedge_action(spent, look(5.0), False, HedgeRule(2.5, 0)) is None
+    sign = trouble(look(5.0), False, RULE)
+    assert hedge_action(spent, sign, False, RULE) is None
+    assert hedge_action(HedgeView(False, 1), sign, False, RULE) is HedgeAction.START
+    assert hedge_action(HedgeView(False, 0), sign, False, HedgeRule(2.5, 0)) is None
+    assert hedge_action(HedgeView(True, 1), None, False, RULE) is None  # out, and no answer yet
