@@ -11,33 +11,31 @@ it ends: nothing is left behind either way. Each start and cancel is journaled
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
 from orchestrator.control.context import RunContext
 from orchestrator.control.standby import StandbyManager, Warm
 from orchestrator.runstate.events import HedgeCancelled, HedgeStarted
 from recovery.detection import Observation
 from recovery.hedge import HedgeAction, HedgeRule, HedgeView, answered, hedge_action, hedge_after_s, trouble
-from recovery.policy import History
 
 
 class HedgeManager(StandbyManager):
-    def __init__(
-        self,
-        ctx: RunContext,
-        alloc_generation: Callable[[], int],
-        history: Callable[[], History] = History,
-    ) -> None:
-        super().__init__(ctx, alloc_generation, history)
-        rec = ctx.cfg.recovery
-        self.enabled = True
-        self.rule = HedgeRule(
-            after_s=hedge_after_s(rec.hedge_after_s, rec.heartbeat_interval_s, rec.heartbeat_timeout_s),
-            max_launches=rec.hedge_max_launches,
-        )
-        self.current: str | None = None
-        self.launches = 0
-        self.out: str | None = None  # the region a hedge stands (or is launching) in
+    # What the hedging side knows: the region the run runs in, the hedges launched, and
+    # the region one stands (or is launching) in.
+    current: str | None = None
+    launches = 0
+    out: str | None = None
+
+    @staticmethod
+    def _wanted(ctx: RunContext) -> bool:
+        return True  # built only when recovery.hedge_max_launches > 0 (orchestrator/control/wiring.py)
+
+    @functools.cached_property
+    def rule(self) -> HedgeRule:
+        rec = self.ctx.cfg.recovery
+        after = hedge_after_s(rec.hedge_after_s, rec.heartbeat_interval_s, rec.heartbeat_timeout_s)
+        return HedgeRule(after_s=after, max_launches=rec.hedge_max_launches)
 
     def ensure(self, current: str) -> None:
         """The run is running in ``current``: what the looks are about from now. No launch:

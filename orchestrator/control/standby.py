@@ -65,7 +65,7 @@ class StandbyManager:
         history: Callable[[], History] = History,
     ) -> None:
         self.ctx = ctx
-        self.enabled = ctx.cfg.recovery.standby
+        self.enabled = self._wanted(ctx)
         self.alloc_generation = alloc_generation
         self.history = history
         # The attempt runner's, given once it exists: a standby is launched and started as an attempt is.
@@ -76,6 +76,11 @@ class StandbyManager:
         self._thread: threading.Thread | None = None
         self._target: str | None = None
         self._closed = False
+
+    @staticmethod
+    def _wanted(ctx: RunContext) -> bool:
+        """Does the run want this manager's standbys at all (``recovery.standby``)?"""
+        return ctx.cfg.recovery.standby
 
     def ensure(self, current: str) -> None:
         """Stand by in the region a failover from ``current`` would pick, if not already."""

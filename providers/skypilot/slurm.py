@@ -64,6 +64,20 @@ def allocation_running(info: dict[str, Any]) -> bool | None:
     return bool(out.stdout.strip())
 
 
+def _on_login(info: dict[str, Any], command: str, timeout: float) -> subprocess.CompletedProcess[str] | str:
+    """``command`` run on the login node of the cluster's Slurm; why not, when it could not be."""
+    try:
+        return subprocess.run(
+            login_argv(str(info["infra"]), command),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot reach the login node of {info['infra']}: {exc}"
+
+
 def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
     """Cancel the cluster's allocation as a lost one goes (chaos kill_region): SIGKILL to
     every process of it (its batch script too, not the TERM and grace of a plain
@@ -78,16 +92,9 @@ def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
         f'for _ in $(seq {max(1, int(wait_s * 2))}); do [ -z "$(squeue -h {who} -o %i)" ] && exit 0; sleep 0.5; done; '
         "exit 3"
     )
-    try:
-        done = subprocess.run(
-            login_argv(str(info["infra"]), command),
-            capture_output=True,
-            text=True,
-            timeout=wait_s + 30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot reach the login node of {info['infra']}: {exc}"
+    done = _on_login(info, command, wait_s + 30)
+    if isinstance(done, str):
+        return done
     if done.returncode == 3:
         return f"the allocation {name} was still listed by squeue {wait_s:g}s after scancel"
     if done.returncode != 0:
@@ -130,16 +137,9 @@ def signal_allocation(info: dict[str, Any], sig: str) -> str | None:
         'exec srun --overlap --jobid="$id" --nodes="$nodes" --ntasks-per-node=1 '
         f"bash -c {shlex.quote(_SIGNAL_JOB)} signal-job {sig}"
     )
-    try:
-        done = subprocess.run(
-            login_argv(str(info["infra"]), command),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot reach the login node of {info['infra']}: {exc}"
+    done = _on_login(info, command, 30)
+    if isinstance(done, str):
+        return done
     if done.returncode == 3:
         return f"no running allocation {name} to send SIG{sig}"
     counts = [int(w) for w in done.stdout.split() if w.isdigit()]
