@@ -38,30 +38,29 @@ _COMPILED = ("orchestrator", "providers", "recovery", "benchmarks", "tests", "ex
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The checkout's modules compiled where Python caches none; then a full run starts its
-    unit tier apart, beside the Ray tiers (tests/support/unit_apart.py)."""
+    groups apart, beside the Ray tiers (tests/support/apart.py)."""
     import compileall
     import sys
 
-    from tests.support import unit_apart
+    from tests.support import apart
 
     root = pathlib.Path(str(session.config.rootpath))
     if sys.dont_write_bytecode and not hasattr(session.config, "workerinput"):
         for folder in _COMPILED:
             if (root / folder).is_dir():
                 compileall.compile_dir(root / folder, quiet=2, workers=0)
-    if unit_apart.started is None and unit_apart.wanted(session.config):
-        unit_apart.started = unit_apart.start(root)
+    if apart.started is None and apart.wanted(session.config):
+        apart.started = apart.start(root)
 
 
 def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
     """Under ``-m TIER`` (one tier alone), the other tiers' folders are not even imported:
     their tests carry their folder's marker, so none could be selected. A full run whose
-    unit tier runs apart does not collect it here."""
-    from tests.support import unit_apart
+    groups run apart does not collect theirs here."""
+    from tests.support import apart
 
-    if unit_apart.started is not None and collection_path.is_dir() and collection_path.name == "unit":
-        if collection_path.parent.name == "tests":
-            return True
+    if apart.started is not None and apart.started.owns(collection_path):
+        return True
     tier = (config.option.markexpr or "").strip()
     if tier not in _TIERS:
         return None
@@ -95,13 +94,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from tests.support import resolution, unit_apart
+    from tests.support import apart, resolution
 
-    apart = unit_apart.started
-    if apart is not None:
+    for group in apart.started.groups if apart.started is not None else []:
         if session.shouldstop or session.exitstatus == pytest.ExitCode.INTERRUPTED:
-            unit_apart.stop(apart)
-        elif unit_apart.wait(apart) != 0 and session.exitstatus == pytest.ExitCode.OK:
+            apart.stop(group)
+        elif apart.wait(group) != 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     if resolution.started is not None and resolution.started[1] is not None and resolution.started[1].poll() is None:
@@ -110,13 +108,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from tests.support import unit_apart
+    from tests.support import apart
 
-    apart = unit_apart.started
-    if apart is not None and apart.returncode is not None:
-        for line in unit_apart.summary(apart):
-            terminalreporter.write_line(line)
-        unit_apart.cleanup(apart)
+    for group in apart.started.groups if apart.started is not None else []:
+        if group.returncode is not None:
+            for line in apart.summary(group):
+                terminalreporter.write_line(line)
+            apart.cleanup(group)
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,9 @@ A cluster is ``ray start --head --block`` in a session of its own, with its own
 ports and temp dir, everything bound to 127.0.0.1 (torch's collectives too:
 ``providers/local/loopback.py``), and as many worker nodes as the
 region has beyond the head (``providers/local/nodes.py``). Every process it spawns
-(and the runtime driver) carries the cluster's name in ``ORCHESTRATOR_CLUSTER``,
-which is how teardown and fault injection find them all.
+(and the runtime driver) carries the cluster's marker in ``ORCHESTRATOR_CLUSTER``
+(its name and a token of its launch: ``marker_of``), which is how teardown and fault
+injection find them all.
 """
 
 from __future__ import annotations
@@ -108,8 +109,29 @@ BASE_ENV = {
 # handed out twice, and a raylet then asked its runtime-env agent for an actor's
 # environment and got another process's metrics server. So: below the ephemeral range
 # and above Ray's worker ports (10002-19999), never one this process handed out before.
+# Two controllers on one machine each hand out their own ports, and could hand out the
+# same one in that moment: ORCHESTRATOR_LOCAL_PORTS=LOW-HIGH gives each its own range.
 PORT_LOW = 20000
+PORTS_ENV = "ORCHESTRATOR_LOCAL_PORTS"
 _handed: set[int] = set()
+
+
+def port_range(value: str | None, ephemeral: int) -> tuple[int, int]:
+    """The ports (low, high) local clusters take: ``value`` (ORCHESTRATOR_LOCAL_PORTS,
+    ``LOW-HIGH``) or PORT_LOW up to the kernel's ``ephemeral`` range. ValueError, naming
+    the variable and the form, for a malformed or too narrow one."""
+    if not value:
+        return PORT_LOW, ephemeral - 1
+    try:
+        low, high = (int(part) for part in value.split("-"))
+    except ValueError:
+        low = high = -1
+    if not (1024 <= low and low + 100 <= high <= 65535):
+        raise ValueError(
+            f"{PORTS_ENV}={value!r}: expected LOW-HIGH, two ports from 1024 to 65535 at least 100 apart, "
+            f"best below {ephemeral} where the kernel hands out its own (e.g. {PORT_LOW}-{PORT_LOW + 6000})"
+        )
+    return low, high
 
 
 def ephemeral_low() -> int:
@@ -124,10 +146,10 @@ def ephemeral_low() -> int:
 def free_port() -> int:
     """A port on 127.0.0.1 free now, outside the ephemeral range where it can be, and
     never the same twice in this process."""
-    high = ephemeral_low() - 1
+    low, high = port_range(os.environ.get(PORTS_ENV), ephemeral_low())
     rng = secrets.SystemRandom()
-    for _ in range(200 if high - PORT_LOW >= 1000 else 0):
-        port = rng.randint(PORT_LOW, high)
+    for _ in range(200 if high - low >= 100 else 0):
+        port = rng.randint(low, high)
         if port in _handed:
             continue
         with socket.socket() as s:
@@ -213,6 +235,10 @@ class LocalProvider:
         if importlib.util.find_spec("ray") is None:
             raise ProviderUnavailable("the local provider needs Ray: pip install -c constraints.txt -e .")
         region = regions[0] if regions else "local"
+        try:
+            port_range(os.environ.get(PORTS_ENV), ephemeral_low())
+        except ValueError as exc:
+            raise ProvisionError(ProvisionErrorKind.PRECHECK, region, str(exc)) from None
         temp = tempfile.gettempdir()
         if not os.access(temp, os.W_OK | os.X_OK):
             raise ProvisionError(
@@ -261,7 +287,7 @@ class LocalProvider:
             **cluster.info.get("env", {}),
             **BASE_ENV,
             **collectives_env(loopback_interface(psutil.net_if_addrs())),
-            MARKER: cluster.name,
+            MARKER: marker_of(cluster),
             "RAY_TMPDIR": cluster.info["temp_dir"],
             "RAY_AUTH_TOKEN_PATH": os.path.join(_base_dir(cluster), TOKEN_NAME),
         }
@@ -299,6 +325,10 @@ class LocalProvider:
                 "scratch_dir": os.path.join(base, "scratch"),
                 # Each Ray Train worker's output (rank-<R>.log), kept before teardown.
                 "log_dir": os.path.join(base, logfiles.LOG_DIR),
+                # What its processes carry in ORCHESTRATOR_CLUSTER: the name and a token of
+                # this launch, so that another controller's cluster of the same name on this
+                # machine (another ORCHESTRATOR_HOME, the same run id) is never taken for it.
+                "marker": f"{cluster_name}@{secrets.token_hex(4)}",
             },
         )
         os.mkdir(handle.info["scratch_dir"], 0o700)
@@ -566,12 +596,12 @@ class LocalProvider:
 
     def node_processes(self, cluster: ClusterHandle, index: int) -> list[int]:
         rec = self._node_record(cluster, index)
-        return node_marked(cluster.name, index, frozenset([int(rec["pid"])]))
+        return node_marked(marker_of(cluster), index, frozenset([int(rec["pid"])]))
 
     def _kill_node(self, cluster: ClusterHandle, index: int) -> list[int]:
         rec = self._node_record(cluster, index)
         killed = kill_until_gone(
-            lambda: node_marked(cluster.name, index, frozenset([int(rec["pid"])])),
+            lambda: node_marked(marker_of(cluster), index, frozenset([int(rec["pid"])])),
             f"node {index} of cluster {cluster.name}",
         )
         proc = self._nodes.get(cluster.name, {}).pop(index, None)
@@ -629,7 +659,7 @@ class LocalProvider:
         self._record(cluster)
 
     def processes(self, cluster: ClusterHandle) -> list[int]:
-        return marked(cluster.name, self._sessions(cluster))
+        return marked(marker_of(cluster), self._sessions(cluster))
 
     def keep_logs(self, cluster: ClusterHandle, dest_dir: str) -> KeptLogs:
         # On this machine: whatever the cluster's processes wrote is there until teardown,
@@ -643,7 +673,7 @@ class LocalProvider:
         self._torn.add(cluster.name)
         # SIGTERM leaves gcs_server and raylet up for seconds; nothing here needs a
         # graceful exit (checkpoints are committed or they are not), so SIGKILL.
-        kill_all(cluster.name, self._sessions(cluster))
+        kill_all(marker_of(cluster), self._sessions(cluster))
         warm = self._warm.pop(cluster.name, None)
         if warm is not None:
             self._drop_warm(warm)
@@ -665,6 +695,12 @@ def dashboard_flags(port: int | None) -> list[str]:
     if port is None:
         return ["--include-dashboard=false", "--no-api-server"]  # the latter providers.raystart's own
     return ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={port}"]
+
+
+def marker_of(cluster: ClusterHandle) -> str:
+    """The ORCHESTRATOR_CLUSTER value its processes carry (a cluster recorded by an older
+    version: its name)."""
+    return str(cluster.info.get("marker") or cluster.name)
 
 
 def _base_dir(cluster: ClusterHandle) -> str:

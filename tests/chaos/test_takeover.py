@@ -49,18 +49,41 @@ def _as_run(home: Path, args: tuple[str, ...], code: int, out: str, err: str) ->
 
 def _kill_cluster(name: str) -> int:
     """kill_region by hand, with no controller to do it: every process of the cluster,
-    found by its marker and the sessions its processes run in."""
+    found by its marker (the cluster's name and its launch's token) and the sessions its
+    processes run in."""
     import psutil
 
-    from providers.procs import kill_all, marked
+    from providers.procs import MARKER, kill_until_gone
+
+    def marked() -> list[int]:
+        out = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get(MARKER, "").split("@")[0] == name and proc.status() != psutil.STATUS_ZOMBIE:
+                    out.append(proc.pid)
+            except (psutil.Error, OSError):
+                continue
+        return out
 
     sessions = set()
-    for pid in marked(name):
+    for pid in marked():
         try:
             sessions.add(os.getsid(pid))
         except (ProcessLookupError, psutil.Error):
             pass
-    return len(kill_all(name, frozenset(sessions)))
+    in_sessions = frozenset(sessions)
+
+    def found() -> list[int]:
+        ours = set(marked())
+        for proc in psutil.process_iter():
+            try:
+                if os.getsid(proc.pid) in in_sessions and proc.status() != psutil.STATUS_ZOMBIE:
+                    ours.add(proc.pid)
+            except (psutil.Error, OSError):
+                continue
+        return sorted(ours - {os.getpid()})
+
+    return len(kill_until_gone(found, f"cluster {name}"))
 
 
 def _lease_line(events: list[dict]) -> list[tuple[int, int | None]]:

@@ -110,7 +110,9 @@ def nothing_left_of(run: Run, home: Path, timeout_s: float = 10.0) -> None:
     """invariants.nothing_left narrowed to this run, as other runs may start Ray on a shared
     machine meanwhile: no process of its clusters (found as the provider finds them) or of
     its runtimes, and no cluster record."""
-    clusters = [(e["cluster"], frozenset([e["info"]["head_pid"]])) for e in run.events("provisioned")]
+    clusters = [
+        (e["info"].get("marker", e["cluster"]), frozenset([e["info"]["head_pid"]])) for e in run.events("provisioned")
+    ]
 
     def ours() -> list[int]:
         pids = [pid for name, sessions in clusters for pid in marked(name, sessions)]

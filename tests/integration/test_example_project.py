@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from providers.procs import MARKER
-from tests.support.runs import Run, env_for, loop_spec
+from tests.support.runs import Run, env_for, loop_spec, ours
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,11 @@ def processes_of(run_id: str, timeout_s: float = 10.0) -> list[int]:
         left = []
         for p in psutil.process_iter():
             try:
-                if p.environ().get(MARKER, "").startswith(f"{run_id}-") and p.status() != psutil.STATUS_ZOMBIE:
+                if (
+                    p.environ().get(MARKER, "").startswith(f"{run_id}-")
+                    and p.status() != psutil.STATUS_ZOMBIE
+                    and ours(p)
+                ):
                     left.append(p.pid)
             except (psutil.Error, OSError):
                 continue

@@ -248,6 +248,32 @@ def test_without_its_dashboard_no_dashboard_process_and_a_first_actor_takes_an_i
     assert not wait_no_new_ray(before)
 
 
+def test_two_controllers_clusters_of_one_name_are_each_their_own(tmp_path):
+    """Two controllers on this machine (two ORCHESTRATOR_HOMEs, the same run id) launch a
+    cluster under the same name: each provider sees and ends only its own, as its
+    processes carry the name and a token of their launch."""
+    before = ray_pids()
+    first, second = (LocalProvider(state_dir=str(tmp_path / f"state-{i}")) for i in (1, 2))
+    spec = RegionSpec("local-w", f"file://{tmp_path}/store", 1)
+    one = first.launch(spec, "t-same", timeout_s=90)
+    try:
+        two = second.launch(spec, "t-same", timeout_s=90)
+        try:
+            assert one.info["marker"] != two.info["marker"]
+            assert one.info["marker"].startswith("t-same@")
+            mine, theirs = set(first.processes(one)), set(second.processes(two))
+            assert mine and theirs and not mine & theirs
+            first.teardown(one)
+            assert first.processes(one) == []
+            assert set(second.processes(two)) == theirs and all(psutil.pid_exists(p) for p in theirs)
+            assert second.health(two).health is Health.UP
+        finally:
+            second.teardown(two)
+    finally:
+        first.teardown(one)
+    assert not wait_no_new_ray(before)
+
+
 def _cmdline(pid: int) -> str:
     try:
         return " ".join(psutil.Process(pid).cmdline())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.support.runs import Run, wait_no_new_ray
+from tests.support.runs import Run, describe, wait_no_new_ray
 
 INTERVAL = 50  # conf/job/digits.yaml checkpoint.interval_steps
 
@@ -43,7 +43,8 @@ def _resumed_state(events: list[dict], transition: dict) -> str | None:
 
 
 def nothing_left(before: set[int], home: Path) -> None:
-    assert not wait_no_new_ray(before), "Ray or runtime processes left behind"
+    left = wait_no_new_ray(before)
+    assert not left, f"Ray or runtime processes left behind: {describe(left)}"
     records = home / "clusters"
     left = [p.name for p in records.glob("*.json")] if records.exists() else []
     assert not left, f"cluster records left: {left}"

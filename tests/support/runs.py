@@ -51,8 +51,56 @@ def wait_for_ci_setup(timeout_s: float = 1200.0) -> str | None:
     return None
 
 
+# A full run's groups run apart (tests/support/apart.py): each pytest names itself here,
+# and every process it starts inherits the name, Ray's daemons and workers through the
+# cluster they belong to. A Slurm job's processes are the Slurm group's.
+SESSION_ENV = "ORCH_TEST_SESSION"
+SLURM_SESSION = "slurm"
+SLURM_NAMES = frozenset({"slurmstepd", "srun", "sbatch", "salloc"})
+
+
+def session_of(proc: psutil.Process, depth: int = 16) -> str | None:
+    """The test session that started ``proc``: the nearest of it and its ancestors that
+    names one (a Ray worker's environment is overwritten by its title: its raylet's is
+    read); a Slurm job's processes, and the commands that run in one, the Slurm group's;
+    None where none tells (an orphan)."""
+    current: psutil.Process | None = proc
+    for _ in range(depth):
+        if current is None or current.pid <= 1:
+            return None
+        try:
+            if current.name() in SLURM_NAMES:
+                return SLURM_SESSION  # a job's step, or a command run in it over ssh (SkyPilot's)
+            env = current.environ()
+            if env.get(SESSION_ENV):
+                return env[SESSION_ENV]
+            if "SLURM_JOB_ID" in env or _in_slurm_job(current.pid):
+                return SLURM_SESSION  # a daemon a job started, since reparented (Ray's, by SkyPilot)
+            current = current.parent()
+        except (psutil.Error, OSError):
+            return None
+    return None
+
+
+def _in_slurm_job(pid: int) -> bool:
+    """Whether the process's cgroup is a Slurm job's (``.../job_<id>/...``)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as fh:
+            return "/job_" in fh.read()
+    except OSError:
+        return False
+
+
+def ours(proc: psutil.Process) -> bool:
+    """Whether ``proc`` is this test session's to count: started by it, or by no session
+    that can be told (an orphan counts for every session)."""
+    me = os.environ.get(SESSION_ENV)
+    return me is None or session_of(proc) in (me, None)
+
+
 def ray_pids() -> set[int]:
-    """Every Ray process on the machine, by name or process title."""
+    """Every Ray process on the machine, by name or process title, of this test session's
+    (``ours``)."""
     out = set()
     for p in psutil.process_iter(["name", "cmdline"]):
         try:
@@ -67,7 +115,7 @@ def ray_pids() -> set[int]:
             or "bin/ray start" in cmd
             or "providers.raystart" in cmd
             or "orchestrator.runtime" in cmd
-        ):
+        ) and ours(p):
             out.add(p.pid)
     return out
 
@@ -81,6 +129,19 @@ def wait_no_new_ray(before: set[int], timeout_s: float = 10.0) -> set[int]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+def describe(pids: set[int]) -> list[str]:
+    """Each process as ``pid name cmdline`` (its session's, where one names it), for a
+    failure's message."""
+    out = []
+    for pid in sorted(pids):
+        try:
+            proc = psutil.Process(pid)
+            out.append(f"{pid} [{session_of(proc)}] {' '.join(proc.cmdline())[:200] or proc.name()}")
+        except psutil.Error:
+            out.append(f"{pid} (gone)")
+    return out
 
 
 def _alive(pid: int) -> bool:
