@@ -71,7 +71,10 @@ def session_of(proc: psutil.Process, depth: int = 16) -> str | None:
         try:
             if current.name() in SLURM_NAMES:
                 return SLURM_SESSION  # a job's step, or a command run in it over ssh (SkyPilot's)
-            env = current.environ()
+            try:
+                env = current.environ()
+            except psutil.AccessDenied:  # another user's (not root here): its parent may tell
+                env = {}
             if env.get(SESSION_ENV):
                 return env[SESSION_ENV]
             if "SLURM_JOB_ID" in env or _in_slurm_job(current.pid):
