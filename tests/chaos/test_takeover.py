@@ -47,43 +47,24 @@ def _as_run(home: Path, args: tuple[str, ...], code: int, out: str, err: str) ->
     return Run(code, out, err, run_dir, json.loads(path.read_text()) if path.exists() else None)
 
 
-def _kill_cluster(name: str) -> int:
+def _kill_cluster(home: Path, name: str) -> int:
     """kill_region by hand, with no controller to do it: every process of the cluster,
-    found by its marker (the cluster's name and its launch's token) and the sessions its
-    processes run in."""
+    found by its marker (from the cluster's record in ``home``, which outlives the run's
+    folder) and the sessions its processes run in."""
     import psutil
 
-    from providers.procs import MARKER, kill_until_gone
+    from providers.local.provider import LocalProvider, marker_of
+    from providers.procs import kill_all, marked
 
-    def marked() -> list[int]:
-        out = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.environ().get(MARKER, "").split("@")[0] == name and proc.status() != psutil.STATUS_ZOMBIE:
-                    out.append(proc.pid)
-            except (psutil.Error, OSError):
-                continue
-        return out
-
+    cluster = LocalProvider(state_dir=str(home / "clusters")).find(name)
+    assert cluster is not None, f"no record of cluster {name} in {home}"
     sessions = set()
-    for pid in marked():
+    for pid in marked(marker_of(cluster)):
         try:
             sessions.add(os.getsid(pid))
         except (ProcessLookupError, psutil.Error):
             pass
-    in_sessions = frozenset(sessions)
-
-    def found() -> list[int]:
-        ours = set(marked())
-        for proc in psutil.process_iter():
-            try:
-                if os.getsid(proc.pid) in in_sessions and proc.status() != psutil.STATUS_ZOMBIE:
-                    ours.add(proc.pid)
-            except (psutil.Error, OSError):
-                continue
-        return sorted(ours - {os.getpid()})
-
-    return len(kill_until_gone(found, f"cluster {name}"))
+    return len(kill_all(marker_of(cluster), frozenset(sessions)))
 
 
 def _lease_line(events: list[dict]) -> list[tuple[int, int | None]]:
@@ -110,7 +91,7 @@ def test_the_controllers_host_lost_then_its_region_a_new_machine_takes_the_run_o
     assert lost.returncode == -9, lost.stderr[-2000:]
     assert not lost.run_dir.exists(), "the run's folder outlived its host"
     # No controller runs: the region goes too, while it still trains.
-    assert _kill_cluster("hostloss-local-a-g1") > 0
+    assert _kill_cluster(home_a, "hostloss-local-a-g1") > 0
     # A second machine, too soon: the dead controller's lease still holds.
     early = _run(home_b, "action=resume", "run_id=hostloss", *store, env=cloud_stores["env"])
     if early.returncode == 2:

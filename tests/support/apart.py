@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,12 +81,9 @@ class Apart:
     groups: list[Started] = field(default_factory=list)
 
     def owns(self, path: Path) -> bool:
-        """Whether ``path`` (a folder or a test file) is a group's, not the main run's."""
-        try:
-            rel = path.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
-            return False
-        return any(rel == p for s in self.groups for p in s.group.paths)
+        """Whether ``path`` (a folder or a test file, as pytest collects it: absolute) is a
+        group's, not the main run's."""
+        return path in {self.root / p for s in self.groups for p in s.group.paths}
 
 
 started: Apart | None = None
@@ -172,7 +170,7 @@ def wait(started: Started, timeout_s: float = WAIT_S) -> int:
 def stop(started: Started) -> None:
     """The group's pytest interrupted (its fixtures tear down what they started), then killed."""
     if started.proc.poll() is None:
-        started.proc.send_signal(2)
+        started.proc.send_signal(signal.SIGINT)
         try:
             started.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
