@@ -38,6 +38,14 @@ from recovery.fencing import FencedError, Lineage
 from recovery.keys import AttemptKeys
 from recovery.store import CheckpointStore
 
+# Heartbeats for a run over this cloud. Its runtime beats only when the controller polls
+# it, so a controller slowed between its poll and its read (a loaded machine, the unit tier
+# at niceness 10 beside the Ray tiers, an fsync queued behind their writes) ages the beat
+# as a hung runtime's would: the timeout stands far above such a stall, and the tests of a
+# hang pay it once.
+HEARTBEAT_TIMEOUT_S = 2.0
+HEARTBEATS = ("recovery.heartbeat_interval_s=0.05", f"recovery.heartbeat_timeout_s={HEARTBEAT_TIMEOUT_S}")
+
 
 @dataclass(frozen=True)
 class Script:

@@ -35,7 +35,7 @@ from orchestrator.notify import notifier as notify
 from orchestrator.notify.notifier import CommandTarget, DeliveryError, Notifier, WebhookTarget
 from orchestrator.runstate import events as E
 from orchestrator.runstate.rundir import NOTIFY_SECRET
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEATS, FakeCloud, Script
 from tests.unit.orchestrator.notify.test_notifier import (
     RUN,
     TOKEN,
@@ -281,8 +281,7 @@ def _run(home: Path, cloud: FakeCloud, *overrides: str, progress: bool = False) 
             f"run_id={RUN}",
             f"progress={progress}",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
             *overrides,
         ]
     )
@@ -426,8 +425,7 @@ def _interrupted(home: Path, cloud: FakeCloud, hook: Hook, *overrides: str, call
             f"run_id={RUN}",
             "progress=false",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
             *overrides,
         ]
     )

@@ -28,7 +28,7 @@ from orchestrator.wire.logfiles import KeptLogs
 from providers.base import ClusterHandle
 from providers.local.provider import LocalProvider
 from providers.skypilot.ssh import remote, ssh_argv
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEATS, FakeCloud, Script
 
 pytestmark = pytest.mark.unit
 
@@ -302,8 +302,7 @@ def test_a_lost_clusters_attempt_says_so_and_the_next_shows_its_ranks_output(
             "run_id=r",
             "progress=false",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
         ]
     )
     assert build_controller(cfg, cloud, "r", out=io.StringIO()).run()["status"] == "SUCCEEDED"  # type: ignore[arg-type]

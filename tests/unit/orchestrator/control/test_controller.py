@@ -34,7 +34,7 @@ from recovery.fencing import FencedError
 from recovery.keys import controller_keys
 from recovery.policy import Budgets, FailurePolicy
 from recovery.store import CheckpointStore
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEAT_TIMEOUT_S, HEARTBEATS, FakeCloud, Script
 
 pytestmark = pytest.mark.unit
 RUN = "loop"
@@ -70,8 +70,7 @@ def _config(home: Path, *overrides: str) -> Any:
             f"run_id={RUN}",
             "progress=false",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
             *overrides,
         ]
     )
@@ -403,7 +402,7 @@ def test_a_flapping_health_check_with_fresh_heartbeats_is_one_attempt_and_glitch
     # could lose a cluster (recovery.health_failures_to_lose=3), so not journaled again.
     assert [(g["failed_checks"], g["health"]) for g in glitches] == [(1, "not_up"), (2, "not_up"), (3, "not_up")]
     assert "not UP" in glitches[0]["detail"] and "raised FlappedCheck" in glitches[1]["detail"]
-    assert all(g["heartbeat_age_s"] < 0.3 for g in glitches)
+    assert all(g["heartbeat_age_s"] < HEARTBEAT_TIMEOUT_S for g in glitches)
     assert [e["kind"] for e in _events(ctl, "fault_ended")] == ["status_flap"]
     assert _live(ctl) == _replayed(ctl)
 
@@ -417,11 +416,12 @@ def test_a_cluster_that_stops_answering_is_lost_within_the_lease_not_at_its_firs
     assert ctl.step() is False
     (failure,) = _events(ctl, "failure_detected")
     assert (failure["kind"], failure["health"]) == ("cluster_lost", "not_up")
-    # (The journal rounds the age to milliseconds: just past 0.3 s can read 0.3.)
-    assert failure["failed_checks"] >= 3 and failure["heartbeat_age_s"] >= 0.3
+    # (The journal rounds the age to milliseconds: just past the timeout can read it.)
+    assert failure["failed_checks"] >= 3 and failure["heartbeat_age_s"] >= HEARTBEAT_TIMEOUT_S
     assert "health checks in a row not UP" in failure["detail"]
-    # Found once the lease (0.3 s) ran out, not before, not long after.
-    assert 0.3 <= failure["detected_after_s"] < 1.5
+    # Found once the lease ran out, not before; and at it, not at a later deadline (the
+    # bound is loose: a loaded machine is slow to look).
+    assert HEARTBEAT_TIMEOUT_S <= failure["detected_after_s"] < 4 * HEARTBEAT_TIMEOUT_S
     # While the heartbeats were fresh the failed checks were glitches (the first three journaled).
     assert [g["failed_checks"] for g in _events(ctl, "health_glitch")] == [1, 2, 3]
     (decision,) = _events(ctl, "decision")

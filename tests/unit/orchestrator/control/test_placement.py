@@ -32,7 +32,7 @@ from orchestrator.runstate.events import (
     RuntimeReport,
 )
 from orchestrator.runstate.journal import Journal
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEATS, FakeCloud, Script
 
 pytestmark = pytest.mark.unit
 
@@ -141,7 +141,7 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_run_placed_by_cost_starts_in_the_cheapest_and_fails_over_to_the_next_cheapest(
     tmp_path: Path, fast: None
 ) -> None:
-    config = cfg(tmp_path, *PRICED, "recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3")
+    config = cfg(tmp_path, *PRICED, *HEARTBEATS)
     out = io.StringIO()
     ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=out)  # type: ignore[arg-type]
     result = ctl.run()
@@ -160,7 +160,7 @@ def test_a_run_placed_by_cost_starts_in_the_cheapest_and_fails_over_to_the_next_
 
 
 def test_a_listed_run_journals_no_placement(tmp_path: Path, fast: None) -> None:
-    config = cfg(tmp_path, "recovery.heartbeat_interval_s=0.05", "recovery.heartbeat_timeout_s=0.3")
+    config = cfg(tmp_path, *HEARTBEATS)
     ctl = build_controller(config, FakeCloud({"local-a": [Script(30, "cluster_lost")]}), "p", out=io.StringIO())  # type: ignore[arg-type]
     result = ctl.run()
     assert [a["region"] for a in result["attempt_history"]] == ["local-a", "local-b"]
@@ -211,8 +211,7 @@ def test_a_deadline_run_preempted_on_spot_goes_on_demand_and_no_preemption_strik
         tmp_path,
         *SPOT,
         "recovery.deadline_s=0.01",
-        "recovery.heartbeat_interval_s=0.05",
-        "recovery.heartbeat_timeout_s=0.3",
+        *HEARTBEATS,
     )
     cloud = FakeCloud({"local-a": [Script(30, "preempted")]})
     ctl = build_controller(config, cloud, "p", out=io.StringIO())  # type: ignore[arg-type]

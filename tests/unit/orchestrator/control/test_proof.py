@@ -15,7 +15,7 @@ from recovery.fencing import Lineage
 from recovery.keys import controller_keys
 from recovery.manifest import FileEntry, Manifest, checkpoint_digest
 from recovery.store import CheckpointStore
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEATS, FakeCloud, Script
 
 pytestmark = pytest.mark.unit
 W = "ab" * 32
@@ -190,8 +190,7 @@ def test_a_forged_success_fails_over_and_the_run_ends_with_its_real_result(
             "run_id=forged",
             "progress=false",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
         ]
     )
     ctl = build_controller(cfg, cloud, "forged", out=io.StringIO())  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ from orchestrator.runstate import events as E
 from orchestrator.runstate.goodput import CATEGORIES, goodput_of
 from orchestrator.runstate.losses import append_loss, last_loss_step
 from orchestrator.runstate.state import RunView, fold
-from tests.support.fakecloud import FakeCloud, Script
+from tests.support.fakecloud import HEARTBEATS, FakeCloud, Script
 from tests.support.tbread import event_files, events, shown
 from tests.unit.orchestrator.runstate.test_events import INCIDENT
 
@@ -298,8 +298,7 @@ def _config(home: Path) -> Any:
             "run_id=tb",
             "progress=false",
             "job.steps=60",
-            "recovery.heartbeat_interval_s=0.05",
-            "recovery.heartbeat_timeout_s=0.3",
+            *HEARTBEATS,
         ]
     )
 
