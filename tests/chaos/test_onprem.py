@@ -43,7 +43,11 @@ SCANCEL_AFTER_STEP = 200
 USER_ERROR_AT_STEP = 560
 # Back in orch-slurm-a, before the user error: frozen for FREEZE_S, inside the 10 s lease.
 FREEZE_AT_STEP = 400
-FREEZE_S = 5
+FREEZE_S = 6
+# The hedge's sign: heartbeats missing this long, well inside the freeze and well past the
+# scancel's detection (1.4 s on an idle machine; on a loaded one it can pass the default
+# 2.5 s, and a hedge sent out at the scancel takes orch-slurm-b's name from the failover).
+HEDGE_AFTER_S = 3.5
 FLAP_AT_STEP = 50
 INTERVAL = 100  # examples/seqproj/conf/job/seq.yaml checkpoint.interval_steps
 
@@ -109,6 +113,7 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
         # Back into orch-slurm-a at once, after orch-slurm-b is lost too.
         "recovery.region_cooldown_s=0",
         "recovery.hedge_max_launches=1",
+        f"recovery.hedge_after_s={HEDGE_AFTER_S}",
         "cloud.regions.orch-slurm-a.cpus='1'",
         "cloud.regions.orch-slurm-b.cpus='1'",
         code_dir=True,

@@ -171,6 +171,7 @@ class GroupMember:
         self.timeout_s = where.timeout_s
         self.members: Members | None = None
         self.sockets: dict[int, int] = {}  # the formed group's: fd -> inode
+        self._forming: Callable[[], None] | None = None  # form_in_background's waiter
 
     def _record(self, epoch: int) -> Members:
         try:
@@ -246,7 +247,16 @@ class GroupMember:
             if failed:
                 raise failed[0]
 
+        self._forming = wait
         return wait
+
+    def wait_formed(self) -> None:
+        """Until a formation ``form_in_background`` started has ended (raising what it
+        raised); at once when none runs. What needs the group while the model is built
+        (FSDP's device mesh) waits here: a mesh made before the group would start a
+        group of its own from the environment, which names no rendezvous here."""
+        if self._forming is not None:
+            self._forming()
 
     def _record_sockets(self, new: dict[int, int]) -> None:
         """The group's sockets, told apart from others by the members' listeners (each

@@ -257,6 +257,8 @@ class _Loop(WorkerAttempt):
             if trainer.activation_checkpointing == "units":
                 checkpoint_activations(units)
             if self.fsdp:
+                if self.member is not None:
+                    self.member.wait_formed()  # the mesh is made over the group being formed
                 shard(self.model, units, trainer.fsdp, self.device, world)
         self.optimizer = self.workload.optimizer(self.model)
         make_scheduler = getattr(self.workload, "scheduler", None)
