@@ -108,8 +108,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from tests.support import apart
+    from tests.support import apart, onprem
 
+    for folder in onprem.KEPT:
+        terminalreporter.write_line(f"on-prem: a test failed; its runs' homes and stores are kept in {folder}")
     for group in apart.started.groups if apart.started is not None else []:
         if group.returncode is not None:
             for line in apart.summary(group):
@@ -172,7 +174,7 @@ def cloud_stores():
 
 
 @pytest.fixture(scope="session")
-def onprem():
+def onprem(request: pytest.FixtureRequest):
     """The real one-node Slurm cluster through SkyPilot (tests/support/onprem.py); skipped when it is not up."""
     from tests.support.onprem import session, slurm_up
     from tests.support.runs import skip_unless_strict
@@ -180,7 +182,7 @@ def onprem():
     why = slurm_up()
     if why:
         skip_unless_strict(why)
-    yield from session()
+    yield from session(failed=lambda: request.session.testsfailed > 0)
 
 
 @pytest.fixture(scope="session")

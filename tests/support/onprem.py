@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,8 +103,14 @@ def _index_reachable() -> bool:
         return False
 
 
-def session(tmp_root: Path | None = None) -> Iterator[OnPrem]:
-    """The environment of on-prem runs; on exit, the API server stopped, the squeue empty."""
+# The folders of sessions in which a test failed, kept for reading.
+KEPT: list[Path] = []
+
+
+def session(tmp_root: Path | None = None, failed: Callable[[], bool] = lambda: False) -> Iterator[OnPrem]:
+    """The environment of on-prem runs; on exit, the API server stopped, the squeue empty,
+    and its folder removed unless ``failed()``: its runs' journals are what a failure is
+    read from, so it is kept and named in the run's summary (``KEPT``)."""
     tag = uuid.uuid4().hex[:8]
     home = SHARED / f"test-{tag}" / "home"
     home.mkdir(parents=True)
@@ -130,7 +136,10 @@ def session(tmp_root: Path | None = None) -> Iterator[OnPrem]:
                 onprem.scancel(job_id)
         except (OSError, subprocess.SubprocessError):
             pass  # the cluster itself is gone: nothing can be queued
-        shutil.rmtree(SHARED / f"test-{tag}", ignore_errors=True)
+        if failed():
+            KEPT.append(SHARED / f"test-{tag}")
+        else:
+            shutil.rmtree(SHARED / f"test-{tag}", ignore_errors=True)
 
 
 def _free_port() -> int:
