@@ -253,8 +253,7 @@ class GroupMember:
     def wait_formed(self) -> None:
         """Until a formation ``form_in_background`` started has ended (raising what it
         raised); at once when none runs. What needs the group while the model is built
-        (FSDP's device mesh) waits here: a mesh made before the group would start a
-        group of its own from the environment, which names no rendezvous here."""
+        waits here (FSDP's device mesh, ``loop.fsdp.shard``)."""
         if self._forming is not None:
             self._forming()
 

@@ -10,6 +10,7 @@ sharded model's state is checkpointed is ``checkpoint.sharding``'s.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -46,11 +47,23 @@ def mixed_precision(fsdp: FsdpSection) -> Any:
     return MixedPrecisionPolicy(param_dtype=DTYPES.get(fsdp.param_dtype), reduce_dtype=DTYPES.get(fsdp.reduce_dtype))
 
 
-def shard(model: nn.Module, units: list[nn.Module], fsdp: FsdpSection, device: torch.device, world: int) -> None:
-    """fully_shard each unit, then the root, over all ``world`` ranks of the default group."""
+def shard(
+    model: nn.Module,
+    units: list[nn.Module],
+    fsdp: FsdpSection,
+    device: torch.device,
+    world: int,
+    group_formed: Callable[[], None] | None = None,
+) -> None:
+    """fully_shard each unit, then the root, over all ``world`` ranks of the default group.
+    ``group_formed``: waits until that group, formed in the background while the model was
+    built, exists (a mesh made before it would start a group of its own from the
+    environment, which names no rendezvous where the driver hosts one)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    if group_formed is not None:
+        group_formed()
     mesh = init_device_mesh(device.type, (world,))
     options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": fsdp.reshard_after_forward}
     policy = mixed_precision(fsdp)

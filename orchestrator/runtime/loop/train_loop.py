@@ -257,9 +257,8 @@ class _Loop(WorkerAttempt):
             if trainer.activation_checkpointing == "units":
                 checkpoint_activations(units)
             if self.fsdp:
-                if self.member is not None:
-                    self.member.wait_formed()  # the mesh is made over the group being formed
-                shard(self.model, units, trainer.fsdp, self.device, world)
+                formed = self.member.wait_formed if self.member is not None else None
+                shard(self.model, units, trainer.fsdp, self.device, world, group_formed=formed)
         self.optimizer = self.workload.optimizer(self.model)
         make_scheduler = getattr(self.workload, "scheduler", None)
         self.scheduler = make_scheduler(self.optimizer) if callable(make_scheduler) else None

@@ -87,3 +87,53 @@ def test_a_survivor_waits_for_the_next_epoch_and_gives_up_past_its_limit() -> No
     host.publish([os.getpid()], "join", [])
     m.join(2)
     m.leave()
+
+
+def _fsdp_rank(address: str, port: int, epoch: int, rank: int, out: Any) -> None:
+    """FSDP's mesh over a group that forms while the model is built: rank 1 comes late."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from orchestrator.runtime.loop.fsdp import shard
+    from orchestrator.wire.sections import FsdpSection
+
+    os.environ.pop("MASTER_ADDR", None)  # as in a Ray Train worker whose group the driver hosts
+    os.environ.pop("MASTER_PORT", None)
+    if rank == 1:
+        time.sleep(1.5)  # a replacement's peer still on its way when the spare is ready
+    m = GroupMember(spec(), rank, 2, KEY, "gloo", Assignment(address, port, epoch))
+    m.admitted()
+    formed = m.form_in_background()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+    try:
+        shard(model, list(model), FsdpSection(), torch.device("cpu"), 2, group_formed=m.wait_formed)
+        formed()
+        loss = model(torch.ones(2, 4)).sum()
+        loss.backward()
+        t = torch.tensor([float(loss.item())])
+        dist.all_reduce(t)
+        out.put((rank, "sharded", dist.get_world_size()))
+    except Exception as exc:
+        out.put((rank, f"{type(exc).__name__}: {exc}"[:300], 0))
+    finally:
+        m.leave()
+
+
+def test_fsdp_shards_over_the_group_formed_in_the_background_not_one_of_its_own() -> None:
+    """A replacement that was a ready spare builds its model before its group has formed:
+    its mesh waits for the group (no ``env://`` rendezvous, which nothing here sets up)."""
+    host = GroupHost(RUN, GEN, KEY, "127.0.0.1")
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_fsdp_rank, args=(host.address, host.port, host.epoch + 1, r, out)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    host.publish([p.pid for p in procs], "join", [0])
+    got = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+    assert got == [(0, "sharded", 2), (1, "sharded", 2)], got
+    assert [p.exitcode for p in procs] == [0, 0]
