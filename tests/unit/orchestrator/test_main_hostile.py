@@ -476,10 +476,34 @@ def test_the_fuzz_has_at_least_300_cases_of_its_own() -> None:
 # --- a run's folder that is damaged, not free ---------------------------------------------------
 
 
+def _deny_as_the_kernel_does_to_others(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """Root reads a file of mode 0 (CI runs as root): opening ``path`` is refused here as
+    the kernel refuses any other user, EACCES, whichever way it is opened."""
+    import builtins
+    import errno
+
+    def denied(target: object) -> bool:
+        try:
+            return os.path.realpath(os.fspath(target)) == str(path.resolve())  # type: ignore[arg-type]
+        except TypeError:
+            return False  # a file descriptor: opened already
+
+    def refuse(opener):  # type: ignore[no-untyped-def]
+        def opened(target, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if denied(target):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(target))
+            return opener(target, *args, **kwargs)
+
+        return opened
+
+    monkeypatch.setattr(os, "open", refuse(os.open))
+    monkeypatch.setattr(builtins, "open", refuse(builtins.open))
+
+
 @pytest.mark.parametrize("action", ["run", "resume"])
 @pytest.mark.parametrize("damage", ["empty", "unreadable", "a-folder", "a-fifo", "a-dangling-link"])
 def test_an_empty_or_unreadable_journal_is_a_damaged_run_not_a_new_one(
-    sandbox: Path, capsys: pytest.CaptureFixture[str], action: str, damage: str
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, action: str, damage: str
 ) -> None:
     from orchestrator.config.compose import compose
     from orchestrator.wire.codec import to_plain
@@ -497,10 +521,12 @@ def test_an_empty_or_unreadable_journal_is_a_damaged_run_not_a_new_one(
     else:
         journal.write_bytes(b"")
     if damage == "unreadable":
-        if os.geteuid() == 0:
-            pytest.skip("root reads any file")
         journal.chmod(0)
-    refused(sandbox, [f"action={action}", "run_id=r1"], capsys, "journal.jsonl")
+        if os.geteuid() == 0:
+            _deny_as_the_kernel_does_to_others(monkeypatch, journal)
+    line = refused(sandbox, [f"action={action}", "run_id=r1"], capsys, "journal.jsonl")
+    said = {"empty": "is empty", "unreadable": "cannot be read (permission denied)", "a-folder": "a folder"}
+    assert said.get(damage, "not a regular file") in line, line
 
 
 # --- what stays allowed ---------------------------------------------------------------------------
