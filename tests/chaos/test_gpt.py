@@ -12,7 +12,7 @@ from tests.support.invariants import journal_consistent, nothing_left
 from tests.support.runs import orchestrate, ray_pids
 from tests.support.servers import MetadataServer
 
-STEPS = 120
+STEPS = 60
 JOB = ("job=gpt", f"job.steps={STEPS}", "checkpoint.interval_steps=20")
 
 
@@ -62,16 +62,16 @@ def _manifest(url: str) -> dict:
 def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_baseline) -> None:
     before = ray_pids()
     with MetadataServer("aws") as imds:
-        # The notice once the first attempt (local-a) reports step 30; the kill at 90 lands
+        # The notice once the first attempt (local-a) reports step 15; the kill at 45 lands
         # in the next region. No chaos fault: only the runtime's watch of the server hears it.
-        imds.notice_at_step(orch_home / "runs" / "gpt-faults" / "control" / "g1" / "progress.json", 30)
+        imds.notice_at_step(orch_home / "runs" / "gpt-faults" / "control" / "g1" / "progress.json", 15)
         run = orchestrate(
             orch_home,
             "gpt-faults",
             *JOB,
             "cloud.regions.local-a.preemption_notice=aws",
             f"cloud.regions.local-a.preemption_notice_url={imds.endpoint}",
-            "chaos.faults=[{kind:kill_head,at_step:90}]",
+            "chaos.faults=[{kind:kill_head,at_step:45}]",
             "recovery.region_cooldown_s=0",
             timeout=600,
         )
@@ -83,7 +83,7 @@ def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_base
     kinds = [inc["kind"] for inc in r["incidents"]]
     assert kinds == ["preempted", "cluster_lost"], r["incidents"]
     lost = [inc["lost_steps"] for inc in r["incidents"]]
-    assert lost[0] == 0 and lost[1] <= 20, lost  # preempt: none; kill at 90: since the commit of 80
+    assert lost[0] == 0 and lost[1] <= 20, lost  # preempt: none; kill at 45: since the commit of 40
     # IMDSv2's way: a token, then the notice asked for with it; the runtime heard "terminate".
     methods = [(m, path) for m, path, _ in imds.requests]
     assert methods[0] == ("PUT", "/latest/api/token") and ("GET", "/latest/meta-data/spot/instance-action") in methods
@@ -92,6 +92,6 @@ def test_gpt_survives_a_preemption_and_a_lost_region_exactly(orch_home, gpt_base
     assert r["incidents"][0]["failed_at"] == notice["time"]  # the preemption began with the notice
     assert not run.events("preemption_notice_invalid")
     (preempted,) = run.events("preempted")
-    assert preempted["step"] >= 30 and r["incidents"][0]["restored_step"] == preempted["step"]
+    assert preempted["step"] >= 15 and r["incidents"][0]["restored_step"] == preempted["step"]
     journal_consistent(run)
     nothing_left(before, orch_home)

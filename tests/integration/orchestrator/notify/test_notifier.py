@@ -226,7 +226,7 @@ def test_offering_never_waits_for_a_hanging_target_and_the_end_waits_a_bounded_t
     for step in (10, 20, 30):
         notifier.offer(E.FailureDetected("runtime_lost", region="local-a", last_step=step, ts=1.0), view)
     notifier.offer(E.RunFinished(status="SUCCEEDED", final_step=60), view)
-    assert time.monotonic() - t0 < 0.2
+    assert time.monotonic() - t0 < 0.4  # under one delivery's 0.5 s: no offer waited for one
     notifier.close()
     # Two deliveries' time (0.5 s each) and a little: each notification is accounted for
     # once, timed out while the run went on or given up on at its end.

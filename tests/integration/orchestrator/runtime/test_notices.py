@@ -85,7 +85,7 @@ def test_a_hung_service_costs_a_poll_its_timeout_and_no_more(aws: MetadataServer
     watch, said = reports([notices.AwsMetadata(aws.endpoint, timeout_s=0.2)])
     t0 = time.monotonic()
     assert watch.poll() is None
-    assert time.monotonic() - t0 < 1.0 and said == []
+    assert time.monotonic() - t0 < 3.0 and said == []  # one 0.2 s poll, not a hang (a loaded machine is slow)
 
 
 def test_one_source_down_does_not_hide_the_others_notice(gcp: MetadataServer) -> None:

@@ -65,7 +65,7 @@ def test_what_is_no_regular_file_is_refused_at_once_naming_it(
     started = time.monotonic()
     with pytest.raises(DamagedFile) as err:
         READERS[reader](str(path))
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # a bound against a hang (a fifo, a read of the whole), not a timing
     assert (err.value.path, err.value.problem, err.value.fix) == (
         str(path),
         f"{SHAPES[shape]}, not a regular file",
@@ -101,7 +101,7 @@ def test_a_whole_read_is_bounded(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(DamagedFile, match="more than 1024 bytes"):
         read_whole(str(path), 1024)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # a bound against a hang (a fifo, a read of the whole), not a timing
 
 
 def test_a_span_reads_from_its_offset(tmp_path: Path) -> None:
