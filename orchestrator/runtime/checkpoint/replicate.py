@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.runtime.checkpoint.commit import EventHook
 from recovery.fencing import Admits, FencedError
-from recovery.manifest import FileEntry, Manifest
+from recovery.manifest import FileEntry, Manifest, ManifestError
 from recovery.store import CheckpointStore, StoreError
 
 
@@ -84,6 +84,14 @@ class Replicator:
                     "checkpoint_skipped", {"step": step, "region": replica.region, "reason": reason}
                 ),
             )
+        except ManifestError as exc:
+            # Another rank's file read back from the source no longer matches the signed
+            # manifest (changed in the store since it was committed): it is not copied, and
+            # this checkpoint gets no replica. The replica's store did nothing wrong and is
+            # tried again with the next checkpoint; training goes on (a restore passes over
+            # the source's copy as it would any that does not verify).
+            self.on_event("replication_failed", {"to": replica.region, "error": str(exc)[:300]})
+            return
         except (StoreError, FencedError, OSError) as exc:
             # Stop trying this store for a while: a hung one would hold up every upload.
             self._down_until[replica.region] = time.monotonic() + self.outage_s
