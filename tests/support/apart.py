@@ -2,10 +2,12 @@
 beside the main one, instead of after it: the unit tier, and the tests on CI's Slurm
 cluster.
 
-The main run spends most of its time in the Ray tiers, whose runs leave about a quarter
-of this machine's two cores idle (a lease waited out, a launch, a restart). The unit tier
-(about 5000 pure tests, a minute and a half of one core) fits in those gaps, at a lower
-CPU priority (niceness 10) so that it takes what the Ray runs leave. The Slurm tests
+The main run spends most of its time in the Ray tiers, whose runs leave a tenth to a
+quarter of this machine's two cores idle (a lease waited out, a launch, a restart). The
+unit tier (about 5000 pure tests, two minutes of one core) fits in those gaps, at niceness
+10: below the controllers, the runtime drivers and Ray's daemons (0), though above Ray's
+own worker processes, which Ray starts at 15 (``RAY_worker_niceness``, its default), so
+that it is not starved by a driver's or a cluster's start. The Slurm tests
 (SkyPilot's launches and teardowns on the one-node cluster, five minutes) mostly wait:
 half of two cores is idle while they run.
 
@@ -57,9 +59,10 @@ class Group:
 
 
 GROUPS = (
-    # One process at a lower priority: the cores belong to the Ray tiers. Low enough that
-    # the Ray runs keep them, high enough that a unit test waiting on a thread of its own
-    # (a join of a second or two) is not starved past its wait.
+    # One process at a lower priority than the controllers and drivers of the Ray tiers
+    # (Ray's workers run at 15, below it). Low enough that those keep the cores, high
+    # enough that a unit test waiting on a thread of its own (a join of a second or two)
+    # is not starved past its wait.
     Group("unit", ("tests/unit",), ("-m", "unit", "-p", "no:xdist"), niceness=10),
     # Its own priority: a hedge and a lease are timed in the on-prem run.
     Group("slurm", ("tests/integration/providers/skypilot/test_conformance.py", "tests/chaos/test_onprem.py")),
