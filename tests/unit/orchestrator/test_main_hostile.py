@@ -41,10 +41,14 @@ FEW_SECONDS = 5.0
 HANG_S = 60.0
 
 
-def assert_quick(started_wall: float, started_cpu: float) -> None:
-    """What ran since ``time.monotonic()`` and ``time.process_time()`` were ``started_*``
-    took a few seconds of this process's CPU, and did not hang."""
-    cpu, wall = time.process_time() - started_cpu, time.monotonic() - started_wall
+def since(started: tuple[float, float]) -> tuple[float, float]:
+    """The wall and CPU seconds since ``started``, a ``(time.monotonic(), time.process_time())``."""
+    return time.monotonic() - started[0], time.process_time() - started[1]
+
+
+def assert_quick(took: tuple[float, float]) -> None:
+    """``took`` (``since``'s) is a few seconds of this process's CPU, and no hang."""
+    wall, cpu = took
     assert cpu < FEW_SECONDS, f"took {cpu:.1f}s of CPU"
     assert wall < HANG_S, f"took {wall:.1f}s"
 
@@ -61,12 +65,12 @@ def refused(root: Path, args: list[str], capsys: pytest.CaptureFixture[str], nam
     """Run the CLI in-process; assert exit 2, one error line naming ``names``, no
     traceback, a few seconds at most, and nothing written under ``root``."""
     before = tree(root)
-    started, started_cpu = time.monotonic(), time.process_time()
+    started = time.monotonic(), time.process_time()
     try:
         code = main(args)
     except SystemExit as exc:
         code = exc.code
-    quick = (started, started_cpu)
+    took = since(started)
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     assert code == 2, (args[:3], out[-300:], err[-600:])
@@ -74,7 +78,7 @@ def refused(root: Path, args: list[str], capsys: pytest.CaptureFixture[str], nam
     assert len(lines) == 1 and lines[0].startswith("error: "), err[:600]
     assert names in lines[0], lines[0]
     assert out == ""
-    assert_quick(*quick)
+    assert_quick(took)
     assert tree(root) == before, "something was written"
     assert not (root / "user" / ".sky").exists()
     return lines[0]
