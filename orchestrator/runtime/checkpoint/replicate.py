@@ -84,17 +84,14 @@ class Replicator:
                     "checkpoint_skipped", {"step": step, "region": replica.region, "reason": reason}
                 ),
             )
-        except ManifestError as exc:
-            # Another rank's file read back from the source no longer matches the signed
-            # manifest (changed in the store since it was committed): it is not copied, and
-            # this checkpoint gets no replica. The replica's store did nothing wrong and is
-            # tried again with the next checkpoint; training goes on (a restore passes over
-            # the source's copy as it would any that does not verify).
-            self.on_event("replication_failed", {"to": replica.region, "error": str(exc)[:300]})
-            return
-        except (StoreError, FencedError, OSError) as exc:
-            # Stop trying this store for a while: a hung one would hold up every upload.
-            self._down_until[replica.region] = time.monotonic() + self.outage_s
+        except (ManifestError, StoreError, FencedError, OSError) as exc:
+            # A ManifestError: another rank's file read back from the source no longer
+            # matches the signed manifest (changed in the store since its commit). It is not
+            # copied and this checkpoint gets no replica, but the replica's store did nothing
+            # wrong; training goes on (a restore passes over the source's copy). Any other:
+            # stop trying this store for a while, as a hung one would hold up every upload.
+            if not isinstance(exc, ManifestError):
+                self._down_until[replica.region] = time.monotonic() + self.outage_s
             self.on_event("replication_failed", {"to": replica.region, "error": str(exc)[:300]})
             return
         self.on_event(
