@@ -109,7 +109,8 @@ class DeadlinePolicy(StrEnum):
 
 
 class AutoOff(StrEnum):
-    """recovery.survivors and recovery.peer_restore: on where the run allows it, or off."""
+    """recovery.survivors, recovery.peer_restore and recovery.spares: on where the run
+    allows it, or off."""
 
     auto = "auto"
     off = "off"
@@ -425,6 +426,10 @@ class RecoveryConfig:
     # With survivors kept, the committed checkpoint's state comes from the ranks that hold
     # it in memory, checked against its signed manifest (auto), or from the store (off).
     peer_restore: AutoOff = AutoOff.auto
+    # Each node keeps a spare worker process, torch and the workload imported, that a lost
+    # worker's replacement starts on at once (auto), or a replacement starts a new process
+    # (off: no idle process per node, no CPU spent importing it while the group trains).
+    spares: AutoOff = AutoOff.auto
     # A search resumed in another region: errored trials continue from their last
     # checkpoint (resume_errored), or start over (restart_errored), or stay errored (both false).
     resume_errored: bool = True

@@ -483,6 +483,7 @@ class AttemptRunner:
             node_wait_s=cfg.recovery.node_replace_timeout_s,
             survivors=str(cfg.recovery.survivors),
             peer_restore=str(cfg.recovery.peer_restore),
+            spares=str(cfg.recovery.spares),
             on_demand=gen in self._on_demand,
         )
         spec_path = os.path.join(folder, "spec.json")

@@ -74,6 +74,8 @@ def why_not_survivors(spec: RuntimeSpec) -> str | None:
 
 def why_no_spares(spec: RuntimeSpec) -> str | None:
     """Why this attempt keeps no spare workers (None: it does, survivors kept or not)."""
+    if spec.spares == "off":
+        return "recovery.spares=off"
     if spec.hpo is not None:
         return "a search's trials restart on their own"
     if spec.trainer.gpus_per_worker > 0:

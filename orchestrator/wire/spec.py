@@ -88,9 +88,11 @@ class RuntimeSpec:
     # fit (recovery.node_replace_timeout_s).
     nodes: Annotated[int, AtLeast(1)] = 1
     node_wait_s: Annotated[float, AtLeast(0)] = 60.0
-    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/rendezvous.py).
+    # recovery.survivors and recovery.peer_restore (orchestrator/runtime/group/rendezvous.py),
+    # recovery.spares (orchestrator/runtime/group/spares.py).
     survivors: Annotated[str, OneOf(("auto", "off"))] = "auto"
     peer_restore: Annotated[str, OneOf(("auto", "off"))] = "auto"
+    spares: Annotated[str, OneOf(("auto", "off"))] = "auto"
     # The attempt runs on on-demand capacity a deadline chose over the region's spot
     # (recovery.deadline_s): nothing reclaims it, so chaos preempt faults do not strike it.
     on_demand: bool = False

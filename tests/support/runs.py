@@ -230,12 +230,29 @@ def run_example(
         full["PYTHONPATH"] = str(project)
     cwd = project if not code_dir else home
     argv = [sys.executable, "-m", "orchestrator", "--config-dir", str(project / "conf"), "job=seq"]
-    argv += [*([f"job.code_dir={project}"] if code_dir else []), f"run_id={run_id}", "progress=false", *overrides]
+    argv += [*([f"job.code_dir={project}"] if code_dir else []), f"run_id={run_id}", "progress=false"]
+    argv += [*spares_off(overrides), *overrides]
     proc = subprocess.run(argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
     run_dir = home / "runs" / run_id
     result_path = run_dir / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, result)
+
+
+# What loses a worker or a node, the one thing a spare (recovery.spares) serves.
+LOSES_WORKERS = ("kill_worker", "kill_node", "hang_node", "kill_head", "corrupt_peer_state", "worker_loss", "soak")
+
+
+def spares_off(overrides: tuple[str, ...]) -> list[str]:
+    """``recovery.spares=off`` for a new run that loses no worker: its spare would never
+    be taken, and each attempt would spend about 3.5 CPU-s of a loaded two-core machine
+    importing it while the group trains. A run that names the key, loses a worker or a
+    node, resumes, or runs detached (a drill may come) keeps the product's default."""
+    if any(o.startswith(("action=", "detach=", "recovery.spares")) for o in overrides):
+        return []
+    if any(kind in o for o in overrides for kind in LOSES_WORKERS):
+        return []
+    return ["recovery.spares=off"]
 
 
 def orchestrate(
@@ -250,6 +267,7 @@ def orchestrate(
         *job,
         f"run_id={run_id}",
         "progress=false",
+        *spares_off(overrides),
         *overrides,
     ]
     proc = subprocess.run(argv, cwd=REPO, env=env_for(home, env), capture_output=True, text=True, timeout=timeout)

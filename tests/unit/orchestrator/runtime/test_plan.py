@@ -142,6 +142,7 @@ def test_a_workload_on_cpus_keeps_its_survivors_under_either_strategy(tmp_path: 
         {"trainer": {"workers": 1}},
         {"trainer": {"strategy": "fsdp"}},
         {"job": TRAIN_FUNC},
+        {"peer_restore": "off"},
     ],
 )
 def test_a_group_restarted_whole_on_cpus_keeps_spares_too(tmp_path: Path, over: dict[str, Any]) -> None:
@@ -150,10 +151,16 @@ def test_a_group_restarted_whole_on_cpus_keeps_spares_too(tmp_path: Path, over: 
 
 @pytest.mark.parametrize(
     ("over", "why"),
-    [({"trainer": {"gpus_per_worker": 1.0}}, "holds no GPU"), ({"data": {"loader": "ray_data"}}, "ray_data")],
+    [
+        ({"trainer": {"gpus_per_worker": 1.0}}, "holds no GPU"),
+        ({"data": {"loader": "ray_data"}}, "ray_data"),
+        ({"spares": "off"}, "recovery.spares=off"),
+    ],
 )
 def test_what_keeps_no_spares_says_why(tmp_path: Path, over: dict[str, Any], why: str) -> None:
     assert why in (why_no_spares(spec(tmp_path, **over)) or "")
+    p = plan(tmp_path, **over)
+    assert not p.spares and why in p.spares_why
 
 
 @pytest.mark.parametrize(
