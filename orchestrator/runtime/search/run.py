@@ -219,6 +219,7 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
             num_samples=samples,
             search_alg=searcher,
             max_concurrent_trials=concurrent_trials(hpo, ray_train=ray_train),
+            reuse_actors=True,
             scheduler=make_scheduler(hpo, driver.rungs, lambda: pbt_of(spec, driver)),
         ),
         run_config=tune.RunConfig(
