@@ -25,6 +25,7 @@ from orchestrator.wire.sections import (
     Mode,
     NoticeSource,
     Precision,
+    ReuseProcesses,
     Scheduler,
     SearchAlg,
     Strategy,
@@ -374,6 +375,11 @@ class HpoConfig:
     search_space: dict[str, Any] = field(default_factory=dict)
     # At most one snapshot of the experiment (its state, and the trial checkpoints that moved) per this many seconds.
     snapshot_interval_s: float = 1.0
+    # A trial that ends hands its process (torch and the workload imported) to the next
+    # trial, which seeds and builds its own (Tune's reuse_actors): auto where that process
+    # runs no user code (a built-in workload, or Ray Train trials), on (a workload that
+    # keeps no state at module level), or off (each trial a new process).
+    reuse_processes: ReuseProcesses = ReuseProcesses.auto
 
 
 @dataclass

@@ -86,6 +86,16 @@ class Scheduler(StrEnum):
     pbt = "pbt"
 
 
+class ReuseProcesses(StrEnum):
+    """hpo.reuse_processes: whether a trial that ends hands its process to the next one.
+    auto: where the trial's process runs no user code (a built-in workload, or a Ray Train
+    trial, whose workers are new processes each time); on: always; off: never."""
+
+    auto = "auto"
+    on = "on"
+    off = "off"
+
+
 class SearchAlg(StrEnum):
     """How a search picks its trials: drawn up front from job.seed (random, grid keys
     included), or proposed from the results so far by Optuna's TPE (optuna)."""
@@ -113,6 +123,7 @@ METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
 HPO_MODES = tuple(str(x) for x in Mode)
 HPO_SCHEDULERS = tuple(str(x) for x in Scheduler)
 HPO_SEARCH_ALGS = tuple(str(x) for x in SearchAlg)
+HPO_REUSE = tuple(str(x) for x in ReuseProcesses)
 NOTICE_SOURCES = tuple(str(x) for x in NoticeSource)
 # numpy's seeds are 32-bit unsigned.
 MAX_SEED = 2**32 - 1
@@ -280,6 +291,7 @@ class HpoSection(Section):
     steps_per_iteration: Count = 20
     search_space: dict[str, str] = field(default_factory=dict)
     snapshot_interval_s: NonNegative = 1.0
+    reuse_processes: Annotated[str, OneOf(HPO_REUSE)] = "auto"
     resume_errored: bool = True
     restart_errored: bool = False
 

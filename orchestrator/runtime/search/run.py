@@ -182,6 +182,20 @@ def concurrent_trials(hpo: HpoSection, cluster_cpus: float | None = None, ray_tr
     return max(1, min(hpo.max_concurrent, fits))
 
 
+def reuse_trial_processes(spec: RuntimeSpec) -> bool:
+    """hpo.reuse_processes: a trial's process goes on to the next trial. Under auto, only
+    where no user code runs in it: a trial trains in its own process (a world of one) only
+    a built-in workload's; a Ray Train trial's process only starts its workers, new each time.
+    A user's module-level state would otherwise carry from one trial to the next."""
+    from orchestrator.workloads import is_builtin
+
+    hpo = spec.hpo
+    mode = "off" if hpo is None else hpo.reuse_processes
+    if mode != "auto":
+        return mode == "on"
+    return ray_train_trials(spec) or (not spec.job.train_func and is_builtin(spec.job.workload))
+
+
 def trials_left(driver: SearchDriver) -> int:
     """Trials this attempt runs: the plan's, and those the searcher has yet to propose."""
     unproposed = 0 if driver.proposer is None else driver.proposer.num_samples - driver.proposer.asked
@@ -219,7 +233,7 @@ def build_tuner(spec: RuntimeSpec, driver: SearchDriver, scratch: str) -> Any:
             num_samples=samples,
             search_alg=searcher,
             max_concurrent_trials=concurrent_trials(hpo, ray_train=ray_train),
-            reuse_actors=True,
+            reuse_actors=reuse_trial_processes(spec),
             scheduler=make_scheduler(hpo, driver.rungs, lambda: pbt_of(spec, driver)),
         ),
         run_config=tune.RunConfig(

@@ -219,3 +219,24 @@ def test_a_finished_searchs_last_progress_is_out_of_the_steps_it_took() -> None:
     (progress,) = [kw for what, kw in control.calls if what == "progress"]
     (final,) = [kw for what, kw in control.calls if what == "final"]
     assert (progress["step"], progress["total"]) == (26, 26) and final["final_step"] == 26
+
+
+@pytest.mark.parametrize(
+    ("job", "hpo", "data", "reused"),
+    [
+        ({"workload": "digits"}, {}, {}, True),  # a built-in workload, in the trial's process
+        ({"workload": "mypkg.models:Net"}, {}, {}, False),  # a user's module-level state stays its trial's
+        ({"workload": "mypkg.models:Net"}, {"reuse_processes": "on"}, {}, True),
+        ({"workload": "digits"}, {"reuse_processes": "off"}, {}, False),
+        ({"workload": "", "train_func": "mypkg.train:fn"}, {}, {}, True),  # a Ray Train trial's workers are new
+        ({"workload": "mypkg.models:Net"}, {"trial": {"workers": 2}}, {}, True),
+        ({"workload": "mypkg.models:Net"}, {}, {"loader": "ray_data"}, True),
+    ],
+)
+def test_a_trials_process_goes_on_to_the_next_trial_only_where_it_runs_no_user_code(
+    tmp_path: Path, job: dict[str, Any], hpo: dict[str, Any], data: dict[str, Any], reused: bool
+) -> None:
+    from orchestrator.runtime.search.run import reuse_trial_processes
+
+    spec = loop_spec(tmp_path, RUN, 1, {"name": "s", "seed": 0, **job}, hpo={**HPO, **hpo}, data=data)
+    assert reuse_trial_processes(spec) is reused
