@@ -363,6 +363,8 @@ def train_func(config: dict[str, Any]) -> None:
 
 # The most checkpoint bytes a rank holds at once while it restores a train function's folder.
 RESTORE_BATCH_BYTES = 64 * 2**20
+# The folder of a node's scratch disk that holds the checkpoint folders ranks restored.
+RESTORED = "function-restores"
 
 
 class FuncRun(WorkerAttempt):
@@ -480,7 +482,7 @@ class FuncRun(WorkerAttempt):
         each rank reads the whole folder, a bounded batch at a time, each file verified as it
         streams in, straight to disk; a folder whose files failed is removed."""
         self._verified = {}
-        folder = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-")
+        folder = tempfile.mkdtemp(prefix=f"orch-restore-{self.spec.run_id}-step{m.step}-", dir=self._restore_parent())
         try:
             ours = [f.name for f in m.files if func_exact.is_ours(f.name)]
             rngs = source.read_many(m, ours) if ours else None
@@ -490,6 +492,16 @@ class FuncRun(WorkerAttempt):
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return folder, rngs
+
+    def _restore_parent(self) -> str | None:
+        """Where restored folders go: the node's scratch disk, which goes with its cluster,
+        so a rank killed before it removed its folder leaves nothing behind on the machine
+        (the system's temp folder where the cluster has no scratch disk)."""
+        if not self.spec.scratch_dir:
+            return None
+        parent = os.path.join(node_scratch(self.spec.scratch_dir, my_node()), RESTORED)
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        return parent
 
     def _take_from_node(self, m: Any, folder: str) -> set[str]:
         """The files of ``m`` this node's rank copies hold as its manifest lists them,

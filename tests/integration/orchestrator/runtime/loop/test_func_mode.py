@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,6 +127,7 @@ def _sharded_rank_main(rank: int, world: int, root: str) -> None:
         tracemalloc.stop()
     assert again.restored_dir is not None
     out["folder"] = sorted(p.name for p in Path(again.restored_dir).iterdir())  # type: ignore[assignment]
+    shutil.rmtree(again.restored_dir)  # run() removes it; restore() alone leaves it to its caller
     Path(root, f"rank{rank}.json").write_text(json.dumps(out))
     dist.barrier()
     dist.destroy_process_group()

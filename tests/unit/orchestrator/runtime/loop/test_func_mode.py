@@ -8,6 +8,7 @@ get_context work in this process as they do in a one-worker group.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -394,3 +395,19 @@ def test_rays_log_line_for_a_report_that_carried_a_checkpoint_says_where_it_went
     # A report with no checkpoint, and any other line, stay as Ray wrote them.
     assert annotated_report_line(line, {1: 6}) == line
     assert annotated_report_line("Reporting training result 2: something else", {2: 7}).endswith("something else")
+
+
+def test_a_restored_folder_lies_on_the_nodes_scratch_disk_which_goes_with_its_cluster(
+    ray_worker: LocalTrainFnUtils, user_module: Any, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    run_worker(make_spec(tmp_path, 1, {"epochs": 2, "trace": str(trace)}, async_upload=False))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    spec = replace(make_spec(tmp_path, 2, {"epochs": 3, "trace": str(trace)}), scratch_dir=str(scratch))
+    run = func_mode.FuncRun(spec, 0, 1, ControlChannel(spec.control_url))
+    assert run.restore() == 2 and run.restored_dir is not None
+    # A rank killed now leaves its folder to the cluster's teardown, not in the machine's /tmp.
+    assert Path(run.restored_dir).parent == scratch / func_mode.RESTORED
+    assert sorted(p.name for p in Path(run.restored_dir).iterdir()) == ["epoch.txt", "sub"]
+    shutil.rmtree(run.restored_dir)
