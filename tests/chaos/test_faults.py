@@ -33,8 +33,10 @@ def test_kill_region_with_a_warm_standby_activates_it_exactly(orch_home, baselin
         # A listener as a user adds one: it hears every event the run journals.
         "metrics.listeners=[tests.support.listeners:Recorder]",
         # The drill as a gate: exact against the baseline run, a bounded loss and recovery.
+        # The kill lands as step 200's checkpoint uploads: on a loaded machine it may be
+        # lost too (restored 150, 51 steps lost), so the bound is two intervals.
         f"chaos.objectives.exact={baseline.run_dir.name}",
-        "chaos.objectives.max_lost_steps=50",
+        "chaos.objectives.max_lost_steps=100",
         "chaos.objectives.max_rto_s=120",
     )
     r, inc = _survived(run, baseline)
