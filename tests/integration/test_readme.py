@@ -22,31 +22,30 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.runs import env_for
+from tests.support.runs import env_for, spares_off
 
 ACTIVATE = ". .venv/bin/activate"
 
 # Overrides appended to each line (matched by the line's text before its comment): they
-# shorten a run (or spare it a process) and change nothing else it shows. Digits' kill_region fires at step 60,
+# shorten a run and change nothing else it shows (nor does recovery.spares=off on a line
+# that loses no worker, the rule every test run follows: tests/support/runs.py spares_off).
+# Digits' kill_region fires at step 60,
 # kill_worker at 300 and spot_storm's last preemption at 340: those runs keep enough
 # steps to reach them.
-# recovery.spares=off where no worker is lost: a spare that is never taken shows nothing.
-SPARES_OFF = "recovery.spares=off"
 SHORTER: dict[str, str] = {
-    "python -m orchestrator job=digits": f"job.steps=20 {SPARES_OFF}",
-    "python -m orchestrator job=digits chaos.faults=[{kind:kill_region,at_step:60}]": f"job.steps=70 {SPARES_OFF}",
+    "python -m orchestrator job=digits": "job.steps=20",
+    "python -m orchestrator job=digits chaos.faults=[{kind:kill_region,at_step:60}]": "job.steps=70",
     "python -m orchestrator job=digits chaos.faults=[{kind:kill_worker,at_step:300}]": "job.steps=310",
-    "python -m orchestrator job=digits chaos=region_outage recovery=warm_standby": f"job.steps=70 {SPARES_OFF}",
-    "python -m orchestrator job=digits chaos=spot_storm": f"job.steps=350 {SPARES_OFF}",
+    "python -m orchestrator job=digits chaos=region_outage recovery=warm_standby": "job.steps=70",
+    "python -m orchestrator job=digits chaos=spot_storm": "job.steps=350",
     "python -m orchestrator job=digits_hpo": "hpo.num_samples=2 hpo.max_t=2 hpo.steps_per_iteration=5",
-    "python -m orchestrator job=gpt": f"job.steps=4 {SPARES_OFF}",
+    "python -m orchestrator job=gpt": "job.steps=4",
     "python -m orchestrator action=list": "",
     "PYTHONPATH=examples/seqproj python -m orchestrator job.workload=seqmodels.classifier:SeqClassifier"
-    " job.params.hidden=32": f"job.steps=20 {SPARES_OFF}",
+    " job.params.hidden=32": "job.steps=20",
     "PYTHONPATH=examples/seqproj python -m orchestrator job.train_func=seqmodels.raytrain:train_func"
-    " job.steps=5": f"job.params.train_size=512 {SPARES_OFF}",
-    "PYTHONPATH=examples/seqproj python -m orchestrator --config-dir examples/seqproj/conf"
-    " job=seq": f"job.steps=20 {SPARES_OFF}",
+    " job.steps=5": "job.params.train_size=512",
+    "PYTHONPATH=examples/seqproj python -m orchestrator --config-dir examples/seqproj/conf job=seq": "job.steps=20",
 }
 REPORT = "python -m orchestrator action=report run_id=<id>"
 
@@ -113,7 +112,8 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("line", readme_lines()[0], ids=lambda line: key_of(line)[:60])
 def test_the_readme_line_runs_as_written(line: str, shell: dict[str, str]) -> None:
-    command = f"{line.split(' #', 1)[0].rstrip()} {SHORTER[key_of(line)]}".rstrip()
+    key = key_of(line)
+    command = " ".join([line.split(" #", 1)[0].rstrip(), SHORTER[key], *spares_off(tuple(key.split()))]).rstrip()
     proc = bash(command, shell, timeout=400)
     assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"

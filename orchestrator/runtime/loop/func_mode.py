@@ -401,7 +401,10 @@ class FuncRun(WorkerAttempt):
         self.clock = 0
         # The files this rank puts, kept on its node: a group restarted in place reads
         # them (and its node's peers') from there (checkpoint/scratch.py's RankCopy).
-        self.rank_copy = RankCopy(node_scratch(spec.scratch_dir, my_node()), rank) if spec.scratch_dir else None
+        # This node's scratch disk (None: the cluster has none), where that copy and the
+        # folders a restore fills lie: it goes with the cluster.
+        self.node_dir = node_scratch(spec.scratch_dir, my_node()) if spec.scratch_dir else None
+        self.rank_copy = RankCopy(self.node_dir, rank) if self.node_dir else None
         self._copy_keeper = None if self.rank_copy is None else ScratchKeeper(self.rank_copy.mine, self._copy_event)
         self._from_node: tuple[int, int] = (0, 0)  # the restore's files and bytes read from the node
 
@@ -497,9 +500,9 @@ class FuncRun(WorkerAttempt):
         """Where restored folders go: the node's scratch disk, which goes with its cluster,
         so a rank killed before it removed its folder leaves nothing behind on the machine
         (the system's temp folder where the cluster has no scratch disk)."""
-        if not self.spec.scratch_dir:
+        if self.node_dir is None:
             return None
-        parent = os.path.join(node_scratch(self.spec.scratch_dir, my_node()), RESTORED)
+        parent = os.path.join(self.node_dir, RESTORED)
         os.makedirs(parent, mode=0o700, exist_ok=True)
         return parent
 
