@@ -26,7 +26,7 @@ from tests.support.runs import orch, ray_pids, wait_no_new_ray
 pytestmark = pytest.mark.ray
 
 RUN = "console-live"
-# A region lost at step 200 of a run long enough to be stopped from the page afterwards.
+# A run long enough to lose a region and be stopped from the page afterwards.
 OVERRIDES = (
     "job=digits",
     f"run_id={RUN}",
@@ -57,6 +57,12 @@ def row_of(driver: Any, run_id: str) -> list[str]:
         ):
             return [c.text for c in cells]
     return []
+
+
+def _failed_over_and_checkpointed(row: list[str]) -> bool:
+    """RUNNING in local-b, one incident, and a checkpoint in local-b's store: the drill can
+    land before the first checkpoint, and a stop before the next one would keep none."""
+    return row[1:4:2] == ["RUNNING", "local-b"] and row[8] == "1" and "local-b: step" in row[5]
 
 
 def _drill_asked(run_dir: Path) -> bool:
@@ -98,8 +104,8 @@ def test_a_drill_and_a_stop_from_the_page_act_on_the_run_as_action_drill_and_act
         until(
             driver,
             FAILOVER_S,
-            lambda d: row_of(d, RUN)[1:4:2] == ["RUNNING", "local-b"] and row_of(d, RUN)[8] == "1",
-            "RUNNING in local-b after the failover, its incident counted",
+            lambda d: _failed_over_and_checkpointed(row_of(d, RUN)),
+            "RUNNING in local-b after the failover, its incident counted, a checkpoint in its store",
         )
         browser.click(driver, "link text", RUN)
         until(driver, 30, lambda d: d.find_element("id", "actions").get_attribute("hidden") is None, "the buttons")
