@@ -25,8 +25,9 @@ measured by node_loss.py), and prints, fsdp / ddp:
 
 Each arm's restore is also printed by phase (``train_started``'s ``restore_phases``, rank
 0's): the choice, the reads (transfer and verification overlap: each file is hashed as it
-streams in), of them the hashing alone, deserialising and copying into the model, beside
-the raw download, so what is left of the gap is visible.
+streams in), of them the hashing alone, deserialising and copying into the model, and
+the hand-over of the files rank 0 verified to the other ranks over the collective (one
+download for the group), beside the raw download, so what is left of the gap is visible.
 
 ``--store s3``: the checkpoints in moto's S3 server on 127.0.0.1 (started here, as the
 tests start it; ``cloud=local_cloudstores``) rather than on this machine's disk, so the
@@ -71,7 +72,7 @@ GOALS = {
 # fp32 weights and AdamW's two moments) and the rest (embeddings, positions).
 LAYER_BYTES = 12 * 1024**2 * 12
 BASE_BYTES = 2 * 256 * 1024 * 12
-PHASES = ("choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s")
+PHASES = ("choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s", "handover_s")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,7 +1,8 @@
 """Where a rank's restore went, for ``train_started``'s ``restore_phases`` (rank 0's) and
 benchmarks/sharded.py's breakdown: reading (the transfer and its verification, which
 overlap: each file is hashed while its later ranges stream in), of that the hashing
-alone, deserialising (``torch.load``), and copying into the model and optimizer."""
+alone, deserialising (``torch.load``), copying into the model and optimizer, and handing
+rank 0's verified files to the other ranks over the collective (``handover``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class RestoreClock:
     verify_s: float = 0.0  # of read_s: hashing what was read
     deserialize_s: float = 0.0
     copy_in_s: float = 0.0
+    handover_s: float = 0.0
 
     def read(self, fn: Callable[[], T]) -> T:
         """``fn()``, a read of verified bytes, timed as reading (its hashing as verifying)."""
@@ -34,7 +36,7 @@ class RestoreClock:
 
     @contextmanager
     def timing(self, phase: str) -> Iterator[None]:
-        """Time the block as ``phase``: ``deserialize_s`` or ``copy_in_s``."""
+        """Time the block as ``phase``: ``deserialize_s``, ``copy_in_s`` or ``handover_s``."""
         began = time.perf_counter()
         try:
             yield
@@ -48,6 +50,7 @@ class RestoreClock:
             "verify_s": self.verify_s,
             "deserialize_s": self.deserialize_s,
             "copy_in_s": self.copy_in_s,
+            "handover_s": self.handover_s,
         }
         if choose_s is not None:
             out = {"choose_s": choose_s, **out}

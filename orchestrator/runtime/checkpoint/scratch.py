@@ -64,21 +64,26 @@ class LocalCopy:
         # MANIFEST.json is no member's name (recovery.manifest.check_member_name).
         replace_folder(os.path.join(self.root, CURRENT), {**files, MANIFEST_NAME: manifest.to_json().encode()})
 
-    def load(self, manifest: Manifest, names: list[str]) -> dict[str, bytes] | None:
-        """The named files of ``manifest`` from the copy, each verified; None if it is not that checkpoint."""
-        current = os.path.join(self.root, CURRENT)
+    def holds(self, manifest: Manifest) -> bool:
+        """Whether the copy is ``manifest``'s checkpoint (its files not read: ``load``
+        verifies each)."""
         try:
-            with open(os.path.join(current, MANIFEST_NAME), "rb") as fh:
+            with open(os.path.join(self.root, CURRENT, MANIFEST_NAME), "rb") as fh:
                 held = Manifest.from_json(fh.read())
         except (OSError, ValueError):
-            return None
-        if (held.run_id, held.step, held.attempt, held.files) != (
+            return False
+        return (held.run_id, held.step, held.attempt, held.files) == (
             manifest.run_id,
             manifest.step,
             manifest.attempt,
             manifest.files,
-        ):
+        )
+
+    def load(self, manifest: Manifest, names: list[str]) -> dict[str, bytes] | None:
+        """The named files of ``manifest`` from the copy, each verified; None if it is not that checkpoint."""
+        if not self.holds(manifest):
             return None
+        current = os.path.join(self.root, CURRENT)
         out = {}
         for name in names:
             entry = manifest.entry(name)

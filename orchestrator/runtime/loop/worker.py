@@ -24,6 +24,7 @@ import torch
 
 from orchestrator.runtime import fault_rendezvous
 from orchestrator.runtime.checkpoint.background import AsyncCheckpointer, CheckpointUploadError
+from orchestrator.runtime.checkpoint.handover import handed_over
 from orchestrator.runtime.checkpoint.restore_clock import RestoreClock
 from orchestrator.runtime.checkpoint.restore_failure import READ_ERRORS, restore_failure
 from orchestrator.runtime.checkpoint.shard_index import is_shard_file
@@ -424,15 +425,28 @@ class WorkerAttempt:
         choice: list[Any] = [None]
         if self.rank == 0:
             prefetched, self._choice = self._choice, None
-            choice = [prefetched.result() if prefetched is not None else self._choose(self._skipped)]
+            chosen = prefetched.result() if prefetched is not None else self._choose(self._skipped)
+            # With the choice, the sizes of the verified files rank 0 hands the group.
+            shared = {n: len(b) for n, b in self._verified.items() if self.handed_to_group(n)}
+            choice = [None if chosen is None else (*chosen, shared if self.world > 1 else {})]
         if self.world > 1:
             import torch.distributed as dist
 
             dist.broadcast_object_list(choice, src=0)
         if choice[0] is None:
             return None
-        index, text = choice[0]
+        index, text, shared = choice[0]
+        if shared:
+            with self.restore_clock.timing("handover_s"):
+                got = handed_over(self.rank, self._verified, shared, self.collective_device())
+            if self.rank != 0:
+                self._verified = got
         return [self.store, *self.fallbacks][index], Manifest.from_json(text)
+
+    def handed_to_group(self, name: str) -> bool:
+        """Rank 0: whether a file it verified while choosing goes to every other rank over
+        the collective (one download for the group): all but its own RNG state."""
+        return not name.startswith("rng-")
 
     def restore_agreed(
         self, read: Callable[[CheckpointStore, Manifest], T], drop: Callable[[T], None] | None = None
@@ -536,10 +550,19 @@ class WorkerAttempt:
         # Checkpoints chosen (their manifests trusted) and so read: a failure of theirs is
         # one found while restoring, after the chaos point "during: restore" has passed.
         chosen: set[tuple[str, int]] = set()
+        scratch = self.checkpointer.local
+        # Whether the candidate being read is the one the node's scratch copy holds: its
+        # files are then read from there, verified, not downloaded too (the store's are
+        # found with their sizes only, and read after all if the copy fails).
+        on_node = [False]
 
         def choose(store: CheckpointStore, m: Manifest) -> None:
             chosen.add((store.region, m.step))
+            on_node[0] = scratch is not None and scratch.holds(m)
             self._restore_hook(m.step)
+
+        def read_later(name: str) -> bool:
+            return not self.kept_on_choice(name) or on_node[0]
 
         while True:
 
@@ -560,14 +583,13 @@ class WorkerAttempt:
                 before_read=choose,
                 # What rank 0 does not keep, its reader verifies as it streams in: found
                 # here with its size only, so every byte of a restore is hashed once.
-                sized=lambda name: not self.kept_on_choice(name),
+                sized=read_later,
             )
             if best is None:
                 return None
             store, m = best.store, best.manifest
             names = [f.name for f in m.files if self.kept_on_choice(f.name)]
-            scratch = self.checkpointer.local
-            local = scratch.load(m, names) if scratch is not None and names else None
+            local = scratch.load(m, names) if scratch is not None and on_node[0] and names else None
             try:
                 # Verified as it was read; a file not kept then is read and verified now.
                 kept = {name: best.files[name] for name in names if name in best.files}

@@ -74,16 +74,27 @@ def test_ratios_are_fsdp_over_ddp_and_none_without_both() -> None:
 
 
 def test_the_restores_phases_are_rank_0s_known_ones_and_read_as_one_line() -> None:
-    phases = {"choose_s": 0.1, "read_s": 2.0, "verify_s": 1.5, "deserialize_s": 0.5, "copy_in_s": 0.25, "x": "y"}
+    phases = {
+        "choose_s": 0.1,
+        "read_s": 2.0,
+        "verify_s": 1.5,
+        "deserialize_s": 0.5,
+        "copy_in_s": 0.25,
+        "handover_s": 0.125,
+        "x": "y",
+    }
     journal = [
         {"type": "runtime.train_started", "restored_step": 0, "restore_s": None},
         {"type": "runtime.train_started", "restored_step": 4, "restore_s": 3.0, "restore_phases": phases},
     ]
     got = restore_phases(journal)
-    assert list(got) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s"]
+    assert list(got) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s", "handover_s"]
     assert restore_phases(journal[:1]) == {}
     line = phase_line({"restore_phases": got, "raw_s": 0.4})
-    assert line == "choose 0.10 s, read 2.00 s, verify 1.50 s, deserialize 0.50 s, copy in 0.25 s; raw download 0.40 s"
+    assert line == (
+        "choose 0.10 s, read 2.00 s, verify 1.50 s, deserialize 0.50 s, copy in 0.25 s, handover 0.12 s;"
+        " raw download 0.40 s"
+    )
     assert phase_line({}) == "no restore timed"
 
 

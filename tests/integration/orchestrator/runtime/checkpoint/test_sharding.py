@@ -188,7 +188,7 @@ def test_a_checkpoint_of_two_ranks_restores_resharded_at_one(tmp_path: Path, run
     # Where the restore went: its choice, the reads (their hashing part of them), the
     # shards deserialised and copied into the model.
     phases = started["restore_phases"]
-    assert list(phases) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s"], phases
+    assert list(phases) == ["choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s", "handover_s"], phases
     assert 0 < phases["verify_s"] <= phases["read_s"] and phases["deserialize_s"] > 0 and phases["copy_in_s"] > 0
     # The one rank read both files of the checkpoint of two: resharded.
     assert [tuple(e["read"]) for e in events(s, "restore_shards")] == [(shard_file(0), shard_file(1))]

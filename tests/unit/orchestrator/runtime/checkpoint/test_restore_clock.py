@@ -29,8 +29,10 @@ def test_a_read_counts_its_hashing_as_verifying_and_the_rest_apart() -> None:
         pass
     with clock.timing("copy_in_s"):
         pass
+    with clock.timing("handover_s"):
+        pass
     fields = clock.fields(None)
-    assert list(fields) == ["read_s", "verify_s", "deserialize_s", "copy_in_s"]
+    assert list(fields) == ["read_s", "verify_s", "deserialize_s", "copy_in_s", "handover_s"]
     assert list(clock.fields(0.123456)) == ["choose_s", *fields] and clock.fields(0.123456)["choose_s"] == 0.1235
 
 

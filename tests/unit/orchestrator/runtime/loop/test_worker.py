@@ -1,12 +1,20 @@
-"""Rank 0's restore choice, run while the worker builds its model (orchestrator/runtime/loop/worker.py)."""
+"""Rank 0's restore choice, run while the worker builds its model, and the node's scratch copy
+it reads instead of the store where it holds the checkpoint (orchestrator/runtime/loop/worker.py)."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from orchestrator.runtime.checkpoint.scratch import CURRENT, LocalCopy
+from orchestrator.runtime.loop import worker
 from orchestrator.runtime.loop.worker import Prefetch, WorkerAttempt, is_comm_failure, release_frames, restored_by_rank0
+from recovery.store import CheckpointStore
+from tests.support.stores import TEST_KEY, WriteCheckpoint
 
 pytestmark = pytest.mark.unit
 
@@ -176,3 +184,78 @@ def test_a_store_that_cannot_be_read_is_said_as_such_not_as_a_failed_verificatio
     attempt, journal = _group_of_two([30], [None])
     assert attempt.restore_agreed(read) is None
     assert journal == [f"local-a 30: could not be read while restoring (rank 0): {why}"]
+
+
+# --- rank 0's choice, with the node's scratch copy ----------------------------------------------
+
+
+def _rank0_choosing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+) -> tuple[WorkerAttempt, Path, Path, list[tuple[str, dict[str, Any]]]]:
+    """Rank 0 of a run whose one checkpoint (step 10) is in a file store and in the node's
+    scratch copy: the attempt, the store's folder of it, the copy's, and the journal."""
+    monkeypatch.setattr(worker, "restore_rule", lambda spec, control, stores: (None, stores))
+    store = CheckpointStore(f"file://{tmp_path}/store", region="local-a", key=TEST_KEY)
+    files = {"model.pt": b"w" * 1000, "state.pt": b"s" * 10, "rng-rank0.pt": b"r0", "rng-rank1.pt": b"r1"}
+    m = write_checkpoint(store, "run", 10, files=files)
+    local = LocalCopy(str(tmp_path / "scratch"))
+    local.keep(m, {n: b for n, b in files.items() if n != "rng-rank1.pt"})
+    journal: list[tuple[str, dict[str, Any]]] = []
+    attempt = object.__new__(WorkerAttempt)
+    attempt.spec = SimpleNamespace(run_id="run", generation=1)  # type: ignore[assignment]
+    attempt.control = SimpleNamespace(event=lambda gen, kind, **f: journal.append((kind, f)))  # type: ignore[assignment]
+    attempt.gen, attempt.store, attempt.fallbacks = 1, store, []
+    attempt._bad_choices = set()
+    attempt.checkpointer = SimpleNamespace(local=local)  # type: ignore[assignment]
+    attempt._restore_hook = lambda step: None  # type: ignore[method-assign]
+    (folder,) = (tmp_path / "store").rglob("step-10*")
+    return attempt, folder, tmp_path / "scratch" / CURRENT, journal
+
+
+def _skips(attempt: WorkerAttempt) -> tuple[Any, list[str]]:
+    skipped: list[str] = []
+    chosen = attempt._choose_newest(lambda store, step, reason: skipped.append(f"{step}: {reason}"))
+    return chosen, skipped
+
+
+def test_a_copy_on_the_node_is_read_from_there_and_the_stores_bytes_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+) -> None:
+    attempt, folder, _, journal = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
+    # The store's bytes changed at the same size: had the choice read them, it would skip the checkpoint.
+    (folder / "model.pt").write_bytes(b"x" * 1000)
+    chosen, skipped = _skips(attempt)
+    assert chosen is not None and skipped == []
+    assert attempt._verified == {"model.pt": b"w" * 1000, "state.pt": b"s" * 10, "rng-rank0.pt": b"r0"}
+    assert [kind for kind, _ in journal] == ["restored_from_scratch"]
+
+
+def test_a_copy_that_does_not_verify_is_passed_over_for_the_stores_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+) -> None:
+    attempt, _, copy, journal = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
+    (copy / "model.pt").write_bytes(b"x" * 1000)
+    chosen, skipped = _skips(attempt)
+    assert chosen is not None and skipped == [] and journal == []
+    assert attempt._verified["model.pt"] == b"w" * 1000
+
+
+def test_neither_the_copy_nor_the_store_verifying_skips_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+) -> None:
+    attempt, folder, copy, _ = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
+    (copy / "model.pt").write_bytes(b"x" * 1000)
+    (folder / "model.pt").write_bytes(b"y" * 1000)
+    chosen, skipped = _skips(attempt)
+    assert chosen is None and len(skipped) == 1
+    assert skipped[0].startswith("10: failed verification while restoring") and "model.pt" in skipped[0]
+
+
+def test_a_file_the_store_lost_is_not_made_up_by_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+) -> None:
+    # The store stays the truth of what was committed: its copy short of a file is no checkpoint.
+    attempt, folder, _, _ = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
+    (folder / "model.pt").unlink()
+    chosen, skipped = _skips(attempt)
+    assert chosen is None and len(skipped) == 1 and "model.pt" in skipped[0]
