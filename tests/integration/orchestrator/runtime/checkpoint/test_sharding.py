@@ -210,6 +210,23 @@ def test_a_corrupt_checkpoint_is_skipped_with_its_reason(tmp_path: Path, runs: A
     assert final is not None and final["weights_sha256"] == unbroken["weights_sha256"]
 
 
+def test_every_checkpoint_passed_over_starts_afresh_with_the_uninterrupted_weights(
+    tmp_path: Path, runs: Any, flip_byte: Any
+) -> None:
+    # Every rank reads, and rank 1 fails each step's file: the group passes over both and
+    # nothing is loaded, so the run starts as one never restored (an optimizer state made
+    # for a load that never came, by torch's step at lr 0, would count that step).
+    _, unbroken, crashed = runs
+    root = shutil.copytree(crashed, tmp_path / "run")
+    for step in (4, 8):
+        flip_byte(store(root), RUN, step, shard_file(1))
+    s = spec(root, generation=2)
+    final = train(s, world=2)
+    assert [e["step"] for e in events(s, "checkpoint_skipped")] == [8, 4]
+    assert [e["restored_step"] for e in events(s, "train_started")] == [0]
+    assert final is not None and final["weights_sha256"] == unbroken["weights_sha256"]
+
+
 def test_a_checkpoint_of_the_other_strategy_is_refused_by_name(tmp_path: Path, runs: Any) -> None:
     _, _, crashed = runs
     root = shutil.copytree(crashed, tmp_path / "run")
