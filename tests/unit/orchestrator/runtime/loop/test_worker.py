@@ -218,26 +218,29 @@ def _skips(attempt: WorkerAttempt) -> tuple[Any, list[str]]:
     return chosen, skipped
 
 
-def test_a_copy_on_the_node_is_read_from_there_and_the_stores_bytes_are_not_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
+@pytest.mark.parametrize(
+    ("changed", "journaled"),
+    [
+        # The store's bytes changed at the same size: had the choice read them, it would
+        # skip the checkpoint; it reads the node's copy instead.
+        ("store", ["restored_from_scratch"]),
+        # The copy changed: passed over for the store's bytes, read and verified.
+        ("copy", []),
+    ],
+)
+def test_a_copy_on_the_node_is_read_from_there_and_one_that_fails_is_passed_over_for_the_store(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write_checkpoint: WriteCheckpoint,
+    changed: str,
+    journaled: list[str],
 ) -> None:
-    attempt, folder, _, journal = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
-    # The store's bytes changed at the same size: had the choice read them, it would skip the checkpoint.
-    (folder / "model.pt").write_bytes(b"x" * 1000)
+    attempt, folder, copy, journal = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
+    ((folder if changed == "store" else copy) / "model.pt").write_bytes(b"x" * 1000)
     chosen, skipped = _skips(attempt)
     assert chosen is not None and skipped == []
     assert attempt._verified == {"model.pt": b"w" * 1000, "state.pt": b"s" * 10, "rng-rank0.pt": b"r0"}
-    assert [kind for kind, _ in journal] == ["restored_from_scratch"]
-
-
-def test_a_copy_that_does_not_verify_is_passed_over_for_the_stores_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_checkpoint: WriteCheckpoint
-) -> None:
-    attempt, _, copy, journal = _rank0_choosing(tmp_path, monkeypatch, write_checkpoint)
-    (copy / "model.pt").write_bytes(b"x" * 1000)
-    chosen, skipped = _skips(attempt)
-    assert chosen is not None and skipped == [] and journal == []
-    assert attempt._verified["model.pt"] == b"w" * 1000
+    assert [kind for kind, _ in journal] == journaled
 
 
 def test_neither_the_copy_nor_the_store_verifying_skips_the_checkpoint(
