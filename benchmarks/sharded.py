@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import orchestrate, temp_home, write_json  # noqa: E402
+from orchestrator.runtime.checkpoint.restore_clock import RestoreClock  # noqa: E402
 
 GOALS = {
     "fsdp_state_bytes_per_rank_ratio": ("<=", 0.6),
@@ -72,7 +73,8 @@ GOALS = {
 # fp32 weights and AdamW's two moments) and the rest (embeddings, positions).
 LAYER_BYTES = 12 * 1024**2 * 12
 BASE_BYTES = 2 * 256 * 1024 * 12
-PHASES = ("choose_s", "read_s", "verify_s", "deserialize_s", "copy_in_s", "handover_s")
+# A restore's phases as train_started journals them (rank 0's, its choice first).
+PHASES = tuple(RestoreClock().fields(choose_s=0.0))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

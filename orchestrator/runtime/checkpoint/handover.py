@@ -52,6 +52,5 @@ def handed_over(
                 staged = torch.empty(view.numel(), dtype=torch.uint8, device=device)
                 dist.broadcast(staged, src=0)
                 view.copy_(staged.cpu())
-        del into
         out[name] = bytes(buf)
     return out

@@ -60,13 +60,23 @@ class Stopped(BaseException):
     (a preemption). A BaseException: a user's ``except Exception`` must not swallow it."""
 
 
+def _is_rng_file(name: str) -> bool:
+    return name.startswith("rng-")
+
+
 def restored_by_rank0(name: str) -> bool:
     """The files rank 0 keeps from the checkpoint it chose: the shared state and its own
     RNG (every other rank reads its own RNG file itself). A sharded checkpoint's rank
     files each rank reads itself, only those it needs."""
     if is_shard_file(name):
         return False
-    return not name.startswith("rng-") or name == "rng-rank0.pt"
+    return not _is_rng_file(name) or name == "rng-rank0.pt"
+
+
+def handed_to_group(name: str) -> bool:
+    """Of the files rank 0 verified while choosing, those it hands every other rank over
+    the collective (one download for the group): all but its own RNG state."""
+    return not _is_rng_file(name)
 
 
 def _is_comm_error(exc: BaseException) -> bool:
@@ -427,8 +437,8 @@ class WorkerAttempt:
             prefetched, self._choice = self._choice, None
             chosen = prefetched.result() if prefetched is not None else self._choose(self._skipped)
             # With the choice, the sizes of the verified files rank 0 hands the group.
-            shared = {n: len(b) for n, b in self._verified.items() if self.handed_to_group(n)}
-            choice = [None if chosen is None else (*chosen, shared if self.world > 1 else {})]
+            shared = {n: len(b) for n, b in self._verified.items() if handed_to_group(n)} if self.world > 1 else {}
+            choice = [None if chosen is None else (*chosen, shared)]
         if self.world > 1:
             import torch.distributed as dist
 
@@ -442,11 +452,6 @@ class WorkerAttempt:
             if self.rank != 0:
                 self._verified = got
         return [self.store, *self.fallbacks][index], Manifest.from_json(text)
-
-    def handed_to_group(self, name: str) -> bool:
-        """Rank 0: whether a file it verified while choosing goes to every other rank over
-        the collective (one download for the group): all but its own RNG state."""
-        return not name.startswith("rng-")
 
     def restore_agreed(
         self, read: Callable[[CheckpointStore, Manifest], T], drop: Callable[[T], None] | None = None
@@ -554,15 +559,16 @@ class WorkerAttempt:
         # Whether the candidate being read is the one the node's scratch copy holds: its
         # files are then read from there, verified, not downloaded too (the store's are
         # found with their sizes only, and read after all if the copy fails).
-        on_node = [False]
+        on_node = False
 
         def choose(store: CheckpointStore, m: Manifest) -> None:
+            nonlocal on_node
             chosen.add((store.region, m.step))
-            on_node[0] = scratch is not None and scratch.holds(m)
+            on_node = scratch is not None and scratch.holds(m)
             self._restore_hook(m.step)
 
         def read_later(name: str) -> bool:
-            return not self.kept_on_choice(name) or on_node[0]
+            return not self.kept_on_choice(name) or on_node
 
         while True:
 
@@ -589,7 +595,8 @@ class WorkerAttempt:
                 return None
             store, m = best.store, best.manifest
             names = [f.name for f in m.files if self.kept_on_choice(f.name)]
-            local = scratch.load(m, names) if scratch is not None and on_node[0] and names else None
+            # load checks the copy's manifest again: the uploader may have replaced it since.
+            local = scratch.load(m, names) if scratch is not None and on_node and names else None
             try:
                 # Verified as it was read; a file not kept then is read and verified now.
                 kept = {name: best.files[name] for name in names if name in best.files}

@@ -12,7 +12,14 @@ import pytest
 
 from orchestrator.runtime.checkpoint.scratch import CURRENT, LocalCopy
 from orchestrator.runtime.loop import worker
-from orchestrator.runtime.loop.worker import Prefetch, WorkerAttempt, is_comm_failure, release_frames, restored_by_rank0
+from orchestrator.runtime.loop.worker import (
+    Prefetch,
+    WorkerAttempt,
+    handed_to_group,
+    is_comm_failure,
+    release_frames,
+    restored_by_rank0,
+)
 from recovery.store import CheckpointStore
 from tests.support.stores import TEST_KEY, WriteCheckpoint
 
@@ -45,6 +52,11 @@ def test_prefetch_raises_what_the_choice_raised_where_it_is_taken() -> None:
 def test_rank0_keeps_the_shared_state_and_its_own_rng_only() -> None:
     assert restored_by_rank0("model.pt") and restored_by_rank0("state.pt") and restored_by_rank0("rng-rank0.pt")
     assert not restored_by_rank0("rng-rank1.pt")
+
+
+def test_rank0_hands_the_group_all_it_kept_but_its_own_rng() -> None:
+    assert handed_to_group("model.pt") and handed_to_group("state.pt") and handed_to_group("shards.json")
+    assert not handed_to_group("rng-rank0.pt")
 
 
 def _timed(began: float, chosen: float | None) -> WorkerAttempt:
