@@ -60,7 +60,21 @@ class Lineage:
         return max((link.generation for link in self.links), default=0)
 
     def then(self, generation: int, restored_step: int) -> Lineage:
-        return Lineage((*self.links, Link(generation, restored_step)))
+        """The lineage with ``generation`` restarting from ``restored_step``. The last link's
+        own generation is moved, not repeated: a handover whose stores held a newer commit
+        of the attempt it takes over from, found once they were fenced, restarts from there."""
+        links = self.links
+        if links and links[-1].generation == generation:
+            links = links[:-1]
+        return Lineage((*links, Link(generation, restored_step)))
+
+    def newer_than(self, other: Lineage) -> bool:
+        """Whether this fence supersedes ``other``: a higher generation, or the same one
+        moved to a later step (the controller only ever moves a link forward)."""
+        if self.generation != other.generation:
+            return self.generation > other.generation
+        mine, theirs = self.links[-1:], other.links[-1:]
+        return bool(mine and theirs) and mine[0].restored_step > theirs[0].restored_step
 
     def allows(self, attempt: int, step: int) -> bool:
         """Whether a checkpoint written by ``attempt`` at ``step`` is on the lineage."""

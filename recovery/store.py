@@ -715,7 +715,7 @@ def scan_fences(stores: list[CheckpointStore], run_id: str) -> FenceScan:
         except FenceRejected as exc:
             ignored[store.region or store.url] = str(exc)
             continue
-        if lineage is not None and lineage.generation > best.generation:
+        if lineage is not None and lineage.newer_than(best):
             best = lineage
     return FenceScan(best, failed, ignored)
 

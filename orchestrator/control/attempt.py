@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.chaos.injector import FaultInjector, Injected
@@ -59,6 +60,7 @@ from providers.base import (
     RuntimeProcess,
 )
 from recovery.detection import Failure, Health
+from recovery.fencing import Lineage
 from recovery.keys import AttemptKeys
 from recovery.replication import ReplicationError, replicate, sync_newest
 from recovery.retry import Backoff, retrying
@@ -334,9 +336,26 @@ class AttemptRunner:
     def _ready_stores(self, region: str, gen: int, out: AttemptOutcome) -> None:
         """The region's store holds the newest checkpoint that verifies, and every store
         is fenced: from here on a zombie of the last attempt (partitioned, still
-        training) can commit nothing a restore would take past the handover."""
-        out.restored_step = self._prepare_restore(region)
-        self._fence(gen, out.restored_step)
+        training) can commit nothing a restore would take past the handover.
+
+        The last attempt may still commit between the scan and the fence: a cancelled
+        allocation's processes finish the upload in flight in their grace period
+        (SIGTERM, then SIGKILL). Once the fence is written no more of its commits can
+        land, so the stores are looked at again, and a newer checkpoint found there
+        moves this generation's link to it (still before its runtime reads the
+        lineage): nothing committed before the handover is lost."""
+        ctx = self.ctx
+        before = ctx.lineage()
+        first = self._prepare_restore(region, before)
+        out.restored_step = first.step
+        self._fence(gen, first.step)
+        others = [s for r, s in ctx.stores.items() if r not in first.failed]
+        landed = {c for c in _committed(ctx.run_id, others) if c[1] > first.step and c not in first.passed}
+        if landed:
+            later = self._prepare_restore(region, before, only=landed).step
+            if later > first.step:
+                self._fence(gen, later, moved_from=first.step)
+                out.restored_step = later
 
     def _launch_beside_stores(self, region: str, gen: int, out: AttemptOutcome) -> ClusterHandle:
         """Launch the region's cluster while its store is readied and fenced: neither needs
@@ -404,33 +423,42 @@ class AttemptRunner:
             generation=gen,
         )
 
-    def _prepare_restore(self, region: str) -> int:
-        """Make sure the region's store holds the newest checkpoint that verifies anywhere."""
+    def _prepare_restore(self, region: str, lineage: Lineage, only: set[tuple[str, int]] | None = None) -> Scan:
+        """Make sure the region's store holds the newest checkpoint that verifies anywhere
+        on ``lineage``. ``only``: the (region, step) candidates to consider, every other
+        one passed over unread."""
         ctx = self.ctx
         target = ctx.stores[region]
-        others = [s for r, s in ctx.stores.items() if r != region]
+        stores = [target, *(s for r, s in ctx.stores.items() if r != region)]
+        exclude: set[tuple[str, int]] = set()
+        if only is not None:
+            exclude = set(_committed(ctx.run_id, stores)) - only
+        scan = Scan()
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
+            scan.passed.add((store.region, step))
             ctx.emit(CheckpointSkipped(by="controller", region=store.region, step=step, reason=reason))
 
         def store_failed(store: CheckpointStore, error: str) -> None:
+            scan.failed.add(store.region)
             ctx.emit(RestoreStoreSkipped(by="controller", region=store.region, error=error[:500]))
 
-        best = sync_newest(ctx.run_id, [target, *others], skipped, lineage=ctx.lineage(), on_store_error=store_failed)
+        best = sync_newest(ctx.run_id, stores, skipped, lineage=lineage, exclude=exclude, on_store_error=store_failed)
         if best is None:
-            return 0
+            return scan
         src, manifest = best
         if src is not target:
             try:
                 r = replicate(src, target, manifest)
             except (StoreError, ReplicationError) as exc:
                 ctx.emit(RestoreCopyFailed(step=manifest.step, error=str(exc)))
-                return 0
+                return scan
             if r is not None:
                 ctx.emit(RestoreCopied(step=r.step, from_=r.source, to=r.target, copy_s=round(r.copy_s, 3)))
-        return manifest.step
+        scan.step = manifest.step
+        return scan
 
-    def _fence(self, gen: int, restored: int) -> None:
+    def _fence(self, gen: int, restored: int, moved_from: int | None = None) -> None:
         """Generation ``gen`` takes over from step ``restored``: tell every store. The
         ``fence`` event then moves the run's lineage (the controller applies it)."""
         ctx = self.ctx
@@ -445,7 +473,9 @@ class AttemptRunner:
             except Exception as exc:  # an unreachable store: restore's lineage check still holds
                 failed[region] = f"{type(exc).__name__}: {str(exc)[:200]}"
         pool.shutdown(wait=False)
-        ctx.emit(Fence(generation=gen, restored_step=restored, stores=tuple(done), failed=failed))
+        ctx.emit(
+            Fence(generation=gen, restored_step=restored, stores=tuple(done), failed=failed, moved_from=moved_from)
+        )
 
     def start_runtime(self, cluster: ClusterHandle, region: str, gen: int, standby: bool = False) -> RuntimeProcess:
         ctx = self.ctx
@@ -558,6 +588,27 @@ class AttemptRunner:
         here = Capability.LOCAL_PROCESSES in ctx.provider.capabilities and cluster.info.get("log_dir")
         driver = os.path.join(attempt_dir(ctx.run_dir, gen), DRIVER_LOG)
         return LiveLogs(gen, driver, str(here) if here else None, ctx.progress.log)
+
+
+@dataclass
+class Scan:
+    """What readying a restore found: the step it restores (0: none), the (region, step)
+    candidates it passed over (journaled skips) and the regions whose store failed it."""
+
+    step: int = 0
+    passed: set[tuple[str, int]] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+
+
+def _committed(run_id: str, stores: list[CheckpointStore]) -> list[tuple[str, int]]:
+    """(region, step) of every checkpoint committed in the stores that answer a listing."""
+    out: list[tuple[str, int]] = []
+    for store in stores:
+        try:
+            out += [(store.region, step) for step in store.committed_steps(run_id)]
+        except Exception:  # not answering now: the restore's own scan passed over it or will
+            continue
+    return out
 
 
 def no_faults(ctx: RunContext) -> FaultInjector:

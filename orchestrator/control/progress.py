@@ -137,6 +137,11 @@ def startup_text(ev: Event) -> str | None:
         return f"standby {ev.cluster} activated in {ev.region}"
     if isinstance(ev, RestoreCopied):
         return f"restoring step {ev.step}: copied from {ev.from_}'s store to {ev.to}'s"
+    if isinstance(ev, Fence) and ev.moved_from is not None:
+        return (
+            f"step {ev.restored_step} was committed by the lost attempt after the scan (step {ev.moved_from}); "
+            "this attempt restores it"
+        )
     if isinstance(ev, Fence) and ev.restored_step > 0:
         return f"newest checkpoint that verifies: step {ev.restored_step}; this attempt restores it"
     if isinstance(ev, RuntimeStarted) and not ev.standby:

@@ -224,10 +224,14 @@ class RuntimeStarted(Event):
 @_event("fence")
 @dataclass(frozen=True)
 class Fence(Event):
+    SPARSE = frozenset({"moved_from"})
     generation: int
     restored_step: int
     stores: tuple[str, ...] | None = None
     failed: dict[str, str] | None = None
+    # The generation's fence moved forward: the step it named before (a commit of the
+    # attempt taken over from landed after the first scan, before the fence stopped it).
+    moved_from: int | None = None
 
 
 @_event("teardown")

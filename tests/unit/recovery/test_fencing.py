@@ -70,6 +70,25 @@ def test_the_newest_fence_wins_and_unreachable_or_missing_fences_are_passed_over
     assert newest_fence([a, c, b], RUN).generation == 2
 
 
+def test_a_generations_link_moved_forward_replaces_it_and_its_fence_wins_over_the_first() -> None:
+    first = Lineage().then(1, 0).then(2, 40)
+    moved = first.then(2, 50)  # a commit of attempt 1 found after the fence: the handover moves to it
+    assert moved.to_plain() == [[1, 0], [2, 50]] and Lineage.from_plain(moved.to_plain()) == moved
+    assert moved.allows(1, 50) and not first.allows(1, 50) and not moved.allows(1, 60)
+    assert moved.newer_than(first) and not first.newer_than(moved) and not moved.newer_than(moved)
+    assert Lineage().then(1, 0).then(3, 0).newer_than(moved)  # a higher generation, whatever its step
+    assert first.newer_than(Lineage()) and not Lineage().newer_than(Lineage())
+
+
+def test_of_two_fences_of_one_generation_the_later_step_is_the_newest(tmp_path: Path) -> None:
+    a = CheckpointStore(f"file://{tmp_path}/a", region="a", key=TEST_KEY)
+    b = CheckpointStore(f"file://{tmp_path}/b", region="b", key=TEST_KEY)
+    a.write_fence(RUN, Lineage().then(1, 0).then(2, 40))  # its second write did not reach a
+    b.write_fence(RUN, Lineage().then(1, 0).then(2, 50))
+    assert newest_fence([a, b], RUN).to_plain() == [[1, 0], [2, 50]]
+    assert newest_fence([b, a], RUN).to_plain() == [[1, 0], [2, 50]]
+
+
 CTL = controller_keys(bytes(32), "run")
 ATTEMPT = CTL.for_attempt(2)
 LINEAGE = Lineage().then(1, 0).then(2, 40)

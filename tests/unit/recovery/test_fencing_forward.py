@@ -400,7 +400,7 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
     a.fs.ls = _timeout  # type: ignore[method-assign]
     runner = AttemptRunner(ctl.ctx)
     try:
-        assert runner._prepare_restore("local-b") == 40
+        assert runner._prepare_restore("local-b", ctl.ctx.lineage()).step == 40
     finally:
         runner.injector.close()
     skipped = [e for e in read_events(ctl.journal.path) if e["type"] == "restore_store_skipped"]

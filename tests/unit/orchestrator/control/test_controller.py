@@ -275,6 +275,63 @@ def test_each_attempt_is_fenced_before_its_runtime_starts_and_a_zombie_cannot_co
     assert ctl.lineage.to_plain() == [[1, 0], [2, 40]]
 
 
+def _land_during_the_scan(ctl, zombie, monkeypatch, corrupt: bool = False) -> None:
+    """The lost attempt's upload in flight commits step 50 after the next attempt's scan
+    and before its fence: a cancelled allocation finishing its upload in its grace period."""
+    fence = ctl.runner._fence
+
+    def commit_then_fence(gen: int, restored: int, moved_from: int | None = None) -> None:
+        if gen == 2 and moved_from is None:
+            assert zombie._commit(50)
+            if corrupt:
+                (path,) = Path(zombie.spec.store_url.removeprefix("file://")).glob(
+                    f"{RUN}/checkpoints/step-50-g1/model.pt"
+                )
+                path.write_bytes(b"weights at 5X")
+        fence(gen, restored, moved_from)
+
+    monkeypatch.setattr(ctl.runner, "_fence", commit_then_fence)
+
+
+def test_a_commit_of_the_lost_attempt_landing_between_the_scan_and_the_fence_is_the_one_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
+    ctl = _controller(tmp_path, cloud)
+    _start(ctl)
+    assert ctl.step() is False
+    zombie = cloud.runtimes[0]
+    _land_during_the_scan(ctl, zombie, monkeypatch)
+    assert ctl.step() is True
+    # The fence stopped any later commit; the stores, looked at again, held step 50, and
+    # generation 2's link moved there before its runtime read the lineage.
+    fences = [(e["restored_step"], e.get("moved_from")) for e in _events(ctl, "fence") if e["generation"] == 2]
+    assert fences == [(40, None), (50, 40)]
+    assert ctl.lineage.to_plain() == [[1, 0], [2, 50]]
+    assert ctl.record.attempts[1]["restored_step"] == 50
+    started = [e["restored_step"] for e in _events(ctl, "runtime.train_started") if e["generation"] == 2]
+    assert started == [50]
+    (incident,) = ctl.record.incidents
+    assert incident.restored_step == 50 and incident.lost_steps == 0, incident
+    assert _live(ctl) == _replayed(ctl)
+    with pytest.raises(FencedError):
+        zombie.store.commit(RUN, 60, 1, [zombie.store.put(RUN, 60, "model.pt", b"late")], fenced=True)
+
+
+def test_a_late_commit_that_does_not_verify_leaves_the_handover_where_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
+    ctl = _controller(tmp_path, cloud)
+    _start(ctl)
+    assert ctl.step() is False
+    _land_during_the_scan(ctl, cloud.runtimes[0], monkeypatch, corrupt=True)
+    assert ctl.step() is True
+    assert [e["restored_step"] for e in _events(ctl, "fence") if e["generation"] == 2] == [40]
+    assert [(e["step"], e["region"]) for e in _events(ctl, "checkpoint_skipped")] == [(50, "local-a")]
+    assert ctl.lineage.to_plain() == [[1, 0], [2, 40]]
+
+
 def test_a_crashed_controller_resumes_from_exactly_the_state_its_journal_holds(tmp_path: Path) -> None:
     cloud = FakeCloud({"local-a": [Script(40, "cluster_lost")], "local-b": [Script(40, "runtime_lost"), Script()]})
     ctl = _controller(tmp_path, cloud)
