@@ -284,9 +284,11 @@ class KillsCluster(Protocol):
     """Capability.KILL_CLUSTER: chaos kill_region for a provider whose clusters run on
     other machines (SkyPilot on Slurm: the allocation SIGKILLed and cancelled)."""
 
-    def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+    def kill_cluster(self, cluster: ClusterHandle, graceful: bool = False) -> str | None:
         """Every process of the cluster killed where it runs, and its machines given back;
-        None once it is gone, else why not (one line). Never raises."""
+        None once it is gone, else why not (one line). Never raises. ``graceful``: the
+        cancel is sent (SIGTERM, SIGKILL after the platform's grace period) and None
+        returned at once, the processes still finishing what they were doing."""
 
 
 class FreezesCluster(Protocol):

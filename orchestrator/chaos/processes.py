@@ -109,10 +109,21 @@ def head_pids(provider: Provider, cluster: ClusterHandle) -> list[int]:
 
 
 def _kill_region(state: FaultState, f: Firing) -> None:
+    graceful = f.fault.graceful
+    if graceful:
+        f.detail["graceful"] = True
     if Capability.LOCAL_PROCESSES not in state.provider.capabilities:
         # Off this machine (SkyPilot on Slurm): the provider kills it where it runs.
-        if struck_off_machine(state, f, state.provider.kill_cluster(f.on), "cancelled"):  # type: ignore[attr-defined]
+        killed = state.provider.kill_cluster(f.on, graceful=graceful)  # type: ignore[attr-defined]
+        if struck_off_machine(state, f, killed, "cancelled"):
             f.at = state.killed[f.on.name] = time.time()
+        return
+    if graceful:
+        # What a machine's shutdown does: every process told, then killed after the grace.
+        f.detail["terminated"] = len(set(send_signal(state.provider.processes(f.on), signal.SIGTERM)))
+        f.detail["grace_s"] = f.fault.grace_s
+        f.at = state.killed[f.on.name] = time.time()
+        state.later(f.fault.grace_s, _reclaim, state, f.index, f.on, str(f.kind))
         return
     # One pass: with the head and raylet gone nothing spawns again, and the
     # controller's teardown sweeps whatever is left.
@@ -144,9 +155,9 @@ def _preempt(state: FaultState, f: Firing) -> None:
     state.later(grace, _reclaim, state, f.index, f.on)
 
 
-def _reclaim(state: FaultState, index: int, cluster: ClusterHandle) -> None:
+def _reclaim(state: FaultState, index: int, cluster: ClusterHandle, kind: str = "preempt") -> None:
     killed = sigkill(state.provider.processes(cluster))
-    state.say(FaultEnded(index, "preempt", region=cluster.region, reclaimed=len(killed)))
+    state.say(FaultEnded(index, kind, region=cluster.region, reclaimed=len(killed)))
 
 
 def _kill_worker(state: FaultState, f: Firing) -> None:

@@ -481,8 +481,14 @@ class FaultConfig:
     duration_s: float = 0.0
     latency_ms: float = 0.0
     bandwidth_kbps: float = 0.0
-    # preempt: the notice's grace period before the machines are reclaimed.
+    # preempt: the notice's grace period before the machines are reclaimed; kill_region
+    # with graceful on the local provider: from its SIGTERM to its SIGKILL.
     grace_s: float = 30.0
+    # kill_region: cancelled as an admin's scancel or a machine's shutdown cancels, every
+    # process told with SIGTERM and killed once the grace period has passed (on Slurm, a
+    # plain scancel: its KillWait), so an upload in flight may still land; false: every
+    # process SIGKILLed at once, as a region lost.
+    graceful: bool = False
     # status_flap: how many of the provider's health checks in a row fail.
     count: int = 1
     # kill_node / hang_node: which node (1 ..., the head is 0, which kill_head takes);

@@ -158,6 +158,10 @@ def _validate_trigger(cfg: Config, i: int, fault: FaultConfig) -> None:
     if fault.random is not None and not 0.0 < fault.random.rate <= 1.0:
         raise ConfigError(f"{key}.random.rate", f"got {fault.random.rate}; expected 0 < rate <= 1")
     seconds(f"{key}.grace_s", fault.grace_s)
+    if fault.graceful and fault.kind != "kill_region":
+        raise ConfigError(
+            f"{key}.graceful", f"got graceful: true for {fault.kind}; only kill_region is cancelled with a grace period"
+        )
     if fault.count < 1:
         raise ConfigError(f"{key}.count", f"got {fault.count}; expected an integer >= 1 (health checks that fail)")
     if fault.kind == "user_error" and (fault.after_s is not None or fault.during not in (None, "restore")):

@@ -319,6 +319,8 @@ class FaultSpec(Section):
     latency_ms: NonNegative = 0.0
     bandwidth_kbps: NonNegative = 0.0
     grace_s: Positive = 30.0
+    # kill_region: a cancel with a grace period (SIGTERM, then SIGKILL), not a loss at once.
+    graceful: bool = False
     count: Count = 1
     # kill_node / hang_node: the node's index (1 ..., the head is 0); None: drawn from seed
     # among the worker nodes of node_role.

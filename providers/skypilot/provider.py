@@ -353,11 +353,12 @@ class SkyPilotProvider:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return f"cannot signal pid {pid} on the head of {cluster.name}: ssh exited {done.returncode}: {tail}"
 
-    def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+    def kill_cluster(self, cluster: ClusterHandle, graceful: bool = False) -> str | None:
         """Lose the cluster as a region is lost (chaos kill_region): on Slurm, every process
         of its allocation SIGKILLed and the allocation cancelled; why not, or None once
-        Slurm lists it no more. A cloud's cluster is not lost on purpose here."""
-        return slurm.cancel_allocation(cluster.info)
+        Slurm lists it no more. ``graceful``: a plain scancel, None once sent. A cloud's
+        cluster is not lost on purpose here."""
+        return slurm.cancel_allocation(cluster.info, graceful=graceful)
 
     def freeze_cluster(self, cluster: ClusterHandle) -> str | None:
         """Freeze the cluster as a hung region is (chaos hang_region, partition_region): on

@@ -78,15 +78,25 @@ def _on_login(info: dict[str, Any], command: str, timeout: float) -> subprocess.
         return f"cannot reach the login node of {info['infra']}: {exc}"
 
 
-def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0) -> str | None:
+def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0, graceful: bool = False) -> str | None:
     """Cancel the cluster's allocation as a lost one goes (chaos kill_region): SIGKILL to
     every process of it (its batch script too, not the TERM and grace of a plain
     ``scancel``: a region lost does not finish its upload), then the job cancelled; None
-    once Slurm lists it no more, else why not (one line). Through the login node."""
+    once Slurm lists it no more, else why not (one line). Through the login node.
+    ``graceful``: a plain ``scancel`` (SIGTERM to every process of the job, SIGKILL after
+    Slurm's KillWait), as an admin or a preempting partition cancels; None once sent."""
     name = info.get("name_on_cloud")
     if not on_slurm(info) or not name:
         return "only a Slurm allocation can be cancelled from here (scancel)"
     who = f'-u "$(id -un)" --name={shlex.quote(str(name))}'
+    if graceful:
+        done = _on_login(info, f"scancel {who}", wait_s)
+        if isinstance(done, str):
+            return done
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return f"scancel of {name} failed: exit {done.returncode}: {tail}"
+        return None
     command = (
         f"scancel --signal=KILL --full {who}; scancel {who}; "
         f'for _ in $(seq {max(1, int(wait_s * 2))}); do [ -z "$(squeue -h {who} -o %i)" ] && exit 0; sleep 0.5; done; '

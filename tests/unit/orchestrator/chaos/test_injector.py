@@ -152,14 +152,16 @@ def test_a_kill_region_off_this_machine_is_the_providers_and_lands_before_its_ma
     # is cancelled after it could still commit the upload the fault was to cut.
     control = ControlChannel(f"file://{tmp_path}/control")
     marks_at_kill: list[int] = []
-    answers: list[str | None] = [None, "scancel of c failed: exit 1: denied"]
+    answers: list[str | None] = [None, "scancel of c failed: exit 1: denied", None]
+    graceful_asked: list[bool] = []
     events: list[Event] = []
 
     class Slurm:
         name = "skypilot"
         capabilities = frozenset({Capability.KILL_CLUSTER})
 
-        def kill_cluster(self, cluster: ClusterHandle) -> str | None:
+        def kill_cluster(self, cluster: ClusterHandle, graceful: bool = False) -> str | None:
+            graceful_asked.append(graceful)
             marks_at_kill.append(control.fired_count(len(marks_at_kill)))
             return answers[len(marks_at_kill) - 1]
 
@@ -172,6 +174,11 @@ def test_a_kill_region_off_this_machine_is_the_providers_and_lands_before_its_ma
     refused = inj.drill(FaultSpec.from_plain({"kind": "kill_region"}, "fault"), cluster, None, 1, 6)
     assert refused.detail["refused"] == answers[1] and "cancelled" not in refused.detail
     assert [e.reason for e in events if isinstance(e, FaultRefused)] == [answers[1]]
+    # graceful: the plain cancel, sent before the mark too (the upload held there may land in the grace).
+    spec = FaultSpec.from_plain({"kind": "kill_region", "graceful": True}, "fault")
+    sent = inj.drill(spec, cluster, None, 1, 7)
+    assert graceful_asked == [False, False, True] and marks_at_kill[2] == 0
+    assert sent.detail["cancelled"] is True and sent.detail["graceful"] is True
 
 
 def test_a_region_partitioned_off_this_machine_is_frozen_by_its_provider_then_thawed(tmp_path: Path) -> None:

@@ -60,3 +60,55 @@ def test_node_role_idle_draws_a_node_that_runs_no_worker_and_none_is_refused() -
 def test_no_node_to_strike_is_a_reason_not_a_node(node: int | None, workers: list[int], why: str) -> None:
     chosen, problem = choose_node(node, 0, workers)
     assert chosen is None and problem is not None and why in problem
+
+
+def test_a_graceful_kill_region_on_this_machine_terms_every_process_then_kills_them_after_the_grace(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+    import threading
+    from typing import Any
+
+    import orchestrator.chaos.firing as firing
+    import orchestrator.chaos.processes as processes
+    from orchestrator.chaos.injector import FaultInjector
+    from orchestrator.runstate.events import Event, FaultEnded
+    from orchestrator.wire.control import ControlChannel
+    from orchestrator.wire.sections import FaultSpec
+    from providers.base import Capability, ClusterHandle
+
+    sent: list[tuple[int, int]] = []
+    ended = threading.Event()
+
+    def send(pids: list[int], sig: int) -> list[int]:
+        sent.extend((pid, sig) for pid in pids)
+        return pids
+
+    monkeypatch.setattr(firing, "send_signal", send)
+    monkeypatch.setattr(processes, "send_signal", send)
+
+    class Local:
+        name = "local"
+        capabilities = frozenset({Capability.LOCAL_PROCESSES})
+
+        def processes(self, cluster: ClusterHandle) -> list[int]:
+            return [11, 12]
+
+    events: list[Event] = []
+
+    def said(e: Event) -> None:
+        events.append(e)
+        if isinstance(e, FaultEnded):
+            ended.set()
+
+    provider: Any = Local()
+    inj = FaultInjector([], ControlChannel(f"file://{tmp_path}/control"), provider, lambda: [], "r", on_event=said)
+    spec = FaultSpec.from_plain({"kind": "kill_region", "graceful": True, "grace_s": 0.2}, "fault")
+    fired = inj.drill(spec, ClusterHandle("c", "local-a", "local", ""), None, 1, 5)
+    assert fired.detail["terminated"] == 2 and fired.detail["graceful"] is True and fired.detail["grace_s"] == 0.2
+    assert sent == [(11, signal.SIGTERM), (12, signal.SIGTERM)]
+    assert ended.wait(10)
+    assert sent[2:] == [(11, signal.SIGKILL), (12, signal.SIGKILL)]
+    (end,) = [e for e in events if isinstance(e, FaultEnded)]
+    assert (end.kind, end.region, end.reclaimed) == ("kill_region", "local-a", 2)
+    inj.close()

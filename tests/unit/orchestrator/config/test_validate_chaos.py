@@ -51,6 +51,9 @@ def _faults(tmp_path: Path, *faults: FaultConfig, hpo: bool = False):  # type: i
 
 def test_a_fault_with_one_trigger_in_a_candidate_region_passes(tmp_path: Path) -> None:
     validate_chaos(_faults(tmp_path, FaultConfig(kind=FaultKind.kill_region, at_step=20, region="b")))
+    validate_chaos(
+        _faults(tmp_path, FaultConfig(kind=FaultKind.kill_region, during="checkpoint_upload", graceful=True))
+    )
 
 
 @pytest.mark.parametrize(
@@ -58,6 +61,11 @@ def test_a_fault_with_one_trigger_in_a_candidate_region_passes(tmp_path: Path) -
     [
         (FaultConfig(kind=FaultKind.kill_region, at_step=20, region="zz"), "chaos.faults[0].region", "allowed: a, b"),
         (FaultConfig(kind=FaultKind.kill_region), "chaos.faults[0]", "trigger"),
+        (
+            FaultConfig(kind=FaultKind.preempt, at_step=20, graceful=True),
+            "chaos.faults[0].graceful",
+            "only kill_region is cancelled with a grace period",
+        ),
         (FaultConfig(kind=FaultKind.kill_region, at_step=20, after_s=5.0), "chaos.faults[0]", "trigger"),
     ],
 )

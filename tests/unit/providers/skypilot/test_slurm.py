@@ -68,6 +68,26 @@ def test_a_lost_allocation_is_killed_then_cancelled_and_said_gone_only_once_sque
     assert len(ran) == 3
 
 
+def test_a_graceful_cancel_is_a_plain_scancel_said_done_once_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    import providers.skypilot.slurm as slurm
+
+    ran: list[str] = []
+    codes = iter([0, 1])
+
+    def run(argv: list[str], **_k: object) -> subprocess.CompletedProcess[str]:
+        ran.append(argv[-1])
+        return subprocess.CompletedProcess(argv, next(codes), "", "scancel: error: denied\n")
+
+    monkeypatch.setattr(slurm.subprocess, "run", run)
+    info = {"infra": "slurm/login1", "name_on_cloud": "r-a-12ab"}
+    assert slurm.cancel_allocation(info, graceful=True) is None
+    # SIGTERM and Slurm's KillWait: no SIGKILL first, and no wait for squeue.
+    assert ran[0] == 'scancel -u "$(id -un)" --name=r-a-12ab'
+    assert slurm.cancel_allocation(info, graceful=True) == "scancel of r-a-12ab failed: exit 1: scancel: error: denied"
+
+
 def test_a_frozen_allocation_is_stopped_and_continued_whole_only_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
