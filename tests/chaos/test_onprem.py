@@ -222,3 +222,55 @@ def test_a_users_project_on_slurm_survives_a_scancel_with_exact_weights(
     )
     assert status.returncode == 0, status.stderr
     assert "SUCCEEDED" in status.stdout and "orch-slurm-a" in status.stdout
+
+
+def _committed_by(stores: Path, run_id: str, generation: int) -> list[int]:
+    """The steps ``generation`` committed in any of the run's stores (a replica counts once)."""
+    steps = {
+        int(m.parent.name.split("-")[1])
+        for m in stores.glob(f"*/{run_id}/checkpoints/step-*-g{generation}/MANIFEST.json")
+    }
+    return sorted(steps)
+
+
+def test_a_scancel_during_an_upload_restores_the_newest_checkpoint_committed_before_the_handover(
+    onprem, baseline
+) -> None:
+    """A plain scancel (SIGTERM to every process of the allocation, SIGKILL after Slurm's
+    KillWait) half way through an upload (files sent, no manifest): the upload may still
+    commit in the grace period, before or after the controller's scan. Whichever it is,
+    the run restores the newest checkpoint the lost attempt committed, and ends with the
+    uninterrupted run's weights."""
+    from tests.support.onprem import CLOUD, RUN_TIMEOUT_S
+    from tests.support.runs import orchestrate
+
+    run_id = "onprem-graceful"
+    run = orchestrate(
+        onprem.home,
+        run_id,
+        *CLOUD,
+        "chaos.faults=[{kind:kill_region,during:checkpoint_upload,graceful:true,region:orch-slurm-a}]",
+        # Every checkpoint kept: what the lost attempt committed is read from the stores after.
+        "checkpoint.keep_last=20",
+        env=onprem.env,
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.result is not None and run.result["status"] == "SUCCEEDED"
+    (cut,) = [e for e in run.events("fault_injected") if e["kind"] == "kill_region"]
+    assert (cut["during"], cut["graceful"], cut["cancelled"]) == ("checkpoint_upload", True, True), cut
+    (incident,) = run.result["incidents"]
+    assert (incident["kind"], incident["from_region"], incident["to_region"]) == (
+        "cluster_lost",
+        "orch-slurm-a",
+        "orch-slurm-b",
+    )
+    # Nothing newer is lost: the restore is the newest step the lost attempt committed,
+    # in any store (the upload the cancel cut may have landed in the grace period).
+    committed = _committed_by(onprem.home.parent / "stores", run_id, 1)
+    moved = [(e["restored_step"], e["moved_from"]) for e in run.events("fence") if e.get("moved_from") is not None]
+    where = f"committed by attempt 1: {committed}; cut at step {cut['step']}; fences moved: {moved}"
+    assert incident["restored_step"] == max(committed, default=0), where
+    assert run.result["weights_sha256"] == baseline.result["weights_sha256"], where
+    assert onprem.wait_squeue_empty() == [], "an allocation outlived the run"
+    print(where)

@@ -1,6 +1,6 @@
 """A full ``python -m pytest`` runs two groups of tests apart, each in a pytest of its own
 beside the main one, instead of after it: the unit tier, and the tests on CI's Slurm
-cluster.
+cluster (after a few Ray tests that mostly wait out a lease or a freeze).
 
 The main run spends most of its time in the Ray tiers, whose runs leave a tenth to a
 quarter of this machine's two cores idle (a lease waited out, a launch, a restart). The
@@ -9,7 +9,8 @@ unit tier (about 5000 pure tests, two minutes of one core) fits in those gaps, a
 own worker processes, which Ray starts at 15 (``RAY_worker_niceness``, its default), so
 that it is not starved by a driver's or a cluster's start. The Slurm tests
 (SkyPilot's launches and teardowns on the one-node cluster, five minutes) mostly wait:
-half of two cores is idle while they run.
+half of two cores is idle while they run. So do the hedge, fencing, takeover and stop
+tests (a lease or a freeze waited out), which go first, while CI still installs Slurm.
 
 Each group's result is the run's: its summary line is printed at the end, with its
 failures, and a failure fails the run. The groups share the machine, not their
@@ -64,8 +65,20 @@ GROUPS = (
     # enough that a unit test waiting on a thread of its own (a join of a second or two)
     # is not starved past its wait.
     Group("unit", ("tests/unit",), ("-m", "unit", "-p", "no:xdist"), niceness=10),
-    # Its own priority: a hedge and a lease are timed in the on-prem run.
-    Group("slurm", ("tests/integration/providers/skypilot/test_conformance.py", "tests/chaos/test_onprem.py")),
+    # Its own priority: a hedge and a lease are timed in the on-prem run. First, while CI
+    # installs and starts the Slurm cluster, the Ray tests that mostly wait out a lease or
+    # a freeze (a hedge, a fence, a takeover, a stop): little CPU, minutes of the main run's.
+    Group(
+        "slurm",
+        (
+            "tests/chaos/test_hedge.py",
+            "tests/chaos/test_fencing.py",
+            "tests/chaos/test_takeover.py",
+            "tests/integration/test_stop.py",
+            "tests/integration/providers/skypilot/test_conformance.py",
+            "tests/chaos/test_onprem.py",
+        ),
+    ),
 )
 
 
