@@ -139,7 +139,7 @@ def startup_text(ev: Event) -> str | None:
         return f"restoring step {ev.step}: copied from {ev.from_}'s store to {ev.to}'s"
     if isinstance(ev, Fence) and ev.moved_from is not None:
         return (
-            f"step {ev.restored_step} was committed by the lost attempt after the scan (step {ev.moved_from}); "
+            f"the lost attempt committed step {ev.restored_step} after the scan found step {ev.moved_from}; "
             "this attempt restores it"
         )
     if isinstance(ev, Fence) and ev.restored_step > 0:
