@@ -59,15 +59,19 @@ if [ -n "${ORCH_RAY_NODE_ARGS:-}" ]; then
   read -r -a more <<< "$ORCH_RAY_NODE_ARGS"
   common+=("${more[@]}")
 fi
+# providers.raystart (the synced project, this command's working directory): Ray's own
+# `ray start`, without its Serve import, Ray Client's server or, with no dashboard, the
+# dashboard's API server: about 3 s of a launch, and of every failover, on the nodes.
+ray_start=("$py" -m providers.raystart start --no-ray-client)
 if [ "$rank" = 0 ]; then
-  dashboard=(--include-dashboard=false)
+  dashboard=(--include-dashboard=false --no-api-server)
   if [ -n "${ORCH_DASHBOARD_PORT:-}" ]; then
     # cloud.dashboard: on the head's loopback only (ssh -L reaches it), and the cluster's
     # token, which the dashboard asks for, where the node's user alone reads it.
     dashboard=(--include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port="$ORCH_DASHBOARD_PORT")
     (umask 077; printf '%s' "${RAY_AUTH_TOKEN:-}" > "$ORCH_NODE_DIR/auth_token")
   fi
-  "$py" -m ray.scripts.scripts start --head --port="$ORCH_RAY_PORT" "${dashboard[@]}" \
+  "${ray_start[@]}" --head --port="$ORCH_RAY_PORT" "${dashboard[@]}" \
     --temp-dir="$ORCH_NODE_DIR/ray" "${common[@]}"
   if [ "$nodes" != 1 ]; then
     # Every node in before the runtime starts: a worker group placed on part of the
@@ -84,7 +88,7 @@ else
   # command that fails fails SkyPilot's job, which cancels every node's, the head's
   # included; the run's runtime sees the node gone and goes on with the workers that fit.
   status=0
-  "$py" -m ray.scripts.scripts start --address="$head:$ORCH_RAY_PORT" --block "${common[@]}" || status=$?
+  "${ray_start[@]}" --address="$head:$ORCH_RAY_PORT" --block "${common[@]}" || status=$?
   echo "orchestrator: Ray on node $rank ($ip) ended with status $status; it stays out of the cluster" >&2
 fi
 exec sleep infinity

@@ -60,7 +60,7 @@ def test_every_region_task_passes_skypilots_schema(cloud: str) -> None:
             assert res.region == rc.infra.split("/", 1)[1], "the region is pinned"
         assert task.num_nodes == rc.num_nodes
         assert task.envs["ORCH_REGION"] == region
-        assert "ray.scripts.scripts start --head" in task.run
+        assert "-m providers.raystart start --no-ray-client" in task.run and '"${ray_start[@]}" --head' in task.run
 
 
 def test_skypilots_schema_rejects_a_bad_task() -> None:

@@ -86,7 +86,7 @@ def test_the_example_requirements_install_nothing(tmp_path: Path) -> None:
 
 def test_ray_starts_with_the_code_first_on_pythonpath(tmp_path: Path) -> None:
     # Ray's workers take the raylet's environment: the export must come before `ray start`.
-    assert RUN_SCRIPT.index(CODE_PATH) < RUN_SCRIPT.index("ray.scripts.scripts start")
+    assert RUN_SCRIPT.index(CODE_PATH) < RUN_SCRIPT.index("providers.raystart start")
     out = bash(f'{CODE_PATH}; echo "$PYTHONPATH"', tmp_path, {"ORCH_CODE_DIR": "~/sky_code", "PYTHONPATH": "/x"})
     assert out.stdout.strip() == f"{tmp_path}/sky_code:/x"
     out = bash(f'{CODE_PATH}; echo "$PYTHONPATH"', tmp_path, {"ORCH_CODE_DIR": "~/sky_code"})

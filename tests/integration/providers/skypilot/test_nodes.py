@@ -65,7 +65,7 @@ def test_the_head_starts_ray_then_waits_for_every_node_before_it_says_ready(tmp_
     done, calls, node = _run_script(tmp_path, 0, 3)
     assert done.returncode == 0, done.stderr
     start, wait = calls
-    assert start.startswith("-m ray.scripts.scripts start --head --port=21000 ")
+    assert start.startswith("-m providers.raystart start --no-ray-client --head --port=21000 ")
     assert "--node-ip-address=10.0.0.1 " in start
     assert wait == (
         f"-m providers.skypilot.nodes wait 10.0.0.1:21000 3 120 --failed={node}/ray-failed "
@@ -85,7 +85,9 @@ def test_a_worker_node_waits_for_the_head_then_joins_it_blocking_with_its_own_ip
     assert done.returncode == 0, done.stderr
     wait, join = calls
     assert wait == "-m providers.skypilot.nodes wait 10.0.0.1:21000 1 120"
-    assert join.startswith("-m ray.scripts.scripts start --address=10.0.0.1:21000 --block --node-ip-address=10.0.0.3 ")
+    assert join.startswith(
+        "-m providers.raystart start --no-ray-client --address=10.0.0.1:21000 --block --node-ip-address=10.0.0.3 "
+    )
     assert "--head" not in join and "--temp-dir" not in join
     assert not (node / "ray-ready").exists(), "only the head says ready"
 

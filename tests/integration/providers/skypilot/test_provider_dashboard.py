@@ -56,7 +56,7 @@ def test_a_skypilot_head_starts_its_dashboard_on_loopback_with_the_token_beside_
     envs = task_config("us-east-1", rc, "c", workdir=str(REPO), ray_port=21000, dashboard_port=22000)["envs"]
     assert envs["ORCH_DASHBOARD_PORT"] == "22000"
     (call,), node = _run_script(tmp_path / "on", envs)
-    assert call.startswith("-m ray.scripts.scripts start --head --port=21000 ")
+    assert call.startswith("-m providers.raystart start --no-ray-client --head --port=21000 ")
     assert " --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=22000 " in call
     token = node / "auth_token"
     assert token.read_text() == "t0ken" and stat.S_IMODE(token.stat().st_mode) == 0o600
@@ -71,4 +71,5 @@ def test_without_the_key_no_dashboard_and_no_token_file_and_workers_never_start_
     assert not (node / "auth_token").exists()
     # A worker node waits for the head (providers.skypilot.nodes), then joins it.
     (_wait, call), _ = _run_script(tmp_path / "worker", {**envs, "ORCH_DASHBOARD_PORT": "22000"}, "1")
-    assert call.startswith("-m ray.scripts.scripts start --address=10.0.0.1:21000 ") and "dashboard" not in call
+    assert call.startswith("-m providers.raystart start --no-ray-client --address=10.0.0.1:21000 ")
+    assert "dashboard" not in call
