@@ -451,7 +451,11 @@ class AttemptRunner:
             try:
                 r = replicate(src, target, manifest)
             except (StoreError, ReplicationError) as exc:
+                # Still the newest: the runtime's choice reads every store, this one's copy
+                # only spared it the reach. A handover at 0 would refuse it, and the run
+                # would start again from nothing.
                 ctx.emit(RestoreCopyFailed(step=manifest.step, error=str(exc)))
+                scan.step = manifest.step
                 return scan
             if r is not None:
                 ctx.emit(RestoreCopied(step=r.step, from_=r.source, to=r.target, copy_s=round(r.copy_s, 3)))

@@ -408,6 +408,30 @@ def test_the_controller_journals_a_store_it_passed_over_and_restores_from_anothe
     assert "TimeoutError" in skipped[0]["error"]
 
 
+def test_a_copy_into_the_regions_store_that_fails_still_hands_over_at_the_newest_checkpoint(
+    home: Path, write_checkpoint: WriteCheckpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orchestrator.control.attempt as attempt
+    from orchestrator.control.attempt import AttemptRunner
+    from orchestrator.runstate.journal import read_events
+    from recovery.replication import ReplicationError
+
+    ctl = _controller(home)
+    write_checkpoint(ctl.stores["local-a"], RUN, 40)
+
+    def refused(*_a: object, **_k: object) -> None:
+        raise ReplicationError("local-b: store refused the copy")
+
+    monkeypatch.setattr(attempt, "replicate", refused)
+    runner = AttemptRunner(ctl.ctx)
+    try:
+        assert runner._prepare_restore("local-b", ctl.ctx.lineage()).step == 40
+    finally:
+        runner.injector.close()
+    (failed,) = [e for e in read_events(ctl.journal.path) if e["type"] == "restore_copy_failed"]
+    assert failed["step"] == 40 and "refused the copy" in failed["error"]
+
+
 # --- the runtime restores what the controller's lineage allows ----------------------------------
 
 

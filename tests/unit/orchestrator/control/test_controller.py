@@ -275,34 +275,36 @@ def test_each_attempt_is_fenced_before_its_runtime_starts_and_a_zombie_cannot_co
     assert ctl.lineage.to_plain() == [[1, 0], [2, 40]]
 
 
-def _land_during_the_scan(ctl, zombie, monkeypatch, corrupt: bool = False) -> None:
-    """The lost attempt's upload in flight commits step 50 after the next attempt's scan
-    and before its fence: a cancelled allocation finishing its upload in its grace period."""
+def _failover_with_a_late_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, corrupt: bool = False):  # type: ignore[no-untyped-def]
+    """local-a hangs at step 40 and the run fails over; the lost attempt's upload in
+    flight commits step 50 after the next attempt's scan and before its fence (a
+    cancelled allocation finishing its upload in its grace period). The controller,
+    run to its end, and the lost attempt's runtime."""
+    cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
+    ctl = _controller(tmp_path, cloud)
+    _start(ctl)
+    assert ctl.step() is False
+    zombie = cloud.runtimes[0]
     fence = ctl.runner._fence
 
     def commit_then_fence(gen: int, restored: int, moved_from: int | None = None) -> None:
         if gen == 2 and moved_from is None:
             assert zombie._commit(50)
             if corrupt:
-                (path,) = Path(zombie.spec.store_url.removeprefix("file://")).glob(
-                    f"{RUN}/checkpoints/step-50-g1/model.pt"
-                )
+                store = Path(zombie.spec.store_url.removeprefix("file://"))
+                (path,) = store.glob(f"{RUN}/checkpoints/step-50-g1/model.pt")
                 path.write_bytes(b"weights at 5X")
         fence(gen, restored, moved_from)
 
     monkeypatch.setattr(ctl.runner, "_fence", commit_then_fence)
+    assert ctl.step() is True
+    return ctl, zombie
 
 
 def test_a_commit_of_the_lost_attempt_landing_between_the_scan_and_the_fence_is_the_one_restored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
-    ctl = _controller(tmp_path, cloud)
-    _start(ctl)
-    assert ctl.step() is False
-    zombie = cloud.runtimes[0]
-    _land_during_the_scan(ctl, zombie, monkeypatch)
-    assert ctl.step() is True
+    ctl, zombie = _failover_with_a_late_commit(tmp_path, monkeypatch)
     # The fence stopped any later commit; the stores, looked at again, held step 50, and
     # generation 2's link moved there before its runtime read the lineage.
     fences = [(e["restored_step"], e.get("moved_from")) for e in _events(ctl, "fence") if e["generation"] == 2]
@@ -321,12 +323,7 @@ def test_a_commit_of_the_lost_attempt_landing_between_the_scan_and_the_fence_is_
 def test_a_late_commit_that_does_not_verify_leaves_the_handover_where_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cloud = FakeCloud({"local-a": [Script(40, "hang")], "local-b": [Script()]})
-    ctl = _controller(tmp_path, cloud)
-    _start(ctl)
-    assert ctl.step() is False
-    _land_during_the_scan(ctl, cloud.runtimes[0], monkeypatch, corrupt=True)
-    assert ctl.step() is True
+    ctl, _ = _failover_with_a_late_commit(tmp_path, monkeypatch, corrupt=True)
     assert [e["restored_step"] for e in _events(ctl, "fence") if e["generation"] == 2] == [40]
     assert [(e["step"], e["region"]) for e in _events(ctl, "checkpoint_skipped")] == [(50, "local-a")]
     assert ctl.lineage.to_plain() == [[1, 0], [2, 40]]
