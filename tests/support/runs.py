@@ -57,6 +57,8 @@ def wait_for_ci_setup(timeout_s: float = 1200.0) -> str | None:
 SESSION_ENV = "ORCH_TEST_SESSION"
 SLURM_SESSION = "slurm"
 SLURM_NAMES = frozenset({"slurmstepd", "srun", "sbatch", "salloc"})
+# The Slurm cluster's node user (.ci/slurm/setup): only the Slurm group's runs act as it.
+SLURM_USER = os.environ.get("ORCH_SLURM_USER", "skyuser")
 
 
 def session_of(proc: psutil.Process, depth: int = 16) -> str | None:
@@ -69,8 +71,10 @@ def session_of(proc: psutil.Process, depth: int = 16) -> str | None:
         if current is None or current.pid <= 1:
             return None
         try:
-            if current.name() in SLURM_NAMES:
-                return SLURM_SESSION  # a job's step, or a command run in it over ssh (SkyPilot's)
+            if current.name() in SLURM_NAMES or _user(current) == SLURM_USER:
+                # A job's step, a command run in it over ssh (SkyPilot's), or the shell on the
+                # login node that runs one (its ssh session, in no job and no session of ours).
+                return SLURM_SESSION
             try:
                 env = current.environ()
             except psutil.AccessDenied:  # another user's (not root here): its parent may tell
@@ -83,6 +87,13 @@ def session_of(proc: psutil.Process, depth: int = 16) -> str | None:
         except (psutil.Error, OSError):
             return None
     return None
+
+
+def _user(proc: psutil.Process) -> str | None:
+    try:
+        return proc.username()
+    except (psutil.Error, KeyError):  # KeyError: a uid with no name
+        return None
 
 
 def _in_slurm_job(pid: int) -> bool:

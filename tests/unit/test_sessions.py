@@ -14,11 +14,16 @@ from tests.support import runs
 class Proc:
     """A process as psutil shows it: a name, an environment (None: not ours to read), a parent."""
 
-    def __init__(self, pid: int, name: str, env: dict[str, str] | None, parent: Proc | None = None) -> None:
-        self.pid, self._name, self._env, self._parent = pid, name, env, parent
+    def __init__(
+        self, pid: int, name: str, env: dict[str, str] | None, parent: Proc | None = None, user: str = "root"
+    ) -> None:
+        self.pid, self._name, self._env, self._parent, self._user = pid, name, env, parent, user
 
     def name(self) -> str:
         return self._name
+
+    def username(self) -> str:
+        return self._user
 
     def environ(self) -> dict[str, str]:
         if self._env is None:
@@ -53,6 +58,10 @@ def test_a_slurm_jobs_processes_and_what_runs_in_one_are_the_slurm_groups() -> N
     assert runs.session_of(chain(("sshd", {}), ("srun", {}))) == runs.SLURM_SESSION
     assert runs.session_of(chain(("raylet", {"SLURM_JOB_ID": "14"}))) == runs.SLURM_SESSION  # reparented
     assert runs.session_of(chain(("sshd", None), ("raylet", None), ("ray::IDLE", {}))) is None
+    # The login node's shell that runs a step over ssh (its command line names Ray's start),
+    # in no job and no session: the node user's, so the Slurm group's.
+    shell = Proc(200, "bash", None, Proc(199, "sshd", None, user=runs.SLURM_USER), user=runs.SLURM_USER)
+    assert runs.session_of(shell) == runs.SLURM_SESSION
 
 
 def test_each_session_counts_its_own_and_the_orphans(monkeypatch: pytest.MonkeyPatch) -> None:
