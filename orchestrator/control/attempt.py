@@ -350,9 +350,10 @@ class AttemptRunner:
         out.restored_step = first.step
         self._fence(gen, first.step)
         others = [s for r, s in ctx.stores.items() if r not in first.failed]
-        landed = {c for c in _committed(ctx.run_id, others) if c[1] > first.step and c not in first.passed}
+        listed = set(_committed(ctx.run_id, others))
+        landed = {c for c in listed if c[1] > first.step and c not in first.passed}
         if landed:
-            later = self._prepare_restore(region, before, only=landed).step
+            later = self._prepare_restore(region, before, exclude=listed - landed).step
             if later > first.step:
                 self._fence(gen, later, moved_from=first.step)
                 out.restored_step = later
@@ -423,16 +424,12 @@ class AttemptRunner:
             generation=gen,
         )
 
-    def _prepare_restore(self, region: str, lineage: Lineage, only: set[tuple[str, int]] | None = None) -> Scan:
+    def _prepare_restore(self, region: str, lineage: Lineage, exclude: set[tuple[str, int]] | None = None) -> Scan:
         """Make sure the region's store holds the newest checkpoint that verifies anywhere
-        on ``lineage``. ``only``: the (region, step) candidates to consider, every other
-        one passed over unread."""
+        on ``lineage``, the (region, step) candidates in ``exclude`` passed over unread."""
         ctx = self.ctx
         target = ctx.stores[region]
         stores = [target, *(s for r, s in ctx.stores.items() if r != region)]
-        exclude: set[tuple[str, int]] = set()
-        if only is not None:
-            exclude = set(_committed(ctx.run_id, stores)) - only
         scan = Scan()
 
         def skipped(store: CheckpointStore, step: int, reason: str) -> None:
@@ -443,7 +440,7 @@ class AttemptRunner:
             scan.failed.add(store.region)
             ctx.emit(RestoreStoreSkipped(by="controller", region=store.region, error=error[:500]))
 
-        best = sync_newest(ctx.run_id, stores, skipped, lineage=lineage, exclude=exclude, on_store_error=store_failed)
+        best = sync_newest(ctx.run_id, stores, skipped, lineage, exclude or set(), store_failed)
         if best is None:
             return scan
         src, manifest = best

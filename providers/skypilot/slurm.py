@@ -89,23 +89,17 @@ def cancel_allocation(info: dict[str, Any], wait_s: float = 60.0, graceful: bool
     if not on_slurm(info) or not name:
         return "only a Slurm allocation can be cancelled from here (scancel)"
     who = f'-u "$(id -un)" --name={shlex.quote(str(name))}'
-    if graceful:
-        done = _on_login(info, f"scancel {who}", wait_s)
-        if isinstance(done, str):
-            return done
-        if done.returncode != 0:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return f"scancel of {name} failed: exit {done.returncode}: {tail}"
-        return None
     command = (
-        f"scancel --signal=KILL --full {who}; scancel {who}; "
+        f"scancel {who}"
+        if graceful
+        else f"scancel --signal=KILL --full {who}; scancel {who}; "
         f'for _ in $(seq {max(1, int(wait_s * 2))}); do [ -z "$(squeue -h {who} -o %i)" ] && exit 0; sleep 0.5; done; '
         "exit 3"
     )
     done = _on_login(info, command, wait_s + 30)
     if isinstance(done, str):
         return done
-    if done.returncode == 3:
+    if done.returncode == 3 and not graceful:
         return f"the allocation {name} was still listed by squeue {wait_s:g}s after scancel"
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
